@@ -1,0 +1,28 @@
+# CUDA is detected, never required: the CPU path builds and runs without it.
+set(TS_HAVE_CUDA OFF)
+if(NOT TS_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  set(_ts_cuda_hints ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_TARGET_DIR}/lib64 $ENV{TS_CUDA_LIB_HINTS})
+  find_library(TS_CUDNN_LIBRARY cudnn HINTS ${_ts_cuda_hints})
+  find_path(TS_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{TS_CUDA_INCLUDE_HINTS})
+  find_library(TS_NCCL_LIBRARY nccl HINTS ${_ts_cuda_hints})
+  find_path(TS_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{TS_CUDA_INCLUDE_HINTS})
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND TARGET CUDA::cupti AND TS_CUDNN_LIBRARY
+     AND TS_CUDNN_INCLUDE_DIR AND TS_NCCL_LIBRARY AND TS_NCCL_INCLUDE_DIR)
+    set(TS_HAVE_CUDA ON)
+  elseif(TS_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TS_CUDA=ON but not all of nvcc, CUDA toolkit, CUPTI, cuDNN and NCCL were found "
+      "(nvcc: ${CMAKE_CUDA_COMPILER}, cuDNN: ${TS_CUDNN_LIBRARY}, NCCL: ${TS_NCCL_LIBRARY})")
+  endif()
+endif()
+if(TS_HAVE_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)   # Hopper, the lent GPU machines
+  endif()
+  enable_language(CUDA)
+  message(STATUS "trainscope: CUDA parts enabled (toolkit ${CUDAToolkit_VERSION}, cuDNN ${TS_CUDNN_LIBRARY}, archs ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "trainscope: CUDA parts disabled (TS_CUDA=${TS_CUDA})")
+endif()

@@ -1,0 +1,190 @@
+#include "memprof/ledger.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ts::memprof {
+
+namespace {
+size_t index_of(Category c) { return static_cast<size_t>(c); }
+}  // namespace
+
+Ledger::Ledger() { peak_.t_ns = now_ns(); }
+
+uint32_t Ledger::owner_id(std::string_view owner) {
+  if (auto it = owner_ids_.find(owner); it != owner_ids_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(owners_.size());
+  owners_.emplace_back(owner);
+  owner_ids_.emplace(std::string_view(owners_.back()), id);
+  return id;
+}
+
+void Ledger::apply(Category category, uint32_t owner, int64_t delta, int64_t t_ns) {
+  changes_.push_back({t_ns, delta, owner, category});
+  bytes_[index_of(category)] += delta;
+  total_ += delta;
+  if (total_ > peak_.total) {
+    peak_ = {t_ns, bytes_, total_};
+    peak_changes_ = changes_.size();
+  }
+}
+
+uint64_t Ledger::on_alloc(int64_t bytes, Category category, std::string_view owner) {
+  if (bytes < 0) throw std::invalid_argument("memprof: negative allocation size " + std::to_string(bytes));
+  std::lock_guard lock(mutex_);
+  const int64_t t = now_ns();  // read under the lock so the change log stays in time order
+  const uint64_t id = (generation_ << kSeqBits) | next_seq_++;
+  const uint32_t o = owner_id(owner);
+  live_.emplace(id, Live{bytes, o, category});
+  auto [it, fresh] = owner_iterations_.try_emplace(uint64_t{o} * kCategoryCount + index_of(category),
+                                                   OwnerIteration{iteration_, 0, 0});
+  OwnerIteration& oi = it->second;
+  if (oi.iteration != iteration_) {
+    oi.max_previous = std::max(oi.max_previous, oi.this_iteration);
+    oi.this_iteration = 0;
+    oi.iteration = iteration_;
+  }
+  oi.this_iteration += bytes;
+  apply(category, o, bytes, t);
+  return id;
+}
+
+void Ledger::on_free(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  const int64_t t = now_ns();
+  const uint64_t generation = id >> kSeqBits;
+  if (generation != 0 && generation < generation_) return;  // made before clear(): forgotten
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    throw std::logic_error("memprof: free of unknown allocation id " + std::to_string(id) + " (double free?)");
+  }
+  const Live l = it->second;
+  live_.erase(it);
+  apply(l.category, l.owner, -l.bytes, t);
+}
+
+void Ledger::set_iteration(int32_t iteration) {
+  std::lock_guard lock(mutex_);
+  iteration_ = iteration;
+}
+
+int32_t Ledger::iteration() const {
+  std::lock_guard lock(mutex_);
+  return iteration_;
+}
+
+Snapshot Ledger::current() const {
+  std::lock_guard lock(mutex_);
+  return {now_ns(), bytes_, total_};
+}
+
+Snapshot Ledger::peak() const {
+  std::lock_guard lock(mutex_);
+  return peak_;
+}
+
+void Ledger::reset_peak() {
+  std::lock_guard lock(mutex_);
+  peak_ = {now_ns(), bytes_, total_};
+  peak_changes_ = changes_.size();
+}
+
+std::vector<Snapshot> Ledger::timeline(size_t max_points) const {
+  std::lock_guard lock(mutex_);
+  const size_t n = changes_.size();
+  if (n == 0 || max_points == 0) return {};
+
+  std::vector<size_t> keep;
+  if (n <= max_points) {
+    keep.resize(n);
+    for (size_t i = 0; i < n; ++i) keep[i] = i;
+  } else {
+    std::vector<int64_t> totals(n);
+    int64_t running = 0;
+    size_t peak_index = 0;
+    for (size_t i = 0; i < n; ++i) {
+      running += changes_[i].delta;
+      totals[i] = running;
+      if (totals[i] > totals[peak_index]) peak_index = i;
+    }
+    keep = {peak_index, 0, n - 1};  // in priority order
+    keep.resize(std::min(keep.size(), max_points));
+    const size_t buckets = (max_points - keep.size()) / 2;
+    for (size_t b = 0; b < buckets; ++b) {
+      const size_t lo = b * n / buckets;
+      const size_t hi = (b + 1) * n / buckets;
+      if (lo >= hi) continue;
+      const auto [mn, mx] = std::minmax_element(totals.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                totals.begin() + static_cast<std::ptrdiff_t>(hi));
+      keep.push_back(static_cast<size_t>(mn - totals.begin()));
+      keep.push_back(static_cast<size_t>(mx - totals.begin()));
+    }
+    std::sort(keep.begin(), keep.end());
+    keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  }
+
+  std::vector<Snapshot> out;
+  out.reserve(keep.size());
+  Bytes bytes{};
+  int64_t total = 0;
+  size_t next = 0;
+  for (size_t i = 0; i < n && next < keep.size(); ++i) {
+    bytes[index_of(changes_[i].category)] += changes_[i].delta;
+    total += changes_[i].delta;
+    if (keep[next] == i) {
+      out.push_back({changes_[i].t_ns, bytes, total});
+      ++next;
+    }
+  }
+  return out;
+}
+
+std::vector<Ledger::OwnerBytes> Ledger::per_owner(Category category) const {
+  std::lock_guard lock(mutex_);
+  std::vector<int64_t> live_at_peak(owners_.size(), 0);
+  for (size_t i = 0; i < peak_changes_; ++i) {
+    if (changes_[i].category == category) live_at_peak[changes_[i].owner] += changes_[i].delta;
+  }
+  std::vector<OwnerBytes> out;
+  for (const auto& [key, oi] : owner_iterations_) {
+    if (key % kCategoryCount != index_of(category)) continue;
+    const auto owner = static_cast<uint32_t>(key / kCategoryCount);
+    out.push_back({owners_[owner], std::max(oi.max_previous, oi.this_iteration), live_at_peak[owner]});
+  }
+  std::sort(out.begin(), out.end(), [](const OwnerBytes& a, const OwnerBytes& b) {
+    if (a.bytes_allocated_per_iteration != b.bytes_allocated_per_iteration) {
+      return a.bytes_allocated_per_iteration > b.bytes_allocated_per_iteration;
+    }
+    if (a.live_at_peak != b.live_at_peak) return a.live_at_peak > b.live_at_peak;
+    return a.owner < b.owner;
+  });
+  return out;
+}
+
+int64_t Ledger::live_count() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(live_.size());
+}
+
+size_t Ledger::change_count() const {
+  std::lock_guard lock(mutex_);
+  return changes_.size();
+}
+
+void Ledger::clear() {
+  std::lock_guard lock(mutex_);
+  ++generation_;
+  next_seq_ = 1;
+  live_.clear();
+  owner_ids_.clear();
+  owners_.clear();
+  changes_.clear();
+  changes_.shrink_to_fit();
+  bytes_ = {};
+  total_ = 0;
+  peak_ = {now_ns(), {}, 0};
+  peak_changes_ = 0;
+  owner_iterations_.clear();
+}
+
+}  // namespace ts::memprof

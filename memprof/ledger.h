@@ -1,0 +1,110 @@
+#pragma once
+// The memory ledger: every allocation and free with its category and owner (layer path).
+// Allocators report here; the ledger keeps live bytes per category, the peak of the total with
+// its split, a change log for timelines, and per-owner bytes. Thread-safe (one mutex: the
+// allocation rate is thousands per second, not millions).
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "memprof/category.h"
+#include "memprof/clock.h"
+
+namespace ts::memprof {
+
+using Bytes = std::array<int64_t, kCategoryCount>;  // indexed by static_cast<size_t>(Category)
+
+struct Snapshot {
+  int64_t t_ns = 0;
+  Bytes bytes{};
+  int64_t total = 0;
+};
+
+class Ledger {
+ public:
+  Ledger();
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  static Ledger& global() {
+    static Ledger ledger;
+    return ledger;
+  }
+
+  // Returns the allocation's id (never 0). bytes < 0: std::invalid_argument.
+  uint64_t on_alloc(int64_t bytes, Category category, std::string_view owner);
+  // Unknown id: std::logic_error (a double free is a bug). An id from before clear(): ignored.
+  void on_free(uint64_t id);
+
+  // Allocations are attributed to the current iteration (for per_owner).
+  void set_iteration(int32_t iteration);
+  int32_t iteration() const;
+
+  Snapshot current() const;  // t_ns = now
+  // Highest TOTAL live bytes since construction, clear() or reset_peak(), with its split
+  // and the time of the change that reached it.
+  Snapshot peak() const;
+  void reset_peak();  // the peak becomes the current state
+
+  // Live bytes per category after each change since clear(), downsampled to at most
+  // max_points: the first and last changes and the highest total are always kept, and the
+  // rest is, per time bucket, its lowest and highest point (so saw-teeth stay visible).
+  std::vector<Snapshot> timeline(size_t max_points) const;
+
+  struct OwnerBytes {
+    std::string owner;
+    int64_t bytes_allocated_per_iteration = 0;  // max over iterations of bytes allocated in one
+    int64_t live_at_peak = 0;                   // bytes of this owner and category live at peak()
+  };
+  // Owners with allocations in that category, by bytes_allocated_per_iteration descending.
+  std::vector<OwnerBytes> per_owner(Category category) const;
+
+  int64_t live_count() const;
+  size_t change_count() const;
+
+  // Forgets everything; frees of allocations made before are ignored afterwards.
+  void clear();
+
+ private:
+  struct Live {
+    int64_t bytes;
+    uint32_t owner;
+    Category category;
+  };
+  struct Change {  // 24 bytes
+    int64_t t_ns;
+    int64_t delta;
+    uint32_t owner;
+    Category category;
+  };
+  struct OwnerIteration {
+    int32_t iteration;
+    int64_t this_iteration;
+    int64_t max_previous;
+  };
+  static constexpr int kSeqBits = 40;  // id = generation << 40 | sequence
+
+  void apply(Category category, uint32_t owner, int64_t delta, int64_t t_ns);
+  uint32_t owner_id(std::string_view owner);
+
+  mutable std::mutex mutex_;
+  uint64_t generation_ = 1;
+  uint64_t next_seq_ = 1;
+  int32_t iteration_ = -1;
+  std::unordered_map<uint64_t, Live> live_;
+  std::deque<std::string> owners_;  // deque: the map's views stay valid
+  std::unordered_map<std::string_view, uint32_t> owner_ids_;
+  std::vector<Change> changes_;
+  Bytes bytes_{};
+  int64_t total_ = 0;
+  Snapshot peak_;
+  size_t peak_changes_ = 0;  // changes_ prefix applied at the peak (replayed by per_owner)
+  std::unordered_map<uint64_t, OwnerIteration> owner_iterations_;  // key: owner * kCategoryCount + category
+};
+
+}  // namespace ts::memprof

@@ -1,0 +1,115 @@
+#pragma once
+// Pure analyses over drained events: per-iteration phase times, per-layer forward/backward
+// time, an op summary (like `nsys stats`), and the interval algebra of the time breakdown
+// (docs/formulas.md). Nothing here reads the tracer except through a name lookup.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "profiler/event.h"
+
+namespace ts::profiler {
+
+class Tracer;
+
+// Resolves an interned id to its string (Tracer::str, or a table read back from the store).
+using NameLookup = std::function<std::string_view(StringId)>;
+// Whether an iteration's events count (the CLI excludes warm-up iterations).
+using IterationFilter = std::function<bool(int32_t)>;
+
+NameLookup lookup_in(const Tracer& tracer);
+// Counts every iteration.
+bool all_iterations(int32_t iteration);
+
+// One iteration: the span of its `iteration` event and the time of the phase events stamped
+// with its index, per phase name. A phase that repeats (wgan's critic steps) adds up.
+// other_ns = span - |union of all phase events clipped to the span| (never negative).
+struct IterationPhases {
+  int32_t index = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t data_ns = 0;
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;
+  int64_t optimizer_ns = 0;
+  int64_t other_ns = 0;
+  int64_t span_ns() const { return end_ns - start_ns; }
+};
+
+// Sorted by index; iterations without an `iteration` event are left out. Phase events with
+// names other than data/forward/backward/optimizer count as `other`.
+std::vector<IterationPhases> phase_times(std::span<const Event> events, const NameLookup& lookup);
+std::vector<IterationPhases> phase_times(std::span<const Event> events, const Tracer& tracer);
+
+// Per layer: time of the OUTERMOST op events of that layer (an op nested in another op of
+// the same thread is part of its parent's time), split by pass, over counted iterations.
+struct LayerTime {
+  StringId layer = 0;
+  std::string name;
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;
+  int64_t other_ns = 0;  // outermost ops with Pass::none (e.g. under no-grad evaluation)
+  int64_t calls = 0;     // outermost op events
+  std::vector<std::string> ops;  // distinct names of those op events, sorted
+};
+
+// In order of each layer's first op event (model order). Ops with layer 0 are left out.
+std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLookup& lookup,
+                                   const IterationFilter& counted = all_iterations);
+
+// Per op name, over op events of counted iterations: statistics of SELF time (inclusive time
+// minus the inclusive time of the op events directly nested in it on the same thread), so the
+// totals add up to the op time without double counting.
+struct OpStat {
+  std::string name;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  double mean_ns = 0;
+  int64_t median_ns = 0;  // mean of the two middle values when count is even
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+};
+
+// Sorted by total_ns descending (ties by name).
+std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& lookup,
+                               const IterationFilter& counted = all_iterations);
+
+// ---- interval algebra -------------------------------------------------------------------
+
+struct Interval {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  friend bool operator==(const Interval&, const Interval&) = default;
+};
+
+// Sorted, disjoint, non-empty intervals; touching or overlapping ones are joined, empty or
+// reversed ones dropped.
+std::vector<Interval> merge(std::vector<Interval> intervals);
+// |U intervals|.
+int64_t union_length(std::vector<Interval> intervals);
+// |U a  n  U b|.
+int64_t intersection_length(std::vector<Interval> a, std::vector<Interval> b);
+// Intervals clipped to [start, end); the ones outside dropped.
+std::vector<Interval> clip(std::span<const Interval> intervals, int64_t start_ns, int64_t end_ns);
+
+// DESIGN.md's time breakdown over [span_start, span_end), inputs clipped to the span:
+// compute = |U compute|, comm = |U comm|, overlap = |U compute n U comm|,
+// exposed_comm = comm - overlap, overlap_fraction = overlap / comm (0 when comm = 0),
+// idle = span - |U (compute u comm)|.
+struct Breakdown {
+  int64_t span_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  int64_t overlap_ns = 0;
+  int64_t exposed_comm_ns = 0;
+  double overlap_fraction = 0;
+  int64_t idle_ns = 0;
+};
+
+Breakdown breakdown(std::span<const Interval> compute, std::span<const Interval> comm, int64_t span_start_ns,
+                    int64_t span_end_ns);
+
+}  // namespace ts::profiler

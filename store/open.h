@@ -1,0 +1,25 @@
+#pragma once
+// Internal: file identification, schema creation and migration shared by Writer and Reader.
+#include <filesystem>
+
+#include "store/sqlite.h"
+
+namespace ts::store::detail {
+
+struct FileInfo {
+  int version = 0;     // PRAGMA user_version (0 for an empty file)
+  bool empty = false;  // zero bytes, or a SQLite file without any schema objects and no app id
+};
+
+// Identifies an existing file WITHOUT modifying it: not a SQLite file or a foreign SQLite db ->
+// not_trainscope; ours but newer than kSchemaVersion -> newer_schema; a directory -> io.
+// `immutable` opens with immutable=1 (no locks, no -wal/-shm files created): used by check_target.
+FileInfo inspect(const std::filesystem::path& path, bool immutable);
+
+// Opens (creating when missing) for writing: WAL, foreign_keys, schema migrated to kSchemaVersion.
+Db open_for_write(const std::filesystem::path& path);
+
+// Opens an existing trainscope file read-only (missing -> not_found); returns its schema version.
+Db open_for_read(const std::filesystem::path& path, int& version);
+
+}  // namespace ts::store::detail

@@ -1,0 +1,172 @@
+#include "store/reader.h"
+
+#include <bit>
+#include <string>
+
+#include "store/open.h"
+
+namespace ts::store {
+namespace fs = std::filesystem;
+using detail::Stmt;
+
+struct Reader::Impl {
+  explicit Impl(const fs::path& path) : db(detail::open_for_read(path, version)) {}
+  int version = 0;
+  detail::Db db;
+
+  // Runs `sql` with ?1 = run (and further parameters bound by `bind`), mapping each row with `row`.
+  template <class T, class Row, class Bind>
+  std::vector<T> query(std::string_view sql, int64_t run, Row row, Bind bind) {
+    Stmt s(db, sql);
+    Stmt::Use use(s);
+    s.bind(1, run);
+    bind(s);
+    std::vector<T> out;
+    while (s.step()) out.push_back(row(s));
+    return out;
+  }
+  template <class T, class Row>
+  std::vector<T> query(std::string_view sql, int64_t run, Row row) {
+    return query<T>(sql, run, row, [](Stmt&) {});
+  }
+};
+
+namespace {
+constexpr std::string_view kRunColumns =
+    "SELECT id, workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, parameter_count, "
+    "started_at, command_line, config_json, status, ended_at, error FROM runs";
+
+RunRow run_row(const Stmt& s) {
+  RunRow r;
+  r.id = s.col_int(0);
+  r.workload = s.col_text(1);
+  r.preset = s.col_text(2);
+  r.device = s.col_text(3);
+  r.batch_size = s.col_int(4);
+  r.iterations = s.col_int(5);
+  r.warmup = s.col_int(6);
+  r.threads = s.col_int(7);
+  r.seed = std::bit_cast<uint64_t>(s.col_int(8));
+  r.trace = s.col_int(9) != 0;
+  r.parameter_count = s.col_int(10);
+  r.started_at = s.col_text(11);
+  r.command_line = s.col_text(12);
+  r.config_json = s.col_text(13);
+  const std::string status = s.col_text(14);
+  if (auto parsed = parse_run_status(status)) {
+    r.status = *parsed;
+  } else {
+    throw StoreError(StoreError::Kind::corrupt, "run " + std::to_string(r.id) + " has unknown status '" + status + "'");
+  }
+  r.ended_at = s.col_text(15);
+  r.error = s.col_text(16);
+  return r;
+}
+}  // namespace
+
+Reader::Reader(const fs::path& path) : impl_(std::make_unique<Impl>(path)) {}
+Reader::~Reader() = default;
+Reader::Reader(Reader&&) noexcept = default;
+Reader& Reader::operator=(Reader&&) noexcept = default;
+
+int Reader::schema_version() const { return impl_->version; }
+
+std::vector<RunRow> Reader::runs() {
+  Stmt s(impl_->db, std::string(kRunColumns) + " ORDER BY id");
+  Stmt::Use use(s);
+  std::vector<RunRow> out;
+  while (s.step()) out.push_back(run_row(s));
+  return out;
+}
+
+std::optional<RunRow> Reader::run(int64_t id) {
+  auto rows = impl_->query<RunRow>(std::string(kRunColumns) + " WHERE id = ?1", id, run_row);
+  if (rows.empty()) return std::nullopt;
+  return std::move(rows.front());
+}
+
+std::vector<EnvEntry> Reader::environment(int64_t run) {
+  return impl_->query<EnvEntry>("SELECT key, value FROM environment WHERE run_id = ?1 ORDER BY id", run,
+                                [](const Stmt& s) { return EnvEntry{s.col_text(0), s.col_text(1)}; });
+}
+
+std::vector<IterationRow> Reader::iterations(int64_t run) {
+  return impl_->query<IterationRow>(
+      "SELECT idx, warmup, start_ns, end_ns, samples, loss FROM iterations WHERE run_id = ?1 ORDER BY idx, id", run,
+      [](const Stmt& s) {
+        return IterationRow{s.col_int(0), s.col_int(1) != 0, s.col_int(2), s.col_int(3), s.col_int(4), s.col_double(5)};
+      });
+}
+
+std::vector<PhaseRow> Reader::phases(int64_t run) {
+  return impl_->query<PhaseRow>(
+      "SELECT iteration, phase, start_ns, end_ns FROM phases WHERE run_id = ?1 ORDER BY iteration, start_ns, id", run,
+      [](const Stmt& s) { return PhaseRow{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3)}; });
+}
+
+std::vector<EventRow> Reader::events(int64_t run, int64_t from_ns, int64_t to_ns, int64_t limit) {
+  return impl_->query<EventRow>(
+      "SELECT e.start_ns, e.end_ns, n.value, l.value, k.value, p.value, e.iteration, e.thread FROM events e "
+      "JOIN strings n ON n.id = e.name_id JOIN strings l ON l.id = e.layer_id "
+      "JOIN strings k ON k.id = e.kind_id JOIN strings p ON p.id = e.pass_id "
+      "WHERE e.run_id = ?1 AND e.start_ns BETWEEN ?2 AND ?3 ORDER BY e.start_ns, e.id LIMIT ?4",
+      run,
+      [](const Stmt& s) {
+        return EventRow{s.col_int(0),  s.col_int(1),  s.col_text(2), s.col_text(3),
+                        s.col_text(4), s.col_text(5), s.col_int(6),  s.col_int(7)};
+      },
+      [&](Stmt& s) { s.bind(2, from_ns).bind(3, to_ns).bind(4, limit < 0 ? int64_t{-1} : limit); });
+}
+
+int64_t Reader::event_count(int64_t run) {
+  return impl_->query<int64_t>("SELECT count(*) FROM events WHERE run_id = ?1", run,
+                               [](const Stmt& s) { return s.col_int(0); })
+      .front();
+}
+
+std::vector<LayerRow> Reader::layers(int64_t run) {
+  return impl_->query<LayerRow>(
+      "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count FROM layers "
+      "WHERE run_id = ?1 ORDER BY id",
+      run, [](const Stmt& s) {
+        return LayerRow{s.col_text(0),   s.col_text(1), s.col_int(2), s.col_double(3),
+                        s.col_double(4), s.col_int(5),  s.col_int(6)};
+      });
+}
+
+std::vector<OpSummaryRow> Reader::op_summary(int64_t run) {
+  return impl_->query<OpSummaryRow>(
+      "SELECT device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns FROM kernel_summary "
+      "WHERE run_id = ?1 ORDER BY id",
+      run, [](const Stmt& s) {
+        return OpSummaryRow{s.col_text(0),   s.col_text(1),   s.col_int(2), s.col_int(3),
+                            s.col_double(4), s.col_double(5), s.col_int(6), s.col_int(7)};
+      });
+}
+
+std::vector<MemoryPoint> Reader::memory_timeline(int64_t run) {
+  return impl_->query<MemoryPoint>(
+      "SELECT m.t_ns, c.value, m.live_bytes FROM memory_timeline m JOIN strings c ON c.id = m.category_id "
+      "WHERE m.run_id = ?1 ORDER BY m.t_ns, m.id",
+      run, [](const Stmt& s) { return MemoryPoint{s.col_int(0), s.col_text(1), s.col_int(2)}; });
+}
+
+std::vector<MemoryPeakRow> Reader::memory_peak(int64_t run) {
+  return impl_->query<MemoryPeakRow>(
+      "SELECT category, bytes, t_ns FROM memory_peak WHERE run_id = ?1 ORDER BY id", run,
+      [](const Stmt& s) { return MemoryPeakRow{s.col_text(0), s.col_int(1), s.col_int(2)}; });
+}
+
+std::vector<MetricRow> Reader::metrics(int64_t run) {
+  return impl_->query<MetricRow>(
+      "SELECT name, value, unit, iteration FROM metrics WHERE run_id = ?1 ORDER BY id", run,
+      [](const Stmt& s) { return MetricRow{s.col_text(0), s.col_double(1), s.col_text(2), s.col_int(3)}; });
+}
+
+std::vector<SampleRow> Reader::samples(int64_t run) {
+  return impl_->query<SampleRow>(
+      "SELECT t_ns, name, value FROM samples WHERE run_id = ?1 ORDER BY t_ns, id", run,
+      [](const Stmt& s) { return SampleRow{s.col_int(0), s.col_text(1), s.col_double(2)}; });
+}
+
+}  // namespace ts::store

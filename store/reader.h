@@ -1,0 +1,48 @@
+#pragma once
+// Reader: read-only access to a trainscope database (used by the CLI, reports and the viewer).
+// Opening checks ownership and version like Writer; a missing file throws StoreError(not_found).
+// Rows come back in a stable order: runs by id, time series by time, summaries in insertion order.
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "store/error.h"
+#include "store/records.h"
+
+namespace ts::store {
+
+class Reader {
+ public:
+  explicit Reader(const std::filesystem::path& path);
+  ~Reader();
+  Reader(Reader&&) noexcept;
+  Reader& operator=(Reader&&) noexcept;
+
+  int schema_version() const;
+
+  std::vector<RunRow> runs();                 // ordered by id
+  std::optional<RunRow> run(int64_t id);
+  std::vector<EnvEntry> environment(int64_t run);      // insertion order
+  std::vector<IterationRow> iterations(int64_t run);   // by index
+  std::vector<PhaseRow> phases(int64_t run);           // by iteration, then start
+  // Events whose start_ns lies in [from_ns, to_ns], ordered by start (ties: insertion order);
+  // limit < 0: no limit.
+  std::vector<EventRow> events(int64_t run, int64_t from_ns = std::numeric_limits<int64_t>::min(),
+                               int64_t to_ns = std::numeric_limits<int64_t>::max(), int64_t limit = -1);
+  int64_t event_count(int64_t run);
+  std::vector<LayerRow> layers(int64_t run);           // insertion (model) order
+  std::vector<OpSummaryRow> op_summary(int64_t run);   // insertion order
+  std::vector<MemoryPoint> memory_timeline(int64_t run);  // by time
+  std::vector<MemoryPeakRow> memory_peak(int64_t run);    // insertion order
+  std::vector<MetricRow> metrics(int64_t run);            // insertion order
+  std::vector<SampleRow> samples(int64_t run);            // by time
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ts::store

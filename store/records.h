@@ -1,0 +1,42 @@
+#pragma once
+// Plain record types exchanged with the store. Times are nanoseconds on the run's clock
+// (steady clock, origin chosen by the producer); durations are end_ns - start_ns.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ts::store {
+
+enum class RunStatus { running, completed, failed, interrupted };
+std::string_view to_string(RunStatus);
+std::optional<RunStatus> parse_run_status(std::string_view);
+
+struct RunInfo {  // known when the run starts
+  std::string workload, preset, device;
+  int64_t batch_size = 0, iterations = 0, warmup = 0, threads = 0;
+  uint64_t seed = 0;
+  bool trace = true;
+  int64_t parameter_count = 0;
+  std::string started_at;  // ISO 8601 UTC, e.g. 2026-11-22T04:30:00Z
+  std::string command_line;
+  std::string config_json;  // run config + preset hyper-parameter table, as JSON text
+};
+struct RunRow : RunInfo {
+  int64_t id = 0;
+  RunStatus status = RunStatus::running;
+  std::string ended_at;
+  std::string error;
+};
+struct EnvEntry { std::string key, value; };
+struct IterationRow { int64_t index = 0; bool warmup = false; int64_t start_ns = 0, end_ns = 0; int64_t samples = 0; double loss = 0; };
+struct PhaseRow { int64_t iteration = 0; std::string phase; int64_t start_ns = 0, end_ns = 0; };
+struct EventRow { int64_t start_ns = 0, end_ns = 0; std::string name, layer, kind, pass; int64_t iteration = -1; int64_t thread = 0; };
+struct LayerRow { std::string layer; std::string op_types; int64_t calls = 0; double forward_ns = 0, backward_ns = 0; int64_t activation_bytes = 0; int64_t parameter_count = 0; };
+struct OpSummaryRow { std::string device, name; int64_t count = 0; int64_t total_ns = 0; double mean_ns = 0, median_ns = 0; int64_t min_ns = 0, max_ns = 0; };
+struct MemoryPoint { int64_t t_ns = 0; std::string category; int64_t live_bytes = 0; };
+struct MemoryPeakRow { std::string category; int64_t bytes = 0; int64_t t_ns = 0; };
+struct MetricRow { std::string name; double value = 0; std::string unit; int64_t iteration = -1; /* -1: whole run */ };
+struct SampleRow { int64_t t_ns = 0; std::string name; double value = 0; };  // system samplers (rss, cpu%)
+
+}  // namespace ts::store

@@ -1,0 +1,98 @@
+#include "store/sqlite.h"
+
+#include <fmt/format.h>
+
+namespace ts::store::detail {
+
+void throw_sqlite_error(int rc, sqlite3* db, std::string_view context) {
+  const int primary = rc & 0xff;
+  StoreError::Kind kind = StoreError::Kind::io;
+  if (primary == SQLITE_NOTADB) kind = StoreError::Kind::not_trainscope;
+  if (primary == SQLITE_CORRUPT) kind = StoreError::Kind::corrupt;
+  const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  throw StoreError(kind, fmt::format("sqlite error {} ({}) in {}: {}", rc, sqlite3_errstr(rc), context, msg));
+}
+
+Db::Db(const std::string& filename, int flags, bool uri) {
+  sqlite3* raw = nullptr;
+  // NOMUTEX: a connection belongs to one Writer / Reader, which are not shared between threads.
+  const int rc =
+      sqlite3_open_v2(filename.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX | (uri ? SQLITE_OPEN_URI : 0), nullptr);
+  db_.reset(raw);  // sqlite may hand back a handle even on failure; it must be closed either way
+  TS_SQLITE_CHECK(rc, raw, fmt::format("opening '{}'", filename));
+  TS_SQLITE_CHECK(sqlite3_extended_result_codes(raw, 1), raw, "enabling extended result codes");
+  TS_SQLITE_CHECK(sqlite3_busy_timeout(raw, 5000), raw, "setting busy timeout");
+}
+
+void Db::exec(std::string_view sql) {
+  const std::string text(sql);
+  TS_SQLITE_CHECK(sqlite3_exec(db_.get(), text.c_str(), nullptr, nullptr, nullptr), db_.get(), text);
+}
+
+int64_t Db::query_int(std::string_view sql) {
+  Stmt s(*this, sql);
+  Stmt::Use use(s);
+  return s.step() ? s.col_int(0) : 0;
+}
+
+std::string Db::query_text(std::string_view sql) {
+  Stmt s(*this, sql);
+  Stmt::Use use(s);
+  return s.step() ? s.col_text(0) : std::string();
+}
+
+Stmt::Stmt(const Db& db, std::string_view sql) : db_(db.get()) {
+  sqlite3_stmt* raw = nullptr;
+  const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                                    &raw, nullptr);
+  stmt_.reset(raw);
+  TS_SQLITE_CHECK(rc, db_, sql);
+}
+
+void Stmt::reset() {
+  sqlite3_reset(stmt_.get());  // returns the last step's code, which step() already reported
+  TS_SQLITE_CHECK(sqlite3_clear_bindings(stmt_.get()), db_, sqlite3_sql(stmt_.get()));
+}
+
+Stmt& Stmt::bind(int index, int64_t value) {
+  TS_SQLITE_CHECK(sqlite3_bind_int64(stmt_.get(), index, value), db_, sqlite3_sql(stmt_.get()));
+  return *this;
+}
+
+Stmt& Stmt::bind(int index, double value) {
+  TS_SQLITE_CHECK(sqlite3_bind_double(stmt_.get(), index, value), db_, sqlite3_sql(stmt_.get()));
+  return *this;
+}
+
+Stmt& Stmt::bind(int index, std::string_view value) {
+  // SQLITE_TRANSIENT: sqlite copies, so callers may pass temporaries.
+  TS_SQLITE_CHECK(
+      sqlite3_bind_text64(stmt_.get(), index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8), db_,
+      sqlite3_sql(stmt_.get()));
+  return *this;
+}
+
+bool Stmt::step() {
+  const int rc = sqlite3_step(stmt_.get());
+  TS_SQLITE_CHECK(rc, db_, sqlite3_sql(stmt_.get()));
+  return rc == SQLITE_ROW;
+}
+
+std::string Stmt::col_text(int index) const {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_.get(), index));
+  const int n = sqlite3_column_bytes(stmt_.get(), index);
+  return p != nullptr ? std::string(p, static_cast<size_t>(n)) : std::string();
+}
+
+Transaction::Transaction(Db& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+
+Transaction::~Transaction() {
+  if (!done_) sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);  // best effort while unwinding
+}
+
+void Transaction::commit() {
+  db_.exec("COMMIT");
+  done_ = true;
+}
+
+}  // namespace ts::store::detail

@@ -1,0 +1,94 @@
+#pragma once
+// Internal: thin RAII layer over the SQLite C API. Not part of the public store API.
+// Every sqlite3 return code goes through check() (via TS_SQLITE_CHECK), which throws StoreError.
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "store/error.h"
+
+namespace ts::store::detail {
+
+// The one check for sqlite3 return codes: throws StoreError unless rc is SQLITE_OK / SQLITE_ROW /
+// SQLITE_DONE. `context` (the SQL or the operation) is only evaluated on failure; the message carries
+// it with sqlite's own message and code. Kind: NOTADB -> not_trainscope, CORRUPT -> corrupt, else io.
+[[noreturn]] void throw_sqlite_error(int rc, sqlite3* db, std::string_view context);
+#define TS_SQLITE_CHECK(rc_expr, db, context)                                                  \
+  do {                                                                                         \
+    const int ts_rc_ = (rc_expr);                                                              \
+    if (ts_rc_ != SQLITE_OK && ts_rc_ != SQLITE_ROW && ts_rc_ != SQLITE_DONE)                  \
+      ::ts::store::detail::throw_sqlite_error(ts_rc_, (db), (context));                        \
+  } while (false)
+
+class Db {
+ public:
+  Db() = default;
+  // flags: SQLITE_OPEN_* (SQLITE_OPEN_URI is added when `uri` is true).
+  Db(const std::string& filename, int flags, bool uri = false);
+  sqlite3* get() const noexcept { return db_.get(); }
+  void exec(std::string_view sql);           // one or more statements, no results
+  int64_t query_int(std::string_view sql);   // first column of the first row (0 when no row)
+  std::string query_text(std::string_view sql);
+  int64_t changes() const noexcept { return sqlite3_changes64(db_.get()); }
+  int64_t last_insert_id() const noexcept { return sqlite3_last_insert_rowid(db_.get()); }
+
+ private:
+  struct Closer { void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); } };
+  std::unique_ptr<sqlite3, Closer> db_;
+};
+
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(const Db& db, std::string_view sql);
+
+  // Resets and clears bindings on construction and resets again on destruction, so a statement is
+  // always reusable (and never holds a read transaction open) even after an exception.
+  class Use {
+   public:
+    explicit Use(Stmt& s) : s_(s) { s_.reset(); }
+    ~Use() { sqlite3_reset(s_.stmt_.get()); }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+   private:
+    Stmt& s_;
+  };
+
+  Stmt& bind(int index, int64_t value);
+  Stmt& bind(int index, int value) { return bind(index, static_cast<int64_t>(value)); }
+  Stmt& bind(int index, bool value) { return bind(index, static_cast<int64_t>(value ? 1 : 0)); }
+  Stmt& bind(int index, double value);
+  Stmt& bind(int index, std::string_view value);
+  bool step();                 // true: a row is available; false: done
+  void run() { while (step()) {} }
+  void rearm() noexcept { sqlite3_reset(stmt_.get()); }  // for the next row; bindings are kept
+
+  int64_t col_int(int index) const { return sqlite3_column_int64(stmt_.get(), index); }
+  double col_double(int index) const { return sqlite3_column_double(stmt_.get(), index); }
+  std::string col_text(int index) const;
+
+ private:
+  void reset();
+  struct Finalizer { void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); } };
+  std::unique_ptr<sqlite3_stmt, Finalizer> stmt_;
+  sqlite3* db_ = nullptr;
+};
+
+// BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless commit() was called.
+class Transaction {
+ public:
+  explicit Transaction(Db& db);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit();
+
+ private:
+  Db& db_;
+  bool done_ = false;
+};
+
+}  // namespace ts::store::detail

@@ -1,0 +1,232 @@
+#include "store/writer.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "store/open.h"
+
+namespace ts::store {
+namespace fs = std::filesystem;
+using detail::Stmt;
+using detail::Transaction;
+
+namespace {
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+[[noreturn]] void io_error(std::string message) { throw StoreError(StoreError::Kind::io, std::move(message)); }
+
+void require_writable(const fs::path& p, std::string_view what) {
+  if (::access(p.c_str(), W_OK) != 0)
+    io_error(fmt::format("{} '{}' is not writable: {}", what, p.string(), std::strerror(errno)));
+}
+}  // namespace
+
+struct Writer::Impl {
+  explicit Impl(const fs::path& path) : db(detail::open_for_write(path)) {}
+
+  detail::Db db;
+  Stmt run_exists{db, "SELECT 1 FROM runs WHERE id = ?1"};
+  Stmt string_find{db, "SELECT id FROM strings WHERE value = ?1"};
+  Stmt string_insert{db, "INSERT INTO strings (value) VALUES (?1)"};
+  Stmt insert_run{db,
+                  "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
+                  "parameter_count, started_at, command_line, config_json, status) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'running')"};
+  Stmt finish{db, "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1"};
+  Stmt remove{db, "DELETE FROM runs WHERE id = ?1"};
+  Stmt environment{db,
+                   "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3) "
+                   "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value"};
+  Stmt iteration{db,
+                 "INSERT INTO iterations (run_id, idx, warmup, start_ns, end_ns, samples, loss) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"};
+  Stmt phase{db, "INSERT INTO phases (run_id, iteration, phase, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5)"};
+  Stmt event{db,
+             "INSERT INTO events (run_id, start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
+  Stmt layer{db,
+             "INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
+             "parameter_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+  Stmt kernel{db,
+              "INSERT INTO kernel_summary (run_id, device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
+  Stmt memory{db, "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes) VALUES (?1, ?2, ?3, ?4)"};
+  Stmt peak{db, "INSERT INTO memory_peak (run_id, category, bytes, t_ns) VALUES (?1, ?2, ?3, ?4)"};
+  Stmt metric{db, "INSERT INTO metrics (run_id, name, value, unit, iteration) VALUES (?1, ?2, ?3, ?4, ?5)"};
+  Stmt sample{db, "INSERT INTO samples (run_id, t_ns, name, value) VALUES (?1, ?2, ?3, ?4)"};
+
+  // Committed string ids; entries added by a transaction that rolls back are dropped (clear()).
+  std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> strings;
+
+  int64_t intern(std::string_view s) {
+    if (auto it = strings.find(s); it != strings.end()) return it->second;
+    int64_t id = 0;
+    {
+      Stmt::Use use(string_find);
+      if (string_find.bind(1, s).step()) id = string_find.col_int(0);
+    }
+    if (id == 0) {
+      Stmt::Use use(string_insert);
+      string_insert.bind(1, s).run();
+      id = db.last_insert_id();
+    }
+    strings.emplace(std::string(s), id);
+    return id;
+  }
+
+  void require_run(int64_t run) {
+    Stmt::Use use(run_exists);
+    if (!run_exists.bind(1, run).step())
+      throw StoreError(StoreError::Kind::not_found, fmt::format("no run with id {}", run));
+  }
+
+  // Inserts rows in transactions of kChunkRows; bind_row binds parameters ?2.. of `stmt`.
+  template <class Row, class BindRow>
+  void bulk(int64_t run, std::span<const Row> rows, Stmt& stmt, BindRow bind_row) {
+    if (rows.empty()) return;
+    require_run(run);
+    for (size_t begin = 0; begin < rows.size(); begin += kChunkRows) {
+      const auto chunk = rows.subspan(begin, std::min(kChunkRows, rows.size() - begin));
+      try {
+        Transaction tx(db);
+        Stmt::Use use(stmt);
+        stmt.bind(1, run);
+        for (const Row& row : chunk) {
+          bind_row(stmt, row);  // binds every other parameter, so nothing stale is left over
+          stmt.run();
+          stmt.rearm();
+        }
+        tx.commit();
+      } catch (...) {
+        strings.clear();
+        throw;
+      }
+    }
+  }
+};
+
+Writer::Writer(const fs::path& path) : impl_(std::make_unique<Impl>(path)) {}
+Writer::~Writer() = default;
+Writer::Writer(Writer&&) noexcept = default;
+Writer& Writer::operator=(Writer&&) noexcept = default;
+
+void Writer::check_target(const fs::path& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (fs::exists(status)) {
+    if (fs::is_directory(status)) io_error(fmt::format("'{}' is a directory, not a database file", path.string()));
+    detail::inspect(path, /*immutable=*/true);
+    require_writable(path, "database file");
+    require_writable(fs::absolute(path).parent_path(), "directory");  // WAL needs -wal / -shm next to it
+    return;
+  }
+  if (path.empty() || !path.has_filename())
+    io_error(fmt::format("'{}' names a directory, not a database file", path.string()));
+  fs::path dir = fs::absolute(path).parent_path();
+  while (!fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec))
+    io_error(fmt::format("cannot create '{}': '{}' is not a directory", path.string(), dir.string()));
+  require_writable(dir, "directory");
+}
+
+int64_t Writer::begin_run(const RunInfo& info) {
+  auto& s = impl_->insert_run;
+  Stmt::Use use(s);
+  s.bind(1, info.workload).bind(2, info.preset).bind(3, info.device).bind(4, info.batch_size);
+  s.bind(5, info.iterations).bind(6, info.warmup).bind(7, info.threads).bind(8, std::bit_cast<int64_t>(info.seed));
+  s.bind(9, info.trace).bind(10, info.parameter_count).bind(11, info.started_at).bind(12, info.command_line);
+  s.bind(13, info.config_json).run();
+  return impl_->db.last_insert_id();
+}
+
+void Writer::finish_run(int64_t run, RunStatus status, std::string_view ended_at, std::string_view error) {
+  auto& s = impl_->finish;
+  Stmt::Use use(s);
+  s.bind(1, run).bind(2, to_string(status)).bind(3, ended_at).bind(4, error).run();
+  if (impl_->db.changes() == 0) throw StoreError(StoreError::Kind::not_found, fmt::format("no run with id {}", run));
+}
+
+void Writer::delete_run(int64_t run) {
+  auto& s = impl_->remove;
+  Stmt::Use use(s);
+  s.bind(1, run).run();  // children go with ON DELETE CASCADE; interned strings stay
+  if (impl_->db.changes() == 0) throw StoreError(StoreError::Kind::not_found, fmt::format("no run with id {}", run));
+}
+
+void Writer::add_environment(int64_t run, std::span<const EnvEntry> rows) {
+  impl_->bulk(run, rows, impl_->environment, [](Stmt& s, const EnvEntry& r) { s.bind(2, r.key).bind(3, r.value); });
+}
+
+void Writer::add_iterations(int64_t run, std::span<const IterationRow> rows) {
+  impl_->bulk(run, rows, impl_->iteration, [](Stmt& s, const IterationRow& r) {
+    s.bind(2, r.index).bind(3, r.warmup).bind(4, r.start_ns).bind(5, r.end_ns).bind(6, r.samples).bind(7, r.loss);
+  });
+}
+
+void Writer::add_phases(int64_t run, std::span<const PhaseRow> rows) {
+  impl_->bulk(run, rows, impl_->phase, [](Stmt& s, const PhaseRow& r) {
+    s.bind(2, r.iteration).bind(3, r.phase).bind(4, r.start_ns).bind(5, r.end_ns);
+  });
+}
+
+void Writer::add_events(int64_t run, std::span<const EventRow> rows) {
+  Impl& im = *impl_;
+  im.bulk(run, rows, im.event, [&im](Stmt& s, const EventRow& r) {
+    // Interning runs other statements, so resolve ids before binding this one.
+    const int64_t name = im.intern(r.name), layer = im.intern(r.layer), kind = im.intern(r.kind),
+                  pass = im.intern(r.pass);
+    s.bind(2, r.start_ns).bind(3, r.end_ns).bind(4, name).bind(5, layer).bind(6, kind).bind(7, pass);
+    s.bind(8, r.iteration).bind(9, r.thread);
+  });
+}
+
+void Writer::add_layers(int64_t run, std::span<const LayerRow> rows) {
+  impl_->bulk(run, rows, impl_->layer, [](Stmt& s, const LayerRow& r) {
+    s.bind(2, r.layer).bind(3, r.op_types).bind(4, r.calls).bind(5, r.forward_ns).bind(6, r.backward_ns);
+    s.bind(7, r.activation_bytes).bind(8, r.parameter_count);
+  });
+}
+
+void Writer::add_op_summary(int64_t run, std::span<const OpSummaryRow> rows) {
+  impl_->bulk(run, rows, impl_->kernel, [](Stmt& s, const OpSummaryRow& r) {
+    s.bind(2, r.device).bind(3, r.name).bind(4, r.count).bind(5, r.total_ns).bind(6, r.mean_ns);
+    s.bind(7, r.median_ns).bind(8, r.min_ns).bind(9, r.max_ns);
+  });
+}
+
+void Writer::add_memory_timeline(int64_t run, std::span<const MemoryPoint> rows) {
+  Impl& im = *impl_;
+  im.bulk(run, rows, im.memory, [&im](Stmt& s, const MemoryPoint& r) {
+    const int64_t category = im.intern(r.category);
+    s.bind(2, r.t_ns).bind(3, category).bind(4, r.live_bytes);
+  });
+}
+
+void Writer::add_memory_peak(int64_t run, std::span<const MemoryPeakRow> rows) {
+  impl_->bulk(run, rows, impl_->peak, [](Stmt& s, const MemoryPeakRow& r) {
+    s.bind(2, r.category).bind(3, r.bytes).bind(4, r.t_ns);
+  });
+}
+
+void Writer::add_metrics(int64_t run, std::span<const MetricRow> rows) {
+  impl_->bulk(run, rows, impl_->metric, [](Stmt& s, const MetricRow& r) {
+    s.bind(2, r.name).bind(3, r.value).bind(4, r.unit).bind(5, r.iteration);
+  });
+}
+
+void Writer::add_samples(int64_t run, std::span<const SampleRow> rows) {
+  impl_->bulk(run, rows, impl_->sample, [](Stmt& s, const SampleRow& r) {
+    s.bind(2, r.t_ns).bind(3, r.name).bind(4, r.value);
+  });
+}
+
+}  // namespace ts::store
