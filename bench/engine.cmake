@@ -1,0 +1,1 @@
+ts_add_bench(engine_ops_bench SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/engine_ops_bench.cpp LIBS ts_engine)

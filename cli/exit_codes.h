@@ -1,0 +1,11 @@
+#pragma once
+
+namespace ts::cli {
+
+// Exit codes of the trainscope command (docs/cli.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRunFailed = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitInterrupted = 130;   // 128 + SIGINT, as shells report it
+
+}  // namespace ts::cli

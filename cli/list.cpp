@@ -1,0 +1,41 @@
+#include "cli/list.h"
+
+#include "cli/summary.h"
+#include "fmt/format.h"
+#include "workloads/workload.h"
+
+namespace ts::cli {
+
+nlohmann::json list_workloads_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& spec : ts::workloads::registry()) {
+    nlohmann::json presets = nlohmann::json::array();
+    for (const auto& p : spec.presets) {
+      ts::workloads::WorkloadConfig wc;
+      wc.preset = p.name;
+      wc.device = ts::engine::Device::meta();
+      const auto w = spec.create(wc);
+      nlohmann::json table = nlohmann::json::object();
+      for (const auto& [k, v] : p.table) table[k] = v;
+      presets.push_back({{"name", p.name}, {"summary", p.summary}, {"default_batch", p.default_batch},
+                         {"parameters", w->model().parameter_count()}, {"table", table}});
+    }
+    out.push_back({{"name", spec.name}, {"domain", spec.domain}, {"description", spec.description}, {"presets", presets}});
+  }
+  return out;
+}
+
+std::string format_workload_list() {
+  std::string s;
+  for (const auto& w : list_workloads_json()) {
+    s += fmt::format("{}  ({})\n  {}\n", w["name"].get<std::string>(), w["domain"].get<std::string>(),
+                     w["description"].get<std::string>());
+    for (const auto& p : w["presets"]) {
+      s += fmt::format("    {:<6} {:>12} parameters  batch {:>3}  {}\n", p["name"].get<std::string>(),
+                       with_commas(p["parameters"].get<int64_t>()), p["default_batch"].get<int64_t>(), p["summary"].get<std::string>());
+    }
+  }
+  return s;
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,121 @@
+// trainscope: train a workload, profile it, store it; list, inspect and compare what is stored.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/exit_codes.h"
+#include "cli/list.h"
+#include "cli/run_command.h"
+#include "cli/suite.h"
+#include "cli/summary.h"
+#include "fmt/format.h"
+#include "store/error.h"
+
+using namespace ts::cli;
+
+namespace {
+
+std::string join_args(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainscope: benchmark and profile DNN training (time and memory), stored in SQLite"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("trainscope 0.1.0"));
+
+  RunConfig rc;
+  rc.command_line = join_args(argc, argv);
+  int64_t batch = 0;
+  auto* run = app.add_subcommand("run", "Train WORKLOAD, profile it and store the run");
+  run->add_option("workload", rc.workload, "Workload name (see `trainscope list`)")->required();
+  run->add_option("--preset", rc.preset, "tiny | small | full")->capture_default_str();
+  run->add_option("--device", rc.device, "cpu (cuda in CUDA builds)")->capture_default_str();
+  auto* batch_opt = run->add_option("--batch", batch, "Batch size (default: the preset's)");
+  run->add_option("--iters", rc.iterations, "Timed iterations")->capture_default_str();
+  run->add_option("--warmup", rc.warmup, "Warm-up iterations, excluded from the figures")->capture_default_str();
+  run->add_option("--threads", rc.threads, "CPU threads (default: all cores)");
+  run->add_option("--seed", rc.seed, "Random seed")->capture_default_str();
+  run->add_option("--data", rc.data, "synthetic | fashion-mnist[:DIR]")->capture_default_str();
+  run->add_option("--eval-batches", rc.eval_batches, "Held-out batches for the quality metric (0: none)")->capture_default_str();
+  run->add_option("--db", rc.db, "SQLite file to store into")->capture_default_str();
+  run->add_flag("--no-trace{false}", rc.trace, "Do not record per-op events (phases are still timed)");
+  run->add_flag("--json", rc.json, "Print the summary as JSON");
+
+  std::string suite_file;
+  std::filesystem::path suite_db = "results/trainscope.db";
+  bool suite_json = false;
+  auto* suite = app.add_subcommand("suite", "Run every entry of a suite file (TOML) into one db");
+  suite->add_option("file", suite_file, "Suite file, e.g. suites/default.toml")->required();
+  suite->add_option("--db", suite_db, "SQLite file to store into")->capture_default_str();
+  suite->add_flag("--json", suite_json, "Print the summaries as JSON");
+
+  bool list_json = false;
+  auto* list = app.add_subcommand("list", "List workloads, presets and parameter counts");
+  list->add_flag("--json", list_json, "JSON output");
+
+  std::filesystem::path read_db = "results/trainscope.db";
+  auto* runs = app.add_subcommand("runs", "List the runs in a db");
+  runs->add_option("--db", read_db, "SQLite file")->capture_default_str();
+
+  int64_t show_id = 0;
+  bool show_json = false;
+  auto* show = app.add_subcommand("show", "Print the summary of a stored run");
+  show->add_option("run", show_id, "Run id (see `trainscope runs`)")->required();
+  show->add_option("--db", read_db, "SQLite file")->capture_default_str();
+  show->add_flag("--json", show_json, "JSON output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitBadInput;
+  }
+
+  try {
+    if (*run) {
+      if (*batch_opt) rc.batch = batch;
+      install_interrupt_handler();
+      const RunOutcome out = execute_run(rc);
+      const auto summary = run_summary(rc.db, out.run_id);
+      if (rc.json) {
+        fmt::print("{}\n", summary.dump(2));
+      } else {
+        fmt::print("{}", format_summary(summary));
+      }
+      return out.exit_code;
+    }
+    if (*suite) {
+      const Suite s = load_suite(suite_file, suite_db);
+      install_interrupt_handler();
+      return run_suite(s, suite_json);
+    }
+    if (*list) {
+      fmt::print("{}", list_json ? list_workloads_json().dump(2) + "\n" : format_workload_list());
+      return kExitOk;
+    }
+    if (*runs) {
+      fmt::print("{}", format_runs(read_db));
+      return kExitOk;
+    }
+    if (*show) {
+      const auto summary = run_summary(read_db, show_id);
+      fmt::print("{}", show_json ? summary.dump(2) + "\n" : format_summary(summary));
+      return kExitOk;
+    }
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "trainscope: {}\n", e.what());
+    return kExitBadInput;
+  } catch (const ts::store::StoreError& e) {
+    fmt::print(stderr, "trainscope: {}\n", e.what());
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "trainscope: {}\n", e.what());
+    return kExitRunFailed;
+  }
+  return kExitOk;
+}

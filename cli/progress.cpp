@@ -1,0 +1,52 @@
+#include "cli/progress.h"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include "fmt/format.h"
+#include "profiler/clock.h"
+
+namespace ts::cli {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+Progress::Progress(std::string label, int64_t total, FILE* out)
+    : label_(std::move(label)), total_(total), out_(out), tty_(isatty(fileno(out)) != 0), start_ns_(profiler::now_ns()) {}
+
+void Progress::update(int64_t done, double samples_per_s, bool warmup) {
+  const int64_t now = profiler::now_ns();
+  const double elapsed = static_cast<double>(now - start_ns_) * 1e-9;
+  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - done) : NAN;
+  const char* phase = warmup ? " (warm-up)" : "";
+  if (tty_) {
+    constexpr int kWidth = 28;
+    const int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : 0;
+    fmt::print(out_, "\r{} [{}{}] {}/{} it  {:.1f} samples/s  ETA {}{}\x1b[K", label_, std::string(static_cast<size_t>(filled), '#'),
+               std::string(static_cast<size_t>(kWidth - filled), '.'), done, total_, samples_per_s, format_duration(eta), phase);
+    std::fflush(out_);
+    drawn_ = true;
+    return;
+  }
+  // Not a terminal: one line every 5 s, and the last iteration.
+  if (done == total_ || now - last_print_ns_ >= 5'000'000'000LL || last_print_ns_ == 0) {
+    fmt::print(out_, "{}: {}/{} iterations, {:.1f} samples/s, ETA {}{}\n", label_, done, total_, samples_per_s,
+               format_duration(eta), phase);
+    std::fflush(out_);
+    last_print_ns_ = now;
+  }
+}
+
+void Progress::finish(const std::string& status) {
+  const double elapsed = static_cast<double>(profiler::now_ns() - start_ns_) * 1e-9;
+  if (tty_ && drawn_) fmt::print(out_, "\r\x1b[K");
+  fmt::print(out_, "{}: {} in {}\n", label_, status, format_duration(elapsed));
+  std::fflush(out_);
+}
+
+}  // namespace ts::cli

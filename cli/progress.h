@@ -1,0 +1,29 @@
+#pragma once
+// Progress of a long run: a redrawn bar on a terminal, plain lines (every few seconds)
+// otherwise, so logs stay readable.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace ts::cli {
+
+class Progress {
+ public:
+  Progress(std::string label, int64_t total, FILE* out = stderr);
+  // `done` iterations finished; `samples_per_s` of the last one.
+  void update(int64_t done, double samples_per_s, bool warmup);
+  void finish(const std::string& status);
+
+ private:
+  std::string label_;
+  int64_t total_;
+  FILE* out_;
+  bool tty_;
+  int64_t start_ns_;
+  int64_t last_print_ns_ = 0;
+  bool drawn_ = false;
+};
+
+std::string format_duration(double seconds);
+
+}  // namespace ts::cli

@@ -1,0 +1,155 @@
+#include "cli/record.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "memprof/ledger.h"
+#include "profiler/analysis.h"
+#include "profiler/tracer.h"
+
+namespace ts::cli {
+
+std::vector<store::EnvEntry> to_env_rows(const std::vector<collectors::Entry>& entries) {
+  std::vector<store::EnvEntry> rows;
+  for (const auto& e : entries) rows.push_back({e.key, e.value});
+  return rows;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = p * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+namespace {
+
+// The layer a parameter belongs to: its name without the last component.
+std::string layer_of(const std::string& param) {
+  const auto dot = param.rfind('.');
+  return dot == std::string::npos ? std::string() : param.substr(0, dot);
+}
+
+}  // namespace
+
+void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler::Event> events,
+                         const engine::nn::Module* model, const std::vector<collectors::Sample>& samples,
+                         const workloads::Quality* quality) {
+  const auto& tracer = profiler::Tracer::global();
+  const auto lookup = profiler::lookup_in(tracer);
+  std::set<int32_t> warmup;
+  std::vector<double> throughput, iteration_ms;
+  std::vector<store::IterationRow> its;
+  for (const auto& it : loop.iterations) {
+    its.push_back({it.index, it.warmup, it.start_ns, it.end_ns, it.samples, it.loss});
+    if (it.warmup) {
+      warmup.insert(static_cast<int32_t>(it.index));
+      continue;
+    }
+    const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+    iteration_ms.push_back(secs * 1e3);
+    if (secs > 0) throughput.push_back(static_cast<double>(it.samples) / secs);
+  }
+  writer_.add_iterations(run_, its);
+  const auto counted = [&](int32_t i) { return i >= 0 && !warmup.contains(i); };
+  const double timed = static_cast<double>(throughput.size());
+
+  // Phases, straight from the phase events.
+  std::vector<store::PhaseRow> phases;
+  std::vector<store::EventRow> rows;
+  rows.reserve(events.size());
+  for (const auto& e : events) {
+    if (e.kind == profiler::EventKind::phase) {
+      phases.push_back({e.iteration, std::string(lookup(e.name)), e.start_ns, e.end_ns});
+    }
+    rows.push_back({e.start_ns, e.end_ns, std::string(lookup(e.name)), std::string(lookup(e.layer)),
+                    std::string(profiler::to_string(e.kind)), std::string(profiler::to_string(e.pass)), e.iteration,
+                    static_cast<int64_t>(e.thread)});
+  }
+  writer_.add_phases(run_, phases);
+  writer_.add_events(run_, rows);
+
+  // Per-op summary (CPU "kernels") and per-layer times over the timed iterations.
+  std::vector<store::OpSummaryRow> ops;
+  for (const auto& s : profiler::op_summary(events, lookup, counted)) {
+    ops.push_back({"cpu", s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns), s.min_ns, s.max_ns});
+  }
+  writer_.add_op_summary(run_, ops);
+
+  auto& ledger = memprof::Ledger::global();
+  std::map<std::string, int64_t> activation_bytes, layer_params;
+  for (const auto& o : ledger.per_owner(memprof::Category::activations)) activation_bytes[o.owner] = o.bytes_allocated_per_iteration;
+  if (model) {
+    for (const auto& [name, t] : model->named_parameters()) layer_params[layer_of(name)] += t.numel();
+  }
+  std::vector<store::LayerRow> layers;
+  std::set<std::string> seen;
+  for (const auto& l : profiler::layer_times(events, lookup, counted)) {
+    store::LayerRow r;
+    r.layer = l.name;
+    for (const auto& op : l.ops) r.op_types += (r.op_types.empty() ? "" : ",") + op;
+    r.calls = timed > 0 ? static_cast<int64_t>(static_cast<double>(l.calls) / timed + 0.5) : l.calls;
+    r.forward_ns = timed > 0 ? static_cast<double>(l.forward_ns) / timed : 0;
+    r.backward_ns = timed > 0 ? static_cast<double>(l.backward_ns) / timed : 0;
+    r.activation_bytes = activation_bytes.contains(l.name) ? activation_bytes[l.name] : 0;
+    r.parameter_count = layer_params.contains(l.name) ? layer_params[l.name] : 0;
+    seen.insert(l.name);
+    layers.push_back(std::move(r));
+  }
+  // Layers that hold parameters but ran no traced op (e.g. --no-trace) still get a row.
+  for (const auto& [name, n] : layer_params) {
+    if (seen.contains(name)) continue;
+    store::LayerRow r;
+    r.layer = name;
+    r.parameter_count = n;
+    r.activation_bytes = activation_bytes.contains(name) ? activation_bytes[name] : 0;
+    layers.push_back(std::move(r));
+  }
+  writer_.add_layers(run_, layers);
+
+  // Memory: timeline per category and the breakdown at the peak.
+  std::vector<store::MemoryPoint> points;
+  for (const auto& snap : ledger.timeline(2000)) {
+    for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
+      points.push_back({snap.t_ns, std::string(memprof::to_string(static_cast<memprof::Category>(c))), snap.bytes[c]});
+    }
+  }
+  writer_.add_memory_timeline(run_, points);
+  const memprof::Snapshot peak = ledger.peak();
+  std::vector<store::MemoryPeakRow> peak_rows;
+  for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
+    peak_rows.push_back({std::string(memprof::to_string(static_cast<memprof::Category>(c))), peak.bytes[c], peak.t_ns});
+  }
+  writer_.add_memory_peak(run_, peak_rows);
+
+  std::vector<store::SampleRow> sample_rows;
+  for (const auto& s : samples) sample_rows.push_back({s.t_ns, s.name, s.value});
+  writer_.add_samples(run_, sample_rows);
+
+  std::vector<store::MetricRow> metrics = {
+      {"parameter_count", static_cast<double>(parameter_count_), "count", -1},
+      {"timed_iterations", timed, "count", -1},
+      {"peak_memory_bytes", static_cast<double>(peak.total), "bytes", -1},
+      {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(memprof::Category::weights)]), "bytes", -1},
+      {"trace_events", static_cast<double>(events.size()), "count", -1},
+      {"trace_events_dropped", 0.0, "count", -1},   // the CPU tracer's buffers grow; nothing is dropped
+  };
+  if (!throughput.empty()) {
+    metrics.push_back({"throughput_median", percentile(throughput, 0.5), "samples/s", -1});
+    metrics.push_back({"throughput_p10", percentile(throughput, 0.1), "samples/s", -1});
+    metrics.push_back({"throughput_p90", percentile(throughput, 0.9), "samples/s", -1});
+    metrics.push_back({"iteration_time_median", percentile(iteration_ms, 0.5), "ms", -1});
+  }
+  if (!loop.iterations.empty()) {
+    metrics.push_back({"loss_first", loop.iterations.front().loss, "", -1});
+    metrics.push_back({"loss_last", loop.iterations.back().loss, "", -1});
+  }
+  for (const auto& it : loop.iterations) metrics.push_back({"learning_rate", it.learning_rate, "", it.index});
+  if (quality) metrics.push_back({quality->metric, quality->value, quality->unit, -1});
+  writer_.add_metrics(run_, metrics);
+}
+
+}  // namespace ts::cli

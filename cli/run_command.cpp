@@ -1,0 +1,209 @@
+#include "cli/run_command.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <thread>
+
+#include "cli/exit_codes.h"
+#include "cli/progress.h"
+#include "cli/record.h"
+#include "cli/summary.h"
+#include "collectors/environment.h"
+#include "collectors/process_sampler.h"
+#include "engine/context.h"
+#include "engine/device.h"
+#include "fmt/format.h"
+#include "memprof/ledger.h"
+#include "nlohmann/json.hpp"
+#include "profiler/tracer.h"
+#include "store/error.h"
+#include "store/writer.h"
+#include "workloads/training_loop.h"
+#include "workloads/workload.h"
+
+namespace ts::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_sigint(int) {
+  // A second Ctrl-C ends the process at once, the usual contract of command-line tools.
+  if (g_stop.exchange(true)) std::_Exit(kExitInterrupted);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+void install_interrupt_handler() {
+  struct sigaction sa{};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool interrupt_requested() { return g_stop.load(); }
+
+void validate(const RunConfig& c) {
+  const auto* spec = workloads::find_workload(c.workload);
+  if (!spec) {
+    std::string names;
+    for (const auto& n : workloads::workload_names()) names += (names.empty() ? "" : ", ") + n;
+    throw UsageError("unknown workload '" + c.workload + "' (available: " + names + ")");
+  }
+  if (!spec->preset(c.preset)) {
+    std::string names;
+    for (const auto& p : spec->presets) names += (names.empty() ? "" : ", ") + p.name;
+    throw UsageError("workload " + c.workload + " has no preset '" + c.preset + "' (available: " + names + ")");
+  }
+  if (c.batch && *c.batch <= 0) throw UsageError("--batch must be positive (got " + std::to_string(*c.batch) + ")");
+  if (c.iterations <= 0) throw UsageError("--iters must be positive (got " + std::to_string(c.iterations) + ")");
+  if (c.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (c.threads < 0) throw UsageError("--threads must be positive");
+  if (c.eval_batches < 0) throw UsageError("--eval-batches must not be negative");
+  engine::Device device;
+  try {
+    device = engine::parse_device(c.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (!device.is_cpu()) throw UsageError("device '" + c.device + "' is not available in this build (cpu only)");
+  if (spec->check) {
+    workloads::WorkloadConfig wc;
+    wc.preset = c.preset;
+    wc.data = c.data;
+    try {
+      spec->check(wc);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  try {
+    store::Writer::check_target(c.db);
+  } catch (const store::StoreError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
+  validate(c);
+  const auto& spec = *workloads::find_workload(c.workload);
+  const auto& preset = *spec.preset(c.preset);
+  const int threads = c.threads > 0 ? static_cast<int>(c.threads) : static_cast<int>(std::thread::hardware_concurrency());
+  omp_set_num_threads(threads);
+
+  // The run has a row from the start, so a crash or Ctrl-C later still leaves a record.
+  store::Writer writer(c.db);
+  workloads::WorkloadConfig wc;
+  wc.preset = c.preset;
+  wc.device = engine::parse_device(c.device);
+  wc.batch = c.batch.value_or(0);
+  wc.seed = c.seed;
+  wc.data = c.data;
+
+  store::RunInfo info;
+  info.workload = c.workload;
+  info.preset = c.preset;
+  info.device = c.device;
+  info.batch_size = c.batch.value_or(preset.default_batch);
+  info.iterations = c.iterations;
+  info.warmup = c.warmup;
+  info.threads = threads;
+  info.seed = c.seed;
+  info.trace = c.trace;
+  info.started_at = utc_now();
+  info.command_line = c.command_line;
+  nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
+                        {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},
+                        {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"eval_batches", c.eval_batches}};
+  nlohmann::json table = nlohmann::json::object();
+  for (const auto& [k, v] : preset.table) table[k] = v;
+  cfg["preset_table"] = table;
+  info.config_json = cfg.dump();
+  const int64_t run_id = writer.begin_run(info);
+  writer.add_environment(run_id, to_env_rows(collectors::snapshot()));
+
+  auto& tracer = profiler::Tracer::global();
+  auto& ledger = memprof::Ledger::global();
+  tracer.clear();
+  ledger.clear();
+  tracer.set_enabled(true);
+  engine::set_op_tracing(c.trace);
+  collectors::ProcessSampler sampler;
+  sampler.start(std::chrono::milliseconds(200));
+
+  RunRecorder recorder(writer, run_id);
+  workloads::LoopResult loop;
+  std::unique_ptr<workloads::Workload> workload;
+  std::string failure;
+  workloads::Quality quality;
+  bool have_quality = false;
+  try {
+    workload = spec.create(wc);
+    const int64_t params = workload->model().parameter_count();
+    recorder.set_parameter_count(params);
+    const std::string label = progress_label.empty() ? c.workload + "/" + c.preset : progress_label;
+    Progress progress(label, c.warmup + c.iterations);
+    workloads::LoopOptions lo;
+    lo.iterations = c.iterations;
+    lo.warmup = c.warmup;
+    lo.stop = &g_stop;
+    lo.on_iteration = [&](const workloads::IterationResult& it) {
+      const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+      progress.update(it.index + 1, secs > 0 ? static_cast<double>(it.samples) / secs : 0.0, it.warmup);
+    };
+    loop = workloads::run_training(*workload, lo);
+    progress.finish(loop.failed ? "failed" : loop.interrupted ? "interrupted" : "done");
+    // Evaluation is not a training iteration: its events must not count in the timed figures.
+    tracer.set_iteration(-1);
+    ledger.set_iteration(-1);
+    if (!loop.failed && !loop.interrupted && c.eval_batches > 0) {
+      quality = workload->evaluate(c.eval_batches);
+      have_quality = true;
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  sampler.stop();
+  tracer.set_enabled(false);
+
+  const bool interrupted = loop.interrupted || (g_stop.load() && failure.empty() && !loop.failed);
+  store::RunStatus status = store::RunStatus::completed;
+  std::string error = failure.empty() ? loop.error : failure;
+  if (!error.empty()) status = store::RunStatus::failed;
+  else if (interrupted) status = store::RunStatus::interrupted;
+
+  // Whatever was measured is stored, whatever the status.
+  try {
+    recorder.record(loop, tracer.drain(), workload ? &workload->model() : nullptr, sampler.samples(),
+                    have_quality ? &quality : nullptr);
+  } catch (const std::exception& e) {
+    error += (error.empty() ? "" : "; ") + std::string("storing results: ") + e.what();
+    status = store::RunStatus::failed;
+  }
+  writer.finish_run(run_id, status, utc_now(), error);
+
+  RunOutcome out;
+  out.run_id = run_id;
+  out.exit_code = status == store::RunStatus::completed ? kExitOk
+                  : status == store::RunStatus::interrupted ? kExitInterrupted
+                                                            : kExitRunFailed;
+  if (!error.empty()) fmt::print(stderr, "trainscope: run {} failed: {}\n", run_id, error);
+  return out;
+}
+
+}  // namespace ts::cli

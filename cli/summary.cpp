@@ -1,0 +1,173 @@
+#include "cli/summary.h"
+
+#include <algorithm>
+#include <map>
+
+#include "cli/record.h"
+#include "cli/run_config.h"
+#include "fmt/format.h"
+#include "memprof/category.h"
+#include "store/error.h"
+#include "store/reader.h"
+
+namespace ts::cli {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::abs(b) >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
+  std::optional<store::Reader> reader;
+  try {
+    reader.emplace(db);
+  } catch (const store::StoreError& e) {
+    throw UsageError(e.what());
+  }
+  const auto run = reader->run(run_id);
+  if (!run) throw UsageError(fmt::format("run {} not found in {}", run_id, db.string()));
+  nlohmann::json j;
+  j["db"] = std::filesystem::absolute(db).string();
+  j["run_id"] = run->id;
+  j["workload"] = run->workload;
+  j["preset"] = run->preset;
+  j["device"] = run->device;
+  j["batch_size"] = run->batch_size;
+  j["threads"] = run->threads;
+  j["status"] = std::string(store::to_string(run->status));
+  j["started_at"] = run->started_at;
+  j["ended_at"] = run->ended_at;
+  j["error"] = run->error;
+  j["trace"] = run->trace;
+
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& m : reader->metrics(run_id)) {
+    if (m.iteration < 0) metrics[m.name] = m.value;
+  }
+  j["metrics"] = metrics;
+
+  // Phase breakdown: median per timed iteration.
+  std::map<int64_t, bool> warm;
+  for (const auto& it : reader->iterations(run_id)) warm[it.index] = it.warmup;
+  std::map<std::string, std::vector<double>> per_phase;
+  std::map<int64_t, std::map<std::string, double>> by_iteration;
+  for (const auto& p : reader->phases(run_id)) {
+    if (warm.contains(p.iteration) && !warm[p.iteration]) by_iteration[p.iteration][p.phase] += static_cast<double>(p.end_ns - p.start_ns) * 1e-6;
+  }
+  nlohmann::json phases = nlohmann::json::array();
+  for (const char* name : {"data", "forward", "backward", "optimizer"}) {
+    std::vector<double> v;
+    for (auto& [_, m] : by_iteration) v.push_back(m.contains(name) ? m[name] : 0.0);
+    if (!v.empty()) phases.push_back({{"phase", name}, {"median_ms", percentile(v, 0.5)}});
+  }
+  j["phases"] = phases;
+
+  nlohmann::json memory = nlohmann::json::array();
+  int64_t peak_total = 0;
+  for (const auto& p : reader->memory_peak(run_id)) peak_total += p.bytes;
+  for (const auto& p : reader->memory_peak(run_id)) {
+    if (p.bytes == 0) continue;
+    const auto cat = memprof::parse_category(p.category);
+    memory.push_back({{"category", p.category},
+                      {"tbd_class", cat ? std::string(memprof::tbd_class(*cat)) : std::string("?")},
+                      {"bytes", p.bytes},
+                      {"fraction", peak_total ? static_cast<double>(p.bytes) / static_cast<double>(peak_total) : 0.0}});
+  }
+  j["memory_at_peak"] = memory;
+  j["memory_peak_bytes"] = peak_total;
+
+  nlohmann::json top = nlohmann::json::array();
+  const auto ops = reader->op_summary(run_id);
+  int64_t op_total = 0;
+  for (const auto& o : ops) op_total += o.total_ns;
+  for (size_t i = 0; i < std::min<size_t>(ops.size(), 6); ++i) {
+    top.push_back({{"op", ops[i].name}, {"count", ops[i].count}, {"total_ms", static_cast<double>(ops[i].total_ns) * 1e-6},
+                   {"fraction", op_total ? static_cast<double>(ops[i].total_ns) / static_cast<double>(op_total) : 0.0}});
+  }
+  j["top_ops"] = top;
+  return j;
+}
+
+std::string format_summary(const nlohmann::json& j) {
+  std::string s;
+  auto metric = [&](const char* name) -> double {
+    return j["metrics"].contains(name) ? j["metrics"][name].get<double>() : 0.0;
+  };
+  s += fmt::format("run {}  {}/{} on {}  batch {}  {} threads  [{}]\n", j["run_id"].get<int64_t>(),
+                   j["workload"].get<std::string>(), j["preset"].get<std::string>(), j["device"].get<std::string>(),
+                   j["batch_size"].get<int64_t>(), j["threads"].get<int64_t>(), j["status"].get<std::string>());
+  if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
+  s += fmt::format("  parameters     {}\n", with_commas(static_cast<int64_t>(metric("parameter_count"))));
+  if (j["metrics"].contains("throughput_median")) {
+    s += fmt::format("  throughput     {:.2f} samples/s median over {} timed iterations (p10 {:.2f}, p90 {:.2f})\n",
+                     metric("throughput_median"), static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"),
+                     metric("throughput_p90"));
+    s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
+  }
+  if (j["metrics"].contains("loss_first")) {
+    s += fmt::format("  loss           {:.4f} -> {:.4f}\n", metric("loss_first"), metric("loss_last"));
+  }
+  if (j["metrics"].contains("accuracy")) s += fmt::format("  accuracy       {:.1f}% (held-out)\n", 100 * metric("accuracy"));
+  if (!j["phases"].empty()) {
+    double total = 0;
+    for (const auto& p : j["phases"]) total += p["median_ms"].get<double>();
+    s += "  phases (median ms per iteration)\n";
+    for (const auto& p : j["phases"]) {
+      const double ms = p["median_ms"].get<double>();
+      s += fmt::format("    {:<10} {:>9.1f} ms  {:>5.1f}%\n", p["phase"].get<std::string>(), ms, total > 0 ? 100 * ms / total : 0.0);
+    }
+  }
+  if (!j["memory_at_peak"].empty()) {
+    s += fmt::format("  memory at peak {} (by category)\n", human_bytes(static_cast<double>(j["memory_peak_bytes"].get<int64_t>())));
+    for (const auto& m : j["memory_at_peak"]) {
+      s += fmt::format("    {:<17} {:>11}  {:>5.1f}%  ({})\n", m["category"].get<std::string>(),
+                       human_bytes(static_cast<double>(m["bytes"].get<int64_t>())), 100 * m["fraction"].get<double>(),
+                       m["tbd_class"].get<std::string>());
+    }
+  }
+  if (!j["top_ops"].empty()) {
+    s += "  top ops (timed iterations, self time)\n";
+    for (const auto& o : j["top_ops"]) {
+      s += fmt::format("    {:<28} {:>7} calls {:>10.1f} ms  {:>5.1f}%\n", o["op"].get<std::string>(), o["count"].get<int64_t>(),
+                       o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
+    }
+  }
+  s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
+  return s;
+}
+
+std::string format_runs(const std::filesystem::path& db) {
+  std::optional<store::Reader> reader;
+  try {
+    reader.emplace(db);
+  } catch (const store::StoreError& e) {
+    throw UsageError(e.what());
+  }
+  std::string s = fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", "id", "started", "workload",
+                              "preset", "device", "batch", "iters", "status", "samples/s");
+  for (const auto& r : reader->runs()) {
+    double tp = 0;
+    for (const auto& m : reader->metrics(r.id)) {
+      if (m.name == "throughput_median") tp = m.value;
+    }
+    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14.2f}\n", r.id, r.started_at, r.workload,
+                     r.preset, r.device, r.batch_size, r.iterations, store::to_string(r.status), tp);
+  }
+  return s;
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,21 @@
+#pragma once
+// The one-screen summary of a run, always read back from the db (so `run` and `show` agree).
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace ts::cli {
+
+// Throws UsageError when the db or the run does not exist.
+nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id);
+std::string format_summary(const nlohmann::json& summary);
+// The runs of a db as a table.
+std::string format_runs(const std::filesystem::path& db);
+std::string human_bytes(double bytes);
+// 25557032 -> "25,557,032"
+std::string with_commas(int64_t n);
+
+}  // namespace ts::cli

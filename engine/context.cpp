@@ -1,0 +1,58 @@
+#include "engine/context.h"
+
+#include <atomic>
+
+#include "profiler/clock.h"
+#include "profiler/tracer.h"
+
+namespace ts::engine {
+
+ThreadContext& thread_context() {
+  thread_local ThreadContext ctx;
+  return ctx;
+}
+
+namespace {
+std::atomic<bool> g_op_tracing{true};
+}
+
+void set_op_tracing(bool on) { g_op_tracing.store(on, std::memory_order_relaxed); }
+bool op_tracing() { return g_op_tracing.load(std::memory_order_relaxed); }
+
+OwnerScope::OwnerScope(const std::string* path, profiler::StringId id)
+    : saved_path_(thread_context().owner), saved_id_(thread_context().owner_id) {
+  thread_context().owner = path;
+  thread_context().owner_id = id;
+}
+
+OwnerScope::~OwnerScope() {
+  thread_context().owner = saved_path_;
+  thread_context().owner_id = saved_id_;
+}
+
+OpScope::OpScope(profiler::StringId name) : name_(name) {
+  auto& ctx = thread_context();
+  ++ctx.op_depth;
+  active_ = g_op_tracing.load(std::memory_order_relaxed) && profiler::Tracer::global().enabled();
+  if (active_) start_ns_ = profiler::now_ns();
+}
+
+OpScope::~OpScope() {
+  auto& ctx = thread_context();
+  --ctx.op_depth;
+  if (!active_) return;
+  auto& tracer = profiler::Tracer::global();
+  profiler::Event e{};
+  e.start_ns = start_ns_;
+  e.end_ns = profiler::now_ns();
+  e.name = name_;
+  e.layer = ctx.owner_id;
+  e.kind = profiler::EventKind::op;
+  e.pass = ctx.pass;
+  e.iteration = tracer.iteration();
+  tracer.record(e);
+}
+
+profiler::StringId op_name(std::string_view name) { return profiler::Tracer::global().intern(name); }
+
+}  // namespace ts::engine

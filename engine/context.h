@@ -1,0 +1,102 @@
+#pragma once
+// Thread-local scopes that tag what the engine does: the memory category new allocations
+// get, the owner (layer path) they and the op events belong to, and whether autograd records.
+#include <string>
+#include <string_view>
+
+#include "memprof/ledger.h"
+#include "profiler/event.h"
+
+namespace ts::engine {
+
+struct ThreadContext {
+  memprof::Category category = memprof::Category::other;
+  const std::string* owner = nullptr;       // layer path; nullptr = top level
+  profiler::StringId owner_id = 0;          // the same path interned in the tracer
+  profiler::Pass pass = profiler::Pass::none;
+  bool grad_enabled = true;
+  int op_depth = 0;                          // >0 while inside an op (nested ops are not separate layer time)
+};
+
+ThreadContext& thread_context();
+
+class CategoryScope {
+ public:
+  explicit CategoryScope(memprof::Category c) : saved_(thread_context().category) { thread_context().category = c; }
+  ~CategoryScope() { thread_context().category = saved_; }
+  CategoryScope(const CategoryScope&) = delete;
+  CategoryScope& operator=(const CategoryScope&) = delete;
+
+ private:
+  memprof::Category saved_;
+};
+
+// The owner path must outlive the scope (modules own theirs).
+class OwnerScope {
+ public:
+  OwnerScope(const std::string* path, profiler::StringId id);
+  ~OwnerScope();
+  OwnerScope(const OwnerScope&) = delete;
+  OwnerScope& operator=(const OwnerScope&) = delete;
+
+ private:
+  const std::string* saved_path_;
+  profiler::StringId saved_id_;
+};
+
+class PassScope {
+ public:
+  explicit PassScope(profiler::Pass p) : saved_(thread_context().pass) { thread_context().pass = p; }
+  ~PassScope() { thread_context().pass = saved_; }
+  PassScope(const PassScope&) = delete;
+  PassScope& operator=(const PassScope&) = delete;
+
+ private:
+  profiler::Pass saved_;
+};
+
+class NoGradScope {
+ public:
+  NoGradScope() : saved_(thread_context().grad_enabled) { thread_context().grad_enabled = false; }
+  ~NoGradScope() { thread_context().grad_enabled = saved_; }
+  NoGradScope(const NoGradScope&) = delete;
+  NoGradScope& operator=(const NoGradScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+class EnableGradScope {
+ public:
+  explicit EnableGradScope(bool on) : saved_(thread_context().grad_enabled) { thread_context().grad_enabled = on; }
+  ~EnableGradScope() { thread_context().grad_enabled = saved_; }
+  EnableGradScope(const EnableGradScope&) = delete;
+  EnableGradScope& operator=(const EnableGradScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// One op call: a profiler event with the op name, the layer in scope and the pass; nested op
+// calls (an op built from other ops) are traced too, and the analyses count only the outermost.
+class OpScope {
+ public:
+  explicit OpScope(profiler::StringId name);
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  int64_t start_ns_ = 0;
+  profiler::StringId name_;
+  bool active_ = false;
+};
+
+// Per-op events can be switched off (--no-trace) while the loop's phase ranges stay on.
+void set_op_tracing(bool on);
+bool op_tracing();
+
+// Interns an op name once per call site: `static const auto id = op_name("conv2d");`.
+profiler::StringId op_name(std::string_view name);
+
+}  // namespace ts::engine

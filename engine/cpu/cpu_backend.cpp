@@ -1,0 +1,369 @@
+// CpuBackend: construction, the oneDNN glue shared by every kernel, and the kernels written
+// as plain OpenMP loops (element-wise, reductions, loss, optimizer step, fill/copy/layout).
+#include "engine/cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "engine/context.h"
+#include "engine/cpu/dnnl_common.h"
+
+namespace ts::engine::cpu {
+
+// ---------------------------------------------------------------- init
+
+void init_cpu_backend() {
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+#pragma omp parallel
+  {
+    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  }
+}
+
+CpuBackend::CpuBackend() : impl_(std::make_unique<Impl>()) { init_cpu_backend(); }
+CpuBackend::~CpuBackend() = default;
+
+CpuBackend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+CpuBackend::Impl& impl_of(CpuBackend& b) { return *b.impl_; }
+
+size_t CpuBackend::cached_primitives() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->created;
+}
+
+void CpuBackend::clear_cache() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->cache.clear();
+}
+
+// ---------------------------------------------------------------- descriptors
+
+memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
+
+md md_for(const Shape& shape, const Layout& layout) {
+  const auto dims = to_dims(shape.empty() ? Shape{1} : shape);
+  const size_t rank = dims.size();
+  switch (layout.kind) {
+    case Layout::Kind::plain: {
+      memory::dims strides(rank, 1);
+      for (size_t i = rank - 1; i > 0; --i) strides[i - 1] = strides[i] * dims[i];
+      return md(dims, f32, strides);
+    }
+    case Layout::Kind::channels_last:
+      if (rank != 4) throw std::invalid_argument("channels_last layout needs a 4-D tensor, got " + shape_str(shape));
+      return md(dims, f32, tag::nhwc);
+    case Layout::Kind::channel_blocked:
+      if (rank != 4) throw std::invalid_argument("channel-blocked layout needs a 4-D tensor, got " + shape_str(shape));
+      if (layout.block == 8) return md(dims, f32, tag::aBcd8b);
+      if (layout.block == 16) return md(dims, f32, tag::aBcd16b);
+      throw std::invalid_argument("unsupported channel block " + std::to_string(layout.block));
+  }
+  throw std::logic_error("unknown layout");
+}
+
+std::optional<Layout> layout_of(const md& d, const Shape& shape) {
+  const Layout candidates[] = {Layout::plain(), Layout::channels_last(), Layout::blocked(8), Layout::blocked(16)};
+  for (const Layout& l : candidates) {
+    if (l.kind != Layout::Kind::plain && shape.size() != 4) continue;
+    if (md_for(shape, l) == d) return l;
+  }
+  return std::nullopt;
+}
+
+Reorder::Reorder(const dnnl::engine& eng, const md& a, const md& b) : from(a), to(b) {
+  if (!(a == b)) prim = dnnl::reorder(dnnl::reorder::primitive_desc(eng, a, eng, b));
+}
+
+std::shared_ptr<Reorder> CpuBackend::Impl::layout_reorder(const Shape& shape, const Layout& from, const Layout& to) {
+  return get<Reorder>(Key("reorder") << shape << from << to, [&] {
+    return std::make_shared<Reorder>(eng, md_for(shape, from), md_for(shape, to));
+  });
+}
+
+Tensor temp_buffer(size_t bytes, memprof::Category category) {
+  const auto n = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+  return Tensor::empty({n}, Device::cpu(), Layout::plain(), category);
+}
+
+memory CpuBackend::Impl::scratchpad(const md& d) {
+  thread_local Tensor buffer;
+  const size_t bytes = d.get_size();
+  if (!buffer.defined() || static_cast<size_t>(buffer.nbytes()) < bytes) {
+    buffer = Tensor();   // free the old one first
+    buffer = temp_buffer(bytes, memprof::Category::workspace);
+  }
+  return memory(d, eng, buffer.data());
+}
+
+// ---------------------------------------------------------------- helpers
+
+namespace {
+
+constexpr int64_t kParallelThreshold = 1 << 15;
+
+void check_cpu(const Tensor& t, const char* op) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
+  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": tensor on " + t.device().str());
+}
+
+void check_same(const Tensor& a, const Tensor& b, const char* op) {
+  check_cpu(a, op);
+  check_cpu(b, op);
+  if (a.shape() != b.shape()) {
+    throw std::invalid_argument(std::string(op) + ": shapes differ: " + shape_str(a.shape()) + " vs " +
+                                shape_str(b.shape()));
+  }
+}
+
+template <class F>
+void parallel_for(int64_t n, F&& f) {
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+}  // namespace
+
+// Brings `x` to `layout` (shares storage when it already is there).
+static Tensor as_layout(CpuBackend& b, const Tensor& x, const Layout& layout) {
+  return x.layout() == layout ? x : b.to_layout(x, layout);
+}
+
+// ---------------------------------------------------------------- memory and layout
+
+void CpuBackend::fill(const Tensor& t, float value) {
+  check_cpu(t, "fill");
+  float* p = t.data();
+  const Layout& l = t.layout();
+  if (l.kind == Layout::Kind::channel_blocked && t.size(1) % l.block != 0) {
+    // Padded channels must stay zero.
+    const int64_t b = l.block, c = t.size(1);
+    const int64_t cb = (c + b - 1) / b;
+    int64_t inner = 1;
+    for (int64_t d = 2; d < t.dim(); ++d) inner *= t.size(d);
+    const int64_t outer = t.size(0) * cb;
+#pragma omp parallel for if (outer * inner * b > kParallelThreshold)
+    for (int64_t o = 0; o < outer; ++o) {
+      const int64_t cblk = o % cb;
+      float* q = p + o * inner * b;
+      for (int64_t s = 0; s < inner; ++s) {
+        for (int64_t k = 0; k < b; ++k) q[s * b + k] = (cblk * b + k < c) ? value : 0.0f;
+      }
+    }
+    return;
+  }
+  parallel_for(t.storage_numel(), [=](int64_t i) { p[i] = value; });
+}
+
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
+  check_same(src, dst, "copy");
+  if (src.layout() == dst.layout()) {
+    const float* s = src.data();
+    float* d = dst.data();
+    if (s != d) parallel_for(src.storage_numel(), [=](int64_t i) { d[i] = s[i]; });
+    return;
+  }
+  auto r = impl_->layout_reorder(src.shape(), src.layout(), dst.layout());
+  impl_->reorder(*r, src.data(), dst.data());
+}
+
+Tensor CpuBackend::to_layout(const Tensor& x, const Layout& layout) {
+  check_cpu(x, "to_layout");
+  if (x.layout() == layout) return x;
+  // Physically identical arrangements (e.g. [N, C, 1, 1] blocked with C % block == 0 and
+  // plain) only change the label: share the storage.
+  if (x.dim() == 4 && x.size(2) == 1 && x.size(3) == 1) {
+    auto same_as_plain = [&](const Layout& l) {
+      return l.is_plain() || l.kind == Layout::Kind::channels_last ||
+             (l.kind == Layout::Kind::channel_blocked && x.size(1) % l.block == 0);
+    };
+    if (same_as_plain(x.layout()) && same_as_plain(layout)) {
+      Tensor y = x.detach();
+      y.impl()->layout = layout;
+      return y;
+    }
+  }
+  Tensor y = Tensor::empty(x.shape(), x.device(), layout);
+  auto r = impl_->layout_reorder(x.shape(), x.layout(), layout);
+  impl_->reorder(*r, x.data(), y.data());
+  return y;
+}
+
+// ---------------------------------------------------------------- element-wise
+
+Tensor CpuBackend::relu_forward(const Tensor& x) {
+  check_cpu(x, "relu");
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  const float* s = x.data();
+  float* d = y.data();
+  parallel_for(x.storage_numel(), [=](int64_t i) { d[i] = s[i] > 0.0f ? s[i] : 0.0f; });
+  return y;
+}
+
+Tensor CpuBackend::relu_backward(const Tensor& dy_in, const Tensor& y) {
+  check_same(dy_in, y, "relu_backward");
+  const Tensor dy = as_layout(*this, dy_in, y.layout());
+  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
+  const float* g = dy.data();
+  const float* yy = y.data();
+  float* d = dx.data();
+  parallel_for(y.storage_numel(), [=](int64_t i) { d[i] = yy[i] > 0.0f ? g[i] : 0.0f; });
+  return dx;
+}
+
+Tensor CpuBackend::add(const Tensor& a, const Tensor& b_in) {
+  check_same(a, b_in, "add");
+  const Tensor b = as_layout(*this, b_in, a.layout());
+  Tensor y = Tensor::empty(a.shape(), a.device(), a.layout());
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* d = y.data();
+  parallel_for(a.storage_numel(), [=](int64_t i) { d[i] = pa[i] + pb[i]; });
+  return y;
+}
+
+Tensor CpuBackend::mul(const Tensor& a, const Tensor& b_in) {
+  check_same(a, b_in, "mul");
+  const Tensor b = as_layout(*this, b_in, a.layout());
+  Tensor y = Tensor::empty(a.shape(), a.device(), a.layout());
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* d = y.data();
+  parallel_for(a.storage_numel(), [=](int64_t i) { d[i] = pa[i] * pb[i]; });
+  return y;
+}
+
+Tensor CpuBackend::scale(const Tensor& x, float s) {
+  check_cpu(x, "scale");
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  const float* p = x.data();
+  float* d = y.data();
+  parallel_for(x.storage_numel(), [=](int64_t i) { d[i] = p[i] * s; });
+  return y;
+}
+
+void CpuBackend::add_inplace(const Tensor& acc, const Tensor& x_in, float alpha) {
+  check_same(acc, x_in, "add_inplace");
+  const Tensor x = as_layout(*this, x_in, acc.layout());
+  float* d = acc.data();
+  const float* p = x.data();
+  parallel_for(acc.storage_numel(), [=](int64_t i) { d[i] += alpha * p[i]; });
+}
+
+Tensor CpuBackend::sum_all(const Tensor& x) {
+  check_cpu(x, "sum");
+  // Padded channels are zero, so the storage sum is the logical sum.
+  const float* p = x.data();
+  const int64_t n = x.storage_numel();
+  double total = 0.0;
+#pragma omp parallel for reduction(+ : total) if (n > kParallelThreshold) schedule(static)
+  for (int64_t i = 0; i < n; ++i) total += p[i];
+  Tensor y = Tensor::empty({1}, x.device());
+  y.data()[0] = static_cast<float>(total);
+  return y;
+}
+
+// ---------------------------------------------------------------- loss
+
+CrossEntropyResult CpuBackend::softmax_cross_entropy_forward(const Tensor& logits_in, const Tensor& labels_in) {
+  check_cpu(logits_in, "softmax_cross_entropy");
+  check_cpu(labels_in, "softmax_cross_entropy");
+  if (logits_in.dim() != 2 || labels_in.dim() != 1 || labels_in.size(0) != logits_in.size(0)) {
+    throw std::invalid_argument("softmax_cross_entropy: expected logits [N, K] and labels [N], got " +
+                                shape_str(logits_in.shape()) + " and " + shape_str(labels_in.shape()));
+  }
+  const Tensor logits = as_layout(*this, logits_in, Layout::plain());
+  const Tensor labels = as_layout(*this, labels_in, Layout::plain());
+  const int64_t n = logits.size(0), k = logits.size(1);
+  const float* lab = labels.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = lab[i];
+    if (!(v >= 0.0f) || v >= static_cast<float>(k) || v != std::floor(v)) {
+      throw std::invalid_argument("softmax_cross_entropy: label " + std::to_string(v) + " at index " +
+                                  std::to_string(i) + " is not a class index in [0, " + std::to_string(k) + ")");
+    }
+  }
+  CrossEntropyResult r;
+  r.probs = Tensor::empty({n, k}, logits.device());
+  const float* z = logits.data();
+  float* pr = r.probs.data();
+  double total = 0.0;
+#pragma omp parallel for reduction(+ : total) if (n * k > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* zi = z + i * k;
+    float* pi = pr + i * k;
+    float m = zi[0];
+    for (int64_t j = 1; j < k; ++j) m = std::max(m, zi[j]);
+    double s = 0.0;
+    for (int64_t j = 0; j < k; ++j) {
+      const float e = std::exp(zi[j] - m);
+      pi[j] = e;
+      s += e;
+    }
+    const float inv = static_cast<float>(1.0 / s);
+    for (int64_t j = 0; j < k; ++j) pi[j] *= inv;
+    const auto c = static_cast<int64_t>(lab[i]);
+    total += std::log(s) + static_cast<double>(m) - static_cast<double>(zi[c]);   // -log softmax
+  }
+  r.loss = Tensor::empty({1}, logits.device());
+  r.loss.data()[0] = n > 0 ? static_cast<float>(total / static_cast<double>(n)) : 0.0f;
+  return r;
+}
+
+Tensor CpuBackend::softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels) {
+  check_cpu(dloss, "softmax_cross_entropy_backward");
+  check_cpu(probs, "softmax_cross_entropy_backward");
+  check_cpu(labels, "softmax_cross_entropy_backward");
+  if (dloss.numel() != 1 || probs.dim() != 2 || labels.dim() != 1 || labels.size(0) != probs.size(0)) {
+    throw std::invalid_argument("softmax_cross_entropy_backward: bad shapes " + shape_str(dloss.shape()) + ", " +
+                                shape_str(probs.shape()) + ", " + shape_str(labels.shape()));
+  }
+  const int64_t n = probs.size(0), k = probs.size(1);
+  const float g = dloss.item() / static_cast<float>(n > 0 ? n : 1);
+  Tensor dx = Tensor::empty({n, k}, probs.device());
+  const float* p = probs.data();
+  const float* lab = labels.data();
+  float* d = dx.data();
+#pragma omp parallel for if (n * k > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < k; ++j) d[i * k + j] = g * p[i * k + j];
+    d[i * k + static_cast<int64_t>(lab[i])] -= g;
+  }
+  return dx;
+}
+
+// ---------------------------------------------------------------- optimizer
+
+void CpuBackend::sgd_step(const Tensor& param, const Tensor& grad_in, const Tensor& buf, float lr, float momentum,
+                          float weight_decay, bool nesterov) {
+  check_same(param, grad_in, "sgd_step");
+  const Tensor grad = as_layout(*this, grad_in, param.layout());
+  float* w = param.data();
+  const float* g = grad.data();
+  const int64_t n = param.storage_numel();
+  if (!buf.defined()) {
+    parallel_for(n, [=](int64_t i) { w[i] -= lr * (g[i] + weight_decay * w[i]); });
+    return;
+  }
+  check_same(param, buf, "sgd_step");
+  if (buf.layout() != param.layout()) throw std::invalid_argument("sgd_step: momentum buffer layout differs from param");
+  float* b = buf.data();
+  parallel_for(n, [=](int64_t i) {
+    const float gi = g[i] + weight_decay * w[i];
+    const float bi = momentum * b[i] + gi;
+    b[i] = bi;
+    w[i] -= lr * (nesterov ? gi + momentum * bi : bi);
+  });
+}
+
+}  // namespace ts::engine::cpu

@@ -1,0 +1,93 @@
+#pragma once
+// The CPU backend: oneDNN primitives (created once per shape/layout/params and cached) plus
+// OpenMP loops for the element-wise pieces, the loss and the optimizer step. oneDNN stays
+// behind this header: callers see only the Backend interface and a few introspection hooks.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+
+namespace ts::engine::cpu {
+
+// Flushes denormals to zero on the calling thread and on every OpenMP worker. Idempotent;
+// the backend calls it on construction.
+void init_cpu_backend();
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  ~CpuBackend() override;
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
+
+  const char* name() const override { return "cpu"; }
+
+  void fill(const Tensor& t, float value) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  Tensor to_layout(const Tensor& x, const Layout& layout) override;
+
+  Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv2dParams& p) override;
+  Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape, const Layout& x_layout,
+                              const Conv2dParams& p) override;
+  WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Shape& w_shape, bool bias,
+                                      const Conv2dParams& p) override;
+
+  BatchNormStats batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
+  Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                                 const Tensor& running_var, float eps) override;
+  BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                     const Tensor& var, float eps, bool use_global_stats) override;
+
+  Tensor relu_forward(const Tensor& x) override;
+  Tensor relu_backward(const Tensor& dy, const Tensor& y) override;
+  Tensor add(const Tensor& a, const Tensor& b) override;
+  Tensor mul(const Tensor& a, const Tensor& b) override;
+  Tensor scale(const Tensor& x, float s) override;
+  void add_inplace(const Tensor& acc, const Tensor& x, float alpha) override;
+  Tensor sum_all(const Tensor& x) override;
+
+  PoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& p) override;
+  Tensor max_pool2d_backward(const Tensor& dy, const Tensor& workspace, const Shape& x_shape, const Layout& x_layout,
+                             const Pool2dParams& p) override;
+  Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) override;
+  Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Layout& x_layout,
+                             const Pool2dParams& p) override;
+
+  Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias) override;
+  Tensor linear_backward_data(const Tensor& dy, const Tensor& w) override;
+  WeightGrads linear_backward_weights(const Tensor& x, const Tensor& dy, bool bias) override;
+
+  Tensor concat(const std::vector<Tensor>& xs, int64_t dim) override;
+  Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length) override;
+
+  CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels) override;
+  Tensor softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels) override;
+
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr, float momentum,
+                float weight_decay, bool nesterov) override;
+
+  // --- introspection (tests, benchmarks) ---
+  // Primitives created so far (every cache miss creates one entry; hits create none).
+  size_t cached_primitives() const;
+  // oneDNN's implementation string of the convolution primitive these arguments select.
+  // which: 0 forward, 1 backward data, 2 backward weights.
+  std::string conv_impl_info(const Shape& x_shape, const Layout& x_layout, const Shape& w_shape, bool bias,
+                             const Conv2dParams& p, int which);
+  // The layout conv2d_forward gives its output for these arguments.
+  Layout conv_output_layout(const Shape& x_shape, const Layout& x_layout, const Shape& w_shape, bool bias,
+                            const Conv2dParams& p);
+  // Drops every cached primitive (the counter keeps counting).
+  void clear_cache();
+
+  struct Impl;
+  friend Impl& impl_of(CpuBackend& b);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The process-wide CPU backend (what backend_for(Device::cpu()) returns).
+CpuBackend& cpu_backend();
+
+}  // namespace ts::engine::cpu

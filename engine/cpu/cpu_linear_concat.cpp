@@ -1,0 +1,231 @@
+// Fully connected layers (oneDNN inner product, plain 2-D), concatenation and slicing.
+#include <stdexcept>
+
+#include "engine/cpu/dnnl_common.h"
+
+namespace ts::engine::cpu {
+
+namespace {
+
+using dnnl::prop_kind;
+
+void check_t(const Tensor& t, const char* op) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
+  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": tensor on " + t.device().str());
+}
+
+void check_plain2d(const Tensor& t, const char* op, const char* what) {
+  check_t(t, op);
+  if (t.dim() != 2 || !t.layout().is_plain()) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain 2-D, got " + shape_str(t.shape()) +
+                                " " + t.layout().str());
+  }
+}
+
+md m2(int64_t a, int64_t b) { return md({a, b}, f32, tag::ab); }
+md m1(int64_t a) { return md({a}, f32, tag::a); }
+
+dnnl::inner_product_forward::primitive_desc ip_fwd_pd(const dnnl::engine& eng, int64_t n, int64_t i, int64_t o,
+                                                      bool bias) {
+  auto d = bias ? dnnl::inner_product_forward::desc(prop_kind::forward_training, m2(n, i), m2(o, i), m1(o), m2(n, o))
+                : dnnl::inner_product_forward::desc(prop_kind::forward_training, m2(n, i), m2(o, i), m2(n, o));
+  return dnnl::inner_product_forward::primitive_desc(d, CpuBackend::Impl::attr(), eng);
+}
+
+struct IpFwd {
+  dnnl::inner_product_forward::primitive_desc pd;
+  dnnl::inner_product_forward prim;
+};
+struct IpBwdData {
+  dnnl::inner_product_backward_data::primitive_desc pd;
+  dnnl::inner_product_backward_data prim;
+};
+struct IpBwdWeights {
+  dnnl::inner_product_backward_weights::primitive_desc pd;
+  dnnl::inner_product_backward_weights prim;
+};
+
+}  // namespace
+
+Tensor CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  check_plain2d(x, "linear", "x");
+  check_plain2d(w, "linear", "w");
+  const int64_t n = x.size(0), i = x.size(1), o = w.size(0);
+  if (w.size(1) != i) {
+    throw std::invalid_argument("linear: x " + shape_str(x.shape()) + " and w " + shape_str(w.shape()) + " do not match");
+  }
+  const bool has_bias = bias && bias->defined();
+  if (has_bias && (bias->dim() != 1 || bias->size(0) != o)) {
+    throw std::invalid_argument("linear: bias " + shape_str(bias->shape()) + " for w " + shape_str(w.shape()));
+  }
+  auto& im = *impl_;
+  auto e = im.get<IpFwd>(Key("ip_fwd") << n << i << o << static_cast<int64_t>(has_bias), [&] {
+    auto pd = ip_fwd_pd(im.eng, n, i, o, has_bias);
+    return std::make_shared<IpFwd>(IpFwd{pd, dnnl::inner_product_forward(pd)});
+  });
+  Tensor y = Tensor::empty({n, o}, x.device());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(m2(n, i), im.eng, x.data())},
+                                       {DNNL_ARG_WEIGHTS, memory(m2(o, i), im.eng, w.data())},
+                                       {DNNL_ARG_DST, memory(m2(n, o), im.eng, y.data())},
+                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
+  if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(m1(o), im.eng, bias->data()));
+  im.run(e->prim, args);
+  return y;
+}
+
+Tensor CpuBackend::linear_backward_data(const Tensor& dy, const Tensor& w) {
+  check_plain2d(dy, "linear_backward_data", "dy");
+  check_plain2d(w, "linear_backward_data", "w");
+  const int64_t n = dy.size(0), o = dy.size(1), i = w.size(1);
+  if (w.size(0) != o) {
+    throw std::invalid_argument("linear_backward_data: dy " + shape_str(dy.shape()) + " and w " + shape_str(w.shape()));
+  }
+  auto& im = *impl_;
+  auto e = im.get<IpBwdData>(Key("ip_bwd_data") << n << i << o, [&] {
+    auto hint = ip_fwd_pd(im.eng, n, i, o, false);
+    dnnl::inner_product_backward_data::desc d(m2(n, i), m2(o, i), m2(n, o));
+    dnnl::inner_product_backward_data::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+    return std::make_shared<IpBwdData>(IpBwdData{pd, dnnl::inner_product_backward_data(pd)});
+  });
+  Tensor dx = Tensor::empty({n, i}, dy.device());
+  im.run(e->prim, {{DNNL_ARG_DIFF_DST, memory(m2(n, o), im.eng, dy.data())},
+                   {DNNL_ARG_WEIGHTS, memory(m2(o, i), im.eng, w.data())},
+                   {DNNL_ARG_DIFF_SRC, memory(m2(n, i), im.eng, dx.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return dx;
+}
+
+WeightGrads CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& dy, bool bias) {
+  check_plain2d(x, "linear_backward_weights", "x");
+  check_plain2d(dy, "linear_backward_weights", "dy");
+  const int64_t n = x.size(0), i = x.size(1), o = dy.size(1);
+  if (dy.size(0) != n) {
+    throw std::invalid_argument("linear_backward_weights: x " + shape_str(x.shape()) + " and dy " +
+                                shape_str(dy.shape()));
+  }
+  auto& im = *impl_;
+  auto e = im.get<IpBwdWeights>(Key("ip_bwd_weights") << n << i << o << static_cast<int64_t>(bias), [&] {
+    auto hint = ip_fwd_pd(im.eng, n, i, o, bias);
+    auto d = bias ? dnnl::inner_product_backward_weights::desc(m2(n, i), m2(o, i), m1(o), m2(n, o))
+                  : dnnl::inner_product_backward_weights::desc(m2(n, i), m2(o, i), m2(n, o));
+    dnnl::inner_product_backward_weights::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+    return std::make_shared<IpBwdWeights>(IpBwdWeights{pd, dnnl::inner_product_backward_weights(pd)});
+  });
+  WeightGrads r;
+  r.dw = Tensor::empty({o, i}, x.device());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(m2(n, i), im.eng, x.data())},
+                                       {DNNL_ARG_DIFF_DST, memory(m2(n, o), im.eng, dy.data())},
+                                       {DNNL_ARG_DIFF_WEIGHTS, memory(m2(o, i), im.eng, r.dw.data())},
+                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
+  if (bias) {
+    r.dbias = Tensor::empty({o}, x.device());
+    args.emplace(DNNL_ARG_DIFF_BIAS, memory(m1(o), im.eng, r.dbias.data()));
+  }
+  im.run(e->prim, args);
+  return r;
+}
+
+// ---------------------------------------------------------------- concat / slice
+
+namespace {
+
+// The layout a concat/slice along `dim` can keep: blocked layouts only when the channel
+// boundaries fall on block boundaries.
+bool layout_keeps(const Layout& l, int64_t dim, const std::vector<int64_t>& channel_counts) {
+  if (l.kind != Layout::Kind::channel_blocked || dim != 1) return true;
+  for (auto c : channel_counts) {
+    if (c % l.block != 0) return false;
+  }
+  return true;
+}
+
+struct ConcatEntry {
+  dnnl::concat::primitive_desc pd;
+  dnnl::concat prim;
+  std::vector<md> srcs;
+};
+
+struct SliceEntry {
+  Reorder r;
+};
+
+}  // namespace
+
+Tensor CpuBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
+  if (xs.empty()) throw std::invalid_argument("concat: no inputs");
+  for (const auto& t : xs) check_t(t, "concat");
+  const int64_t rank = xs[0].dim();
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank) throw std::invalid_argument("concat: dim out of range for " + shape_str(xs[0].shape()));
+  Shape out = xs[0].shape();
+  out[static_cast<size_t>(dim)] = 0;
+  std::vector<int64_t> sizes;
+  bool same_layout = true;
+  for (const auto& t : xs) {
+    bool ok = t.dim() == rank;
+    for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || t.size(d) == xs[0].size(d);
+    if (!ok) {
+      throw std::invalid_argument("concat: shape " + shape_str(t.shape()) + " does not match " +
+                                  shape_str(xs[0].shape()) + " along dim " + std::to_string(dim));
+    }
+    out[static_cast<size_t>(dim)] += t.size(dim);
+    sizes.push_back(t.size(dim));
+    same_layout = same_layout && t.layout() == xs[0].layout();
+  }
+  Layout l = xs[0].layout();
+  if (!same_layout || !layout_keeps(l, dim, sizes)) l = Layout::plain();
+  std::vector<Tensor> in;
+  in.reserve(xs.size());
+  for (const auto& t : xs) in.push_back(t.layout() == l ? t : to_layout(t, l));
+
+  auto& im = *impl_;
+  Key key("concat");
+  key << dim << l;
+  for (const auto& t : in) key << t.shape();
+  auto e = im.get<ConcatEntry>(key, [&] {
+    std::vector<md> srcs;
+    for (const auto& t : in) srcs.push_back(md_for(t.shape(), l));
+    dnnl::concat::primitive_desc pd(md_for(out, l), static_cast<int>(dim), srcs, im.eng, CpuBackend::Impl::attr());
+    return std::make_shared<ConcatEntry>(ConcatEntry{pd, dnnl::concat(pd), srcs});
+  });
+  Tensor y = Tensor::empty(out, xs[0].device(), l);
+  std::unordered_map<int, memory> args{{DNNL_ARG_DST, memory(e->pd.dst_desc(), im.eng, y.data())},
+                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
+  for (size_t k = 0; k < in.size(); ++k) {
+    args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), memory(e->srcs[k], im.eng, in[k].data()));
+  }
+  im.run(e->prim, args);
+  return y;
+}
+
+Tensor CpuBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
+  check_t(x_in, "slice");
+  const int64_t rank = x_in.dim();
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank || start < 0 || length < 0 || start + length > x_in.size(dim)) {
+    throw std::invalid_argument("slice: dim " + std::to_string(dim) + " [" + std::to_string(start) + ", +" +
+                                std::to_string(length) + ") out of range for " + shape_str(x_in.shape()));
+  }
+  Layout l = x_in.layout();
+  if (!layout_keeps(l, dim, {start, length})) l = Layout::plain();
+  const Tensor x = x_in.layout() == l ? x_in : to_layout(x_in, l);
+  Shape out = x.shape();
+  out[static_cast<size_t>(dim)] = length;
+  Tensor y = Tensor::empty(out, x.device(), l);
+  if (length == 0) return y;
+  auto& im = *impl_;
+  auto e = im.get<SliceEntry>(Key("slice") << x.shape() << l << dim << start << length, [&] {
+    memory::dims offsets(static_cast<size_t>(rank), 0);
+    offsets[static_cast<size_t>(dim)] = start;
+    const md sub = md_for(x.shape(), l).submemory_desc(to_dims(out), offsets);
+    auto s = std::make_shared<SliceEntry>();
+    s->r.from = sub;
+    s->r.to = md_for(out, l);
+    s->r.prim = dnnl::reorder(dnnl::reorder::primitive_desc(im.eng, sub, im.eng, s->r.to));
+    return s;
+  });
+  im.reorder(e->r, x.data(), y.data());
+  return y;
+}
+
+}  // namespace ts::engine::cpu

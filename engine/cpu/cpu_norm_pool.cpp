@@ -1,0 +1,321 @@
+// Batch normalisation and pooling on oneDNN, in whatever layout the input has.
+#include <stdexcept>
+
+#include "engine/cpu/dnnl_common.h"
+
+namespace ts::engine::cpu {
+
+namespace {
+
+using dnnl::algorithm;
+using dnnl::normalization_flags;
+using dnnl::prop_kind;
+
+void check_t(const Tensor& t, const char* op) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
+  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": tensor on " + t.device().str());
+}
+
+// [N, C] is normalised as [N, C, 1, 1] (same memory).
+Shape bn_shape(const Shape& s, const char* op) {
+  if (s.size() == 4) return s;
+  if (s.size() == 2) return {s[0], s[1], 1, 1};
+  throw std::invalid_argument(std::string(op) + ": expected [N, C, H, W] or [N, C], got " + shape_str(s));
+}
+
+Layout bn_layout(const Tensor& x) { return x.dim() == 2 ? Layout::plain() : x.layout(); }
+
+void check_channel_vec(const Tensor& t, int64_t c, const char* op, const char* what) {
+  check_t(t, op);
+  if (t.dim() != 1 || t.size(0) != c || !t.layout().is_plain()) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " " + shape_str(t.shape()) + " for " +
+                                std::to_string(c) + " channels");
+  }
+}
+
+const normalization_flags kScaleShift = normalization_flags::use_scale | normalization_flags::use_shift;
+
+struct BnTrainEntry {
+  dnnl::batch_normalization_forward::primitive_desc pd;
+  dnnl::batch_normalization_forward prim;
+};
+struct BnEvalEntry {
+  dnnl::batch_normalization_forward::primitive_desc pd;
+  dnnl::batch_normalization_forward prim;
+};
+struct BnBwdEntry {
+  dnnl::batch_normalization_backward::primitive_desc pd;
+  dnnl::batch_normalization_backward prim;
+};
+
+dnnl::batch_normalization_forward::primitive_desc bn_fwd_pd(const dnnl::engine& eng, const md& data, float eps,
+                                                            bool training, bool global_stats) {
+  normalization_flags flags = kScaleShift;
+  if (global_stats) flags = flags | normalization_flags::use_global_stats;
+  dnnl::batch_normalization_forward::desc d(training ? prop_kind::forward_training : prop_kind::forward_inference,
+                                            data, eps, flags);
+  return dnnl::batch_normalization_forward::primitive_desc(d, CpuBackend::Impl::attr(), eng);
+}
+
+md vec_md(int64_t c) { return md({c}, f32, tag::a); }
+
+}  // namespace
+
+BatchNormStats CpuBackend::batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                    float eps) {
+  check_t(x, "batch_norm");
+  const Shape s = bn_shape(x.shape(), "batch_norm");
+  const int64_t c = s[1];
+  check_channel_vec(gamma, c, "batch_norm", "gamma");
+  check_channel_vec(beta, c, "batch_norm", "beta");
+  auto& im = *impl_;
+  const Layout l = bn_layout(x);
+  auto e = im.get<BnTrainEntry>(Key("bn_train") << s << l << static_cast<int64_t>(eps * 1e9f), [&] {
+    auto pd = bn_fwd_pd(im.eng, md_for(s, l), eps, true, false);
+    return std::make_shared<BnTrainEntry>(BnTrainEntry{pd, dnnl::batch_normalization_forward(pd)});
+  });
+  BatchNormStats r;
+  r.y = Tensor::empty(x.shape(), x.device(), x.layout());
+  r.mean = Tensor::empty({c}, x.device());
+  r.var = Tensor::empty({c}, x.device());
+  const md data = e->pd.src_desc();
+  im.run(e->prim, {{DNNL_ARG_SRC, memory(data, im.eng, x.data())},
+                   {DNNL_ARG_DST, memory(data, im.eng, r.y.data())},
+                   {DNNL_ARG_SCALE, memory(vec_md(c), im.eng, gamma.data())},
+                   {DNNL_ARG_SHIFT, memory(vec_md(c), im.eng, beta.data())},
+                   {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, r.mean.data())},
+                   {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, r.var.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return r;
+}
+
+Tensor CpuBackend::batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           const Tensor& running_mean, const Tensor& running_var, float eps) {
+  check_t(x, "batch_norm");
+  const Shape s = bn_shape(x.shape(), "batch_norm");
+  const int64_t c = s[1];
+  check_channel_vec(gamma, c, "batch_norm", "gamma");
+  check_channel_vec(beta, c, "batch_norm", "beta");
+  check_channel_vec(running_mean, c, "batch_norm", "running_mean");
+  check_channel_vec(running_var, c, "batch_norm", "running_var");
+  auto& im = *impl_;
+  const Layout l = bn_layout(x);
+  auto e = im.get<BnEvalEntry>(Key("bn_eval") << s << l << static_cast<int64_t>(eps * 1e9f), [&] {
+    auto pd = bn_fwd_pd(im.eng, md_for(s, l), eps, false, true);
+    return std::make_shared<BnEvalEntry>(BnEvalEntry{pd, dnnl::batch_normalization_forward(pd)});
+  });
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  const md data = e->pd.src_desc();
+  im.run(e->prim, {{DNNL_ARG_SRC, memory(data, im.eng, x.data())},
+                   {DNNL_ARG_DST, memory(data, im.eng, y.data())},
+                   {DNNL_ARG_SCALE, memory(vec_md(c), im.eng, gamma.data())},
+                   {DNNL_ARG_SHIFT, memory(vec_md(c), im.eng, beta.data())},
+                   {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, running_mean.data())},
+                   {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, running_var.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return y;
+}
+
+BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy_in, const Tensor& x, const Tensor& gamma,
+                                               const Tensor& mean, const Tensor& var, float eps,
+                                               bool use_global_stats) {
+  check_t(dy_in, "batch_norm_backward");
+  check_t(x, "batch_norm_backward");
+  if (dy_in.shape() != x.shape()) {
+    throw std::invalid_argument("batch_norm_backward: dy " + shape_str(dy_in.shape()) + " vs x " +
+                                shape_str(x.shape()));
+  }
+  const Shape s = bn_shape(x.shape(), "batch_norm_backward");
+  const int64_t c = s[1];
+  check_channel_vec(gamma, c, "batch_norm_backward", "gamma");
+  check_channel_vec(mean, c, "batch_norm_backward", "mean");
+  check_channel_vec(var, c, "batch_norm_backward", "var");
+  const Tensor dy = dy_in.layout() == x.layout() ? dy_in : to_layout(dy_in, x.layout());
+  auto& im = *impl_;
+  const Layout l = bn_layout(x);
+  auto e = im.get<BnBwdEntry>(
+      Key("bn_bwd") << s << l << static_cast<int64_t>(eps * 1e9f) << static_cast<int64_t>(use_global_stats), [&] {
+        const md data = md_for(s, l);
+        auto hint = bn_fwd_pd(im.eng, data, eps, true, use_global_stats);
+        normalization_flags flags = kScaleShift;
+        if (use_global_stats) flags = flags | normalization_flags::use_global_stats;
+        dnnl::batch_normalization_backward::desc d(prop_kind::backward, data, data, eps, flags);
+        dnnl::batch_normalization_backward::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+        return std::make_shared<BnBwdEntry>(BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)});
+      });
+  BatchNormGrads r;
+  r.dx = Tensor::empty(x.shape(), x.device(), x.layout());
+  r.dgamma = Tensor::empty({c}, x.device());
+  r.dbeta = Tensor::empty({c}, x.device());
+  const md data = e->pd.src_desc();
+  im.run(e->prim, {{DNNL_ARG_SRC, memory(data, im.eng, x.data())},
+                   {DNNL_ARG_DIFF_DST, memory(data, im.eng, dy.data())},
+                   {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, mean.data())},
+                   {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, var.data())},
+                   {DNNL_ARG_SCALE, memory(vec_md(c), im.eng, gamma.data())},
+                   // oneDNN 2.6 asks for the shift too, though the gradients do not depend on it.
+                   {DNNL_ARG_SHIFT, memory(vec_md(c), im.eng, gamma.data())},
+                   {DNNL_ARG_DIFF_SRC, memory(data, im.eng, r.dx.data())},
+                   {DNNL_ARG_DIFF_SCALE, memory(vec_md(c), im.eng, r.dgamma.data())},
+                   {DNNL_ARG_DIFF_SHIFT, memory(vec_md(c), im.eng, r.dbeta.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return r;
+}
+
+// ---------------------------------------------------------------- pooling
+
+namespace {
+
+struct PoolGeom {
+  memory::dims src, dst, strides, kernel, pad_l, pad_r;
+};
+
+PoolGeom pool_geom(const Shape& x, const Pool2dParams& p, const char* op) {
+  if (x.size() != 4) throw std::invalid_argument(std::string(op) + ": expected a 4-D input, got " + shape_str(x));
+  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1 || p.pad_h < 0 || p.pad_w < 0 ||
+      p.pad_h * 2 > p.kernel_h || p.pad_w * 2 > p.kernel_w) {
+    throw std::invalid_argument(std::string(op) + ": bad kernel/stride/padding (padding must be at most half the kernel)");
+  }
+  const int64_t oh = conv_out_size(x[2], p.kernel_h, p.stride_h, p.pad_h, 1);
+  const int64_t ow = conv_out_size(x[3], p.kernel_w, p.stride_w, p.pad_w, 1);
+  PoolGeom g;
+  g.src = {x[0], x[1], x[2], x[3]};
+  g.dst = {x[0], x[1], oh, ow};
+  g.strides = {p.stride_h, p.stride_w};
+  g.kernel = {p.kernel_h, p.kernel_w};
+  g.pad_l = {p.pad_h, p.pad_w};
+  auto rp = [](int64_t in, int64_t out, int64_t k, int64_t s, int64_t pl) {
+    const int64_t r = (out - 1) * s + k - in - pl;
+    return r < 0 ? int64_t{0} : r;
+  };
+  g.pad_r = {rp(x[2], oh, p.kernel_h, p.stride_h, p.pad_h), rp(x[3], ow, p.kernel_w, p.stride_w, p.pad_w)};
+  return g;
+}
+
+algorithm avg_algo(const Pool2dParams& p) {
+  return p.count_include_pad ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding;
+}
+
+struct PoolFwdEntry {
+  dnnl::pooling_forward::primitive_desc pd;
+  dnnl::pooling_forward prim;
+  Layout out_layout;   // the primitive's dst is md_for(y_shape, out_layout)
+  Shape y_shape;
+};
+struct PoolBwdEntry {
+  dnnl::pooling_backward::primitive_desc pd;
+  dnnl::pooling_backward prim;
+  Reorder dy;   // the caller's dy layout -> the forward's dst md
+};
+
+dnnl::pooling_forward::primitive_desc pool_fwd_pd(const dnnl::engine& eng, const PoolGeom& g, const md& src,
+                                                  const Shape& y_shape, const Layout& out_layout, algorithm a) {
+  dnnl::pooling_forward::desc d(prop_kind::forward_training, a, src, md_for(y_shape, out_layout), g.strides,
+                                g.kernel, g.pad_l, g.pad_r);
+  return dnnl::pooling_forward::primitive_desc(d, CpuBackend::Impl::attr(), eng);
+}
+
+std::shared_ptr<PoolFwdEntry> pool_fwd_entry(CpuBackend::Impl& im, const Shape& x, const Layout& xl,
+                                             const Pool2dParams& p, algorithm a, const char* op) {
+  return im.get<PoolFwdEntry>(Key("pool_fwd") << x << xl << p << static_cast<int64_t>(a), [&] {
+    const PoolGeom g = pool_geom(x, p, op);
+    const Shape ys(g.dst.begin(), g.dst.end());
+    // Pooling keeps the input's layout.
+    auto pd = pool_fwd_pd(im.eng, g, md_for(x, xl), ys, xl, a);
+    return std::make_shared<PoolFwdEntry>(PoolFwdEntry{pd, dnnl::pooling_forward(pd), xl, ys});
+  });
+}
+
+std::shared_ptr<PoolBwdEntry> pool_bwd_entry(CpuBackend::Impl& im, const Shape& dy_shape, const Layout& dyl,
+                                             const Shape& x, const Layout& xl, const Pool2dParams& p, algorithm a,
+                                             const char* op) {
+  return im.get<PoolBwdEntry>(Key("pool_bwd") << dy_shape << dyl << x << xl << p << static_cast<int64_t>(a), [&] {
+    const PoolGeom g = pool_geom(x, p, op);
+    const Shape ys(g.dst.begin(), g.dst.end());
+    if (ys != dy_shape) {
+      throw std::invalid_argument(std::string(op) + ": dy " + shape_str(dy_shape) + " does not match output " +
+                                  shape_str(ys));
+    }
+    auto hint = pool_fwd_pd(im.eng, g, md_for(x, xl), ys, xl, a);
+    dnnl::pooling_backward::desc d(a, md_for(x, xl), md_for(ys, xl), g.strides, g.kernel, g.pad_l, g.pad_r);
+    dnnl::pooling_backward::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+    auto e = std::make_shared<PoolBwdEntry>(PoolBwdEntry{pd, dnnl::pooling_backward(pd), Reorder()});
+    e->dy = Reorder(im.eng, md_for(dy_shape, dyl), md_for(ys, xl));
+    return e;
+  });
+}
+
+}  // namespace
+
+PoolResult CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
+  check_t(x, "max_pool2d");
+  auto& im = *impl_;
+  auto e = pool_fwd_entry(im, x.shape(), x.layout(), p, algorithm::pooling_max, "max_pool2d");
+  PoolResult r;
+  r.y = Tensor::empty(e->y_shape, x.device(), e->out_layout);
+  const md ws = e->pd.workspace_desc();
+  r.workspace = temp_buffer(ws.get_size(), memprof::Category::workspace);
+  im.run(e->prim, {{DNNL_ARG_SRC, memory(e->pd.src_desc(), im.eng, x.data())},
+                   {DNNL_ARG_DST, memory(e->pd.dst_desc(), im.eng, r.y.data())},
+                   {DNNL_ARG_WORKSPACE, memory(ws, im.eng, r.workspace.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return r;
+}
+
+Tensor CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& workspace, const Shape& x_shape,
+                                       const Layout& x_layout, const Pool2dParams& p) {
+  check_t(dy, "max_pool2d_backward");
+  check_t(workspace, "max_pool2d_backward");
+  auto& im = *impl_;
+  auto e = pool_bwd_entry(im, dy.shape(), dy.layout(), x_shape, x_layout, p, algorithm::pooling_max,
+                          "max_pool2d_backward");
+  const md ws = e->pd.workspace_desc();
+  if (static_cast<size_t>(workspace.nbytes()) < ws.get_size()) {
+    throw std::invalid_argument("max_pool2d_backward: workspace too small for " + shape_str(x_shape));
+  }
+  Tensor dy_tmp;
+  void* dyp = dy.data();
+  if (e->dy.needed()) {
+    dy_tmp = temp_buffer(e->dy.to.get_size());
+    im.reorder(e->dy, dy.data(), dy_tmp.data());
+    dyp = dy_tmp.data();
+  }
+  Tensor dx = Tensor::empty(x_shape, dy.device(), x_layout);
+  im.run(e->prim, {{DNNL_ARG_DIFF_DST, memory(e->pd.diff_dst_desc(), im.eng, dyp)},
+                   {DNNL_ARG_DIFF_SRC, memory(e->pd.diff_src_desc(), im.eng, dx.data())},
+                   {DNNL_ARG_WORKSPACE, memory(ws, im.eng, workspace.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return dx;
+}
+
+Tensor CpuBackend::avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
+  check_t(x, "avg_pool2d");
+  auto& im = *impl_;
+  auto e = pool_fwd_entry(im, x.shape(), x.layout(), p, avg_algo(p), "avg_pool2d");
+  Tensor y = Tensor::empty(e->y_shape, x.device(), e->out_layout);
+  im.run(e->prim, {{DNNL_ARG_SRC, memory(e->pd.src_desc(), im.eng, x.data())},
+                   {DNNL_ARG_DST, memory(e->pd.dst_desc(), im.eng, y.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return y;
+}
+
+Tensor CpuBackend::avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Layout& x_layout,
+                                       const Pool2dParams& p) {
+  check_t(dy, "avg_pool2d_backward");
+  auto& im = *impl_;
+  auto e = pool_bwd_entry(im, dy.shape(), dy.layout(), x_shape, x_layout, p, avg_algo(p), "avg_pool2d_backward");
+  Tensor dy_tmp;
+  void* dyp = dy.data();
+  if (e->dy.needed()) {
+    dy_tmp = temp_buffer(e->dy.to.get_size());
+    im.reorder(e->dy, dy.data(), dy_tmp.data());
+    dyp = dy_tmp.data();
+  }
+  Tensor dx = Tensor::empty(x_shape, dy.device(), x_layout);
+  im.run(e->prim, {{DNNL_ARG_DIFF_DST, memory(e->pd.diff_dst_desc(), im.eng, dyp)},
+                   {DNNL_ARG_DIFF_SRC, memory(e->pd.diff_src_desc(), im.eng, dx.data())},
+                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return dx;
+}
+
+}  // namespace ts::engine::cpu

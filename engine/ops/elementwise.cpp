@@ -1,0 +1,211 @@
+// relu, add, mul, scale, sum, mean and the layout/shape ops: all twice differentiable.
+#include "engine/ops/internal.h"
+
+namespace ts::engine::ops {
+
+using detail::check_defined;
+using detail::check_same_device;
+using detail::fail;
+
+namespace {
+
+struct ToLayoutBackward : Node {
+  Layout from;
+  explicit ToLayoutBackward(Layout f) : from(f) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::to_layout(g[0], from)}; }
+  std::string name() const override { return "ToLayoutBackward"; }
+};
+
+struct ReshapeBackward : Node {
+  Shape in_shape;
+  explicit ReshapeBackward(Shape s) : in_shape(std::move(s)) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::reshape(g[0], in_shape)}; }
+  std::string name() const override { return "ReshapeBackward"; }
+};
+
+struct ReluBackward : Node {
+  Tensor y;
+  explicit ReluBackward(Tensor y_) : y(std::move(y_)) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::relu_backward(g[0], y)}; }
+  void release_saved() override { y = Tensor(); }
+  std::string name() const override { return "ReluBackward"; }
+};
+
+// relu_backward(dy, y) is linear in dy (and piecewise constant in y).
+struct ReluBackwardBackward : Node {
+  Tensor y;
+  explicit ReluBackwardBackward(Tensor y_) : y(std::move(y_)) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::relu_backward(g[0], y), Tensor()}; }
+  void release_saved() override { y = Tensor(); }
+  std::string name() const override { return "ReluBackwardBackward"; }
+};
+
+struct AddBackward : Node {
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {g[0], g[0]}; }
+  std::string name() const override { return "AddBackward"; }
+};
+
+struct MulBackward : Node {
+  Tensor a, b;   // kept with their history so that the backward is differentiable
+  bool need_a, need_b;
+  MulBackward(Tensor a_, Tensor b_, bool na, bool nb) : a(std::move(a_)), b(std::move(b_)), need_a(na), need_b(nb) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {need_a ? ops::mul(g[0], b) : Tensor(), need_b ? ops::mul(g[0], a) : Tensor()};
+  }
+  void release_saved() override { a = Tensor(); b = Tensor(); }
+  std::string name() const override { return "MulBackward"; }
+};
+
+struct ScaleBackward : Node {
+  float s;
+  explicit ScaleBackward(float s_) : s(s_) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::scale(g[0], s)}; }
+  std::string name() const override { return "ScaleBackward"; }
+};
+
+struct SumBackward : Node {
+  Shape shape;
+  Layout layout;
+  SumBackward(Shape s, Layout l) : shape(std::move(s)), layout(l) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {detail::expand_scalar(g[0], shape, layout)};
+  }
+  std::string name() const override { return "SumBackward"; }
+};
+
+struct ExpandScalarBackward : Node {
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::sum(g[0])}; }
+  std::string name() const override { return "ExpandScalarBackward"; }
+};
+
+void check_binary(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "a");
+  check_defined(b, op, "b");
+  check_same_device(a, b, op);
+  if (a.shape() != b.shape()) fail(op, "shapes differ: " + detail::shapes({&a, &b}));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- layout and shape
+
+Tensor to_layout(const Tensor& x, const Layout& layout) {
+  static const auto name = op_name("to_layout");
+  check_defined(x, "to_layout", "x");
+  if (x.layout() == layout) return x;
+  if (layout.kind != Layout::Kind::plain && x.dim() != 4) {
+    fail("to_layout", "layout " + layout.str() + " needs a 4-D tensor, got " + shape_str(x.shape()));
+  }
+  OpScope scope(name);
+  Tensor y = backend_of(x).to_layout(x, layout);
+  if (needs_grad({&x})) connect(std::make_shared<ToLayoutBackward>(x.layout()), {&x}, {&y});
+  return y;
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  static const auto name = op_name("reshape");
+  check_defined(x, "reshape", "x");
+  if (shape_numel(shape) != x.numel()) {
+    fail("reshape", "cannot reshape " + shape_str(x.shape()) + " into " + shape_str(shape));
+  }
+  OpScope scope(name);
+  const Tensor xp = to_layout(x, Layout::plain());
+  Tensor y = xp.detach().view(shape);
+  if (needs_grad({&xp})) connect(std::make_shared<ReshapeBackward>(x.shape()), {&xp}, {&y});
+  return y;
+}
+
+Tensor flatten(const Tensor& x) {
+  check_defined(x, "flatten", "x");
+  if (x.dim() < 1) fail("flatten", "needs at least one dimension");
+  int64_t rest = 1;
+  for (int64_t d = 1; d < x.dim(); ++d) rest *= x.size(d);
+  return reshape(x, {x.size(0), rest});
+}
+
+// ---------------------------------------------------------------- element-wise
+
+Tensor relu(const Tensor& x) {
+  static const auto name = op_name("relu");
+  check_defined(x, "relu", "x");
+  OpScope scope(name);
+  Tensor y = backend_of(x).relu_forward(x);
+  if (needs_grad({&x})) connect(std::make_shared<ReluBackward>(y.detach()), {&x}, {&y});
+  return y;
+}
+
+Tensor relu_backward(const Tensor& dy, const Tensor& y) {
+  static const auto name = op_name("relu_backward");
+  check_binary(dy, y, "relu_backward");
+  OpScope scope(name);
+  Tensor dx = backend_of(y).relu_backward(dy, y);
+  if (needs_grad({&dy, &y})) connect(std::make_shared<ReluBackwardBackward>(y.detach()), {&dy, &y}, {&dx});
+  return dx;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  static const auto name = op_name("add");
+  check_binary(a, b, "add");
+  OpScope scope(name);
+  const Tensor bb = to_layout(b, a.layout());
+  Tensor y = backend_of(a).add(a, bb);
+  if (needs_grad({&a, &bb})) connect(std::make_shared<AddBackward>(), {&a, &bb}, {&y});
+  return y;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  static const auto name = op_name("mul");
+  check_binary(a, b, "mul");
+  OpScope scope(name);
+  const Tensor bb = to_layout(b, a.layout());
+  Tensor y = backend_of(a).mul(a, bb);
+  if (needs_grad({&a, &bb})) {
+    const bool na = a.requires_grad(), nb = bb.requires_grad();
+    // Each gradient needs only the other factor.
+    connect(std::make_shared<MulBackward>(nb ? a : Tensor(), na ? bb : Tensor(), na, nb), {&a, &bb}, {&y});
+  }
+  return y;
+}
+
+Tensor scale(const Tensor& x, float s) {
+  static const auto name = op_name("scale");
+  check_defined(x, "scale", "x");
+  OpScope scope(name);
+  Tensor y = backend_of(x).scale(x, s);
+  if (needs_grad({&x})) connect(std::make_shared<ScaleBackward>(s), {&x}, {&y});
+  return y;
+}
+
+Tensor sum(const Tensor& x) {
+  static const auto name = op_name("sum");
+  check_defined(x, "sum", "x");
+  OpScope scope(name);
+  Tensor y = backend_of(x).sum_all(x);
+  if (needs_grad({&x})) connect(std::make_shared<SumBackward>(x.shape(), x.layout()), {&x}, {&y});
+  return y;
+}
+
+Tensor mean(const Tensor& x) {
+  static const auto name = op_name("mean");
+  check_defined(x, "mean", "x");
+  if (x.numel() == 0) fail("mean", "empty tensor " + shape_str(x.shape()));
+  OpScope scope(name);
+  return scale(sum(x), 1.0f / static_cast<float>(x.numel()));
+}
+
+namespace detail {
+
+Tensor expand_scalar(const Tensor& g, const Shape& shape, const Layout& layout) {
+  static const auto name = op_name("expand_scalar");
+  check_defined(g, "expand_scalar", "g");
+  if (g.numel() != 1) fail("expand_scalar", "needs a single value, got " + shape_str(g.shape()));
+  OpScope scope(name);
+  Tensor y = Tensor::empty(shape, g.device(), layout);
+  backend_of(g).fill(y, g.item());
+  if (needs_grad({&g})) connect(std::make_shared<ExpandScalarBackward>(), {&g}, {&y});
+  return y;
+}
+
+}  // namespace detail
+
+}  // namespace ts::engine::ops

@@ -1,0 +1,520 @@
+// conv2d, batch_norm, pooling, linear, concat/slice and the loss.
+#include <algorithm>
+
+#include "engine/ops/internal.h"
+
+namespace ts::engine::ops {
+
+using detail::check_defined;
+using detail::check_same_device;
+using detail::fail;
+using detail::mark_not_differentiable;
+
+namespace {
+
+void check_4d(const Tensor& t, const char* op, const char* what) {
+  check_defined(t, op, what);
+  if (t.dim() != 4) fail(op, std::string(what) + " must be 4-D [N, C, H, W], got " + shape_str(t.shape()));
+}
+
+// ---------------------------------------------------------------- conv
+
+struct Conv2dBackward : Node {
+  Tensor x, w;   // x for the weights gradient, w for the data gradient
+  Shape x_shape, w_shape;
+  Layout x_layout;
+  Conv2dParams p;
+  bool need_x, need_w, need_b, has_bias;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    std::vector<Tensor> r(3);
+    if (need_x) r[0] = ops::conv2d_backward_data(g[0], w, x_shape, x_layout, p);
+    if (need_w || need_b) {
+      WeightGrads wg = ops::conv2d_backward_weights(x, g[0], w_shape, has_bias, p);
+      if (need_w) r[1] = wg.dw;
+      if (need_b) r[2] = wg.dbias;
+    }
+    return r;
+  }
+  void release_saved() override { x = Tensor(); w = Tensor(); }
+  std::string name() const override { return "Conv2dBackward"; }
+};
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  static const auto name = op_name("conv2d");
+  check_4d(x, "conv2d", "input");
+  check_4d(w, "conv2d", "weight");
+  check_same_device(x, w, "conv2d");
+  if (p.groups < 1 || x.size(1) != w.size(1) * p.groups || w.size(0) % p.groups != 0) {
+    fail("conv2d", "input " + shape_str(x.shape()) + " and weight " + shape_str(w.shape()) + " do not match groups=" +
+                       std::to_string(p.groups));
+  }
+  if (bias.defined()) {
+    check_same_device(x, bias, "conv2d");
+    if (bias.dim() != 1 || bias.size(0) != w.size(0)) {
+      fail("conv2d", "bias " + shape_str(bias.shape()) + " for weight " + shape_str(w.shape()));
+    }
+  }
+  OpScope scope(name);
+  Tensor y = backend_of(x).conv2d_forward(x, w, bias.defined() ? &bias : nullptr, p);
+  if (needs_grad({&x, &w, &bias})) {
+    auto n = std::make_shared<Conv2dBackward>();
+    n->need_x = x.requires_grad();
+    n->need_w = w.requires_grad();
+    n->need_b = bias.defined() && bias.requires_grad();
+    n->has_bias = bias.defined();
+    // Saved with their history: the backward pieces have no backward of their own yet, and a
+    // second backward through them must fail loudly rather than miss the dependency.
+    if (n->need_w || n->need_b) n->x = x;
+    if (n->need_x) n->w = w;
+    n->x_shape = x.shape();
+    n->w_shape = w.shape();
+    n->x_layout = x.layout();
+    n->p = p;
+    connect(n, {&x, &w, &bias}, {&y});
+  }
+  return y;
+}
+
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape, const Layout& x_layout,
+                            const Conv2dParams& p) {
+  static const auto name = op_name("conv2d_backward_data");
+  check_4d(dy, "conv2d_backward_data", "dy");
+  check_4d(w, "conv2d_backward_data", "weight");
+  check_same_device(dy, w, "conv2d_backward_data");
+  OpScope scope(name);
+  Tensor dx = backend_of(dy).conv2d_backward_data(dy, w, x_shape, x_layout, p);
+  mark_not_differentiable("conv2d_backward_data", {&dy, &w}, {&dx});
+  return dx;
+}
+
+WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Shape& w_shape, bool bias,
+                                    const Conv2dParams& p) {
+  static const auto name = op_name("conv2d_backward_weights");
+  check_4d(x, "conv2d_backward_weights", "input");
+  check_4d(dy, "conv2d_backward_weights", "dy");
+  check_same_device(x, dy, "conv2d_backward_weights");
+  OpScope scope(name);
+  WeightGrads r = backend_of(x).conv2d_backward_weights(x, dy, w_shape, bias, p);
+  std::vector<Tensor*> outs{&r.dw};
+  if (r.dbias.defined()) outs.push_back(&r.dbias);
+  mark_not_differentiable("conv2d_backward_weights", {&x, &dy}, outs);
+  return r;
+}
+
+// ---------------------------------------------------------------- batch norm
+
+namespace {
+
+struct BatchNormBackward : Node {
+  Tensor x, gamma, mean, var;
+  float eps = 0;
+  bool global_stats = false;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    BatchNormGrads r = backend_of(x).batch_norm_backward(g[0], x, gamma, mean, var, eps, global_stats);
+    mark_not_differentiable("batch_norm_backward", {&g[0], &x, &gamma}, {&r.dx, &r.dgamma, &r.dbeta});
+    return {r.dx, r.dgamma, r.dbeta};
+  }
+  void release_saved() override { x = gamma = mean = var = Tensor(); }
+  std::string name() const override { return "BatchNormBackward"; }
+};
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, float momentum, float eps) {
+  static const auto name = op_name("batch_norm");
+  check_defined(x, "batch_norm", "input");
+  check_defined(gamma, "batch_norm", "gamma");
+  check_defined(beta, "batch_norm", "beta");
+  if (x.dim() != 4 && x.dim() != 2) fail("batch_norm", "input must be [N, C, H, W] or [N, C], got " + shape_str(x.shape()));
+  const int64_t c = x.size(1);
+  for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var}) {
+    if (!t->defined()) continue;
+    check_same_device(x, *t, "batch_norm");
+    if (t->dim() != 1 || t->size(0) != c) {
+      fail("batch_norm", "per-channel tensor " + shape_str(t->shape()) + " for input " + shape_str(x.shape()));
+    }
+  }
+  if (!training && (!running_mean.defined() || !running_var.defined())) {
+    fail("batch_norm", "eval mode needs running_mean and running_var");
+  }
+  OpScope scope(name);
+  Backend& be = backend_of(x);
+  auto node = std::make_shared<BatchNormBackward>();
+  node->eps = eps;
+  Tensor y;
+  if (training) {
+    int64_t count = x.size(0);
+    for (int64_t d = 2; d < x.dim(); ++d) count *= x.size(d);
+    if (count < 2) fail("batch_norm", "training needs more than one value per channel, got " + shape_str(x.shape()));
+    BatchNormStats s = be.batch_norm_forward_train(x, gamma, beta, eps);
+    y = s.y;
+    if (running_mean.defined() && running_var.defined()) {
+      NoGradScope no_grad;
+      const float unbias = static_cast<float>(count) / static_cast<float>(count - 1);
+      be.add_inplace(running_mean, running_mean, -momentum);
+      be.add_inplace(running_mean, s.mean, momentum);
+      be.add_inplace(running_var, running_var, -momentum);
+      be.add_inplace(running_var, s.var, momentum * unbias);
+    }
+    node->mean = s.mean;
+    node->var = s.var;
+  } else {
+    y = be.batch_norm_forward_eval(x, gamma, beta, running_mean, running_var, eps);
+    node->global_stats = true;
+  }
+  if (needs_grad({&x, &gamma, &beta})) {
+    if (!training) {
+      // Copies: the running stats change in place if a training step runs before backward.
+      NoGradScope no_grad;
+      node->mean = Tensor::empty({c}, x.device());
+      node->var = Tensor::empty({c}, x.device());
+      be.copy(running_mean, node->mean);
+      be.copy(running_var, node->var);
+    }
+    node->x = x;   // with history, see Conv2dBackward
+    node->gamma = gamma;
+    connect(node, {&x, &gamma, &beta}, {&y});
+  }
+  return y;
+}
+
+// ---------------------------------------------------------------- pooling
+
+namespace {
+
+struct MaxPoolBackward : Node {
+  Tensor workspace;
+  Shape x_shape;
+  Layout x_layout;
+  Pool2dParams p;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor dx = backend_of(g[0]).max_pool2d_backward(g[0], workspace, x_shape, x_layout, p);
+    mark_not_differentiable("max_pool2d_backward", {&g[0]}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { workspace = Tensor(); }
+  std::string name() const override { return "MaxPool2dBackward"; }
+};
+
+struct AvgPoolBackward : Node {
+  Shape x_shape;
+  Layout x_layout;
+  Pool2dParams p;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor dx = backend_of(g[0]).avg_pool2d_backward(g[0], x_shape, x_layout, p);
+    mark_not_differentiable("avg_pool2d_backward", {&g[0]}, {&dx});
+    return {dx};
+  }
+  std::string name() const override { return "AvgPool2dBackward"; }
+};
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
+  static const auto name = op_name("max_pool2d");
+  check_4d(x, "max_pool2d", "input");
+  OpScope scope(name);
+  PoolResult r = backend_of(x).max_pool2d_forward(x, p);
+  if (needs_grad({&x})) {
+    auto n = std::make_shared<MaxPoolBackward>();
+    n->workspace = r.workspace;
+    n->x_shape = x.shape();
+    n->x_layout = x.layout();
+    n->p = p;
+    connect(n, {&x}, {&r.y});
+  }
+  return r.y;
+}
+
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
+  static const auto name = op_name("avg_pool2d");
+  check_4d(x, "avg_pool2d", "input");
+  OpScope scope(name);
+  Tensor y = backend_of(x).avg_pool2d_forward(x, p);
+  if (needs_grad({&x})) {
+    auto n = std::make_shared<AvgPoolBackward>();
+    n->x_shape = x.shape();
+    n->x_layout = x.layout();
+    n->p = p;
+    connect(n, {&x}, {&y});
+  }
+  return y;
+}
+
+Tensor global_avg_pool2d(const Tensor& x) {
+  static const auto name = op_name("global_avg_pool2d");
+  check_4d(x, "global_avg_pool2d", "input");
+  OpScope scope(name);
+  Pool2dParams p;
+  p.kernel_h = x.size(2);
+  p.kernel_w = x.size(3);
+  p.stride_h = p.kernel_h;
+  p.stride_w = p.kernel_w;
+  // [N, C, 1, 1] in a blocked layout with C % block == 0 is already [N, C]: flatten's
+  // to_layout is then a relabel, not a copy.
+  return flatten(avg_pool2d(x, p));
+}
+
+// ---------------------------------------------------------------- linear
+
+namespace {
+
+struct LinearBackward : Node {
+  Tensor x, w;
+  bool need_x, need_w, need_b, has_bias;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    std::vector<Tensor> r(3);
+    if (need_x) r[0] = detail::linear_backward_data(g[0], w);
+    if (need_w || need_b) {
+      WeightGrads wg = detail::linear_backward_weights(x, g[0], has_bias);
+      if (need_w) r[1] = wg.dw;
+      if (need_b) r[2] = wg.dbias;
+    }
+    return r;
+  }
+  void release_saved() override { x = w = Tensor(); }
+  std::string name() const override { return "LinearBackward"; }
+};
+
+struct LinearBackwardDataBackward : Node {
+  Tensor dy, w;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    // out = dy w: d dy = g w^T, d w = dy^T g.
+    return {ops::linear(g[0], w, Tensor()), detail::linear_backward_weights(g[0], dy, false).dw};
+  }
+  void release_saved() override { dy = w = Tensor(); }
+  std::string name() const override { return "LinearBackwardDataBackward"; }
+};
+
+struct LinearBackwardWeightsBackward : Node {
+  Tensor x, dy;
+  bool bias;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    // dw = dy^T x, db = sum_n dy: d x = dy gdw, d dy = x gdw^T + gdb.
+    const Tensor gdb = bias ? g[1] : Tensor();
+    return {detail::linear_backward_data(dy, g[0]), ops::linear(x, g[0], gdb)};
+  }
+  void release_saved() override { x = dy = Tensor(); }
+  std::string name() const override { return "LinearBackwardWeightsBackward"; }
+};
+
+void check_2d(const Tensor& t, const char* op, const char* what) {
+  check_defined(t, op, what);
+  if (t.dim() != 2) fail(op, std::string(what) + " must be 2-D, got " + shape_str(t.shape()));
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias) {
+  static const auto name = op_name("linear");
+  check_2d(x_in, "linear", "input");
+  check_2d(w_in, "linear", "weight");
+  check_same_device(x_in, w_in, "linear");
+  if (x_in.size(1) != w_in.size(1)) fail("linear", "input " + shape_str(x_in.shape()) + " and weight " +
+                                                       shape_str(w_in.shape()) + " do not match");
+  if (bias.defined()) {
+    check_same_device(x_in, bias, "linear");
+    if (bias.dim() != 1 || bias.size(0) != w_in.size(0)) {
+      fail("linear", "bias " + shape_str(bias.shape()) + " for weight " + shape_str(w_in.shape()));
+    }
+  }
+  OpScope scope(name);
+  const Tensor x = to_layout(x_in, Layout::plain());
+  const Tensor w = to_layout(w_in, Layout::plain());
+  Tensor y = backend_of(x).linear_forward(x, w, bias.defined() ? &bias : nullptr);
+  if (needs_grad({&x, &w, &bias})) {
+    auto n = std::make_shared<LinearBackward>();
+    n->need_x = x.requires_grad();
+    n->need_w = w.requires_grad();
+    n->need_b = bias.defined() && bias.requires_grad();
+    n->has_bias = bias.defined();
+    // Saved with history: the backward pieces are differentiable.
+    if (n->need_w || n->need_b) n->x = x;
+    if (n->need_x) n->w = w;
+    connect(n, {&x, &w, &bias}, {&y});
+  }
+  return y;
+}
+
+namespace detail {
+
+Tensor linear_backward_data(const Tensor& dy_in, const Tensor& w_in) {
+  static const auto name = op_name("linear_backward_data");
+  check_2d(dy_in, "linear_backward_data", "dy");
+  check_2d(w_in, "linear_backward_data", "weight");
+  if (dy_in.size(1) != w_in.size(0)) fail("linear_backward_data", "dy and weight: " + shapes({&dy_in, &w_in}));
+  OpScope scope(name);
+  const Tensor dy = to_layout(dy_in, Layout::plain());
+  const Tensor w = to_layout(w_in, Layout::plain());
+  Tensor dx = backend_of(dy).linear_backward_data(dy, w);
+  if (needs_grad({&dy, &w})) {
+    auto n = std::make_shared<LinearBackwardDataBackward>();
+    n->dy = dy;
+    n->w = w;
+    connect(n, {&dy, &w}, {&dx});
+  }
+  return dx;
+}
+
+WeightGrads linear_backward_weights(const Tensor& x_in, const Tensor& dy_in, bool bias) {
+  static const auto name = op_name("linear_backward_weights");
+  check_2d(x_in, "linear_backward_weights", "input");
+  check_2d(dy_in, "linear_backward_weights", "dy");
+  if (dy_in.size(0) != x_in.size(0)) fail("linear_backward_weights", "input and dy: " + shapes({&x_in, &dy_in}));
+  OpScope scope(name);
+  const Tensor x = to_layout(x_in, Layout::plain());
+  const Tensor dy = to_layout(dy_in, Layout::plain());
+  WeightGrads r = backend_of(x).linear_backward_weights(x, dy, bias);
+  if (needs_grad({&x, &dy})) {
+    auto n = std::make_shared<LinearBackwardWeightsBackward>();
+    n->x = x;
+    n->dy = dy;
+    n->bias = bias;
+    std::vector<Tensor*> outs{&r.dw};
+    if (bias) outs.push_back(&r.dbias);
+    connect(n, {&x, &dy}, outs);
+  }
+  return r;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------- concat / slice
+
+namespace {
+
+struct ConcatBackward : Node {
+  int64_t dim;
+  std::vector<int64_t> sizes;
+  std::vector<Layout> layouts;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    std::vector<Tensor> r;
+    int64_t off = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      r.push_back(ops::to_layout(ops::slice(g[0], dim, off, sizes[k]), layouts[k]));
+      off += sizes[k];
+    }
+    return r;
+  }
+  std::string name() const override { return "ConcatBackward"; }
+};
+
+struct SliceBackward : Node {
+  Shape x_shape;
+  Layout x_layout;
+  int64_t dim, start;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const int64_t len = g[0].size(dim);
+    const int64_t after = x_shape[static_cast<size_t>(dim)] - start - len;
+    std::vector<Tensor> parts;
+    auto zeros = [&](int64_t n) {
+      Shape s = x_shape;
+      s[static_cast<size_t>(dim)] = n;
+      return Tensor::zeros(s, g[0].device());
+    };
+    if (start > 0) parts.push_back(zeros(start));
+    parts.push_back(g[0]);
+    if (after > 0) parts.push_back(zeros(after));
+    Tensor full = parts.size() == 1 ? g[0] : ops::concat(parts, dim);
+    return {ops::to_layout(full, x_layout)};
+  }
+  std::string name() const override { return "SliceBackward"; }
+};
+
+}  // namespace
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  static const auto name = op_name("concat");
+  if (xs.empty()) fail("concat", "no inputs");
+  for (const auto& t : xs) {
+    check_defined(t, "concat", "input");
+    check_same_device(xs[0], t, "concat");
+  }
+  const int64_t rank = xs[0].dim();
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank) fail("concat", "dim " + std::to_string(dim) + " for rank " + std::to_string(rank));
+  for (const auto& t : xs) {
+    bool ok = t.dim() == rank;
+    for (int64_t k = 0; ok && k < rank; ++k) ok = k == d || t.size(k) == xs[0].size(k);
+    if (!ok) fail("concat", "shapes " + shape_str(xs[0].shape()) + " and " + shape_str(t.shape()) +
+                                " differ outside dim " + std::to_string(d));
+  }
+  OpScope scope(name);
+  Tensor y = backend_of(xs[0]).concat(xs, d);
+  if (needs_grad(xs)) {
+    auto n = std::make_shared<ConcatBackward>();
+    n->dim = d;
+    std::vector<const Tensor*> ins;
+    for (const auto& t : xs) {
+      n->sizes.push_back(t.size(d));
+      n->layouts.push_back(t.layout());
+      ins.push_back(&t);
+    }
+    connect(n, ins, {&y});
+  }
+  return y;
+}
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  static const auto name = op_name("slice");
+  check_defined(x, "slice", "input");
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  if (d < 0 || d >= x.dim() || start < 0 || length < 0 || start + length > x.size(d)) {
+    fail("slice", "dim " + std::to_string(dim) + " start " + std::to_string(start) + " length " +
+                      std::to_string(length) + " out of range for " + shape_str(x.shape()));
+  }
+  OpScope scope(name);
+  Tensor y = backend_of(x).slice(x, d, start, length);
+  if (needs_grad({&x})) {
+    auto n = std::make_shared<SliceBackward>();
+    n->x_shape = x.shape();
+    n->x_layout = x.layout();
+    n->dim = d;
+    n->start = start;
+    connect(n, {&x}, {&y});
+  }
+  return y;
+}
+
+// ---------------------------------------------------------------- loss
+
+namespace {
+
+struct CrossEntropyBackward : Node {
+  Tensor probs, labels;
+  Tensor logits;   // only so that a second backward through this one fails loudly
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor dx = backend_of(probs).softmax_cross_entropy_backward(g[0], probs, labels);
+    mark_not_differentiable("softmax_cross_entropy_backward", {&g[0], &logits}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { probs = labels = logits = Tensor(); }
+  std::string name() const override { return "SoftmaxCrossEntropyBackward"; }
+};
+
+}  // namespace
+
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels) {
+  static const auto name = op_name("softmax_cross_entropy");
+  check_defined(logits, "softmax_cross_entropy", "logits");
+  check_defined(labels, "softmax_cross_entropy", "labels");
+  check_same_device(logits, labels, "softmax_cross_entropy");
+  if (logits.dim() != 2 || labels.dim() != 1 || labels.size(0) != logits.size(0)) {
+    fail("softmax_cross_entropy", "expected logits [N, K] and labels [N], got " + detail::shapes({&logits, &labels}));
+  }
+  OpScope scope(name);
+  CrossEntropyResult r = backend_of(logits).softmax_cross_entropy_forward(logits, labels);
+  if (needs_grad({&logits})) {
+    auto n = std::make_shared<CrossEntropyBackward>();
+    n->probs = r.probs;
+    n->labels = labels.detach();
+    n->logits = logits;
+    connect(n, {&logits}, {&r.loss});
+  }
+  return r.loss;
+}
+
+}  // namespace ts::engine::ops

@@ -1,0 +1,32 @@
+#include "engine/optim/sgd.h"
+
+#include "engine/backend.h"
+#include "engine/context.h"
+
+namespace ts::engine::optim {
+
+Sgd::Sgd(std::vector<Tensor> params, SgdOptions options)
+    : params_(std::move(params)), momentum_(params_.size()), options_(options) {}
+
+void Sgd::step() {
+  const float lr = static_cast<float>(current_lr());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!momentum_[i].defined()) {
+      OwnerScope owner(&p.name(), 0);
+      CategoryScope category(memprof::Category::optimizer_state);
+      momentum_[i] = Tensor::zeros(p.shape(), p.device(), Layout::plain());
+    }
+    backend_of(p).sgd_step(p, g, momentum_[i], lr, static_cast<float>(options_.momentum),
+                           static_cast<float>(options_.weight_decay), options_.nesterov);
+  }
+  ++step_;
+}
+
+void Sgd::zero_grad() {
+  for (auto& p : params_) p.zero_grad();
+}
+
+}  // namespace ts::engine::optim

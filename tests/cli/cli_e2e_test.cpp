@@ -1,0 +1,223 @@
+// End-to-end tests of the trainscope command: the real binary, a real db, read back.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "cli_test_util.h"
+#include "store/reader.h"
+
+using namespace ts;
+using namespace ts::testing;
+
+namespace {
+
+std::string tiny_run(const std::filesystem::path& db, const std::string& extra = "") {
+  return "run resnet50 --preset tiny --iters 3 --warmup 1 --threads 2 --eval-batches 1 --db " + db.string() + " " + extra;
+}
+
+std::map<std::string, double> metrics_of(store::Reader& r, int64_t run) {
+  std::map<std::string, double> m;
+  for (const auto& row : r.metrics(run)) {
+    if (row.iteration < 0) m[row.name] = row.value;
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST(Cli, RunStoresACompleteRun) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope(tiny_run(db));
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("samples/s"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("stored in"), std::string::npos) << res.out;
+
+  store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  const auto& run = runs[0];
+  EXPECT_EQ(run.status, store::RunStatus::completed);
+  EXPECT_EQ(run.workload, "resnet50");
+  EXPECT_EQ(run.batch_size, 4);
+  EXPECT_NE(run.config_json.find("\"image_size\":\"32\""), std::string::npos) << run.config_json;
+
+  // Environment, iterations (warm-up marked), phases of every iteration.
+  std::map<std::string, std::string> env;
+  for (const auto& e : r.environment(run.id)) env[e.key] = e.value;
+  EXPECT_TRUE(env.contains("cpu.model"));
+  EXPECT_TRUE(env.contains("lib.onednn"));
+  EXPECT_TRUE(env.contains("git.revision"));
+  const auto its = r.iterations(run.id);
+  ASSERT_EQ(its.size(), 4u);
+  EXPECT_TRUE(its[0].warmup);
+  EXPECT_FALSE(its[1].warmup);
+  std::map<int64_t, std::set<std::string>> phases;
+  for (const auto& p : r.phases(run.id)) phases[p.iteration].insert(p.phase);
+  ASSERT_EQ(phases.size(), 4u);
+  for (const auto& [i, names] : phases) EXPECT_EQ(names, (std::set<std::string>{"data", "forward", "backward", "optimizer"})) << i;
+
+  // Events with interned names and layers; op summary; layers with their parameters.
+  EXPECT_GT(r.event_count(run.id), 500);
+  bool conv_event = false;
+  for (const auto& e : r.events(run.id, INT64_MIN, INT64_MAX, 5000)) conv_event |= e.name == "conv2d" && e.layer == "layer3.2.conv2";
+  EXPECT_TRUE(conv_event);
+  std::set<std::string> ops;
+  for (const auto& o : r.op_summary(run.id)) ops.insert(o.name);
+  for (const char* op : {"conv2d", "batch_norm", "relu", "max_pool2d", "linear", "softmax_cross_entropy"}) EXPECT_TRUE(ops.contains(op)) << op;
+  const auto m = metrics_of(r, run.id);
+  int64_t layer_params = 0;
+  bool conv_layer = false;
+  for (const auto& l : r.layers(run.id)) {
+    layer_params += l.parameter_count;
+    if (l.layer == "layer1.0.conv1") {
+      conv_layer = true;
+      EXPECT_GT(l.forward_ns, 0);
+      EXPECT_GT(l.backward_ns, 0);
+      EXPECT_GT(l.activation_bytes, 0);
+    }
+  }
+  EXPECT_TRUE(conv_layer);
+  EXPECT_EQ(layer_params, static_cast<int64_t>(m.at("parameter_count")));
+
+  // Memory: weights are exactly 4 bytes per parameter; the peak has activations; a timeline.
+  std::map<std::string, int64_t> peak;
+  for (const auto& p : r.memory_peak(run.id)) peak[p.category] = p.bytes;
+  EXPECT_EQ(peak.at("weights"), 4 * static_cast<int64_t>(m.at("parameter_count")));
+  EXPECT_GT(peak.at("activations"), 0);
+  EXPECT_GT(peak.at("weight_grads"), 0);
+  EXPECT_GT(peak.at("optimizer_state"), 0);
+  EXPECT_GT(r.memory_timeline(run.id).size(), 9u);
+
+  EXPECT_GT(m.at("throughput_median"), 0);
+  EXPECT_EQ(m.at("timed_iterations"), 3);
+  EXPECT_TRUE(m.contains("accuracy"));
+  EXPECT_FALSE(r.samples(run.id).empty());
+
+  // `show` prints the same summary from the db; `runs` lists it.
+  const auto show = run_trainscope("show 1 --db " + db.string());
+  ASSERT_EQ(show.exit_code, 0) << show.out;
+  EXPECT_NE(show.out.find("memory at peak"), std::string::npos) << show.out;
+  const auto list = run_trainscope("runs --db " + db.string());
+  EXPECT_NE(list.out.find("resnet50"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("completed"), std::string::npos) << list.out;
+}
+
+TEST(Cli, NoTraceKeepsPhasesButNoOpEvents) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope(tiny_run(db, "--no-trace --json"));
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("\"throughput_median\""), std::string::npos) << res.out;
+  store::Reader r(db);
+  for (const auto& e : r.events(1)) EXPECT_NE(e.kind, "op");
+  EXPECT_FALSE(r.phases(1).empty());
+}
+
+TEST(Cli, ListShowsPublishedParameterCount) {
+  const auto res = run_trainscope("list");
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("25,557,032"), std::string::npos) << res.out;
+  const auto js = run_trainscope("list --json");
+  EXPECT_NE(js.out.find("25557032"), std::string::npos) << js.out;
+}
+
+TEST(Cli, BadInputExitsTwoAndWritesNothing) {
+  TempDir dir;
+  const auto db = dir / "sub" / "t.db";
+  const std::vector<std::string> bad = {
+      "run nosuchmodel --db " + db.string(),
+      "run resnet50 --preset huge --db " + db.string(),
+      "run resnet50 --batch 0 --db " + db.string(),
+      "run resnet50 --batch -3 --db " + db.string(),
+      "run resnet50 --iters 0 --db " + db.string(),
+      "run resnet50 --iters abc --db " + db.string(),
+      "run resnet50 --device tpu --db " + db.string(),
+      "run resnet50 --data imagenet --iters 1 --db " + db.string(),
+      "run --db " + db.string(),
+      "frobnicate",
+  };
+  for (const auto& args : bad) {
+    const auto res = run_trainscope(args);
+    EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
+    EXPECT_FALSE(res.out.empty()) << args << ": bad input needs a message";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "sub")) << "bad input must write nothing";
+}
+
+TEST(Cli, UnwritableOrForeignDbIsRejected) {
+  TempDir dir;
+  // A path below a regular file can never be created, even by root.
+  std::ofstream(dir / "file") << "x";
+  auto res = run_trainscope(tiny_run(dir / "file" / "t.db"));
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+
+  // A foreign SQLite database is left untouched.
+  const auto foreign = dir / "foreign.db";
+  {
+    sqlite3* h = nullptr;
+    sqlite3_open(foreign.c_str(), &h);
+    sqlite3_exec(h, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
+    sqlite3_close(h);
+  }
+  const std::string before = read_file(foreign);
+  res = run_trainscope(tiny_run(foreign));
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+  EXPECT_EQ(read_file(foreign), before);
+
+  // A db from a newer trainscope is refused with a clear message.
+  const auto newer = dir / "newer.db";
+  ASSERT_EQ(run_trainscope(tiny_run(newer, "--no-trace")).exit_code, 0);
+  {
+    sqlite3* h = nullptr;
+    sqlite3_open(newer.c_str(), &h);
+    sqlite3_exec(h, "PRAGMA user_version = 99;", nullptr, nullptr, nullptr);
+    sqlite3_close(h);
+  }
+  res = run_trainscope(tiny_run(newer));
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+  EXPECT_NE(res.out.find("99"), std::string::npos) << res.out;
+  res = run_trainscope("show 1 --db " + newer.string());
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+  res = run_trainscope("show 7 --db " + (dir / "missing.db").string());
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+}
+
+TEST(Cli, InterruptedRunIsKeptAndMarked) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto log = dir / "log.txt";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen(log.c_str(), "w", stderr);
+    freopen("/dev/null", "w", stdout);
+    execl(TRAINSCOPE_BIN, TRAINSCOPE_BIN, "run", "resnet50", "--preset", "tiny", "--iters", "100000", "--warmup", "0",
+          "--threads", "1", "--db", db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until it has stored its run row and done some iterations, then Ctrl-C.
+  bool started = false;
+  for (int i = 0; i < 600 && !started; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    started = read_file(log).find("iterations") != std::string::npos || read_file(log).find(" it ") != std::string::npos;
+  }
+  ASSERT_TRUE(started) << read_file(log);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << read_file(log);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << read_file(log);
+
+  store::Reader r(db);
+  const auto run = r.run(1);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->status, store::RunStatus::interrupted);
+  EXPECT_FALSE(r.iterations(1).empty());
+  EXPECT_FALSE(r.memory_peak(1).empty());
+}

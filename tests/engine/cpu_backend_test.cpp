@@ -1,0 +1,293 @@
+// Forward values against naive loops, layouts, primitive cache, memory categories, optimizer
+// and batch-norm statistics on the CPU backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/context.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/ops.h"
+#include "memprof/ledger.h"
+#include "test_util.h"
+
+namespace ts::engine {
+namespace {
+
+using namespace testing;
+using cpu::cpu_backend;
+
+Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dilation_h = p.dilation_w = dil;
+  p.groups = groups;
+  return p;
+}
+
+TEST(CpuBackend, BackendForDevices) {
+  EXPECT_STREQ(backend_for(Device::cpu()).name(), "cpu");
+  EXPECT_EQ(&backend_for(Device::cpu()), &backend_for(Device::cpu()));
+  EXPECT_THROW(backend_for(Device::meta()), std::runtime_error);
+  EXPECT_THROW(backend_for(Device{DeviceType::cuda, 0}), std::runtime_error);
+}
+
+TEST(CpuBackend, ConvForwardMatchesNaive) {
+  struct Case { Shape x, w; Conv2dParams p; bool bias; };
+  const Case cases[] = {
+      {{2, 3, 7, 7}, {5, 3, 3, 3}, conv_params(1, 1), true},
+      {{1, 3, 15, 15}, {8, 3, 7, 7}, conv_params(2, 3), false},
+      {{2, 16, 6, 6}, {16, 16, 1, 1}, conv_params(1, 0), true},
+      {{2, 16, 9, 9}, {8, 16, 3, 3}, conv_params(2, 1), false},
+      {{1, 8, 6, 6}, {8, 4, 3, 3}, conv_params(1, 1, 1, 2), true},
+      {{1, 16, 6, 6}, {16, 1, 3, 3}, conv_params(1, 1, 1, 16), false},
+      {{1, 8, 9, 9}, {8, 8, 3, 3}, conv_params(1, 2, 2), true},
+  };
+  uint64_t seed = 1;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
+    Tensor x = rand_tensor(c.x, seed++, false);
+    Tensor w = rand_tensor(c.w, seed++, false);
+    Tensor b = c.bias ? rand_tensor({c.w[0]}, seed++, false) : Tensor();
+    Tensor y = ops::conv2d(x, w, b, c.p);
+    const auto bv = c.bias ? b.to_vector() : std::vector<float>();
+    Shape ys;
+    const auto ref = naive_conv2d(x.to_vector(), c.x, w.to_vector(), c.w, c.bias ? &bv : nullptr, c.p, &ys);
+    EXPECT_EQ(y.shape(), ys);
+    EXPECT_LT(max_rel_diff(y.to_vector(), ref), 1e-4);
+  }
+}
+
+TEST(CpuBackend, BlockedConvEqualsPlain) {
+  Tensor x = rand_tensor({2, 16, 8, 8}, 7, false);
+  Tensor w = rand_tensor({16, 16, 3, 3}, 8, false, -0.2f, 0.2f);
+  const auto p = conv_params(1, 1);
+  Tensor y = ops::conv2d(x, w, Tensor(), p);
+  // On AVX2/AVX-512 oneDNN picks a channel-blocked destination for C=16.
+  EXPECT_EQ(y.layout().kind, Layout::Kind::channel_blocked) << y.layout().str();
+  EXPECT_EQ(y.shape(), (Shape{2, 16, 8, 8}));
+  Shape ys;
+  const auto ref = naive_conv2d(x.to_vector(), x.shape(), w.to_vector(), w.shape(), nullptr, p, &ys);
+  EXPECT_LT(max_rel_diff(y.to_vector(), ref), 1e-4);
+  // Feeding the blocked output to the next conv gives the same values as feeding its plain copy.
+  Tensor z1 = ops::conv2d(y, w, Tensor(), p);
+  Tensor z2 = ops::conv2d(ops::to_layout(y, Layout::plain()), w, Tensor(), p);
+  Tensor z3 = ops::conv2d(ops::to_layout(y, Layout::channels_last()), w, Tensor(), p);
+  EXPECT_LT(max_rel_diff(z1.to_vector(), z2.to_vector()), 1e-5);
+  EXPECT_LT(max_rel_diff(z1.to_vector(), z3.to_vector()), 1e-5);
+  // Padded channels (C=10 in blocks of 8) through relu/add/bn stay zero: sums agree with plain.
+  Tensor a = ops::to_layout(rand_tensor({2, 10, 3, 3}, 9, false), Layout::blocked(8));
+  Tensor r = ops::relu(ops::add(a, a));
+  EXPECT_NEAR(ops::sum(r).item(), ops::sum(ops::to_layout(r, Layout::plain())).item(), 1e-4);
+}
+
+TEST(CpuBackend, ConvImplementationsAreNotReference) {
+  auto& be = cpu_backend();
+  struct Case { Shape x, w; Conv2dParams p; };
+  const Case cases[] = {
+      {{16, 64, 56, 56}, {64, 64, 3, 3}, conv_params(1, 1)},
+      {{16, 256, 56, 56}, {64, 256, 1, 1}, conv_params(1, 0)},
+      {{16, 3, 224, 224}, {64, 3, 7, 7}, conv_params(2, 3)},
+  };
+  for (const auto& c : cases) {
+    for (Layout l : {Layout::plain(), Layout::blocked(8)}) {
+      if (c.x[1] == 3 && !l.is_plain()) continue;
+      for (int which = 0; which < 3; ++which) {
+        if (c.x[1] == 3 && which == 1) continue;   // the first conv needs no data gradient
+        const std::string impl = be.conv_impl_info(c.x, l, c.w, false, c.p, which);
+        SCOPED_TRACE(shape_str(c.x) + " " + l.str() + " pass " + std::to_string(which) + ": " + impl);
+        EXPECT_EQ(impl.find("ref"), std::string::npos);
+      }
+    }
+  }
+}
+
+TEST(CpuBackend, PrimitiveCacheIsReused) {
+  auto& be = cpu_backend();
+  Tensor x = rand_tensor({2, 8, 6, 6}, 11);
+  Tensor w = rand_tensor({8, 8, 3, 3}, 12);
+  Tensor b = rand_tensor({8}, 13);
+  auto step = [&] {
+    Tensor y = ops::relu(ops::conv2d(x, w, b, conv_params(1, 1)));
+    Tensor m = ops::max_pool2d(y, {2, 2, 2, 2, 0, 0, false});
+    Tensor loss = ops::sum(ops::linear(ops::flatten(m), rand_tensor({3, 72}, 14, false), Tensor()));
+    loss.backward();
+  };
+  step();
+  const size_t after_first = be.cached_primitives();
+  step();
+  step();
+  EXPECT_EQ(be.cached_primitives(), after_first);
+  x.zero_grad();
+  Tensor x2 = rand_tensor({3, 8, 6, 6}, 15, false);
+  ops::conv2d(x2, w, b, conv_params(1, 1));
+  EXPECT_GT(be.cached_primitives(), after_first);
+}
+
+TEST(CpuBackend, PoolForwardMatchesNaive) {
+  Tensor x = rand_tensor({2, 3, 7, 7}, 20, false);
+  const Pool2dParams cases[] = {{2, 2, 2, 2, 0, 0, false}, {3, 3, 2, 2, 1, 1, false}, {3, 3, 2, 2, 1, 1, true},
+                                {3, 3, 1, 1, 1, 1, true}};
+  for (const auto& p : cases) {
+    for (bool is_max : {true, false}) {
+      Shape ys;
+      const auto ref = naive_pool2d(x.to_vector(), x.shape(), p, is_max, &ys);
+      Tensor y = is_max ? ops::max_pool2d(x, p) : ops::avg_pool2d(x, p);
+      EXPECT_EQ(y.shape(), ys);
+      EXPECT_LT(max_rel_diff(y.to_vector(), ref), 1e-5) << "max=" << is_max << " k=" << p.kernel_h;
+      Tensor yb = is_max ? ops::max_pool2d(ops::to_layout(x, Layout::blocked(8)), p)
+                         : ops::avg_pool2d(ops::to_layout(x, Layout::blocked(8)), p);
+      EXPECT_EQ(yb.layout(), Layout::blocked(8));
+      EXPECT_LT(max_rel_diff(yb.to_vector(), ref), 1e-5);
+    }
+  }
+}
+
+TEST(CpuBackend, LinearMatchesNaive) {
+  Tensor x = rand_tensor({5, 7}, 21, false);
+  Tensor w = rand_tensor({4, 7}, 22, false);
+  Tensor b = rand_tensor({4}, 23, false);
+  const auto bv = b.to_vector();
+  EXPECT_LT(max_rel_diff(ops::linear(x, w, b).to_vector(), naive_linear(x.to_vector(), 5, 7, w.to_vector(), 4, &bv)),
+            1e-5);
+  EXPECT_LT(max_rel_diff(ops::linear(x, w, Tensor()).to_vector(),
+                         naive_linear(x.to_vector(), 5, 7, w.to_vector(), 4, nullptr)),
+            1e-5);
+}
+
+TEST(CpuBackend, BatchNormEvalAndRunningStats) {
+  const int64_t n = 3, c = 4, hw = 5;
+  Tensor x = rand_tensor({n, c, hw, 1}, 30, false, -2.0f, 3.0f);
+  Tensor g = rand_tensor({c}, 31, false, 0.5f, 1.5f);
+  Tensor b = rand_tensor({c}, 32, false);
+  Tensor rm = rand_tensor({c}, 33, false);
+  Tensor rv = rand_tensor({c}, 34, false, 0.5f, 2.0f);
+  const float eps = 1e-3f, momentum = 0.25f;
+  const auto xv = x.to_vector(), gv = g.to_vector(), bv = b.to_vector(), rmv = rm.to_vector(), rvv = rv.to_vector();
+  // Eval: (x - rm) / sqrt(rv + eps) * g + b.
+  const auto y = ops::batch_norm(x, g, b, rm, rv, false, momentum, eps).to_vector();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t s = 0; s < hw; ++s) {
+        const size_t j = static_cast<size_t>((i * c + k) * hw + s);
+        const double ref = (xv[j] - rmv[k]) / std::sqrt(rvv[k] + eps) * gv[k] + bv[k];
+        EXPECT_NEAR(y[j], ref, 1e-4);
+      }
+  // Eval in a blocked layout: same values.
+  const auto yb = ops::batch_norm(ops::to_layout(x, Layout::blocked(8)), g, b, rm, rv, false, momentum, eps);
+  EXPECT_EQ(yb.layout(), Layout::blocked(8));
+  EXPECT_LT(max_rel_diff(yb.to_vector(), y), 1e-5);
+  // Training: batch statistics, running stats updated (unbiased variance).
+  const auto yt = ops::batch_norm(x, g, b, rm, rv, true, momentum, eps).to_vector();
+  const auto rm2 = rm.to_vector(), rv2 = rv.to_vector();
+  const double count = static_cast<double>(n * hw);
+  for (int64_t k = 0; k < c; ++k) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t s = 0; s < hw; ++s) mean += xv[static_cast<size_t>((i * c + k) * hw + s)];
+    mean /= count;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t s = 0; s < hw; ++s) var += std::pow(xv[static_cast<size_t>((i * c + k) * hw + s)] - mean, 2);
+    var /= count;
+    EXPECT_NEAR(rm2[k], (1 - momentum) * rmv[k] + momentum * mean, 1e-5);
+    EXPECT_NEAR(rv2[k], (1 - momentum) * rvv[k] + momentum * var * count / (count - 1), 1e-4);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t s = 0; s < hw; ++s) {
+        const size_t j = static_cast<size_t>((i * c + k) * hw + s);
+        EXPECT_NEAR(yt[j], (xv[j] - mean) / std::sqrt(var + eps) * gv[k] + bv[k], 1e-4);
+      }
+  }
+}
+
+TEST(CpuBackend, SoftmaxCrossEntropyValues) {
+  Tensor logits = Tensor::from_vector({2, 3}, {1.0f, 2.0f, 3.0f, 1000.0f, 0.0f, -1000.0f});
+  Tensor labels = Tensor::from_vector({2}, {2, 1});
+  const double l0 = -std::log(std::exp(3.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
+  const double l1 = 1000.0;   // stable log-sum-exp: no overflow
+  EXPECT_NEAR(ops::softmax_cross_entropy(logits, labels).item(), (l0 + l1) / 2, 1e-3);
+  try {
+    ops::softmax_cross_entropy(logits, Tensor::from_vector({2}, {0, 3}));
+    FAIL() << "expected invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("3"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ops::softmax_cross_entropy(logits, Tensor::from_vector({2}, {0, -1})), std::invalid_argument);
+  EXPECT_THROW(ops::softmax_cross_entropy(logits, Tensor::from_vector({3}, {0, 1, 1})), std::invalid_argument);
+}
+
+TEST(CpuBackend, SgdStep) {
+  auto& be = backend_for(Device::cpu());
+  const std::vector<float> w0{1.0f, -2.0f, 0.5f}, g0{0.1f, 0.2f, -0.3f}, b0{0.5f, 0.0f, -1.0f};
+  const float lr = 0.1f, mom = 0.9f, wd = 0.01f;
+  for (bool nesterov : {false, true}) {
+    Tensor w = Tensor::from_vector({3}, w0), g = Tensor::from_vector({3}, g0), b = Tensor::from_vector({3}, b0);
+    be.sgd_step(w, g, b, lr, mom, wd, nesterov);
+    const auto wv = w.to_vector(), bv = b.to_vector();
+    for (size_t i = 0; i < 3; ++i) {
+      const float gi = g0[i] + wd * w0[i];
+      const float bi = mom * b0[i] + gi;
+      EXPECT_NEAR(bv[i], bi, 1e-6);
+      EXPECT_NEAR(wv[i], w0[i] - lr * (nesterov ? gi + mom * bi : bi), 1e-6);
+    }
+  }
+  Tensor w = Tensor::from_vector({3}, w0), g = Tensor::from_vector({3}, g0);
+  be.sgd_step(w, g, Tensor(), lr, 0.0f, 0.0f, false);
+  EXPECT_NEAR(w.to_vector()[1], w0[1] - lr * g0[1], 1e-6);
+}
+
+TEST(CpuBackend, FillCopyLayouts) {
+  auto& be = backend_for(Device::cpu());
+  Tensor t = Tensor::empty({2, 10, 2, 2}, Device::cpu(), Layout::blocked(8));
+  be.fill(t, 2.0f);
+  EXPECT_NEAR(be.sum_all(t).item(), 2.0f * 80, 1e-4);   // padded channels stay zero
+  Tensor x = rand_tensor({2, 10, 2, 2}, 40, false);
+  Tensor c = Tensor::empty(x.shape(), Device::cpu(), Layout::channels_last());
+  be.copy(x, c);
+  EXPECT_EQ(c.to_vector(), x.to_vector());
+  Tensor back = be.to_layout(be.to_layout(x, Layout::blocked(16)), Layout::plain());
+  EXPECT_EQ(back.to_vector(), x.to_vector());
+}
+
+TEST(CpuBackend, MemoryCategories) {
+  auto& ledger = memprof::Ledger::global();
+  const auto act = static_cast<size_t>(memprof::Category::activations);
+  const auto ws = static_cast<size_t>(memprof::Category::workspace);
+  const int64_t before = ledger.current().bytes[act];
+  {
+    CategoryScope scope(memprof::Category::activations);
+    Tensor t = Tensor::empty({1000}, Device::cpu());
+    EXPECT_EQ(t.category(), memprof::Category::activations);
+    EXPECT_EQ(ledger.current().bytes[act] - before, 4000);
+  }
+  EXPECT_EQ(ledger.current().bytes[act], before);
+
+  // Max pooling's workspace and a conv's temporaries (input reorder, weights reorder,
+  // scratchpad) are tagged workspace.
+  {
+    CategoryScope scope(memprof::Category::activations);
+    Tensor x = rand_tensor({2, 16, 8, 8}, 41, false);
+    PoolResult r = backend_for(Device::cpu()).max_pool2d_forward(x, {2, 2, 2, 2, 0, 0, false});
+    EXPECT_EQ(r.workspace.category(), memprof::Category::workspace);
+    EXPECT_EQ(r.y.category(), memprof::Category::activations);
+    ledger.reset_peak();
+    Tensor w = rand_tensor({32, 16, 3, 3}, 42, false);
+    Tensor y = ops::conv2d(x, w, Tensor(), conv_params(1, 1));   // plain C=16 input: reordered
+    EXPECT_GT(ledger.peak().bytes[ws], 0);
+    EXPECT_EQ(y.category(), memprof::Category::activations);
+  }
+}
+
+TEST(CpuBackend, BackwardGradientsInRightCategoriesAndLayouts) {
+  Tensor x = rand_tensor({2, 16, 6, 6}, 50);
+  Tensor w = rand_tensor({16, 16, 3, 3}, 51);
+  Tensor y = ops::conv2d(ops::to_layout(x, Layout::blocked(8)), w, Tensor(), conv_params(1, 1));
+  ops::mean(ops::relu(y)).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().category(), memprof::Category::weight_grads);
+  EXPECT_TRUE(w.grad().layout().is_plain());
+  EXPECT_EQ(x.grad().layout(), Layout::plain());
+}
+
+}  // namespace
+}  // namespace ts::engine

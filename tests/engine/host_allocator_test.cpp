@@ -1,0 +1,40 @@
+#include <gtest/gtest.h>
+
+#include "engine/cpu/host_allocator.h"
+#include "engine/tensor.h"
+
+using namespace ts::engine;
+
+TEST(HostAllocator, SizeClassesBoundTheWaste) {
+  EXPECT_EQ(cpu::host_size_class(1), 64u);
+  EXPECT_EQ(cpu::host_size_class(1000), 1024u);
+  for (size_t b : {size_t{1} << 20, (size_t{1} << 20) + 1, size_t{50'000'000}, size_t{123'456'789}}) {
+    const size_t c = cpu::host_size_class(b);
+    EXPECT_GE(c, b);
+    EXPECT_LE(c, b + b / 4 + 64) << b;
+    EXPECT_EQ(c % 64, 0u);
+  }
+}
+
+TEST(HostAllocator, LargeBlocksAreReused) {
+  cpu::host_empty_cache();
+  const auto before = cpu::host_allocator_stats();
+  void* a = cpu::host_allocate(8 << 20);
+  cpu::host_free(a, 8 << 20);
+  EXPECT_EQ(cpu::host_allocator_stats().cached_bytes, static_cast<int64_t>(cpu::host_size_class(8 << 20)));
+  void* b = cpu::host_allocate((8 << 20) - 100);   // same class
+  EXPECT_EQ(a, b);
+  const auto after = cpu::host_allocator_stats();
+  EXPECT_EQ(after.hits - before.hits, 1);
+  EXPECT_EQ(after.cached_bytes, 0);
+  cpu::host_free(b, (8 << 20) - 100);
+  cpu::host_empty_cache();
+  EXPECT_EQ(cpu::host_allocator_stats().cached_bytes, 0);
+}
+
+TEST(HostAllocator, TensorsAreAligned) {
+  for (int64_t n : {1, 3, 1000, 1 << 20}) {
+    Tensor t = Tensor::empty({n}, Device::cpu());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u) << n;
+  }
+}

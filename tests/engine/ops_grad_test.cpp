@@ -1,0 +1,378 @@
+// Gradient checks (finite differences, engine/gradcheck.h) for every op in engine/ops.h, and
+// second-order checks for the ops whose backward is differentiable.
+#include <gtest/gtest.h>
+
+#include "engine/autograd.h"
+#include "engine/context.h"
+#include "engine/gradcheck.h"
+#include "engine/ops.h"
+#include "test_util.h"
+
+namespace ts::engine {
+namespace {
+
+using namespace testing;
+
+#define EXPECT_GRADCHECK(expr)            \
+  do {                                    \
+    const GradcheckResult _r = (expr);    \
+    EXPECT_TRUE(_r.ok) << _r.message;     \
+    EXPECT_GT(_r.checked, 0);             \
+  } while (0)
+
+Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dilation_h = p.dilation_w = dil;
+  p.groups = groups;
+  return p;
+}
+
+Pool2dParams pool_params(int64_t k, int64_t s, int64_t pad, bool include_pad = false) {
+  Pool2dParams p;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_h = p.pad_w = pad;
+  p.count_include_pad = include_pad;
+  return p;
+}
+
+// ---------------------------------------------------------------- conv
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  Conv2dParams p;
+  bool bias;
+};
+
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"3x3_pad1", {2, 3, 6, 6}, {4, 3, 3, 3}, conv_params(1, 1), true},
+      {"1x1", {2, 8, 5, 5}, {6, 8, 1, 1}, conv_params(1, 0), false},
+      {"1x1_stride2", {2, 8, 6, 6}, {8, 8, 1, 1}, conv_params(2, 0), false},
+      {"7x7_s2_p3", {1, 3, 11, 11}, {4, 3, 7, 7}, conv_params(2, 3), true},
+      {"grouped", {2, 8, 5, 5}, {6, 4, 3, 3}, conv_params(1, 1, 1, 2), true},
+      {"depthwise", {2, 8, 6, 6}, {8, 1, 3, 3}, conv_params(1, 1, 1, 8), false},
+      {"dilated", {1, 4, 9, 9}, {4, 4, 3, 3}, conv_params(1, 2, 2), true},
+      {"stride2_pad1_c16", {1, 16, 7, 7}, {8, 16, 3, 3}, conv_params(2, 1), true},
+  };
+}
+
+TEST(OpsGrad, Conv2dConfigs) {
+  uint64_t seed = 10;
+  for (const auto& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = rand_tensor(c.x, seed++);
+    Tensor w = rand_tensor(c.w, seed++, true, -0.5f, 0.5f);
+    Tensor b = c.bias ? rand_tensor({c.w[0]}, seed++) : Tensor();
+    const Conv2dParams p = c.p;
+    std::vector<Tensor> in{x, w};
+    if (c.bias) in.push_back(b);
+    EXPECT_GRADCHECK(gradcheck(
+        [p](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p); }, in));
+  }
+}
+
+TEST(OpsGrad, Conv2dBlockedInputGradientKeepsLayout) {
+  Tensor x = rand_tensor({2, 16, 5, 5}, 3);
+  Tensor w = rand_tensor({8, 16, 3, 3}, 4, true, -0.3f, 0.3f);
+  const auto p = conv_params(1, 1);
+  // The conv sees a blocked input; gradients still flow back to the plain leaf.
+  EXPECT_GRADCHECK(gradcheck(
+      [p](const std::vector<Tensor>& t) {
+        return ops::conv2d(ops::to_layout(t[0], Layout::blocked(8)), t[1], Tensor(), p);
+      },
+      {x, w}));
+  // The data gradient has the layout of the input it belongs to.
+  Tensor dy = Tensor::full({2, 8, 5, 5}, 1.0f, Device::cpu());
+  for (Layout l : {Layout::plain(), Layout::blocked(8), Layout::channels_last()}) {
+    Tensor dx = ops::conv2d_backward_data(dy, w.detach(), x.shape(), l, p);
+    EXPECT_EQ(dx.layout(), l);
+    EXPECT_EQ(dx.shape(), x.shape());
+  }
+}
+
+TEST(OpsGrad, Conv2dDoubleBackwardThrows) {
+  Tensor x = rand_tensor({1, 3, 4, 4}, 5);
+  Tensor w = rand_tensor({2, 3, 3, 3}, 6);
+  Tensor y = ops::sum(ops::conv2d(x, w, Tensor(), conv_params(1, 1)));
+  auto g = grad({y}, {x}, {}, /*create_graph=*/true);
+  ASSERT_TRUE(g[0].requires_grad());
+  EXPECT_THROW(grad({ops::sum(g[0])}, {w}), std::logic_error);
+}
+
+TEST(OpsGrad, Conv2dRejectsBadShapes) {
+  Tensor x = rand_tensor({1, 3, 4, 4}, 5, false);
+  Tensor w = rand_tensor({2, 4, 3, 3}, 6, false);
+  EXPECT_THROW(ops::conv2d(x, w, Tensor(), conv_params(1, 1)), std::invalid_argument);
+  Tensor w2 = rand_tensor({2, 3, 5, 5}, 6, false);
+  EXPECT_THROW(ops::conv2d(x, w2, Tensor(), conv_params(1, 0)), std::invalid_argument);
+  EXPECT_THROW(ops::conv2d(rand_tensor({3, 4, 4}, 1, false), w, Tensor(), conv_params(1, 1)), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------- batch norm
+
+TEST(OpsGrad, BatchNormTrain4d) {
+  Tensor x = rand_tensor({3, 4, 3, 3}, 21);
+  Tensor g = rand_tensor({4}, 22, true, 0.5f, 1.5f);
+  Tensor b = rand_tensor({4}, 23);
+  Tensor rm = Tensor::zeros({4}, Device::cpu());
+  Tensor rv = Tensor::full({4}, 1.0f, Device::cpu());
+  EXPECT_GRADCHECK(gradcheck(
+      [&](const std::vector<Tensor>& t) { return ops::batch_norm(t[0], t[1], t[2], rm, rv, true, 0.1f, 1e-5f); },
+      {x, g, b}));
+}
+
+TEST(OpsGrad, BatchNormTrainBlockedAnd2d) {
+  Tensor x = rand_tensor({2, 10, 3, 3}, 24);
+  Tensor g = rand_tensor({10}, 25, true, 0.5f, 1.5f);
+  Tensor b = rand_tensor({10}, 26);
+  Tensor none;
+  EXPECT_GRADCHECK(gradcheck(
+      [&](const std::vector<Tensor>& t) {
+        return ops::batch_norm(ops::to_layout(t[0], Layout::blocked(8)), t[1], t[2], none, none, true, 0.1f, 1e-5f);
+      },
+      {x, g, b}));
+  Tensor x2 = rand_tensor({6, 5}, 27);
+  Tensor g2 = rand_tensor({5}, 28, true, 0.5f, 1.5f);
+  Tensor b2 = rand_tensor({5}, 29);
+  EXPECT_GRADCHECK(gradcheck(
+      [&](const std::vector<Tensor>& t) { return ops::batch_norm(t[0], t[1], t[2], none, none, true, 0.1f, 1e-5f); },
+      {x2, g2, b2}));
+}
+
+TEST(OpsGrad, BatchNormEval) {
+  Tensor x = rand_tensor({2, 4, 3, 3}, 30);
+  Tensor g = rand_tensor({4}, 31, true, 0.5f, 1.5f);
+  Tensor b = rand_tensor({4}, 32);
+  Tensor rm = rand_tensor({4}, 33, false);
+  Tensor rv = rand_tensor({4}, 34, false, 0.5f, 2.0f);
+  EXPECT_GRADCHECK(gradcheck(
+      [&](const std::vector<Tensor>& t) { return ops::batch_norm(t[0], t[1], t[2], rm, rv, false, 0.1f, 1e-5f); },
+      {x, g, b}));
+}
+
+// ---------------------------------------------------------------- element-wise
+
+TEST(OpsGrad, Relu) {
+  Tensor x = away_from_zero({2, 3, 4, 4}, 40);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::relu(t[0]); }, {x}));
+  EXPECT_GRADCHECK(gradgradcheck([](const std::vector<Tensor>& t) { return ops::relu(t[0]); }, {x}));
+  // Blocked, with padded channels (C = 10 in blocks of 8).
+  Tensor xb = away_from_zero({2, 10, 3, 3}, 41);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::relu(ops::to_layout(t[0], Layout::blocked(8))); }, {xb}));
+}
+
+TEST(OpsGrad, ReluBackwardIsDifferentiable) {
+  Tensor dy = rand_tensor({3, 5}, 42);
+  Tensor y = away_from_zero({3, 5}, 43, false);
+  EXPECT_GRADCHECK(gradcheck([&](const std::vector<Tensor>& t) { return ops::relu_backward(t[0], y); }, {dy}));
+  EXPECT_GRADCHECK(gradgradcheck(
+      [&](const std::vector<Tensor>& t) { return ops::mul(ops::relu_backward(t[0], y), t[0]); }, {dy}));
+}
+
+TEST(OpsGrad, AddIncludingDifferentLayouts) {
+  Tensor a = rand_tensor({2, 10, 3, 3}, 50);
+  Tensor b = rand_tensor({2, 10, 3, 3}, 51);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::add(t[0], t[1]); }, {a, b}));
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::add(ops::to_layout(t[0], Layout::blocked(8)), t[1]); }, {a, b}));
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) {
+        return ops::add(ops::to_layout(t[0], Layout::channels_last()), ops::to_layout(t[1], Layout::blocked(16)));
+      },
+      {a, b}));
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) { return ops::mul(ops::add(t[0], t[1]), t[1]); }, {a, b}));
+  Tensor y = ops::add(ops::to_layout(a.detach(), Layout::blocked(8)), b.detach());
+  EXPECT_EQ(y.layout(), Layout::blocked(8));
+  EXPECT_THROW(ops::add(a, rand_tensor({2, 10, 3, 4}, 1)), std::invalid_argument);
+}
+
+TEST(OpsGrad, Mul) {
+  Tensor a = rand_tensor({4, 6}, 52);
+  Tensor b = rand_tensor({4, 6}, 53);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::mul(t[0], t[1]); }, {a, b}));
+  EXPECT_GRADCHECK(gradgradcheck([](const std::vector<Tensor>& t) { return ops::mul(t[0], t[1]); }, {a, b}));
+  EXPECT_GRADCHECK(gradgradcheck([](const std::vector<Tensor>& t) { return ops::mul(t[0], t[0]); }, {a}));
+  Tensor c = rand_tensor({2, 9, 2, 2}, 54);
+  Tensor d = rand_tensor({2, 9, 2, 2}, 55);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::mul(ops::to_layout(t[0], Layout::blocked(8)), t[1]); }, {c, d}));
+}
+
+TEST(OpsGrad, ScaleSumMean) {
+  Tensor a = rand_tensor({3, 4}, 56);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::scale(t[0], -2.5f); }, {a}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::sum(t[0]); }, {a}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::mean(t[0]); }, {a}));
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) { return ops::scale(ops::mul(ops::sum(t[0]), ops::mean(t[0])), 0.5f); }, {a}));
+  Tensor b = rand_tensor({2, 10, 2, 2}, 57);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::mean(ops::to_layout(t[0], Layout::blocked(8))); }, {b}));
+  EXPECT_NEAR(ops::sum(ops::to_layout(b.detach(), Layout::blocked(8))).item(), ops::sum(b.detach()).item(), 1e-4);
+}
+
+// ---------------------------------------------------------------- pooling
+
+TEST(OpsGrad, MaxPool) {
+  Tensor x = distinct_values({2, 3, 6, 6}, 60);
+  for (auto p : {pool_params(2, 2, 0), pool_params(3, 2, 1), pool_params(3, 1, 1)}) {
+    EXPECT_GRADCHECK(gradcheck([p](const std::vector<Tensor>& t) { return ops::max_pool2d(t[0], p); }, {x}));
+  }
+  Tensor xb = distinct_values({1, 10, 5, 5}, 61);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) {
+        return ops::max_pool2d(ops::to_layout(t[0], Layout::blocked(8)), pool_params(3, 2, 1));
+      },
+      {xb}));
+}
+
+TEST(OpsGrad, AvgPool) {
+  Tensor x = rand_tensor({2, 3, 6, 6}, 62);
+  for (auto p : {pool_params(2, 2, 0), pool_params(3, 2, 1, false), pool_params(3, 2, 1, true),
+                 pool_params(3, 1, 1, true)}) {
+    EXPECT_GRADCHECK(gradcheck([p](const std::vector<Tensor>& t) { return ops::avg_pool2d(t[0], p); }, {x}));
+  }
+}
+
+TEST(OpsGrad, GlobalAvgPool) {
+  Tensor x = rand_tensor({2, 5, 3, 4}, 63);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::global_avg_pool2d(t[0]); }, {x}));
+  Tensor xb = rand_tensor({2, 16, 3, 3}, 64);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::global_avg_pool2d(ops::to_layout(t[0], Layout::blocked(8))); },
+      {xb}));
+  Tensor y = ops::global_avg_pool2d(ops::to_layout(xb.detach(), Layout::blocked(8)));
+  EXPECT_EQ(y.shape(), (Shape{2, 16}));
+  EXPECT_TRUE(y.layout().is_plain());
+  const auto xv = xb.to_vector();
+  const auto yv = y.to_vector();
+  for (int64_t i = 0; i < 32; ++i) {
+    double s = 0;
+    for (int64_t k = 0; k < 9; ++k) s += xv[static_cast<size_t>(i * 9 + k)];
+    EXPECT_NEAR(yv[static_cast<size_t>(i)], s / 9, 1e-5);
+  }
+}
+
+// ---------------------------------------------------------------- linear
+
+TEST(OpsGrad, Linear) {
+  Tensor x = rand_tensor({4, 5}, 70);
+  Tensor w = rand_tensor({3, 5}, 71);
+  Tensor b = rand_tensor({3}, 72);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }, {x, w, b}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], Tensor()); }, {x, w}));
+  EXPECT_GRADCHECK(gradgradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }, {x, w, b}));
+  EXPECT_GRADCHECK(
+      gradgradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], Tensor()); }, {x, w}));
+  // A WGAN-GP-like penalty: || d(sum(relu(linear)))/dx ||^2 differentiated w.r.t. w.
+  Tensor xa = away_from_zero({4, 5}, 73);
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) { return ops::relu(ops::linear(t[0], t[1], t[2])); }, {xa, w, b}));
+  EXPECT_THROW(ops::linear(x, rand_tensor({3, 4}, 1), Tensor()), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------- concat / slice / shape
+
+TEST(OpsGrad, ConcatChannelsAndBatch) {
+  Tensor a = rand_tensor({2, 3, 2, 2}, 80);
+  Tensor b = rand_tensor({2, 5, 2, 2}, 81);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::concat({t[0], t[1]}, 1); }, {a, b}));
+  Tensor c = rand_tensor({1, 3, 2, 2}, 82);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::concat({t[0], t[1]}, 0); }, {a, c}));
+  // Blocked inputs whose channel counts are multiples of the block stay blocked.
+  Tensor d = rand_tensor({1, 8, 2, 2}, 83);
+  Tensor e = rand_tensor({1, 16, 2, 2}, 84);
+  auto blocked_concat = [](const std::vector<Tensor>& t) {
+    return ops::concat({ops::to_layout(t[0], Layout::blocked(8)), ops::to_layout(t[1], Layout::blocked(8))}, 1);
+  };
+  EXPECT_GRADCHECK(gradcheck(blocked_concat, {d, e}));
+  EXPECT_EQ(blocked_concat({d.detach(), e.detach()}).layout(), Layout::blocked(8));
+  // Not multiples: falls back to plain, values still right.
+  Tensor f = rand_tensor({1, 3, 2, 2}, 85);
+  EXPECT_GRADCHECK(gradcheck(blocked_concat, {d, f}));
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) { return ops::mul(ops::concat({t[0], t[1]}, 1), ops::concat({t[1], t[0]}, 1)); },
+      {a, rand_tensor({2, 3, 2, 2}, 88)}));
+}
+
+TEST(OpsGrad, Slice) {
+  Tensor x = rand_tensor({2, 10, 3, 3}, 86);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::slice(t[0], 1, 2, 5); }, {x}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::slice(t[0], 0, 1, 1); }, {x}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::slice(t[0], 3, 0, 2); }, {x}));
+  Tensor xb = rand_tensor({1, 24, 2, 2}, 87);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::slice(ops::to_layout(t[0], Layout::blocked(8)), 1, 8, 16); },
+      {xb}));
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::slice(ops::to_layout(t[0], Layout::blocked(8)), 1, 3, 7); },
+      {xb}));
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) { return ops::mul(ops::slice(t[0], 1, 2, 5), ops::slice(t[0], 1, 4, 5)); }, {x}));
+  EXPECT_THROW(ops::slice(x, 1, 8, 5), std::invalid_argument);
+}
+
+TEST(OpsGrad, FlattenReshapeToLayout) {
+  Tensor x = rand_tensor({2, 10, 3, 3}, 90);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::flatten(t[0]); }, {x}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::reshape(t[0], {5, 36}); }, {x}));
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::flatten(ops::to_layout(t[0], Layout::blocked(8))); }, {x}));
+  for (Layout l : {Layout::blocked(8), Layout::blocked(16), Layout::channels_last()}) {
+    EXPECT_GRADCHECK(gradcheck([l](const std::vector<Tensor>& t) { return ops::to_layout(t[0], l); }, {x}));
+    EXPECT_GRADCHECK(gradgradcheck(
+        [l](const std::vector<Tensor>& t) {
+          Tensor y = ops::to_layout(t[0], l);
+          return ops::mul(y, y);
+        },
+        {x}));
+  }
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) {
+        Tensor y = ops::reshape(t[0], {18, 10});
+        return ops::mul(y, y);
+      },
+      {x}));
+  EXPECT_THROW(ops::reshape(x, {7, 7}), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------- loss
+
+TEST(OpsGrad, SoftmaxCrossEntropy) {
+  Tensor logits = rand_tensor({4, 5}, 95, true, -2.0f, 2.0f);
+  Tensor labels = Tensor::from_vector({4}, {0, 3, 4, 1});
+  EXPECT_GRADCHECK(
+      gradcheck([&](const std::vector<Tensor>& t) { return ops::softmax_cross_entropy(t[0], labels); }, {logits}));
+}
+
+// ---------------------------------------------------------------- a small network end to end
+
+TEST(OpsGrad, SmallNetwork) {
+  Tensor x = rand_tensor({2, 3, 8, 8}, 100, false);
+  Tensor w1 = rand_tensor({8, 3, 3, 3}, 101, true, -0.4f, 0.4f);
+  Tensor g1 = rand_tensor({8}, 102, true, 0.5f, 1.5f);
+  Tensor b1 = rand_tensor({8}, 103, true, 0.5f, 1.0f);
+  Tensor w2 = rand_tensor({8, 8, 3, 3}, 104, true, -0.2f, 0.2f);
+  Tensor fc = rand_tensor({4, 8}, 105);
+  Tensor labels = Tensor::from_vector({2}, {1, 3});
+  auto f = [&](const std::vector<Tensor>& t) {
+    Tensor h = ops::conv2d(x, t[0], Tensor(), conv_params(1, 1));
+    h = ops::batch_norm(h, t[1], t[2], Tensor(), Tensor(), true, 0.1f, 1e-5f);
+    Tensor h2 = ops::conv2d(h, t[3], Tensor(), conv_params(1, 1));
+    h = ops::add(h, h2);
+    h = ops::global_avg_pool2d(h);
+    return ops::softmax_cross_entropy(ops::linear(h, t[4], Tensor()), labels);
+  };
+  GradcheckOptions o;
+  o.max_elements_per_input = 16;
+  EXPECT_GRADCHECK(gradcheck(f, {w1, g1, b1, w2, fc}, o));
+}
+
+}  // namespace
+}  // namespace ts::engine

@@ -1,0 +1,29 @@
+#pragma once
+// Helpers shared by the engine tests: deterministic inputs and naive reference kernels.
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/tensor.h"
+
+namespace ts::engine::testing {
+
+// Uniform in [lo, hi).
+std::vector<float> uniform(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+Tensor rand_tensor(const Shape& shape, uint64_t seed, bool requires_grad = true, float lo = -1.0f, float hi = 1.0f);
+// Values with |v| in [0.1, 1] and random sign: no element near relu's kink.
+Tensor away_from_zero(const Shape& shape, uint64_t seed, bool requires_grad = true);
+// A random permutation of {0, gap, 2 gap, ...} (shifted to be centred): no ties anywhere.
+Tensor distinct_values(const Shape& shape, uint64_t seed, float gap = 0.05f, bool requires_grad = true);
+
+std::vector<float> naive_conv2d(const std::vector<float>& x, const Shape& xs, const std::vector<float>& w,
+                                const Shape& ws, const std::vector<float>* bias, const Conv2dParams& p, Shape* ys);
+std::vector<float> naive_pool2d(const std::vector<float>& x, const Shape& xs, const Pool2dParams& p, bool max,
+                                Shape* ys);
+std::vector<float> naive_linear(const std::vector<float>& x, int64_t n, int64_t i, const std::vector<float>& w,
+                                int64_t o, const std::vector<float>* bias);
+
+// max |a - b| / (1 + |b|)
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace ts::engine::testing

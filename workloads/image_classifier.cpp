@@ -1,0 +1,63 @@
+#include "workloads/image_classifier.h"
+
+#include "engine/context.h"
+#include "engine/ops.h"
+
+namespace ts::workloads {
+
+using engine::Tensor;
+
+namespace {
+engine::optim::SgdOptions sgd_options(double base_lr, int64_t warmup) {
+  engine::optim::SgdOptions o;
+  o.lr.base_lr = base_lr;
+  o.lr.warmup_steps = warmup;
+  o.momentum = 0.9;
+  o.weight_decay = 1e-4;
+  return o;
+}
+}  // namespace
+
+ImageClassifier::ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward,
+                                 std::unique_ptr<ImageSource> data, int64_t batch, double base_lr, int64_t warmup_steps)
+    : model_(std::move(model)),
+      forward_(std::move(forward)),
+      data_(std::move(data)),
+      batch_(batch),
+      sgd_(model_->parameters(), sgd_options(base_lr, warmup_steps)) {
+  if (batch <= 0) throw std::invalid_argument("batch size must be positive");
+}
+
+Tensor ImageClassifier::forward_loss(const Batch& batch) {
+  const Tensor logits = forward_(batch.inputs);
+  static const std::string loss_path = "loss";
+  static const auto loss_id = engine::op_name(loss_path);
+  engine::OwnerScope owner(&loss_path, loss_id);
+  return engine::ops::softmax_cross_entropy(logits, batch.labels);
+}
+
+Quality ImageClassifier::evaluate(int64_t batches) {
+  model_->train(false);
+  engine::NoGradScope no_grad;
+  int64_t correct = 0, total = 0;
+  const int64_t limit = batches < 0 ? INT64_MAX : batches;
+  for (int64_t i = 0; i < limit; ++i) {
+    Batch b = data_->heldout(i, batch_);
+    if (b.samples == 0) break;
+    const std::vector<float> logits = forward_(b.inputs).to_vector();
+    const std::vector<float> labels = b.labels.to_vector();
+    const int64_t k = static_cast<int64_t>(logits.size()) / b.samples;
+    for (int64_t n = 0; n < b.samples; ++n) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < k; ++j) {
+        if (logits[static_cast<size_t>(n * k + j)] > logits[static_cast<size_t>(n * k + best)]) best = j;
+      }
+      correct += best == static_cast<int64_t>(labels[static_cast<size_t>(n)]);
+      ++total;
+    }
+  }
+  model_->train(true);
+  return Quality{"accuracy", total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0, "fraction", true};
+}
+
+}  // namespace ts::workloads

@@ -1,0 +1,39 @@
+#pragma once
+// The Workload for image classifiers (resnet50 now, inception_v3 later): a model, an image
+// source, softmax cross-entropy and SGD with momentum.
+#include <functional>
+#include <memory>
+
+#include "engine/optim/sgd.h"
+#include "workloads/data/image_data.h"
+#include "workloads/workload.h"
+
+namespace ts::workloads {
+
+class ImageClassifier : public Workload {
+ public:
+  using Forward = std::function<engine::Tensor(const engine::Tensor&)>;
+  ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward, std::unique_ptr<ImageSource> data,
+                  int64_t batch, double base_lr, int64_t warmup_steps = 5);
+
+  engine::nn::Module& model() override { return *model_; }
+  int64_t batch_size() const override { return batch_; }
+  Batch next_batch() override { return data_->next_train(batch_); }
+  engine::Tensor forward_loss(const Batch& batch) override;
+  void optimizer_step() override { sgd_.step(); }
+  void zero_grad() override { sgd_.zero_grad(); }
+  double learning_rate() const override { return sgd_.current_lr(); }
+  Quality evaluate(int64_t batches) override;   // batches < 0: the whole held-out set
+
+  ImageSource& data() { return *data_; }
+  engine::optim::Sgd& optimizer() { return sgd_; }
+
+ private:
+  std::shared_ptr<engine::nn::Module> model_;
+  Forward forward_;
+  std::unique_ptr<ImageSource> data_;
+  int64_t batch_;
+  engine::optim::Sgd sgd_;
+};
+
+}  // namespace ts::workloads

@@ -1,0 +1,32 @@
+#include "workloads/workload.h"
+
+#include "workloads/resnet50/resnet50.h"
+
+namespace ts::workloads {
+
+const Preset* WorkloadSpec::preset(const std::string& n) const {
+  for (const auto& p : presets) {
+    if (p.name == n) return &p;
+  }
+  return nullptr;
+}
+
+const std::vector<WorkloadSpec>& registry() {
+  static const std::vector<WorkloadSpec> specs = {resnet50_spec()};
+  return specs;
+}
+
+const WorkloadSpec* find_workload(const std::string& name) {
+  for (const auto& s : registry()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> workload_names() {
+  std::vector<std::string> out;
+  for (const auto& s : registry()) out.push_back(s.name);
+  return out;
+}
+
+}  // namespace ts::workloads

@@ -1,0 +1,79 @@
+#pragma once
+// What a workload supplies to the one training loop: its model, data, loss, optimizer and
+// quality metric. Workloads whose iteration is more than forward-backward-update (wgan's
+// critic steps, a3c's actor-learners) will override the step itself.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/nn/module.h"
+#include "engine/tensor.h"
+
+namespace ts::workloads {
+
+// One preset: its architecture hyper-parameters as a table (written into the run record, so
+// that anyone can rebuild the same model elsewhere) and its default batch size.
+struct Preset {
+  std::string name;          // tiny | small | full
+  std::string summary;
+  int64_t default_batch = 1;
+  std::vector<std::pair<std::string, std::string>> table;
+};
+
+struct WorkloadConfig {
+  std::string preset = "tiny";
+  engine::Device device = engine::Device::cpu();
+  int64_t batch = 0;          // 0: the preset's default
+  uint64_t seed = 1;
+  std::string data = "synthetic";   // or a data set name/path the workload understands
+};
+
+struct Batch {
+  engine::Tensor inputs;
+  engine::Tensor labels;
+  int64_t samples = 0;
+};
+
+struct Quality {
+  std::string metric;   // e.g. "accuracy"
+  double value = 0;
+  std::string unit;
+  bool higher_is_better = true;
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual engine::nn::Module& model() = 0;
+  virtual int64_t batch_size() const = 0;
+  virtual Batch next_batch() = 0;                              // the data phase
+  virtual engine::Tensor forward_loss(const Batch& batch) = 0;  // the forward phase, a scalar loss
+  virtual void optimizer_step() = 0;                           // the optimizer phase
+  virtual void zero_grad() = 0;
+  virtual double learning_rate() const = 0;
+  // Quality on held-out data (`batches` batches), in eval mode; the model is put back to training.
+  virtual Quality evaluate(int64_t batches) = 0;
+};
+
+struct WorkloadSpec {
+  std::string name;
+  std::string domain;
+  std::string description;
+  std::vector<Preset> presets;
+  std::function<std::unique_ptr<Workload>(const WorkloadConfig&)> create;
+  // Checks a config without building anything (bad data source...): throws std::invalid_argument.
+  std::function<void(const WorkloadConfig&)> check;
+
+  const Preset* preset(const std::string& name) const;
+};
+
+// Every registered workload, in TBD's order.
+const std::vector<WorkloadSpec>& registry();
+const WorkloadSpec* find_workload(const std::string& name);
+std::vector<std::string> workload_names();
+
+}  // namespace ts::workloads
