@@ -126,7 +126,14 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
   writer_.add_memory_peak(run_, peak_rows);
 
   std::vector<store::SampleRow> sample_rows;
-  for (const auto& s : samples) sample_rows.push_back({s.t_ns, s.name, s.value});
+  double rss_first = -1, rss_peak = 0;
+  for (const auto& s : samples) {
+    sample_rows.push_back({s.t_ns, s.name, s.value});
+    if (s.name == "rss_bytes") {
+      if (rss_first < 0) rss_first = s.value;
+      rss_peak = std::max(rss_peak, s.value);
+    }
+  }
   writer_.add_samples(run_, sample_rows);
 
   std::vector<store::MetricRow> metrics = {
@@ -137,6 +144,11 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
       {"trace_events", static_cast<double>(events.size()), "count", -1},
       {"trace_events_dropped", 0.0, "count", -1},   // the CPU tracer's buffers grow; nothing is dropped
   };
+  if (rss_first >= 0) {
+    // What the operating system saw: comparable with frameworks that keep no allocator books.
+    metrics.push_back({"rss_peak_bytes", rss_peak, "bytes", -1});
+    metrics.push_back({"rss_growth_bytes", rss_peak - rss_first, "bytes", -1});
+  }
   if (!throughput.empty()) {
     metrics.push_back({"throughput_median", percentile(throughput, 0.5), "samples/s", -1});
     metrics.push_back({"throughput_p10", percentile(throughput, 0.1), "samples/s", -1});

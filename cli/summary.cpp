@@ -139,6 +139,10 @@ std::string format_summary(const nlohmann::json& j) {
                        m["tbd_class"].get<std::string>());
     }
   }
+  if (j["metrics"].contains("rss_peak_bytes")) {
+    s += fmt::format("  process RSS    peak {}, grew {} during the run\n", human_bytes(metric("rss_peak_bytes")),
+                     human_bytes(metric("rss_growth_bytes")));
+  }
   if (!j["top_ops"].empty()) {
     s += "  top ops (timed iterations, self time)\n";
     for (const auto& o : j["top_ops"]) {

@@ -156,6 +156,28 @@ std::vector<Entry> snapshot() {
 #ifdef TS_HAVE_CUDA
   // The toolkit compiled against (the header's version: no runtime call, no device needed).
   add("cuda.toolkit", std::to_string(CUDART_VERSION / 1000) + "." + std::to_string((CUDART_VERSION % 1000) / 10));
+  // The driver and the GPUs, asked of the runtime; on a machine without a GPU this says why.
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) {
+    add("cuda.driver", std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10));
+  } else {
+    add("cuda.driver", "none");
+  }
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    add("cuda.devices", std::string("0 (") + cudaGetErrorString(rc) + ")");
+  } else {
+    add("cuda.devices", std::to_string(count));
+    for (int i = 0; i < count; ++i) {
+      cudaDeviceProp p{};
+      if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+      const std::string key = "cuda.device." + std::to_string(i);
+      add((key + ".name").c_str(), p.name);
+      add((key + ".memory_bytes").c_str(), std::to_string(p.totalGlobalMem));
+      add((key + ".compute_capability").c_str(), std::to_string(p.major) + "." + std::to_string(p.minor));
+    }
+  }
 #endif
   return out;
 }

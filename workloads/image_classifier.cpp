@@ -8,10 +8,9 @@ namespace ts::workloads {
 using engine::Tensor;
 
 namespace {
-engine::optim::SgdOptions sgd_options(double base_lr, int64_t warmup) {
+engine::optim::SgdOptions sgd_options(const engine::optim::LrSchedule& lr) {
   engine::optim::SgdOptions o;
-  o.lr.base_lr = base_lr;
-  o.lr.warmup_steps = warmup;
+  o.lr = lr;
   o.momentum = 0.9;
   o.weight_decay = 1e-4;
   return o;
@@ -19,12 +18,12 @@ engine::optim::SgdOptions sgd_options(double base_lr, int64_t warmup) {
 }  // namespace
 
 ImageClassifier::ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward,
-                                 std::unique_ptr<ImageSource> data, int64_t batch, double base_lr, int64_t warmup_steps)
+                                 std::unique_ptr<ImageSource> data, int64_t batch, const engine::optim::LrSchedule& lr)
     : model_(std::move(model)),
       forward_(std::move(forward)),
       data_(std::move(data)),
       batch_(batch),
-      sgd_(model_->parameters(), sgd_options(base_lr, warmup_steps)) {
+      sgd_(model_->parameters(), sgd_options(lr)) {
   if (batch <= 0) throw std::invalid_argument("batch size must be positive");
 }
 

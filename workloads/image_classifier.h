@@ -14,7 +14,7 @@ class ImageClassifier : public Workload {
  public:
   using Forward = std::function<engine::Tensor(const engine::Tensor&)>;
   ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward, std::unique_ptr<ImageSource> data,
-                  int64_t batch, double base_lr, int64_t warmup_steps = 5);
+                  int64_t batch, const engine::optim::LrSchedule& lr);
 
   engine::nn::Module& model() override { return *model_; }
   int64_t batch_size() const override { return batch_; }

@@ -91,6 +91,13 @@ std::shared_ptr<Reorder> CpuBackend::Impl::layout_reorder(const Shape& shape, co
   });
 }
 
+void* prepare(CpuBackend::Impl& im, const Reorder& r, const Tensor& t, Tensor& temp) {
+  if (!r.needed()) return t.data();
+  temp = temp_buffer(r.to.get_size());
+  im.reorder(r, t.data(), temp.data());
+  return temp.data();
+}
+
 Tensor temp_buffer(size_t bytes, memprof::Category category) {
   const auto n = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
   return Tensor::empty({n}, Device::cpu(), Layout::plain(), category);

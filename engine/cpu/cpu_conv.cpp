@@ -176,14 +176,6 @@ std::shared_ptr<BwdWeightsEntry> bwd_weights_entry(CpuBackend::Impl& im, const S
       });
 }
 
-// `t`'s data as the primitive wants it: as is, or reordered into a temporary.
-void* prepare(CpuBackend::Impl& im, const Reorder& r, const Tensor& t, Tensor& temp) {
-  if (!r.needed()) return t.data();
-  temp = temp_buffer(r.to.get_size());
-  im.reorder(r, t.data(), temp.data());
-  return temp.data();
-}
-
 // Allocates the output per plan; returns the pointer the primitive writes to.
 void* output_target(const OutputPlan& o, const md& produced, const Shape& shape, Tensor& out, Tensor& temp) {
   out = Tensor::empty(shape, Device::cpu(), o.layout);

@@ -274,12 +274,7 @@ Tensor CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& workspace
     throw std::invalid_argument("max_pool2d_backward: workspace too small for " + shape_str(x_shape));
   }
   Tensor dy_tmp;
-  void* dyp = dy.data();
-  if (e->dy.needed()) {
-    dy_tmp = temp_buffer(e->dy.to.get_size());
-    im.reorder(e->dy, dy.data(), dy_tmp.data());
-    dyp = dy_tmp.data();
-  }
+  void* dyp = prepare(im, e->dy, dy, dy_tmp);
   Tensor dx = Tensor::empty(x_shape, dy.device(), x_layout);
   im.run(e->prim, {{DNNL_ARG_DIFF_DST, memory(e->pd.diff_dst_desc(), im.eng, dyp)},
                    {DNNL_ARG_DIFF_SRC, memory(e->pd.diff_src_desc(), im.eng, dx.data())},
@@ -305,12 +300,7 @@ Tensor CpuBackend::avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, c
   auto& im = *impl_;
   auto e = pool_bwd_entry(im, dy.shape(), dy.layout(), x_shape, x_layout, p, avg_algo(p), "avg_pool2d_backward");
   Tensor dy_tmp;
-  void* dyp = dy.data();
-  if (e->dy.needed()) {
-    dy_tmp = temp_buffer(e->dy.to.get_size());
-    im.reorder(e->dy, dy.data(), dy_tmp.data());
-    dyp = dy_tmp.data();
-  }
+  void* dyp = prepare(im, e->dy, dy, dy_tmp);
   Tensor dx = Tensor::empty(x_shape, dy.device(), x_layout);
   im.run(e->prim, {{DNNL_ARG_DIFF_DST, memory(e->pd.diff_dst_desc(), im.eng, dyp)},
                    {DNNL_ARG_DIFF_SRC, memory(e->pd.diff_src_desc(), im.eng, dx.data())},

@@ -129,7 +129,10 @@ WorkloadSpec resnet50_spec() {
     cfg.in_channels = data->channels();
     auto model = std::make_shared<ResNet>(cfg, wc.device, wc.seed);
     auto forward = [model](const Tensor& x) { return model->forward(x); };
-    return std::make_unique<ImageClassifier>(model, forward, std::move(data), batch, 0.1 * static_cast<double>(batch) / 256.0);
+    engine::optim::LrSchedule lr;   // Goyal et al.: 0.1 per 256 samples, with a short linear warm-up
+    lr.base_lr = 0.1 * static_cast<double>(batch) / 256.0;
+    lr.warmup_steps = 5;
+    return std::make_unique<ImageClassifier>(model, forward, std::move(data), batch, lr);
   };
   return s;
 }
