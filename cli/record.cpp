@@ -142,7 +142,6 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
       {"peak_memory_bytes", static_cast<double>(peak.total), "bytes", -1},
       {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(memprof::Category::weights)]), "bytes", -1},
       {"trace_events", static_cast<double>(events.size()), "count", -1},
-      {"trace_events_dropped", 0.0, "count", -1},   // the CPU tracer's buffers grow; nothing is dropped
   };
   if (rss_first >= 0) {
     // What the operating system saw: comparable with frameworks that keep no allocator books.
