@@ -221,3 +221,24 @@ TEST(Cli, InterruptedRunIsKeptAndMarked) {
   EXPECT_FALSE(r.iterations(1).empty());
   EXPECT_FALSE(r.memory_peak(1).empty());
 }
+
+TEST(Cli, FailedRunIsKeptAndMarked) {
+  TempDir dir;
+  // A data folder that exists (so the input checks pass) but holds corrupt files: the run
+  // starts, fails while building its data, and is stored as failed with the reason.
+  std::filesystem::create_directories(dir / "fm");
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"}) {
+    std::ofstream(dir / "fm" / f) << "not an idx file";
+  }
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope(tiny_run(db, "--data fashion-mnist:" + (dir / "fm").string()));
+  EXPECT_EQ(res.exit_code, 1) << res.out;
+  EXPECT_NE(res.out.find("failed"), std::string::npos) << res.out;
+  store::Reader r(db);
+  const auto run = r.run(1);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->status, store::RunStatus::failed);
+  EXPECT_NE(run->error.find("idx"), std::string::npos) << run->error;
+  EXPECT_FALSE(r.environment(1).empty());
+}
