@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   show->add_option("run", show_id, "Run id (see `trainscope runs`)")->required();
   show->add_option("--db", read_db, "SQLite file")->capture_default_str();
   show->add_flag("--json", show_json, "JSON output");
+  int64_t show_layers = -1;
+  show->add_option("--layers", show_layers, "Also print the per-layer table: the N slowest layers (0: all)")
+      ->expected(0, 1)
+      ->default_str("0");
 
   try {
     app.parse(argc, argv);
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
     if (*show) {
       const auto summary = run_summary(read_db, show_id);
       fmt::print("{}", show_json ? summary.dump(2) + "\n" : format_summary(summary));
+      if (show_layers >= 0) fmt::print("\n{}", format_layers(read_db, show_id, show_layers));
       return kExitOk;
     }
   } catch (const UsageError& e) {

@@ -154,6 +154,37 @@ std::string format_summary(const nlohmann::json& j) {
   return s;
 }
 
+std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
+  std::optional<store::Reader> reader;
+  try {
+    reader.emplace(db);
+  } catch (const store::StoreError& e) {
+    throw UsageError(e.what());
+  }
+  if (!reader->run(run_id)) throw UsageError(fmt::format("run {} not found in {}", run_id, db.string()));
+  auto layers = reader->layers(run_id);
+  if (limit > 0 && static_cast<int64_t>(layers.size()) > limit) {
+    // Keep the slowest `limit`, then put them back in model order.
+    std::vector<size_t> idx(layers.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+      return layers[a].forward_ns + layers[a].backward_ns > layers[b].forward_ns + layers[b].backward_ns;
+    });
+    idx.resize(static_cast<size_t>(limit));
+    std::sort(idx.begin(), idx.end());
+    std::vector<store::LayerRow> kept;
+    for (size_t i : idx) kept.push_back(layers[i]);
+    layers = std::move(kept);
+  }
+  std::string s = fmt::format("{:<32} {:>10} {:>10} {:>12} {:>12}  {}\n", "layer (per timed iteration)", "fwd ms",
+                              "bwd ms", "activations", "parameters", "ops");
+  for (const auto& l : layers) {
+    s += fmt::format("{:<32} {:>10.3f} {:>10.3f} {:>12} {:>12}  {}\n", l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6,
+                     human_bytes(static_cast<double>(l.activation_bytes)), with_commas(l.parameter_count), l.op_types);
+  }
+  return s;
+}
+
 std::string format_runs(const std::filesystem::path& db) {
   std::optional<store::Reader> reader;
   try {

@@ -12,6 +12,9 @@ namespace ts::cli {
 // Throws UsageError when the db or the run does not exist.
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id);
 std::string format_summary(const nlohmann::json& summary);
+// Per-layer forward/backward time, activation bytes and parameters (like `caffe time`),
+// the `limit` slowest layers (0: all), in model order.
+std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit);
 // The runs of a db as a table.
 std::string format_runs(const std::filesystem::path& db);
 std::string human_bytes(double bytes);

@@ -1,5 +1,6 @@
 #include "engine/autograd.h"
 
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -7,6 +8,7 @@
 #include "engine/backend.h"
 #include "engine/context.h"
 #include "engine/ops.h"
+#include "profiler/tracer.h"
 
 namespace ts::engine {
 
@@ -215,6 +217,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
         }
       }
       OwnerScope owner(node->owner(), node->owner_id());
+      // The node's whole backward is one op event (ConvBackward, BatchNormBackward, ...): backward
+      // pieces that are ops nest inside it, and work a node does without ops is still timed.
+      std::optional<OpScope> traced;
+      if (op_tracing() && profiler::Tracer::global().enabled()) traced.emplace(op_name(node->name()));
       input_grads = node->backward(grads);
       if (input_grads.size() != node->next_edges().size()) {
         throw std::logic_error(node->name() + ": backward returned " + std::to_string(input_grads.size()) +
