@@ -17,15 +17,6 @@ namespace {
 using namespace testing;
 using cpu::cpu_backend;
 
-Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
-  Conv2dParams p;
-  p.stride_h = p.stride_w = stride;
-  p.pad_h = p.pad_w = pad;
-  p.dilation_h = p.dilation_w = dil;
-  p.groups = groups;
-  return p;
-}
-
 TEST(CpuBackend, BackendForDevices) {
   EXPECT_STREQ(backend_for(Device::cpu()).name(), "cpu");
   EXPECT_EQ(&backend_for(Device::cpu()), &backend_for(Device::cpu()));

@@ -20,15 +20,6 @@ using namespace testing;
     EXPECT_GT(_r.checked, 0);             \
   } while (0)
 
-Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
-  Conv2dParams p;
-  p.stride_h = p.stride_w = stride;
-  p.pad_h = p.pad_w = pad;
-  p.dilation_h = p.dilation_w = dil;
-  p.groups = groups;
-  return p;
-}
-
 Pool2dParams pool_params(int64_t k, int64_t s, int64_t pad, bool include_pad = false) {
   Pool2dParams p;
   p.kernel_h = p.kernel_w = k;

@@ -129,4 +129,13 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil, int64_t groups) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dilation_h = p.dilation_w = dil;
+  p.groups = groups;
+  return p;
+}
+
 }  // namespace ts::engine::testing

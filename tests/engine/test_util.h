@@ -23,6 +23,9 @@ std::vector<float> naive_pool2d(const std::vector<float>& x, const Shape& xs, co
 std::vector<float> naive_linear(const std::vector<float>& x, int64_t n, int64_t i, const std::vector<float>& w,
                                 int64_t o, const std::vector<float>* bias);
 
+// Square stride, padding, dilation.
+Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1);
+
 // max |a - b| / (1 + |b|)
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b);
 
