@@ -18,9 +18,12 @@ engine::optim::SgdOptions sgd_options(const engine::optim::LrSchedule& lr) {
 }  // namespace
 
 ImageClassifier::ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward,
-                                 std::unique_ptr<ImageSource> data, int64_t batch, const engine::optim::LrSchedule& lr)
+                                 std::unique_ptr<ImageSource> data, int64_t batch, const engine::optim::LrSchedule& lr,
+                                 TrainForward train_forward, float aux_weight)
     : model_(std::move(model)),
       forward_(std::move(forward)),
+      train_forward_(std::move(train_forward)),
+      aux_weight_(aux_weight),
       data_(std::move(data)),
       batch_(batch),
       sgd_(model_->parameters(), sgd_options(lr)) {
@@ -28,11 +31,21 @@ ImageClassifier::ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forw
 }
 
 Tensor ImageClassifier::forward_loss(const Batch& batch) {
-  const Tensor logits = forward_(batch.inputs);
+  TrainOutputs out;
+  if (train_forward_) {
+    out = train_forward_(batch.inputs);
+  } else {
+    out.logits = forward_(batch.inputs);
+  }
   static const std::string loss_path = "loss";
   static const auto loss_id = engine::op_name(loss_path);
   engine::OwnerScope owner(&loss_path, loss_id);
-  return engine::ops::softmax_cross_entropy(logits, batch.labels);
+  Tensor loss = engine::ops::softmax_cross_entropy(out.logits, batch.labels);
+  if (out.aux_logits.defined()) {
+    loss = engine::ops::add(loss, engine::ops::scale(engine::ops::softmax_cross_entropy(out.aux_logits, batch.labels),
+                                                     aux_weight_));
+  }
+  return loss;
 }
 
 Quality ImageClassifier::evaluate(int64_t batches) {

@@ -1,6 +1,6 @@
 #pragma once
-// The Workload for image classifiers (resnet50 now, inception_v3 later): a model, an image
-// source, softmax cross-entropy and SGD with momentum.
+// The Workload for image classifiers (resnet50, inception_v3): a model, an image source,
+// softmax cross-entropy and SGD with momentum.
 #include <functional>
 #include <memory>
 
@@ -13,8 +13,17 @@ namespace ts::workloads {
 class ImageClassifier : public Workload {
  public:
   using Forward = std::function<engine::Tensor(const engine::Tensor&)>;
+  // Logits for the training loss where a model has an auxiliary classifier (inception_v3):
+  // loss = CE(logits) + aux_weight * CE(aux_logits); aux_logits may be undefined.
+  struct TrainOutputs {
+    engine::Tensor logits, aux_logits;
+  };
+  using TrainForward = std::function<TrainOutputs(const engine::Tensor&)>;
+
+  // `forward` gives the logits evaluation uses; `train_forward`, when set, replaces it for the loss.
   ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward, std::unique_ptr<ImageSource> data,
-                  int64_t batch, const engine::optim::LrSchedule& lr);
+                  int64_t batch, const engine::optim::LrSchedule& lr, TrainForward train_forward = {},
+                  float aux_weight = 0.0f);
 
   engine::nn::Module& model() override { return *model_; }
   int64_t batch_size() const override { return batch_; }
@@ -31,6 +40,8 @@ class ImageClassifier : public Workload {
  private:
   std::shared_ptr<engine::nn::Module> model_;
   Forward forward_;
+  TrainForward train_forward_;
+  float aux_weight_;
   std::unique_ptr<ImageSource> data_;
   int64_t batch_;
   engine::optim::Sgd sgd_;

@@ -1,5 +1,6 @@
 #include "workloads/workload.h"
 
+#include "workloads/inception_v3/inception_v3.h"
 #include "workloads/resnet50/resnet50.h"
 
 namespace ts::workloads {
@@ -12,7 +13,7 @@ const Preset* WorkloadSpec::preset(const std::string& n) const {
 }
 
 const std::vector<WorkloadSpec>& registry() {
-  static const std::vector<WorkloadSpec> specs = {resnet50_spec()};
+  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec()};
   return specs;
 }
 

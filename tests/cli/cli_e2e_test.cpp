@@ -17,7 +17,7 @@ using namespace ts::testing;
 namespace {
 
 std::string tiny_run(const std::filesystem::path& db, const std::string& extra = "") {
-  return "run resnet50 --preset tiny --iters 3 --warmup 1 --threads 2 --eval-batches 1 --db " + db.string() + " " + extra;
+  return "run resnet50 --preset tiny --iters 3 --warmup 1 --threads 1 --eval-batches 1 --db " + db.string() + " " + extra;
 }
 
 std::map<std::string, double> metrics_of(store::Reader& r, int64_t run) {
