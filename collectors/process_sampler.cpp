@@ -97,22 +97,19 @@ void ProcessSampler::loop(std::chrono::milliseconds interval) {
   int64_t last_wall = now_ns();
   int64_t last_cpu = process_cpu_ns();
   SystemTicks last_sys = system_ticks();
-  auto next = std::chrono::steady_clock::now() + interval;
-  std::unique_lock lock(mutex_);
-  while (!wake_.wait_until(lock, next, [this] { return stop_requested_; })) {
-    next += interval;
-    lock.unlock();  // read /proc without holding the lock samples() takes
+  // Reads /proc and appends one round of samples; called without the lock samples() takes.
+  auto take = [&](bool first) {
     const int64_t wall = now_ns();
     const int64_t rss = rss_bytes();
     const int64_t cpu = process_cpu_ns();
     const SystemTicks sys = system_ticks();
     std::vector<Sample> fresh;
     if (rss >= 0) fresh.push_back({wall, "rss_bytes", static_cast<double>(rss)});
-    if (cpu >= 0 && last_cpu >= 0 && wall > last_wall) {
+    if (!first && cpu >= 0 && last_cpu >= 0 && wall > last_wall) {
       fresh.push_back({wall, "process_cpu_percent",
                        100.0 * static_cast<double>(cpu - last_cpu) / static_cast<double>(wall - last_wall)});
     }
-    if (sys.ok && last_sys.ok && sys.total > last_sys.total) {
+    if (!first && sys.ok && last_sys.ok && sys.total > last_sys.total) {
       fresh.push_back({wall, "system_cpu_percent",
                        100.0 * static_cast<double>(sys.busy - last_sys.busy) /
                            static_cast<double>(sys.total - last_sys.total)});
@@ -120,11 +117,23 @@ void ProcessSampler::loop(std::chrono::milliseconds interval) {
     last_wall = wall;
     last_cpu = cpu;
     last_sys = sys;
-    lock.lock();
+    std::lock_guard lock(mutex_);
     samples_.insert(samples_.end(), fresh.begin(), fresh.end());
+  };
+  // A first and a last sample bracket even a run shorter than one interval.
+  take(true);
+  auto next = std::chrono::steady_clock::now() + interval;
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_until(lock, next, [this] { return stop_requested_; })) {
+    next += interval;
+    lock.unlock();
+    take(false);
+    lock.lock();
     // A slow sample (a loaded machine) skips missed ticks rather than bursting to catch up.
     if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + interval;
   }
+  lock.unlock();
+  take(false);
 }
 
 }  // namespace ts::collectors

@@ -104,3 +104,12 @@ TEST(ProcessSampler, CpuPercentReactsToBusyLoop) {
 
 }  // namespace
 }  // namespace ts::collectors
+
+TEST(ProcessSampler, ShortRunStillHasFirstAndLastSample) {
+  ts::collectors::ProcessSampler sampler;
+  sampler.start(std::chrono::milliseconds(10'000));
+  sampler.stop();
+  int rss = 0;
+  for (const auto& s : sampler.samples()) rss += s.name == "rss_bytes" && s.value > 0;
+  EXPECT_EQ(rss, 2);
+}
