@@ -58,9 +58,7 @@ TEST(Suite, BadFilesAreRejectedBeforeAnyRun) {
 }
 
 TEST(Suite, DefaultSuiteParses) {
-  const char* src = std::getenv("TS_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
   TempDir dir;
-  const auto suite = cli::load_suite(std::filesystem::path(src) / "suites/default.toml", dir / "d.db");
+  const auto suite = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/default.toml", dir / "d.db");
   EXPECT_GE(suite.expand().size(), 2u);
 }
