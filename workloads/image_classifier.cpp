@@ -17,6 +17,18 @@ engine::optim::SgdOptions sgd_options(const engine::optim::LrSchedule& lr) {
 }
 }  // namespace
 
+engine::optim::LrSchedule default_lr_schedule(int64_t batch) {
+  engine::optim::LrSchedule lr;
+  lr.base_lr = 0.1 * static_cast<double>(batch) / 256.0;
+  lr.warmup_steps = 5;
+  return lr;
+}
+
+std::vector<std::pair<std::string, std::string>> default_optimizer_rows() {
+  return {{"optimizer", "SGD momentum 0.9, weight decay 1e-4, nesterov off"},
+          {"learning_rate", "0.1 x batch/256, 5-iteration linear warm-up, constant"}};
+}
+
 ImageClassifier::ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward,
                                  std::unique_ptr<ImageSource> data, int64_t batch, const engine::optim::LrSchedule& lr,
                                  TrainForward train_forward, float aux_weight)

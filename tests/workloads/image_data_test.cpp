@@ -25,7 +25,7 @@ TEST(SyntheticImages, DeterministicShapesAndCategories) {
 
 TEST(FashionMnist, ReadsDebiansCopy) {
   if (!std::filesystem::exists(FashionMnist::kDebianDirectory)) {
-    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup installs it)";
+    GTEST_FAIL() << "dataset-fashion-mnist is not installed: run scripts/setup";
   }
   FashionMnist f(FashionMnist::kDebianDirectory, 32, 1, engine::Device::cpu());
   EXPECT_EQ(f.train_size(), 60000);

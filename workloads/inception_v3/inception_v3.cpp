@@ -381,9 +381,8 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"transform_input", "off"},
       {"init", "conv Kaiming-normal fan_out, linear uniform +-1/sqrt(fan_in) (torchvision: truncated normal)"},
       {"num_classes", std::to_string(c.num_classes)},
-      {"optimizer", "SGD momentum 0.9, weight decay 1e-4, nesterov off"},
-      {"learning_rate", "0.1 x batch/256, 5-iteration linear warm-up, constant"},
       {"batch_size", std::to_string(batch)}};
+  for (auto& row : default_optimizer_rows()) p.table.push_back(std::move(row));
   return p;
 }
 
@@ -411,10 +410,8 @@ WorkloadSpec inception_v3_spec() {
       InceptionOutputs o = model->forward(x);
       return ImageClassifier::TrainOutputs{o.logits, o.aux_logits};
     };
-    engine::optim::LrSchedule lr;
-    lr.base_lr = 0.1 * static_cast<double>(batch) / 256.0;
-    lr.warmup_steps = 5;
-    return std::make_unique<ImageClassifier>(model, forward, std::move(data), batch, lr, train_forward, cfg.aux_weight);
+    return std::make_unique<ImageClassifier>(model, forward, std::move(data), batch, default_lr_schedule(batch),
+                                             train_forward, cfg.aux_weight);
   };
   return s;
 }

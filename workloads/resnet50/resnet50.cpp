@@ -104,9 +104,8 @@ Preset make_preset(const std::string& name, const std::string& summary) {
              {"blocks", "3,4,6,3"},
              {"bottleneck_expansion", std::to_string(ResNetConfig::expansion)},
              {"num_classes", std::to_string(c.num_classes)},
-             {"optimizer", "SGD momentum 0.9, weight decay 1e-4, nesterov off"},
-             {"learning_rate", "0.1 x batch/256, 5-iteration linear warm-up, constant"},
              {"batch_size", std::to_string(batch)}};
+  for (auto& row : default_optimizer_rows()) p.table.push_back(std::move(row));
   return p;
 }
 
@@ -129,10 +128,7 @@ WorkloadSpec resnet50_spec() {
     cfg.in_channels = data->channels();
     auto model = std::make_shared<ResNet>(cfg, wc.device, wc.seed);
     auto forward = [model](const Tensor& x) { return model->forward(x); };
-    engine::optim::LrSchedule lr;   // Goyal et al.: 0.1 per 256 samples, with a short linear warm-up
-    lr.base_lr = 0.1 * static_cast<double>(batch) / 256.0;
-    lr.warmup_steps = 5;
-    return std::make_unique<ImageClassifier>(model, forward, std::move(data), batch, lr);
+    return std::make_unique<ImageClassifier>(model, forward, std::move(data), batch, default_lr_schedule(batch));
   };
   return s;
 }
