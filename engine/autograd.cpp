@@ -123,6 +123,44 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     }
   }
 
+  // With a capture list, only nodes that lead to a captured tensor run, and each is told which
+  // of its inputs lead there (post-order over the graph, iterative: graphs are deep).
+  std::unordered_map<Node*, bool> useful;
+  struct ClearMasks {   // even when a backward throws: a later pass must not see stale masks
+    std::unordered_map<Node*, bool>& nodes;
+    ~ClearMasks() {
+      for (auto& entry : nodes) entry.first->set_needed_inputs({});
+    }
+  } clear_masks{useful};
+  if (capture) {
+    std::vector<std::pair<Node*, size_t>> walk;
+    auto visit = [&](Node* n) {
+      if (useful.emplace(n, captured_nodes.count(n) > 0).second) walk.push_back({n, 0});
+    };
+    for (const Tensor& r : roots) {
+      if (!r.is_leaf()) visit(r.grad_fn().get());
+    }
+    while (!walk.empty()) {
+      auto& [n, next] = walk.back();
+      const auto& edges = n->next_edges();
+      if (next < edges.size()) {
+        Node* child = edges[next++].node.get();
+        if (child) visit(child);
+        continue;
+      }
+      std::vector<bool> needed(edges.size(), false);
+      bool any = useful[n];
+      for (size_t i = 0; i < edges.size(); ++i) {
+        const Edge& e = edges[i];
+        needed[i] = e.node ? useful[e.node.get()] : (e.leaf && captured_leaves.count(e.leaf.get()) > 0);
+        any |= needed[i];
+      }
+      useful[n] = any;
+      n->set_needed_inputs(std::move(needed));
+      walk.pop_back();
+    }
+  }
+
   EnableGradScope grad_mode(create_graph);
   PassScope pass(profiler::Pass::backward);
   CategoryScope category(memprof::Category::activation_grads);
@@ -207,6 +245,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
     bool any = false;
     for (auto& g : grads) any |= g.defined();
+    if (capture && !useful[node.get()]) any = false;   // leads to no captured tensor
     std::vector<Tensor> input_grads;
     if (any) {
       // Missing output gradients are zeros of the output's shape.

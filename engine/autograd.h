@@ -38,11 +38,16 @@ class Node : public std::enable_shared_from_this<Node> {
   // Shape/layout/device of each output, so that a missing gradient can be made as zeros.
   struct OutputInfo { Shape shape; Layout layout; Device device; };
   const std::vector<OutputInfo>& outputs() const { return outputs_; }
+  // Whether the running backward wants input i's gradient: grad() of a few tensors (WGAN-GP's
+  // penalty asks only for the input's) lets nodes skip the others, e.g. the weight gradients.
+  bool input_needed(size_t i) const { return needed_.empty() || needed_[i]; }
+  void set_needed_inputs(std::vector<bool> needed) { needed_ = std::move(needed); }
 
  private:
   friend void connect(const std::shared_ptr<Node>&, const std::vector<const Tensor*>&, const std::vector<Tensor*>&);
   std::vector<Edge> next_;
   std::vector<OutputInfo> outputs_;
+  std::vector<bool> needed_;   // empty: all
   int num_outputs_ = 0;
   const std::string* owner_ = nullptr;
   profiler::StringId owner_id_ = 0;

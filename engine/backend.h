@@ -107,10 +107,30 @@ class Backend {
   virtual CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels) = 0;
   virtual Tensor softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels) = 0;
 
+  // --- tanh, nearest upsampling and the gradient penalty (WGAN-GP's generator and critic) ---
+  virtual Tensor tanh_forward(const Tensor& x) = 0;                      // any layout, kept
+  virtual Tensor tanh_backward(const Tensor& dy, const Tensor& y) = 0;   // dy (1 - y^2)
+  // x [N, C, H, W] -> [N, C, f H, f W], each value repeated f x f times (any layout, kept).
+  virtual Tensor upsample_nearest2d_forward(const Tensor& x, int64_t factor) = 0;
+  // Its adjoint: each f x f window of dy summed.
+  virtual Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor) = 0;
+  // x [N, D] plain: loss [1] = mean_n (||x_n|| - target)^2, norms [N] = ||x_n||.
+  struct NormPenaltyResult {
+    Tensor loss, norms;
+  };
+  virtual NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) = 0;
+  // dx_n = dloss * 2 (||x_n|| - target) / (N ||x_n||) x_n (zero where ||x_n|| = 0).
+  virtual Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) = 0;
+
   // --- optimizer updates (in place, plain layout) ---
   // buf = momentum * buf + (grad + wd * param); param -= lr * (nesterov ? grad' + momentum * buf : buf)
   virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr, float momentum,
                         float weight_decay, bool nesterov) = 0;
+  // Adam (Kingma & Ba; PyTorch's formulation, L2 weight decay added to the gradient), `step`
+  // counting from 1: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+  // param -= lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps).
+  virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
 };
 
 // The backend for a device; throws std::runtime_error for a device this build lacks.

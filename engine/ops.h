@@ -34,11 +34,18 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& x, float s);
 Tensor sum(const Tensor& x);                    // [1]
 Tensor mean(const Tensor& x);                   // [1]
+// Its backward is not differentiable again (a second backward through it throws).
+Tensor tanh(const Tensor& x);
 
 // --- pooling ---
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Layout& x_layout, const Pool2dParams& p);
 Tensor global_avg_pool2d(const Tensor& x);     // [N, C, H, W] -> [N, C] (plain)
+
+// --- nearest-neighbour upsampling by an integer factor (twice differentiable) ---
+Tensor upsample_nearest2d(const Tensor& x, int64_t factor);
+Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor);
 
 // --- fully connected ---
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias /* may be undefined */);
@@ -49,5 +56,8 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 
 // --- loss: mean softmax cross-entropy; labels [N] hold class indices as fp32, never need grad ---
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
+// --- WGAN-GP's gradient penalty: x [N, ...], mean_n (||x_n||_2 - target)^2 -> [1]; the
+// per-sample norms go to `norms` when given. First order only (x is itself a gradient). ---
+Tensor norm_penalty(const Tensor& x, float target, Tensor* norms = nullptr);
 
 }  // namespace ts::engine::ops

@@ -2,6 +2,7 @@
 
 #include "workloads/inception_v3/inception_v3.h"
 #include "workloads/resnet50/resnet50.h"
+#include "workloads/wgan/wgan.h"
 
 namespace ts::workloads {
 
@@ -13,7 +14,7 @@ const Preset* WorkloadSpec::preset(const std::string& n) const {
 }
 
 const std::vector<WorkloadSpec>& registry() {
-  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec()};
+  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), wgan_spec()};
   return specs;
 }
 

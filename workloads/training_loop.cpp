@@ -1,6 +1,8 @@
 #include "workloads/training_loop.h"
 
 #include <exception>
+#include <stdexcept>
+#include <string>
 
 #include "engine/context.h"
 #include "memprof/ledger.h"
@@ -24,7 +26,53 @@ const PhaseIds& phase_ids() {
   return ids;
 }
 
+class LoopPhases final : public Phases {
+ public:
+  void data(const std::function<void()>& f) override {
+    profiler::Range r(phase_ids().data, profiler::EventKind::phase);
+    engine::CategoryScope category(memprof::Category::inputs);
+    f();
+  }
+  void forward(const std::function<void()>& f) override {
+    profiler::Range r(phase_ids().forward, profiler::EventKind::phase);
+    engine::PassScope pass(profiler::Pass::forward);
+    engine::CategoryScope category(memprof::Category::activations);
+    f();
+  }
+  void backward(const std::function<void()>& f) override {
+    profiler::Range r(phase_ids().backward, profiler::EventKind::phase);
+    f();
+  }
+  void optimizer(const std::function<void()>& f) override {
+    profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
+    engine::CategoryScope category(memprof::Category::optimizer_state);
+    f();
+  }
+};
+
+std::string no_hook(const char* hook) {
+  return std::string("this workload runs its own step and has no ") + hook + " hook";
+}
+
 }  // namespace
+
+StepResult Workload::step(Phases& phases) {
+  Batch batch;
+  engine::Tensor loss;
+  phases.data([&] { batch = next_batch(); });
+  phases.forward([&] { loss = forward_loss(batch); });
+  phases.backward([&] { loss.backward(); });
+  phases.optimizer([&] {
+    optimizer_step();
+    zero_grad();
+  });
+  return {static_cast<double>(loss.item()), batch.samples};
+}
+
+Batch Workload::next_batch() { throw std::logic_error(no_hook("next_batch")); }
+engine::Tensor Workload::forward_loss(const Batch&) { throw std::logic_error(no_hook("forward_loss")); }
+void Workload::optimizer_step() { throw std::logic_error(no_hook("optimizer_step")); }
+void Workload::zero_grad() { throw std::logic_error(no_hook("zero_grad")); }
 
 LoopResult run_training(Workload& w, const LoopOptions& options) {
   LoopResult result;
@@ -47,30 +95,10 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     try {
       it.start_ns = profiler::now_ns();
       profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
-      Batch batch;
-      {
-        profiler::Range r(ids.data, profiler::EventKind::phase);
-        batch = w.next_batch();
-      }
-      engine::Tensor loss;
-      {
-        profiler::Range r(ids.forward, profiler::EventKind::phase);
-        engine::PassScope pass(profiler::Pass::forward);
-        engine::CategoryScope category(memprof::Category::activations);
-        loss = w.forward_loss(batch);
-      }
-      {
-        profiler::Range r(ids.backward, profiler::EventKind::phase);
-        loss.backward();
-      }
-      {
-        profiler::Range r(ids.optimizer, profiler::EventKind::phase);
-        engine::CategoryScope category(memprof::Category::optimizer_state);
-        w.optimizer_step();
-        w.zero_grad();
-      }
-      it.loss = static_cast<double>(loss.item());
-      it.samples = batch.samples;
+      LoopPhases phases;
+      const StepResult r = w.step(phases);
+      it.loss = r.loss;
+      it.samples = r.samples;
     } catch (const std::exception& e) {
       result.failed = true;
       result.error = "iteration " + std::to_string(i) + ": " + e.what();

@@ -1,7 +1,7 @@
 #pragma once
 // What a workload supplies to the one training loop: its model, data, loss, optimizer and
-// quality metric. Workloads whose iteration is more than forward-backward-update (wgan's
-// critic steps, a3c's actor-learners) will override the step itself.
+// quality metric, or its own step where one iteration is more than forward-backward-update
+// (wgan's critic steps; a3c's actor-learners later).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,18 +45,41 @@ struct Quality {
   bool higher_is_better = true;
 };
 
+// The phases of one iteration (training_loop.cpp): each call opens the phase's profiler range
+// and memory-category scope, runs `f`, and closes them. A step may run a phase several times
+// (wgan's critic steps); the figures add them up per iteration.
+class Phases {
+ public:
+  virtual ~Phases() = default;
+  virtual void data(const std::function<void()>& f) = 0;
+  virtual void forward(const std::function<void()>& f) = 0;
+  virtual void backward(const std::function<void()>& f) = 0;
+  virtual void optimizer(const std::function<void()>& f) = 0;
+};
+
+// What one iteration reports.
+struct StepResult {
+  double loss = 0;
+  int64_t samples = 0;
+};
+
 class Workload {
  public:
   virtual ~Workload() = default;
   virtual engine::nn::Module& model() = 0;
   virtual int64_t batch_size() const = 0;
-  virtual Batch next_batch() = 0;                              // the data phase
-  virtual engine::Tensor forward_loss(const Batch& batch) = 0;  // the forward phase, a scalar loss
-  virtual void optimizer_step() = 0;                           // the optimizer phase
-  virtual void zero_grad() = 0;
   virtual double learning_rate() const = 0;
   // Quality on held-out data (`batches` batches), in eval mode; the model is put back to training.
   virtual Quality evaluate(int64_t batches) = 0;
+
+  // One training iteration. The default is one forward-backward-update through the four hooks
+  // below; workloads whose iteration is more than that (wgan's five critic steps and a
+  // generator step) override it and leave the hooks alone.
+  virtual StepResult step(Phases& phases);
+  virtual Batch next_batch();                              // the data phase
+  virtual engine::Tensor forward_loss(const Batch& batch);  // the forward phase, a scalar loss
+  virtual void optimizer_step();                           // the optimizer phase
+  virtual void zero_grad();
 };
 
 struct WorkloadSpec {

@@ -280,6 +280,153 @@ Tensor CpuBackend::sum_all(const Tensor& x) {
   return y;
 }
 
+// ---------------------------------------------------------------- tanh, upsampling, norm penalty
+
+Tensor CpuBackend::tanh_forward(const Tensor& x) {
+  check_cpu(x, "tanh");
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  const float* s = x.data();
+  float* d = y.data();
+  parallel_for(x.storage_numel(), [=](int64_t i) { d[i] = std::tanh(s[i]); });   // tanh(0) = 0 keeps padding zero
+  return y;
+}
+
+Tensor CpuBackend::tanh_backward(const Tensor& dy_in, const Tensor& y) {
+  check_same(dy_in, y, "tanh_backward");
+  const Tensor dy = as_layout(*this, dy_in, y.layout());
+  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
+  const float* g = dy.data();
+  const float* yy = y.data();
+  float* d = dx.data();
+  parallel_for(y.storage_numel(), [=](int64_t i) { d[i] = g[i] * (1.0f - yy[i] * yy[i]); });
+  return dx;
+}
+
+namespace {
+
+// A 4-D tensor's storage as [outer][H][W][vec]: plain is (N C, H, W, 1), channels-last
+// (N, H, W, C), channel-blocked (N C/b, H, W, b). Spatial ops then never reorder.
+struct SpatialView {
+  int64_t outer, h, w, vec;
+};
+
+SpatialView spatial_view(const Tensor& t, const char* op) {
+  if (t.dim() != 4) throw std::invalid_argument(std::string(op) + ": needs [N, C, H, W], got " + shape_str(t.shape()));
+  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  switch (t.layout().kind) {
+    case Layout::Kind::plain: return {n * c, h, w, 1};
+    case Layout::Kind::channels_last: return {n, h, w, c};
+    case Layout::Kind::channel_blocked: {
+      const int64_t b = t.layout().block;
+      return {n * ((c + b - 1) / b), h, w, b};
+    }
+  }
+  throw std::logic_error("unknown layout");
+}
+
+void check_factor(int64_t factor, const char* op) {
+  if (factor < 1) throw std::invalid_argument(std::string(op) + ": factor must be >= 1, got " + std::to_string(factor));
+}
+
+}  // namespace
+
+Tensor CpuBackend::upsample_nearest2d_forward(const Tensor& x, int64_t f) {
+  check_cpu(x, "upsample_nearest2d");
+  check_factor(f, "upsample_nearest2d");
+  const SpatialView v = spatial_view(x, "upsample_nearest2d");
+  Tensor y = Tensor::empty({x.size(0), x.size(1), x.size(2) * f, x.size(3) * f}, x.device(), x.layout());
+  const float* s = x.data();
+  float* d = y.data();
+  const int64_t oh = v.h * f, ow = v.w * f, vec = v.vec;
+#pragma omp parallel for collapse(2) if (v.outer * oh * ow * vec > kParallelThreshold)
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < oh; ++i) {
+      const float* src = s + ((o * v.h + i / f) * v.w) * vec;
+      float* dst = d + ((o * oh + i) * ow) * vec;
+      for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * vec, src + (j / f) * vec, sizeof(float) * vec);
+    }
+  }
+  return y;
+}
+
+Tensor CpuBackend::upsample_nearest2d_backward(const Tensor& dy, int64_t f) {
+  check_cpu(dy, "upsample_nearest2d_backward");
+  check_factor(f, "upsample_nearest2d_backward");
+  if (dy.dim() != 4 || dy.size(2) % f != 0 || dy.size(3) % f != 0) {
+    throw std::invalid_argument("upsample_nearest2d_backward: " + shape_str(dy.shape()) +
+                                " is not a multiple of the factor " + std::to_string(f));
+  }
+  Tensor dx = Tensor::empty({dy.size(0), dy.size(1), dy.size(2) / f, dy.size(3) / f}, dy.device(), dy.layout());
+  const SpatialView v = spatial_view(dx, "upsample_nearest2d_backward");
+  const float* g = dy.data();
+  float* d = dx.data();
+  const int64_t oh = v.h * f, ow = v.w * f, vec = v.vec;
+#pragma omp parallel for collapse(2) if (v.outer * oh * ow * vec > kParallelThreshold)
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.h; ++i) {
+      float* dst = d + ((o * v.h + i) * v.w) * vec;
+      for (int64_t j = 0; j < v.w; ++j) {
+        for (int64_t k = 0; k < vec; ++k) {
+          float acc = 0.0f;
+          for (int64_t a = 0; a < f; ++a) {
+            const float* row = g + ((o * oh + i * f + a) * ow + j * f) * vec + k;
+            for (int64_t b = 0; b < f; ++b) acc += row[b * vec];
+          }
+          dst[j * vec + k] = acc;
+        }
+      }
+    }
+  }
+  return dx;
+}
+
+Backend::NormPenaltyResult CpuBackend::norm_penalty_forward(const Tensor& x_in, float target) {
+  check_cpu(x_in, "norm_penalty");
+  if (x_in.dim() != 2 || x_in.size(0) < 1) {
+    throw std::invalid_argument("norm_penalty: expected [N, D] with N >= 1, got " + shape_str(x_in.shape()));
+  }
+  const Tensor x = as_layout(*this, x_in, Layout::plain());
+  const int64_t n = x.size(0), dim = x.size(1);
+  NormPenaltyResult r{Tensor::empty({1}, x.device()), Tensor::empty({n}, x.device())};
+  const float* p = x.data();
+  float* norms = r.norms.data();
+  double total = 0.0;
+#pragma omp parallel for reduction(+ : total) if (n * dim > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    double ss = 0.0;
+    for (int64_t k = 0; k < dim; ++k) ss += static_cast<double>(p[i * dim + k]) * p[i * dim + k];
+    const double norm = std::sqrt(ss);
+    norms[i] = static_cast<float>(norm);
+    total += (norm - target) * (norm - target);
+  }
+  r.loss.data()[0] = static_cast<float>(total / static_cast<double>(n));
+  return r;
+}
+
+Tensor CpuBackend::norm_penalty_backward(const Tensor& dloss, const Tensor& x_in, const Tensor& norms, float target) {
+  check_cpu(dloss, "norm_penalty_backward");
+  check_cpu(norms, "norm_penalty_backward");
+  check_cpu(x_in, "norm_penalty_backward");
+  const Tensor x = as_layout(*this, x_in, Layout::plain());
+  const int64_t n = x.size(0), dim = x.size(1);
+  if (norms.numel() != n || dloss.numel() != 1) {
+    throw std::invalid_argument("norm_penalty_backward: norms " + shape_str(norms.shape()) + " / dloss " +
+                                shape_str(dloss.shape()) + " for input " + shape_str(x.shape()));
+  }
+  Tensor dx = Tensor::empty(x.shape(), x.device());
+  const float g = dloss.item();
+  const float* p = x.data();
+  const float* nm = norms.data();
+  float* d = dx.data();
+#pragma omp parallel for if (n * dim > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    // The norm's gradient is undefined at 0; PyTorch's gives 0 there too.
+    const float coef = nm[i] > 0.0f ? g * 2.0f * (nm[i] - target) / (static_cast<float>(n) * nm[i]) : 0.0f;
+    for (int64_t k = 0; k < dim; ++k) d[i * dim + k] = coef * p[i * dim + k];
+  }
+  return dx;
+}
+
 // ---------------------------------------------------------------- loss
 
 CrossEntropyResult CpuBackend::softmax_cross_entropy_forward(const Tensor& logits_in, const Tensor& labels_in) {
@@ -370,6 +517,32 @@ void CpuBackend::sgd_step(const Tensor& param, const Tensor& grad_in, const Tens
     const float bi = momentum * b[i] + gi;
     b[i] = bi;
     w[i] -= lr * (nesterov ? gi + momentum * bi : bi);
+  });
+}
+
+void CpuBackend::adam_step(const Tensor& param, const Tensor& grad_in, const Tensor& m, const Tensor& v, float lr,
+                           float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  check_same(param, grad_in, "adam_step");
+  check_same(param, m, "adam_step");
+  check_same(param, v, "adam_step");
+  if (m.layout() != param.layout() || v.layout() != param.layout()) {
+    throw std::invalid_argument("adam_step: moment buffer layout differs from param");
+  }
+  if (step < 1) throw std::invalid_argument("adam_step: step counts from 1, got " + std::to_string(step));
+  const Tensor grad = as_layout(*this, grad_in, param.layout());
+  float* w = param.data();
+  const float* g = grad.data();
+  float* pm = m.data();
+  float* pv = v.data();
+  const float step_size = lr / static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), step));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), step)));
+  parallel_for(param.storage_numel(), [=](int64_t i) {
+    const float gi = g[i] + weight_decay * w[i];
+    const float mi = beta1 * pm[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * pv[i] + (1.0f - beta2) * gi * gi;
+    pm[i] = mi;
+    pv[i] = vi;
+    w[i] -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
   });
 }
 

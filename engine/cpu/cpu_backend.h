@@ -64,8 +64,17 @@ class CpuBackend final : public Backend {
   CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels) override;
   Tensor softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels) override;
 
+  Tensor tanh_forward(const Tensor& x) override;
+  Tensor tanh_backward(const Tensor& dy, const Tensor& y) override;
+  Tensor upsample_nearest2d_forward(const Tensor& x, int64_t factor) override;
+  Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor) override;
+  NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) override;
+  Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) override;
+
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr, float momentum,
                 float weight_decay, bool nesterov) override;
+  void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, int64_t step) override;
 
   // --- introspection (tests, benchmarks) ---
   // Primitives created so far (every cache miss creates one entry; hits create none).

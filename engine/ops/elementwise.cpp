@@ -1,4 +1,4 @@
-// relu, add, mul, scale, sum, mean and the layout/shape ops: all twice differentiable.
+// relu, add, mul, scale, sum, mean and the layout/shape ops (all twice differentiable), and tanh.
 #include "engine/ops/internal.h"
 
 namespace ts::engine::ops {
@@ -38,6 +38,19 @@ struct ReluBackwardBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::relu_backward(g[0], y), Tensor()}; }
   void release_saved() override { y = Tensor(); }
   std::string name() const override { return "ReluBackwardBackward"; }
+};
+
+// tanh's backward uses the output; x is kept only so that a second backward through this
+// one fails loudly (the second derivative would also need y with its history).
+struct TanhBackward : Node {
+  Tensor x, y;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor dx = backend_of(y).tanh_backward(g[0], y);
+    detail::mark_not_differentiable("tanh_backward", {&g[0], &x}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { x = y = Tensor(); }
+  std::string name() const override { return "TanhBackward"; }
 };
 
 struct AddBackward : Node {
@@ -141,6 +154,20 @@ Tensor relu_backward(const Tensor& dy, const Tensor& y) {
   Tensor dx = backend_of(y).relu_backward(dy, y);
   if (needs_grad({&dy, &y})) connect(std::make_shared<ReluBackwardBackward>(y.detach()), {&dy, &y}, {&dx});
   return dx;
+}
+
+Tensor tanh(const Tensor& x) {
+  static const auto name = op_name("tanh");
+  check_defined(x, "tanh", "x");
+  OpScope scope(name);
+  Tensor y = backend_of(x).tanh_forward(x);
+  if (needs_grad({&x})) {
+    auto n = std::make_shared<TanhBackward>();
+    n->x = x;
+    n->y = y.detach();
+    connect(n, {&x}, {&y});
+  }
+  return y;
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {

@@ -27,8 +27,8 @@ struct Conv2dBackward : Node {
   bool need_x, need_w, need_b, has_bias;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     std::vector<Tensor> r(3);
-    if (need_x) r[0] = ops::conv2d_backward_data(g[0], w, x_shape, x_layout, p);
-    if (need_w || need_b) {
+    if (need_x && input_needed(0)) r[0] = ops::conv2d_backward_data(g[0], w, x_shape, x_layout, p);
+    if ((need_w && input_needed(1)) || (need_b && input_needed(2))) {
       WeightGrads wg = ops::conv2d_backward_weights(x, g[0], w_shape, has_bias, p);
       if (need_w) r[1] = wg.dw;
       if (need_b) r[2] = wg.dbias;
@@ -37,6 +37,47 @@ struct Conv2dBackward : Node {
   }
   void release_saved() override { x = Tensor(); w = Tensor(); }
   std::string name() const override { return "Conv2dBackward"; }
+};
+
+// dx = conv_backward_data(dy, w) is bilinear in (dy, w), and <g, dx> = <conv(g, w), dy>:
+// so d dy = conv(g, w) and d w = conv_backward_weights(g, dy).
+struct Conv2dBackwardDataBackward : Node {
+  Tensor dy, w;
+  Shape w_shape;
+  Conv2dParams p;
+  bool need_dy, need_w;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    std::vector<Tensor> r(2);
+    if (need_dy) r[0] = ops::conv2d(g[0], w, Tensor(), p);
+    if (need_w) r[1] = ops::conv2d_backward_weights(g[0], dy, w_shape, false, p).dw;
+    return r;
+  }
+  void release_saved() override { dy = w = Tensor(); }
+  std::string name() const override { return "Conv2dBackwardDataBackward"; }
+};
+
+// dw = conv_backward_weights(x, dy) with <gw, dw> = <conv(x, gw), dy>, and db = sum dy with
+// <gb, db> = <broadcast gb, dy>: so d dy = conv(x, gw, gb) and d x = conv_backward_data(dy, gw).
+struct Conv2dBackwardWeightsBackward : Node {
+  Tensor x, dy;
+  Shape x_shape, w_shape;
+  Layout x_layout;
+  Conv2dParams p;
+  bool need_x, need_dy;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor& gw = g[0];
+    const Tensor gb = g.size() > 1 ? g[1] : Tensor();
+    std::vector<Tensor> r(2);
+    if (need_x && gw.defined()) r[0] = ops::conv2d_backward_data(dy, gw, x_shape, x_layout, p);
+    if (need_dy && (gw.defined() || gb.defined())) {
+      // Only the bias gradient reached us: a zero filter makes the conv a bias broadcast.
+      const Tensor w = gw.defined() ? gw : Tensor::zeros(w_shape, x.device());
+      r[1] = ops::conv2d(x, w, gb, p);
+    }
+    return r;
+  }
+  void release_saved() override { x = dy = Tensor(); }
+  std::string name() const override { return "Conv2dBackwardWeightsBackward"; }
 };
 
 }  // namespace
@@ -64,8 +105,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
     n->need_w = w.requires_grad();
     n->need_b = bias.defined() && bias.requires_grad();
     n->has_bias = bias.defined();
-    // Saved with their history: the backward pieces have no backward of their own yet, and a
-    // second backward through them must fail loudly rather than miss the dependency.
+    // Saved with their history: the backward pieces are differentiable (WGAN-GP's penalty).
     if (n->need_w || n->need_b) n->x = x;
     if (n->need_x) n->w = w;
     n->x_shape = x.shape();
@@ -85,7 +125,16 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   check_same_device(dy, w, "conv2d_backward_data");
   OpScope scope(name);
   Tensor dx = backend_of(dy).conv2d_backward_data(dy, w, x_shape, x_layout, p);
-  mark_not_differentiable("conv2d_backward_data", {&dy, &w}, {&dx});
+  if (needs_grad({&dy, &w})) {
+    auto n = std::make_shared<Conv2dBackwardDataBackward>();
+    n->need_dy = dy.requires_grad();
+    n->need_w = w.requires_grad();
+    if (n->need_dy) n->w = w;
+    if (n->need_w) n->dy = dy;
+    n->w_shape = w.shape();
+    n->p = p;
+    connect(n, {&dy, &w}, {&dx});
+  }
   return dx;
 }
 
@@ -97,9 +146,20 @@ WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Sha
   check_same_device(x, dy, "conv2d_backward_weights");
   OpScope scope(name);
   WeightGrads r = backend_of(x).conv2d_backward_weights(x, dy, w_shape, bias, p);
-  std::vector<Tensor*> outs{&r.dw};
-  if (r.dbias.defined()) outs.push_back(&r.dbias);
-  mark_not_differentiable("conv2d_backward_weights", {&x, &dy}, outs);
+  if (needs_grad({&x, &dy})) {
+    auto n = std::make_shared<Conv2dBackwardWeightsBackward>();
+    n->need_x = x.requires_grad();
+    n->need_dy = dy.requires_grad();
+    if (n->need_dy) n->x = x;
+    if (n->need_x) n->dy = dy;
+    n->x_shape = x.shape();
+    n->x_layout = x.layout();
+    n->w_shape = w_shape;
+    n->p = p;
+    std::vector<Tensor*> outs{&r.dw};
+    if (r.dbias.defined()) outs.push_back(&r.dbias);
+    connect(n, {&x, &dy}, outs);
+  }
   return r;
 }
 
@@ -174,7 +234,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, cons
       be.copy(running_mean, node->mean);
       be.copy(running_var, node->var);
     }
-    node->x = x;   // with history, see Conv2dBackward
+    node->x = x;   // with history: a second backward through BN's backward must fail loudly
     node->gamma = gamma;
     connect(node, {&x, &gamma, &beta}, {&y});
   }
@@ -204,11 +264,16 @@ struct AvgPoolBackward : Node {
   Layout x_layout;
   Pool2dParams p;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    Tensor dx = backend_of(g[0]).avg_pool2d_backward(g[0], x_shape, x_layout, p);
-    mark_not_differentiable("avg_pool2d_backward", {&g[0]}, {&dx});
-    return {dx};
+    return {ops::avg_pool2d_backward(g[0], x_shape, x_layout, p)};
   }
   std::string name() const override { return "AvgPool2dBackward"; }
+};
+
+// avg_pool2d_backward is linear in dy and its adjoint is the forward pooling.
+struct AvgPoolBackwardBackward : Node {
+  Pool2dParams p;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::avg_pool2d(g[0], p)}; }
+  std::string name() const override { return "AvgPool2dBackwardBackward"; }
 };
 
 }  // namespace
@@ -244,6 +309,19 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   return y;
 }
 
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Layout& x_layout, const Pool2dParams& p) {
+  static const auto name = op_name("avg_pool2d_backward");
+  check_4d(dy, "avg_pool2d_backward", "dy");
+  OpScope scope(name);
+  Tensor dx = backend_of(dy).avg_pool2d_backward(dy, x_shape, x_layout, p);
+  if (needs_grad({&dy})) {
+    auto n = std::make_shared<AvgPoolBackwardBackward>();
+    n->p = p;
+    connect(n, {&dy}, {&dx});
+  }
+  return dx;
+}
+
 Tensor global_avg_pool2d(const Tensor& x) {
   static const auto name = op_name("global_avg_pool2d");
   check_4d(x, "global_avg_pool2d", "input");
@@ -258,6 +336,58 @@ Tensor global_avg_pool2d(const Tensor& x) {
   return flatten(avg_pool2d(x, p));
 }
 
+// ---------------------------------------------------------------- nearest upsampling
+
+namespace {
+
+// Upsampling and its backward are adjoint linear maps: each one's backward is the other.
+struct UpsampleNearestBackward : Node {
+  int64_t factor;
+  explicit UpsampleNearestBackward(int64_t f) : factor(f) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {ops::upsample_nearest2d_backward(g[0], factor)};
+  }
+  std::string name() const override { return "UpsampleNearest2dBackward"; }
+};
+
+struct UpsampleNearestBackwardBackward : Node {
+  int64_t factor;
+  explicit UpsampleNearestBackwardBackward(int64_t f) : factor(f) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {ops::upsample_nearest2d(g[0], factor)};
+  }
+  std::string name() const override { return "UpsampleNearest2dBackwardBackward"; }
+};
+
+void check_factor(int64_t factor, const char* op) {
+  if (factor < 1) fail(op, "factor must be >= 1, got " + std::to_string(factor));
+}
+
+}  // namespace
+
+Tensor upsample_nearest2d(const Tensor& x, int64_t factor) {
+  static const auto name = op_name("upsample_nearest2d");
+  check_4d(x, "upsample_nearest2d", "input");
+  check_factor(factor, "upsample_nearest2d");
+  OpScope scope(name);
+  Tensor y = backend_of(x).upsample_nearest2d_forward(x, factor);
+  if (needs_grad({&x})) connect(std::make_shared<UpsampleNearestBackward>(factor), {&x}, {&y});
+  return y;
+}
+
+Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor) {
+  static const auto name = op_name("upsample_nearest2d_backward");
+  check_4d(dy, "upsample_nearest2d_backward", "dy");
+  check_factor(factor, "upsample_nearest2d_backward");
+  if (dy.size(2) % factor != 0 || dy.size(3) % factor != 0) {
+    fail("upsample_nearest2d_backward", shape_str(dy.shape()) + " is not a multiple of " + std::to_string(factor));
+  }
+  OpScope scope(name);
+  Tensor dx = backend_of(dy).upsample_nearest2d_backward(dy, factor);
+  if (needs_grad({&dy})) connect(std::make_shared<UpsampleNearestBackwardBackward>(factor), {&dy}, {&dx});
+  return dx;
+}
+
 // ---------------------------------------------------------------- linear
 
 namespace {
@@ -267,8 +397,8 @@ struct LinearBackward : Node {
   bool need_x, need_w, need_b, has_bias;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     std::vector<Tensor> r(3);
-    if (need_x) r[0] = detail::linear_backward_data(g[0], w);
-    if (need_w || need_b) {
+    if (need_x && input_needed(0)) r[0] = detail::linear_backward_data(g[0], w);
+    if ((need_w && input_needed(1)) || (need_b && input_needed(2))) {
       WeightGrads wg = detail::linear_backward_weights(x, g[0], has_bias);
       if (need_w) r[1] = wg.dw;
       if (need_b) r[2] = wg.dbias;
@@ -514,6 +644,42 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels) {
     n->logits = logits;
     connect(n, {&logits}, {&r.loss});
   }
+  return r.loss;
+}
+
+// ---------------------------------------------------------------- gradient penalty
+
+namespace {
+
+struct NormPenaltyBackward : Node {
+  Tensor x, norms;   // x with its history: a second backward through this one must fail loudly
+  float target;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor dx = backend_of(x).norm_penalty_backward(g[0], x.detach(), norms, target);
+    mark_not_differentiable("norm_penalty_backward", {&g[0], &x}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { x = norms = Tensor(); }
+  std::string name() const override { return "NormPenaltyBackward"; }
+};
+
+}  // namespace
+
+Tensor norm_penalty(const Tensor& x, float target, Tensor* norms) {
+  static const auto name = op_name("norm_penalty");
+  check_defined(x, "norm_penalty", "x");
+  if (x.dim() < 1 || x.size(0) < 1) fail("norm_penalty", "needs [N, ...] with N >= 1, got " + shape_str(x.shape()));
+  OpScope scope(name);
+  const Tensor flat = x.dim() == 2 ? to_layout(x, Layout::plain()) : flatten(x);
+  Backend::NormPenaltyResult r = backend_of(flat).norm_penalty_forward(flat, target);
+  if (needs_grad({&flat})) {
+    auto n = std::make_shared<NormPenaltyBackward>();
+    n->x = flat;
+    n->norms = r.norms;
+    n->target = target;
+    connect(n, {&flat}, {&r.loss});
+  }
+  if (norms) *norms = r.norms;
   return r.loss;
 }
 

@@ -78,3 +78,42 @@ TEST(Autograd, NonScalarRootNeedsASeed) {
   backward({y}, {Tensor::from_vector({2}, {1, 10})});
   EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{2, 20}));
 }
+
+namespace {
+// Records which inputs the running backward asked it for, and whether it ran at all.
+struct ProbeNode : Node {
+  std::vector<bool>* seen;
+  int* runs;
+  ProbeNode(std::vector<bool>* s, int* r) : seen(s), runs(r) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    ++*runs;
+    *seen = {input_needed(0), input_needed(1)};
+    return {g[0], g[0]};
+  }
+  std::string name() const override { return "ProbeBackward"; }
+};
+
+Tensor probe(const Tensor& a, const Tensor& b, std::vector<bool>* seen, int* runs) {
+  Tensor y = ops::add(a, b).detach();
+  connect(std::make_shared<ProbeNode>(seen, runs), {&a, &b}, {&y});
+  return y;
+}
+}  // namespace
+
+// grad() of some inputs tells each node which of its inputs lead there (conv and linear then
+// skip their weight gradients) and runs no node that leads nowhere; backward() wants all.
+TEST(Autograd, GradAsksOnlyForTheInputsItNeeds) {
+  Tensor x = leaf({1, 2}), w = leaf({3, 4}), v = leaf({5, 6});
+  std::vector<bool> seen_top, seen_side;
+  int runs_top = 0, runs_side = 0;
+  Tensor side = probe(w, v, &seen_side, &runs_side);   // leads only to w and v
+  Tensor top = probe(x, side, &seen_top, &runs_top);
+  auto g = grad({ops::sum(top)}, {x});
+  EXPECT_EQ(g[0].to_vector(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(seen_top, (std::vector<bool>{true, false}));
+  EXPECT_EQ(runs_side, 0);
+  ops::sum(top).backward();
+  EXPECT_EQ(seen_top, (std::vector<bool>{true, true}));   // the masks of grad() are gone
+  EXPECT_EQ(seen_side, (std::vector<bool>{true, true}));
+  EXPECT_EQ(runs_side, 1);
+}

@@ -227,6 +227,37 @@ TEST(CpuBackend, SgdStep) {
   EXPECT_NEAR(w.to_vector()[1], w0[1] - lr * g0[1], 1e-6);
 }
 
+// Three Adam steps against the update written out in double precision.
+TEST(CpuBackend, AdamStep) {
+  auto& be = backend_for(Device::cpu());
+  const std::vector<float> w0{1.0f, -2.0f, 0.5f, 0.0f};
+  const std::vector<std::vector<float>> grads{{0.1f, 0.2f, -0.3f, 0.0f}, {0.2f, -0.1f, -0.3f, 1e-3f}, {-0.4f, 0.3f, 0.0f, 2.0f}};
+  const double lr = 1e-2, b1 = 0.5, b2 = 0.9, eps = 1e-8, wd = 0.01;
+  Tensor w = Tensor::from_vector({4}, w0);
+  Tensor m = Tensor::zeros({4}, Device::cpu()), v = Tensor::zeros({4}, Device::cpu());
+  std::vector<double> rw(w0.begin(), w0.end()), rm(4, 0.0), rv(4, 0.0);
+  for (int64_t step = 1; step <= 3; ++step) {
+    const auto& g0 = grads[static_cast<size_t>(step - 1)];
+    be.adam_step(w, Tensor::from_vector({4}, g0), m, v, static_cast<float>(lr), static_cast<float>(b1),
+                 static_cast<float>(b2), static_cast<float>(eps), static_cast<float>(wd), step);
+    for (size_t i = 0; i < 4; ++i) {
+      const double g = g0[i] + wd * rw[i];
+      rm[i] = b1 * rm[i] + (1 - b1) * g;
+      rv[i] = b2 * rv[i] + (1 - b2) * g * g;
+      const double mhat = rm[i] / (1 - std::pow(b1, static_cast<double>(step)));
+      const double vhat = rv[i] / (1 - std::pow(b2, static_cast<double>(step)));
+      rw[i] -= lr * mhat / (std::sqrt(vhat) + eps);
+    }
+  }
+  const auto wv = w.to_vector(), mv = m.to_vector(), vv = v.to_vector();
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(wv[i], rw[i], 1e-6) << i;
+    EXPECT_NEAR(mv[i], rm[i], 1e-6) << i;
+    EXPECT_NEAR(vv[i], rv[i], 1e-7) << i;
+  }
+  EXPECT_THROW(be.adam_step(w, w, m, v, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0), std::invalid_argument);
+}
+
 TEST(CpuBackend, FillCopyLayouts) {
   auto& be = backend_for(Device::cpu());
   Tensor t = Tensor::empty({2, 10, 2, 2}, Device::cpu(), Layout::blocked(8));

@@ -2,6 +2,8 @@
 // second-order checks for the ops whose backward is differentiable.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/autograd.h"
 #include "engine/context.h"
 #include "engine/gradcheck.h"
@@ -85,13 +87,50 @@ TEST(OpsGrad, Conv2dBlockedInputGradientKeepsLayout) {
   }
 }
 
-TEST(OpsGrad, Conv2dDoubleBackwardThrows) {
-  Tensor x = rand_tensor({1, 3, 4, 4}, 5);
-  Tensor w = rand_tensor({2, 3, 3, 3}, 6);
-  Tensor y = ops::sum(ops::conv2d(x, w, Tensor(), conv_params(1, 1)));
-  auto g = grad({y}, {x}, {}, /*create_graph=*/true);
-  ASSERT_TRUE(g[0].requires_grad());
-  EXPECT_THROW(grad({ops::sum(g[0])}, {w}), std::logic_error);
+// Second order (WGAN-GP's penalty differentiates through the critic's backward).
+TEST(OpsGrad, Conv2dDoubleBackward) {
+  uint64_t seed = 30;
+  for (const auto& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = rand_tensor(c.x, seed++);
+    Tensor w = rand_tensor(c.w, seed++, true, -0.5f, 0.5f);
+    Tensor b = c.bias ? rand_tensor({c.w[0]}, seed++) : Tensor();
+    const Conv2dParams p = c.p;
+    std::vector<Tensor> in{x, w};
+    if (c.bias) in.push_back(b);
+    EXPECT_GRADCHECK(gradgradcheck(
+        [p](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p); }, in));
+  }
+}
+
+TEST(OpsGrad, Conv2dBackwardPiecesAreDifferentiable) {
+  const auto p = conv_params(2, 1);
+  Tensor dy = rand_tensor({2, 4, 3, 3}, 40);
+  Tensor w = rand_tensor({4, 3, 3, 3}, 41, true, -0.5f, 0.5f);
+  Tensor x = rand_tensor({2, 3, 6, 6}, 42);
+  const Shape xs = x.shape(), ws = w.shape();
+  EXPECT_GRADCHECK(gradcheck(
+      [p, xs](const std::vector<Tensor>& t) { return ops::conv2d_backward_data(t[0], t[1], xs, Layout::plain(), p); },
+      {dy, w}));
+  for (int which : {0, 1}) {   // the weights gradient, then the bias gradient
+    SCOPED_TRACE(which);
+    EXPECT_GRADCHECK(gradcheck(
+        [p, ws, which](const std::vector<Tensor>& t) {
+          WeightGrads r = ops::conv2d_backward_weights(t[0], t[1], ws, true, p);
+          return which == 0 ? r.dw : r.dbias;
+        },
+        {x, dy}));
+  }
+}
+
+TEST(OpsGrad, BatchNormDoubleBackwardThrows) {
+  Tensor x = rand_tensor({2, 3, 4, 4}, 5);
+  Tensor g = rand_tensor({3}, 6, true, 0.5f, 1.5f);
+  Tensor b = rand_tensor({3}, 7);
+  Tensor y = ops::sum(ops::mul(ops::batch_norm(x, g, b, Tensor(), Tensor(), true, 0.1f, 1e-5f), x));
+  auto gx = grad({y}, {x}, {}, /*create_graph=*/true);
+  ASSERT_TRUE(gx[0].requires_grad());
+  EXPECT_THROW(grad({ops::sum(gx[0])}, {g}), std::logic_error);
 }
 
 TEST(OpsGrad, Conv2dRejectsBadShapes) {
@@ -228,7 +267,14 @@ TEST(OpsGrad, AvgPool) {
   for (auto p : {pool_params(2, 2, 0), pool_params(3, 2, 1, false), pool_params(3, 2, 1, true),
                  pool_params(3, 1, 1, true)}) {
     EXPECT_GRADCHECK(gradcheck([p](const std::vector<Tensor>& t) { return ops::avg_pool2d(t[0], p); }, {x}));
+    EXPECT_GRADCHECK(gradgradcheck([p](const std::vector<Tensor>& t) { return ops::avg_pool2d(t[0], p); }, {x}));
   }
+  Tensor xb = rand_tensor({1, 10, 4, 4}, 65);
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) {
+        return ops::avg_pool2d(ops::to_layout(t[0], Layout::blocked(8)), pool_params(2, 2, 0));
+      },
+      {xb}));
 }
 
 TEST(OpsGrad, GlobalAvgPool) {
@@ -363,6 +409,95 @@ TEST(OpsGrad, SmallNetwork) {
   GradcheckOptions o;
   o.max_elements_per_input = 16;
   EXPECT_GRADCHECK(gradcheck(f, {w1, g1, b1, w2, fc}, o));
+}
+
+// ---------------------------------------------------------------- WGAN-GP's pieces
+
+TEST(OpsGrad, Tanh) {
+  Tensor x = rand_tensor({2, 3, 4, 4}, 110, true, -2.0f, 2.0f);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::tanh(t[0]); }, {x}));
+  Tensor xb = rand_tensor({1, 10, 3, 3}, 111, true, -2.0f, 2.0f);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) { return ops::tanh(ops::to_layout(t[0], Layout::blocked(8))); }, {xb}));
+  // Its backward is first order only: a second backward fails loudly rather than drop a term.
+  auto g = grad({ops::sum(ops::mul(ops::tanh(x), x))}, {x}, {}, /*create_graph=*/true);
+  EXPECT_THROW(grad({ops::sum(g[0])}, {x}), std::logic_error);
+}
+
+TEST(OpsGrad, UpsampleNearest) {
+  Tensor x = rand_tensor({2, 3, 3, 4}, 112);
+  for (int64_t f : {1, 2, 3}) {
+    SCOPED_TRACE(f);
+    EXPECT_GRADCHECK(gradcheck([f](const std::vector<Tensor>& t) { return ops::upsample_nearest2d(t[0], f); }, {x}));
+    EXPECT_GRADCHECK(
+        gradgradcheck([f](const std::vector<Tensor>& t) { return ops::upsample_nearest2d(t[0], f); }, {x}));
+  }
+  // Values: every output pixel is its source pixel, in every layout.
+  const std::vector<float> v = x.to_vector();
+  for (Layout l : {Layout::plain(), Layout::blocked(8), Layout::channels_last()}) {
+    SCOPED_TRACE(l.str());
+    NoGradScope no_grad;
+    Tensor y = ops::upsample_nearest2d(ops::to_layout(x, l), 2);
+    EXPECT_EQ(y.layout(), l);
+    ASSERT_EQ(y.shape(), (Shape{2, 3, 6, 8}));
+    const std::vector<float> out = y.to_vector();
+    for (int64_t nc = 0; nc < 6; ++nc) {
+      for (int64_t i = 0; i < 6; ++i) {
+        for (int64_t j = 0; j < 8; ++j) ASSERT_EQ(out[(nc * 6 + i) * 8 + j], v[(nc * 3 + i / 2) * 4 + j / 2]);
+      }
+    }
+  }
+  EXPECT_THROW(ops::upsample_nearest2d(x, 0), std::invalid_argument);
+  EXPECT_THROW(ops::upsample_nearest2d_backward(rand_tensor({1, 1, 3, 3}, 1), 2), std::invalid_argument);
+}
+
+TEST(OpsGrad, NormPenalty) {
+  Tensor x = rand_tensor({3, 2, 2, 3}, 113);
+  Tensor norms;
+  {
+    NoGradScope no_grad;
+    const float loss = ops::norm_penalty(x, 1.0f, &norms).item();
+    const std::vector<float> v = x.to_vector();
+    double expect = 0;
+    for (int64_t n = 0; n < 3; ++n) {
+      double ss = 0;
+      for (int64_t k = 0; k < 12; ++k) ss += static_cast<double>(v[n * 12 + k]) * v[n * 12 + k];
+      EXPECT_NEAR(norms.to_vector()[static_cast<size_t>(n)], std::sqrt(ss), 1e-5);
+      expect += (std::sqrt(ss) - 1.0) * (std::sqrt(ss) - 1.0) / 3.0;
+    }
+    EXPECT_NEAR(loss, expect, 1e-5);
+  }
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::norm_penalty(t[0], 1.0f); }, {x}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::norm_penalty(t[0], 0.5f); }, {x}));
+}
+
+// The whole gradient penalty of WGAN-GP on a small critic with every op the real critic uses
+// (conv with and without bias, relu, mean-pool, residual add, linear): d penalty / d params
+// goes through the critic's backward, checked against finite differences. The relu sits on
+// the input, kept away from 0, so that no parameter step flips its pattern (relu'' = 0 would
+// make finite differences measure kink crossings, not the gradient).
+TEST(OpsGrad, GradientPenaltyThroughCritic) {
+  Tensor xhat = away_from_zero({2, 3, 8, 8}, 120, false);
+  Tensor w1 = rand_tensor({4, 3, 3, 3}, 121, true, -0.5f, 0.5f);
+  Tensor b1 = rand_tensor({4}, 122);
+  Tensor w2 = rand_tensor({4, 4, 3, 3}, 123, true, -0.5f, 0.5f);
+  Tensor ws = rand_tensor({4, 3, 1, 1}, 124, true, -0.5f, 0.5f);
+  Tensor fc = rand_tensor({1, 64}, 125, true, -0.5f, 0.5f);
+  Tensor fcb = rand_tensor({1}, 126);
+  auto penalty = [&](const std::vector<Tensor>& t) {
+    Tensor x = xhat.detach();
+    x.set_requires_grad(true);
+    const Pool2dParams pool = pool_params(2, 2, 0);
+    Tensor h = ops::conv2d(ops::relu(x), t[0], t[1], conv_params(1, 1));
+    h = ops::avg_pool2d(ops::conv2d(h, t[2], Tensor(), conv_params(1, 1)), pool);
+    Tensor shortcut = ops::conv2d(ops::avg_pool2d(x, pool), t[3], Tensor(), conv_params(1, 0));
+    Tensor d = ops::linear(ops::flatten(ops::add(shortcut, h)), t[4], t[5]);
+    Tensor gx = grad({ops::sum(d)}, {x}, {}, /*create_graph=*/true)[0];
+    return ops::scale(ops::norm_penalty(gx, 1.0f), 10.0f);
+  };
+  GradcheckOptions o;
+  o.max_elements_per_input = 12;
+  EXPECT_GRADCHECK(gradcheck(penalty, {w1, b1, w2, ws, fc, fcb}, o));
 }
 
 }  // namespace

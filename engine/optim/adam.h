@@ -1,0 +1,36 @@
+#pragma once
+// Adam (Kingma & Ba 2015) in PyTorch's formulation: bias-corrected moments, L2 weight decay
+// added to the gradient. Moment buffers are allocated lazily in the optimizer_state category.
+#include <vector>
+
+#include "engine/optim/lr_schedule.h"
+#include "engine/tensor.h"
+
+namespace ts::engine::optim {
+
+struct AdamOptions {
+  LrSchedule lr;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+};
+
+class Adam {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions options);
+  // One update with the learning rate of the current step; then the step advances.
+  void step();
+  void zero_grad();
+  double current_lr() const { return options_.lr.at(step_); }
+  int64_t steps() const { return step_; }
+  const AdamOptions& options() const { return options_; }
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<Tensor> m_, v_;
+  AdamOptions options_;
+  int64_t step_ = 0;
+};
+
+}  // namespace ts::engine::optim
