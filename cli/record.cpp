@@ -41,7 +41,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
   const auto& tracer = profiler::Tracer::global();
   const auto lookup = profiler::lookup_in(tracer);
   std::set<int32_t> warmup;
-  std::vector<double> throughput, iteration_ms;
+  std::vector<double> throughput, token_throughput, iteration_ms;
   std::vector<store::IterationRow> its;
   for (const auto& it : loop.iterations) {
     its.push_back({it.index, it.warmup, it.start_ns, it.end_ns, it.samples, it.loss});
@@ -52,6 +52,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
     const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
     iteration_ms.push_back(secs * 1e3);
     if (secs > 0) throughput.push_back(static_cast<double>(it.samples) / secs);
+    if (secs > 0 && it.tokens > 0) token_throughput.push_back(static_cast<double>(it.tokens) / secs);
   }
   writer_.add_iterations(run_, its);
   const auto counted = [&](int32_t i) { return i >= 0 && !warmup.contains(i); };
@@ -153,6 +154,14 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
     metrics.push_back({"throughput_p10", percentile(throughput, 0.1), "samples/s", -1});
     metrics.push_back({"throughput_p90", percentile(throughput, 0.9), "samples/s", -1});
     metrics.push_back({"iteration_time_median", percentile(iteration_ms, 0.5), "ms", -1});
+  }
+  if (!token_throughput.empty()) {   // sequence workloads: real source + target tokens
+    metrics.push_back({"tokens_per_s_median", percentile(token_throughput, 0.5), "tokens/s", -1});
+    metrics.push_back({"tokens_per_s_p10", percentile(token_throughput, 0.1), "tokens/s", -1});
+    metrics.push_back({"tokens_per_s_p90", percentile(token_throughput, 0.9), "tokens/s", -1});
+  }
+  for (const auto& it : loop.iterations) {
+    if (it.tokens > 0) metrics.push_back({"tokens", static_cast<double>(it.tokens), "count", it.index});
   }
   if (!loop.iterations.empty()) {
     metrics.push_back({"loss_first", loop.iterations.front().loss, "", -1});

@@ -16,6 +16,9 @@
 #include "collectors/environment.h"
 #include "collectors/process_sampler.h"
 #include "engine/context.h"
+#ifdef TS_HAVE_CUDA
+#include "engine/cuda/device_memory.h"
+#endif
 #include "engine/device.h"
 #include "fmt/format.h"
 #include "memprof/ledger.h"
@@ -81,7 +84,20 @@ void validate(const RunConfig& c) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (!device.is_cpu()) throw UsageError("device '" + c.device + "' is not available in this build (cpu only)");
+  if (device.type == engine::DeviceType::cuda) {
+#ifdef TS_HAVE_CUDA
+    std::string why;
+    if (!engine::cuda::device_usable(device.index, &why)) {
+      throw UsageError("device '" + c.device + "' is not usable: " + why);
+    }
+#else
+    throw UsageError("device '" + c.device +
+                     "' is not available: this build has no CUDA (configure with -DTS_CUDA=ON where nvcc, cuDNN, "
+                     "CUPTI and NCCL are installed; see docs/gpu-machine.md)");
+#endif
+  } else if (!device.is_cpu()) {
+    throw UsageError("device '" + c.device + "' cannot run a workload (use cpu, cuda or cuda:N)");
+  }
   if (spec->check) {
     workloads::WorkloadConfig wc;
     wc.preset = c.preset;

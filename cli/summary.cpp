@@ -118,10 +118,19 @@ std::string format_summary(const nlohmann::json& j) {
                      metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
   }
+  if (j["metrics"].contains("tokens_per_s_median")) {
+    s += fmt::format("  tokens         {:.0f} tokens/s median (p10 {:.0f}, p90 {:.0f}; real source + target tokens)\n",
+                     metric("tokens_per_s_median"), metric("tokens_per_s_p10"), metric("tokens_per_s_p90"));
+  }
   if (j["metrics"].contains("loss_first")) {
     s += fmt::format("  loss           {:.4f} -> {:.4f}\n", metric("loss_first"), metric("loss_last"));
   }
   if (j["metrics"].contains("accuracy")) s += fmt::format("  accuracy       {:.1f}% (held-out)\n", 100 * metric("accuracy"));
+  if (j["metrics"].contains("bleu")) s += fmt::format("  BLEU           {:.2f} (held-out, greedy)\n", metric("bleu"));
+  if (j["metrics"].contains("image_stat_distance")) {
+    s += fmt::format("  image stats    {:.4f} distance to held-out images (lower is better)\n",
+                     metric("image_stat_distance"));
+  }
   if (!j["phases"].empty()) {
     double total = 0;
     for (const auto& p : j["phases"]) total += p["median_ms"].get<double>();

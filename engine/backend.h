@@ -122,6 +122,48 @@ class Backend {
   // dx_n = dloss * 2 (||x_n|| - target) / (N ||x_n||) x_n (zero where ||x_n|| = 0).
   virtual Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) = 0;
 
+  // --- sequence models (transformer, seq2seq); all plain layout ---
+  // Over the last dimension of x [M, D]: y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + eps)
+  // with the biased variance; mean and rstd [M] are kept for backward.
+  struct LayerNormResult {
+    Tensor y, mean, rstd;
+  };
+  virtual LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) = 0;
+  virtual BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                             const Tensor& rstd) = 0;
+  // GELU, the exact form x Phi(x).
+  virtual Tensor gelu_forward(const Tensor& x) = 0;
+  virtual Tensor gelu_backward(const Tensor& dy, const Tensor& x) = 0;
+  // Inverted-dropout mask: each element 1/(1-p) with probability 1-p, else 0, drawn from a
+  // counter-based hash of (seed, element index) so that every backend draws the same mask.
+  virtual Tensor dropout_mask(const Shape& shape, float p, uint64_t seed) = 0;
+  // Scaled dot-product attention for every head: q [B, Tq, H dh], k and v [B, Tk, H dh]; per
+  // head h, out_h = softmax(scale q_h k_h^T + mask) v_h, where the mask hides keys j >=
+  // key_lengths[b] (fp32 [B]; nullptr: none) and, when causal, keys j > i. probs [B, H, Tq, Tk]
+  // are kept for backward. A row with every key hidden gives zeros.
+  struct AttentionResult {
+    Tensor out, probs;
+  };
+  virtual AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* key_lengths,
+                                            int64_t heads, float scale, bool causal) = 0;
+  struct AttentionGrads {
+    Tensor dq, dk, dv;
+  };
+  virtual AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& probs, int64_t heads, float scale) = 0;
+  // Label-smoothed softmax cross-entropy: logits [N, V], labels [N] (fp32 ids). Rows labelled
+  // ignore_index count for nothing; the others have target q = (1 - eps) onehot + eps / V and
+  // loss [1] = sum_rows -sum_k q_k log p_k / normalizer. lse [N] (log-sum-exp) is kept for backward.
+  struct SmoothedCrossEntropy {
+    Tensor loss, lse;
+  };
+  virtual SmoothedCrossEntropy label_smoothed_ce_forward(const Tensor& logits, const Tensor& labels, float eps,
+                                                         int64_t ignore_index, float normalizer) = 0;
+  virtual Tensor label_smoothed_ce_backward(const Tensor& dloss, const Tensor& logits, const Tensor& lse,
+                                            const Tensor& labels, float eps, int64_t ignore_index, float normalizer) = 0;
+  // sum of squares of the logical values (any layout) -> [1]: gradient clipping's norm.
+  virtual Tensor sum_squares(const Tensor& x) = 0;
+
   // --- optimizer updates (in place, plain layout) ---
   // buf = momentum * buf + (grad + wd * param); param -= lr * (nesterov ? grad' + momentum * buf : buf)
   virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr, float momentum,
@@ -131,6 +173,59 @@ class Backend {
   // param -= lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps).
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr,
                          float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
+
+  // --- detection (Faster R-CNN): RoI pooling, smooth-L1, row gather/scatter, permute ---
+  // rois [R, 5] plain: rows (batch index, x1, y1, x2, y2) in input-image pixels, mapped onto the
+  // feature map by spatial_scale. x and dy plain; every result plain. Indices travel as fp32.
+  // RoIAlign (He et al. 2017): bilinear samples, sampling_ratio per bin side (<= 0: adaptive,
+  // ceil(roi size / pooled size)), averaged per bin; aligned = false is the original (no
+  // half-pixel offset, RoIs at least 1x1 cell), true is Detectron2's. -> [R, C, pooled_h, pooled_w]
+  virtual Tensor roi_align_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
+                                   float spatial_scale, int64_t sampling_ratio, bool aligned) = 0;
+  // dx [N, C, H, W] (x_shape) from dy [R, C, pooled_h, pooled_w]; gradients of overlapping RoIs add.
+  virtual Tensor roi_align_backward(const Tensor& dy, const Tensor& rois, const Shape& x_shape, float spatial_scale,
+                                    int64_t sampling_ratio, bool aligned) = 0;
+  // RoIPool (Girshick 2015): max over each bin of the rounded RoI; workspace [R, C, ph, pw]
+  // holds the argmax as a flat h * W + w index (-1 for an empty bin, whose output is 0).
+  virtual PoolResult roi_pool_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
+                                      float spatial_scale) = 0;
+  virtual Tensor roi_pool_backward(const Tensor& dy, const Tensor& argmax, const Tensor& rois,
+                                   const Shape& x_shape) = 0;
+  // loss [1] = scale * sum_i w_i l(x_i - t_i), l(d) = 0.5 d^2 / beta if |d| < beta else |d| - 0.5 beta
+  // (beta 0: L1). x, target and weights (nullptr: all ones) share a shape.
+  virtual Tensor smooth_l1_forward(const Tensor& x, const Tensor& target, const Tensor* weights, float beta,
+                                   float scale) = 0;
+  // d loss / d x (shape of x); d loss / d target is its negation.
+  virtual Tensor smooth_l1_backward(const Tensor& dloss, const Tensor& x, const Tensor& target, const Tensor* weights,
+                                    float beta, float scale) = 0;
+  // Rows of x [N, K] at index [M] -> [M, K]; index_add_rows is its adjoint: src [M, K] summed
+  // into zeros [rows, K] at index (repeated indices add up).
+  virtual Tensor index_select_rows(const Tensor& x, const Tensor& index) = 0;
+  virtual Tensor index_add_rows(const Tensor& src, const Tensor& index, int64_t rows) = 0;
+  // y.shape[i] = x.shape[perm[i]] (x plain, y plain).
+  virtual Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) = 0;
+
+  // --- CTC loss (Graves et al. 2006), Deep Speech 2's loss; cpu/cpu_ctc.cpp ---
+  // logits [T, N, K] plain, time-major (log-softmax over K is applied inside, so the gradient
+  // w.r.t. the logits is softmax - occupancy). targets [sum_n L_n]: the label sequences
+  // concatenated; input_lengths [N] (frames used, <= T) and target_lengths [N] (L_n); all fp32
+  // holding integers, labels in [0, K) and never `blank`. Per sample, nll_n = -log p(l_n | x_n)
+  // (+inf when no alignment fits, e.g. T_n < L_n + repeats).
+  // loss [1]: mean = mean_n nll_n / max(L_n, 1) (PyTorch's reduction='mean'); sum = sum_n nll_n.
+  // zero_infinity: infeasible samples give nll 0 and gradient 0 (otherwise inf and NaN, as PyTorch).
+  // want_grad: grad [T, N, K] = d loss / d logits (reduction weights included; 0 for t >= T_n),
+  // computed with the loss in one pass, as cuDNN's CTC does; undefined otherwise.
+  enum class CtcReduction { mean, sum };
+  struct CtcResult {
+    Tensor loss;   // [1]
+    Tensor nll;    // [N]
+    Tensor grad;   // [T, N, K] or undefined
+  };
+  virtual CtcResult ctc_loss_forward(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths,
+                                     const Tensor& target_lengths, int64_t blank, CtcReduction reduction,
+                                     bool zero_infinity, bool want_grad) = 0;
+  // dlogits = dloss[0] * grad (dloss [1] is read on the device, no host round trip).
+  virtual Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) = 0;
 };
 
 // The backend for a device; throws std::runtime_error for a device this build lacks.

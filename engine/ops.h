@@ -56,8 +56,65 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 
 // --- loss: mean softmax cross-entropy; labels [N] hold class indices as fp32, never need grad ---
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
+// --- sequence models (engine/ops/sequence_ops.cpp); backward pieces first order only ---
+// Layer norm over the last dimension (biased variance, eps inside the square root).
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
+Tensor gelu(const Tensor& x);   // exact: x Phi(x)
+// Inverted dropout with a mask drawn from (seed, element index); identity when !training or p == 0.
+Tensor dropout(const Tensor& x, float p, uint64_t seed, bool training = true);
+// Multi-head scaled dot-product attention: q [B, Tq, H dh], k and v [B, Tk, H dh] ->
+// [B, Tq, H dh]; key_lengths [B] (fp32, may be undefined) hides padded keys, causal hides j > i.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_lengths, int64_t heads,
+                 float scale, bool causal);
+// Label-smoothed cross-entropy over logits [N, V] and labels [N]; rows labelled ignore_index
+// (padding) count for nothing; the sum over rows is divided by `normalizer` (e.g. the number
+// of real target tokens).
+Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& labels, float eps, int64_t ignore_index,
+                                    float normalizer);
+
 // --- WGAN-GP's gradient penalty: x [N, ...], mean_n (||x_n||_2 - target)^2 -> [1]; the
 // per-sample norms go to `norms` when given. First order only (x is itself a gradient). ---
 Tensor norm_penalty(const Tensor& x, float target, Tensor* norms = nullptr);
+
+// --- detection (Faster R-CNN); engine/ops/detection_ops.cpp ---
+// rois [R, 5]: (batch index, x1, y1, x2, y2) in input-image pixels; they get no gradient (as in
+// Faster R-CNN's approximate joint training). x in any layout; results plain.
+// RoIAlign -> [R, C, pooled_h, pooled_w]; backward is first order only.
+Tensor roi_align(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w, float spatial_scale,
+                 int64_t sampling_ratio = 2, bool aligned = false);
+// RoIPool (max per bin of the rounded RoI) -> [R, C, pooled_h, pooled_w]; first order only.
+Tensor roi_pool(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w, float spatial_scale);
+// sum_i w_i smooth_l1(x_i - t_i; beta) / normalizer -> [1]. weights (may be undefined: ones)
+// are constants; x and target get gradients (first order only).
+Tensor smooth_l1_loss(const Tensor& x, const Tensor& target, const Tensor& weights, float beta,
+                      float normalizer = 1.0f);
+// Rows of x [N, K] at index [M] (fp32 integers, never need grad) -> [M, K]; backward
+// scatter-adds. index_add_rows is its adjoint ([M, K] -> [rows, K]); both twice differentiable.
+Tensor index_select_rows(const Tensor& x, const Tensor& index);
+Tensor index_add_rows(const Tensor& src, const Tensor& index, int64_t rows);
+// y.shape[i] = x.shape[perm[i]]; e.g. {0, 2, 3, 1}: NCHW -> NHWC. Plain result, twice differentiable.
+Tensor permute(const Tensor& x, const std::vector<int64_t>& perm);
+
+// --- CTC (Deep Speech 2); engine/ops/ctc_ops.cpp ---
+struct CtcLossOptions {
+  int64_t blank = 0;
+  Backend::CtcReduction reduction = Backend::CtcReduction::mean;   // PyTorch's 'mean' (see backend.h)
+  bool zero_infinity = false;   // infeasible samples: loss 0 and gradient 0 instead of inf / NaN
+};
+// logits [T, N, K] (time-major, unnormalised: log-softmax is fused inside), targets [sum L_n]
+// (concatenated label sequences), input_lengths [N], target_lengths [N]: fp32 integers that
+// never need grad. -> [1]. Per-sample -log p [N] goes to `nll` when given. First order only.
+Tensor ctc_loss(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CtcLossOptions& options = {}, Tensor* nll = nullptr);
+// Greedy (best-path) decoding on the host: argmax per frame over each sample's first
+// input_lengths[n] frames, repeats collapsed, blanks dropped. Not an op (no autograd, no event).
+std::vector<std::vector<int64_t>> ctc_greedy_decode(const Tensor& logits, const Tensor& input_lengths,
+                                                    int64_t blank = 0);
+// Levenshtein distance with unit costs (substitution, insertion, deletion).
+int64_t edit_distance(const std::vector<int64_t>& hypothesis, const std::vector<int64_t>& reference);
+// Corpus-level error rate (CER when the labels are characters): sum of edit distances / sum of
+// reference lengths; when every reference is empty, the edit count itself (divided by 1).
+double error_rate(const std::vector<std::vector<int64_t>>& hypotheses,
+                  const std::vector<std::vector<int64_t>>& references);
 
 }  // namespace ts::engine::ops

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <vector>
+
+#include "engine/backend.h"
 
 namespace ts::engine {
 
@@ -28,22 +31,31 @@ int64_t Rng::integer(int64_t n) {
   return static_cast<int64_t>(gen_() % static_cast<uint64_t>(n));
 }
 
-static void require_plain_cpu(const Tensor& t) {
-  if (!t.device().is_cpu() || !t.layout().is_plain()) throw std::invalid_argument("Rng fills plain cpu tensors only");
+namespace {
+
+// Draws on the host in element order (the same values on every device), then fills `t`.
+template <class Draw>
+void fill_with(const Tensor& t, Draw draw) {
+  if (t.device().is_meta()) return;
+  if (!t.layout().is_plain()) throw std::invalid_argument("Rng fills plain tensors only");
+  if (t.device().is_cpu()) {
+    float* p = t.data();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = draw();
+    return;
+  }
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  for (auto& x : v) x = draw();
+  backend_of(t).copy(Tensor::from_vector(t.shape(), v, t.device()), t);
 }
 
+}  // namespace
+
 void Rng::fill_uniform(const Tensor& t, float lo, float hi) {
-  if (t.device().is_meta()) return;
-  require_plain_cpu(t);
-  float* p = t.data();
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<float>(uniform(lo, hi));
+  fill_with(t, [&] { return static_cast<float>(uniform(lo, hi)); });
 }
 
 void Rng::fill_normal(const Tensor& t, float mean, float stddev) {
-  if (t.device().is_meta()) return;
-  require_plain_cpu(t);
-  float* p = t.data();
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<float>(mean + stddev * normal());
+  fill_with(t, [&] { return static_cast<float>(mean + stddev * normal()); });
 }
 
 }  // namespace ts::engine

@@ -18,7 +18,7 @@ class Rng {
   int64_t integer(int64_t n);             // [0, n)
   uint64_t next() { return gen_(); }
 
-  void fill_uniform(const Tensor& t, float lo, float hi);   // plain cpu tensors
+  void fill_uniform(const Tensor& t, float lo, float hi);   // plain tensors, any device
   void fill_normal(const Tensor& t, float mean, float stddev);
 
  private:

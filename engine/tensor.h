@@ -69,6 +69,11 @@ struct TensorImpl {
   std::string name;     // parameters: their full path, e.g. "layer3.2.conv2.weight"
 };
 
+class Tensor;
+// `t` on `device`: `t` itself when it is already there, otherwise a copy in the plain layout
+// and the current memory-category scope (host data to a device, or back). Meta gives shapes only.
+Tensor to_device(const Tensor& t, Device device);
+
 class Tensor {
  public:
   Tensor() = default;

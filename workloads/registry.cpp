@@ -1,10 +1,19 @@
 #include "workloads/workload.h"
 
+#include <sstream>
+
 #include "workloads/inception_v3/inception_v3.h"
 #include "workloads/resnet50/resnet50.h"
+#include "workloads/transformer/transformer.h"
 #include "workloads/wgan/wgan.h"
 
 namespace ts::workloads {
+
+std::string table_number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
 
 const Preset* WorkloadSpec::preset(const std::string& n) const {
   for (const auto& p : presets) {
@@ -14,7 +23,7 @@ const Preset* WorkloadSpec::preset(const std::string& n) const {
 }
 
 const std::vector<WorkloadSpec>& registry() {
-  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), wgan_spec()};
+  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), transformer_spec(), wgan_spec()};
   return specs;
 }
 

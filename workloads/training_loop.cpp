@@ -99,6 +99,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
       const StepResult r = w.step(phases);
       it.loss = r.loss;
       it.samples = r.samples;
+      it.tokens = r.tokens;
     } catch (const std::exception& e) {
       result.failed = true;
       result.error = "iteration " + std::to_string(i) + ": " + e.what();

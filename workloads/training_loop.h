@@ -17,6 +17,7 @@ struct IterationResult {
   bool warmup = false;
   int64_t start_ns = 0, end_ns = 0;
   int64_t samples = 0;
+  int64_t tokens = 0;   // sequence workloads only
   double loss = 0;
   double learning_rate = 0;
 };

@@ -24,6 +24,9 @@ struct Preset {
   std::vector<std::pair<std::string, std::string>> table;
 };
 
+// A number as a presets table shows it: shortest form, no trailing zeros (0.1, 1e-09, 64).
+std::string table_number(double v);
+
 struct WorkloadConfig {
   std::string preset = "tiny";
   engine::Device device = engine::Device::cpu();
@@ -61,6 +64,7 @@ class Phases {
 struct StepResult {
   double loss = 0;
   int64_t samples = 0;
+  int64_t tokens = 0;   // sequence workloads: real (unpadded) source + target tokens
 };
 
 class Workload {

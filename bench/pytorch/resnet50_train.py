@@ -16,14 +16,9 @@ No torchvision dependency. Usage:
   python3 bench/pytorch/resnet50_train.py --preset small --threads 2 --iters 20 --warmup 3 --json
   python3 bench/pytorch/resnet50_train.py --check-params
 """
-import argparse
-import json
 import os
-import platform
-import resource
-import statistics
-import sys
-import time
+
+import common
 
 PRESETS = {
     # name: (image_size, base_width, num_classes, default_batch)
@@ -33,45 +28,11 @@ PRESETS = {
 }
 FULL_PARAMS = 25_557_032
 
+# Parses the command line and sets the thread environment before torch is loaded.
+ARGS, RSS_BEFORE_IMPORT = common.prepare(
+    __doc__, PRESETS,
+    "assert the full preset has 25,557,032 parameters (and print each preset's count), then exit")
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
-    p.add_argument("--batch", type=int, default=0, help="0: the preset's default")
-    p.add_argument("--iters", type=int, default=20, help="timed iterations (trainscope's default: 20)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed iterations first (trainscope's default: 3)")
-    p.add_argument("--threads", type=int, default=0, help="intra-op threads; 0: leave PyTorch's default")
-    p.add_argument("--channels-last", action="store_true",
-                   help="model and input in torch.channels_last (oneDNN blocked/NHWC paths on CPU)")
-    p.add_argument("--no-mkldnn", action="store_true", help="torch.backends.mkldnn.enabled = False")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (inductor); compile time is untimed warm-up")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
-                   help="write the result as JSON to PATH ('-' or no PATH: stdout)")
-    p.add_argument("--check-params", action="store_true",
-                   help="assert the full preset has 25,557,032 parameters (and print each preset's count), then exit")
-    return p.parse_args(argv)
-
-
-ARGS = parse_args()
-if ARGS.threads > 0:
-    # Must be set before torch (and its OpenMP / MKL / OpenBLAS runtimes) is loaded.
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(ARGS.threads)
-
-
-def rss_bytes():
-    """Current resident set size, from /proc/self/statm (Linux)."""
-    with open("/proc/self/statm") as f:
-        resident_pages = int(f.read().split()[1])
-    return resident_pages * os.sysconf("SC_PAGE_SIZE")
-
-
-RSS_BEFORE_IMPORT = rss_bytes()
-
-import warnings  # noqa: E402
-
-warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is not needed here
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -158,29 +119,13 @@ def check_params():
     print("OK: full = 25,557,032 parameters")
 
 
-def percentile(xs, q):
-    """Linear-interpolation percentile (numpy's default), q in [0, 100]."""
-    s = sorted(xs)
-    if len(s) == 1:
-        return s[0]
-    pos = (len(s) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
 def run(args):
     image_size, base_width, num_classes, default_batch = PRESETS[args.preset]
     batch = args.batch if args.batch > 0 else default_batch
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    if args.no_mkldnn:
-        torch.backends.mkldnn.enabled = False
-    torch.manual_seed(args.seed)
-    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    memory_format = common.configure_torch(args)
 
     load_at_start = list(os.getloadavg())
-    rss_before_model = rss_bytes()
+    rss_before_model = common.rss_bytes()
     model = build_model(args.preset).to(memory_format=memory_format)
     model.train()
     n_params = count_params(model)
@@ -203,94 +148,23 @@ def run(args):
         opt.zero_grad(set_to_none=True)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
-    warm_times = []
-    for _ in range(args.warmup):
-        t0 = time.perf_counter()
-        step()
-        warm_times.append(time.perf_counter() - t0)
-    rss_after_warmup = rss_bytes()
-
-    times, cpu_times, losses = [], [], []
-    for _ in range(args.iters):
-        c0, t0 = time.process_time(), time.perf_counter()
-        losses.append(step())
-        times.append(time.perf_counter() - t0)
-        cpu_times.append(time.process_time() - c0)
-    rss_after_timed = rss_bytes()
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-
-    per_sample = [batch / t for t in times]
-    allocator = None
-    # PyTorch keeps no allocator statistics for CPU tensors by default (torch.cuda.memory_stats is
-    # CUDA-only); RSS is the measure. Report whatever the CPU profiler-less API offers, if anything.
-    if hasattr(torch, "cpu") and hasattr(torch.cpu, "memory_stats"):
-        try:
-            allocator = torch.cpu.memory_stats()
-        except Exception:  # noqa: BLE001
-            allocator = None
-
-    return {
-        "workload": "resnet50",
-        "framework": "pytorch",
-        "torch_version": torch.__version__,
-        "python": sys.executable,
-        "python_version": platform.python_version(),
-        "mkldnn_available": torch.backends.mkldnn.is_available(),
-        "mkldnn_enabled": torch.backends.mkldnn.enabled,
-        "mkl_available": torch.backends.mkl.is_available(),
-        "openmp_available": torch.backends.openmp.is_available(),
-        "threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
-        "config": {
-            "preset": args.preset,
-            "image_size": image_size,
-            "base_width": base_width,
-            "num_classes": num_classes,
-            "batch_size": batch,
-            "parameters": n_params,
-            "memory_format": "channels_last" if args.channels_last else "contiguous (NCHW)",
-            "compile": args.compile,
-            "optimizer": "SGD momentum 0.9, weight decay 1e-4, nesterov off",
-            "learning_rate": f"0.1 x batch/256 = {base_lr}, 5-iteration linear warm-up, constant",
-            "warmup_iters": args.warmup,
-            "timed_iters": args.iters,
-            "seed": args.seed,
-        },
-        "warmup_iteration_s": warm_times,
-        "iteration_s": times,
-        # Process CPU seconds per iteration: cpu/wall well below the thread count means the
-        # cores were shared with other work during the run (the wall times are then pessimistic).
-        "iteration_cpu_s": cpu_times,
-        "losses": losses,
-        "samples_per_s_median": statistics.median(per_sample),
-        "samples_per_s_p10": percentile(per_sample, 10),
-        "samples_per_s_p90": percentile(per_sample, 90),
-        "samples_per_s_best": batch / min(times),
-        "iteration_s_median": statistics.median(times),
-        "rss_before_import_bytes": RSS_BEFORE_IMPORT,
-        "rss_before_model_bytes": rss_before_model,
-        "rss_after_warmup_bytes": rss_after_warmup,
-        "rss_after_timed_bytes": rss_after_timed,
-        "rss_growth_bytes": rss_after_warmup - rss_before_model,
-        "peak_rss_bytes": peak_rss,
-        "cpu_allocator_stats": allocator,
-        "loadavg_1_5_15_at_start": load_at_start,
-        "loadavg_1_5_15_at_end": list(os.getloadavg()),  # other processes competing for the cores
-        "host": platform.node(),
-        "cpu": _cpu_model(),
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    timing = common.time_iterations(step, args.warmup, args.iters)
+    config = {
+        "preset": args.preset,
+        "image_size": image_size,
+        "base_width": base_width,
+        "num_classes": num_classes,
+        "batch_size": batch,
+        "parameters": n_params,
+        "memory_format": "channels_last" if args.channels_last else "contiguous (NCHW)",
+        "compile": args.compile,
+        "optimizer": "SGD momentum 0.9, weight decay 1e-4, nesterov off",
+        "learning_rate": f"0.1 x batch/256 = {base_lr}, 5-iteration linear warm-up, constant",
+        "warmup_iters": args.warmup,
+        "timed_iters": args.iters,
+        "seed": args.seed,
     }
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+    return common.make_result("resnet50", config, timing, batch, RSS_BEFORE_IMPORT, rss_before_model, load_at_start)
 
 
 def main():
@@ -298,25 +172,8 @@ def main():
         check_params()
         return
     r = run(ARGS)
-    if ARGS.json is not None:
-        text = json.dumps(r, indent=2)
-        if ARGS.json == "-":
-            print(text)
-        else:
-            with open(ARGS.json, "w") as f:
-                f.write(text + "\n")
-    if ARGS.json != "-":
-        mib = 1024.0 * 1024.0
-        c = r["config"]
-        print(f"torch {r['torch_version']} ({r['python']}), mkldnn available={r['mkldnn_available']} "
-              f"enabled={r['mkldnn_enabled']}, threads={r['threads']}")
-        print(f"resnet50 {c['preset']} {c['image_size']}x{c['image_size']} batch {c['batch_size']} "
-              f"{c['memory_format']}{' compiled' if c['compile'] else ''}: "
-              f"{r['samples_per_s_median']:.2f} samples/s median (p10 {r['samples_per_s_p10']:.2f}, "
-              f"p90 {r['samples_per_s_p90']:.2f}, best {r['samples_per_s_best']:.2f}) over {c['timed_iters']} iterations; "
-              f"cpu/wall {sum(r['iteration_cpu_s']) / sum(r['iteration_s']):.2f}")
-        print(f"peak RSS {r['peak_rss_bytes'] / mib:.0f} MiB, RSS growth model->after warm-up "
-              f"{r['rss_growth_bytes'] / mib:.0f} MiB")
+    c = r["config"]
+    common.emit(r, ARGS.json, f"resnet50 {c['preset']} {c['image_size']}x{c['image_size']} batch {c['batch_size']}")
 
 
 if __name__ == "__main__":

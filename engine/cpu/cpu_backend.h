@@ -71,10 +71,49 @@ class CpuBackend final : public Backend {
   NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) override;
   Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) override;
 
+  // --- sequence models: cpu_sequence.cpp ---
+  LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
+  BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                     const Tensor& rstd) override;
+  Tensor gelu_forward(const Tensor& x) override;
+  Tensor gelu_backward(const Tensor& dy, const Tensor& x) override;
+  Tensor dropout_mask(const Shape& shape, float p, uint64_t seed) override;
+  AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* key_lengths,
+                                    int64_t heads, float scale, bool causal) override;
+  AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& probs, int64_t heads, float scale) override;
+  SmoothedCrossEntropy label_smoothed_ce_forward(const Tensor& logits, const Tensor& labels, float eps,
+                                                 int64_t ignore_index, float normalizer) override;
+  Tensor label_smoothed_ce_backward(const Tensor& dloss, const Tensor& logits, const Tensor& lse, const Tensor& labels,
+                                    float eps, int64_t ignore_index, float normalizer) override;
+  Tensor sum_squares(const Tensor& x) override;
+
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr, float momentum,
                 float weight_decay, bool nesterov) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,
                  float beta2, float eps, float weight_decay, int64_t step) override;
+
+  // --- detection (Faster R-CNN): cpu_detection.cpp, plain C++ with OpenMP ---
+  Tensor roi_align_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
+                           float spatial_scale, int64_t sampling_ratio, bool aligned) override;
+  Tensor roi_align_backward(const Tensor& dy, const Tensor& rois, const Shape& x_shape, float spatial_scale,
+                            int64_t sampling_ratio, bool aligned) override;
+  PoolResult roi_pool_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
+                              float spatial_scale) override;
+  Tensor roi_pool_backward(const Tensor& dy, const Tensor& argmax, const Tensor& rois, const Shape& x_shape) override;
+  Tensor smooth_l1_forward(const Tensor& x, const Tensor& target, const Tensor* weights, float beta,
+                           float scale) override;
+  Tensor smooth_l1_backward(const Tensor& dloss, const Tensor& x, const Tensor& target, const Tensor* weights,
+                            float beta, float scale) override;
+  Tensor index_select_rows(const Tensor& x, const Tensor& index) override;
+  Tensor index_add_rows(const Tensor& src, const Tensor& index, int64_t rows) override;
+  Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) override;
+
+  // --- CTC loss (Deep Speech 2): cpu_ctc.cpp, log-space alpha/beta in double, OpenMP over the batch ---
+  CtcResult ctc_loss_forward(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths,
+                             const Tensor& target_lengths, int64_t blank, CtcReduction reduction, bool zero_infinity,
+                             bool want_grad) override;
+  Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) override;
 
   // --- introspection (tests, benchmarks) ---
   // Primitives created so far (every cache miss creates one entry; hits create none).

@@ -1,5 +1,9 @@
-// Fully connected layers (oneDNN inner product, plain 2-D), concatenation and slicing.
+// Fully connected layers (oneDNN sgemm, plain 2-D), concatenation and slicing.
+#include <dnnl.h>
+
+#include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "engine/cpu/dnnl_common.h"
 
@@ -7,7 +11,6 @@ namespace ts::engine::cpu {
 
 namespace {
 
-using dnnl::prop_kind;
 
 void check_t(const Tensor& t, const char* op) {
   if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
@@ -22,28 +25,18 @@ void check_plain2d(const Tensor& t, const char* op, const char* what) {
   }
 }
 
-md m2(int64_t a, int64_t b) { return md({a, b}, f32, tag::ab); }
-md m1(int64_t a) { return md({a}, f32, tag::a); }
 
-dnnl::inner_product_forward::primitive_desc ip_fwd_pd(const dnnl::engine& eng, int64_t n, int64_t i, int64_t o,
-                                                      bool bias) {
-  auto d = bias ? dnnl::inner_product_forward::desc(prop_kind::forward_training, m2(n, i), m2(o, i), m1(o), m2(n, o))
-                : dnnl::inner_product_forward::desc(prop_kind::forward_training, m2(n, i), m2(o, i), m2(n, o));
-  return dnnl::inner_product_forward::primitive_desc(d, CpuBackend::Impl::attr(), eng);
+// Row-major GEMM through oneDNN's sgemm. Linear layers use it rather than inner-product
+// primitives: those are created per shape, and the sequence workloads change the row count
+// (tokens per batch) at every step, which made primitive creation dominate their run time.
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) != dnnl_success) {
+    throw std::runtime_error("dnnl_sgemm failed (" + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                             std::to_string(k) + ")");
+  }
 }
-
-struct IpFwd {
-  dnnl::inner_product_forward::primitive_desc pd;
-  dnnl::inner_product_forward prim;
-};
-struct IpBwdData {
-  dnnl::inner_product_backward_data::primitive_desc pd;
-  dnnl::inner_product_backward_data prim;
-};
-struct IpBwdWeights {
-  dnnl::inner_product_backward_weights::primitive_desc pd;
-  dnnl::inner_product_backward_weights prim;
-};
 
 }  // namespace
 
@@ -58,18 +51,14 @@ Tensor CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor
   if (has_bias && (bias->dim() != 1 || bias->size(0) != o)) {
     throw std::invalid_argument("linear: bias " + shape_str(bias->shape()) + " for w " + shape_str(w.shape()));
   }
-  auto& im = *impl_;
-  auto e = im.get<IpFwd>(Key("ip_fwd") << n << i << o << static_cast<int64_t>(has_bias), [&] {
-    auto pd = ip_fwd_pd(im.eng, n, i, o, has_bias);
-    return std::make_shared<IpFwd>(IpFwd{pd, dnnl::inner_product_forward(pd)});
-  });
   Tensor y = Tensor::empty({n, o}, x.device());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(m2(n, i), im.eng, x.data())},
-                                       {DNNL_ARG_WEIGHTS, memory(m2(o, i), im.eng, w.data())},
-                                       {DNNL_ARG_DST, memory(m2(n, o), im.eng, y.data())},
-                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
-  if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(m1(o), im.eng, bias->data()));
-  im.run(e->prim, args);
+  float* py = y.data();
+  if (has_bias) {   // y starts as the bias in every row, and the GEMM adds to it (beta 1)
+    const float* pb = bias->data();
+#pragma omp parallel for if (n * o > (1 << 15))
+    for (int64_t r = 0; r < n; ++r) std::copy(pb, pb + o, py + r * o);
+  }
+  gemm('N', 'T', n, o, i, x.data(), i, w.data(), i, has_bias ? 1.0f : 0.0f, py, o);
   return y;
 }
 
@@ -80,18 +69,8 @@ Tensor CpuBackend::linear_backward_data(const Tensor& dy, const Tensor& w) {
   if (w.size(0) != o) {
     throw std::invalid_argument("linear_backward_data: dy " + shape_str(dy.shape()) + " and w " + shape_str(w.shape()));
   }
-  auto& im = *impl_;
-  auto e = im.get<IpBwdData>(Key("ip_bwd_data") << n << i << o, [&] {
-    auto hint = ip_fwd_pd(im.eng, n, i, o, false);
-    dnnl::inner_product_backward_data::desc d(m2(n, i), m2(o, i), m2(n, o));
-    dnnl::inner_product_backward_data::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
-    return std::make_shared<IpBwdData>(IpBwdData{pd, dnnl::inner_product_backward_data(pd)});
-  });
   Tensor dx = Tensor::empty({n, i}, dy.device());
-  im.run(e->prim, {{DNNL_ARG_DIFF_DST, memory(m2(n, o), im.eng, dy.data())},
-                   {DNNL_ARG_WEIGHTS, memory(m2(o, i), im.eng, w.data())},
-                   {DNNL_ARG_DIFF_SRC, memory(m2(n, i), im.eng, dx.data())},
-                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  gemm('N', 'N', n, i, o, dy.data(), o, w.data(), i, 0.0f, dx.data(), i);   // dx = dy w
   return dx;
 }
 
@@ -103,25 +82,26 @@ WeightGrads CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& d
     throw std::invalid_argument("linear_backward_weights: x " + shape_str(x.shape()) + " and dy " +
                                 shape_str(dy.shape()));
   }
-  auto& im = *impl_;
-  auto e = im.get<IpBwdWeights>(Key("ip_bwd_weights") << n << i << o << static_cast<int64_t>(bias), [&] {
-    auto hint = ip_fwd_pd(im.eng, n, i, o, bias);
-    auto d = bias ? dnnl::inner_product_backward_weights::desc(m2(n, i), m2(o, i), m1(o), m2(n, o))
-                  : dnnl::inner_product_backward_weights::desc(m2(n, i), m2(o, i), m2(n, o));
-    dnnl::inner_product_backward_weights::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
-    return std::make_shared<IpBwdWeights>(IpBwdWeights{pd, dnnl::inner_product_backward_weights(pd)});
-  });
   WeightGrads r;
   r.dw = Tensor::empty({o, i}, x.device());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(m2(n, i), im.eng, x.data())},
-                                       {DNNL_ARG_DIFF_DST, memory(m2(n, o), im.eng, dy.data())},
-                                       {DNNL_ARG_DIFF_WEIGHTS, memory(m2(o, i), im.eng, r.dw.data())},
-                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
+  if (n == 0) fill(r.dw, 0.0f);
+  gemm('T', 'N', o, i, n, dy.data(), o, x.data(), i, 0.0f, r.dw.data(), i);   // dw = dy^T x
   if (bias) {
     r.dbias = Tensor::empty({o}, x.device());
-    args.emplace(DNNL_ARG_DIFF_BIAS, memory(m1(o), im.eng, r.dbias.data()));
+    const float* g = dy.data();
+    float* db = r.dbias.data();
+    // Column sums in blocks of 64 columns, each block's rows read contiguously.
+    const int64_t blocks = (o + 63) / 64;
+#pragma omp parallel for if (n * o > (1 << 15))
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t c0 = blk * 64, c1 = std::min(o, c0 + 64);
+      double acc[64] = {};
+      for (int64_t row = 0; row < n; ++row) {
+        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += g[row * o + c];
+      }
+      for (int64_t c = c0; c < c1; ++c) db[c] = static_cast<float>(acc[c - c0]);
+    }
   }
-  im.run(e->prim, args);
   return r;
 }
 

@@ -91,4 +91,30 @@ Tensor Linear::forward(const Tensor& x) const {
   return ops::linear(x, weight_, bias_);
 }
 
+LayerNorm::LayerNorm(int64_t features, Device device, float eps) : Module(device), eps_(eps) {
+  Tensor g = parameter({features}, device), b = parameter({features}, device);
+  fill_constant(g, 1.0f);
+  fill_constant(b, 0.0f);
+  gamma_ = register_parameter("weight", g);
+  beta_ = register_parameter("bias", b);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  auto s = scope();
+  return ops::layer_norm(x, gamma_, beta_, eps_);
+}
+
+Embedding::Embedding(int64_t vocab, int64_t dim, Device device, Rng& rng) : Module(device) {
+  Tensor w = parameter({vocab, dim}, device);
+  rng.fill_normal(w, 0.0f, static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))));
+  weight_ = register_parameter("weight", w);
+}
+
+Tensor Embedding::forward(const Tensor& ids) const {
+  auto s = scope();
+  Shape out = ids.shape();
+  out.push_back(weight_.size(1));
+  return ops::reshape(ops::index_select_rows(weight_, ops::reshape(ids, {ids.numel()})), out);
+}
+
 }  // namespace ts::engine::nn

@@ -51,4 +51,27 @@ class Linear : public Module {
   Tensor weight_, bias_;
 };
 
+// Layer normalisation over the last dimension (gamma ones, beta zeros), as torch.nn.LayerNorm.
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t features, Device device, float eps = 1e-5f);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  float eps_;
+  Tensor gamma_, beta_;
+};
+
+// A lookup table [vocab, dim]: ids (fp32 integers, any shape) -> [..., dim]. Initialised
+// N(0, dim^-0.5), as the Transformer implementations that share it with the output layer do.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t vocab, int64_t dim, Device device, Rng& rng);
+  Tensor forward(const Tensor& ids) const;
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  Tensor weight_;
+};
+
 }  // namespace ts::engine::nn

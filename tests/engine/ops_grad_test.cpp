@@ -15,13 +15,6 @@ namespace {
 
 using namespace testing;
 
-#define EXPECT_GRADCHECK(expr)            \
-  do {                                    \
-    const GradcheckResult _r = (expr);    \
-    EXPECT_TRUE(_r.ok) << _r.message;     \
-    EXPECT_GT(_r.checked, 0);             \
-  } while (0)
-
 Pool2dParams pool_params(int64_t k, int64_t s, int64_t pad, bool include_pad = false) {
   Pool2dParams p;
   p.kernel_h = p.kernel_w = k;

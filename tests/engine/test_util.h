@@ -6,6 +6,14 @@
 #include "engine/backend.h"
 #include "engine/tensor.h"
 
+// A gradient check (engine/gradcheck.h) that passed and checked something.
+#define EXPECT_GRADCHECK(expr)         \
+  do {                                 \
+    const GradcheckResult _r = (expr); \
+    EXPECT_TRUE(_r.ok) << _r.message;  \
+    EXPECT_GT(_r.checked, 0);          \
+  } while (0)
+
 namespace ts::engine::testing {
 
 // Uniform in [lo, hi).

@@ -1,5 +1,7 @@
 #include "workloads/data/image_data.h"
 
+#include <utility>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,12 +19,21 @@ namespace {
 
 constexpr int64_t kNoiseBank = 1 << 20;   // normal samples reused at random offsets: cheap noise
 
+// Batches are written on the host (meta: shapes only) and moved to their device by on_device().
 Batch empty_batch(int64_t n, int64_t c, int64_t s, engine::Device device) {
   engine::CategoryScope category(memprof::Category::inputs);
+  const engine::Device host = device.is_meta() ? device : engine::Device::cpu();
   Batch b;
-  b.inputs = Tensor::empty({n, c, s, s}, device);
-  b.labels = Tensor::empty({n}, device);
+  b.inputs = Tensor::empty({n, c, s, s}, host);
+  b.labels = Tensor::empty({n}, host);
   b.samples = n;
+  return b;
+}
+
+Batch on_device(Batch b, engine::Device device) {
+  engine::CategoryScope category(memprof::Category::inputs);
+  b.inputs = engine::to_device(b.inputs, device);
+  b.labels = engine::to_device(b.labels, device);
   return b;
 }
 
@@ -91,7 +102,7 @@ Batch SyntheticImages::make(engine::Rng& rng, int64_t batch) {
       }
     }
   }
-  return b;
+  return on_device(std::move(b), device_);
 }
 
 Batch SyntheticImages::next_train(int64_t batch) { return make(rng_, batch); }
@@ -175,7 +186,7 @@ Batch FashionMnist::gather(const std::vector<uint8_t>& images, const std::vector
     }
     b.labels.data()[i] = static_cast<float>(labels[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
   }
-  return b;
+  return on_device(std::move(b), device_);
 }
 
 Batch FashionMnist::next_train(int64_t batch) {

@@ -56,11 +56,7 @@ Tensor SceneImages::make(engine::Rng& rng, int64_t batch) {
     }
   }
   engine::CategoryScope category(memprof::Category::inputs);
-  Tensor host = Tensor::from_vector({batch, kChannels, s, s}, v);
-  if (device_.is_cpu()) return host;
-  Tensor out = Tensor::empty(host.shape(), device_);
-  engine::backend_for(device_).copy(host, out);
-  return out;
+  return Tensor::from_vector({batch, kChannels, s, s}, v, device_);
 }
 
 Tensor SceneImages::next_train(int64_t batch) { return make(rng_, batch); }

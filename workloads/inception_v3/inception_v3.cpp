@@ -349,13 +349,6 @@ namespace {
 
 int64_t default_batch(const std::string& preset) { return preset == "tiny" ? 8 : preset == "small" ? 8 : 32; }
 
-std::string fixed(double v) {
-  std::string s = std::to_string(v);
-  while (s.size() > 1 && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s;
-}
-
 Preset make_preset(const std::string& name, const std::string& summary) {
   const InceptionConfig c = inception_v3_config(name);
   const int64_t batch = default_batch(name);
@@ -364,7 +357,7 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"architecture", "Inception-v3 (torchvision Inception3 layout: stem, Mixed_5b-5d A, 6a B, 6b-6e C, 7a D, 7b-7c E)"},
       {"image_size", std::to_string(c.image_size)},
       {"in_channels", std::to_string(c.in_channels)},
-      {"width_multiplier", fixed(c.width)},
+      {"width_multiplier", table_number(c.width)},
       {"stem_channels", std::to_string(inception_channels(32, c.width)) + "," +
                             std::to_string(inception_channels(32, c.width)) + "," +
                             std::to_string(inception_channels(64, c.width)) + "," +
@@ -375,7 +368,7 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"batch_norm", "eps 0.001, momentum 0.1; convolutions without bias"},
       {"avg_pool_branches", "3x3 stride 1 pad 1, count_include_pad"},
       {"aux_logits", c.aux_logits ? "on: avg pool 5x5/3, conv0 1x1, conv1 5x5, global avg pool, fc" : "off"},
-      {"loss", c.aux_logits ? "CE(logits) + " + fixed(c.aux_weight) + " x CE(aux logits) in training; eval: logits only"
+      {"loss", c.aux_logits ? "CE(logits) + " + table_number(c.aux_weight) + " x CE(aux logits) in training; eval: logits only"
                             : "CE(logits)"},
       {"dropout", "omitted (torchvision: p 0.5 before fc, training only, no parameters): no dropout op in the engine yet"},
       {"transform_input", "off"},

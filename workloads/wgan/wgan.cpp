@@ -215,16 +215,9 @@ class WganWorkload final : public Workload {
  private:
   Tensor noise(Rng& rng, int64_t n) const {
     engine::CategoryScope category(memprof::Category::inputs);
-    Tensor z = Tensor::empty({n, cfg_.noise}, Device::cpu());
+    Tensor z = Tensor::empty({n, cfg_.noise}, device_);
     rng.fill_normal(z, 0.0f, 1.0f);
-    return to_device(z);
-  }
-
-  Tensor to_device(const Tensor& host) const {
-    if (device_.is_cpu()) return host;
-    Tensor t = Tensor::empty(host.shape(), device_);
-    engine::backend_for(device_).copy(host, t);
-    return t;
+    return z;
   }
 
   double critic_step(Phases& phases) {
@@ -239,7 +232,7 @@ class WganWorkload final : public Workload {
         const auto v = static_cast<float>(rng_.uniform());
         std::fill(e.begin() + static_cast<std::ptrdiff_t>(n * per), e.begin() + static_cast<std::ptrdiff_t>((n + 1) * per), v);
       }
-      eps = to_device(Tensor::from_vector(real.shape(), e));
+      eps = Tensor::from_vector(real.shape(), e, device_);
     });
     Tensor loss;
     phases.forward([&] {
@@ -311,13 +304,6 @@ std::string join_widths(const WganConfig& c, bool critic) {
   return s;
 }
 
-std::string fixed(double v) {
-  std::string s = std::to_string(v);
-  while (!s.empty() && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s;
-}
-
 Preset make_preset(const std::string& name, const std::string& summary) {
   const WganConfig c = wgan_config(name);
   const int64_t batch = default_batch(name);
@@ -340,9 +326,9 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"init", "conv Kaiming-normal fan_out, linear uniform +-1/sqrt(fan_in) (the paper's code: He/Glorot uniform)"},
       {"loss", "critic: E[D(G(z))] - E[D(x)] + lambda E[(||grad D(x_hat)||_2 - 1)^2], x_hat = e x + (1 - e) G(z), "
                "e ~ U[0, 1] per sample; generator: -E[D(G(z))]"},
-      {"lambda", fixed(c.lambda)},
+      {"lambda", table_number(c.lambda)},
       {"critic_steps", std::to_string(c.critic_steps) + " per generator step (one iteration)"},
-      {"optimizer", "Adam lr " + fixed(c.lr) + ", betas " + fixed(c.beta1) + "/" + fixed(c.beta2) +
+      {"optimizer", "Adam lr " + table_number(c.lr) + ", betas " + table_number(c.beta1) + "/" + table_number(c.beta2) +
                         ", eps 1e-8, constant (separate for each network)"},
       {"samples_per_iteration", "batch x critic_steps real images"},
       {"data", "synthetic scenes (a sky gradient and a coloured disc); quality: image-statistics distance"},

@@ -1,9 +1,13 @@
-// backend_for(Device): the CPU backend for cpu; other devices are not in this build.
+// backend_for(Device): the one place that knows every backend of this build (the backends
+// themselves never include one another). cpu always; cuda when the build has CUDA.
 #include <stdexcept>
 #include <string>
 
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
+#ifdef TS_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
 
 namespace ts::engine {
 
@@ -23,6 +27,11 @@ int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, i
 
 Backend& backend_for(Device device) {
   if (device.is_cpu()) return cpu::cpu_backend();
+#ifdef TS_HAVE_CUDA
+  // Throws std::runtime_error naming the reason when the device is not usable (no driver,
+  // no GPU, index out of range).
+  if (device.type == DeviceType::cuda) return cuda::cuda_backend(device.index);
+#endif
   throw std::runtime_error("no backend for device " + device.str() + " in this build");
 }
 

@@ -1,0 +1,333 @@
+// The sequence models' kernels on the CPU: layer norm, GELU, dropout masks, multi-head
+// attention (oneDNN's sgemm per head, heads in parallel), label-smoothed cross-entropy and the
+// sum of squares for gradient clipping. Plain OpenMP loops except the attention GEMMs.
+#include <dnnl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+
+namespace ts::engine::cpu {
+
+namespace {
+
+constexpr int64_t kParallelThreshold = 1 << 15;
+
+void check_plain(const Tensor& t, const char* op, const char* what, int64_t rank) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": " + what + " is undefined");
+  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": " + what + " on " + t.device().str());
+  if (!t.layout().is_plain() || (rank > 0 && t.dim() != rank)) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain " + std::to_string(rank) + "-D, got " +
+                                shape_str(t.shape()) + " " + t.layout().str());
+  }
+}
+
+// Row-major C = alpha op(A) op(B) + beta C through oneDNN's sgemm. Called inside our own
+// parallel loops, where oneDNN runs it on the calling thread.
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success) {
+    throw std::runtime_error("dnnl_sgemm failed (" + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                             std::to_string(k) + ")");
+  }
+}
+
+// splitmix64: a counter-based generator, so element i's draw depends only on (seed, i).
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- layer norm
+
+Backend::LayerNormResult CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                        float eps) {
+  check_plain(x, "layer_norm", "x", 2);
+  check_plain(gamma, "layer_norm", "gamma", 1);
+  check_plain(beta, "layer_norm", "beta", 1);
+  const int64_t m = x.size(0), d = x.size(1);
+  if (gamma.size(0) != d || beta.size(0) != d) {
+    throw std::invalid_argument("layer_norm: gamma/beta " + shape_str(gamma.shape()) + " for x " + shape_str(x.shape()));
+  }
+  LayerNormResult r{Tensor::empty({m, d}, x.device()), Tensor::empty({m}, x.device()), Tensor::empty({m}, x.device())};
+  const float *px = x.data(), *g = gamma.data(), *b = beta.data();
+  float *py = r.y.data(), *pm = r.mean.data(), *pr = r.rstd.data();
+#pragma omp parallel for if (m * d > kParallelThreshold)
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = px + i * d;
+    double s = 0;
+    for (int64_t k = 0; k < d; ++k) s += row[k];
+    const double mean = s / static_cast<double>(d);
+    double v = 0;
+    for (int64_t k = 0; k < d; ++k) v += (row[k] - mean) * (row[k] - mean);
+    const auto rstd = static_cast<float>(1.0 / std::sqrt(v / static_cast<double>(d) + eps));
+    const auto mf = static_cast<float>(mean);
+    pm[i] = mf;
+    pr[i] = rstd;
+    for (int64_t k = 0; k < d; ++k) py[i * d + k] = (row[k] - mf) * rstd * g[k] + b[k];
+  }
+  return r;
+}
+
+BatchNormGrads CpuBackend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                               const Tensor& mean, const Tensor& rstd) {
+  check_plain(dy, "layer_norm_backward", "dy", 2);
+  check_plain(x, "layer_norm_backward", "x", 2);
+  if (dy.shape() != x.shape()) throw std::invalid_argument("layer_norm_backward: dy and x shapes differ");
+  const int64_t m = x.size(0), d = x.size(1);
+  BatchNormGrads r{Tensor::empty({m, d}, x.device()), Tensor::zeros({d}, x.device()), Tensor::zeros({d}, x.device())};
+  const float *pdy = dy.data(), *px = x.data(), *g = gamma.data(), *pm = mean.data(), *pr = rstd.data();
+  float *pdx = r.dx.data(), *dg = r.dgamma.data(), *db = r.dbeta.data();
+#pragma omp parallel if (m * d > kParallelThreshold)
+  {
+    // Per-thread partial sums for dgamma/dbeta, added under a lock at the end.
+    std::vector<double> lg(static_cast<size_t>(d), 0.0), lb(static_cast<size_t>(d), 0.0);
+#pragma omp for
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = px + i * d;
+      const float* gy = pdy + i * d;
+      double sum_dxh = 0, sum_dxh_xh = 0;
+      for (int64_t k = 0; k < d; ++k) {
+        const double xh = (row[k] - pm[i]) * pr[i];
+        const double dxh = static_cast<double>(gy[k]) * g[k];
+        sum_dxh += dxh;
+        sum_dxh_xh += dxh * xh;
+        lg[static_cast<size_t>(k)] += gy[k] * xh;
+        lb[static_cast<size_t>(k)] += gy[k];
+      }
+      const double a = sum_dxh / static_cast<double>(d), c = sum_dxh_xh / static_cast<double>(d);
+      for (int64_t k = 0; k < d; ++k) {
+        const double xh = (row[k] - pm[i]) * pr[i];
+        pdx[i * d + k] = static_cast<float>(pr[i] * (static_cast<double>(gy[k]) * g[k] - a - xh * c));
+      }
+    }
+#pragma omp critical
+    for (int64_t k = 0; k < d; ++k) {
+      dg[k] += static_cast<float>(lg[static_cast<size_t>(k)]);
+      db[k] += static_cast<float>(lb[static_cast<size_t>(k)]);
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- GELU, dropout
+
+Tensor CpuBackend::gelu_forward(const Tensor& x) {
+  check_plain(x, "gelu", "x", 0);
+  Tensor y = Tensor::empty(x.shape(), x.device());
+  const float* s = x.data();
+  float* d = y.data();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) d[i] = 0.5f * s[i] * (1.0f + std::erf(s[i] * static_cast<float>(M_SQRT1_2)));
+  return y;
+}
+
+Tensor CpuBackend::gelu_backward(const Tensor& dy, const Tensor& x) {
+  check_plain(x, "gelu_backward", "x", 0);
+  check_plain(dy, "gelu_backward", "dy", 0);
+  if (dy.shape() != x.shape()) throw std::invalid_argument("gelu_backward: dy and x shapes differ");
+  Tensor dx = Tensor::empty(x.shape(), x.device());
+  const float *s = x.data(), *g = dy.data();
+  float* d = dx.data();
+  const int64_t n = x.numel();
+  const auto inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float cdf = 0.5f * (1.0f + std::erf(s[i] * static_cast<float>(M_SQRT1_2)));
+    const float pdf = inv_sqrt_2pi * std::exp(-0.5f * s[i] * s[i]);
+    d[i] = g[i] * (cdf + s[i] * pdf);
+  }
+  return dx;
+}
+
+Tensor CpuBackend::dropout_mask(const Shape& shape, float p, uint64_t seed) {
+  if (!(p >= 0.0f && p < 1.0f)) throw std::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p));
+  Tensor m = Tensor::empty(shape, Device::cpu());
+  float* d = m.data();
+  const int64_t n = m.numel();
+  const float keep = 1.0f / (1.0f - p);
+  const uint64_t base = mix(seed);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    // 24 random bits -> a uniform float in [0, 1) that is exact on every backend.
+    const float u = static_cast<float>(mix(base + static_cast<uint64_t>(i)) >> 40) * (1.0f / 16777216.0f);
+    d[i] = u >= p ? keep : 0.0f;
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------- attention
+
+Backend::AttentionResult CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const Tensor* key_lengths, int64_t heads, float scale,
+                                                       bool causal) {
+  check_plain(q, "attention", "q", 3);
+  check_plain(k, "attention", "k", 3);
+  check_plain(v, "attention", "v", 3);
+  const int64_t b = q.size(0), tq = q.size(1), hd = q.size(2), tk = k.size(1);
+  if (heads < 1 || hd % heads != 0 || k.size(0) != b || v.shape() != k.shape() || k.size(2) != hd) {
+    throw std::invalid_argument("attention: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
+                                shape_str(v.shape()) + " with " + std::to_string(heads) + " heads");
+  }
+  const float* lengths = nullptr;
+  if (key_lengths && key_lengths->defined()) {
+    check_plain(*key_lengths, "attention", "key_lengths", 1);
+    if (key_lengths->size(0) != b) throw std::invalid_argument("attention: key_lengths must be [B]");
+    lengths = key_lengths->data();
+  }
+  const int64_t dh = hd / heads;
+  AttentionResult r{Tensor::empty({b, tq, hd}, q.device()), Tensor::empty({b, heads, tq, tk}, q.device())};
+  const float *pq = q.data(), *pk = k.data(), *pv = v.data();
+  float *po = r.out.data(), *pp = r.probs.data();
+#pragma omp parallel for schedule(dynamic) if (b * heads > 1)
+  for (int64_t bh = 0; bh < b * heads; ++bh) {
+    const int64_t n = bh / heads, h = bh % heads;
+    float* p = pp + bh * tq * tk;
+    gemm('N', 'T', tq, tk, dh, scale, pq + n * tq * hd + h * dh, hd, pk + n * tk * hd + h * dh, hd, 0.0f, p, tk);
+    const int64_t len = lengths ? std::clamp<int64_t>(static_cast<int64_t>(lengths[n]), 0, tk) : tk;
+    for (int64_t i = 0; i < tq; ++i) {
+      float* row = p + i * tk;
+      const int64_t valid = causal ? std::min(len, i + 1) : len;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < valid; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+      }
+      const float inv = valid > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+      for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+      for (int64_t j = valid; j < tk; ++j) row[j] = 0.0f;
+    }
+    gemm('N', 'N', tq, dh, tk, 1.0f, p, tk, pv + n * tk * hd + h * dh, hd, 0.0f, po + n * tq * hd + h * dh, hd);
+  }
+  return r;
+}
+
+Backend::AttentionGrads CpuBackend::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const Tensor& probs, int64_t heads,
+                                                       float scale) {
+  check_plain(dout, "attention_backward", "dout", 3);
+  check_plain(probs, "attention_backward", "probs", 4);
+  if (dout.shape() != q.shape()) throw std::invalid_argument("attention_backward: dout and q shapes differ");
+  const int64_t b = q.size(0), tq = q.size(1), hd = q.size(2), tk = k.size(1), dh = hd / heads;
+  AttentionGrads r{Tensor::empty(q.shape(), q.device()), Tensor::empty(k.shape(), k.device()),
+                   Tensor::empty(v.shape(), v.device())};
+  const float *pdo = dout.data(), *pq = q.data(), *pk = k.data(), *pv = v.data(), *pp = probs.data();
+  float *dq = r.dq.data(), *dk = r.dk.data(), *dv = r.dv.data();
+#pragma omp parallel if (b * heads > 1)
+  {
+    std::vector<float> ds(static_cast<size_t>(tq * tk));
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < b * heads; ++bh) {
+      const int64_t n = bh / heads, h = bh % heads;
+      const float* p = pp + bh * tq * tk;
+      const int64_t qo = n * tq * hd + h * dh, ko = n * tk * hd + h * dh;
+      gemm('T', 'N', tk, dh, tq, 1.0f, p, tk, pdo + qo, hd, 0.0f, dv + ko, hd);              // dV = P^T dO
+      gemm('N', 'T', tq, tk, dh, 1.0f, pdo + qo, hd, pv + ko, hd, 0.0f, ds.data(), tk);      // dP = dO V^T
+      for (int64_t i = 0; i < tq; ++i) {   // dS = P (dP - rowsum(P dP)); hidden keys have P = 0
+        const float* prow = p + i * tk;
+        float* row = ds.data() + i * tk;
+        double dot = 0;
+        for (int64_t j = 0; j < tk; ++j) dot += static_cast<double>(prow[j]) * row[j];
+        for (int64_t j = 0; j < tk; ++j) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
+      }
+      gemm('N', 'N', tq, dh, tk, scale, ds.data(), tk, pk + ko, hd, 0.0f, dq + qo, hd);      // dQ = s dS K
+      gemm('T', 'N', tk, dh, tq, scale, ds.data(), tk, pq + qo, hd, 0.0f, dk + ko, hd);      // dK = s dS^T Q
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- label-smoothed cross-entropy
+
+Backend::SmoothedCrossEntropy CpuBackend::label_smoothed_ce_forward(const Tensor& logits, const Tensor& labels,
+                                                                    float eps, int64_t ignore_index, float normalizer) {
+  check_plain(logits, "label_smoothed_ce", "logits", 2);
+  check_plain(labels, "label_smoothed_ce", "labels", 1);
+  const int64_t n = logits.size(0), vocab = logits.size(1);
+  if (labels.size(0) != n) throw std::invalid_argument("label_smoothed_ce: labels must be [N] for logits [N, V]");
+  if (!(normalizer > 0.0f)) throw std::invalid_argument("label_smoothed_ce: normalizer must be positive");
+  const float *x = logits.data(), *lab = labels.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto y = static_cast<int64_t>(lab[i]);
+    if (static_cast<float>(y) != lab[i] || ((y < 0 || y >= vocab) && y != ignore_index)) {
+      throw std::invalid_argument("label_smoothed_ce: label " + std::to_string(lab[i]) + " at row " + std::to_string(i) +
+                                  " is not in [0, " + std::to_string(vocab) + ") nor the ignored index");
+    }
+  }
+  SmoothedCrossEntropy r{Tensor::empty({1}, logits.device()), Tensor::empty({n}, logits.device())};
+  float* lse = r.lse.data();
+  double total = 0;
+#pragma omp parallel for reduction(+ : total) if (n * vocab > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const auto y = static_cast<int64_t>(lab[i]);
+    if (y == ignore_index) {
+      lse[i] = 0.0f;
+      continue;
+    }
+    const float* row = x + i * vocab;
+    float mx = row[0];
+    for (int64_t k = 1; k < vocab; ++k) mx = std::max(mx, row[k]);
+    double s = 0, sum_x = 0;
+    for (int64_t k = 0; k < vocab; ++k) {
+      s += std::exp(static_cast<double>(row[k] - mx));
+      sum_x += row[k];
+    }
+    const double l = mx + std::log(s);
+    lse[i] = static_cast<float>(l);
+    // -sum_k q_k log p_k with log p_k = x_k - lse.
+    total += (1.0 - eps) * (l - row[y]) + eps * (l - sum_x / static_cast<double>(vocab));
+  }
+  r.loss.data()[0] = static_cast<float>(total / normalizer);
+  return r;
+}
+
+Tensor CpuBackend::label_smoothed_ce_backward(const Tensor& dloss, const Tensor& logits, const Tensor& lse,
+                                              const Tensor& labels, float eps, int64_t ignore_index, float normalizer) {
+  check_plain(logits, "label_smoothed_ce_backward", "logits", 2);
+  const int64_t n = logits.size(0), vocab = logits.size(1);
+  Tensor dx = Tensor::empty({n, vocab}, logits.device());
+  const float g = dloss.item() / normalizer;
+  const float *x = logits.data(), *l = lse.data(), *lab = labels.data();
+  float* d = dx.data();
+  const float off = eps / static_cast<float>(vocab);
+#pragma omp parallel for if (n * vocab > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const auto y = static_cast<int64_t>(lab[i]);
+    float* out = d + i * vocab;
+    if (y == ignore_index) {
+      std::fill(out, out + vocab, 0.0f);
+      continue;
+    }
+    const float* row = x + i * vocab;
+    for (int64_t k = 0; k < vocab; ++k) out[k] = g * (std::exp(row[k] - l[i]) - off);
+    out[y] -= g * (1.0f - eps);
+  }
+  return dx;
+}
+
+Tensor CpuBackend::sum_squares(const Tensor& x) {
+  if (!x.defined() || !x.device().is_cpu()) throw std::invalid_argument("sum_squares: needs a CPU tensor");
+  // Padded channels of blocked layouts are zero, so the storage sum is the logical one.
+  const float* p = x.data();
+  const int64_t n = x.storage_numel();
+  double total = 0;
+#pragma omp parallel for reduction(+ : total) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) total += static_cast<double>(p[i]) * p[i];
+  Tensor y = Tensor::empty({1}, x.device());
+  y.data()[0] = static_cast<float>(total);
+  return y;
+}
+
+}  // namespace ts::engine::cpu

@@ -1,0 +1,383 @@
+// CudaBackend: the registry of per-device backends, the shared helpers, and the methods built
+// on our own kernels (memory and layout, element-wise, reductions, concat/slice, the loss and
+// the optimizer step).
+#include "engine/cuda/cuda_backend.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/cuda/cuda_common.h"
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/immortal.h"
+
+namespace ts::engine::cuda {
+
+// ---------------------------------------------------------------- registry
+
+namespace {
+
+struct Backends {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<CudaBackend>> per_device;
+};
+
+}  // namespace
+
+CudaBackend& cuda_backend(int device) {
+  static Immortal<Backends> backends;
+  std::string why;
+  if (!device_usable(device, &why)) throw std::runtime_error(why);
+  auto& b = backends.get();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  if (b.per_device.size() <= static_cast<size_t>(device)) b.per_device.resize(static_cast<size_t>(device) + 1);
+  auto& slot = b.per_device[static_cast<size_t>(device)];
+  if (!slot) slot = std::make_unique<CudaBackend>(device);
+  return *slot;
+}
+
+CudaBackend::CudaBackend(int device) : device_(device), impl_(std::make_unique<Impl>(device)) {}
+CudaBackend::~CudaBackend() = default;
+
+void CudaBackend::synchronize() {
+  Env env(*impl_);
+  TS_CUDA_CHECK(cudaStreamSynchronize(env.stream));
+}
+
+// ---------------------------------------------------------------- shared helpers
+
+void set_nchw(const TensorDesc& d, int64_t n, int64_t c, int64_t h, int64_t w, const char* op) {
+  TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(n, op, "batch"),
+                                            to_int(c, op, "channels"), to_int(h, op, "height"),
+                                            to_int(w, op, "width")));
+}
+
+void check_on(const Tensor& t, int device, const char* op, const char* what) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": " + what + " is undefined");
+  const Device d = t.device();
+  if (d.type != DeviceType::cuda || d.index != device) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " is on " + d.str() +
+                                ", expected cuda:" + std::to_string(device));
+  }
+}
+
+void check_channel_vec(const Tensor& t, int device, int64_t c, const char* op, const char* what) {
+  check_on(t, device, op, what);
+  if (t.dim() != 1 || t.size(0) != c || !t.layout().is_plain()) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " " + shape_str(t.shape()) + " for " +
+                                std::to_string(c) + " channels");
+  }
+}
+
+int to_int(int64_t v, const char* op, const char* what) {
+  if (v < 0 || v > INT_MAX) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " " + std::to_string(v) +
+                                " does not fit the 32-bit size the CUDA libraries take");
+  }
+  return static_cast<int>(v);
+}
+
+Tensor as_plain(CudaBackend& b, const Tensor& t) { return t.layout().is_plain() ? t : b.to_layout(t, Layout::plain()); }
+
+Tensor workspace_tensor(int64_t bytes, int device) {
+  const int64_t n = (bytes + static_cast<int64_t>(sizeof(float)) - 1) / static_cast<int64_t>(sizeof(float));
+  return Tensor::empty({n}, cuda_device(device), Layout::plain(), memprof::Category::workspace);
+}
+
+kernels::Layout4 layout4(const Layout& l) {
+  switch (l.kind) {
+    case Layout::Kind::plain:
+      return {0, 0};
+    case Layout::Kind::channels_last:
+      return {1, 0};
+    case Layout::Kind::channel_blocked:
+      return {2, l.block};
+  }
+  throw std::logic_error("unknown layout");
+}
+
+Shape nchw_shape(const Shape& s, const char* op) {
+  if (s.size() == 4) return s;
+  if (s.size() == 2) return {s[0], s[1], 1, 1};
+  throw std::invalid_argument(std::string(op) + ": expected [N, C, H, W] or [N, C], got " + shape_str(s));
+}
+
+namespace {
+
+void check_same(const Tensor& a, const Tensor& b, int device, const char* op) {
+  check_on(a, device, op, "first operand");
+  check_on(b, device, op, "second operand");
+  if (a.shape() != b.shape()) {
+    throw std::invalid_argument(std::string(op) + ": shapes differ: " + shape_str(a.shape()) + " vs " +
+                                shape_str(b.shape()));
+  }
+}
+
+bool has_padded_channels(const Tensor& t) {
+  return t.layout().kind == Layout::Kind::channel_blocked && t.dim() >= 2 && t.size(1) % t.layout().block != 0;
+}
+
+// Brings `x` to `layout` (shares storage when it already is there).
+Tensor in_layout(CudaBackend& b, const Tensor& x, const Layout& layout) {
+  return x.layout() == layout ? x : b.to_layout(x, layout);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- memory and layout
+
+void CudaBackend::fill(const Tensor& t, float value) {
+  check_on(t, device_, "fill", "tensor");
+  Env env(*impl_);
+  if (has_padded_channels(t)) {
+    int64_t inner = 1;
+    for (int64_t d = 2; d < t.dim(); ++d) inner *= t.size(d);
+    TS_CUDA_CHECK(kernels::fill_blocked(t.data(), t.size(0), t.size(1), inner, t.layout().block, value, env.stream));
+    return;
+  }
+  TS_CUDA_CHECK(kernels::fill(t.data(), t.storage_numel(), value, env.stream));
+}
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
+  check_same(src, dst, device_, "copy");
+  Env env(*impl_);
+  if (src.layout() == dst.layout()) {
+    if (src.data() != dst.data()) {
+      TS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<size_t>(src.nbytes()), cudaMemcpyDeviceToDevice,
+                                    env.stream));
+    }
+    return;
+  }
+  if (src.dim() != 4) throw std::invalid_argument("copy: layouts other than plain need a 4-D tensor");
+  if (has_padded_channels(dst)) {
+    TS_CUDA_CHECK(cudaMemsetAsync(dst.data(), 0, static_cast<size_t>(dst.nbytes()), env.stream));
+  }
+  TS_CUDA_CHECK(kernels::reorder4d(src.data(), layout4(src.layout()), dst.data(), layout4(dst.layout()), src.size(0),
+                                   src.size(1), src.size(2), src.size(3), env.stream));
+}
+
+Tensor CudaBackend::to_layout(const Tensor& x, const Layout& layout) {
+  check_on(x, device_, "to_layout", "x");
+  if (x.layout() == layout) return x;
+  if (x.dim() != 4) {
+    throw std::invalid_argument("to_layout: layout " + layout.str() + " needs a 4-D tensor, got " +
+                                shape_str(x.shape()));
+  }
+  if (layout.kind == Layout::Kind::channel_blocked && layout.block <= 0) {
+    throw std::invalid_argument("to_layout: channel-blocked layout without a block size");
+  }
+  Tensor y = Tensor::empty(x.shape(), x.device(), layout);
+  copy(x, y);
+  return y;
+}
+
+// ---------------------------------------------------------------- element-wise
+
+Tensor CudaBackend::relu_forward(const Tensor& x) {
+  check_on(x, device_, "relu", "x");
+  Env env(*impl_);
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  TS_CUDA_CHECK(kernels::relu_forward(x.data(), y.data(), x.storage_numel(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::relu_backward(const Tensor& dy_in, const Tensor& y) {
+  check_same(dy_in, y, device_, "relu_backward");
+  const Tensor dy = in_layout(*this, dy_in, y.layout());
+  Env env(*impl_);
+  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
+  TS_CUDA_CHECK(kernels::relu_backward(dy.data(), y.data(), dx.data(), y.storage_numel(), env.stream));
+  return dx;
+}
+
+Tensor CudaBackend::add(const Tensor& a, const Tensor& b_in) {
+  check_same(a, b_in, device_, "add");
+  const Tensor b = in_layout(*this, b_in, a.layout());
+  Env env(*impl_);
+  Tensor y = Tensor::empty(a.shape(), a.device(), a.layout());
+  TS_CUDA_CHECK(kernels::add(a.data(), b.data(), y.data(), a.storage_numel(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::mul(const Tensor& a, const Tensor& b_in) {
+  check_same(a, b_in, device_, "mul");
+  const Tensor b = in_layout(*this, b_in, a.layout());
+  Env env(*impl_);
+  Tensor y = Tensor::empty(a.shape(), a.device(), a.layout());
+  TS_CUDA_CHECK(kernels::mul(a.data(), b.data(), y.data(), a.storage_numel(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::scale(const Tensor& x, float s) {
+  check_on(x, device_, "scale", "x");
+  Env env(*impl_);
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  TS_CUDA_CHECK(kernels::scale(x.data(), s, y.data(), x.storage_numel(), env.stream));
+  return y;
+}
+
+void CudaBackend::add_inplace(const Tensor& acc, const Tensor& x_in, float alpha) {
+  check_same(acc, x_in, device_, "add_inplace");
+  const Tensor x = in_layout(*this, x_in, acc.layout());
+  Env env(*impl_);
+  TS_CUDA_CHECK(kernels::add_inplace(acc.data(), x.data(), alpha, acc.storage_numel(), env.stream));
+}
+
+Tensor CudaBackend::sum_all(const Tensor& x) {
+  check_on(x, device_, "sum", "x");
+  Env env(*impl_);
+  // Padded channels are zero, so the storage sum is the logical sum.
+  const int64_t n = x.storage_numel();
+  Tensor partials = workspace_tensor(kernels::sum_partials(n) * static_cast<int64_t>(sizeof(double)), device_);
+  Tensor y = Tensor::empty({1}, x.device());
+  TS_CUDA_CHECK(kernels::sum_all(x.data(), n, reinterpret_cast<double*>(partials.data()), 1.0f, y.data(), env.stream));
+  return y;
+}
+
+// ---------------------------------------------------------------- concat / slice
+
+namespace {
+
+// [outer, size(dim), inner] view of a plain tensor.
+void split_at(const Shape& s, int64_t dim, int64_t& outer, int64_t& inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= s[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < s.size(); ++d) inner *= s[d];
+}
+
+}  // namespace
+
+Tensor CudaBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
+  if (xs.empty()) throw std::invalid_argument("concat: no inputs");
+  for (const auto& t : xs) check_on(t, device_, "concat", "input");
+  const int64_t rank = xs[0].dim();
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank) throw std::invalid_argument("concat: dim out of range for " + shape_str(xs[0].shape()));
+  Shape out = xs[0].shape();
+  out[static_cast<size_t>(dim)] = 0;
+  for (const auto& t : xs) {
+    bool ok = t.dim() == rank;
+    for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || t.size(d) == xs[0].size(d);
+    if (!ok) {
+      throw std::invalid_argument("concat: shape " + shape_str(t.shape()) + " does not match " +
+                                  shape_str(xs[0].shape()) + " along dim " + std::to_string(dim));
+    }
+    out[static_cast<size_t>(dim)] += t.size(dim);
+  }
+  std::vector<Tensor> in;
+  in.reserve(xs.size());
+  for (const auto& t : xs) in.push_back(as_plain(*this, t));
+  Env env(*impl_);
+  Tensor y = Tensor::empty(out, xs[0].device());
+  int64_t outer = 0, inner = 0;
+  split_at(out, dim, outer, inner);
+  const int64_t total = out[static_cast<size_t>(dim)];
+  int64_t off = 0;
+  for (const auto& t : in) {
+    const int64_t len = t.size(dim);
+    TS_CUDA_CHECK(kernels::copy_rows(y.data() + off * inner, total * inner, t.data(), len * inner, len * inner, outer,
+                                     env.stream));
+    off += len;
+  }
+  return y;
+}
+
+Tensor CudaBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
+  check_on(x_in, device_, "slice", "x");
+  const int64_t rank = x_in.dim();
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank || start < 0 || length < 0 || start + length > x_in.size(dim)) {
+    throw std::invalid_argument("slice: dim " + std::to_string(dim) + " [" + std::to_string(start) + ", +" +
+                                std::to_string(length) + ") out of range for " + shape_str(x_in.shape()));
+  }
+  const Tensor x = as_plain(*this, x_in);
+  Shape out = x.shape();
+  out[static_cast<size_t>(dim)] = length;
+  Env env(*impl_);
+  Tensor y = Tensor::empty(out, x.device());
+  int64_t outer = 0, inner = 0;
+  split_at(x.shape(), dim, outer, inner);
+  TS_CUDA_CHECK(kernels::copy_rows(y.data(), length * inner, x.data() + start * inner, x.size(dim) * inner,
+                                   length * inner, outer, env.stream));
+  return y;
+}
+
+// ---------------------------------------------------------------- loss
+
+CrossEntropyResult CudaBackend::softmax_cross_entropy_forward(const Tensor& logits_in, const Tensor& labels_in) {
+  check_on(logits_in, device_, "softmax_cross_entropy", "logits");
+  check_on(labels_in, device_, "softmax_cross_entropy", "labels");
+  if (logits_in.dim() != 2 || labels_in.dim() != 1 || labels_in.size(0) != logits_in.size(0)) {
+    throw std::invalid_argument("softmax_cross_entropy: expected logits [N, K] and labels [N], got " +
+                                shape_str(logits_in.shape()) + " and " + shape_str(labels_in.shape()));
+  }
+  const Tensor logits = as_plain(*this, logits_in);
+  const Tensor labels = as_plain(*this, labels_in);
+  const int64_t n = logits.size(0), k = logits.size(1);
+  // Bad labels are an error with the CPU backend's message, not an out-of-bounds read: the
+  // labels (N floats) are checked on the host, which waits for the forward pass queued so far.
+  {
+    std::vector<float> lab(static_cast<size_t>(n));
+    copy_to_host(lab.data(), labels.data(), lab.size() * sizeof(float), device_);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = lab[static_cast<size_t>(i)];
+      if (!(v >= 0.0f) || v >= static_cast<float>(k) || v != std::floor(v)) {
+        throw std::invalid_argument("softmax_cross_entropy: label " + std::to_string(v) + " at index " +
+                                    std::to_string(i) + " is not a class index in [0, " + std::to_string(k) + ")");
+      }
+    }
+  }
+  Env env(*impl_);
+  CrossEntropyResult r;
+  r.probs = Tensor::empty({n, k}, logits.device());
+  r.loss = Tensor::empty({1}, logits.device());
+  if (n == 0) {
+    TS_CUDA_CHECK(kernels::fill(r.loss.data(), 1, 0.0f, env.stream));
+    return r;
+  }
+  Tensor row_loss = workspace_tensor(n * static_cast<int64_t>(sizeof(float)), device_);
+  TS_CUDA_CHECK(
+      kernels::softmax_xent_forward(logits.data(), labels.data(), n, k, r.probs.data(), row_loss.data(), env.stream));
+  Tensor partials = workspace_tensor(kernels::sum_partials(n) * static_cast<int64_t>(sizeof(double)), device_);
+  TS_CUDA_CHECK(kernels::sum_all(row_loss.data(), n, reinterpret_cast<double*>(partials.data()),
+                                 static_cast<float>(1.0 / static_cast<double>(n)), r.loss.data(), env.stream));
+  return r;
+}
+
+Tensor CudaBackend::softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs_in,
+                                                   const Tensor& labels_in) {
+  const char* op = "softmax_cross_entropy_backward";
+  check_on(dloss, device_, op, "dloss");
+  check_on(probs_in, device_, op, "probs");
+  check_on(labels_in, device_, op, "labels");
+  if (dloss.numel() != 1 || probs_in.dim() != 2 || labels_in.dim() != 1 || labels_in.size(0) != probs_in.size(0)) {
+    throw std::invalid_argument(std::string(op) + ": bad shapes " + shape_str(dloss.shape()) + ", " +
+                                shape_str(probs_in.shape()) + ", " + shape_str(labels_in.shape()));
+  }
+  const Tensor probs = as_plain(*this, probs_in), labels = as_plain(*this, labels_in);
+  const int64_t n = probs.size(0), k = probs.size(1);
+  Env env(*impl_);
+  Tensor dx = Tensor::empty({n, k}, probs.device());
+  // dloss stays on the device: no host round trip in the backward pass.
+  TS_CUDA_CHECK(kernels::softmax_xent_backward(dloss.data(), probs.data(), labels.data(), n, k, dx.data(), env.stream));
+  return dx;
+}
+
+// ---------------------------------------------------------------- optimizer
+
+void CudaBackend::sgd_step(const Tensor& param, const Tensor& grad_in, const Tensor& buf, float lr, float momentum,
+                           float weight_decay, bool nesterov) {
+  check_same(param, grad_in, device_, "sgd_step");
+  const Tensor grad = in_layout(*this, grad_in, param.layout());
+  if (buf.defined()) {
+    check_same(param, buf, device_, "sgd_step");
+    if (buf.layout() != param.layout())
+      throw std::invalid_argument("sgd_step: momentum buffer layout differs from param");
+  }
+  Env env(*impl_);
+  TS_CUDA_CHECK(kernels::sgd_step(param.data(), grad.data(), buf.defined() ? buf.data() : nullptr,
+                                  param.storage_numel(), lr, momentum, weight_decay, nesterov, env.stream));
+}
+
+}  // namespace ts::engine::cuda

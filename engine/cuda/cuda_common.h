@@ -1,0 +1,103 @@
+#pragma once
+// Internal to engine/cuda/: what the CudaBackend's source files share: the backend's state,
+// RAII wrappers of cuDNN descriptors, argument checks and small tensor helpers.
+#include <cudnn.h>
+
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "engine/cuda/check.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/device_context.h"
+#include "engine/cuda/kernels.h"
+
+namespace ts::engine::cuda {
+
+struct ConvPlan;
+
+struct CudaBackend::Impl {
+  explicit Impl(int d) : device(d) {}
+  int device;
+  // Made on first use, not at construction: backend_for() hands out backends cheaply.
+  DeviceContext& context() {
+    std::call_once(context_once, [this] { ctx = &DeviceContext::get(device); });
+    return *ctx;
+  }
+  std::mutex plans_mutex;
+  std::unordered_map<std::string, std::shared_ptr<ConvPlan>> conv_plans;
+
+ private:
+  std::once_flag context_once;
+  DeviceContext* ctx = nullptr;
+};
+
+// What every backend method starts with: the device made current and its stream.
+struct Env {
+  explicit Env(CudaBackend::Impl& im) : ctx(im.context()), guard(im.device), stream(ctx.stream()) {}
+  DeviceContext& ctx;
+  DeviceGuard guard;
+  cudaStream_t stream;
+};
+
+// --- cuDNN descriptors (RAII) ---
+class TensorDesc {
+ public:
+  TensorDesc() { TS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_)); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d_); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+  cudnnTensorDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnTensorDescriptor_t d_ = nullptr;
+};
+
+class FilterDesc {
+ public:
+  FilterDesc() { TS_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d_)); }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d_); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+  cudnnFilterDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnFilterDescriptor_t d_ = nullptr;
+};
+
+class ConvDesc {
+ public:
+  ConvDesc() { TS_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d_)); }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d_); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+  cudnnConvolutionDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnConvolutionDescriptor_t d_ = nullptr;
+};
+
+// An NCHW fp32 descriptor; dimensions must fit cuDNN's int.
+void set_nchw(const TensorDesc& d, int64_t n, int64_t c, int64_t h, int64_t w, const char* op);
+
+// --- checks ---
+// Defined, on cuda:`device`.
+void check_on(const Tensor& t, int device, const char* op, const char* what);
+// check_on plus 1-D [c], plain.
+void check_channel_vec(const Tensor& t, int device, int64_t c, const char* op, const char* what);
+// A size that a library or kernel takes as int.
+int to_int(int64_t v, const char* op, const char* what);
+
+// --- tensors ---
+inline Device cuda_device(int device) { return Device{DeviceType::cuda, device}; }
+// `t` in plain layout (shares storage when it already is).
+Tensor as_plain(CudaBackend& b, const Tensor& t);
+// A temporary of at least `bytes` on the device, category workspace.
+Tensor workspace_tensor(int64_t bytes, int device);
+kernels::Layout4 layout4(const Layout& l);
+// [N, C, H, W] or [N, C] (as [N, C, 1, 1]).
+Shape nchw_shape(const Shape& s, const char* op);
+
+}  // namespace ts::engine::cuda

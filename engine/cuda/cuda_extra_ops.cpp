@@ -1,0 +1,424 @@
+// The later Backend methods on the GPU: tanh, nearest upsampling, WGAN-GP's norm penalty, Adam
+// and the detection ops (kernels in kernels_extra.cu). Argument checks and error messages
+// follow the CPU backend's (cpu_backend.cpp, cpu_detection.cpp), so an op fails the same way
+// on either device.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/cuda_common.h"
+#include "engine/cuda/device_memory.h"
+
+namespace ts::engine::cuda {
+
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& msg) {
+  throw std::invalid_argument(std::string(op) + ": " + msg);
+}
+
+std::vector<float> to_host(const Tensor& t, int device) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  copy_to_host(v.data(), t.data(), v.size() * sizeof(float), device);
+  return v;
+}
+
+// A 4-D tensor's storage as [outer][H][W][vec]: plain (N C, H, W, 1), channels-last
+// (N, H, W, C), channel-blocked (N C/b, H, W, b), as the CPU backend sees it.
+struct SpatialView {
+  int64_t outer, h, w, vec;
+};
+
+SpatialView spatial_view(const Tensor& t, const char* op) {
+  if (t.dim() != 4) fail(op, "needs [N, C, H, W], got " + shape_str(t.shape()));
+  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  switch (t.layout().kind) {
+    case Layout::Kind::plain:
+      return {n * c, h, w, 1};
+    case Layout::Kind::channels_last:
+      return {n, h, w, c};
+    case Layout::Kind::channel_blocked: {
+      const int64_t b = t.layout().block;
+      return {n * ((c + b - 1) / b), h, w, b};
+    }
+  }
+  throw std::logic_error("unknown layout");
+}
+
+void check_factor(int64_t factor, const char* op) {
+  if (factor < 1) fail(op, "factor must be >= 1, got " + std::to_string(factor));
+}
+
+void check_pooled(int64_t pooled_h, int64_t pooled_w, float spatial_scale, const char* op) {
+  if (pooled_h < 1 || pooled_w < 1) fail(op, "pooled size must be positive");
+  if (!(spatial_scale > 0.0f) || !std::isfinite(spatial_scale)) fail(op, "spatial_scale must be positive");
+}
+
+// rois [R, 5] with integer batch indices in [0, batch), checked on the host.
+void check_rois(const Tensor& rois, int64_t batch, int device, const char* op) {
+  check_on(rois, device, op, "rois");
+  if (rois.dim() != 2 || rois.size(1) != 5) fail(op, "rois must be [R, 5], got " + shape_str(rois.shape()));
+  const std::vector<float> r = to_host(rois, device);
+  for (int64_t i = 0; i < rois.size(0); ++i) {
+    const float b = r[static_cast<size_t>(i * 5)];
+    if (!(b >= 0.0f) || b >= static_cast<float>(batch) || b != std::floor(b)) {
+      fail(op, "roi " + std::to_string(i) + " has batch index " + std::to_string(b) + ", feature batch is " +
+                   std::to_string(batch));
+    }
+  }
+}
+
+// Integer row indices stored as fp32, checked on the host against [0, rows).
+void check_row_indices(const Tensor& index, int64_t rows, int device, const char* op) {
+  const std::vector<float> v = to_host(index, device);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!(v[i] >= 0.0f) || v[i] >= static_cast<float>(rows) || v[i] != std::floor(v[i])) {
+      fail(op, "index " + std::to_string(v[i]) + " at position " + std::to_string(i) + " is not a row in [0, " +
+                   std::to_string(rows) + ")");
+    }
+  }
+}
+
+kernels::RoiGeom roi_geom(int64_t n_rois, const Shape& x_shape, int64_t pooled_h, int64_t pooled_w, float spatial_scale,
+                          int64_t sampling_ratio, bool aligned, const char* op) {
+  kernels::RoiGeom g;
+  g.rois = n_rois;
+  g.channels = x_shape[1];
+  g.height = to_int(x_shape[2], op, "height");
+  g.width = to_int(x_shape[3], op, "width");
+  to_int(x_shape[2] * x_shape[3], op, "plane size");
+  g.pooled_h = to_int(pooled_h, op, "pooled height");
+  g.pooled_w = to_int(pooled_w, op, "pooled width");
+  g.spatial_scale = spatial_scale;
+  g.sampling_ratio = sampling_ratio > 0 ? to_int(sampling_ratio, op, "sampling ratio") : 0;
+  g.aligned = aligned;
+  return g;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- tanh, upsampling
+
+Tensor CudaBackend::tanh_forward(const Tensor& x) {
+  check_on(x, device_, "tanh", "x");
+  Env env(*impl_);
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  // tanh(0) = 0 keeps padded channels zero.
+  TS_CUDA_CHECK(kernels::tanh_forward(x.data(), y.data(), x.storage_numel(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::tanh_backward(const Tensor& dy_in, const Tensor& y) {
+  check_on(dy_in, device_, "tanh_backward", "dy");
+  check_on(y, device_, "tanh_backward", "y");
+  if (dy_in.shape() != y.shape()) {
+    fail("tanh_backward", "shapes differ: " + shape_str(dy_in.shape()) + " vs " + shape_str(y.shape()));
+  }
+  const Tensor dy = dy_in.layout() == y.layout() ? dy_in : to_layout(dy_in, y.layout());
+  Env env(*impl_);
+  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
+  TS_CUDA_CHECK(kernels::tanh_backward(dy.data(), y.data(), dx.data(), y.storage_numel(), env.stream));
+  return dx;
+}
+
+Tensor CudaBackend::upsample_nearest2d_forward(const Tensor& x, int64_t f) {
+  const char* op = "upsample_nearest2d";
+  check_on(x, device_, op, "x");
+  check_factor(f, op);
+  const SpatialView v = spatial_view(x, op);
+  Env env(*impl_);
+  Tensor y = Tensor::empty({x.size(0), x.size(1), x.size(2) * f, x.size(3) * f}, x.device(), x.layout());
+  TS_CUDA_CHECK(kernels::upsample_nearest_forward(x.data(), v.outer, v.h, v.w, v.vec, f, y.data(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::upsample_nearest2d_backward(const Tensor& dy, int64_t f) {
+  const char* op = "upsample_nearest2d_backward";
+  check_on(dy, device_, op, "dy");
+  check_factor(f, op);
+  if (dy.dim() != 4 || dy.size(2) % f != 0 || dy.size(3) % f != 0) {
+    fail(op, shape_str(dy.shape()) + " is not a multiple of the factor " + std::to_string(f));
+  }
+  Env env(*impl_);
+  Tensor dx = Tensor::empty({dy.size(0), dy.size(1), dy.size(2) / f, dy.size(3) / f}, dy.device(), dy.layout());
+  const SpatialView v = spatial_view(dx, op);
+  TS_CUDA_CHECK(kernels::upsample_nearest_backward(dy.data(), v.outer, v.h, v.w, v.vec, f, dx.data(), env.stream));
+  return dx;
+}
+
+// ---------------------------------------------------------------- norm penalty
+
+Backend::NormPenaltyResult CudaBackend::norm_penalty_forward(const Tensor& x_in, float target) {
+  const char* op = "norm_penalty";
+  check_on(x_in, device_, op, "x");
+  if (x_in.dim() != 2 || x_in.size(0) < 1) fail(op, "expected [N, D] with N >= 1, got " + shape_str(x_in.shape()));
+  const Tensor x = as_plain(*this, x_in);
+  const int64_t n = x.size(0), d = x.size(1);
+  Env env(*impl_);
+  NormPenaltyResult r{Tensor::empty({1}, x.device()), Tensor::empty({n}, x.device())};
+  Tensor terms = workspace_tensor(n * static_cast<int64_t>(sizeof(double)), device_);
+  TS_CUDA_CHECK(kernels::norm_penalty_forward(x.data(), n, d, target, r.norms.data(),
+                                              reinterpret_cast<double*>(terms.data()), r.loss.data(), env.stream));
+  return r;
+}
+
+Tensor CudaBackend::norm_penalty_backward(const Tensor& dloss, const Tensor& x_in, const Tensor& norms, float target) {
+  const char* op = "norm_penalty_backward";
+  check_on(dloss, device_, op, "dloss");
+  check_on(norms, device_, op, "norms");
+  check_on(x_in, device_, op, "x");
+  const Tensor x = as_plain(*this, x_in);
+  if (x.dim() != 2) fail(op, "expected [N, D], got " + shape_str(x.shape()));
+  const int64_t n = x.size(0), d = x.size(1);
+  if (norms.numel() != n || dloss.numel() != 1) {
+    fail(op, "norms " + shape_str(norms.shape()) + " / dloss " + shape_str(dloss.shape()) + " for input " +
+                 shape_str(x.shape()));
+  }
+  Env env(*impl_);
+  Tensor dx = Tensor::empty(x.shape(), x.device());
+  TS_CUDA_CHECK(
+      kernels::norm_penalty_backward(dloss.data(), x.data(), norms.data(), n, d, target, dx.data(), env.stream));
+  return dx;
+}
+
+// ---------------------------------------------------------------- Adam
+
+void CudaBackend::adam_step(const Tensor& param, const Tensor& grad_in, const Tensor& m, const Tensor& v, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  const char* op = "adam_step";
+  for (const Tensor* t : {&param, &grad_in, &m, &v}) check_on(*t, device_, op, "tensor");
+  if (grad_in.shape() != param.shape() || m.shape() != param.shape() || v.shape() != param.shape()) {
+    fail(op, "shapes differ: param " + shape_str(param.shape()) + ", grad " + shape_str(grad_in.shape()) + ", m " +
+                 shape_str(m.shape()) + ", v " + shape_str(v.shape()));
+  }
+  if (m.layout() != param.layout() || v.layout() != param.layout()) {
+    fail(op, "moment buffer layout differs from param");
+  }
+  if (step < 1) fail(op, "step counts from 1, got " + std::to_string(step));
+  const Tensor grad = grad_in.layout() == param.layout() ? grad_in : to_layout(grad_in, param.layout());
+  // The bias corrections as the CPU backend computes them (in double, then rounded).
+  const float step_size = lr / static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), step));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), step)));
+  Env env(*impl_);
+  TS_CUDA_CHECK(kernels::adam_step(param.data(), grad.data(), m.data(), v.data(), param.storage_numel(), beta1, beta2,
+                                   eps, weight_decay, step_size, bc2_sqrt, env.stream));
+}
+
+// ---------------------------------------------------------------- RoIAlign, RoIPool
+
+Tensor CudaBackend::roi_align_forward(const Tensor& x_in, const Tensor& rois_in, int64_t pooled_h, int64_t pooled_w,
+                                      float spatial_scale, int64_t sampling_ratio, bool aligned) {
+  const char* op = "roi_align";
+  check_on(x_in, device_, op, "input");
+  if (x_in.dim() != 4) fail(op, "input must be [N, C, H, W], got " + shape_str(x_in.shape()));
+  check_pooled(pooled_h, pooled_w, spatial_scale, op);
+  check_on(rois_in, device_, op, "rois");
+  const Tensor x = as_plain(*this, x_in);
+  const Tensor rois = as_plain(*this, rois_in);
+  check_rois(rois, x.size(0), device_, op);
+  const auto g = roi_geom(rois.size(0), x.shape(), pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned, op);
+  Env env(*impl_);
+  Tensor y = Tensor::empty({g.rois, g.channels, pooled_h, pooled_w}, x.device());
+  TS_CUDA_CHECK(kernels::roi_align_forward(x.data(), rois.data(), g, y.data(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::roi_align_backward(const Tensor& dy_in, const Tensor& rois_in, const Shape& x_shape,
+                                       float spatial_scale, int64_t sampling_ratio, bool aligned) {
+  const char* op = "roi_align_backward";
+  check_on(dy_in, device_, op, "dy");
+  check_on(rois_in, device_, op, "rois");
+  if (x_shape.size() != 4) fail(op, "x_shape must be [N, C, H, W], got " + shape_str(x_shape));
+  const Tensor dy = as_plain(*this, dy_in);
+  const Tensor rois = as_plain(*this, rois_in);
+  check_rois(rois, x_shape[0], device_, op);
+  const int64_t n_rois = rois.size(0);
+  if (dy.dim() != 4 || dy.size(0) != n_rois || dy.size(1) != x_shape[1]) {
+    fail(op, "dy " + shape_str(dy.shape()) + " does not match " + std::to_string(n_rois) + " rois and input " +
+                 shape_str(x_shape));
+  }
+  check_pooled(dy.size(2), dy.size(3), spatial_scale, op);
+  const auto g = roi_geom(n_rois, x_shape, dy.size(2), dy.size(3), spatial_scale, sampling_ratio, aligned, op);
+  Tensor dx = Tensor::zeros(x_shape, dy.device());
+  Env env(*impl_);
+  TS_CUDA_CHECK(kernels::roi_align_backward(dy.data(), rois.data(), g, dx.data(), env.stream));
+  return dx;
+}
+
+PoolResult CudaBackend::roi_pool_forward(const Tensor& x_in, const Tensor& rois_in, int64_t pooled_h, int64_t pooled_w,
+                                         float spatial_scale) {
+  const char* op = "roi_pool";
+  check_on(x_in, device_, op, "input");
+  if (x_in.dim() != 4) fail(op, "input must be [N, C, H, W], got " + shape_str(x_in.shape()));
+  check_pooled(pooled_h, pooled_w, spatial_scale, op);
+  check_on(rois_in, device_, op, "rois");
+  const Tensor x = as_plain(*this, x_in);
+  const Tensor rois = as_plain(*this, rois_in);
+  check_rois(rois, x.size(0), device_, op);
+  const auto g = roi_geom(rois.size(0), x.shape(), pooled_h, pooled_w, spatial_scale, 0, false, op);
+  Env env(*impl_);
+  PoolResult res;
+  res.y = Tensor::empty({g.rois, g.channels, pooled_h, pooled_w}, x.device());
+  res.workspace = Tensor::empty({g.rois, g.channels, pooled_h, pooled_w}, x.device(), Layout::plain(),
+                                memprof::Category::workspace);
+  TS_CUDA_CHECK(kernels::roi_pool_forward(x.data(), rois.data(), g, res.y.data(), res.workspace.data(), env.stream));
+  return res;
+}
+
+Tensor CudaBackend::roi_pool_backward(const Tensor& dy_in, const Tensor& argmax, const Tensor& rois_in,
+                                      const Shape& x_shape) {
+  const char* op = "roi_pool_backward";
+  check_on(dy_in, device_, op, "dy");
+  check_on(argmax, device_, op, "argmax");
+  check_on(rois_in, device_, op, "rois");
+  if (x_shape.size() != 4) fail(op, "x_shape must be [N, C, H, W], got " + shape_str(x_shape));
+  const Tensor dy = as_plain(*this, dy_in);
+  const Tensor rois = as_plain(*this, rois_in);
+  check_rois(rois, x_shape[0], device_, op);
+  const int64_t n_rois = rois.size(0);
+  if (dy.dim() != 4 || dy.size(0) != n_rois || dy.size(1) != x_shape[1] || argmax.shape() != dy.shape()) {
+    fail(op, "dy " + shape_str(dy.shape()) + " / argmax " + shape_str(argmax.shape()) + " do not match " +
+                 std::to_string(n_rois) + " rois and input " + shape_str(x_shape));
+  }
+  const auto g = roi_geom(n_rois, x_shape, dy.size(2), dy.size(3), 1.0f, 0, false, op);
+  const Tensor arg = as_plain(*this, argmax);
+  Tensor dx = Tensor::zeros(x_shape, dy.device());
+  Env env(*impl_);
+  TS_CUDA_CHECK(kernels::roi_pool_backward(dy.data(), arg.data(), rois.data(), g, dx.data(), env.stream));
+  return dx;
+}
+
+// ---------------------------------------------------------------- smooth L1
+
+namespace {
+
+void check_smooth_l1(const Tensor& x, const Tensor& target, const Tensor* weights, float beta, int device,
+                     const char* op) {
+  check_on(x, device, op, "input");
+  check_on(target, device, op, "target");
+  if (x.shape() != target.shape()) {
+    fail(op, "input " + shape_str(x.shape()) + " and target " + shape_str(target.shape()));
+  }
+  if (weights) {
+    check_on(*weights, device, op, "weights");
+    if (weights->shape() != x.shape()) {
+      fail(op, "weights " + shape_str(weights->shape()) + " for input " + shape_str(x.shape()));
+    }
+  }
+  if (!(beta >= 0.0f)) fail(op, "beta must be >= 0");
+}
+
+}  // namespace
+
+Tensor CudaBackend::smooth_l1_forward(const Tensor& x_in, const Tensor& target_in, const Tensor* weights_in, float beta,
+                                      float scale) {
+  const char* op = "smooth_l1";
+  check_smooth_l1(x_in, target_in, weights_in, beta, device_, op);
+  const Tensor x = as_plain(*this, x_in), t = as_plain(*this, target_in);
+  const Tensor w = weights_in ? as_plain(*this, *weights_in) : Tensor();
+  const int64_t n = x.numel();
+  Env env(*impl_);
+  Tensor partials = workspace_tensor(kernels::sum_partials(n) * static_cast<int64_t>(sizeof(double)), device_);
+  Tensor y = Tensor::empty({1}, x.device());
+  TS_CUDA_CHECK(kernels::smooth_l1_forward(x.data(), t.data(), w.defined() ? w.data() : nullptr, n, beta, scale,
+                                           reinterpret_cast<double*>(partials.data()), y.data(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::smooth_l1_backward(const Tensor& dloss, const Tensor& x_in, const Tensor& target_in,
+                                       const Tensor* weights_in, float beta, float scale) {
+  const char* op = "smooth_l1_backward";
+  check_smooth_l1(x_in, target_in, weights_in, beta, device_, op);
+  check_on(dloss, device_, op, "dloss");
+  if (dloss.numel() != 1) fail(op, "dloss must hold one value, got " + shape_str(dloss.shape()));
+  const Tensor x = as_plain(*this, x_in), t = as_plain(*this, target_in);
+  const Tensor w = weights_in ? as_plain(*this, *weights_in) : Tensor();
+  Env env(*impl_);
+  Tensor dx = Tensor::empty(x.shape(), x.device());
+  TS_CUDA_CHECK(kernels::smooth_l1_backward(dloss.data(), x.data(), t.data(), w.defined() ? w.data() : nullptr,
+                                            x.numel(), beta, scale, dx.data(), env.stream));
+  return dx;
+}
+
+// ---------------------------------------------------------------- rows: gather and scatter-add
+
+Tensor CudaBackend::index_select_rows(const Tensor& x_in, const Tensor& index_in) {
+  const char* op = "index_select_rows";
+  check_on(x_in, device_, op, "input");
+  check_on(index_in, device_, op, "index");
+  if (x_in.dim() < 1 || index_in.dim() != 1) {
+    fail(op, "expected input [N, ...] and index [M], got " + shape_str(x_in.shape()) + " and " +
+                 shape_str(index_in.shape()));
+  }
+  const Tensor x = as_plain(*this, x_in), index = as_plain(*this, index_in);
+  const int64_t rows = x.size(0), m = index.size(0);
+  const int64_t k = rows > 0 ? x.numel() / rows : 0;
+  check_row_indices(index, rows, device_, op);
+  Shape out = x.shape();
+  out[0] = m;
+  Env env(*impl_);
+  Tensor y = Tensor::empty(out, x.device());
+  TS_CUDA_CHECK(kernels::index_select_rows(x.data(), index.data(), m, k, y.data(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::index_add_rows(const Tensor& src_in, const Tensor& index_in, int64_t rows) {
+  const char* op = "index_add_rows";
+  check_on(src_in, device_, op, "src");
+  check_on(index_in, device_, op, "index");
+  if (src_in.dim() < 1 || index_in.dim() != 1 || index_in.size(0) != src_in.size(0) || rows < 0) {
+    fail(op, "expected src [M, ...], index [M] and rows >= 0, got " + shape_str(src_in.shape()) + ", " +
+                 shape_str(index_in.shape()) + ", " + std::to_string(rows));
+  }
+  const Tensor src = as_plain(*this, src_in), index = as_plain(*this, index_in);
+  const int64_t m = src.size(0);
+  const int64_t k = m > 0 ? src.numel() / m : 1;
+  check_row_indices(index, rows, device_, op);
+  Shape out = src.shape();
+  out[0] = rows;
+  Tensor y = Tensor::zeros(out, src.device());
+  Env env(*impl_);
+  TS_CUDA_CHECK(kernels::index_add_rows(src.data(), index.data(), m, k, y.data(), env.stream));
+  return y;
+}
+
+// ---------------------------------------------------------------- permute
+
+Tensor CudaBackend::permute(const Tensor& x_in, const std::vector<int64_t>& perm) {
+  const char* op = "permute";
+  check_on(x_in, device_, op, "input");
+  const int64_t rank = x_in.dim();
+  if (static_cast<int64_t>(perm.size()) != rank) {
+    fail(op, "permutation of rank " + std::to_string(perm.size()) + " for " + shape_str(x_in.shape()));
+  }
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) fail(op, "not a permutation of the dimensions");
+    seen[static_cast<size_t>(p)] = true;
+  }
+  if (rank > kernels::kMaxPermuteRank) {
+    fail(op, "rank " + std::to_string(rank) + " is above the " + std::to_string(kernels::kMaxPermuteRank) +
+                 " the CUDA kernel takes");
+  }
+  const Tensor x = as_plain(*this, x_in);
+  kernels::PermuteGeom g;
+  g.rank = static_cast<int>(rank);
+  std::vector<int64_t> in_strides(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) {
+    in_strides[static_cast<size_t>(d)] = in_strides[static_cast<size_t>(d + 1)] * x.size(d + 1);
+  }
+  Shape out(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    const auto p = static_cast<size_t>(perm[static_cast<size_t>(d)]);
+    out[static_cast<size_t>(d)] = x.shape()[p];
+    g.out_shape[d] = x.shape()[p];
+    g.src_strides[d] = in_strides[p];
+  }
+  Env env(*impl_);
+  Tensor y = Tensor::empty(out, x.device());
+  TS_CUDA_CHECK(kernels::permute(x.data(), g, y.numel(), y.data(), env.stream));
+  return y;
+}
+
+}  // namespace ts::engine::cuda

@@ -1,0 +1,608 @@
+// Our own kernels: element-wise ops, layout reorders, reductions, pooling, the loss and the
+// optimizer step. Simple grid-stride kernels: these ops are memory-bound, and the first aim is
+// exact agreement with the CPU backend; reductions use a fixed partition and order so that
+// results do not change from run to run.
+#include <cfloat>
+#include <cmath>
+
+#include "engine/cuda/kernels.h"
+
+namespace ts::engine::cuda::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;  // a power of two: block_reduce relies on it
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+constexpr int kSumBlocks = 1024;      // upper bound of sum_all's partials
+constexpr int kChannelBlocks = 2048;  // channel_sums aims at about this many blocks
+
+unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  if (b > kMaxBlocks) b = kMaxBlocks;
+  return static_cast<unsigned>(b);
+}
+
+__device__ __forceinline__ int64_t global_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
+
+struct SumOp {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Reduces one value per thread over the block (blockDim.x a power of two, <= kThreads);
+// every thread gets the result.
+template <class T, class Op>
+__device__ T block_reduce(T v, Op op, T* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] = op(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const T r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ __forceinline__ int64_t offset4(Layout4 l, int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H,
+                                           int64_t W) {
+  switch (l.kind) {
+    case 1:
+      return ((n * H + h) * W + w) * C + c;
+    case 2: {
+      const int64_t b = l.block, cb = (C + b - 1) / b;
+      return (((n * cb + c / b) * H + h) * W + w) * b + c % b;
+    }
+    default:
+      return ((n * C + c) * H + h) * W + w;
+  }
+}
+
+// ------------------------------------------------------------------ memory and layout
+
+__global__ void fill_kernel(float* p, int64_t n, float v) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) p[i] = v;
+}
+
+__global__ void fill_blocked_kernel(float* p, int64_t total, int64_t c, int64_t inner, int block, float v) {
+  const int64_t cb = (c + block - 1) / block;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t k = i % block;
+    const int64_t cblk = (i / (block * inner)) % cb;
+    p[i] = (cblk * block + k < c) ? v : 0.0f;
+  }
+}
+
+__global__ void reorder4d_kernel(const float* src, Layout4 from, float* dst, Layout4 to, int64_t N, int64_t C,
+                                 int64_t H, int64_t W) {
+  const int64_t total = N * C * H * W;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t w = i % W;
+    int64_t t = i / W;
+    const int64_t h = t % H;
+    t /= H;
+    const int64_t c = t % C;
+    const int64_t n = t / C;
+    dst[offset4(to, n, c, h, w, C, H, W)] = src[offset4(from, n, c, h, w, C, H, W)];
+  }
+}
+
+// ------------------------------------------------------------------ element-wise
+
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void relu_backward_kernel(const float* dy, const float* y, float* dx, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = a[i] + b[i];
+}
+
+__global__ void mul_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = a[i] * b[i];
+}
+
+__global__ void scale_kernel(const float* x, float s, float* y, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = x[i] * s;
+}
+
+// acc and x may be the same array (running statistics decay in place).
+__global__ void add_inplace_kernel(float* acc, const float* x, float alpha, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) acc[i] += alpha * x[i];
+}
+
+__global__ void sgd_plain_kernel(float* w, const float* g, int64_t n, float lr, float wd) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) w[i] -= lr * (g[i] + wd * w[i]);
+}
+
+__global__ void sgd_momentum_kernel(float* w, const float* g, float* b, int64_t n, float lr, float momentum, float wd,
+                                    bool nesterov) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float gi = g[i] + wd * w[i];
+    const float bi = momentum * b[i] + gi;
+    b[i] = bi;
+    w[i] -= lr * (nesterov ? gi + momentum * bi : bi);
+  }
+}
+
+// ------------------------------------------------------------------ reductions
+
+__global__ void sum_partials_kernel(const float* x, int64_t n, double* partials) {
+  __shared__ double shared[kThreads];
+  double acc = 0.0;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) acc += static_cast<double>(x[i]);
+  const double total = block_reduce(acc, SumOp{}, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void sum_finish_kernel(const double* partials, int count, float scale, float* out) {
+  __shared__ double shared[kThreads];
+  double acc = 0.0;
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += blockDim.x) acc += partials[i];
+  const double total = block_reduce(acc, SumOp{}, shared);
+  if (threadIdx.x == 0) out[0] = static_cast<float>(total * static_cast<double>(scale));
+}
+
+// Block (channel, split): split s takes images s, s + splits, ...; partials[(c * splits + s) * 2 + {0, 1}].
+__global__ void channel_sums_kernel(const float* dy, const float* x, const float* mean, int64_t n, int64_t c,
+                                    int64_t hw, int splits, double* partials) {
+  __shared__ double shared[kThreads];
+  const int64_t ch = blockIdx.x;
+  const int s = static_cast<int>(blockIdx.y);
+  const float m = x ? mean[ch] : 0.0f;
+  double acc1 = 0.0, acc2 = 0.0;
+  for (int64_t img = s; img < n; img += splits) {
+    const int64_t base = (img * c + ch) * hw;
+    for (int64_t j = threadIdx.x; j < hw; j += blockDim.x) {
+      const float g = dy[base + j];
+      acc1 += g;
+      if (x) acc2 += static_cast<double>(g) * static_cast<double>(x[base + j] - m);
+    }
+  }
+  const double t1 = block_reduce(acc1, SumOp{}, shared);
+  const double t2 = block_reduce(acc2, SumOp{}, shared);
+  if (threadIdx.x == 0) {
+    partials[(ch * splits + s) * 2] = t1;
+    partials[(ch * splits + s) * 2 + 1] = t2;
+  }
+}
+
+__global__ void channel_sums_finish_kernel(const double* partials, int64_t c, int splits, const float* out2_scale,
+                                           float* out1, float* out2) {
+  for (int64_t ch = global_index(); ch < c; ch += grid_stride()) {
+    double t1 = 0.0, t2 = 0.0;
+    for (int s = 0; s < splits; ++s) {
+      t1 += partials[(ch * splits + s) * 2];
+      t2 += partials[(ch * splits + s) * 2 + 1];
+    }
+    out1[ch] = static_cast<float>(t1);
+    if (out2) out2[ch] = static_cast<float>(t2 * (out2_scale ? static_cast<double>(out2_scale[ch]) : 1.0));
+  }
+}
+
+__global__ void column_sums_kernel(const float* a, int64_t rows, int64_t cols, float* out) {
+  for (int64_t j = global_index(); j < cols; j += grid_stride()) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < rows; ++i) acc += a[i * cols + j];
+    out[j] = static_cast<float>(acc);
+  }
+}
+
+__global__ void add_channel_bias_kernel(float* y, const float* bias, int64_t total, int64_t c, int64_t hw) {
+  for (int64_t i = global_index(); i < total; i += grid_stride()) y[i] += bias[(i / hw) % c];
+}
+
+// ------------------------------------------------------------------ batch norm helpers
+
+__global__ void inv_std_kernel(const float* var, float eps, float* inv, int64_t c) {
+  for (int64_t i = global_index(); i < c; i += grid_stride()) inv[i] = 1.0f / sqrtf(var[i] + eps);
+}
+
+__global__ void var_from_inv_std_kernel(const float* inv, float eps, float* var, int64_t c) {
+  for (int64_t i = global_index(); i < c; i += grid_stride()) {
+    const double iv = inv[i];
+    const double v = 1.0 / (iv * iv) - static_cast<double>(eps);
+    var[i] = v > 0.0 ? static_cast<float>(v) : 0.0f;
+  }
+}
+
+__global__ void bn_eval_forward_kernel(const float* x, const float* gamma, const float* beta, const float* mean,
+                                       const float* inv, float* y, int64_t total, int64_t c, int64_t hw) {
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t ch = (i / hw) % c;
+    y[i] = (x[i] - mean[ch]) * inv[ch] * gamma[ch] + beta[ch];
+  }
+}
+
+__global__ void bn_eval_backward_data_kernel(const float* dy, const float* gamma, const float* inv, float* dx,
+                                             int64_t total, int64_t c, int64_t hw) {
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t ch = (i / hw) % c;
+    dx[i] = dy[i] * gamma[ch] * inv[ch];
+  }
+}
+
+// ------------------------------------------------------------------ pooling
+
+__global__ void max_pool_forward_kernel(const float* x, PoolGeom g, float* y, int32_t* argmax) {
+  const int64_t total = g.planes * g.oh * g.ow;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int ow = static_cast<int>(i % g.ow);
+    const int oh = static_cast<int>((i / g.ow) % g.oh);
+    const int64_t plane = i / (static_cast<int64_t>(g.ow) * g.oh);
+    const float* xp = x + plane * g.h * g.w;
+    const int h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    float best = -FLT_MAX;
+    int idx = -1;
+    for (int u = 0; u < g.kh; ++u) {
+      const int hi = h0 + u;
+      if (hi < 0 || hi >= g.h) continue;
+      for (int v = 0; v < g.kw; ++v) {
+        const int wi = w0 + v;
+        if (wi < 0 || wi >= g.w) continue;
+        const float val = xp[hi * g.w + wi];
+        if (idx < 0 || val > best) {  // the first maximum in scan order wins (as oneDNN and PyTorch)
+          best = val;
+          idx = hi * g.w + wi;
+        }
+      }
+    }
+    y[i] = idx >= 0 ? best : 0.0f;
+    argmax[i] = idx;
+  }
+}
+
+// The output rows (or columns) whose windows cover input position `pos`.
+__device__ __forceinline__ void covering(int pos, int pad, int k, int stride, int out, int& first, int& last) {
+  const int p = pos + pad;
+  first = p < k ? 0 : (p - k) / stride + 1;
+  last = min(p / stride, out - 1);
+}
+
+__global__ void max_pool_backward_kernel(const float* dy, const int32_t* argmax, PoolGeom g, float* dx) {
+  const int64_t total = g.planes * g.h * g.w;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int wi = static_cast<int>(i % g.w);
+    const int hi = static_cast<int>((i / g.w) % g.h);
+    const int64_t plane = i / (static_cast<int64_t>(g.w) * g.h);
+    const int64_t obase = plane * g.oh * g.ow;
+    const int target = hi * g.w + wi;
+    int oh0, oh1, ow0, ow1;
+    covering(hi, g.ph, g.kh, g.sh, g.oh, oh0, oh1);
+    covering(wi, g.pw, g.kw, g.sw, g.ow, ow0, ow1);
+    float acc = 0.0f;
+    for (int oh = oh0; oh <= oh1; ++oh) {
+      for (int ow = ow0; ow <= ow1; ++ow) {
+        const int64_t o = obase + static_cast<int64_t>(oh) * g.ow + ow;
+        if (argmax[o] == target) acc += dy[o];
+      }
+    }
+    dx[i] = acc;
+  }
+}
+
+// PyTorch's divisor: with count_include_pad the window clipped to the padded input, otherwise
+// the number of real input elements in it (the naive reference in tests/engine uses the same).
+__device__ __forceinline__ int pool_divisor(const PoolGeom& g, int oh, int ow, bool include_pad) {
+  const int h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+  if (include_pad) {
+    const int he = min(h0 + g.kh, g.h + g.ph), we = min(w0 + g.kw, g.w + g.pw);
+    return (he - h0) * (we - w0);
+  }
+  const int hs = max(h0, 0), ws = max(w0, 0);
+  const int he = min(h0 + g.kh, g.h), we = min(w0 + g.kw, g.w);
+  return (he - hs) * (we - ws);
+}
+
+__global__ void avg_pool_forward_kernel(const float* x, PoolGeom g, bool include_pad, float* y) {
+  const int64_t total = g.planes * g.oh * g.ow;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int ow = static_cast<int>(i % g.ow);
+    const int oh = static_cast<int>((i / g.ow) % g.oh);
+    const int64_t plane = i / (static_cast<int64_t>(g.ow) * g.oh);
+    const float* xp = x + plane * g.h * g.w;
+    const int h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    float acc = 0.0f;
+    for (int u = 0; u < g.kh; ++u) {
+      const int hi = h0 + u;
+      if (hi < 0 || hi >= g.h) continue;
+      for (int v = 0; v < g.kw; ++v) {
+        const int wi = w0 + v;
+        if (wi < 0 || wi >= g.w) continue;
+        acc += xp[hi * g.w + wi];
+      }
+    }
+    const int d = pool_divisor(g, oh, ow, include_pad);
+    y[i] = d > 0 ? acc / static_cast<float>(d) : 0.0f;
+  }
+}
+
+__global__ void avg_pool_backward_kernel(const float* dy, PoolGeom g, bool include_pad, float* dx) {
+  const int64_t total = g.planes * g.h * g.w;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int wi = static_cast<int>(i % g.w);
+    const int hi = static_cast<int>((i / g.w) % g.h);
+    const int64_t plane = i / (static_cast<int64_t>(g.w) * g.h);
+    const int64_t obase = plane * g.oh * g.ow;
+    int oh0, oh1, ow0, ow1;
+    covering(hi, g.ph, g.kh, g.sh, g.oh, oh0, oh1);
+    covering(wi, g.pw, g.kw, g.sw, g.ow, ow0, ow1);
+    float acc = 0.0f;
+    for (int oh = oh0; oh <= oh1; ++oh) {
+      for (int ow = ow0; ow <= ow1; ++ow) {
+        const int d = pool_divisor(g, oh, ow, include_pad);
+        if (d > 0) acc += dy[obase + static_cast<int64_t>(oh) * g.ow + ow] / static_cast<float>(d);
+      }
+    }
+    dx[i] = acc;
+  }
+}
+
+// ------------------------------------------------------------------ concat / slice
+
+__global__ void copy_rows_kernel(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width,
+                                 int64_t rows) {
+  const int64_t total = width * rows;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t r = i / width, col = i % width;
+    dst[r * dst_pitch + col] = src[r * src_pitch + col];
+  }
+}
+
+// ------------------------------------------------------------------ loss
+
+__global__ void softmax_xent_forward_kernel(const float* logits, const float* labels, int64_t k, float* probs,
+                                            float* row_loss) {
+  __shared__ float fshared[kThreads];
+  __shared__ double dshared[kThreads];
+  const int64_t row = blockIdx.x;
+  const float* z = logits + row * k;
+  float* p = probs + row * k;
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) m = fmaxf(m, z[j]);
+  m = block_reduce(m, MaxOp{}, fshared);
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+    const float e = expf(z[j] - m);
+    p[j] = e;
+    s += e;
+  }
+  s = block_reduce(s, SumOp{}, dshared);
+  const float inv = static_cast<float>(1.0 / s);
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) p[j] *= inv;
+  if (threadIdx.x == 0) {
+    int64_t c = static_cast<int64_t>(labels[row]);
+    if (c < 0 || c >= k) c = 0;  // validated on the host; never read out of bounds regardless
+    row_loss[row] = static_cast<float>(log(s) + static_cast<double>(m) - static_cast<double>(z[c]));
+  }
+}
+
+__global__ void softmax_xent_backward_kernel(const float* dloss, const float* probs, const float* labels, int64_t n,
+                                             int64_t k, float* dx) {
+  const float g = dloss[0] / static_cast<float>(n > 0 ? n : 1);
+  const int64_t total = n * k;
+  for (int64_t i = global_index(); i < total; i += grid_stride()) {
+    const int64_t row = i / k, j = i % k;
+    const float v = g * probs[i];
+    dx[i] = j == static_cast<int64_t>(labels[row]) ? v - g : v;
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ launchers
+
+cudaError_t fill(float* p, int64_t n, float value, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_blocked(float* p, int64_t n, int64_t c, int64_t inner, int block, float value, cudaStream_t s) {
+  const int64_t total = n * ((c + block - 1) / block) * inner * block;
+  if (total <= 0) return cudaSuccess;
+  fill_blocked_kernel<<<blocks_for(total), kThreads, 0, s>>>(p, total, c, inner, block, value);
+  return cudaGetLastError();
+}
+
+cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, int64_t n, int64_t c, int64_t h,
+                      int64_t w, cudaStream_t s) {
+  const int64_t total = n * c * h * w;
+  if (total <= 0) return cudaSuccess;
+  reorder4d_kernel<<<blocks_for(total), kThreads, 0, s>>>(src, from, dst, to, n, c, h, w);
+  return cudaGetLastError();
+}
+
+cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  relu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t relu_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  relu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, y, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  mul_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, alpha, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_inplace(float* acc, const float* x, float alpha, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(acc, x, alpha, n);
+  return cudaGetLastError();
+}
+
+cudaError_t sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
+                     float weight_decay, bool nesterov, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  if (momentum_buf) {
+    sgd_momentum_kernel<<<blocks_for(n), kThreads, 0, s>>>(param, grad, momentum_buf, n, lr, momentum, weight_decay,
+                                                           nesterov);
+  } else {
+    sgd_plain_kernel<<<blocks_for(n), kThreads, 0, s>>>(param, grad, n, lr, weight_decay);
+  }
+  return cudaGetLastError();
+}
+
+int sum_partials(int64_t n) {
+  int64_t b = (n + int64_t{kThreads} * 4 - 1) / (int64_t{kThreads} * 4);
+  if (b < 1) b = 1;
+  if (b > kSumBlocks) b = kSumBlocks;
+  return static_cast<int>(b);
+}
+
+cudaError_t sum_all(const float* x, int64_t n, double* partials, float scale, float* out, cudaStream_t s) {
+  const int blocks = sum_partials(n);
+  sum_partials_kernel<<<blocks, kThreads, 0, s>>>(x, n < 0 ? 0 : n, partials);
+  cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess) return rc;
+  sum_finish_kernel<<<1, kThreads, 0, s>>>(partials, blocks, scale, out);
+  return cudaGetLastError();
+}
+
+int channel_splits(int64_t n, int64_t c, int64_t hw) {
+  (void)hw;
+  if (n <= 0 || c <= 0) return 1;
+  int64_t s = (kChannelBlocks + c - 1) / c;
+  if (s > n) s = n;
+  if (s > 65535) s = 65535;  // gridDim.y
+  return static_cast<int>(s < 1 ? 1 : s);
+}
+
+int64_t channel_partials(int64_t n, int64_t c, int64_t hw) { return c * channel_splits(n, c, hw) * 2; }
+
+cudaError_t channel_sums(const float* dy, const float* x, const float* mean, const float* out2_scale, int64_t n,
+                         int64_t c, int64_t hw, double* partials, float* out1, float* out2, cudaStream_t s) {
+  if (c <= 0) return cudaSuccess;
+  const int splits = channel_splits(n, c, hw);
+  dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(splits));
+  channel_sums_kernel<<<grid, kThreads, 0, s>>>(dy, x, mean, n, c, hw, splits, partials);
+  cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess) return rc;
+  channel_sums_finish_kernel<<<blocks_for(c), kThreads, 0, s>>>(partials, c, splits, out2_scale, out1,
+                                                                x ? out2 : nullptr);
+  return cudaGetLastError();
+}
+
+cudaError_t column_sums(const float* a, int64_t rows, int64_t cols, float* out, cudaStream_t s) {
+  if (cols <= 0) return cudaSuccess;
+  column_sums_kernel<<<blocks_for(cols), kThreads, 0, s>>>(a, rows, cols, out);
+  return cudaGetLastError();
+}
+
+cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  const int64_t total = n * c * hw;
+  if (total <= 0) return cudaSuccess;
+  add_channel_bias_kernel<<<blocks_for(total), kThreads, 0, s>>>(y, bias, total, c, hw);
+  return cudaGetLastError();
+}
+
+cudaError_t inv_std(const float* var, float eps, float* inv, int64_t c, cudaStream_t s) {
+  if (c <= 0) return cudaSuccess;
+  inv_std_kernel<<<blocks_for(c), kThreads, 0, s>>>(var, eps, inv, c);
+  return cudaGetLastError();
+}
+
+cudaError_t var_from_inv_std(const float* inv, float eps, float* var, int64_t c, cudaStream_t s) {
+  if (c <= 0) return cudaSuccess;
+  var_from_inv_std_kernel<<<blocks_for(c), kThreads, 0, s>>>(inv, eps, var, c);
+  return cudaGetLastError();
+}
+
+cudaError_t bn_eval_forward(const float* x, const float* gamma, const float* beta, const float* mean, const float* inv,
+                            float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  const int64_t total = n * c * hw;
+  if (total <= 0) return cudaSuccess;
+  bn_eval_forward_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, gamma, beta, mean, inv, y, total, c, hw);
+  return cudaGetLastError();
+}
+
+cudaError_t bn_eval_backward_data(const float* dy, const float* gamma, const float* inv, float* dx, int64_t n,
+                                  int64_t c, int64_t hw, cudaStream_t s) {
+  const int64_t total = n * c * hw;
+  if (total <= 0) return cudaSuccess;
+  bn_eval_backward_data_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, gamma, inv, dx, total, c, hw);
+  return cudaGetLastError();
+}
+
+cudaError_t max_pool_forward(const float* x, const PoolGeom& g, float* y, int32_t* argmax, cudaStream_t s) {
+  const int64_t total = g.planes * g.oh * g.ow;
+  if (total <= 0) return cudaSuccess;
+  max_pool_forward_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, g, y, argmax);
+  return cudaGetLastError();
+}
+
+cudaError_t max_pool_backward(const float* dy, const int32_t* argmax, const PoolGeom& g, float* dx, cudaStream_t s) {
+  const int64_t total = g.planes * g.h * g.w;
+  if (total <= 0) return cudaSuccess;
+  max_pool_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, argmax, g, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t avg_pool_forward(const float* x, const PoolGeom& g, bool count_include_pad, float* y, cudaStream_t s) {
+  const int64_t total = g.planes * g.oh * g.ow;
+  if (total <= 0) return cudaSuccess;
+  avg_pool_forward_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, g, count_include_pad, y);
+  return cudaGetLastError();
+}
+
+cudaError_t avg_pool_backward(const float* dy, const PoolGeom& g, bool count_include_pad, float* dx, cudaStream_t s) {
+  const int64_t total = g.planes * g.h * g.w;
+  if (total <= 0) return cudaSuccess;
+  avg_pool_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, g, count_include_pad, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width, int64_t rows,
+                      cudaStream_t s) {
+  const int64_t total = width * rows;
+  if (total <= 0) return cudaSuccess;
+  copy_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(dst, dst_pitch, src, src_pitch, width, rows);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax_xent_forward(const float* logits, const float* labels, int64_t n, int64_t k, float* probs,
+                                 float* row_loss, cudaStream_t s) {
+  if (n <= 0 || k <= 0) return cudaSuccess;
+  softmax_xent_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, labels, k, probs, row_loss);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax_xent_backward(const float* dloss, const float* probs, const float* labels, int64_t n, int64_t k,
+                                  float* dx, cudaStream_t s) {
+  const int64_t total = n * k;
+  if (total <= 0) return cudaSuccess;
+  softmax_xent_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dloss, probs, labels, n, k, dx);
+  return cudaGetLastError();
+}
+
+}  // namespace ts::engine::cuda::kernels

@@ -1,0 +1,214 @@
+#pragma once
+// Internal to engine/cuda/: launchers of our own kernels (kernels.cu). Each queues its work
+// on `stream` and returns the launch's error (cudaGetLastError) for the caller's
+// TS_CUDA_CHECK: the kernels library then needs nothing from the rest of the engine.
+// Pointers are device pointers; sizes are element counts.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ts::engine::cuda::kernels {
+
+// A 4-D layout as the kernels see it: 0 plain NCHW, 1 channels-last NHWC, 2 channel-blocked
+// N, ceil(C/b), H, W, b (channels past C are padding and hold zeros).
+struct Layout4 {
+  int kind = 0;
+  int block = 0;
+};
+
+cudaError_t fill(float* p, int64_t n, float value, cudaStream_t s);
+// Channel-blocked storage of [n, c, inner...]: `value` everywhere except padded channels (0).
+cudaError_t fill_blocked(float* p, int64_t n, int64_t c, int64_t inner, int block, float value, cudaStream_t s);
+// dst (layout `to`) = src (layout `from`), a 4-D [n, c, h, w] tensor. When `to` has padded
+// channels the caller zeroes dst first.
+cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, int64_t n, int64_t c, int64_t h,
+                      int64_t w, cudaStream_t s);
+
+// --- element-wise over n storage elements ---
+cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s);
+cudaError_t relu_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
+cudaError_t add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
+cudaError_t mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
+cudaError_t scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t s);
+cudaError_t add_inplace(float* acc, const float* x, float alpha, int64_t n, cudaStream_t s);  // may alias
+// momentum_buf may be null (plain SGD step).
+cudaError_t sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
+                     float weight_decay, bool nesterov, cudaStream_t s);
+
+// --- reductions ---
+// Partial sums kept in double (like the CPU backend's total): how many doubles `partials`
+// must hold for n elements.
+int sum_partials(int64_t n);
+// out[0] = scale * sum(x[0..n)), deterministic (fixed partition and order).
+cudaError_t sum_all(const float* x, int64_t n, double* partials, float scale, float* out, cudaStream_t s);
+
+// Per-channel sums of a [n, c, hw] tensor: out1[c] = sum dy; when x is non-null also
+// out2[c] = sum dy * (x - mean[c]) * out2_scale[c] (mean and out2_scale are [c]).
+// `partials` holds channel_partials(n, c, hw) doubles.
+int channel_splits(int64_t n, int64_t c, int64_t hw);
+int64_t channel_partials(int64_t n, int64_t c, int64_t hw);
+cudaError_t channel_sums(const float* dy, const float* x, const float* mean, const float* out2_scale, int64_t n,
+                         int64_t c, int64_t hw, double* partials, float* out1, float* out2, cudaStream_t s);
+// out[j] = sum over rows i of a [rows, cols] matrix (linear's bias gradient).
+cudaError_t column_sums(const float* a, int64_t rows, int64_t cols, float* out, cudaStream_t s);
+// y[n, c, hw] += bias[c].
+cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
+
+// --- batch normalisation helpers ---
+// inv_std[c] = 1 / sqrt(var[c] + eps)
+cudaError_t inv_std(const float* var, float eps, float* inv, int64_t c, cudaStream_t s);
+// var[c] = 1 / inv_std[c]^2 - eps  (the biased variance cuDNN normalised with)
+cudaError_t var_from_inv_std(const float* inv, float eps, float* var, int64_t c, cudaStream_t s);
+// y = (x - mean) * inv_std * gamma + beta, per channel of [n, c, hw].
+cudaError_t bn_eval_forward(const float* x, const float* gamma, const float* beta, const float* mean, const float* inv,
+                            float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
+// dx = dy * gamma * inv_std.
+cudaError_t bn_eval_backward_data(const float* dy, const float* gamma, const float* inv, float* dx, int64_t n,
+                                  int64_t c, int64_t hw, cudaStream_t s);
+
+// --- pooling over planes = n * c planes of h x w (plain NCHW) ---
+struct PoolGeom {
+  int64_t planes = 0;
+  int h = 0, w = 0, oh = 0, ow = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+};
+// y and argmax ([planes, oh, ow]; the index h * w + w of the first maximum in the window).
+cudaError_t max_pool_forward(const float* x, const PoolGeom& g, float* y, int32_t* argmax, cudaStream_t s);
+// dx (every element written) from dy and argmax, gathering over the windows that cover
+// each input element (deterministic; no atomics).
+cudaError_t max_pool_backward(const float* dy, const int32_t* argmax, const PoolGeom& g, float* dx, cudaStream_t s);
+cudaError_t avg_pool_forward(const float* x, const PoolGeom& g, bool count_include_pad, float* y, cudaStream_t s);
+cudaError_t avg_pool_backward(const float* dy, const PoolGeom& g, bool count_include_pad, float* dx, cudaStream_t s);
+
+// --- concat / slice: rows of `width` floats ---
+cudaError_t copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width, int64_t rows,
+                      cudaStream_t s);
+
+// --- softmax cross-entropy over [n, k] logits, labels [n] as fp32 class indices ---
+// probs = softmax(logits); row_loss[i] = logsumexp(z_i) - z_i[label_i].
+cudaError_t softmax_xent_forward(const float* logits, const float* labels, int64_t n, int64_t k, float* probs,
+                                 float* row_loss, cudaStream_t s);
+// dx = (dloss[0] / n) * (probs - onehot(labels)); dloss is read on the device.
+cudaError_t softmax_xent_backward(const float* dloss, const float* probs, const float* labels, int64_t n, int64_t k,
+                                  float* dx, cudaStream_t s);
+
+// ------------------------------------------------------------------ kernels_extra.cu
+// (compiled without FMA contraction, so that the arithmetic rounds as the CPU backend's does)
+
+cudaError_t tanh_forward(const float* x, float* y, int64_t n, cudaStream_t s);
+cudaError_t tanh_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
+// Storage seen as [outer][h][w][vec] (plain: outer = N C, vec 1; channels-last: N, C;
+// blocked: N ceil(C/b), b). y is [outer][h f][w f][vec].
+cudaError_t upsample_nearest_forward(const float* x, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
+                                     float* y, cudaStream_t s);
+// dx [outer][h][w][vec] from dy [outer][h f][w f][vec]: each f x f window summed.
+cudaError_t upsample_nearest_backward(const float* dy, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
+                                      float* dx, cudaStream_t s);
+// x [n, d]: norms[i] = ||x_i|| (double sums); loss[0] = mean_i (norms_i - target)^2.
+// `terms` holds n doubles.
+cudaError_t norm_penalty_forward(const float* x, int64_t n, int64_t d, float target, float* norms, double* terms,
+                                 float* loss, cudaStream_t s);
+// dx_i = dloss[0] 2 (norm_i - target) / (n norm_i) x_i, 0 where norm_i = 0; dloss read on the device.
+cudaError_t norm_penalty_backward(const float* dloss, const float* x, const float* norms, int64_t n, int64_t d,
+                                  float target, float* dx, cudaStream_t s);
+// Adam with step_size = lr / (1 - beta1^t) and bc2_sqrt = sqrt(1 - beta2^t) computed by the caller.
+cudaError_t adam_step(float* param, const float* grad, float* m, float* v, int64_t n, float beta1, float beta2,
+                      float eps, float weight_decay, float step_size, float bc2_sqrt, cudaStream_t s);
+
+struct RoiGeom {
+  int64_t rois = 0, channels = 0;
+  int height = 0, width = 0, pooled_h = 0, pooled_w = 0;
+  float spatial_scale = 1.0f;
+  int sampling_ratio = 0;
+  bool aligned = false;
+};
+// x [N, C, H, W] plain, rois [R, 5] -> y [R, C, ph, pw].
+cudaError_t roi_align_forward(const float* x, const float* rois, const RoiGeom& g, float* y, cudaStream_t s);
+// dx (zeroed by the caller) += the adjoint of roi_align_forward applied to dy (atomic adds).
+cudaError_t roi_align_backward(const float* dy, const float* rois, const RoiGeom& g, float* dx, cudaStream_t s);
+// y and argmax (flat h * W + w as fp32, -1 for an empty bin).
+cudaError_t roi_pool_forward(const float* x, const float* rois, const RoiGeom& g, float* y, float* argmax,
+                             cudaStream_t s);
+// dx (zeroed by the caller) += dy at each argmax (atomic adds).
+cudaError_t roi_pool_backward(const float* dy, const float* argmax, const float* rois, const RoiGeom& g, float* dx,
+                              cudaStream_t s);
+
+// out[0] = scale * sum_i w_i l(|x_i - t_i|) in double; weights may be null (ones).
+// `partials` holds sum_partials(n) doubles.
+cudaError_t smooth_l1_forward(const float* x, const float* t, const float* w, int64_t n, float beta, float scale,
+                              double* partials, float* out, cudaStream_t s);
+// dx_i = dloss[0] scale w_i dl/dd, dloss read on the device.
+cudaError_t smooth_l1_backward(const float* dloss, const float* x, const float* t, const float* w, int64_t n,
+                               float beta, float scale, float* dx, cudaStream_t s);
+
+// y[i, :] = x[index[i], :] (index fp32, validated by the caller), rows of k floats.
+cudaError_t index_select_rows(const float* x, const float* index, int64_t m, int64_t k, float* y, cudaStream_t s);
+// y (zeroed by the caller) [index[i], :] += src[i, :], in order of i (one thread per column:
+// deterministic, the CPU's summation order).
+cudaError_t index_add_rows(const float* src, const float* index, int64_t m, int64_t k, float* y, cudaStream_t s);
+
+inline constexpr int kMaxPermuteRank = 8;
+struct PermuteGeom {
+  int rank = 0;
+  int64_t out_shape[kMaxPermuteRank] = {};
+  int64_t src_strides[kMaxPermuteRank] = {};  // stride in x of each output dimension
+};
+cudaError_t permute(const float* x, const PermuteGeom& g, int64_t n, float* y, cudaStream_t s);
+
+// ------------------------------------------------------------------ kernels_seq.cu
+// (sequence models and CTC; also without FMA contraction)
+
+// dst[i] = scalar[0] * src[i], the scalar read on the device.
+cudaError_t scale_by_device_scalar(const float* src, const float* scalar, float* dst, int64_t n, cudaStream_t s);
+cudaError_t gelu_forward(const float* x, float* y, int64_t n, cudaStream_t s);
+cudaError_t gelu_backward(const float* dy, const float* x, float inv_sqrt_2pi, float* dx, int64_t n, cudaStream_t s);
+// mask[i] = u(seed, i) >= p ? keep : 0 with the CPU backend's counter-based hash.
+cudaError_t dropout_mask(float* mask, int64_t n, float p, float keep, uint64_t seed, cudaStream_t s);
+// x [m, d]: y, mean [m], rstd [m].
+cudaError_t layer_norm_forward(const float* x, const float* gamma, const float* beta, int64_t m, int64_t d, float eps,
+                               float* y, float* mean, float* rstd, cudaStream_t s);
+// dx [m, d]; dgamma, dbeta [d] (column sums over the rows).
+cudaError_t layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+                                const float* rstd, int64_t m, int64_t d, float* dx, float* dgamma, float* dbeta,
+                                cudaStream_t s);
+// Masked softmax in place over rows of tk scores, rows ordered [b][heads][tq]; key_lengths
+// (fp32 [b]) may be null; causal hides keys j > i.
+cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
+                              bool causal, cudaStream_t s);
+// ds = p * (ds - rowsum(p * ds)) per row of tk.
+cudaError_t attention_softmax_backward(const float* p, float* ds, int64_t rows, int64_t tk, cudaStream_t s);
+// Label-smoothed cross-entropy: lse [n]; loss[0] = sum of row terms / normalizer. `terms` holds n doubles.
+cudaError_t label_smoothed_ce_forward(const float* logits, const float* labels, int64_t n, int64_t vocab, float eps,
+                                      int64_t ignore_index, float normalizer, float* lse, double* terms, float* loss,
+                                      cudaStream_t s);
+cudaError_t label_smoothed_ce_backward(const float* dloss, const float* logits, const float* lse, const float* labels,
+                                       int64_t n, int64_t vocab, float eps, int64_t ignore_index, float normalizer,
+                                       float* dx, cudaStream_t s);
+// out[0] = sum x_i^2 in double. `partials` holds sum_partials(n) doubles.
+cudaError_t sum_squares(const float* x, int64_t n, double* partials, float* out, cudaStream_t s);
+
+// CTC over logits [t_max, n, k]. Per sample i: frames[i], lengths[i], offsets[i] (into labels)
+// and weight[i]; labels are validated class ids. Workspace (doubles): lp n * t_max * k,
+// alpha n * t_max * s_max, beta n * 2 * s_max, contrib n; s_max = 2 max(lengths) + 1.
+// grad (may be null) must be zeroed by the caller; frames past frames[i] stay zero.
+struct CtcArgs {
+  const float* logits = nullptr;
+  int64_t t_max = 0, n = 0, k = 0, s_max = 1;
+  const int64_t* frames = nullptr;
+  const int64_t* lengths = nullptr;
+  const int64_t* offsets = nullptr;
+  const int64_t* labels = nullptr;
+  const double* weights = nullptr;
+  int64_t blank = 0;
+  bool zero_infinity = false;
+  double* lp = nullptr;
+  double* alpha = nullptr;
+  double* beta = nullptr;
+  double* contrib = nullptr;
+  float* nll = nullptr;   // [n]
+  float* loss = nullptr;  // [1]: contributions summed in sample order
+  float* grad = nullptr;  // [t_max, n, k] or null
+};
+cudaError_t ctc_loss(const CtcArgs& a, cudaStream_t s);
+
+}  // namespace ts::engine::cuda::kernels

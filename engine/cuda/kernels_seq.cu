@@ -1,0 +1,512 @@
+// Kernels of the sequence models (layer norm, GELU, dropout masks, the attention softmax,
+// label-smoothed cross-entropy, the sum of squares) and of the CTC loss. Like
+// kernels_extra.cu, compiled with --fmad=false and written in the CPU backend's
+// (cpu_sequence.cpp, cpu_ctc.cpp) order of operations and precision (double where it sums in
+// double), so that both backends agree to a few ulps.
+#include <cfloat>
+#include <cmath>
+
+#include "engine/cuda/kernels.h"
+
+namespace ts::engine::cuda::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+constexpr int kSumBlocks = 1024;
+
+unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  if (b > kMaxBlocks) b = kMaxBlocks;
+  return static_cast<unsigned>(b);
+}
+
+int sum_blocks(int64_t n) {
+  int64_t b = (n + int64_t{kThreads} * 4 - 1) / (int64_t{kThreads} * 4);
+  if (b < 1) b = 1;
+  if (b > kSumBlocks) b = kSumBlocks;
+  return static_cast<int>(b);
+}
+
+__device__ __forceinline__ int64_t global_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
+
+__device__ double block_sum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ float block_max(float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+// out[0] = (sum of count doubles) / divisor (divisor > 0) or * scale.
+__global__ void finish_sum_kernel(const double* partials, int64_t count, double scale, double divisor, float* out) {
+  __shared__ double shared[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+  const double total = block_sum(acc, shared);
+  if (threadIdx.x == 0) out[0] = static_cast<float>(divisor > 0.0 ? total / divisor : total * scale);
+}
+
+// ------------------------------------------------------------------ element-wise
+
+__global__ void scale_by_device_scalar_kernel(const float* src, const float* scalar, float* dst, int64_t n) {
+  const float g = scalar[0];
+  for (int64_t i = global_index(); i < n; i += grid_stride()) dst[i] = g * src[i];
+}
+
+__global__ void gelu_forward_kernel(const float* x, float* y, int64_t n) {
+  const float r = static_cast<float>(M_SQRT1_2);
+  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * r));
+}
+
+__global__ void gelu_backward_kernel(const float* dy, const float* x, float inv_sqrt_2pi, float* dx, int64_t n) {
+  const float r = static_cast<float>(M_SQRT1_2);
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float cdf = 0.5f * (1.0f + erff(x[i] * r));
+    const float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+// splitmix64, as the CPU backend: element i's draw depends only on (seed, i).
+__host__ __device__ __forceinline__ uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+__global__ void dropout_mask_kernel(float* mask, int64_t n, float p, float keep, uint64_t base) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float u = static_cast<float>(mix(base + static_cast<uint64_t>(i)) >> 40) * (1.0f / 16777216.0f);
+    mask[i] = u >= p ? keep : 0.0f;
+  }
+}
+
+// ------------------------------------------------------------------ layer norm
+
+__global__ void layer_norm_forward_kernel(const float* x, const float* gamma, const float* beta, int64_t d, float eps,
+                                          float* y, float* mean_out, float* rstd_out) {
+  __shared__ double shared[kThreads];
+  const int64_t i = blockIdx.x;
+  const float* row = x + i * d;
+  double s = 0;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) s += row[k];
+  s = block_sum(s, shared);
+  const double mean = s / static_cast<double>(d);
+  double v = 0;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) v += (row[k] - mean) * (row[k] - mean);
+  v = block_sum(v, shared);
+  const auto rstd = static_cast<float>(1.0 / sqrt(v / static_cast<double>(d) + eps));
+  const auto mf = static_cast<float>(mean);
+  if (threadIdx.x == 0) {
+    mean_out[i] = mf;
+    rstd_out[i] = rstd;
+  }
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) y[i * d + k] = (row[k] - mf) * rstd * gamma[k] + beta[k];
+}
+
+__global__ void layer_norm_backward_data_kernel(const float* dy, const float* x, const float* gamma, const float* mean,
+                                                const float* rstd, int64_t d, float* dx) {
+  __shared__ double shared[kThreads];
+  const int64_t i = blockIdx.x;
+  const float* row = x + i * d;
+  const float* gy = dy + i * d;
+  const float m = mean[i], r = rstd[i];
+  double sum_dxh = 0, sum_dxh_xh = 0;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+    const double xh = (row[k] - m) * r;
+    const double dxh = static_cast<double>(gy[k]) * gamma[k];
+    sum_dxh += dxh;
+    sum_dxh_xh += dxh * xh;
+  }
+  sum_dxh = block_sum(sum_dxh, shared);
+  sum_dxh_xh = block_sum(sum_dxh_xh, shared);
+  const double a = sum_dxh / static_cast<double>(d), c = sum_dxh_xh / static_cast<double>(d);
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+    const double xh = (row[k] - m) * r;
+    dx[i * d + k] = static_cast<float>(r * (static_cast<double>(gy[k]) * gamma[k] - a - xh * c));
+  }
+}
+
+// One thread per column: dgamma = sum_i dy xhat, dbeta = sum_i dy, in row order.
+__global__ void layer_norm_backward_params_kernel(const float* dy, const float* x, const float* mean, const float* rstd,
+                                                  int64_t m, int64_t d, float* dgamma, float* dbeta) {
+  for (int64_t k = global_index(); k < d; k += grid_stride()) {
+    double lg = 0, lb = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      const double xh = (x[i * d + k] - mean[i]) * rstd[i];
+      lg += dy[i * d + k] * xh;
+      lb += dy[i * d + k];
+    }
+    dgamma[k] = static_cast<float>(lg);
+    dbeta[k] = static_cast<float>(lb);
+  }
+}
+
+// ------------------------------------------------------------------ attention
+
+__global__ void attention_softmax_kernel(float* scores, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
+                                         bool causal) {
+  __shared__ float fshared[kThreads];
+  __shared__ double dshared[kThreads];
+  const int64_t r = blockIdx.x;
+  const int64_t n = r / (heads * tq), i = r % tq;
+  float* row = scores + r * tk;
+  int64_t len = tk;
+  if (key_lengths) {
+    len = static_cast<int64_t>(key_lengths[n]);
+    len = len < 0 ? 0 : (len > tk ? tk : len);
+  }
+  const int64_t valid = causal ? (len < i + 1 ? len : i + 1) : len;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) mx = fmaxf(mx, row[j]);
+  mx = block_max(mx, fshared);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) {
+    row[j] = expf(row[j] - mx);
+    sum += row[j];
+  }
+  sum = block_sum(sum, dshared);
+  const float inv = valid > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = j < valid ? row[j] * inv : 0.0f;
+}
+
+__global__ void attention_softmax_backward_kernel(const float* p, float* ds, int64_t tk) {
+  __shared__ double shared[kThreads];
+  const int64_t r = blockIdx.x;
+  const float* prow = p + r * tk;
+  float* row = ds + r * tk;
+  double dot = 0;
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) dot += static_cast<double>(prow[j]) * row[j];
+  dot = block_sum(dot, shared);
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
+}
+
+// ------------------------------------------------------------------ label-smoothed cross-entropy
+
+__global__ void label_smoothed_ce_forward_kernel(const float* logits, const float* labels, int64_t vocab, float eps,
+                                                 int64_t ignore_index, float* lse, double* terms) {
+  __shared__ float fshared[kThreads];
+  __shared__ double dshared[kThreads];
+  const int64_t i = blockIdx.x;
+  const auto y = static_cast<int64_t>(labels[i]);
+  if (y == ignore_index) {
+    if (threadIdx.x == 0) {
+      lse[i] = 0.0f;
+      terms[i] = 0.0;
+    }
+    return;  // the whole block takes this branch
+  }
+  const float* row = logits + i * vocab;
+  float mx = -INFINITY;
+  for (int64_t k = threadIdx.x; k < vocab; k += blockDim.x) mx = fmaxf(mx, row[k]);
+  mx = block_max(mx, fshared);
+  double s = 0, sum_x = 0;
+  for (int64_t k = threadIdx.x; k < vocab; k += blockDim.x) {
+    s += exp(static_cast<double>(row[k] - mx));
+    sum_x += row[k];
+  }
+  s = block_sum(s, dshared);
+  sum_x = block_sum(sum_x, dshared);
+  if (threadIdx.x == 0) {
+    const double l = mx + log(s);
+    lse[i] = static_cast<float>(l);
+    terms[i] = (1.0 - eps) * (l - row[y]) + eps * (l - sum_x / static_cast<double>(vocab));
+  }
+}
+
+__global__ void label_smoothed_ce_backward_kernel(const float* dloss, const float* logits, const float* lse,
+                                                  const float* labels, int64_t n, int64_t vocab, float eps,
+                                                  int64_t ignore_index, float normalizer, float* dx) {
+  const float g = dloss[0] / normalizer;
+  const float off = eps / static_cast<float>(vocab);
+  const int64_t total = n * vocab;
+  for (int64_t idx = global_index(); idx < total; idx += grid_stride()) {
+    const int64_t i = idx / vocab, k = idx % vocab;
+    const auto y = static_cast<int64_t>(labels[i]);
+    if (y == ignore_index) {
+      dx[idx] = 0.0f;
+      continue;
+    }
+    float v = g * (expf(logits[idx] - lse[i]) - off);
+    if (k == y) v -= g * (1.0f - eps);
+    dx[idx] = v;
+  }
+}
+
+__global__ void sum_squares_partials_kernel(const float* x, int64_t n, double* partials) {
+  __shared__ double shared[kThreads];
+  double acc = 0.0;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) acc += static_cast<double>(x[i]) * x[i];
+  const double total = block_sum(acc, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// ------------------------------------------------------------------ CTC
+
+__device__ __forceinline__ double log_add(double a, double b) {
+  if (a < b) {
+    const double t = a;
+    a = b;
+    b = t;
+  }
+  if (b == -INFINITY) return a;
+  return a + log1p(exp(b - a));
+}
+
+__device__ __forceinline__ double log_add3(double a, double b, double c) {
+  const double m = fmax(a, fmax(b, c));
+  if (m == -INFINITY) return -INFINITY;
+  return m + log(exp(a - m) + exp(b - m) + exp(c - m));
+}
+
+// One block per sample: log-softmax (a thread per frame), the alpha recursion (threads over
+// states, a barrier per frame), then beta backwards with each frame's gradient written as
+// soon as its beta row is known, as the CPU backend does.
+__global__ void ctc_kernel(CtcArgs a) {
+  __shared__ double s_nll;
+  const int64_t i = blockIdx.x;
+  const int64_t T = a.frames[i], L = a.lengths[i], S = 2 * L + 1, K = a.k;
+  const int64_t stride = a.n * K;
+  const float* z = a.logits + i * K;
+  const int64_t* lab = a.labels + a.offsets[i];
+  double* lp = a.lp + i * a.t_max * K;
+  double* alpha = a.alpha + i * a.t_max * a.s_max;
+  const double weight = a.weights[i];
+  const int64_t blank = a.blank;
+  auto ext = [&](int64_t q) { return (q % 2 == 0) ? blank : lab[(q - 1) / 2]; };
+  auto skip = [&](int64_t q) { return q % 2 == 1 && q >= 3 && lab[(q - 1) / 2] != lab[(q - 3) / 2]; };
+  auto lo = [&](int64_t t) {
+    const int64_t v = S - 2 * (T - t);
+    return v > 0 ? v : int64_t{0};
+  };
+  auto hi = [&](int64_t t) {
+    const int64_t v = 2 * t + 2;
+    return v < S ? v : S;
+  };
+
+  if (T == 0) {
+    if (threadIdx.x == 0) s_nll = L == 0 ? 0.0 : INFINITY;
+    __syncthreads();
+  } else {
+    for (int64_t t = threadIdx.x; t < T; t += blockDim.x) {
+      const float* zt = z + t * stride;
+      double* o = lp + t * K;
+      float m = zt[0];
+      for (int64_t k = 1; k < K; ++k) m = fmaxf(m, zt[k]);
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += exp(static_cast<double>(zt[k]) - m);
+      const double lse = static_cast<double>(m) + log(sum);
+      for (int64_t k = 0; k < K; ++k) o[k] = static_cast<double>(zt[k]) - lse;
+    }
+    for (int64_t idx = threadIdx.x; idx < T * S; idx += blockDim.x) alpha[idx] = -INFINITY;
+    __syncthreads();
+    for (int64_t q = lo(0) + threadIdx.x; q < hi(0); q += blockDim.x) alpha[q] = lp[ext(q)];
+    __syncthreads();
+    for (int64_t t = 1; t < T; ++t) {
+      for (int64_t q = lo(t) + threadIdx.x; q < hi(t); q += blockDim.x) {
+        const double* prev = alpha + (t - 1) * S;
+        const double a0 = prev[q];
+        const double a1 = q >= 1 ? prev[q - 1] : -INFINITY;
+        const double a2 = skip(q) ? prev[q - 2] : -INFINITY;
+        alpha[t * S + q] = log_add3(a0, a1, a2) + lp[t * K + ext(q)];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      const double* last = alpha + (T - 1) * S;
+      const double log_p = S > 1 ? log_add(last[S - 1], last[S - 2]) : last[0];
+      s_nll = -log_p;
+    }
+    __syncthreads();
+  }
+  const double nll = s_nll;
+  const bool infeasible = !isfinite(nll);
+
+  if (a.grad != nullptr && T > 0) {
+    float* g = a.grad + i * K;
+    if (infeasible) {
+      // No alignment, no occupancy: zero_infinity zeroes the gradient, otherwise NaN (PyTorch's).
+      const float fill = a.zero_infinity ? 0.0f : __int_as_float(0x7fc00000);
+      for (int64_t idx = threadIdx.x; idx < T * K; idx += blockDim.x) g[(idx / K) * stride + idx % K] = fill;
+    } else {
+      double* cur = a.beta + i * 2 * a.s_max;
+      double* next = cur + a.s_max;
+      for (int64_t t = T - 1; t >= 0; --t) {
+        for (int64_t q = threadIdx.x; q < S; q += blockDim.x) {
+          if (q >= lo(t) && q < hi(t)) {
+            double b;
+            if (t == T - 1) {
+              b = q >= S - 2 ? 0.0 : -INFINITY;
+            } else {
+              const double b0 = next[q];
+              const double b1 = q + 1 < S ? next[q + 1] : -INFINITY;
+              const double b2 = (q + 2 < S && skip(q + 2)) ? next[q + 2] : -INFINITY;
+              b = log_add3(b0, b1, b2);
+            }
+            cur[q] = b + lp[t * K + ext(q)];
+          } else {
+            cur[q] = -INFINITY;
+          }
+        }
+        __syncthreads();
+        for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+          double occ = -INFINITY;
+          for (int64_t q = lo(t); q < hi(t); ++q) {
+            if (ext(q) == k) occ = log_add(occ, alpha[t * S + q] + cur[q]);
+          }
+          const double lpk = lp[t * K + k];
+          const double y = exp(lpk);
+          const double gamma = exp(occ + nll - lpk);
+          g[t * stride + k] = static_cast<float>(weight * (y - gamma));
+        }
+        __syncthreads();
+        double* tmp = cur;
+        cur = next;
+        next = tmp;
+      }
+    }
+  }
+  if (threadIdx.x == 0) {
+    const double v = (infeasible && a.zero_infinity) ? 0.0 : nll;
+    a.nll[i] = static_cast<float>(v);
+    a.contrib[i] = weight * v;
+  }
+}
+
+// The loss: contributions added in sample order, as on the CPU (the same result every run).
+__global__ void ctc_finish_kernel(const double* contrib, int64_t n, float* loss) {
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += contrib[i];
+  loss[0] = static_cast<float>(total);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ launchers
+
+cudaError_t scale_by_device_scalar(const float* src, const float* scalar, float* dst, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  scale_by_device_scalar_kernel<<<blocks_for(n), kThreads, 0, s>>>(src, scalar, dst, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gelu_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gelu_backward(const float* dy, const float* x, float inv_sqrt_2pi, float* dx, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, x, inv_sqrt_2pi, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t dropout_mask(float* mask, int64_t n, float p, float keep, uint64_t seed, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  dropout_mask_kernel<<<blocks_for(n), kThreads, 0, s>>>(mask, n, p, keep, mix(seed));
+  return cudaGetLastError();
+}
+
+cudaError_t layer_norm_forward(const float* x, const float* gamma, const float* beta, int64_t m, int64_t d, float eps,
+                               float* y, float* mean, float* rstd, cudaStream_t s) {
+  if (m <= 0) return cudaSuccess;
+  layer_norm_forward_kernel<<<static_cast<unsigned>(m), kThreads, 0, s>>>(x, gamma, beta, d, eps, y, mean, rstd);
+  return cudaGetLastError();
+}
+
+cudaError_t layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+                                const float* rstd, int64_t m, int64_t d, float* dx, float* dgamma, float* dbeta,
+                                cudaStream_t s) {
+  if (m > 0) {
+    layer_norm_backward_data_kernel<<<static_cast<unsigned>(m), kThreads, 0, s>>>(dy, x, gamma, mean, rstd, d, dx);
+    const cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess) return rc;
+  }
+  if (d <= 0) return cudaSuccess;
+  layer_norm_backward_params_kernel<<<blocks_for(d), kThreads, 0, s>>>(dy, x, mean, rstd, m, d, dgamma, dbeta);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
+                              bool causal, cudaStream_t s) {
+  const int64_t rows = b * heads * tq;
+  if (rows <= 0 || tk <= 0) return cudaSuccess;
+  attention_softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(scores, heads, tq, tk, key_lengths, causal);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_softmax_backward(const float* p, float* ds, int64_t rows, int64_t tk, cudaStream_t s) {
+  if (rows <= 0 || tk <= 0) return cudaSuccess;
+  attention_softmax_backward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(p, ds, tk);
+  return cudaGetLastError();
+}
+
+cudaError_t label_smoothed_ce_forward(const float* logits, const float* labels, int64_t n, int64_t vocab, float eps,
+                                      int64_t ignore_index, float normalizer, float* lse, double* terms, float* loss,
+                                      cudaStream_t s) {
+  if (n > 0) {
+    label_smoothed_ce_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, labels, vocab, eps,
+                                                                                   ignore_index, lse, terms);
+    const cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess) return rc;
+  }
+  finish_sum_kernel<<<1, kThreads, 0, s>>>(terms, n, 1.0, static_cast<double>(normalizer), loss);
+  return cudaGetLastError();
+}
+
+cudaError_t label_smoothed_ce_backward(const float* dloss, const float* logits, const float* lse, const float* labels,
+                                       int64_t n, int64_t vocab, float eps, int64_t ignore_index, float normalizer,
+                                       float* dx, cudaStream_t s) {
+  const int64_t total = n * vocab;
+  if (total <= 0) return cudaSuccess;
+  label_smoothed_ce_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dloss, logits, lse, labels, n, vocab, eps,
+                                                                           ignore_index, normalizer, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t sum_squares(const float* x, int64_t n, double* partials, float* out, cudaStream_t s) {
+  const int blocks = sum_blocks(n);
+  sum_squares_partials_kernel<<<blocks, kThreads, 0, s>>>(x, n < 0 ? 0 : n, partials);
+  const cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess) return rc;
+  finish_sum_kernel<<<1, kThreads, 0, s>>>(partials, blocks, 1.0, 0.0, out);
+  return cudaGetLastError();
+}
+
+cudaError_t ctc_loss(const CtcArgs& a, cudaStream_t s) {
+  if (a.n <= 0) {
+    ctc_finish_kernel<<<1, 1, 0, s>>>(a.contrib, 0, a.loss);
+    return cudaGetLastError();
+  }
+  ctc_kernel<<<static_cast<unsigned>(a.n), kThreads, 0, s>>>(a);
+  const cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess) return rc;
+  ctc_finish_kernel<<<1, 1, 0, s>>>(a.contrib, a.n, a.loss);
+  return cudaGetLastError();
+}
+
+}  // namespace ts::engine::cuda::kernels

@@ -1,0 +1,194 @@
+// The sequence models' ops: layer norm, GELU, dropout, multi-head attention and the
+// label-smoothed cross-entropy. Their backward pieces are first order (a second backward
+// through them throws); the inputs are brought to the plain layout the kernels take.
+#include "engine/ops/internal.h"
+
+namespace ts::engine::ops {
+
+using detail::check_defined;
+using detail::check_same_device;
+using detail::fail;
+using detail::mark_not_differentiable;
+
+namespace {
+
+struct LayerNormBackward : Node {
+  Tensor x, gamma, mean, rstd;   // x is the [M, D] view the kernel saw
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor dy = ops::reshape(g[0], x.shape());
+    BatchNormGrads r = backend_of(x).layer_norm_backward(dy, x.detach(), gamma.detach(), mean, rstd);
+    mark_not_differentiable("layer_norm_backward", {&dy, &x, &gamma}, {&r.dx, &r.dgamma, &r.dbeta});
+    return {r.dx, r.dgamma, r.dbeta};
+  }
+  void release_saved() override { x = gamma = mean = rstd = Tensor(); }
+  std::string name() const override { return "LayerNormBackward"; }
+};
+
+struct GeluBackward : Node {
+  Tensor x;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor dy = ops::to_layout(g[0], Layout::plain());
+    Tensor dx = backend_of(x).gelu_backward(dy, x.detach());
+    mark_not_differentiable("gelu_backward", {&dy, &x}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { x = Tensor(); }
+  std::string name() const override { return "GeluBackward"; }
+};
+
+struct AttentionBackward : Node {
+  Tensor q, k, v, probs;
+  int64_t heads;
+  float scale;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor dout = ops::to_layout(g[0], Layout::plain());
+    Backend::AttentionGrads r =
+        backend_of(q).attention_backward(dout, q.detach(), k.detach(), v.detach(), probs, heads, scale);
+    mark_not_differentiable("attention_backward", {&dout, &q, &k, &v}, {&r.dq, &r.dk, &r.dv});
+    return {r.dq, r.dk, r.dv};
+  }
+  void release_saved() override { q = k = v = probs = Tensor(); }
+  std::string name() const override { return "AttentionBackward"; }
+};
+
+struct SmoothedCrossEntropyBackward : Node {
+  Tensor logits, lse, labels;
+  float eps, normalizer;
+  int64_t ignore_index;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor dx = backend_of(logits).label_smoothed_ce_backward(g[0], logits.detach(), lse, labels, eps, ignore_index,
+                                                             normalizer);
+    mark_not_differentiable("label_smoothed_cross_entropy_backward", {&g[0], &logits}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { logits = lse = labels = Tensor(); }
+  std::string name() const override { return "LabelSmoothedCrossEntropyBackward"; }
+};
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, float eps) {
+  static const auto name = op_name("layer_norm");
+  check_defined(x_in, "layer_norm", "x");
+  check_defined(gamma, "layer_norm", "gamma");
+  check_defined(beta, "layer_norm", "beta");
+  check_same_device(x_in, gamma, "layer_norm");
+  check_same_device(x_in, beta, "layer_norm");
+  if (x_in.dim() < 1) fail("layer_norm", "needs at least one dimension");
+  const int64_t d = x_in.size(-1);
+  if (gamma.dim() != 1 || gamma.size(0) != d || beta.shape() != gamma.shape()) {
+    fail("layer_norm", "gamma/beta " + detail::shapes({&gamma, &beta}) + " for input " + shape_str(x_in.shape()));
+  }
+  OpScope scope(name);
+  const Tensor x = reshape(x_in, {x_in.numel() / std::max<int64_t>(d, 1), d});
+  Backend::LayerNormResult r = backend_of(x).layer_norm_forward(x, gamma, beta, eps);
+  if (needs_grad({&x, &gamma, &beta})) {
+    auto n = std::make_shared<LayerNormBackward>();
+    n->x = x;   // with history: a second backward through this one must fail loudly
+    n->gamma = gamma;
+    n->mean = r.mean;
+    n->rstd = r.rstd;
+    connect(n, {&x, &gamma, &beta}, {&r.y});
+  }
+  return x_in.dim() == 2 ? r.y : reshape(r.y, x_in.shape());
+}
+
+Tensor gelu(const Tensor& x_in) {
+  static const auto name = op_name("gelu");
+  check_defined(x_in, "gelu", "x");
+  OpScope scope(name);
+  const Tensor x = to_layout(x_in, Layout::plain());
+  Tensor y = backend_of(x).gelu_forward(x);
+  if (needs_grad({&x})) {
+    auto n = std::make_shared<GeluBackward>();
+    n->x = x;
+    connect(n, {&x}, {&y});
+  }
+  return y;
+}
+
+Tensor dropout(const Tensor& x, float p, uint64_t seed, bool training) {
+  static const auto name = op_name("dropout");
+  check_defined(x, "dropout", "x");
+  if (!(p >= 0.0f && p < 1.0f)) fail("dropout", "p must be in [0, 1), got " + std::to_string(p));
+  if (!training || p == 0.0f) return x;
+  OpScope scope(name);
+  const Tensor xp = to_layout(x, Layout::plain());
+  Tensor mask;
+  {
+    NoGradScope no_grad;
+    mask = backend_of(xp).dropout_mask(xp.shape(), p, seed);
+    if (!xp.device().is_cpu()) {
+      Tensor m = Tensor::empty(mask.shape(), xp.device());
+      backend_of(m).copy(mask, m);
+      mask = m;
+    }
+  }
+  // y = x * mask: mul's backward is the mask again, and is twice differentiable.
+  return mul(xp, mask);
+}
+
+Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& key_lengths, int64_t heads,
+                 float scale, bool causal) {
+  static const auto name = op_name("attention");
+  check_defined(q_in, "attention", "q");
+  check_defined(k_in, "attention", "k");
+  check_defined(v_in, "attention", "v");
+  check_same_device(q_in, k_in, "attention");
+  check_same_device(q_in, v_in, "attention");
+  if (q_in.dim() != 3 || k_in.dim() != 3 || v_in.shape() != k_in.shape() || q_in.size(0) != k_in.size(0) ||
+      q_in.size(2) != k_in.size(2) || heads < 1 || q_in.size(2) % heads != 0) {
+    fail("attention", "q [B, Tq, H dh], k and v [B, Tk, H dh] expected, got " +
+                          detail::shapes({&q_in, &k_in, &v_in}) + " with " + std::to_string(heads) + " heads");
+  }
+  if (key_lengths.defined() && (key_lengths.dim() != 1 || key_lengths.size(0) != q_in.size(0))) {
+    fail("attention", "key_lengths must be [B], got " + shape_str(key_lengths.shape()));
+  }
+  OpScope scope(name);
+  const Tensor q = to_layout(q_in, Layout::plain()), k = to_layout(k_in, Layout::plain()),
+               v = to_layout(v_in, Layout::plain());
+  Backend::AttentionResult r =
+      backend_of(q).attention_forward(q, k, v, key_lengths.defined() ? &key_lengths : nullptr, heads, scale, causal);
+  if (needs_grad({&q, &k, &v})) {
+    auto n = std::make_shared<AttentionBackward>();
+    n->q = q;
+    n->k = k;
+    n->v = v;
+    n->probs = r.probs;
+    n->heads = heads;
+    n->scale = scale;
+    connect(n, {&q, &k, &v}, {&r.out});
+  }
+  return r.out;
+}
+
+Tensor label_smoothed_cross_entropy(const Tensor& logits_in, const Tensor& labels, float eps, int64_t ignore_index,
+                                    float normalizer) {
+  static const auto name = op_name("label_smoothed_cross_entropy");
+  check_defined(logits_in, "label_smoothed_cross_entropy", "logits");
+  check_defined(labels, "label_smoothed_cross_entropy", "labels");
+  check_same_device(logits_in, labels, "label_smoothed_cross_entropy");
+  if (logits_in.dim() != 2 || labels.dim() != 1 || labels.size(0) != logits_in.size(0)) {
+    fail("label_smoothed_cross_entropy", "expected logits [N, V] and labels [N], got " +
+                                             detail::shapes({&logits_in, &labels}));
+  }
+  if (!(eps >= 0.0f && eps < 1.0f)) fail("label_smoothed_cross_entropy", "eps must be in [0, 1)");
+  if (!(normalizer > 0.0f)) fail("label_smoothed_cross_entropy", "normalizer must be positive");
+  OpScope scope(name);
+  const Tensor logits = to_layout(logits_in, Layout::plain());
+  Backend::SmoothedCrossEntropy r =
+      backend_of(logits).label_smoothed_ce_forward(logits, labels, eps, ignore_index, normalizer);
+  if (needs_grad({&logits})) {
+    auto n = std::make_shared<SmoothedCrossEntropyBackward>();
+    n->logits = logits;   // the probabilities are recomputed from it: no second [N, V] buffer
+    n->lse = r.lse;
+    n->labels = labels.detach();
+    n->eps = eps;
+    n->normalizer = normalizer;
+    n->ignore_index = ignore_index;
+    connect(n, {&logits}, {&r.loss});
+  }
+  return r.loss;
+}
+
+}  // namespace ts::engine::ops
