@@ -1,5 +1,6 @@
 #include "engine/cpu/host_allocator.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -13,6 +14,10 @@ namespace {
 
 constexpr size_t kAlignment = 64;               // cache line; what AVX-512 loads like
 constexpr size_t kCacheFrom = size_t{1} << 20;  // blocks of 1 MiB and more are cached
+// Handed-out plus cached bytes stay under 5/4 of the peak handed out plus this slack: each
+// size class keeps its own free list, and without a bound the classes' separate peaks (forward
+// activations in some, gradients in others) added up to several times the real peak.
+constexpr int64_t kCacheSlack = int64_t{64} << 20;
 
 struct Cache {
   std::mutex mutex;
@@ -23,6 +28,21 @@ struct Cache {
 Cache& cache() {
   static Cache* c = new Cache();   // never destroyed: tensors may be freed during static destruction
   return *c;
+}
+
+// Frees cached blocks, largest class first, until handed-out + cached fits the bound.
+void evict_over_bound(Cache& c) {
+  const int64_t bound = c.stats.peak_allocated_bytes / 4 * 5 + kCacheSlack;
+  while (c.stats.cached_bytes > 0 && c.stats.allocated_bytes + c.stats.cached_bytes > bound) {
+    auto largest = c.free_blocks.end();
+    for (auto it = c.free_blocks.begin(); it != c.free_blocks.end(); ++it) {
+      if (!it->second.empty() && (largest == c.free_blocks.end() || it->first > largest->first)) largest = it;
+    }
+    std::free(largest->second.back());
+    largest->second.pop_back();
+    c.stats.cached_bytes -= static_cast<int64_t>(largest->first);
+    c.stats.evicted_bytes += static_cast<int64_t>(largest->first);
+  }
 }
 
 }  // namespace
@@ -52,6 +72,8 @@ void* host_allocate(size_t bytes) {
     }
     ++c.stats.misses;
     c.stats.allocated_bytes += static_cast<int64_t>(cls);
+    c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
+    evict_over_bound(c);
   }
   void* p = std::aligned_alloc(kAlignment, cls);
   if (!p) throw std::bad_alloc();

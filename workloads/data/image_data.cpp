@@ -45,29 +45,16 @@ SyntheticImages::SyntheticImages(int64_t image_size, int64_t channels, int64_t c
   if (image_size <= 0 || channels <= 0 || classes <= 1) throw std::invalid_argument("SyntheticImages: bad shape");
   if (device.is_meta()) return;
   engine::Rng trng(seed * 7919 + 17);
-  templates_.resize(static_cast<size_t>(classes * channels * size_ * size_));
+  // Three random plane waves at low frequencies per class and channel: smooth, distinct per
+  // class. Only their parameters are kept (full templates for 1000 classes at 299x299 were
+  // 1 GiB); make() evaluates them, separably, for each sample.
+  waves_.resize(static_cast<size_t>(classes * channels * 3));
   const double two_pi = 2 * M_PI;
-  for (int64_t k = 0; k < classes; ++k) {
-    for (int64_t c = 0; c < channels; ++c) {
-      // Three random plane waves at low frequencies: smooth, distinct per class.
-      double fx[3], fy[3], ph[3], amp[3];
-      for (int w = 0; w < 3; ++w) {
-        fx[w] = trng.uniform(0.5, 3.0);
-        fy[w] = trng.uniform(0.5, 3.0);
-        ph[w] = trng.uniform(0, two_pi);
-        amp[w] = trng.uniform(0.5, 1.0);
-      }
-      float* t = &templates_[static_cast<size_t>(((k * channels) + c) * size_ * size_)];
-      for (int64_t y = 0; y < size_; ++y) {
-        for (int64_t x = 0; x < size_; ++x) {
-          double v = 0;
-          for (int w = 0; w < 3; ++w) {
-            v += amp[w] * std::sin(two_pi * (fx[w] * x + fy[w] * y) / static_cast<double>(size_) + ph[w]);
-          }
-          t[y * size_ + x] = static_cast<float>(v);
-        }
-      }
-    }
+  for (auto& w : waves_) {
+    w.fx = trng.uniform(0.5, 3.0);
+    w.fy = trng.uniform(0.5, 3.0);
+    w.phase = trng.uniform(0, two_pi);
+    w.amplitude = trng.uniform(0.5, 1.0);
   }
 }
 
@@ -83,21 +70,44 @@ Batch SyntheticImages::make(engine::Rng& rng, int64_t batch) {
   float* in = b.inputs.data();
   float* lab = b.labels.data();
   const int64_t plane = size_ * size_;
+  const double step = 2 * M_PI / static_cast<double>(size_);
+  // sin(a x + b y + p) = sin(a x) cos(b y + p) + cos(a x) sin(b y + p): per-wave row and column
+  // tables make a pixel six multiply-adds.
+  std::vector<float> sx(static_cast<size_t>(3 * size_)), cx(sx.size()), sy(sx.size()), cy(sx.size());
   for (int64_t i = 0; i < batch; ++i) {
     const int64_t k = rng.integer(classes_);
     lab[i] = static_cast<float>(k);
     const float brightness = static_cast<float>(rng.uniform(0.7, 1.3));
     const int64_t dx = rng.integer(5) - 2, dy = rng.integer(5) - 2;
     for (int64_t c = 0; c < channels_; ++c) {
-      const float* t = &templates_[static_cast<size_t>((k * channels_ + c) * plane)];
+      const Wave* w = &waves_[static_cast<size_t>((k * channels_ + c) * 3)];
+      for (int64_t j = 0; j < 3; ++j) {
+        for (int64_t t = 0; t < size_; ++t) {
+          // The template is shifted by (dx, dy), wrapping around.
+          const auto u = static_cast<double>((t + dx + size_) % size_), v = static_cast<double>((t + dy + size_) % size_);
+          const size_t at = static_cast<size_t>(j * size_ + t);
+          sx[at] = static_cast<float>(w[j].amplitude * std::sin(step * w[j].fx * u));
+          cx[at] = static_cast<float>(w[j].amplitude * std::cos(step * w[j].fx * u));
+          sy[at] = static_cast<float>(std::sin(step * w[j].fy * v + w[j].phase));
+          cy[at] = static_cast<float>(std::cos(step * w[j].fy * v + w[j].phase));
+        }
+      }
       float* o = in + (i * channels_ + c) * plane;
       const int64_t off = rng.integer(kNoiseBank - plane);
       const float* nz = noise.data() + off;
       for (int64_t y = 0; y < size_; ++y) {
-        const int64_t sy = (y + dy + size_) % size_;
+        const float a0 = cy[static_cast<size_t>(y)], b0 = sy[static_cast<size_t>(y)];
+        const float a1 = cy[static_cast<size_t>(size_ + y)], b1 = sy[static_cast<size_t>(size_ + y)];
+        const float a2 = cy[static_cast<size_t>(2 * size_ + y)], b2 = sy[static_cast<size_t>(2 * size_ + y)];
+        const float* s0 = sx.data();
+        const float* s1 = sx.data() + size_;
+        const float* s2 = sx.data() + 2 * size_;
+        const float* c0 = cx.data();
+        const float* c1 = cx.data() + size_;
+        const float* c2 = cx.data() + 2 * size_;
         for (int64_t x = 0; x < size_; ++x) {
-          const int64_t sx = (x + dx + size_) % size_;
-          o[y * size_ + x] = brightness * t[sy * size_ + sx] + 0.8f * nz[y * size_ + x];
+          const float t = s0[x] * a0 + c0[x] * b0 + s1[x] * a1 + c1[x] * b1 + s2[x] * a2 + c2[x] * b2;
+          o[y * size_ + x] = brightness * t + 0.8f * nz[y * size_ + x];
         }
       }
     }

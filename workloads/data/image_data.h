@@ -46,7 +46,10 @@ class SyntheticImages : public ImageSource {
   int64_t size_, channels_, classes_;
   uint64_t seed_;
   engine::Device device_;
-  std::vector<float> templates_;   // [classes, channels, size, size]
+  struct Wave {
+    double fx, fy, phase, amplitude;
+  };
+  std::vector<Wave> waves_;   // [classes, channels, 3]: each template is a sum of three waves
   engine::Rng rng_;
 };
 
