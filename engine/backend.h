@@ -226,6 +226,45 @@ class Backend {
                                      bool zero_infinity, bool want_grad) = 0;
   // dlogits = dloss[0] * grad (dloss [1] is read on the device, no host round trip).
   virtual Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) = 0;
+
+  // --- recurrent layers (seq2seq's LSTM, Deep Speech 2's GRU): one layer, one direction;
+  // cpu/cpu_rnn.cpp. PyTorch's weight layout and gate order: LSTM (i, f, g, o), GRU (r, z, n)
+  // with n = tanh(W_in x + b_in + r (W_hn h + b_hn)) as torch.nn.GRU and cuDNN define it (oneDNN's
+  // lbr_gru). G = 4 (LSTM) or 3 (GRU). All plain; results plain. Not pure: a backend without
+  // them (CUDA until cuDNN's RNN lands there) still builds, and throws std::runtime_error naming
+  // itself when called (the default bodies live in engine/ops/rnn_ops.cpp).
+  enum class RnnCell { lstm, gru };
+  struct RnnArgs {
+    RnnCell cell = RnnCell::lstm;
+    Tensor x;              // [T, B, I], time-major
+    Tensor w_ih, w_hh;     // [G H, I], [G H, H]
+    Tensor b_ih, b_hh;     // [G H]; undefined: zeros (LSTM adds both, as PyTorch)
+    Tensor h0, c0;         // [B, H]; undefined: zeros; c0 LSTM only
+    // [B] fp32 integers in [0, T] (undefined: all T), on x's device or the CPU (cuDNN wants them
+    // on the host too); padding sits at the end. Steps t >=
+    // lengths[b] keep the state and output zeros; `reverse` runs each sequence from its own last
+    // real step (lengths[b] - 1) back to 0.
+    Tensor lengths;
+    bool reverse = false;
+  };
+  struct RnnForwardResult {
+    Tensor y;          // [T, B, H], zeros at padded steps
+    Tensor h_n, c_n;   // [B, H], the state after each sequence's own last step (c_n: LSTM only)
+    // What backward needs, category activations, in the backend's own format (cuDNN's reserve
+    // space on CUDA); undefined unless `training`.
+    Tensor reserve;
+  };
+  virtual RnnForwardResult rnn_forward(const RnnArgs& a, bool training);
+  struct RnnGrads {
+    Tensor dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh;   // undefined where not asked for or absent
+  };
+  struct RnnNeed {
+    bool dx = true, dh0 = true, dc0 = true, weights = true;   // weights: w_ih, w_hh and the biases
+  };
+  // dy [T, B, H], dh_n and dc_n [B, H] (undefined: zeros); y and reserve from rnn_forward of
+  // the same arguments.
+  virtual RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
+                                const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need);
 };
 
 // The backend for a device; throws std::runtime_error for a device this build lacks.

@@ -117,4 +117,23 @@ int64_t edit_distance(const std::vector<int64_t>& hypothesis, const std::vector<
 double error_rate(const std::vector<std::vector<int64_t>>& hypotheses,
                   const std::vector<std::vector<int64_t>>& references);
 
+// --- recurrent layers, one layer and one direction (seq2seq, Deep Speech 2); engine/ops/rnn_ops.cpp ---
+// x [T, B, I] time-major; weights in PyTorch's layout and gate order: LSTM w_ih [4H, I], w_hh
+// [4H, H], gates (i, f, g, o); GRU w_ih [3H, I], w_hh [3H, H], gates (r, z, n) with
+// n = tanh(W_in x + b_in + r (W_hn h + b_hn)) (torch.nn.GRU, cuDNN). Two biases b_ih, b_hh as
+// PyTorch has them (LSTM adds them; either may be undefined = zeros). h0, c0 [B, H] may be
+// undefined (zeros). lengths [B] (fp32 integers in [0, T], never need grad; undefined: all T):
+// padding sits at the end; steps t >= lengths[b] keep the state and output zeros. reverse runs
+// each sequence from its own last real step back to 0 (a bidirectional layer's backward half).
+// Every input but lengths gets a gradient; first order only (a second backward throws).
+struct RnnOutput {
+  Tensor y;     // [T, B, H], zeros at padded steps
+  Tensor h_n;   // [B, H]: the state after each sequence's own last real step (h0 where length is 0)
+  Tensor c_n;   // [B, H]: the LSTM's cell state there; undefined for the GRU
+};
+RnnOutput lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
+               const Tensor& b_ih, const Tensor& b_hh, const Tensor& lengths, bool reverse = false);
+RnnOutput gru(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+              const Tensor& b_hh, const Tensor& lengths, bool reverse = false);
+
 }  // namespace ts::engine::ops

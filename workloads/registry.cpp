@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "workloads/faster_rcnn/faster_rcnn.h"
 #include "workloads/inception_v3/inception_v3.h"
 #include "workloads/resnet50/resnet50.h"
 #include "workloads/transformer/transformer.h"
@@ -23,7 +24,7 @@ const Preset* WorkloadSpec::preset(const std::string& n) const {
 }
 
 const std::vector<WorkloadSpec>& registry() {
-  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), transformer_spec(), wgan_spec()};
+  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), transformer_spec(), faster_rcnn_spec(), wgan_spec()};
   return specs;
 }
 
