@@ -19,13 +19,6 @@ namespace {
 using namespace testing;
 using Reduction = Backend::CtcReduction;
 
-#define EXPECT_GRADCHECK(expr)         \
-  do {                                 \
-    const GradcheckResult _r = (expr); \
-    EXPECT_TRUE(_r.ok) << _r.message;  \
-    EXPECT_GT(_r.checked, 0);          \
-  } while (0)
-
 // ---------------------------------------------------------------- brute-force reference
 
 // B(path): merge repeats, then drop blanks.

@@ -15,13 +15,6 @@ namespace {
 
 using namespace testing;
 
-#define EXPECT_GRADCHECK(expr)         \
-  do {                                 \
-    const GradcheckResult _r = (expr); \
-    EXPECT_TRUE(_r.ok) << _r.message;  \
-    EXPECT_GT(_r.checked, 0);          \
-  } while (0)
-
 Tensor rois_of(const std::vector<std::vector<float>>& rows) {
   std::vector<float> v;
   for (const auto& r : rows) v.insert(v.end(), r.begin(), r.end());

@@ -22,13 +22,6 @@ namespace {
 
 using namespace testing;
 
-#define EXPECT_GRADCHECK(expr)         \
-  do {                                 \
-    const GradcheckResult _r = (expr); \
-    EXPECT_TRUE(_r.ok) << _r.message;  \
-    EXPECT_GT(_r.checked, 0);          \
-  } while (0)
-
 struct Sizes {
   int64_t T, B, I, H;
 };

@@ -18,13 +18,6 @@ namespace {
 
 using namespace testing;
 
-#define EXPECT_GRADCHECK(expr)         \
-  do {                                 \
-    const GradcheckResult _r = (expr); \
-    EXPECT_TRUE(_r.ok) << _r.message;  \
-    EXPECT_GT(_r.checked, 0);          \
-  } while (0)
-
 using CudaGradcheck = CudaTest;
 
 using GpuFn = std::function<Tensor(const std::vector<Tensor>&)>;

@@ -29,13 +29,6 @@ constexpr double kReduce = 1e-5;
 constexpr double kLibrary = 1e-4;
 constexpr double kCtc = 1e-5;
 
-#define EXPECT_GRADCHECK(expr)         \
-  do {                                 \
-    const GradcheckResult _r = (expr); \
-    EXPECT_TRUE(_r.ok) << _r.message;  \
-    EXPECT_GT(_r.checked, 0);          \
-  } while (0)
-
 using CudaParitySeq = CudaTest;
 
 Tensor rnd(const Shape& s, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
