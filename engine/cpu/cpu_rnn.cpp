@@ -353,12 +353,16 @@ void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
   }
 }
 
-// Whether the forward step's h W_hh^T reads W_hh from a transposed copy ([H, G H], sgemm 'N')
-// rather than as stored ('T'). Measured on 2 Zen 3 cores (oneDNN 2.6 sgemm, B = 16..128): when
-// W_hh outgrows the caches (H = 1760: 37 MB) the 'N' form is 8-18% faster per step, as sgemm
-// streams it without a packing copy, and the copy costs about one step; at H = 512 (4 MB) the
-// stored form is as fast or faster.
-bool transpose_w_hh(int64_t gh, int64_t h) { return gh * h * static_cast<int64_t>(sizeof(float)) > (int64_t{16} << 20); }
+// How the per-step sgemms read W_hh: with op(B) transposed ('T') or not ('N'), one of the two
+// from a transposed copy made once per call (it costs about one step). Measured on 2 Zen 3 cores
+// with oneDNN 2.6's sgemm, B = 16..128: while W_hh fits in the last-level cache (H = 512: 4 MB,
+// a 1024 LSTM: 16 MB) the 'T' form is 5-30% faster per step, in both directions; once it
+// outgrows it (Deep Speech 2's GRU, H = 1760: 37 MB) the 'N' form is 8-18% faster (sgemm streams
+// an 'N' operand without a packing copy). Forward reads W_hh^T: 'T' is W_hh as stored; backward
+// reads W_hh: 'N' is W_hh as stored.
+bool w_hh_fits_cache(int64_t gh, int64_t h) {
+  return gh * h * static_cast<int64_t>(sizeof(float)) <= (int64_t{16} << 20);
+}
 
 // Time index of sequence b (length len) at processing step s.
 inline int64_t time_of(int64_t s, int64_t len, bool reverse) { return reverse ? len - 1 - s : s; }
@@ -397,8 +401,8 @@ Backend::RnnForwardResult CpuBackend::rnn_forward(const RnnArgs& a, bool trainin
   for (int64_t k = 0; k < GH; ++k) bias_sum[static_cast<size_t>(k)] += bias_hh[static_cast<size_t>(k)];
   const float* w_hh = a.w_hh.data();
   float* pgh = gh.data();
-  Tensor w_hh_t;
-  if (transpose_w_hh(GH, H) && sc.max_len > 1) {
+  Tensor w_hh_t;   // [H, G H]: the 'N' form
+  if (!w_hh_fits_cache(GH, H) && sc.max_len > 1) {
     w_hh_t = buffer(GH * H);
     transpose(w_hh, GH, H, w_hh_t.data());
   }
@@ -474,6 +478,12 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
   const float* pc0 = a.c0.defined() ? a.c0.data() : nullptr;
   const float* w_hh = a.w_hh.data();
 
+  Tensor w_hh_t;   // [H, G H]: the 'T' form
+  if (w_hh_fits_cache(GH, H) && sc.max_len > 1) {
+    w_hh_t = buffer(GH * H);
+    transpose(w_hh, GH, H, w_hh_t.data());
+  }
+
   for (int64_t s = sc.max_len - 1; s >= 0; --s) {
     const int64_t n = sc.active[static_cast<size_t>(s)];
 #pragma omp parallel for if (n * H * d.G > kParallelThreshold)
@@ -494,7 +504,11 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
       }
     }
     // dh_{t-1} = dg W_hh (+ the GRU's direct z dh, already in place).
-    gemm('N', 'N', n, H, GH, dstep, GH, w_hh, H, d.lstm ? 0.0f : 1.0f, dhs, H);
+    if (w_hh_t.defined()) {
+      gemm('N', 'T', n, H, GH, dstep, GH, w_hh_t.data(), GH, d.lstm ? 0.0f : 1.0f, dhs, H);
+    } else {
+      gemm('N', 'N', n, H, GH, dstep, GH, w_hh, H, d.lstm ? 0.0f : 1.0f, dhs, H);
+    }
   }
 
   RnnGrads g;

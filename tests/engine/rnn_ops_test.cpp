@@ -187,8 +187,8 @@ TEST(RnnOps, LargeBatchMatchesReference) {
   }
 }
 
-// W_hh above 16 MB (H = 1200): the forward steps read it from a transposed copy (backward does
-// not use it; forward values are what can differ).
+// W_hh above 16 MB (H = 1200): the forward steps read it from a transposed copy, backward as
+// stored (smaller ones the other way round; every other test covers those).
 TEST(RnnOps, LargeHiddenMatchesReference) {
   for (bool lstm : {true, false}) {
     for (bool reverse : {false, true}) {
