@@ -9,6 +9,7 @@
 #include "cli/suite.h"
 #include "cli/summary.h"
 #include "fmt/format.h"
+#include "reports/chrome_trace.h"
 #include "store/error.h"
 
 using namespace ts::cli;
@@ -73,6 +74,16 @@ int main(int argc, char** argv) {
       ->expected(0, 1)
       ->default_str("0");
 
+  int64_t export_id = 0;
+  std::filesystem::path chrome_out;
+  auto* exp = app.add_subcommand("export", "Write a stored run for other tools");
+  exp->add_option("run", export_id, "Run id (see `trainscope runs`)")->required();
+  exp->add_option("--db", read_db, "SQLite file")->capture_default_str();
+  exp->add_option("--chrome", chrome_out,
+                  "Chrome/Perfetto trace JSON of the run's CPU and GPU events (chrome://tracing, ui.perfetto.dev, "
+                  "Holistic Trace Analysis)")
+      ->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,6 +115,19 @@ int main(int argc, char** argv) {
     }
     if (*runs) {
       fmt::print("{}", format_runs(read_db));
+      return kExitOk;
+    }
+    if (*exp) {
+      try {
+        const auto stats = ts::reports::write_chrome_trace(read_db, export_id, chrome_out, [](int64_t done, int64_t total) {
+          fmt::print(stderr, "\rtrainscope: exporting {}/{} events", done, total);
+        });
+        fmt::print(stderr, "\r");
+        fmt::print("wrote {}: {} CPU events, {} GPU activities, {} launch flows, {} counter points\n",
+                   chrome_out.string(), stats.cpu_events, stats.gpu_activities, stats.flows, stats.counters);
+      } catch (const std::runtime_error& e) {  // a missing db or run, an unwritable path
+        throw UsageError(e.what());
+      }
       return kExitOk;
     }
     if (*show) {

@@ -109,6 +109,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
     r.activation_bytes = activation_bytes.contains(name) ? activation_bytes[name] : 0;
     layers.push_back(std::move(r));
   }
+  add_gpu_layer_times(layers, counted, timed);
   writer_.add_layers(run_, layers);
 
   // Memory: timeline per category and the breakdown at the peak.
@@ -169,6 +170,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
   }
   for (const auto& it : loop.iterations) metrics.push_back({"learning_rate", it.learning_rate, "", it.index});
   if (quality) metrics.push_back({quality->metric, quality->value, quality->unit, -1});
+  record_gpu(counted, metrics);
   writer_.add_metrics(run_, metrics);
 }
 

@@ -1,13 +1,16 @@
 #pragma once
 // Turns what a run measured (loop results, tracer events, the memory ledger, samples) into
 // the store's rows: the one place where profiler/memprof results meet the store's records.
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "collectors/environment.h"
 #include "collectors/process_sampler.h"
 #include "engine/nn/module.h"
+#include "profiler/analysis.h"
 #include "profiler/event.h"
+#include "profiler/gpu_tracer.h"
 #include "store/records.h"
 #include "store/writer.h"
 #include "workloads/training_loop.h"
@@ -23,8 +26,19 @@ class RunRecorder {
   // `model` may be null (the model failed to build); `quality` may be null.
   void record(const workloads::LoopResult& loop, std::vector<profiler::Event> events, const engine::nn::Module* model,
               const std::vector<collectors::Sample>& samples, const workloads::Quality* quality);
+  // What the GPU tracer saw (GPU runs with tracing on): stored by record() with its analyses.
+  void set_gpu_trace(profiler::GpuTrace trace) { gpu_ = std::move(trace); }
+  // A whole-run figure measured outside the loop (the device allocator's peaks...), stored with the rest.
+  void add_metric(store::MetricRow m) { extra_metrics_.push_back(std::move(m)); }
 
  private:
+  // record_gpu.cpp: the GPU activities, breakdown, kernel and copy summaries, the per-layer GPU
+  // time (into `layers`), the tracer's own figures (dropped records...) and add_metric()'s as metrics.
+  void add_gpu_layer_times(std::vector<store::LayerRow>& layers, const profiler::IterationFilter& counted,
+                           double timed) const;
+  void record_gpu(const profiler::IterationFilter& counted, std::vector<store::MetricRow>& metrics);
+  std::optional<profiler::GpuTrace> gpu_;
+  std::vector<store::MetricRow> extra_metrics_;
   store::Writer& writer_;
   int64_t run_;
   int64_t parameter_count_ = 0;

@@ -23,6 +23,7 @@
 #include "fmt/format.h"
 #include "memprof/ledger.h"
 #include "nlohmann/json.hpp"
+#include "profiler/gpu_tracer.h"
 #include "profiler/tracer.h"
 #include "store/error.h"
 #include "store/writer.h"
@@ -115,6 +116,33 @@ void validate(const RunConfig& c) {
   }
 }
 
+namespace {
+
+// The device allocator's books and the driver's view, side by side (GPU runs): what CUPTI's
+// memory records add to them is stored by the recorder. And whether TF32 was allowed.
+void record_device_memory(const engine::Device& device, RunRecorder& recorder) {
+#ifdef TS_HAVE_CUDA
+  if (device.type != engine::DeviceType::cuda) return;
+  const int d = device.index;
+  const std::string p = fmt::format("gpu{}_", d);
+  const auto s = engine::cuda::device_allocator(d).stats();
+  recorder.add_metric({p + "allocator_reserved_peak_bytes", static_cast<double>(s.peak_reserved_bytes), "bytes", -1});
+  recorder.add_metric({p + "allocator_used_peak_bytes", static_cast<double>(s.peak_used_bytes), "bytes", -1});
+  recorder.add_metric({p + "allocator_reserved_bytes", static_cast<double>(s.reserved_bytes), "bytes", -1});
+  const auto info = engine::cuda::device_memory_info(d);
+  if (info.ok) {
+    recorder.add_metric({p + "driver_used_bytes", static_cast<double>(info.total_bytes - info.free_bytes), "bytes", -1});
+    recorder.add_metric({p + "driver_total_bytes", static_cast<double>(info.total_bytes), "bytes", -1});
+  }
+  recorder.add_metric({"tf32_allowed", engine::cuda::tf32_allowed() ? 1.0 : 0.0, "", -1});
+#else
+  (void)device;
+  (void)recorder;
+#endif
+}
+
+}  // namespace
+
 RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   validate(c);
   const auto& spec = *workloads::find_workload(c.workload);
@@ -163,6 +191,22 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   sampler.start(std::chrono::milliseconds(200));
 
   RunRecorder recorder(writer, run_id);
+  // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing").
+  std::unique_ptr<profiler::GpuTracer> gpu;
+  if (wc.device.type == engine::DeviceType::cuda && c.trace) {
+    gpu = profiler::GpuTracer::start(tracer);
+    fmt::print(stderr, "trainscope: {}\n", gpu->status());
+    const std::vector<store::EnvEntry> note = {{"gpu_tracing", gpu->status()}};
+    writer.add_environment(run_id, note);
+  }
+  bool gpu_stopped = false;
+  const auto stop_gpu = [&] {  // once: after the loop, or after a failure
+    if (gpu_stopped) return;
+    gpu_stopped = true;
+    if (gpu) recorder.set_gpu_trace(gpu->stop());
+    gpu.reset();
+    record_device_memory(wc.device, recorder);
+  };
   workloads::LoopResult loop;
   std::unique_ptr<workloads::Workload> workload;
   std::string failure;
@@ -182,7 +226,11 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
       const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
       progress.update(it.index + 1, secs > 0 ? static_cast<double>(it.samples) / secs : 0.0, it.warmup);
     };
-    loop = workloads::run_training(*workload, lo);
+    {
+      profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
+      loop = workloads::run_training(*workload, lo);
+    }
+    stop_gpu();  // evaluation is not traced on the GPU
     progress.finish(loop.failed ? "failed" : loop.interrupted ? "interrupted" : "done");
     // Evaluation is not a training iteration: its events must not count in the timed figures.
     tracer.set_iteration(-1);
@@ -194,6 +242,7 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   } catch (const std::exception& e) {
     failure = e.what();
   }
+  stop_gpu();
   sampler.stop();
   tracer.set_enabled(false);
 

@@ -90,15 +90,38 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["memory_at_peak"] = memory;
   j["memory_peak_bytes"] = peak_total;
 
-  nlohmann::json top = nlohmann::json::array();
-  const auto ops = reader->op_summary(run_id);
-  int64_t op_total = 0;
-  for (const auto& o : ops) op_total += o.total_ns;
-  for (size_t i = 0; i < std::min<size_t>(ops.size(), 6); ++i) {
-    top.push_back({{"op", ops[i].name}, {"count", ops[i].count}, {"total_ms", static_cast<double>(ops[i].total_ns) * 1e-6},
-                   {"fraction", op_total ? static_cast<double>(ops[i].total_ns) / static_cast<double>(op_total) : 0.0}});
+  // The six largest CPU ops, and GPU kernels (kernel_summary rows of cuda devices), by total time.
+  const auto top_of = [&](bool gpu) {
+    std::vector<store::OpSummaryRow> ops;
+    for (auto& o : reader->op_summary(run_id)) {
+      if ((o.device != "cpu") == gpu) ops.push_back(std::move(o));
+    }
+    int64_t op_total = 0;
+    for (const auto& o : ops) op_total += o.total_ns;
+    nlohmann::json top = nlohmann::json::array();
+    for (size_t i = 0; i < std::min<size_t>(ops.size(), 6); ++i) {
+      top.push_back({{"op", ops[i].name}, {"device", ops[i].device}, {"count", ops[i].count},
+                     {"total_ms", static_cast<double>(ops[i].total_ns) * 1e-6},
+                     {"fraction", op_total ? static_cast<double>(ops[i].total_ns) / static_cast<double>(op_total) : 0.0}});
+    }
+    return top;
+  };
+  j["top_ops"] = top_of(false);
+  j["top_kernels"] = top_of(true);
+
+  // The GPU time breakdown per device (metrics gpuN_*), per timed iteration.
+  nlohmann::json gpus = nlohmann::json::array();
+  const double timed = metrics.contains("timed_iterations") ? metrics["timed_iterations"].get<double>() : 0.0;
+  for (int d = 0; d < 64 && timed > 0; ++d) {
+    const std::string p = fmt::format("gpu{}_", d);
+    if (!metrics.contains(p + "span_ns")) continue;
+    nlohmann::json g = {{"device", fmt::format("cuda:{}", d)}, {"busy_fraction", metrics[p + "busy_fraction"]}};
+    for (const char* k : {"span", "compute", "comm", "exposed_comm", "memcpy", "memset", "idle"}) {
+      g[std::string(k) + "_ms"] = metrics[p + k + "_ns"].get<double>() * 1e-6 / timed;
+    }
+    gpus.push_back(g);
   }
-  j["top_ops"] = top;
+  j["gpu"] = gpus;
   return j;
 }
 
@@ -152,6 +175,30 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  process RSS    peak {}, grew {} during the run\n", human_bytes(metric("rss_peak_bytes")),
                      human_bytes(metric("rss_growth_bytes")));
   }
+  for (const auto& g : j["gpu"]) {
+    s += fmt::format("  GPU {:<10} busy {:.1f}% of {:.2f} ms per iteration: compute {:.2f}, comm {:.2f} (exposed {:.2f}), "
+                     "memcpy {:.2f}, memset {:.2f}, idle {:.2f} ms\n",
+                     g["device"].get<std::string>(), 100 * g["busy_fraction"].get<double>(), g["span_ms"].get<double>(),
+                     g["compute_ms"].get<double>(), g["comm_ms"].get<double>(), g["exposed_comm_ms"].get<double>(),
+                     g["memcpy_ms"].get<double>(), g["memset_ms"].get<double>(), g["idle_ms"].get<double>());
+  }
+  if (j["metrics"].contains("gpu_dropped_records")) {
+    const auto dropped = static_cast<int64_t>(metric("gpu_dropped_records"));
+    s += fmt::format("  GPU trace      {} activities, {} launches outside ops, {}\n",
+                     with_commas(static_cast<int64_t>(metric("gpu_activities"))),
+                     with_commas(static_cast<int64_t>(metric("gpu_unattributed_launches"))),
+                     dropped == 0 ? std::string("no dropped records")
+                                  : fmt::format("WARNING: {} records DROPPED by CUPTI", with_commas(dropped)));
+  }
+  if (!j["top_kernels"].empty()) {
+    s += "  top GPU kernels (timed iterations)\n";
+    for (const auto& o : j["top_kernels"]) {
+      std::string name = o["op"].get<std::string>();
+      if (name.size() > 60) name = name.substr(0, 57) + "...";
+      s += fmt::format("    {:<60} {:>7} calls {:>10.2f} ms  {:>5.1f}%\n", name, o["count"].get<int64_t>(),
+                       o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
+    }
+  }
   if (!j["top_ops"].empty()) {
     s += "  top ops (timed iterations, self time)\n";
     for (const auto& o : j["top_ops"]) {
@@ -185,11 +232,17 @@ std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64
     for (size_t i : idx) kept.push_back(layers[i]);
     layers = std::move(kept);
   }
-  std::string s = fmt::format("{:<32} {:>10} {:>10} {:>12} {:>12}  {}\n", "layer (per timed iteration)", "fwd ms",
-                              "bwd ms", "activations", "parameters", "ops");
+  // GPU runs add the device time each layer's ops launched.
+  const bool gpu = std::any_of(layers.begin(), layers.end(),
+                               [](const store::LayerRow& l) { return l.gpu_forward_ns > 0 || l.gpu_backward_ns > 0; });
+  std::string s = fmt::format("{:<32} {:>10} {:>10} ", "layer (per timed iteration)", "fwd ms", "bwd ms");
+  if (gpu) s += fmt::format("{:>10} {:>10} ", "gpu fwd ms", "gpu bwd ms");
+  s += fmt::format("{:>12} {:>12}  {}\n", "activations", "parameters", "ops");
   for (const auto& l : layers) {
-    s += fmt::format("{:<32} {:>10.3f} {:>10.3f} {:>12} {:>12}  {}\n", l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6,
-                     human_bytes(static_cast<double>(l.activation_bytes)), with_commas(l.parameter_count), l.op_types);
+    s += fmt::format("{:<32} {:>10.3f} {:>10.3f} ", l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6);
+    if (gpu) s += fmt::format("{:>10.3f} {:>10.3f} ", l.gpu_forward_ns * 1e-6, l.gpu_backward_ns * 1e-6);
+    s += fmt::format("{:>12} {:>12}  {}\n", human_bytes(static_cast<double>(l.activation_bytes)),
+                     with_commas(l.parameter_count), l.op_types);
   }
   return s;
 }

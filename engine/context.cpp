@@ -33,8 +33,13 @@ OwnerScope::~OwnerScope() {
 OpScope::OpScope(profiler::StringId name) : name_(name) {
   auto& ctx = thread_context();
   ++ctx.op_depth;
-  active_ = g_op_tracing.load(std::memory_order_relaxed) && profiler::Tracer::global().enabled();
-  if (active_) start_ns_ = profiler::now_ns();
+  auto& tracer = profiler::Tracer::global();
+  active_ = g_op_tracing.load(std::memory_order_relaxed) && tracer.enabled();
+  if (active_) {
+    observer_ = profiler::range_observer();
+    if (observer_ != nullptr) observer_->begin(profiler::EventKind::op, name_, ctx.owner_id, ctx.pass, tracer.iteration());
+    start_ns_ = profiler::now_ns();
+  }
 }
 
 OpScope::~OpScope() {
@@ -51,6 +56,7 @@ OpScope::~OpScope() {
   e.pass = ctx.pass;
   e.iteration = tracer.iteration();
   tracer.record(e);
+  if (observer_ != nullptr) observer_->end(profiler::EventKind::op);
 }
 
 profiler::StringId op_name(std::string_view name) { return profiler::Tracer::global().intern(name); }

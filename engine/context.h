@@ -6,6 +6,7 @@
 
 #include "memprof/ledger.h"
 #include "profiler/event.h"
+#include "profiler/range_observer.h"
 
 namespace ts::engine {
 
@@ -89,6 +90,7 @@ class OpScope {
  private:
   int64_t start_ns_ = 0;
   profiler::StringId name_;
+  profiler::RangeObserver* observer_ = nullptr;
   bool active_ = false;
 };
 

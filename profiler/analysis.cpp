@@ -170,9 +170,14 @@ std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& 
     const Event& e = events[nodes[i].event];
     if (counted(e.iteration)) by_name[e.name].push_back(std::max<int64_t>(0, self[i]));
   }
+  return duration_stats(std::move(by_name), lookup);
+}
+
+std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name, const NameLookup& lookup) {
   std::vector<OpStat> out;
   out.reserve(by_name.size());
   for (auto& [name, times] : by_name) {
+    if (times.empty()) continue;
     std::sort(times.begin(), times.end());
     OpStat s;
     s.name = std::string(lookup(name));

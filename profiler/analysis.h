@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "profiler/event.h"
@@ -76,6 +77,10 @@ struct OpStat {
 // Sorted by total_ns descending (ties by name).
 std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& lookup,
                                const IterationFilter& counted = all_iterations);
+
+// The statistics of each name's durations, sorted as op_summary's (names without any left out);
+// shared by the op summary and the GPU kernel summary.
+std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name, const NameLookup& lookup);
 
 // ---- interval algebra -------------------------------------------------------------------
 

@@ -16,6 +16,7 @@
 
 #include "profiler/clock.h"
 #include "profiler/event.h"
+#include "profiler/range_observer.h"
 
 namespace ts::profiler {
 
@@ -99,11 +100,16 @@ class Range {
       : Range(Tracer::global(), name, kind, pass, layer) {}
   Range(Tracer& tracer, StringId name, EventKind kind, Pass pass = Pass::none, StringId layer = 0)
       : tracer_(tracer.enabled() ? &tracer : nullptr), name_(name), layer_(layer), kind_(kind), pass_(pass) {
-    if (tracer_ != nullptr) start_ns_ = now_ns();
+    if (tracer_ != nullptr) {
+      observer_ = range_observer();
+      if (observer_ != nullptr) observer_->begin(kind, name, layer, pass, tracer.iteration());
+      start_ns_ = now_ns();
+    }
   }
   ~Range() {
     if (tracer_ != nullptr) {
       tracer_->record(Event{start_ns_, now_ns(), name_, layer_, kind_, pass_, 0, 0});
+      if (observer_ != nullptr) observer_->end(kind_);
     }
   }
   Range(const Range&) = delete;
@@ -111,6 +117,7 @@ class Range {
 
  private:
   Tracer* tracer_;
+  RangeObserver* observer_ = nullptr;
   int64_t start_ns_ = 0;
   StringId name_;
   StringId layer_;

@@ -1,6 +1,7 @@
 #pragma once
 // Internal: file identification, schema creation and migration shared by Writer and Reader.
 #include <filesystem>
+#include <string_view>
 
 #include "store/sqlite.h"
 
@@ -18,6 +19,9 @@ FileInfo inspect(const std::filesystem::path& path, bool immutable);
 
 // Opens (creating when missing) for writing: WAL, foreign_keys, schema migrated to kSchemaVersion.
 Db open_for_write(const std::filesystem::path& path);
+
+// The SQL of migration step `from_version` -> `from_version + 1` (tests build old files with it).
+std::string_view migration_sql(int from_version);
 
 // Opens an existing trainscope file read-only (missing -> not_found); returns its schema version.
 Db open_for_read(const std::filesystem::path& path, int& version);

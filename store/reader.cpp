@@ -125,12 +125,58 @@ int64_t Reader::event_count(int64_t run) {
 }
 
 std::vector<LayerRow> Reader::layers(int64_t run) {
-  return impl_->query<LayerRow>(
-      "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count FROM layers "
-      "WHERE run_id = ?1 ORDER BY id",
+  const char* sql = impl_->version >= 2
+                        ? "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count, "
+                          "gpu_forward_ns, gpu_backward_ns FROM layers WHERE run_id = ?1 ORDER BY id"
+                        : "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count, "
+                          "0.0, 0.0 FROM layers WHERE run_id = ?1 ORDER BY id";
+  return impl_->query<LayerRow>(sql, run, [](const Stmt& s) {
+    return LayerRow{s.col_text(0), s.col_text(1), s.col_int(2),    s.col_double(3), s.col_double(4),
+                    s.col_int(5),  s.col_int(6),  s.col_double(7), s.col_double(8)};
+  });
+}
+
+std::vector<GpuActivityRow> Reader::gpu_activities(int64_t run, int64_t from_ns, int64_t to_ns, int64_t limit) {
+  if (impl_->version < 2) return {};
+  return impl_->query<GpuActivityRow>(
+      "SELECT g.start_ns, g.end_ns, k.value, n.value, d.value, l.value, o.value, p.value, g.device, g.stream, "
+      "g.correlation, g.iteration, g.bytes FROM gpu_activities g "
+      "JOIN strings k ON k.id = g.kind_id JOIN strings n ON n.id = g.name_id JOIN strings d ON d.id = g.detail_id "
+      "JOIN strings l ON l.id = g.layer_id JOIN strings o ON o.id = g.op_id JOIN strings p ON p.id = g.pass_id "
+      "WHERE g.run_id = ?1 AND g.start_ns BETWEEN ?2 AND ?3 ORDER BY g.start_ns, g.id LIMIT ?4",
+      run,
+      [](const Stmt& s) {
+        return GpuActivityRow{s.col_int(0),  s.col_int(1),  s.col_text(2), s.col_text(3), s.col_text(4),
+                              s.col_text(5), s.col_text(6), s.col_text(7), s.col_int(8),  s.col_int(9),
+                              s.col_int(10), s.col_int(11), s.col_int(12)};
+      },
+      [&](Stmt& s) { s.bind(2, from_ns).bind(3, to_ns).bind(4, limit < 0 ? int64_t{-1} : limit); });
+}
+
+int64_t Reader::gpu_activity_count(int64_t run) {
+  if (impl_->version < 2) return 0;
+  return impl_->query<int64_t>("SELECT count(*) FROM gpu_activities WHERE run_id = ?1", run,
+                               [](const Stmt& s) { return s.col_int(0); })
+      .front();
+}
+
+std::vector<GpuBreakdownRow> Reader::gpu_breakdown(int64_t run) {
+  if (impl_->version < 2) return {};
+  return impl_->query<GpuBreakdownRow>(
+      "SELECT device, iteration, start_ns, end_ns, compute_ns, comm_ns, memcpy_ns, memset_ns, overlap_ns, "
+      "exposed_comm_ns, busy_ns, idle_ns FROM gpu_breakdown WHERE run_id = ?1 ORDER BY device, iteration, id",
       run, [](const Stmt& s) {
-        return LayerRow{s.col_text(0),   s.col_text(1), s.col_int(2), s.col_double(3),
-                        s.col_double(4), s.col_int(5),  s.col_int(6)};
+        return GpuBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3),  s.col_int(4),  s.col_int(5),
+                               s.col_int(6), s.col_int(7), s.col_int(8), s.col_int(9), s.col_int(10), s.col_int(11)};
+      });
+}
+
+std::vector<CopySummaryRow> Reader::copy_summary(int64_t run) {
+  if (impl_->version < 2) return {};
+  return impl_->query<CopySummaryRow>(
+      "SELECT device, name, count, bytes, total_ns FROM copy_summary WHERE run_id = ?1 ORDER BY id", run,
+      [](const Stmt& s) {
+        return CopySummaryRow{s.col_text(0), s.col_text(1), s.col_int(2), s.col_int(3), s.col_int(4)};
       });
 }
 

@@ -39,6 +39,12 @@ class Reader {
   std::vector<MemoryPeakRow> memory_peak(int64_t run);    // insertion order
   std::vector<MetricRow> metrics(int64_t run);            // insertion order
   std::vector<SampleRow> samples(int64_t run);            // by time
+  // GPU profiler (schema v2; empty for files of version 1). Activities as events() does.
+  std::vector<GpuActivityRow> gpu_activities(int64_t run, int64_t from_ns = std::numeric_limits<int64_t>::min(),
+                                             int64_t to_ns = std::numeric_limits<int64_t>::max(), int64_t limit = -1);
+  int64_t gpu_activity_count(int64_t run);
+  std::vector<GpuBreakdownRow> gpu_breakdown(int64_t run);  // by device, iteration
+  std::vector<CopySummaryRow> copy_summary(int64_t run);    // insertion order
 
  private:
   struct Impl;

@@ -32,11 +32,24 @@ struct EnvEntry { std::string key, value; };
 struct IterationRow { int64_t index = 0; bool warmup = false; int64_t start_ns = 0, end_ns = 0; int64_t samples = 0; double loss = 0; };
 struct PhaseRow { int64_t iteration = 0; std::string phase; int64_t start_ns = 0, end_ns = 0; };
 struct EventRow { int64_t start_ns = 0, end_ns = 0; std::string name, layer, kind, pass; int64_t iteration = -1; int64_t thread = 0; };
-struct LayerRow { std::string layer; std::string op_types; int64_t calls = 0; double forward_ns = 0, backward_ns = 0; int64_t activation_bytes = 0; int64_t parameter_count = 0; };
+struct LayerRow {
+  std::string layer; std::string op_types; int64_t calls = 0; double forward_ns = 0, backward_ns = 0; int64_t activation_bytes = 0; int64_t parameter_count = 0;
+  double gpu_forward_ns = 0, gpu_backward_ns = 0;  // device time its ops launched (GPU runs)
+};
 struct OpSummaryRow { std::string device, name; int64_t count = 0; int64_t total_ns = 0; double mean_ns = 0, median_ns = 0; int64_t min_ns = 0, max_ns = 0; };
 struct MemoryPoint { int64_t t_ns = 0; std::string category; int64_t live_bytes = 0; };
 struct MemoryPeakRow { std::string category; int64_t bytes = 0; int64_t t_ns = 0; };
 struct MetricRow { std::string name; double value = 0; std::string unit; int64_t iteration = -1; /* -1: whole run */ };
+// GPU profiler (schema v2). kind: kernel, comm, memcpy, memset, sync, api, marker, memory, overhead.
+struct GpuActivityRow {
+  int64_t start_ns = 0, end_ns = 0; std::string kind, name, detail, layer, op, pass;
+  int64_t device = 0, stream = 0, correlation = 0, iteration = -1, bytes = 0;
+};
+struct GpuBreakdownRow {
+  int64_t device = 0, iteration = 0, start_ns = 0, end_ns = 0;
+  int64_t compute_ns = 0, comm_ns = 0, memcpy_ns = 0, memset_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, busy_ns = 0, idle_ns = 0;
+};
+struct CopySummaryRow { std::string device, name; int64_t count = 0, bytes = 0, total_ns = 0; };
 struct SampleRow { int64_t t_ns = 0; std::string name; double value = 0; };  // system samplers (rss, cpu%)
 
 }  // namespace ts::store

@@ -139,7 +139,58 @@ CREATE TABLE samples (
 CREATE INDEX samples_run ON samples(run_id, t_ns);
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1};
+// v2: the GPU profiler's tables (issue 4) and the GPU side of the per-layer summary.
+constexpr std::string_view kV1ToV2 = R"sql(
+CREATE TABLE gpu_activities (
+  id          INTEGER PRIMARY KEY,
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  start_ns    INTEGER NOT NULL,
+  end_ns      INTEGER NOT NULL,
+  kind_id     INTEGER NOT NULL,
+  name_id     INTEGER NOT NULL,
+  detail_id   INTEGER NOT NULL,
+  layer_id    INTEGER NOT NULL,
+  op_id       INTEGER NOT NULL,
+  pass_id     INTEGER NOT NULL,
+  device      INTEGER NOT NULL,
+  stream      INTEGER NOT NULL,
+  correlation INTEGER NOT NULL,
+  iteration   INTEGER NOT NULL,
+  bytes       INTEGER NOT NULL
+);
+CREATE INDEX gpu_activities_run_start ON gpu_activities(run_id, start_ns);
+CREATE TABLE gpu_breakdown (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  device          INTEGER NOT NULL,
+  iteration       INTEGER NOT NULL,
+  start_ns        INTEGER NOT NULL,
+  end_ns          INTEGER NOT NULL,
+  compute_ns      INTEGER NOT NULL,
+  comm_ns         INTEGER NOT NULL,
+  memcpy_ns       INTEGER NOT NULL,
+  memset_ns       INTEGER NOT NULL,
+  overlap_ns      INTEGER NOT NULL,
+  exposed_comm_ns INTEGER NOT NULL,
+  busy_ns         INTEGER NOT NULL,
+  idle_ns         INTEGER NOT NULL
+);
+CREATE INDEX gpu_breakdown_run ON gpu_breakdown(run_id, device, iteration);
+CREATE TABLE copy_summary (
+  id       INTEGER PRIMARY KEY,
+  run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  device   TEXT    NOT NULL,
+  name     TEXT    NOT NULL,
+  count    INTEGER NOT NULL,
+  bytes    INTEGER NOT NULL,
+  total_ns INTEGER NOT NULL
+);
+CREATE INDEX copy_summary_run ON copy_summary(run_id);
+ALTER TABLE layers ADD COLUMN gpu_forward_ns REAL NOT NULL DEFAULT 0;
+ALTER TABLE layers ADD COLUMN gpu_backward_ns REAL NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {
@@ -201,6 +252,8 @@ std::string file_uri(const fs::path& path, std::string_view query) {
 }
 
 }  // namespace
+
+std::string_view migration_sql(int from_version) { return kMigrations.at(static_cast<size_t>(from_version)); }
 
 FileInfo inspect(const fs::path& path, bool immutable) {
   if (precheck(path).empty) return {0, true};

@@ -55,7 +55,16 @@ struct Writer::Impl {
              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
   Stmt layer{db,
              "INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
-             "parameter_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+             "parameter_count, gpu_forward_ns, gpu_backward_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
+  Stmt gpu_activity{db,
+                    "INSERT INTO gpu_activities (run_id, start_ns, end_ns, kind_id, name_id, detail_id, layer_id, op_id, "
+                    "pass_id, device, stream, correlation, iteration, bytes) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"};
+  Stmt gpu_breakdown{db,
+                     "INSERT INTO gpu_breakdown (run_id, device, iteration, start_ns, end_ns, compute_ns, comm_ns, "
+                     "memcpy_ns, memset_ns, overlap_ns, exposed_comm_ns, busy_ns, idle_ns) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+  Stmt copy{db, "INSERT INTO copy_summary (run_id, device, name, count, bytes, total_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt kernel{db,
               "INSERT INTO kernel_summary (run_id, device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns) "
               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
@@ -192,7 +201,32 @@ void Writer::add_events(int64_t run, std::span<const EventRow> rows) {
 void Writer::add_layers(int64_t run, std::span<const LayerRow> rows) {
   impl_->bulk(run, rows, impl_->layer, [](Stmt& s, const LayerRow& r) {
     s.bind(2, r.layer).bind(3, r.op_types).bind(4, r.calls).bind(5, r.forward_ns).bind(6, r.backward_ns);
-    s.bind(7, r.activation_bytes).bind(8, r.parameter_count);
+    s.bind(7, r.activation_bytes).bind(8, r.parameter_count).bind(9, r.gpu_forward_ns).bind(10, r.gpu_backward_ns);
+  });
+}
+
+void Writer::add_gpu_activities(int64_t run, std::span<const GpuActivityRow> rows) {
+  Impl& im = *impl_;
+  im.bulk(run, rows, im.gpu_activity, [&im](Stmt& s, const GpuActivityRow& r) {
+    const int64_t kind = im.intern(r.kind), name = im.intern(r.name), detail = im.intern(r.detail),
+                  layer = im.intern(r.layer), op = im.intern(r.op), pass = im.intern(r.pass);
+    s.bind(2, r.start_ns).bind(3, r.end_ns).bind(4, kind).bind(5, name).bind(6, detail).bind(7, layer).bind(8, op);
+    s.bind(9, pass).bind(10, r.device).bind(11, r.stream).bind(12, r.correlation).bind(13, r.iteration);
+    s.bind(14, r.bytes);
+  });
+}
+
+void Writer::add_gpu_breakdown(int64_t run, std::span<const GpuBreakdownRow> rows) {
+  impl_->bulk(run, rows, impl_->gpu_breakdown, [](Stmt& s, const GpuBreakdownRow& r) {
+    s.bind(2, r.device).bind(3, r.iteration).bind(4, r.start_ns).bind(5, r.end_ns).bind(6, r.compute_ns);
+    s.bind(7, r.comm_ns).bind(8, r.memcpy_ns).bind(9, r.memset_ns).bind(10, r.overlap_ns);
+    s.bind(11, r.exposed_comm_ns).bind(12, r.busy_ns).bind(13, r.idle_ns);
+  });
+}
+
+void Writer::add_copy_summary(int64_t run, std::span<const CopySummaryRow> rows) {
+  impl_->bulk(run, rows, impl_->copy, [](Stmt& s, const CopySummaryRow& r) {
+    s.bind(2, r.device).bind(3, r.name).bind(4, r.count).bind(5, r.bytes).bind(6, r.total_ns);
   });
 }
 

@@ -40,6 +40,10 @@ class Writer {
   void add_memory_peak(int64_t run, std::span<const MemoryPeakRow> rows);
   void add_metrics(int64_t run, std::span<const MetricRow> rows);
   void add_samples(int64_t run, std::span<const SampleRow> rows);
+  // The GPU profiler's records (schema v2).
+  void add_gpu_activities(int64_t run, std::span<const GpuActivityRow> rows);
+  void add_gpu_breakdown(int64_t run, std::span<const GpuBreakdownRow> rows);
+  void add_copy_summary(int64_t run, std::span<const CopySummaryRow> rows);
 
   static constexpr size_t kChunkRows = 50'000;
 

@@ -33,6 +33,15 @@ void copy_to_device(void* dst, const void* src, size_t bytes, int device);
 void copy_to_host(void* dst, const void* src, size_t bytes, int device);
 // Zeroes device memory, queued on the stream.
 void zero_fill(void* p, size_t bytes, int device);
+// What the driver says of the device's memory (cudaMemGetInfo): the cross-check of the
+// allocator's books. ok = false when the call failed (then both are 0).
+struct DeviceMemoryInfo {
+  bool ok = false;
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+};
+DeviceMemoryInfo device_memory_info(int device);
+
 // Waits for all work queued on the device's stream.
 void synchronize(int device);
 

@@ -119,6 +119,28 @@ TEST(Cli, NoTraceKeepsPhasesButNoOpEvents) {
   EXPECT_FALSE(r.phases(1).empty());
 }
 
+// `export --chrome` writes the stored run as Trace Event JSON (CPU-only run: CPU events and the
+// memory counter track); a missing run is bad input and writes nothing.
+TEST(Cli, ExportWritesAChromeTrace) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto run = run_trainscope(tiny_run(db));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto out = dir / "trace.json";
+  const auto res = run_trainscope("export 1 --db " + db.string() + " --chrome " + out.string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("CPU events"), std::string::npos) << res.out;
+  const std::string json = read_file(out);
+  EXPECT_NE(json.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(json.find("\"cat\":\"cpu_op\",\"name\":\"conv2d\""), std::string::npos);
+  EXPECT_NE(json.find("ProfilerStep#1"), std::string::npos);
+  EXPECT_NE(json.find("memory by category"), std::string::npos);
+  const auto missing = run_trainscope("export 7 --db " + db.string() + " --chrome " + (dir / "x.json").string());
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("run 7 not found"), std::string::npos) << missing.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.json"));
+}
+
 TEST(Cli, ListShowsPublishedParameterCount) {
   const auto res = run_trainscope("list");
   ASSERT_EQ(res.exit_code, 0) << res.out;

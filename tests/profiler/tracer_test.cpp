@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <thread>
 
 namespace ts::profiler {
@@ -66,6 +67,38 @@ TEST(Tracer, RangeRecordsWithIterationAndPass) {
   EXPECT_LE(e.start_ns, e.end_ns);
   EXPECT_LE(events[0].start_ns, e.start_ns);
   EXPECT_GE(events[0].end_ns, e.end_ns);
+}
+
+// The GPU profiler's hook sees each range open and close, nested, with its layer, pass and
+// iteration; and nothing while the tracer is disabled or after the observer is unset.
+TEST(Tracer, RangeObserverSeesNestedRanges) {
+  struct Log : RangeObserver {
+    std::vector<std::string> lines;
+    void begin(EventKind kind, StringId name, StringId layer, Pass pass, int32_t iteration) override {
+      lines.push_back("+" + std::string(to_string(kind)) + " " + std::to_string(name) + " " + std::to_string(layer) +
+                      " " + std::string(to_string(pass)) + " " + std::to_string(iteration));
+    }
+    void end(EventKind kind) override { lines.push_back("-" + std::string(to_string(kind))); }
+  } log;
+  Tracer t;
+  const StringId phase = t.intern("forward");
+  const StringId op = t.intern("conv2d");
+  const StringId layer = t.intern("layer1.0.conv1");
+  { Range r(t, phase, EventKind::phase); }  // no observer yet
+  set_range_observer(&log);
+  { Range r(t, phase, EventKind::phase); }  // disabled tracer
+  t.set_enabled(true);
+  t.set_iteration(3);
+  {
+    Range r(t, phase, EventKind::phase);
+    Range o(t, op, EventKind::op, Pass::forward, layer);
+  }
+  set_range_observer(nullptr);
+  { Range r(t, phase, EventKind::phase); }
+  const std::vector<std::string> want = {
+      "+phase " + std::to_string(phase) + " 0 none 3",
+      "+op " + std::to_string(op) + " " + std::to_string(layer) + " forward 3", "-op", "-phase"};
+  EXPECT_EQ(log.lines, want);
 }
 
 TEST(Tracer, RecordStampsIterationRecordRawKeepsIt) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "store/open.h"
 #include "store/reader.h"
 #include "store/schema.h"
 #include "store/writer.h"
@@ -162,10 +163,10 @@ TEST(StoreWriter, MigratesEmptyFileFromVersionZero) {
     w.begin_run(sample_run());
   }
   RawDb raw(db, SQLITE_OPEN_READONLY);
-  EXPECT_EQ(raw.integer("PRAGMA user_version"), 1);
+  EXPECT_EQ(raw.integer("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.integer("PRAGMA application_id"), kApplicationId);
   Reader r(db);
-  EXPECT_EQ(r.schema_version(), 1);
+  EXPECT_EQ(r.schema_version(), kSchemaVersion);
   EXPECT_EQ(r.runs().size(), 1u);
   // Reopening an up-to-date file does not migrate again.
   { Writer w(db); }
@@ -189,6 +190,12 @@ TEST(StoreWriter, RoundTripsEveryRecordType) {
   const std::vector<MemoryPeakRow> peaks = {{"activations", 8192, 30}, {"total", 9216, 30}};
   const std::vector<MetricRow> metrics = {{"throughput", 1234.5, "samples/s", -1}, {"loss", 0.5, "", 3}};
   const std::vector<SampleRow> samples = {{200, "rss", 1e8}, {100, "cpu_percent", 180.5}};
+  const std::vector<GpuActivityRow> gpu = {
+      {300, 350, "kernel", "sgemm_128x64", "grid 8x1x1 block 256x1x1 regs 96", "fc1", "linear", "forward", 0, 7, 42, 1, 0},
+      {290, 295, "memcpy", "memcpy HtoD", "", "", "", "none", 0, 7, 41, 1, 4096},
+      {280, 400, "api", "cudaLaunchKernel", "", "fc1", "linear", "forward", -1, 1234, 42, 1, 0}};
+  const std::vector<GpuBreakdownRow> gpu_b = {{0, 1, 290, 350, 50, 0, 5, 0, 0, 0, 55, 5}};
+  const std::vector<CopySummaryRow> copies = {{"cuda:0", "memcpy HtoD", 1, 4096, 5}};
 
   int64_t id = 0;
   {
@@ -204,6 +211,9 @@ TEST(StoreWriter, RoundTripsEveryRecordType) {
     w.add_memory_peak(id, peaks);
     w.add_metrics(id, metrics);
     w.add_samples(id, samples);
+    w.add_gpu_activities(id, gpu);
+    w.add_gpu_breakdown(id, gpu_b);
+    w.add_copy_summary(id, copies);
     w.finish_run(id, RunStatus::failed, "2026-11-22T04:31:00Z", "out of memory");
   }
   Reader r(db);
@@ -317,6 +327,73 @@ TEST(StoreWriter, RoundTripsEveryRecordType) {
   EXPECT_EQ(sa[0].name, "cpu_percent");
   EXPECT_DOUBLE_EQ(sa[0].value, 180.5);
   EXPECT_EQ(sa[1].t_ns, 200);
+
+  const auto ga = r.gpu_activities(id);
+  ASSERT_EQ(ga.size(), 3u);
+  EXPECT_EQ(ga[0].kind, "api");  // by start
+  EXPECT_EQ(ga[0].device, -1);
+  EXPECT_EQ(ga[0].stream, 1234);
+  EXPECT_EQ(ga[1].name, "memcpy HtoD");
+  EXPECT_EQ(ga[1].bytes, 4096);
+  EXPECT_EQ(ga[2].name, "sgemm_128x64");
+  EXPECT_EQ(ga[2].detail, "grid 8x1x1 block 256x1x1 regs 96");
+  EXPECT_EQ(ga[2].layer, "fc1");
+  EXPECT_EQ(ga[2].op, "linear");
+  EXPECT_EQ(ga[2].pass, "forward");
+  EXPECT_EQ(ga[2].correlation, 42);
+  EXPECT_EQ(ga[2].iteration, 1);
+  EXPECT_EQ(r.gpu_activities(id, 290, 300).size(), 2u);
+  EXPECT_EQ(r.gpu_activity_count(id), 3);
+  const auto gb = r.gpu_breakdown(id);
+  ASSERT_EQ(gb.size(), 1u);
+  EXPECT_EQ(gb[0].iteration, 1);
+  EXPECT_EQ(gb[0].busy_ns, 55);
+  EXPECT_EQ(gb[0].idle_ns, 5);
+  const auto cs = r.copy_summary(id);
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].bytes, 4096);
+}
+
+// A version-1 file (before the GPU tables): the reader reads it as it is (no GPU rows, layers
+// without GPU time); a writer migrates it to the current version keeping every row.
+TEST(StoreWriter, MigratesVersionOneFileKeepingRows) {
+  TempDir dir;
+  const fs::path db = dir / "v1.db";
+  {
+    RawDb raw(db);
+    raw.exec(std::string(ts::store::detail::migration_sql(0)));
+    raw.exec("PRAGMA user_version = 1");
+    raw.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+    raw.exec("INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
+             "parameter_count, started_at, command_line, config_json, status) VALUES ('resnet50', 'tiny', 'cpu', 8, 2, 1, "
+             "1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed')");
+    raw.exec("INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
+             "parameter_count) VALUES (1, 'conv1', 'conv2d', 2, 10.0, 20.0, 64, 9)");
+  }
+  {
+    Reader r(db);
+    EXPECT_EQ(r.schema_version(), 1);
+    ASSERT_EQ(r.layers(1).size(), 1u);
+    EXPECT_DOUBLE_EQ(r.layers(1)[0].gpu_forward_ns, 0.0);
+    EXPECT_TRUE(r.gpu_activities(1).empty());
+    EXPECT_TRUE(r.gpu_breakdown(1).empty());
+    EXPECT_EQ(r.gpu_activity_count(1), 0);
+  }
+  { Writer w(db); }
+  Reader r(db);
+  EXPECT_EQ(r.schema_version(), kSchemaVersion);
+  ASSERT_EQ(r.runs().size(), 1u);
+  const auto layers = r.layers(1);
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].layer, "conv1");
+  EXPECT_DOUBLE_EQ(layers[0].backward_ns, 20.0);
+  EXPECT_DOUBLE_EQ(layers[0].gpu_backward_ns, 0.0);
+  {
+    Writer w(db);
+    const std::vector<GpuBreakdownRow> b = {{0, 3, 100, 400, 220, 150, 20, 0, 70, 80, 320, 80}};
+    w.add_gpu_breakdown(1, b);
+  }
+  ASSERT_EQ(Reader(db).gpu_breakdown(1).size(), 1u);
 }
 
 TEST(StoreWriter, ManyRunsInOneFileAndDelete) {

@@ -1,0 +1,433 @@
+// The CUPTI implementation of GpuTracer (builds with CUDA only; gpu_tracer_none.cpp otherwise).
+//
+// Records arrive in buffers we hand to CUPTI (buffer_requested) and come back filled on CUPTI's
+// worker thread (buffer_completed), where they are converted at once and the buffer goes back to
+// a pool: the pool grows as long as CUPTI asks, so no record is dropped for want of a buffer, and
+// the device-side buffer is enlarged so that a burst of kernels between flushes fits. CUPTI's
+// clock is our now_ns() (timestamp callback), so GPU and CPU events share one timeline.
+#include <cupti.h>
+#include <cxxabi.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "profiler/clock.h"
+#include "profiler/gpu_tracer.h"
+#include "profiler/launch_context.h"
+#include "profiler/range_observer.h"
+#include "profiler/tracer.h"
+
+namespace ts::profiler {
+namespace {
+
+std::string cupti_error(CUptiResult rc) {
+  const char* s = nullptr;
+  if (cuptiGetResultString(rc, &s) != CUPTI_SUCCESS || s == nullptr) return "CUPTI error " + std::to_string(rc);
+  return s;
+}
+
+// The project's one checking macro for CUPTI: a failed call throws naming the call.
+#define TS_CUPTI_CHECK(expr)                                                                  \
+  do {                                                                                        \
+    const CUptiResult ts_cupti_rc_ = (expr);                                                  \
+    if (ts_cupti_rc_ != CUPTI_SUCCESS) throw std::runtime_error(std::string(#expr) + ": " + cupti_error(ts_cupti_rc_)); \
+  } while (0)
+
+uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(now_ns()); }
+
+constexpr size_t kBufferBytes = size_t{8} << 20;        // per host buffer
+constexpr size_t kDeviceBufferBytes = size_t{32} << 20;  // per context, for records made on the GPU
+
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,  // never KIND_KERNEL: it serialises kernels
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,  // cuDNN and cuBLAS launch through the driver API
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_MARKER,
+    CUPTI_ACTIVITY_KIND_MEMORY2,
+    CUPTI_ACTIVITY_KIND_OVERHEAD,
+};
+
+std::string demangle(const char* name) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status), &std::free);
+  return status == 0 && d ? std::string(d.get()) : std::string(name);
+}
+
+const char* copy_kind_name(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "Memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "Memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "Memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "Memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "Memcpy PtoP";
+    default: return "Memcpy (array)";
+  }
+}
+
+const char* sync_name(CUpti_ActivitySynchronizationType t) {
+  switch (t) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "cudaEventSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return "cudaStreamWaitEvent";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "cudaStreamSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "cudaDeviceSynchronize";
+    default: return "synchronize";
+  }
+}
+
+const char* memory_kind_name(CUpti_ActivityMemoryKind k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "device static";
+    default: return "other";
+  }
+}
+
+const char* overhead_name(CUpti_ActivityOverheadKind k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "driver compiler";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "CUPTI buffer flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "CUPTI instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "CUPTI resource";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "lazy function loading";
+    default: return "CUPTI overhead";
+  }
+}
+
+class CuptiTracer final : public GpuTracer, public RangeObserver {
+ public:
+  explicit CuptiTracer(Tracer& tracer) : tracer_(tracer) {}
+  ~CuptiTracer() override {
+    if (!stopped_) (void)stop();
+  }
+
+  void start() {
+    CuptiTracer* expected = nullptr;
+    if (!active_.compare_exchange_strong(expected, this)) {
+      status_ = "CUPTI tracing off: another GPU tracer of this process is running";
+      set_range_observer(this);  // NVTX ranges still
+      return;
+    }
+    try {
+      TS_CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(&timestamp_now));
+      TS_CUPTI_CHECK(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed));
+      size_t device_buffer = kDeviceBufferBytes;
+      size_t value_size = sizeof(device_buffer);
+      TS_CUPTI_CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &value_size, &device_buffer));
+      for (CUpti_ActivityKind k : kKinds) {
+        TS_CUPTI_CHECK(cuptiActivityEnable(k));
+        enabled_.push_back(k);
+      }
+      tracing_ = true;
+      status_ = "CUPTI activity tracing: kernels (concurrent), copies, sets, synchronisation, runtime and driver "
+                "API, NVTX, device memory, overhead";
+    } catch (const std::exception& e) {
+      for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
+      enabled_.clear();
+      active_.store(nullptr);
+      status_ = std::string("CUPTI unavailable (") + e.what() +
+                "); another profiler such as nsys or ncu may hold it. Tracing the CPU side and NVTX ranges only";
+    }
+    set_range_observer(this);
+  }
+
+  bool tracing() const override { return tracing_; }
+  const std::string& status() const override { return status_; }
+
+  GpuTrace stop() override {
+    if (stopped_) return {};
+    stopped_ = true;
+    set_range_observer(nullptr);
+    if (!tracing_) return {};
+    (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
+    (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    // Detaches CUPTI from the process: launches after profiling pay nothing for it.
+    (void)cuptiFinalize();
+    active_.store(nullptr);
+    tracing_ = false;
+
+    std::lock_guard lock(mutex_);
+    GpuTrace t;
+    t.unattributed_launches = attribute_launches(activities_, op_ids_, iteration_ids_);
+    for (GpuActivity& a : activities_) {
+      if (a.kind == GpuKind::sync) {
+        if (auto it = context_device_.find(a.device); it != context_device_.end()) a.device = it->second;
+      }
+    }
+    std::stable_sort(activities_.begin(), activities_.end(),
+                     [](const GpuActivity& x, const GpuActivity& y) { return x.start_ns < y.start_ns; });
+    t.activities = std::move(activities_);
+    t.dropped_records = dropped_;
+    t.records = records_;
+    t.buffers = buffers_completed_;
+    t.buffer_bytes_peak = buffers_made_ * kBufferBytes;
+    return t;
+  }
+
+  // RangeObserver: NVTX ranges for the run, iterations and phases; launch contexts for ops.
+  void begin(EventKind kind, StringId name, StringId layer, Pass pass, int32_t iteration) override {
+    switch (kind) {
+      case EventKind::op:
+        if (tracing_) {
+          (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack_op(layer, name));
+          (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
+                                                       pack_iteration(iteration, pass));
+        }
+        break;
+      case EventKind::iteration:
+        if (tracing_) {
+          (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
+                                                       pack_iteration(iteration, Pass::none));
+        }
+        nvtxRangePushA(("iteration " + std::to_string(iteration)).c_str());
+        break;
+      case EventKind::run:
+      case EventKind::phase:
+        nvtxRangePushA(std::string(tracer_.str(name)).c_str());
+        break;
+      case EventKind::marker: break;
+    }
+  }
+
+  void end(EventKind kind) override {
+    switch (kind) {
+      case EventKind::op:
+        if (tracing_) {
+          (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
+          (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
+        }
+        break;
+      case EventKind::iteration:
+        if (tracing_) (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
+        nvtxRangePop();
+        break;
+      case EventKind::run:
+      case EventKind::phase: nvtxRangePop(); break;
+      case EventKind::marker: break;
+    }
+  }
+
+ private:
+  static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    CuptiTracer* self = active_.load();
+    *max_records = 0;  // as many as fit
+    if (self == nullptr) {
+      *buffer = nullptr;  // CUPTI counts what it cannot store as dropped
+      *size = 0;
+      return;
+    }
+    std::lock_guard lock(self->pool_mutex_);
+    if (self->pool_.empty()) {
+      // 8-byte alignment is what CUPTI requires; operator new[] of this size gives 16.
+      self->pool_.emplace_back(new uint8_t[kBufferBytes]);
+      ++self->buffers_made_;
+    }
+    *buffer = self->pool_.back().release();
+    self->pool_.pop_back();
+    *size = kBufferBytes;
+  }
+
+  static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t /*size*/,
+                                        size_t valid) {
+    std::unique_ptr<uint8_t[]> owned(buffer);
+    CuptiTracer* self = active_.load();
+    if (self == nullptr || buffer == nullptr) return;
+    self->parse(buffer, valid);
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS) {
+      std::lock_guard lock(self->mutex_);
+      self->dropped_ += dropped;
+    }
+    std::lock_guard lock(self->pool_mutex_);
+    self->pool_.push_back(std::move(owned));
+  }
+
+  StringId intern_kernel(const char* mangled) {
+    auto [it, fresh] = kernel_names_.try_emplace(mangled, 0);
+    if (fresh) it->second = tracer_.intern(demangle(mangled));
+    return it->second;
+  }
+
+  StringId api_name(CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
+    const uint64_t key = (static_cast<uint64_t>(kind) << 32) | cbid;
+    auto [it, fresh] = api_names_.try_emplace(key, 0);
+    if (fresh) {
+      const char* name = nullptr;
+      const auto domain = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+      if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) name = "CUDA API";
+      it->second = tracer_.intern(name);
+    }
+    return it->second;
+  }
+
+  void parse(uint8_t* buffer, size_t valid) {
+    std::lock_guard lock(mutex_);
+    CUpti_Activity* record = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+      ++records_;
+      GpuActivity a;
+      switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+          a.name = intern_kernel(k->name);
+          a.kind = is_communication_kernel(tracer_.str(a.name)) ? GpuKind::comm : GpuKind::kernel;
+          a.start_ns = static_cast<int64_t>(k->start);
+          a.end_ns = static_cast<int64_t>(k->end);
+          a.device = static_cast<int16_t>(k->deviceId);
+          a.stream = k->streamId;
+          a.correlation = k->correlationId;
+          a.detail = tracer_.intern("grid " + std::to_string(k->gridX) + "x" + std::to_string(k->gridY) + "x" +
+                                    std::to_string(k->gridZ) + " block " + std::to_string(k->blockX) + "x" +
+                                    std::to_string(k->blockY) + "x" + std::to_string(k->blockZ) + " regs " +
+                                    std::to_string(k->registersPerThread));
+          context_device_[static_cast<int16_t>(k->contextId)] = a.device;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+          a.kind = GpuKind::memcpy;
+          a.name = tracer_.intern(copy_kind_name(m->copyKind));
+          a.start_ns = static_cast<int64_t>(m->start);
+          a.end_ns = static_cast<int64_t>(m->end);
+          a.device = static_cast<int16_t>(m->deviceId);
+          a.stream = m->streamId;
+          a.correlation = m->correlationId;
+          a.bytes = static_cast<int64_t>(m->bytes);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+          a.kind = GpuKind::memset;
+          a.name = tracer_.intern("Memset");
+          a.start_ns = static_cast<int64_t>(m->start);
+          a.end_ns = static_cast<int64_t>(m->end);
+          a.device = static_cast<int16_t>(m->deviceId);
+          a.stream = m->streamId;
+          a.correlation = m->correlationId;
+          a.bytes = static_cast<int64_t>(m->bytes);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+          const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+          a.kind = GpuKind::sync;
+          a.name = tracer_.intern(sync_name(s->type));
+          a.start_ns = static_cast<int64_t>(s->start);
+          a.end_ns = static_cast<int64_t>(s->end);
+          a.device = static_cast<int16_t>(s->contextId);  // mapped to the device in stop()
+          a.stream = s->streamId;
+          a.correlation = s->correlationId;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER: {
+          const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+          a.kind = GpuKind::api;
+          a.name = api_name(record->kind, api->cbid);
+          a.start_ns = static_cast<int64_t>(api->start);
+          a.end_ns = static_cast<int64_t>(api->end);
+          a.device = -1;
+          a.stream = api->threadId;
+          a.correlation = api->correlationId;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+          const auto* x = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+          if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) op_ids_[x->correlationId] = x->externalId;
+          if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1) iteration_ids_[x->correlationId] = x->externalId;
+          continue;
+        }
+        case CUPTI_ACTIVITY_KIND_MARKER: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(record);
+          if ((m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
+            if (auto it = open_markers_.find(m->id); it != open_markers_.end()) {
+              activities_[it->second].end_ns = static_cast<int64_t>(m->timestamp);
+              open_markers_.erase(it);
+            }
+            continue;
+          }
+          a.kind = GpuKind::marker;
+          a.name = tracer_.intern(m->name != nullptr ? m->name : "");
+          a.detail = m->domain != nullptr ? tracer_.intern(m->domain) : 0;
+          a.start_ns = a.end_ns = static_cast<int64_t>(m->timestamp);
+          a.device = -1;
+          a.stream = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
+          if ((m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0) open_markers_[m->id] = activities_.size();
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMORY2: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(record);
+          const bool alloc = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+          if (!alloc && m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) continue;
+          a.kind = GpuKind::memory;
+          a.name = tracer_.intern(alloc ? "allocate" : "free");
+          a.detail = tracer_.intern(memory_kind_name(m->memoryKind));
+          a.start_ns = a.end_ns = static_cast<int64_t>(m->timestamp);
+          a.device = static_cast<int16_t>(m->deviceId);
+          a.stream = m->streamId;
+          a.correlation = m->correlationId;
+          a.bytes = alloc ? static_cast<int64_t>(m->bytes) : -static_cast<int64_t>(m->bytes);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+          const auto* o = reinterpret_cast<const CUpti_ActivityOverhead3*>(record);
+          a.kind = GpuKind::overhead;
+          a.name = tracer_.intern(overhead_name(o->overheadKind));
+          a.start_ns = static_cast<int64_t>(o->start);
+          a.end_ns = static_cast<int64_t>(o->end);
+          a.device = -1;
+          break;
+        }
+        default: continue;
+      }
+      activities_.push_back(a);
+    }
+    ++buffers_completed_;
+  }
+
+  inline static std::atomic<CuptiTracer*> active_{nullptr};
+
+  Tracer& tracer_;
+  std::atomic<bool> tracing_{false};  // read by every thread that opens ranges
+  bool stopped_ = false;
+  std::string status_ = "CUPTI tracing not started";
+  std::vector<CUpti_ActivityKind> enabled_;
+
+  std::mutex pool_mutex_;
+  std::vector<std::unique_ptr<uint8_t[]>> pool_;
+  uint64_t buffers_made_ = 0;
+
+  std::mutex mutex_;  // everything below: filled on CUPTI's worker thread
+  std::vector<GpuActivity> activities_;
+  ExternalIds op_ids_, iteration_ids_;
+  std::unordered_map<std::string, StringId> kernel_names_;
+  std::unordered_map<uint64_t, StringId> api_names_;
+  std::unordered_map<uint32_t, size_t> open_markers_;
+  std::map<int16_t, int16_t> context_device_;
+  uint64_t dropped_ = 0, records_ = 0, buffers_completed_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuTracer> GpuTracer::start(Tracer& tracer) {
+  auto t = std::make_unique<CuptiTracer>(tracer);
+  t->start();
+  return t;
+}
+
+}  // namespace ts::profiler

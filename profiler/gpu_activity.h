@@ -1,0 +1,56 @@
+#pragma once
+// The GPU side of the event model: one record per activity CUPTI reports (kernel, copy, set,
+// synchronisation, runtime API call, NVTX range, memory allocation or free, CUPTI overhead),
+// already attributed to the op, layer, pass and iteration that launched it. The CUPTI tracer
+// (cupti_tracer.h) produces them; tests build them by hand. Times are on the CPU tracer's
+// clock (now_ns), so CPU and GPU events share one timeline.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "profiler/event.h"
+
+namespace ts::profiler {
+
+enum class GpuKind : uint8_t {
+  kernel,    // a compute kernel
+  comm,      // a communication kernel (NCCL): the `comm` of the time breakdown
+  memcpy,
+  memset,
+  sync,      // a synchronisation the CPU waited on (stream, event, context, device)
+  api,       // a CUDA runtime/driver API call on a CPU thread (`stream` holds the OS thread id)
+  marker,    // an NVTX range from any library (`stream` holds the OS thread id)
+  memory,    // an allocation (bytes > 0) or free (bytes < 0) seen by CUPTI; start == end
+  overhead,  // time CUPTI itself spent (buffer flushes, instrumentation)
+};
+
+std::string_view to_string(GpuKind kind);
+std::optional<GpuKind> parse_gpu_kind(std::string_view s);
+
+// Kernels whose name says NCCL are communication; everything else launched is compute.
+// (Case-insensitive "nccl" anywhere in the name: ncclDevKernel_AllReduce_Sum_f32_RING_LL, ...)
+bool is_communication_kernel(std::string_view name);
+
+struct GpuActivity {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  StringId name = 0;      // kernel name (demangled), "Memcpy HtoD" (as Kineto names copies), API function, NVTX text
+  StringId detail = 0;    // grid/block for kernels, copy kind, memory kind; 0 = none
+  StringId layer = 0;     // layer (owner path) of the op that launched it; 0 = none
+  StringId op = 0;        // the op that launched it; 0 = launched outside any op
+  GpuKind kind = GpuKind::kernel;
+  Pass pass = Pass::none;
+  int16_t device = 0;
+  int32_t iteration = -1; // the training iteration in which it was launched
+  uint32_t stream = 0;    // CUDA stream id (api, marker: OS thread id)
+  uint32_t correlation = 0;  // CUPTI correlation id: links an API call to what it launched
+  int64_t bytes = 0;      // memcpy/memset size; memory: +allocated / -freed
+  int64_t duration_ns() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
+};
+
+// Whether an activity occupies the device (and so counts toward busy time): kernels, copies, sets.
+inline bool occupies_device(GpuKind k) {
+  return k == GpuKind::kernel || k == GpuKind::comm || k == GpuKind::memcpy || k == GpuKind::memset;
+}
+
+}  // namespace ts::profiler

@@ -1,0 +1,236 @@
+#include "reports/chrome_trace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "store/reader.h"
+
+namespace ts::reports {
+namespace {
+namespace fs = std::filesystem;
+
+// The CPU process id in the trace: far from the GPU ones (the device index, as Kineto numbers
+// them), so the two never merge.
+constexpr int64_t kCpuPid = 1'000'000;
+constexpr int64_t kApiPid = 1'000'001;
+
+std::string json_string(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+// Writes the file through a temporary beside it; rename on success.
+class Output {
+ public:
+  explicit Output(const fs::path& path) : path_(path), tmp_(path.string() + ".partial") {
+    file_ = std::fopen(tmp_.c_str(), "wb");
+    if (file_ == nullptr) {
+      throw std::runtime_error(fmt::format("cannot write '{}': {}", path.string(), std::generic_category().message(errno)));
+    }
+  }
+  ~Output() {
+    if (file_ != nullptr) {
+      std::fclose(file_);
+      std::error_code ec;
+      fs::remove(tmp_, ec);
+    }
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+
+  void event(const std::string& json) {
+    if (!first_) put(",\n");
+    first_ = false;
+    put(json);
+  }
+  void put(std::string_view s) {
+    if (std::fwrite(s.data(), 1, s.size(), file_) != s.size()) {
+      throw std::runtime_error(fmt::format("writing '{}' failed (disk full?)", tmp_.string()));
+    }
+  }
+  void commit() {
+    const bool ok = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!ok) throw std::runtime_error(fmt::format("writing '{}' failed", tmp_.string()));
+    std::error_code ec;
+    fs::rename(tmp_, path_, ec);
+    if (ec) throw std::runtime_error(fmt::format("cannot rename '{}' to '{}': {}", tmp_.string(), path_.string(), ec.message()));
+  }
+
+ private:
+  fs::path path_, tmp_;
+  std::FILE* file_ = nullptr;
+  bool first_ = true;
+};
+
+std::string us(int64_t ns, int64_t origin) { return fmt::format("{:.3f}", static_cast<double>(ns - origin) * 1e-3); }
+
+std::string metadata(const char* what, int64_t pid, int64_t tid, std::string_view name) {
+  return fmt::format(R"({{"ph":"M","name":"{}","pid":{},"tid":{},"args":{{"name":{}}}}})", what, pid, tid,
+                     json_string(name));
+}
+
+const char* gpu_category(std::string_view kind) {
+  if (kind == "kernel" || kind == "comm") return "kernel";  // HTA tells NCCL kernels by name
+  if (kind == "memcpy") return "gpu_memcpy";
+  if (kind == "memset") return "gpu_memset";
+  if (kind == "sync") return "cuda_sync";
+  if (kind == "api") return "cuda_runtime";
+  if (kind == "marker") return "user_annotation";
+  return "overhead";
+}
+
+}  // namespace
+
+ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::path& out,
+                                    const std::function<void(int64_t, int64_t)>& progress) {
+  store::Reader reader(db);
+  const auto info = reader.run(run);
+  if (!info) throw store::StoreError(store::StoreError::Kind::not_found, fmt::format("run {} not found in {}", run, db.string()));
+  const std::vector<store::EventRow> events = reader.events(run);
+  const std::vector<store::GpuActivityRow> gpu = reader.gpu_activities(run);
+  const std::vector<store::MemoryPoint> memory = reader.memory_timeline(run);
+
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  for (const auto& e : events) origin = std::min(origin, e.start_ns);
+  for (const auto& a : gpu) origin = std::min(origin, a.start_ns);
+  for (const auto& m : memory) origin = std::min(origin, m.t_ns);
+  if (origin == std::numeric_limits<int64_t>::max()) origin = 0;
+
+  ChromeTraceStats stats;
+  const int64_t total = static_cast<int64_t>(events.size() + gpu.size());
+  int64_t done = 0;
+  const auto tick = [&] {
+    if (progress && ++done % 100'000 == 0) progress(done, total);
+  };
+
+  Output o(out);
+  // One process's trace: rank 0 for tools that read a trace per rank (HTA, which wants a space after the colon).
+  o.put("{\"displayTimeUnit\":\"ms\",\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0},");
+  o.put(fmt::format("\"otherData\":{{\"producer\":\"trainscope\",\"run\":{},\"workload\":{},\"preset\":{},\"device\":{},"
+                    "\"origin_ns\":{}}},\n\"traceEvents\":[\n",
+                    run, json_string(info->workload), json_string(info->preset), json_string(info->device), origin));
+
+  o.event(metadata("process_name", kCpuPid, 0, "CPU (trainscope " + info->workload + "/" + info->preset + ")"));
+  std::map<int64_t, bool> threads;
+  for (const auto& e : events) {
+    if (!threads.contains(e.thread)) {
+      threads[e.thread] = true;
+      o.event(metadata("thread_name", kCpuPid, e.thread, fmt::format("thread {}", e.thread)));
+    }
+    // Iterations under the name profilers give them (ProfilerStep#N), so that tools that split
+    // traces by step (Holistic Trace Analysis) find them.
+    const bool iteration = e.kind == "iteration";
+    const std::string name = iteration ? fmt::format("ProfilerStep#{}", e.iteration) : e.name;
+    const char* cat = e.kind == "op" ? "cpu_op" : "user_annotation";
+    std::string args = fmt::format(R"("kind":{},"iteration":{})", json_string(e.kind), e.iteration);
+    if (!e.layer.empty()) args += fmt::format(R"(,"layer":{})", json_string(e.layer));
+    if (!e.pass.empty() && e.pass != "none") args += fmt::format(R"(,"pass":{})", json_string(e.pass));
+    o.event(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})", cat,
+                        json_string(name), kCpuPid, e.thread, us(e.start_ns, origin), us(e.end_ns, e.start_ns), args));
+    ++stats.cpu_events;
+    tick();
+  }
+
+  // GPU activities: a process per device, a thread per stream; API calls and NVTX ranges on a
+  // process of their own, a thread per OS thread; flows from each launch to its activity.
+  std::map<int64_t, std::map<int64_t, bool>> tracks;  // pid -> tid
+  std::map<int64_t, int64_t> launch_ts;                // correlation -> API call start
+  std::map<int64_t, std::pair<int64_t, int64_t>> launch_track;
+  for (const auto& a : gpu) {
+    if (a.kind == "api") {
+      launch_ts[a.correlation] = a.start_ns;
+      launch_track[a.correlation] = {kApiPid, a.stream};
+    }
+  }
+  std::map<int64_t, int64_t> device_memory;  // device -> live bytes (CUPTI's records)
+  for (const auto& a : gpu) {
+    tick();
+    if (a.kind == "memory") {
+      const int64_t live = device_memory[a.device] += a.bytes;
+      o.event(fmt::format(R"({{"ph":"C","name":"device memory, CUPTI","pid":{},"ts":{},"args":{{"bytes":{}}}}})",
+                          a.device, us(a.start_ns, origin), live));
+      ++stats.counters;
+      continue;
+    }
+    const bool host_side = a.kind == "api" || a.kind == "marker" || a.kind == "overhead" || a.device < 0;
+    const int64_t pid = host_side ? kApiPid : a.device;
+    if (!tracks[pid].contains(a.stream)) {
+      tracks[pid][a.stream] = true;
+      if (tracks[pid].size() == 1) {
+        o.event(metadata("process_name", pid, 0, host_side ? std::string("CUDA API") : fmt::format("GPU {}", a.device)));
+      }
+      o.event(metadata("thread_name", pid, a.stream,
+                       host_side ? fmt::format("thread {}", a.stream) : fmt::format("stream {}", a.stream)));
+    }
+    // Host-side records carry no device or stream: tools that read Kineto traces (HTA) take an
+    // event with a stream for a GPU event.
+    std::string args = host_side ? fmt::format(R"("thread":{},"correlation":{},"iteration":{})", a.stream,
+                                               a.correlation, a.iteration)
+                                 : fmt::format(R"("device":{},"stream":{},"correlation":{},"iteration":{})", a.device,
+                                               a.stream, a.correlation, a.iteration);
+    if (!a.layer.empty()) args += fmt::format(R"(,"layer":{})", json_string(a.layer));
+    if (!a.op.empty()) args += fmt::format(R"(,"op":{})", json_string(a.op));
+    if (!a.pass.empty() && a.pass != "none") args += fmt::format(R"(,"pass":{})", json_string(a.pass));
+    if (!a.detail.empty()) args += fmt::format(R"(,"detail":{})", json_string(a.detail));
+    if (a.bytes != 0) args += fmt::format(R"(,"bytes":{})", a.bytes);
+    o.event(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
+                        gpu_category(a.kind), json_string(a.name), pid, a.stream, us(a.start_ns, origin),
+                        us(a.end_ns, a.start_ns), args));
+    ++stats.gpu_activities;
+    if (!host_side && a.correlation != 0) {
+      if (auto it = launch_ts.find(a.correlation); it != launch_ts.end()) {
+        const auto [api_pid, api_tid] = launch_track[a.correlation];
+        o.event(fmt::format(R"({{"ph":"s","cat":"ac2g","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})", a.correlation,
+                            api_pid, api_tid, us(it->second, origin)));
+        o.event(fmt::format(R"({{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})",
+                            a.correlation, pid, a.stream, us(a.start_ns, origin)));
+        ++stats.flows;
+      }
+    }
+  }
+
+  // The memory ledger: live bytes per category as one counter track.
+  std::map<int64_t, std::vector<const store::MemoryPoint*>> by_time;
+  for (const auto& m : memory) by_time[m.t_ns].push_back(&m);
+  for (const auto& [t, points] : by_time) {
+    std::string args;
+    for (const auto* p : points) args += fmt::format("{}{}:{}", args.empty() ? "" : ",", json_string(p->category), p->live_bytes);
+    o.event(fmt::format(R"({{"ph":"C","name":"memory by category","pid":{},"ts":{},"args":{{{}}}}})", kCpuPid,
+                        us(t, origin), args));
+    ++stats.counters;
+  }
+  o.put("\n]}\n");
+  o.commit();
+  if (progress) progress(total, total);
+  return stats;
+}
+
+}  // namespace ts::reports

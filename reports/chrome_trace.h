@@ -1,0 +1,25 @@
+#pragma once
+// A stored run as a Chrome trace (the Trace Event JSON format that chrome://tracing, Perfetto's
+// UI and Holistic Trace Analysis read): CPU events per thread, GPU activities per device and
+// stream, CUDA API calls per OS thread, flow arrows from each API call to what it launched,
+// and memory as counter tracks. Reads the store and nothing else.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+
+namespace ts::reports {
+
+struct ChromeTraceStats {
+  int64_t cpu_events = 0;
+  int64_t gpu_activities = 0;
+  int64_t flows = 0;
+  int64_t counters = 0;
+};
+
+// Writes run `run` of `db` to `out` (overwritten; written to a temporary file beside it first,
+// so a failure leaves no half file). `progress(done, total)` is called now and then with event
+// counts. Throws store::StoreError for a missing db or run, std::runtime_error for I/O errors.
+ChromeTraceStats write_chrome_trace(const std::filesystem::path& db, int64_t run, const std::filesystem::path& out,
+                                    const std::function<void(int64_t, int64_t)>& progress = {});
+
+}  // namespace ts::reports

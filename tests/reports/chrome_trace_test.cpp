@@ -1,0 +1,140 @@
+// The Chrome trace export of a hand-made run: CPU events, GPU activities with launch flows,
+// memory counters; what a trace viewer and Holistic Trace Analysis rely on.
+#include "reports/chrome_trace.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "store/error.h"
+#include "store/reader.h"
+#include "store/writer.h"
+
+namespace fs = std::filesystem;
+using namespace ts;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> n{0};
+    path_ = fs::temp_directory_path() / ("trainscope_reports_" + std::to_string(getpid()) + "_" + std::to_string(n++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  fs::path operator/(const std::string& s) const { return path_ / s; }
+
+ private:
+  fs::path path_;
+};
+
+int64_t make_run(const fs::path& db) {
+  store::Writer w(db);
+  store::RunInfo info;
+  info.workload = "resnet50";
+  info.preset = "tiny";
+  info.device = "cuda:0";
+  const int64_t run = w.begin_run(info);
+  const std::vector<store::EventRow> events = {
+      {1000, 9000, "iteration", "", "iteration", "none", 1, 0},
+      {1100, 5000, "forward", "", "phase", "none", 1, 0},
+      {1200, 1800, "conv2d", "layer1.0.conv1", "op", "forward", 1, 0},
+      {1300, 1400, "relu \"quoted\"", "", "op", "forward", 1, 3},
+  };
+  w.add_events(run, events);
+  const std::vector<store::GpuActivityRow> gpu = {
+      {1250, 1290, "api", "cudaLaunchKernel", "", "layer1.0.conv1", "conv2d", "forward", -1, 4242, 17, 1, 0},
+      {1500, 2500, "kernel", "implicit_gemm<float>", "grid 1x1x1 block 128x1x1 regs 64", "layer1.0.conv1", "conv2d",
+       "forward", 0, 7, 17, 1, 0},
+      {2600, 2700, "memcpy", "memcpy DtoH", "", "", "", "none", 0, 7, 18, 1, 4096},
+      {1000, 1000, "memory", "allocate", "device", "", "", "none", 0, 7, 0, -1, 1 << 20},
+      {8000, 8000, "memory", "free", "device", "", "", "none", 0, 7, 0, -1, -(1 << 20)},
+  };
+  w.add_gpu_activities(run, gpu);
+  const std::vector<store::MemoryPoint> memory = {{900, "weights", 100}, {900, "activations", 0}, {2000, "weights", 100},
+                                                  {2000, "activations", 50}};
+  w.add_memory_timeline(run, memory);
+  w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
+  return run;
+}
+
+nlohmann::json load(const fs::path& p) {
+  std::ifstream f(p);
+  return nlohmann::json::parse(f);
+}
+
+}  // namespace
+
+TEST(ChromeTrace, ExportsCpuGpuFlowsAndCounters) {
+  TempDir dir;
+  const fs::path db = dir / "r.db";
+  const int64_t run = make_run(db);
+  const fs::path out = dir / "trace.json";
+  const auto stats = reports::write_chrome_trace(db, run, out);
+  EXPECT_EQ(stats.cpu_events, 4);
+  EXPECT_EQ(stats.gpu_activities, 3);  // api, kernel, memcpy (memory records are counters)
+  EXPECT_EQ(stats.flows, 1);           // the kernel's launch; the copy had no API record
+  EXPECT_EQ(stats.counters, 4);        // two device-memory points, two ledger instants
+
+  const auto j = load(out);
+  EXPECT_EQ(j["otherData"]["producer"], "trainscope");
+  EXPECT_EQ(j["otherData"]["origin_ns"], 900);
+  std::map<std::string, nlohmann::json> by_name;
+  std::multiset<std::string> phases;
+  for (const auto& e : j["traceEvents"]) {
+    phases.insert(e["ph"].get<std::string>());
+    if (e["ph"] == "X") by_name[e["name"].get<std::string>()] = e;
+  }
+  ASSERT_TRUE(by_name.contains("ProfilerStep#1"));  // iterations under the profilers' name
+  EXPECT_EQ(by_name["ProfilerStep#1"]["cat"], "user_annotation");
+  EXPECT_DOUBLE_EQ(by_name["ProfilerStep#1"]["ts"].get<double>(), 0.1);  // (1000 - 900) ns in us
+  EXPECT_DOUBLE_EQ(by_name["ProfilerStep#1"]["dur"].get<double>(), 8.0);
+  const auto& conv = by_name.at("conv2d");
+  EXPECT_EQ(conv["cat"], "cpu_op");
+  EXPECT_EQ(conv["args"]["layer"], "layer1.0.conv1");
+  EXPECT_EQ(conv["args"]["pass"], "forward");
+  EXPECT_TRUE(by_name.contains("relu \"quoted\""));  // escaped and read back
+  const auto& kernel = by_name.at("implicit_gemm<float>");
+  EXPECT_EQ(kernel["cat"], "kernel");
+  EXPECT_EQ(kernel["pid"], 0);
+  EXPECT_EQ(kernel["tid"], 7);
+  EXPECT_EQ(kernel["args"]["correlation"], 17);
+  EXPECT_EQ(kernel["args"]["layer"], "layer1.0.conv1");
+  EXPECT_EQ(by_name.at("memcpy DtoH")["cat"], "gpu_memcpy");
+  EXPECT_EQ(by_name.at("memcpy DtoH")["args"]["bytes"], 4096);
+  EXPECT_EQ(by_name.at("cudaLaunchKernel")["cat"], "cuda_runtime");
+  EXPECT_EQ(by_name.at("cudaLaunchKernel")["tid"], 4242);
+  EXPECT_EQ(phases.count("s"), 1U);
+  EXPECT_EQ(phases.count("f"), 1U);
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "f") {
+      EXPECT_EQ(e["id"], 17);
+      EXPECT_EQ(e["pid"], 0);
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.6);  // the kernel's start
+    }
+    if (e["ph"] == "C" && e["name"] == "memory by category" && e["ts"].get<double>() > 1.0) {
+      EXPECT_EQ(e["args"]["activations"], 50);
+    }
+  }
+}
+
+TEST(ChromeTrace, MissingRunAndUnwritablePathFailCleanly) {
+  TempDir dir;
+  const fs::path db = dir / "r.db";
+  const int64_t run = make_run(db);
+  EXPECT_THROW(reports::write_chrome_trace(db, run + 5, dir / "x.json"), store::StoreError);
+  EXPECT_FALSE(fs::exists(dir / "x.json"));
+  EXPECT_THROW(reports::write_chrome_trace(dir / "none.db", run, dir / "x.json"), store::StoreError);
+  EXPECT_THROW(reports::write_chrome_trace(db, run, dir / "no" / "such" / "dir" / "x.json"), std::runtime_error);
+  // Nothing half-written is left behind.
+  for (const auto& e : fs::directory_iterator(dir / "")) EXPECT_EQ(e.path().string().find(".partial"), std::string::npos);
+}
