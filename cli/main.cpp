@@ -5,6 +5,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/list.h"
+#include "cli/play.h"
 #include "cli/run_command.h"
 #include "cli/suite.h"
 #include "cli/summary.h"
@@ -84,6 +85,16 @@ int main(int argc, char** argv) {
                   "Holistic Trace Analysis)")
       ->required();
 
+  // a3c's game, to look at: a random episode as a PNG strip.
+  PlayConfig play_config;
+  auto* play = app.add_subcommand("play", "Play a3c's Breakout with random actions; write the frames as a PNG strip");
+  play->add_option("--preset", play_config.preset, "Whose game: a3c's tiny | small | full")->capture_default_str();
+  play->add_option("--seed", play_config.seed, "Game seed")->capture_default_str();
+  play->add_option("--steps", play_config.steps, "At most this many agent steps")->capture_default_str();
+  play->add_option("--every", play_config.every, "Keep every N-th frame")->capture_default_str();
+  play->add_option("--per-row", play_config.per_row, "Frames per row")->capture_default_str();
+  play->add_option("--out", play_config.out, "PNG file to write")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -108,6 +119,10 @@ int main(int argc, char** argv) {
       const Suite s = load_suite(suite_file, suite_db);
       install_interrupt_handler();
       return run_suite(s, suite_json);
+    }
+    if (*play) {
+      fmt::print("{}\n", play_breakout(play_config));
+      return kExitOk;
     }
     if (*list) {
       fmt::print("{}", list_json ? list_workloads_json().dump(2) + "\n" : format_workload_list());

@@ -120,7 +120,9 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
     }
   }
   writer_.add_memory_timeline(run_, points);
-  const memprof::Snapshot peak = ledger.peak();
+  // The training loop's peak: evaluation afterwards (detection's test-time RoIs outnumber the
+  // training ones) must not stand in for it. The ledger's own when the loop never ran.
+  const memprof::Snapshot peak = loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak();
   std::vector<store::MemoryPeakRow> peak_rows;
   for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
     peak_rows.push_back({std::string(memprof::to_string(static_cast<memprof::Category>(c))), peak.bytes[c], peak.t_ns});
@@ -169,6 +171,11 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
     metrics.push_back({"loss_last", loop.iterations.back().loss, "", -1});
   }
   for (const auto& it : loop.iterations) metrics.push_back({"learning_rate", it.learning_rate, "", it.index});
+  // The workload's own (Workload::iteration_metrics / run_metrics).
+  for (const auto& it : loop.iterations) {
+    for (const auto& m : it.metrics) metrics.push_back({m.name, m.value, m.unit, it.index});
+  }
+  for (const auto& m : loop.metrics) metrics.push_back({m.name, m.value, m.unit, -1});
   if (quality) metrics.push_back({quality->metric, quality->value, quality->unit, -1});
   record_gpu(counted, metrics);
   writer_.add_metrics(run_, metrics);

@@ -236,7 +236,7 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
     tracer.set_iteration(-1);
     ledger.set_iteration(-1);
     if (!loop.failed && !loop.interrupted && c.eval_batches > 0) {
-      quality = workload->evaluate(c.eval_batches);
+      quality = workloads::run_evaluation(*workload, c.eval_batches);
       have_quality = true;
     }
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "cli/record.h"
 #include "cli/run_config.h"
@@ -69,10 +70,24 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     if (warm.contains(p.iteration) && !warm[p.iteration]) by_iteration[p.iteration][p.phase] += static_cast<double>(p.end_ns - p.start_ns) * 1e-6;
   }
   nlohmann::json phases = nlohmann::json::array();
-  for (const char* name : {"data", "forward", "backward", "optimizer"}) {
+  // The loop's four phases, then a workload's own (a3c's acting and waiting, summed over its
+  // learner threads), each where some iteration has it.
+  std::vector<std::string> names = {"data", "forward", "backward", "optimizer"};
+  std::set<std::string> own;
+  for (const auto& [_, m] : by_iteration) {
+    for (const auto& [name, ms] : m) own.insert(name);
+  }
+  for (const auto& name : own) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  for (const auto& name : names) {
     std::vector<double> v;
-    for (auto& [_, m] : by_iteration) v.push_back(m.contains(name) ? m[name] : 0.0);
-    if (!v.empty()) phases.push_back({{"phase", name}, {"median_ms", percentile(v, 0.5)}});
+    bool seen = false;
+    for (auto& [_, m] : by_iteration) {
+      seen = seen || m.contains(name);
+      v.push_back(m.contains(name) ? m[name] : 0.0);
+    }
+    if (seen) phases.push_back({{"phase", name}, {"median_ms", percentile(v, 0.5)}});
   }
   j["phases"] = phases;
 
@@ -142,7 +157,7 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
   }
   if (j["metrics"].contains("tokens_per_s_median")) {
-    s += fmt::format("  tokens         {:.0f} tokens/s median (p10 {:.0f}, p90 {:.0f}; real source + target tokens)\n",
+    s += fmt::format("  tokens         {:.0f} tokens/s median (p10 {:.0f}, p90 {:.0f}; unpadded: source + target tokens in translation, frames in speech)\n",
                      metric("tokens_per_s_median"), metric("tokens_per_s_p10"), metric("tokens_per_s_p90"));
   }
   if (j["metrics"].contains("loss_first")) {

@@ -122,6 +122,12 @@ class Backend {
   // dx_n = dloss * 2 (||x_n|| - target) / (N ||x_n||) x_n (zero where ||x_n|| = 0).
   virtual Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) = 0;
 
+  // --- clipped ReLU (Deep Speech 2's activation): y = min(max(x, 0), ceiling), any layout, kept;
+  // backward dx = dy where 0 < y < ceiling (as hardtanh: no gradient at or beyond the clip).
+  // Not pure: a backend without them throws naming itself (default bodies in ops/elementwise.cpp).
+  virtual Tensor clipped_relu_forward(const Tensor& x, float ceiling);
+  virtual Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling);
+
   // --- sequence models (transformer, seq2seq); all plain layout ---
   // Over the last dimension of x [M, D]: y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + eps)
   // with the biased variance; mean and rstd [M] are kept for backward.
@@ -173,6 +179,18 @@ class Backend {
   // param -= lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps).
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr,
                          float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
+
+  // --- A3C's learner (a3c): the policy's log-softmax and exp, and RMSProp. Not pure: a backend
+  // without them throws naming itself (default bodies in ops/softmax_ops.cpp and optim/rmsprop.cpp).
+  // x [M, K] plain: y = x - log sum_k exp(x_k) per row; backward dx = dy - exp(y) sum_k dy_k.
+  virtual Tensor log_softmax_forward(const Tensor& x);
+  virtual Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);
+  virtual Tensor exp_forward(const Tensor& x);   // plain
+  // square_avg = alpha square_avg + (1 - alpha) g^2; param -= lr g / d, d = sqrt(square_avg + eps)
+  // (eps_inside_sqrt: the A3C paper's and TensorFlow's form) or sqrt(square_avg) + eps (PyTorch's).
+  // Several threads may run it on the same param and square_avg at once (A3C's Hogwild updates).
+  virtual void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha,
+                            float eps, bool eps_inside_sqrt);
 
   // --- detection (Faster R-CNN): RoI pooling, smooth-L1, row gather/scatter, permute ---
   // rois [R, 5] plain: rows (batch index, x1, y1, x2, y2) in input-image pixels, mapped onto the
@@ -265,6 +283,26 @@ class Backend {
   // the same arguments.
   virtual RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
                                 const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need);
+
+  // --- additive (Bahdanau) attention, one decoder step (seq2seq); cpu/cpu_additive_attention.cpp.
+  // query [B, A] (the projected decoder state), keys [B, S, A] (the projected memory), values
+  // [B, S, D] (the memory), v [A]; all plain. score_j = v . tanh(query + keys_j) for j <
+  // lengths[b] (fp32 [B]; nullptr: all S), probs = softmax over those (0 elsewhere; a row with
+  // no key gives probs and context 0), context [B, D] = sum_j probs_j values_j. Only probs
+  // [B, S] is kept: backward recomputes the tanh rather than keep [B, S, A] per decoder step.
+  // Not pure: a backend without them throws naming itself (default bodies in ops/seq2seq_ops.cpp).
+  struct AdditiveAttentionResult {
+    Tensor context, probs;
+  };
+  virtual AdditiveAttentionResult additive_attention_forward(const Tensor& query, const Tensor& keys,
+                                                             const Tensor& values, const Tensor& v,
+                                                             const Tensor* lengths);
+  struct AdditiveAttentionGrads {
+    Tensor dquery, dkeys, dvalues, dv;
+  };
+  virtual AdditiveAttentionGrads additive_attention_backward(const Tensor& dcontext, const Tensor& query,
+                                                             const Tensor& keys, const Tensor& values, const Tensor& v,
+                                                             const Tensor& probs);
 };
 
 // The backend for a device; throws std::runtime_error for a device this build lacks.

@@ -1,6 +1,9 @@
 #include "engine/context.h"
 
+#include <omp.h>
+
 #include <atomic>
+#include <stdexcept>
 
 #include "profiler/clock.h"
 #include "profiler/tracer.h"
@@ -60,5 +63,12 @@ OpScope::~OpScope() {
 }
 
 profiler::StringId op_name(std::string_view name) { return profiler::Tracer::global().intern(name); }
+
+int set_op_threads(int n) {
+  if (n < 1) throw std::invalid_argument("set_op_threads: needs at least one thread, got " + std::to_string(n));
+  const int previous = omp_get_max_threads();
+  omp_set_num_threads(n);
+  return previous;
+}
 
 }  // namespace ts::engine

@@ -101,4 +101,9 @@ bool op_tracing();
 // Interns an op name once per call site: `static const auto id = op_name("conv2d");`.
 profiler::StringId op_name(std::string_view name);
 
+// How many threads the CPU ops of the calling thread may use (OpenMP's per-thread setting;
+// threads started later begin with the process default). a3c's learners set 1: each runs its
+// ops on its own thread. Returns the previous value; n < 1 throws std::invalid_argument.
+int set_op_threads(int n);
+
 }  // namespace ts::engine

@@ -37,6 +37,16 @@ Tensor mean(const Tensor& x);                   // [1]
 // Its backward is not differentiable again (a second backward through it throws).
 Tensor tanh(const Tensor& x);
 
+// --- clipped ReLU (Deep Speech 2): min(max(x, 0), ceiling) (hardtanh(x, 0, ceiling)); twice
+// differentiable (its backward is linear in dy, with a mask from y) ---
+Tensor clipped_relu(const Tensor& x, float ceiling);
+Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling);
+
+// --- A3C's policy (engine/ops/softmax_ops.cpp): log-softmax over the last dimension of
+// x [M, K] (plain result) and element-wise exp (plain result); first order only ---
+Tensor log_softmax(const Tensor& x);
+Tensor exp(const Tensor& x);
+
 // --- pooling ---
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
@@ -135,5 +145,19 @@ RnnOutput lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor
                const Tensor& b_ih, const Tensor& b_hh, const Tensor& lengths, bool reverse = false);
 RnnOutput gru(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
               const Tensor& b_hh, const Tensor& lengths, bool reverse = false);
+
+// --- seq2seq's step-by-step decoder; engine/ops/seq2seq_ops.cpp ---
+// x cut along `dim` into consecutive parts of `sizes` (which sum to x.size(dim)); plain results.
+// One node for all parts: backward concatenates their gradients once (zeros for parts that got
+// none), where a slice per part would build a full-size gradient per part. Twice differentiable.
+std::vector<Tensor> split(const Tensor& x, int64_t dim, const std::vector<int64_t>& sizes);
+// Additive (Bahdanau) attention for one decoder step: query [B, A] (W_q q), keys [B, S, A]
+// (W_k m_j, projected once per batch), values [B, S, D] (the memory m), v [A]; lengths [B]
+// (fp32 integers, never need grad; undefined: all S) hides keys j >= lengths[b].
+// score_j = v . tanh(query_b + keys_bj); context [B, D] = sum_j softmax(score)_j values_bj.
+// The weights [B, S] go to `probs` when given. query, keys, values and v get gradients; first
+// order only.
+Tensor additive_attention(const Tensor& query, const Tensor& keys, const Tensor& values, const Tensor& v,
+                          const Tensor& lengths, Tensor* probs = nullptr);
 
 }  // namespace ts::engine::ops

@@ -44,7 +44,8 @@ uint64_t Ledger::on_alloc(int64_t bytes, Category category, std::string_view own
     oi.this_iteration = 0;
     oi.iteration = iteration_;
   }
-  oi.this_iteration += bytes;
+  // Outside the iterations (-1: building the model, evaluating) nothing is per iteration.
+  if (iteration_ >= 0) oi.this_iteration += bytes;
   apply(category, o, bytes, t);
   return id;
 }
@@ -185,6 +186,7 @@ void Ledger::clear() {
   peak_ = {now_ns(), {}, 0};
   peak_changes_ = 0;
   owner_iterations_.clear();
+  iteration_ = -1;
 }
 
 }  // namespace ts::memprof

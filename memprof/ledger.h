@@ -41,7 +41,8 @@ class Ledger {
   // Unknown id: std::logic_error (a double free is a bug). An id from before clear(): ignored.
   void on_free(uint64_t id);
 
-  // Allocations are attributed to the current iteration (for per_owner).
+  // Allocations are attributed to the current iteration (for per_owner); -1 (the default):
+  // outside the training iterations, counted in no iteration.
   void set_iteration(int32_t iteration);
   int32_t iteration() const;
 
@@ -67,7 +68,8 @@ class Ledger {
   int64_t live_count() const;
   size_t change_count() const;
 
-  // Forgets everything; frees of allocations made before are ignored afterwards.
+  // Forgets everything (the iteration is -1 again); frees of allocations made before are
+  // ignored afterwards.
   void clear();
 
  private:

@@ -2,9 +2,12 @@
 
 #include <sstream>
 
+#include "workloads/a3c/a3c.h"
+#include "workloads/deepspeech2/deepspeech2.h"
 #include "workloads/faster_rcnn/faster_rcnn.h"
 #include "workloads/inception_v3/inception_v3.h"
 #include "workloads/resnet50/resnet50.h"
+#include "workloads/seq2seq/seq2seq.h"
 #include "workloads/transformer/transformer.h"
 #include "workloads/wgan/wgan.h"
 
@@ -24,7 +27,7 @@ const Preset* WorkloadSpec::preset(const std::string& n) const {
 }
 
 const std::vector<WorkloadSpec>& registry() {
-  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), transformer_spec(), faster_rcnn_spec(), wgan_spec()};
+  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), seq2seq_spec(), transformer_spec(), faster_rcnn_spec(), deepspeech2_spec(), wgan_spec(), a3c_spec()};
   return specs;
 }
 

@@ -81,6 +81,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   const PhaseIds& ids = phase_ids();
   const int64_t total = options.warmup + options.iterations;
   w.model().train(true);
+  ledger.reset_peak();  // the training peak: what was allocated before (and freed) is not training's
   for (int64_t i = 0; i < total; ++i) {
     if (options.stop && options.stop->load()) {
       result.interrupted = true;
@@ -100,6 +101,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
       it.loss = r.loss;
       it.samples = r.samples;
       it.tokens = r.tokens;
+      it.metrics = w.iteration_metrics();
     } catch (const std::exception& e) {
       result.failed = true;
       result.error = "iteration " + std::to_string(i) + ": " + e.what();
@@ -109,7 +111,25 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     result.iterations.push_back(it);
     if (options.on_iteration) options.on_iteration(it);
   }
+  result.memory_peak = ledger.peak();
+  // What is allocated next (evaluation, another loop's set-up) is no iteration of this one.
+  ledger.set_iteration(-1);
+  try {
+    result.metrics = w.run_metrics();   // also after a failure: what was measured is kept
+  } catch (const std::exception& e) {
+    if (!result.failed) {
+      result.failed = true;
+      result.error = std::string("run metrics: ") + e.what();
+    }
+  }
   return result;
+}
+
+Quality run_evaluation(Workload& w, int64_t batches) {
+  profiler::Tracer::global().set_iteration(-1);
+  memprof::Ledger::global().set_iteration(-1);
+  engine::CategoryScope category(memprof::Category::activations);
+  return w.evaluate(batches);
 }
 
 }  // namespace ts::workloads

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "memprof/ledger.h"
 #include "workloads/workload.h"
 
 namespace ts::workloads {
@@ -20,6 +21,7 @@ struct IterationResult {
   int64_t tokens = 0;   // sequence workloads only
   double loss = 0;
   double learning_rate = 0;
+  std::vector<Metric> metrics;   // Workload::iteration_metrics()
 };
 
 struct LoopOptions {
@@ -34,9 +36,18 @@ struct LoopResult {
   bool interrupted = false;
   bool failed = false;
   std::string error;
+  std::vector<Metric> metrics;   // Workload::run_metrics(), after the last iteration
+  // The memory ledger's peak over the loop (from its start, with the model already built):
+  // the training peak, which what runs afterwards (evaluation) must not replace.
+  memprof::Snapshot memory_peak;
 };
 
 // Never throws for a failing step: the failure is returned with the iterations done before it.
 LoopResult run_training(Workload& workload, const LoopOptions& options);
+
+// Workload::evaluate outside the training iterations: the ledger and the tracer are told it is
+// no iteration (-1, so it counts in no per-iteration figure), and what its forwards allocate is
+// tagged activations (the data it loads tags itself inputs), not left to the default `other`.
+Quality run_evaluation(Workload& workload, int64_t batches);
 
 }  // namespace ts::workloads

@@ -1,7 +1,7 @@
 #pragma once
 // What a workload supplies to the one training loop: its model, data, loss, optimizer and
 // quality metric, or its own step where one iteration is more than forward-backward-update
-// (wgan's critic steps; a3c's actor-learners later).
+// (wgan's critic steps; a3c's actor-learners).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,7 +50,8 @@ struct Quality {
 
 // The phases of one iteration (training_loop.cpp): each call opens the phase's profiler range
 // and memory-category scope, runs `f`, and closes them. A step may run a phase several times
-// (wgan's critic steps); the figures add them up per iteration.
+// (wgan's critic steps); the figures add them up per iteration. A step may also call them from
+// several threads at once (a3c's learners): the scopes are per thread, and so are the ranges.
 class Phases {
  public:
   virtual ~Phases() = default;
@@ -58,6 +59,14 @@ class Phases {
   virtual void forward(const std::function<void()>& f) = 0;
   virtual void backward(const std::function<void()>& f) = 0;
   virtual void optimizer(const std::function<void()>& f) = 0;
+};
+
+// A measurement beyond loss and throughput (a3c: environment steps/s, episode rewards, each
+// learner's acting/learning/waiting time), stored in the run's metrics.
+struct Metric {
+  std::string name;
+  double value = 0;
+  std::string unit;
 };
 
 // What one iteration reports.
@@ -84,6 +93,11 @@ class Workload {
   virtual engine::Tensor forward_loss(const Batch& batch);  // the forward phase, a scalar loss
   virtual void optimizer_step();                           // the optimizer phase
   virtual void zero_grad();
+
+  // Extra metrics: asked for after every step() (stored with that iteration) and once after
+  // the last one (stored for the whole run). None by default.
+  virtual std::vector<Metric> iteration_metrics() { return {}; }
+  virtual std::vector<Metric> run_metrics() { return {}; }
 };
 
 struct WorkloadSpec {

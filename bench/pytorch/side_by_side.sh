@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # trainscope vs PyTorch on the CPU, measured back to back in one session:
 #   bench/pytorch/side_by_side.sh WORKLOAD [preset] [iters] [threads]
-#   WORKLOAD: resnet50 | inception_v3 | wgan | transformer   (defaults: small, 20 iterations, 2 threads)
+#   WORKLOAD: resnet50 | inception_v3 | wgan | transformer | faster_rcnn | seq2seq | deepspeech2   (defaults: small, 20 iterations, 2 threads)
 # Runs trainscope (trace on and off) and bench/pytorch/WORKLOAD_train.py (PyPI torch via `python3`,
-# channels-last and NCHW; Debian's torch channels-last if /usr/bin/python3 has one; transformer: one
-# run each, no memory formats) on the same preset, batch (transformer: token budget) and threads,
+# channels-last and NCHW; Debian's torch channels-last if /usr/bin/python3 has one; transformer and
+# seq2seq: one run each, no memory formats) on the same preset, batch (transformer: token budget) and threads,
 # then prints a table; tokens/s too where the workload counts tokens.
 # The old form without a workload, side_by_side.sh [preset] [iters] [threads], still runs resnet50.
 set -euo pipefail
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 
 usage() { sed -n '2,9p' "$self" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
-  resnet50 | inception_v3 | wgan | transformer) workload="$1"; shift ;;
+  resnet50 | inception_v3 | wgan | transformer | faster_rcnn | seq2seq | deepspeech2) workload="$1"; shift ;;
   "" | tiny | small | full)
     workload=resnet50
     echo "side_by_side.sh: no workload given, running resnet50 (usage: side_by_side.sh WORKLOAD [preset] [iters] [threads])" >&2
@@ -37,7 +37,7 @@ ts_run() {  # name, extra trainscope flags...
 ts_run ts_trace
 ts_run ts_notrace --no-trace
 pt_args=(--preset "$preset" --threads "$threads" --iters "$iters" --warmup "$warmup")
-if [ "$workload" = transformer ]; then
+if [ "$workload" = transformer ] || [ "$workload" = seq2seq ] || [ "$workload" = deepspeech2 ]; then
   # A sequence model: no memory formats. The script replays trainscope's batches (same seed, 1).
   python3 "$pt" "${pt_args[@]}" --json "$out/pt.json" >/dev/null
   if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -64,6 +64,10 @@ if workload == "wgan":
     print("samples per iteration = 5 x batch (the real images of the 5 critic steps), on both sides")
 if workload == "transformer":
     print("samples = sentence pairs; tokens = real source (with EOS) + target (+ 1) tokens; both per iteration")
+if workload == "seq2seq":
+    print("samples = sentence pairs; tokens = real source + target (+ 1) tokens; both per iteration")
+if workload == "deepspeech2":
+    print("samples = utterances; tokens = real (unpadded) spectrogram frames; both per iteration")
 tokens = "tokens_per_s_median" in ts["metrics"]
 rows = []
 for name, j in [("trainscope (trace on)", ts), ("trainscope (trace off)", tsn)]:
@@ -80,7 +84,7 @@ for name, f in pt_runs:
         label = f"{name} ({j['torch_version']})" + (f" {j['config']['attention']}" if "attention" in j["config"] else "")
         rows.append((label, j["samples_per_s_median"], j["samples_per_s_p10"], j["samples_per_s_p90"],
                      j["rss_growth_bytes"], "RSS growth", j.get("tokens_per_s_median")))
-if workload == "transformer":
+if workload in ("transformer", "seq2seq"):
     # Same batches on both sides? trainscope's run records pairs and tokens per iteration.
     db, same = sqlite3.connect(os.path.join(d, "side_by_side.db")), True
     for tj in (ts, tsn):

@@ -200,8 +200,15 @@ Tensor CpuBackend::to_layout(const Tensor& x, const Layout& layout) {
       return y;
     }
   }
-  Tensor y = Tensor::empty(x.shape(), x.device(), layout);
   auto r = impl_->layout_reorder(x.shape(), x.layout(), layout);
+  if (!r->needed()) {
+    // oneDNN finds the two descriptors equal (one channel: plain and channels-last are the
+    // same bytes), so there is no primitive to run: relabel as above.
+    Tensor y = x.detach();
+    y.impl()->layout = layout;
+    return y;
+  }
+  Tensor y = Tensor::empty(x.shape(), x.device(), layout);
   impl_->reorder(*r, x.data(), y.data());
   return y;
 }
@@ -299,6 +306,29 @@ Tensor CpuBackend::tanh_backward(const Tensor& dy_in, const Tensor& y) {
   const float* yy = y.data();
   float* d = dx.data();
   parallel_for(y.storage_numel(), [=](int64_t i) { d[i] = g[i] * (1.0f - yy[i] * yy[i]); });
+  return dx;
+}
+
+// ---------------------------------------------------------------- clipped ReLU (Deep Speech 2)
+
+Tensor CpuBackend::clipped_relu_forward(const Tensor& x, float ceiling) {
+  check_cpu(x, "clipped_relu");
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  const float* s = x.data();
+  float* d = y.data();
+  // 0 stays 0, so padded channels of blocked layouts stay zero.
+  parallel_for(x.storage_numel(), [=](int64_t i) { d[i] = s[i] > 0.0f ? (s[i] < ceiling ? s[i] : ceiling) : 0.0f; });
+  return y;
+}
+
+Tensor CpuBackend::clipped_relu_backward(const Tensor& dy_in, const Tensor& y, float ceiling) {
+  check_same(dy_in, y, "clipped_relu_backward");
+  const Tensor dy = as_layout(*this, dy_in, y.layout());
+  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
+  const float* g = dy.data();
+  const float* yy = y.data();
+  float* d = dx.data();
+  parallel_for(y.storage_numel(), [=](int64_t i) { d[i] = yy[i] > 0.0f && yy[i] < ceiling ? g[i] : 0.0f; });
   return dx;
 }
 

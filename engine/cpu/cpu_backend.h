@@ -70,6 +70,9 @@ class CpuBackend final : public Backend {
   Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor) override;
   NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) override;
   Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) override;
+  // --- clipped ReLU (Deep Speech 2): cpu_backend.cpp ---
+  Tensor clipped_relu_forward(const Tensor& x, float ceiling) override;
+  Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) override;
 
   // --- sequence models: cpu_sequence.cpp ---
   LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
@@ -92,6 +95,13 @@ class CpuBackend final : public Backend {
                 float weight_decay, bool nesterov) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,
                  float beta2, float eps, float weight_decay, int64_t step) override;
+
+  // --- A3C's learner: cpu_softmax.cpp (log-softmax, exp) and cpu_rmsprop.cpp ---
+  Tensor log_softmax_forward(const Tensor& x) override;
+  Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) override;
+  Tensor exp_forward(const Tensor& x) override;
+  void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha, float eps,
+                    bool eps_inside_sqrt) override;
 
   // --- detection (Faster R-CNN): cpu_detection.cpp, plain C++ with OpenMP ---
   Tensor roi_align_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
@@ -121,6 +131,14 @@ class CpuBackend final : public Backend {
   RnnForwardResult rnn_forward(const RnnArgs& a, bool training) override;
   RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
                         const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need) override;
+
+  // --- additive attention (seq2seq): cpu_additive_attention.cpp, OpenMP over the batch, the tanh
+  // vectorized (fast_math.h) ---
+  AdditiveAttentionResult additive_attention_forward(const Tensor& query, const Tensor& keys, const Tensor& values,
+                                                     const Tensor& v, const Tensor* lengths) override;
+  AdditiveAttentionGrads additive_attention_backward(const Tensor& dcontext, const Tensor& query, const Tensor& keys,
+                                                     const Tensor& values, const Tensor& v,
+                                                     const Tensor& probs) override;
 
   // --- introspection (tests, benchmarks) ---
   // Primitives created so far (every cache miss creates one entry; hits create none).

@@ -1,7 +1,8 @@
 // The detection kernels (Faster R-CNN): RoIAlign, RoIPool, smooth-L1, row gather/scatter and
-// permute, as plain loops with OpenMP. Inputs in a blocked layout are reordered to plain first;
-// every result is plain. Backward passes that scatter (RoI pooling, index_add) parallelise over
-// channels or columns, so no two threads ever add into the same element.
+// permute, as plain loops with OpenMP. Inputs in a blocked layout are reordered to plain first
+// (RoIAlign's feature map to channels-last); every result is plain. Backward passes that
+// scatter (RoI pooling, index_add) parallelise over channels or columns, so no two threads ever
+// add into the same element.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -149,37 +150,13 @@ int64_t row_index(float v, int64_t rows, int64_t i, const char* op) {
   return static_cast<int64_t>(v);
 }
 
-// [N, C, P] <-> [N, P, C] (P = H * W): the channels-last copies RoIAlign works on. Plain loops
-// rather than a layout reorder: C = 1 makes the two layouts the same memory, which the reorder
-// cache does not expect.
-void nchw_to_nhwc(const float* src, float* dst, int64_t n, int64_t c, int64_t p) {
-#pragma omp parallel for collapse(2) schedule(static) if (n * c * p > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < p; ++j) {
-      const float* s = src + i * c * p + j;
-      float* d = dst + (i * p + j) * c;
-      for (int64_t k = 0; k < c; ++k) d[k] = s[k * p];
-    }
-  }
-}
-
-void nhwc_to_nchw(const float* src, float* dst, int64_t n, int64_t c, int64_t p) {
-#pragma omp parallel for collapse(2) schedule(static) if (n * c * p > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t k = 0; k < c; ++k) {
-      const float* s = src + i * p * c + k;
-      float* d = dst + (i * c + k) * p;
-      for (int64_t j = 0; j < p; ++j) d[j] = s[j * c];
-    }
-  }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- RoIAlign
 
-// Both directions work on a channels-last copy of the feature map: each bilinear corner is then
-// a contiguous run of C values, so the inner loops are vector FMAs over channels.
+// Both directions work on the feature map in channels-last (a oneDNN reorder, none when it
+// already is): each bilinear corner is then a contiguous run of C values, so the inner loops
+// are vector FMAs over channels.
 
 Tensor CpuBackend::roi_align_forward(const Tensor& x_in, const Tensor& rois_in, int64_t pooled_h, int64_t pooled_w,
                                      float spatial_scale, int64_t sampling_ratio, bool aligned) {
@@ -191,11 +168,13 @@ Tensor CpuBackend::roi_align_forward(const Tensor& x_in, const Tensor& rois_in, 
   check_rois(rois, x_in.size(0), op);
   const int64_t n_rois = rois.size(0), channels = x_in.size(1), height = x_in.size(2), width = x_in.size(3);
   const auto tables = roi_align_tables(rois, height, width, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned);
-  const Tensor xp = plain(*this, x_in);
   const int64_t plane = height * width;
-  Tensor x =
-      Tensor::empty({x_in.size(0), plane, channels}, x_in.device(), Layout::plain(), memprof::Category::workspace);
-  nchw_to_nhwc(xp.data(), x.data(), x_in.size(0), channels, plane);
+  // [N, H * W, C]: the input itself when it is channels-last, else a scratch copy (workspace).
+  Tensor x = x_in;
+  if (x_in.layout().kind != Layout::Kind::channels_last) {
+    x = Tensor::empty(x_in.shape(), x_in.device(), Layout::channels_last(), memprof::Category::workspace);
+    copy(x_in, x);
+  }
   Tensor y = Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device());
   const float* px = x.data();
   float* py = y.data();
@@ -246,7 +225,7 @@ Tensor CpuBackend::roi_align_backward(const Tensor& dy_in, const Tensor& rois_in
   check_pooled(dy.size(2), dy.size(3), spatial_scale, op);
   const int64_t pooled_h = dy.size(2), pooled_w = dy.size(3);
   const auto tables = roi_align_tables(rois, height, width, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned);
-  Tensor dx = Tensor::zeros({x_shape[0], height * width, channels}, dy.device(), Layout::plain());
+  Tensor dx = Tensor::zeros(x_shape, dy.device(), Layout::channels_last());
   const float* g = dy.data();
   float* pdx = dx.data();
   const int64_t bins = pooled_h * pooled_w, plane = height * width;
@@ -283,9 +262,7 @@ Tensor CpuBackend::roi_align_backward(const Tensor& dy_in, const Tensor& rois_in
       }
     }
   }
-  Tensor out = Tensor::empty(x_shape, dy.device());
-  nhwc_to_nchw(dx.data(), out.data(), x_shape[0], channels, plane);
-  return out;
+  return to_layout(dx, Layout::plain());
 }
 
 // ---------------------------------------------------------------- RoIPool

@@ -3,8 +3,10 @@
 // translate between our Shape/Layout and oneDNN memory descriptors. The one thin layer
 // through which oneDNN 2.x is reached.
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -62,35 +64,47 @@ struct Reorder {
   bool needed() const { return prim.has_value(); }
 };
 
+// Thread safety (several threads run ops at once: a3c's learners): the engine, the cached
+// primitives and the cache (under its mutex) are shared; each primitive runs on a stream made for
+// that call, since oneDNN streams are not for concurrent use; scratchpads are per thread.
 struct CpuBackend::Impl {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream strm{eng};
   mutable std::mutex mutex;
   std::unordered_map<std::string, std::shared_ptr<void>> cache;
   size_t created = 0;
 
-  // The cached entry for `key`, made by `make` on a miss.
+  // The cached entry for `key`, made by `make` on a miss. oneDNN fixes a primitive's thread
+  // count when it is created, so the calling thread's OpenMP thread count is part of the key:
+  // a learner thread running ops on one thread never executes a primitive made for the whole
+  // machine (which would start a team of threads per learner), nor the other way round.
   template <class T>
   std::shared_ptr<T> get(const Key& key, const std::function<std::shared_ptr<T>()>& make) {
+    const std::string k = key.str() + "|t" + std::to_string(omp_get_max_threads());
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto it = cache.find(key.str());
+      auto it = cache.find(k);
       if (it != cache.end()) return std::static_pointer_cast<T>(it->second);
     }
     std::shared_ptr<T> e = make();
     std::lock_guard<std::mutex> lock(mutex);
-    auto [it, inserted] = cache.emplace(key.str(), e);
+    auto [it, inserted] = cache.emplace(k, e);
     if (inserted) ++created;
     return std::static_pointer_cast<T>(it->second);
   }
 
-  // Runs a primitive on the stream and waits.
+  // Runs a primitive and waits (a CPU stream is a small object: one per call).
   void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
+    dnnl::stream strm(eng);
     p.execute(strm, args);
     strm.wait();
   }
-  // Reorders src (memory over `from`) into dst (over `to`).
+  // Reorders src (memory over `from`) into dst (over `to`). Equal descriptors have no
+  // primitive (e.g. plain and channels-last with one channel: the same bytes): a plain copy.
   void reorder(const Reorder& r, void* src, void* dst) {
+    if (!r.needed()) {
+      if (src != dst) std::memcpy(dst, src, r.to.get_size());
+      return;
+    }
     memory a(r.from, eng, src), b(r.to, eng, dst);
     run(*r.prim, {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}});
   }

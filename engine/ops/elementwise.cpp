@@ -1,5 +1,9 @@
-// relu, add, mul, scale, sum, mean and the layout/shape ops (all twice differentiable), and tanh.
+// relu, clipped relu, add, mul, scale, sum, mean and the layout/shape ops (all twice
+// differentiable), and tanh.
 #include "engine/ops/internal.h"
+
+#include <stdexcept>
+#include <string>
 
 namespace ts::engine::ops {
 
@@ -51,6 +55,29 @@ struct TanhBackward : Node {
   }
   void release_saved() override { x = y = Tensor(); }
   std::string name() const override { return "TanhBackward"; }
+};
+
+// clipped_relu_backward(dy, y) is linear in dy: its own backward applies the same mask.
+struct ClippedReluBackward : Node {
+  Tensor y;
+  float ceiling;
+  ClippedReluBackward(Tensor y_, float c) : y(std::move(y_)), ceiling(c) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {ops::clipped_relu_backward(g[0], y, ceiling)};
+  }
+  void release_saved() override { y = Tensor(); }
+  std::string name() const override { return "ClippedReluBackward"; }
+};
+
+struct ClippedReluBackwardBackward : Node {
+  Tensor y;
+  float ceiling;
+  ClippedReluBackwardBackward(Tensor y_, float c) : y(std::move(y_)), ceiling(c) {}
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {ops::clipped_relu_backward(g[0], y, ceiling), Tensor()};
+  }
+  void release_saved() override { y = Tensor(); }
+  std::string name() const override { return "ClippedReluBackwardBackward"; }
 };
 
 struct AddBackward : Node {
@@ -170,6 +197,27 @@ Tensor tanh(const Tensor& x) {
   return y;
 }
 
+Tensor clipped_relu(const Tensor& x, float ceiling) {
+  static const auto name = op_name("clipped_relu");
+  check_defined(x, "clipped_relu", "x");
+  if (!(ceiling > 0.0f)) fail("clipped_relu", "ceiling must be positive, got " + std::to_string(ceiling));
+  OpScope scope(name);
+  Tensor y = backend_of(x).clipped_relu_forward(x, ceiling);
+  if (needs_grad({&x})) connect(std::make_shared<ClippedReluBackward>(y.detach(), ceiling), {&x}, {&y});
+  return y;
+}
+
+Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) {
+  static const auto name = op_name("clipped_relu_backward");
+  check_binary(dy, y, "clipped_relu_backward");
+  OpScope scope(name);
+  Tensor dx = backend_of(y).clipped_relu_backward(dy, y, ceiling);
+  if (needs_grad({&dy, &y})) {
+    connect(std::make_shared<ClippedReluBackwardBackward>(y.detach(), ceiling), {&dy, &y}, {&dx});
+  }
+  return dx;
+}
+
 Tensor add(const Tensor& a, const Tensor& b) {
   static const auto name = op_name("add");
   check_binary(a, b, "add");
@@ -236,3 +284,17 @@ Tensor expand_scalar(const Tensor& g, const Shape& shape, const Layout& layout) 
 }  // namespace detail
 
 }  // namespace ts::engine::ops
+
+namespace ts::engine {
+
+// The defaults of the non-pure Backend methods (backend.h): a backend without the clipped ReLU
+// (CUDA, until its kernel lands) still builds, and says so when asked for it.
+Tensor Backend::clipped_relu_forward(const Tensor&, float) {
+  throw std::runtime_error(std::string("clipped_relu_forward is not implemented on the ") + name() + " backend");
+}
+
+Tensor Backend::clipped_relu_backward(const Tensor&, const Tensor&, float) {
+  throw std::runtime_error(std::string("clipped_relu_backward is not implemented on the ") + name() + " backend");
+}
+
+}  // namespace ts::engine

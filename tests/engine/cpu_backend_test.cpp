@@ -273,6 +273,41 @@ TEST(CpuBackend, FillCopyLayouts) {
   EXPECT_EQ(back.to_vector(), x.to_vector());
 }
 
+// With one channel (or 1x1 spatial) plain and channels-last are the same bytes: oneDNN's
+// descriptors compare equal, so no reorder primitive exists and the layout change must not
+// run one. Regression: to_layout and copy ran the uncreated primitive ("object is not initialized").
+TEST(CpuBackend, LayoutChangesWhereTheBytesAreTheSame) {
+  auto& be = backend_for(Device::cpu());
+  for (const Shape& s : {Shape{2, 1, 5, 7}, Shape{3, 6, 1, 1}, Shape{1, 1, 1, 1}}) {
+    SCOPED_TRACE(shape_str(s));
+    const Tensor x = rand_tensor(s, 43, false);
+    const Tensor cl = be.to_layout(x, Layout::channels_last());
+    EXPECT_EQ(cl.layout(), Layout::channels_last());
+    EXPECT_EQ(cl.shape(), s);
+    EXPECT_EQ(cl.to_vector(), x.to_vector());
+    const Tensor back = be.to_layout(cl, Layout::plain());
+    EXPECT_TRUE(back.layout().is_plain());
+    EXPECT_EQ(back.to_vector(), x.to_vector());
+    Tensor c = Tensor::empty(s, Device::cpu(), Layout::channels_last());
+    be.copy(x, c);
+    EXPECT_EQ(c.to_vector(), x.to_vector());
+    Tensor p = Tensor::empty(s, Device::cpu(), Layout::plain());
+    be.copy(c, p);
+    EXPECT_EQ(p.to_vector(), x.to_vector());
+    // Through the op, gradients come back in the input's layout.
+    const Tensor xg = rand_tensor(s, 44, true);
+    const Tensor y = ops::to_layout(xg, Layout::channels_last());
+    ops::sum(ops::mul(y, y)).backward();
+    ASSERT_TRUE(xg.grad().defined());
+    EXPECT_TRUE(xg.grad().layout().is_plain());
+    const std::vector<float> xv = xg.to_vector(), gv = xg.grad().to_vector();
+    for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(gv[i], 2.0f * xv[i], 1e-5f);
+  }
+  // One channel into and out of a channel-blocked layout (padded, so a real reorder).
+  const Tensor x = rand_tensor({2, 1, 3, 4}, 45, false);
+  EXPECT_EQ(be.to_layout(be.to_layout(x, Layout::blocked(8)), Layout::channels_last()).to_vector(), x.to_vector());
+}
+
 TEST(CpuBackend, MemoryCategories) {
   auto& ledger = memprof::Ledger::global();
   const auto act = static_cast<size_t>(memprof::Category::activations);

@@ -113,6 +113,21 @@ TEST(DetectionOps, RoiAlignTakesBlockedInputAndGivesItsGradientBack) {
   EXPECT_EQ(plain.to_vector(), blocked.to_vector());
 }
 
+// The CPU kernels work on channels-last feature maps: a one-channel map (plain and
+// channels-last the same bytes) both ways, and a channels-last input taken as it is.
+TEST(DetectionOps, RoiAlignOnOneChannelAndOnChannelsLastInput) {
+  const Tensor rois = rois_of({{0, 0.5f, 0.5f, 7.0f, 6.0f}, {1, 3.0f, 1.0f, 11.0f, 9.0f}});
+  Tensor x1 = rand_tensor({2, 1, 5, 6}, 53);
+  EXPECT_GRADCHECK(
+      gradcheck([&](const std::vector<Tensor>& t) { return ops::roi_align(t[0], rois, 2, 2, 0.5f, 2, false); }, {x1}));
+  auto& be = backend_for(Device::cpu());
+  const Tensor x = rand_tensor({2, 5, 5, 6}, 54, false);
+  const Tensor y = be.roi_align_forward(x, rois, 3, 3, 0.5f, 2, false);
+  const Tensor y_cl = be.roi_align_forward(be.to_layout(x, Layout::channels_last()), rois, 3, 3, 0.5f, 2, false);
+  EXPECT_TRUE(y_cl.layout().is_plain());
+  EXPECT_EQ(y.to_vector(), y_cl.to_vector());
+}
+
 TEST(DetectionOps, RoiAlignBackwardIsFirstOrderOnly) {
   Tensor x = rand_tensor({1, 2, 4, 4}, 51);
   const Tensor rois = rois_of({{0, 0, 0, 3, 3}});

@@ -197,6 +197,58 @@ TEST(OpsGrad, ReluBackwardIsDifferentiable) {
       [&](const std::vector<Tensor>& t) { return ops::mul(ops::relu_backward(t[0], y), t[0]); }, {dy}));
 }
 
+// Deep Speech 2's clipped ReLU, min(max(x, 0), c): values kept 0.05 away from both kinks
+// (the finite-difference step is 0.01), so that the checks see the three pieces.
+Tensor away_from_kinks(const Shape& shape, uint64_t seed, float ceiling, bool requires_grad = true) {
+  std::vector<float> v = uniform(shape_numel(shape), seed, -1.0f, 2.0f * ceiling);
+  for (float& e : v) {
+    if (std::abs(e) < 0.05f) e = e < 0.0f ? -0.05f - 0.3f : 0.05f + 0.1f;
+    if (std::abs(e - ceiling) < 0.05f) e = ceiling + (e < ceiling ? -0.1f : 0.1f);
+  }
+  Tensor t = Tensor::from_vector(shape, v);
+  t.set_requires_grad(requires_grad);
+  return t;
+}
+
+TEST(OpsGrad, ClippedRelu) {
+  const float c = 0.6f;
+  Tensor x = away_from_kinks({2, 3, 4, 4}, 44, c);
+  // The forward is the clip; every piece occurs.
+  const auto xv = x.to_vector(), yv = ops::clipped_relu(x, c).to_vector();
+  int below = 0, inside = 0, above = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    ASSERT_EQ(yv[i], std::min(std::max(xv[i], 0.0f), c)) << i;
+    below += xv[i] < 0.0f;
+    inside += xv[i] > 0.0f && xv[i] < c;
+    above += xv[i] > c;
+  }
+  EXPECT_GT(below, 10);
+  EXPECT_GT(inside, 10);
+  EXPECT_GT(above, 10);
+  EXPECT_GRADCHECK(gradcheck([c](const std::vector<Tensor>& t) { return ops::clipped_relu(t[0], c); }, {x}));
+  EXPECT_GRADCHECK(gradgradcheck([c](const std::vector<Tensor>& t) { return ops::clipped_relu(t[0], c); }, {x}));
+  // Blocked, with padded channels (C = 10 in blocks of 8): the padding stays zero.
+  Tensor xb = away_from_kinks({2, 10, 3, 3}, 45, c);
+  EXPECT_GRADCHECK(gradcheck(
+      [c](const std::vector<Tensor>& t) { return ops::clipped_relu(ops::to_layout(t[0], Layout::blocked(8)), c); },
+      {xb}));
+  // At the kinks themselves no gradient passes (hardtanh's convention): y = 0 and y = c.
+  const Tensor y = Tensor::from_vector({4}, {0.0f, 0.3f, c, -0.0f});
+  EXPECT_EQ(ops::clipped_relu_backward(Tensor::from_vector({4}, {1, 2, 3, 4}), y, c).to_vector(),
+            (std::vector<float>{0, 2, 0, 0}));
+  EXPECT_THROW(ops::clipped_relu(x, 0.0f), std::invalid_argument);
+}
+
+TEST(OpsGrad, ClippedReluBackwardIsDifferentiable) {
+  const float c = 20.0f;
+  Tensor dy = rand_tensor({3, 5}, 46);
+  Tensor y = ops::clipped_relu(away_from_kinks({3, 5}, 47, c, false), c);
+  EXPECT_GRADCHECK(
+      gradcheck([&](const std::vector<Tensor>& t) { return ops::clipped_relu_backward(t[0], y, c); }, {dy}));
+  EXPECT_GRADCHECK(gradgradcheck(
+      [&](const std::vector<Tensor>& t) { return ops::mul(ops::clipped_relu_backward(t[0], y, c), t[0]); }, {dy}));
+}
+
 TEST(OpsGrad, AddIncludingDifferentLayouts) {
   Tensor a = rand_tensor({2, 10, 3, 3}, 50);
   Tensor b = rand_tensor({2, 10, 3, 3}, 51);

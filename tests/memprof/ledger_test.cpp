@@ -92,6 +92,22 @@ TEST(Ledger, PerOwnerBytesPerIterationAndAtPeak) {
   EXPECT_TRUE(l.per_owner(Category::comm).empty());
 }
 
+TEST(Ledger, AllocationsOutsideIterationsAreNotPerIteration) {
+  Ledger l;
+  l.set_iteration(0);
+  l.on_free(l.on_alloc(64, Category::activations, "conv1"));
+  // Evaluation after the loop (iteration -1) allocates more in the same layer.
+  l.set_iteration(-1);
+  l.on_free(l.on_alloc(4096, Category::activations, "conv1"));
+  l.on_free(l.on_alloc(512, Category::activations, "postprocess"));
+  const auto acts = l.per_owner(Category::activations);
+  ASSERT_EQ(acts.size(), 2u);
+  EXPECT_EQ(acts[0].owner, "conv1");
+  EXPECT_EQ(acts[0].bytes_allocated_per_iteration, 64);
+  EXPECT_EQ(acts[1].owner, "postprocess");
+  EXPECT_EQ(acts[1].bytes_allocated_per_iteration, 0);
+}
+
 TEST(Ledger, TimelineKeepsEverythingWhenSmall) {
   Ledger l;
   const uint64_t a = l.on_alloc(10, Category::inputs, "data");

@@ -813,6 +813,72 @@ TEST(FasterRcnn, DetectionsAreBoundedClippedAndScored) {
   }
 }
 
+// Memory lands in its categories. At the training peak, activations (forward) and their
+// gradients (backward) dominate and `other` is next to nothing; per-layer activation bytes are
+// one iteration's (the calibration forwards run at creation, outside the iterations); and
+// evaluation tags its feature maps activations, counts in no iteration, and leaves the training
+// peak alone. Regression: evaluation allocated as `other` and, its test-time RoIs outnumbering
+// the training ones, set the run's peak (small: 231 MiB `other`, 20 B activations).
+TEST(FasterRcnn, MemoryLandsInItsCategories) {
+  using memprof::Category;
+  auto& ledger = memprof::Ledger::global();
+  ledger.clear();
+  WorkloadConfig wc;
+  wc.preset = "tiny";
+  auto w = find_workload("faster_rcnn")->create(wc);
+  auto& fw = dynamic_cast<FasterRcnnWorkload&>(*w);
+  EXPECT_TRUE(fw.calibrated());
+  LoopOptions lo;
+  lo.warmup = 0;
+  lo.iterations = 2;
+  const LoopResult r = run_training(*w, lo);
+  ASSERT_FALSE(r.failed) << r.error;
+  auto at = [](const memprof::Snapshot& s, Category c) { return s.bytes[static_cast<size_t>(c)]; };
+  auto share = [&](const memprof::Snapshot& s, Category c) {
+    return static_cast<double>(at(s, c)) / static_cast<double>(s.total);
+  };
+  const memprof::Snapshot& train = r.memory_peak;
+  std::fprintf(stderr, "training peak %lld B: activations %.2f, activation_grads %.2f, workspace %.2f, other %.4f\n",
+               static_cast<long long>(train.total), share(train, Category::activations),
+               share(train, Category::activation_grads), share(train, Category::workspace),
+               share(train, Category::other));
+  EXPECT_EQ(at(train, Category::weights), 4 * w->model().parameter_count());
+  EXPECT_GT(share(train, Category::activations), 0.25);
+  EXPECT_GT(share(train, Category::activations) + share(train, Category::activation_grads), 0.5);
+  EXPECT_LT(share(train, Category::other), 0.01);
+
+  // The pooler's activations per iteration: its [R, C, P, P] output, plus the plain copy of the
+  // [N, C, h, w] features RoIAlign takes, at most; calibration's forwards would add 4x as much.
+  const FasterRcnnConfig& cfg = dynamic_cast<FasterRCNN&>(w->model()).config();
+  const int64_t rois = 2 * cfg.roi_samples.batch, c = cfg.trunk_channels();
+  ASSERT_EQ(fw.last_losses().rois, rois);
+  const int64_t pooled = 4 * rois * c * cfg.pooled_size * cfg.pooled_size;
+  const int64_t features = 4 * 2 * c * ((cfg.short_side + 15) / 16) * ((cfg.synthetic_width + 15) / 16);
+  auto pooler_bytes = [&] {
+    for (const auto& o : ledger.per_owner(Category::activations)) {
+      if (o.owner == "roi_head.pooler") return o.bytes_allocated_per_iteration;
+    }
+    return int64_t{-1};
+  };
+  const int64_t pooler_training = pooler_bytes();
+  EXPECT_GE(pooler_training, pooled);
+  EXPECT_LE(pooler_training, pooled + features);
+
+  // Evaluation: what it adds at its peak is feature maps, not `other`.
+  ledger.reset_peak();
+  const memprof::Snapshot before = ledger.current();
+  const Quality q = run_evaluation(*w, 4);
+  EXPECT_EQ(q.metric, "mAP@0.5");
+  const memprof::Snapshot eval = ledger.peak();
+  const auto added = static_cast<double>(eval.total - before.total);
+  ASSERT_GT(added, 0);
+  EXPECT_GT(static_cast<double>(at(eval, Category::activations) - at(before, Category::activations)), 0.5 * added);
+  EXPECT_LT(static_cast<double>(at(eval, Category::other) - at(before, Category::other)), 0.01 * added);
+  EXPECT_EQ(ledger.iteration(), -1);
+  // 4 images x 50 test proposals: more than training's RoIs, yet no iteration's.
+  EXPECT_EQ(pooler_bytes(), pooler_training);
+}
+
 // The tiny detector learns the synthetic shapes: the loss falls and held-out mAP@0.5 rises well
 // above what the untrained model scores.
 TEST(FasterRcnn, TinyConvergesOnSyntheticShapes) {

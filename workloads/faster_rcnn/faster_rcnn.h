@@ -64,8 +64,8 @@ struct FasterRcnnConfig {
   int64_t warmup = 500;
   double momentum = 0.9, weight_decay = 1e-4;
   int64_t default_batch = 1;
-  // Images whose activations set the frozen batch-norm statistics (one forward each, before
-  // the first training or evaluation forward).
+  // Images whose activations set the frozen batch-norm statistics (one forward each, when the
+  // workload is built: before the first training or evaluation forward).
   int64_t calibration_images = 8;
 
   int64_t num_anchors() const { return static_cast<int64_t>(anchor_sizes.size() * anchor_ratios.size()); }
@@ -210,7 +210,8 @@ class FasterRcnnWorkload : public Workload {
   const FasterRCNN::Losses& last_losses() const { return last_; }
   DetectionSource& data() { return *data_; }
   // Sets the frozen batch-norm statistics from `batch` and further training images,
-  // config().calibration_images in all (done once, before the first forward).
+  // config().calibration_images in all (done once, before the first forward: by the registry's
+  // factory when it builds the workload, else by the first forward or evaluation).
   void calibrate(const Batch& batch);
   bool calibrated() const { return calibrated_; }
 

@@ -57,11 +57,6 @@ int64_t transformer_parameter_count(const TransformerConfig& c) {
 
 // ---------------------------------------------------------------- modules
 
-Tensor DropoutStream::apply(const Tensor& x, float p, bool training) {
-  if (!training || p == 0.0f) return x;
-  return ops::dropout(x, p, next_++, true);
-}
-
 MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t heads, Device device, Rng& rng)
     : Module(device), heads_(heads) {
   if (heads < 1 || d_model % heads != 0) {

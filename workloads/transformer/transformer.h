@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/nn/layers.h"
+#include "workloads/dropout_stream.h"
 #include "workloads/workload.h"
 
 namespace ts::workloads {
@@ -50,16 +51,6 @@ class MultiheadAttention : public engine::nn::Module {
  private:
   int64_t heads_;
   std::shared_ptr<engine::nn::Linear> q_proj_, k_proj_, v_proj_, out_proj_;
-};
-
-// The dropout seeds of one forward pass: every dropout site draws a fresh mask.
-class DropoutStream {
- public:
-  explicit DropoutStream(uint64_t seed) : next_(seed) {}
-  engine::Tensor apply(const engine::Tensor& x, float p, bool training);
-
- private:
-  uint64_t next_;
 };
 
 class EncoderLayer : public engine::nn::Module {

@@ -1,0 +1,27 @@
+#include "cli/play.h"
+
+#include "cli/run_config.h"
+#include "fmt/format.h"
+#include "workloads/a3c/a3c.h"
+#include "workloads/a3c/png.h"
+
+namespace ts::cli {
+
+std::string play_breakout(const PlayConfig& c) {
+  if (c.steps < 1 || c.every < 1 || c.per_row < 1) throw UsageError("--steps, --every and --per-row must be positive");
+  workloads::BreakoutConfig game;
+  try {
+    game = workloads::a3c_config(c.preset).game;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const workloads::EpisodeFrames e =
+      workloads::play_random_episode(game, c.seed, c.seed ^ 0x9e3779b9ULL, c.steps, c.every);
+  int width = 0, height = 0;
+  const auto image = workloads::frame_grid(e.frames, c.per_row, &width, &height);
+  workloads::write_png_gray(c.out, width, height, image);
+  return fmt::format("{}: {} frames ({}x{} pixels) of {} steps, score {} ({} game, seed {})", c.out.string(),
+                     e.frames.size(), width, height, e.steps, e.score, c.preset, c.seed);
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,191 @@
+// Additive (Bahdanau) attention for one decoder step on the CPU: OpenMP over the batch, the
+// inner loops over the attention units (score, tanh, their gradients) vectorized with the
+// polynomial tanh of fast_math.h. The work per step is B S A tanh in forward and again in
+// backward (recomputed there instead of keeping [B, S, A] per step), plus B S D for the context.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/fast_math.h"
+
+namespace ts::engine::cpu {
+
+namespace {
+
+constexpr int64_t kParallelThreshold = 1 << 14;   // B S A below this: one thread
+
+void check_plain(const Tensor& t, const char* op, const char* what, const Shape& shape) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": " + what + " is undefined");
+  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": " + what + " on " + t.device().str());
+  if (!t.layout().is_plain() || t.shape() != shape) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain " + shape_str(shape) + ", got " +
+                                shape_str(t.shape()) + " " + t.layout().str());
+  }
+}
+
+// --- one (b, j) pair over the A attention units. target_clones: the build targets plain x86-64,
+// and AVX2 doubles the width where the machine has it. ---
+
+// v . tanh(q + k)
+__attribute__((target_clones("avx2", "default"))) float score_row(int64_t A, const float* __restrict q,
+                                                                  const float* __restrict k,
+                                                                  const float* __restrict v) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t a = 0; a < A; ++a) s += v[a] * fast_tanh(q[a] + k[a]);
+  return s;
+}
+
+// With t = tanh(q + k) and ds = d loss / d score: dk = ds v (1 - t^2) (written), dq += dk,
+// dv += ds t.
+__attribute__((target_clones("avx2", "default"))) void score_backward_row(int64_t A, float ds,
+                                                                          const float* __restrict q,
+                                                                          const float* __restrict k,
+                                                                          const float* __restrict v,
+                                                                          float* __restrict dk, float* __restrict dq,
+                                                                          float* __restrict dv) {
+#pragma omp simd
+  for (int64_t a = 0; a < A; ++a) {
+    const float t = fast_tanh(q[a] + k[a]);
+    const float g = ds * v[a] * (1.0f - t * t);
+    dk[a] = g;
+    dq[a] += g;
+    dv[a] += ds * t;
+  }
+}
+
+// y += alpha x over n floats.
+inline void axpy(int64_t n, float alpha, const float* __restrict x, float* __restrict y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+inline float dot(int64_t n, const float* __restrict x, const float* __restrict y) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+struct Dims {
+  int64_t B, S, A, D;
+};
+
+Dims check_args(const char* op, const Tensor& query, const Tensor& keys, const Tensor& values, const Tensor& v) {
+  if (!query.defined() || !keys.defined() || !values.defined() || !v.defined() || query.dim() != 2 ||
+      keys.dim() != 3 || values.dim() != 3) {
+    throw std::invalid_argument(std::string(op) + ": query [B, A], keys [B, S, A], values [B, S, D], v [A] expected");
+  }
+  const Dims d{query.size(0), keys.size(1), query.size(1), values.size(2)};
+  check_plain(query, op, "query", {d.B, d.A});
+  check_plain(keys, op, "keys", {d.B, d.S, d.A});
+  check_plain(values, op, "values", {d.B, d.S, d.D});
+  check_plain(v, op, "v", {d.A});
+  return d;
+}
+
+}  // namespace
+
+Backend::AdditiveAttentionResult CpuBackend::additive_attention_forward(const Tensor& query, const Tensor& keys,
+                                                                        const Tensor& values, const Tensor& v,
+                                                                        const Tensor* lengths) {
+  const char* op = "additive_attention";
+  const Dims d = check_args(op, query, keys, values, v);
+  std::vector<int64_t> len(static_cast<size_t>(d.B), d.S);
+  if (lengths && lengths->defined()) {
+    check_plain(*lengths, op, "lengths", {d.B});
+    const float* p = lengths->data();
+    for (int64_t b = 0; b < d.B; ++b) {
+      if (!(p[b] >= 0.0f && p[b] <= static_cast<float>(d.S)) || p[b] != std::floor(p[b])) {
+        throw std::invalid_argument(std::string(op) + ": lengths[" + std::to_string(b) + "] = " + std::to_string(p[b]) +
+                                    " is not an integer in [0, " + std::to_string(d.S) + "]");
+      }
+      len[static_cast<size_t>(b)] = static_cast<int64_t>(p[b]);
+    }
+  }
+  AdditiveAttentionResult r{Tensor::empty({d.B, d.D}, query.device()), Tensor::empty({d.B, d.S}, query.device())};
+  const float *pq = query.data(), *pk = keys.data(), *pvals = values.data(), *pv = v.data();
+  float *pc = r.context.data(), *pp = r.probs.data();
+#pragma omp parallel for schedule(static) if (d.B * d.S * d.A > kParallelThreshold)
+  for (int64_t b = 0; b < d.B; ++b) {
+    const int64_t n = len[static_cast<size_t>(b)];
+    float* p = pp + b * d.S;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+      p[j] = score_row(d.A, pq + b * d.A, pk + (b * d.S + j) * d.A, pv);
+      mx = std::max(mx, p[j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      p[j] = std::exp(p[j] - mx);
+      sum += p[j];
+    }
+    const float inv = n > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+    for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+    std::fill(p + n, p + d.S, 0.0f);
+    float* c = pc + b * d.D;
+    std::fill(c, c + d.D, 0.0f);
+    for (int64_t j = 0; j < n; ++j) axpy(d.D, p[j], pvals + (b * d.S + j) * d.D, c);
+  }
+  return r;
+}
+
+Backend::AdditiveAttentionGrads CpuBackend::additive_attention_backward(const Tensor& dcontext, const Tensor& query,
+                                                                        const Tensor& keys, const Tensor& values,
+                                                                        const Tensor& v, const Tensor& probs) {
+  const char* op = "additive_attention_backward";
+  const Dims d = check_args(op, query, keys, values, v);
+  check_plain(dcontext, op, "dcontext", {d.B, d.D});
+  check_plain(probs, op, "probs", {d.B, d.S});
+  AdditiveAttentionGrads g{Tensor::empty({d.B, d.A}, query.device()), Tensor::empty({d.B, d.S, d.A}, query.device()),
+                           Tensor::empty({d.B, d.S, d.D}, query.device()), Tensor::empty({d.A}, query.device())};
+  const float *pdc = dcontext.data(), *pq = query.data(), *pk = keys.data(), *pvals = values.data(), *pv = v.data(),
+              *pp = probs.data();
+  float *dq = g.dquery.data(), *dk = g.dkeys.data(), *dvals = g.dvalues.data(), *dv = g.dv.data();
+  // dv sums over the whole batch: one partial sum per thread, added in thread order afterwards,
+  // so that a given thread count always gives the same bits.
+  const bool parallel = d.B * d.S * d.A > kParallelThreshold;
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  std::vector<float> dv_parts(static_cast<size_t>(threads * d.A), 0.0f);
+#pragma omp parallel num_threads(threads) if (parallel)
+  {
+    float* dv_local = dv_parts.data() + omp_get_thread_num() * d.A;
+    std::vector<float> ds(static_cast<size_t>(d.S));
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < d.B; ++b) {
+      const float* p = pp + b * d.S;
+      const float* dc = pdc + b * d.D;
+      // Keys past the length have p = 0, and so no score or value gradient.
+      int64_t n = d.S;
+      while (n > 0 && p[n - 1] == 0.0f) --n;
+      // d p_j = dc . values_j; d score_j = p_j (d p_j - sum_k p_k d p_k) (the softmax's Jacobian).
+      double weighted = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        ds[static_cast<size_t>(j)] = dot(d.D, dc, pvals + (b * d.S + j) * d.D);
+        weighted += static_cast<double>(p[j]) * ds[static_cast<size_t>(j)];
+      }
+      float* dqb = dq + b * d.A;
+      std::fill(dqb, dqb + d.A, 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float dsj = p[j] * (ds[static_cast<size_t>(j)] - static_cast<float>(weighted));
+        score_backward_row(d.A, dsj, pq + b * d.A, pk + (b * d.S + j) * d.A, pv, dk + (b * d.S + j) * d.A, dqb,
+                           dv_local);
+        float* dvj = dvals + (b * d.S + j) * d.D;
+        for (int64_t k = 0; k < d.D; ++k) dvj[k] = p[j] * dc[k];
+      }
+      std::fill(dk + (b * d.S + n) * d.A, dk + (b + 1) * d.S * d.A, 0.0f);
+      std::fill(dvals + (b * d.S + n) * d.D, dvals + (b + 1) * d.S * d.D, 0.0f);
+    }
+  }
+  std::fill(dv, dv + d.A, 0.0f);
+  for (int t = 0; t < threads; ++t) axpy(d.A, 1.0f, dv_parts.data() + t * d.A, dv);
+  return g;
+}
+
+}  // namespace ts::engine::cpu

@@ -1,0 +1,68 @@
+// RMSProp's update (A3C's shared optimizer). Asynchronous learners run it at once on the same
+// parameters and statistics without a lock, as the A3C paper does (Hogwild, Recht et al.
+// 2011): an element read by one learner while another writes it may lose that other update,
+// which the algorithm tolerates. Each element is an aligned 4-byte float, so no value is ever
+// torn; nothing else is shared (the gradient is the learner's own).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/cpu/cpu_backend.h"
+
+namespace ts::engine::cpu {
+
+namespace {
+
+// One span. A square root and a division per element make this loop compute-bound, so it is
+// built for AVX2 too (target_clones: the build targets plain x86-64); this file is compiled
+// without errno for the square root (engine/CMakeLists.txt), which would keep the loop scalar.
+__attribute__((target_clones("avx2", "default"))) void rmsprop_span(int64_t n, float* __restrict p,
+                                                                    const float* __restrict g, float* __restrict s,
+                                                                    float lr, float alpha, float eps, bool inside) {
+  const float one_minus_alpha = 1.0f - alpha;
+  if (inside) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float si = alpha * s[i] + one_minus_alpha * g[i] * g[i];
+      s[i] = si;
+      p[i] -= lr * g[i] / std::sqrt(si + eps);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float si = alpha * s[i] + one_minus_alpha * g[i] * g[i];
+      s[i] = si;
+      p[i] -= lr * g[i] / (std::sqrt(si) + eps);
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha,
+                              float eps, bool eps_inside_sqrt) {
+  for (const Tensor* t : {&param, &grad, &square_avg}) {
+    if (!t->defined() || !t->device().is_cpu() || !t->layout().is_plain()) {
+      throw std::invalid_argument("rmsprop_step: needs plain CPU tensors");
+    }
+  }
+  if (grad.shape() != param.shape() || square_avg.shape() != param.shape()) {
+    throw std::invalid_argument("rmsprop_step: param " + shape_str(param.shape()) + ", grad " +
+                                shape_str(grad.shape()) + " and square_avg " + shape_str(square_avg.shape()) +
+                                " differ");
+  }
+  float* p = param.data();
+  const float* g = grad.data();
+  float* s = square_avg.data();
+  const int64_t n = param.numel();
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 4)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t start = c * kChunk;
+    rmsprop_span(std::min(kChunk, n - start), p + start, g + start, s + start, lr, alpha, eps, eps_inside_sqrt);
+  }
+}
+
+}  // namespace ts::engine::cpu

@@ -1,0 +1,91 @@
+// log_softmax and exp: what A3C's policy loss is built from (log pi(a|s) for the policy
+// gradient, pi = exp(log pi) for the entropy bonus). Both first order: their backward pieces
+// are backend kernels recorded as not differentiable again.
+#include <stdexcept>
+#include <string>
+
+#include "engine/ops/internal.h"
+
+namespace ts::engine {
+
+// The defaults of the non-pure Backend methods (backend.h): a backend without these kernels
+// still builds, and says so when asked for them.
+Tensor Backend::log_softmax_forward(const Tensor&) {
+  throw std::runtime_error(std::string("log_softmax is not implemented on the ") + name() + " backend");
+}
+
+Tensor Backend::log_softmax_backward(const Tensor&, const Tensor&) {
+  throw std::runtime_error(std::string("log_softmax_backward is not implemented on the ") + name() + " backend");
+}
+
+Tensor Backend::exp_forward(const Tensor&) {
+  throw std::runtime_error(std::string("exp is not implemented on the ") + name() + " backend");
+}
+
+}  // namespace ts::engine
+
+namespace ts::engine::ops {
+
+namespace {
+
+// Backward uses the output (detached: a node must not own its own output's history); x is kept
+// only so that a second backward through this one fails loudly instead of missing a term.
+struct LogSoftmaxBackward : Node {
+  Tensor x, y;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor dy = to_layout(g[0], Layout::plain());
+    Tensor dx = backend_of(y).log_softmax_backward(dy, y);
+    detail::mark_not_differentiable("log_softmax_backward", {&dy, &x}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { x = y = Tensor(); }
+  std::string name() const override { return "LogSoftmaxBackward"; }
+};
+
+struct ExpBackward : Node {
+  Tensor x, y;
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor dy = to_layout(g[0], Layout::plain());
+    Tensor dx = backend_of(y).mul(dy, y);  // d exp(x) = exp(x) dx
+    detail::mark_not_differentiable("exp_backward", {&dy, &x}, {&dx});
+    return {dx};
+  }
+  void release_saved() override { x = y = Tensor(); }
+  std::string name() const override { return "ExpBackward"; }
+};
+
+}  // namespace
+
+Tensor log_softmax(const Tensor& x) {
+  static const auto name = op_name("log_softmax");
+  detail::check_defined(x, "log_softmax", "x");
+  if (x.dim() != 2 || x.size(1) < 1)
+    detail::fail("log_softmax", "x must be [M, K] with K >= 1, got " + shape_str(x.shape()));
+  OpScope scope(name);
+  const Tensor xp = to_layout(x, Layout::plain());
+  Tensor y = backend_of(xp).log_softmax_forward(xp);
+  if (needs_grad({&xp})) {
+    auto n = std::make_shared<LogSoftmaxBackward>();
+    n->x = xp;
+    n->y = y.detach();
+    connect(n, {&xp}, {&y});
+  }
+  return y;
+}
+
+Tensor exp(const Tensor& x) {
+  static const auto name = op_name("exp");
+  detail::check_defined(x, "exp", "x");
+  OpScope scope(name);
+  const Tensor xp = to_layout(x, Layout::plain());
+  Tensor y = backend_of(xp).exp_forward(xp);
+  if (needs_grad({&xp})) {
+    auto n = std::make_shared<ExpBackward>();
+    n->x = xp;
+    n->y = y.detach();
+    connect(n, {&xp}, {&y});
+  }
+  return y;
+}
+
+}  // namespace ts::engine::ops

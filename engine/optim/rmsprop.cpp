@@ -1,0 +1,57 @@
+#include "engine/optim/rmsprop.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/context.h"
+
+namespace ts::engine {
+
+// The default of the non-pure Backend method (backend.h): a backend without it still builds.
+void Backend::rmsprop_step(const Tensor&, const Tensor&, const Tensor&, float, float, float, bool) {
+  throw std::runtime_error(std::string("rmsprop_step is not implemented on the ") + name() + " backend");
+}
+
+}  // namespace ts::engine
+
+namespace ts::engine::optim {
+
+RmsProp::RmsProp(std::vector<Tensor> params, RmsPropOptions options) : params_(std::move(params)), options_(options) {
+  if (!(options_.alpha >= 0 && options_.alpha < 1) || !(options_.eps > 0)) {
+    throw std::invalid_argument("RmsProp: alpha must be in [0, 1) and eps positive");
+  }
+  square_avg_.reserve(params_.size());
+  for (const Tensor& p : params_) {
+    OwnerScope owner(&p.name(), 0);
+    CategoryScope category(memprof::Category::optimizer_state);
+    square_avg_.push_back(Tensor::zeros(p.shape(), p.device(), p.layout()));
+  }
+}
+
+void RmsProp::step() {
+  std::vector<Tensor> grads;
+  grads.reserve(params_.size());
+  for (const Tensor& p : params_) grads.push_back(p.grad());
+  step(grads);
+}
+
+void RmsProp::step(const std::vector<Tensor>& grads) {
+  if (grads.size() != params_.size()) {
+    throw std::invalid_argument("RmsProp::step: " + std::to_string(grads.size()) + " gradients for " +
+                                std::to_string(params_.size()) + " parameters");
+  }
+  const auto lr = static_cast<float>(options_.lr.at(step_.fetch_add(1, std::memory_order_relaxed)));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    backend_of(params_[i])
+        .rmsprop_step(params_[i], grads[i], square_avg_[i], lr, static_cast<float>(options_.alpha),
+                      static_cast<float>(options_.eps), options_.eps_inside_sqrt);
+  }
+}
+
+void RmsProp::zero_grad() {
+  for (auto& p : params_) p.zero_grad();
+}
+
+}  // namespace ts::engine::optim
