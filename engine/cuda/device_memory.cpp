@@ -79,16 +79,6 @@ std::unique_ptr<CachingAllocator> make_allocator(int device) {
   return std::make_unique<CachingAllocator>("cuda:" + std::to_string(device), raw_alloc, raw_free, info);
 }
 
-DeviceMemoryInfo device_memory_info(int device) {
-  DeviceGuard guard(device);
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return {};
-  }
-  return {true, static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
-}
-
 bool tf32_from_env() {
   const char* v = std::getenv("TS_CUDA_TF32");
   return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0));
@@ -100,6 +90,16 @@ std::atomic<bool>& tf32_flag() {
 }
 
 }  // namespace
+
+DeviceMemoryInfo device_memory_info(int device) {
+  DeviceGuard guard(device);
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  return {true, static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
+}
 
 int device_count() { return devices().count; }
 
