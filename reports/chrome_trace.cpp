@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -139,10 +140,9 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
                     run, json_string(info->workload), json_string(info->preset), json_string(info->device), origin));
 
   o.event(metadata("process_name", kCpuPid, 0, "CPU (trainscope " + info->workload + "/" + info->preset + ")"));
-  std::map<int64_t, bool> threads;
+  std::set<int64_t> threads;
   for (const auto& e : events) {
-    if (!threads.contains(e.thread)) {
-      threads[e.thread] = true;
+    if (threads.insert(e.thread).second) {
       o.event(metadata("thread_name", kCpuPid, e.thread, fmt::format("thread {}", e.thread)));
     }
     // Iterations under the name profilers give them (ProfilerStep#N), so that tools that split
@@ -161,14 +161,13 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
 
   // GPU activities: a process per device, a thread per stream; API calls and NVTX ranges on a
   // process of their own, a thread per OS thread; flows from each launch to its activity.
-  std::map<int64_t, std::map<int64_t, bool>> tracks;  // pid -> tid
-  std::map<int64_t, int64_t> launch_ts;                // correlation -> API call start
-  std::map<int64_t, std::pair<int64_t, int64_t>> launch_track;
+  std::map<int64_t, std::set<int64_t>> tracks;  // pid -> tids
+  struct Launch {
+    int64_t start_ns, thread;
+  };
+  std::map<int64_t, Launch> launches;  // correlation -> the API call that launched it
   for (const auto& a : gpu) {
-    if (a.kind == "api") {
-      launch_ts[a.correlation] = a.start_ns;
-      launch_track[a.correlation] = {kApiPid, a.stream};
-    }
+    if (a.kind == "api") launches[a.correlation] = {a.start_ns, a.stream};
   }
   std::map<int64_t, int64_t> device_memory;  // device -> live bytes (CUPTI's records)
   for (const auto& a : gpu) {
@@ -182,8 +181,7 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     }
     const bool host_side = a.kind == "api" || a.kind == "marker" || a.kind == "overhead" || a.device < 0;
     const int64_t pid = host_side ? kApiPid : a.device;
-    if (!tracks[pid].contains(a.stream)) {
-      tracks[pid][a.stream] = true;
+    if (tracks[pid].insert(a.stream).second) {
       if (tracks[pid].size() == 1) {
         o.event(metadata("process_name", pid, 0, host_side ? std::string("CUDA API") : fmt::format("GPU {}", a.device)));
       }
@@ -206,10 +204,9 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
                         us(a.end_ns, a.start_ns), args));
     ++stats.gpu_activities;
     if (!host_side && a.correlation != 0) {
-      if (auto it = launch_ts.find(a.correlation); it != launch_ts.end()) {
-        const auto [api_pid, api_tid] = launch_track[a.correlation];
+      if (auto it = launches.find(a.correlation); it != launches.end()) {
         o.event(fmt::format(R"({{"ph":"s","cat":"ac2g","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})", a.correlation,
-                            api_pid, api_tid, us(it->second, origin)));
+                            kApiPid, it->second.thread, us(it->second.start_ns, origin)));
         o.event(fmt::format(R"({{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})",
                             a.correlation, pid, a.stream, us(a.start_ns, origin)));
         ++stats.flows;
