@@ -33,11 +33,14 @@ int main(int argc, char** argv) {
   RunConfig rc;
   rc.command_line = join_args(argc, argv);
   int64_t batch = 0;
+  int64_t learners = 0;
   auto* run = app.add_subcommand("run", "Train WORKLOAD, profile it and store the run");
   run->add_option("workload", rc.workload, "Workload name (see `trainscope list`)")->required();
   run->add_option("--preset", rc.preset, "tiny | small | full")->capture_default_str();
   run->add_option("--device", rc.device, "cpu (cuda in CUDA builds)")->capture_default_str();
   auto* batch_opt = run->add_option("--batch", batch, "Batch size (default: the preset's)");
+  auto* learners_opt =
+      run->add_option("--learners", learners, "Actor-learner threads, for workloads that have them (a3c; default: the preset's)");
   run->add_option("--iters", rc.iterations, "Timed iterations")->capture_default_str();
   run->add_option("--warmup", rc.warmup, "Warm-up iterations, excluded from the figures")->capture_default_str();
   run->add_option("--threads", rc.threads, "CPU threads (default: all cores)");
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   try {
     if (*run) {
       if (*batch_opt) rc.batch = batch;
+      if (*learners_opt) rc.learners = learners;
       install_interrupt_handler();
       const RunOutcome out = execute_run(rc);
       const auto summary = run_summary(rc.db, out.run_id);

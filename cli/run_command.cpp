@@ -75,6 +75,12 @@ void validate(const RunConfig& c) {
     throw UsageError("workload " + c.workload + " has no preset '" + c.preset + "' (available: " + names + ")");
   }
   if (c.batch && *c.batch <= 0) throw UsageError("--batch must be positive (got " + std::to_string(*c.batch) + ")");
+  if (c.learners) {
+    if (*c.learners <= 0) throw UsageError("--learners must be positive (got " + std::to_string(*c.learners) + ")");
+    if (!spec->has_learners) {
+      throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
+    }
+  }
   if (c.iterations <= 0) throw UsageError("--iters must be positive (got " + std::to_string(c.iterations) + ")");
   if (c.warmup < 0) throw UsageError("--warmup must not be negative");
   if (c.threads < 0) throw UsageError("--threads must be positive");
@@ -156,6 +162,7 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   wc.preset = c.preset;
   wc.device = engine::parse_device(c.device);
   wc.batch = c.batch.value_or(0);
+  wc.learners = c.learners.value_or(0);
   wc.seed = c.seed;
   wc.data = c.data;
 
@@ -176,6 +183,7 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
                         {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"eval_batches", c.eval_batches}};
   nlohmann::json table = nlohmann::json::object();
   for (const auto& [k, v] : preset.table) table[k] = v;
+  if (c.learners) cfg["learners"] = *c.learners;
   cfg["preset_table"] = table;
   info.config_json = cfg.dump();
   const int64_t run_id = writer.begin_run(info);

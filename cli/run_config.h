@@ -20,6 +20,7 @@ struct RunConfig {
   std::string device = "cpu";
   std::string data = "synthetic";
   std::optional<int64_t> batch;   // unset: the preset's default
+  std::optional<int64_t> learners;   // actor-learner threads (a3c); unset: the preset's
   int64_t iterations = 20;
   int64_t warmup = 3;
   int64_t threads = 0;      // 0: all cores

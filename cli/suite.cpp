@@ -45,7 +45,8 @@ Suite load_suite(const std::filesystem::path& file, const std::filesystem::path&
     const std::string where = fmt::format("{}: run #{}", file.string(), index);
     if (!t) throw UsageError(where + " is not a table");
     static const std::vector<std::string> known = {"workload", "preset", "device", "batch", "iterations", "warmup",
-                                                   "repeats", "threads", "seed", "data", "trace", "eval_batches"};
+                                                   "repeats", "threads", "seed", "data", "trace", "eval_batches",
+                                                   "learners"};
     for (const auto& [k, _] : *t) {
       if (std::find(known.begin(), known.end(), std::string(k.str())) == known.end()) {
         throw UsageError(fmt::format("{}: unknown key '{}'", where, k.str()));
@@ -65,6 +66,7 @@ Suite load_suite(const std::filesystem::path& file, const std::filesystem::path&
     c.seed = static_cast<uint64_t>((*t)["seed"].value_or(int64_t{1}));
     c.trace = (*t)["trace"].value_or(true);
     c.eval_batches = (*t)["eval_batches"].value_or(int64_t{2});
+    if (const auto v = (*t)["learners"].value<int64_t>()) c.learners = *v;
     c.db = db;
     c.command_line = "suite " + file.string() + " #" + std::to_string(index);
     e.repeats = (*t)["repeats"].value_or(int64_t{1});

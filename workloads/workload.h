@@ -33,6 +33,7 @@ struct WorkloadConfig {
   int64_t batch = 0;          // 0: the preset's default
   uint64_t seed = 1;
   std::string data = "synthetic";   // or a data set name/path the workload understands
+  int64_t learners = 0;       // actor-learner threads (workloads with has_learners); 0: the preset's
 };
 
 struct Batch {
@@ -108,6 +109,8 @@ struct WorkloadSpec {
   std::function<std::unique_ptr<Workload>(const WorkloadConfig&)> create;
   // Checks a config without building anything (bad data source...): throws std::invalid_argument.
   std::function<void(const WorkloadConfig&)> check;
+  // Whether it runs actor-learner threads whose count WorkloadConfig::learners sets (a3c).
+  bool has_learners = false;
 
   const Preset* preset(const std::string& name) const;
 };

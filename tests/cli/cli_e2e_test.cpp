@@ -149,6 +149,32 @@ TEST(Cli, ListShowsPublishedParameterCount) {
   EXPECT_NE(js.out.find("25557032"), std::string::npos) << js.out;
 }
 
+TEST(Cli, LearnersFlagSetsA3csThreads) {
+  TempDir dir;
+  const auto db = dir / "a.db";
+  for (int learners : {1, 3}) {
+    const auto res = run_trainscope("run a3c --preset tiny --iters 1 --warmup 0 --eval-batches 0 --learners " +
+                                    std::to_string(learners) + " --db " + db.string());
+    ASSERT_EQ(res.exit_code, 0) << res.out;
+  }
+  store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const int expected = i == 0 ? 1 : 3;
+    const auto m = metrics_of(r, runs[i].id);
+    ASSERT_TRUE(m.contains("learners"));
+    EXPECT_EQ(m.at("learners"), expected);
+    EXPECT_NE(runs[i].config_json.find("\"learners\":" + std::to_string(expected)), std::string::npos)
+        << runs[i].config_json;
+    // Each learner reports its own time split, and there are no more learners than asked for.
+    std::set<std::string> names;
+    for (const auto& row : r.metrics(runs[i].id)) names.insert(row.name);
+    EXPECT_TRUE(names.contains("learner." + std::to_string(expected - 1) + ".updates"));
+    EXPECT_FALSE(names.contains("learner." + std::to_string(expected) + ".updates"));
+  }
+}
+
 TEST(Cli, BadInputExitsTwoAndWritesNothing) {
   TempDir dir;
   const auto db = dir / "sub" / "t.db";
@@ -161,6 +187,8 @@ TEST(Cli, BadInputExitsTwoAndWritesNothing) {
       "run resnet50 --iters abc --db " + db.string(),
       "run resnet50 --device tpu --db " + db.string(),
       "run resnet50 --data imagenet --iters 1 --db " + db.string(),
+      "run resnet50 --learners 2 --db " + db.string(),   // only a3c has learner threads
+      "run a3c --learners 0 --db " + db.string(),
       "run --db " + db.string(),
       "frobnicate",
   };

@@ -389,7 +389,8 @@ class A3cWorkload final : public Workload {
     std::vector<Metric> m = {{"env_steps_total", static_cast<double>(total_.env_steps), "steps"},
                              {"frames_total", static_cast<double>(total_.env_steps * cfg_.game.frame_skip), "frames"},
                              {"updates_total", static_cast<double>(total_.updates), "updates"},
-                             {"episodes_total", static_cast<double>(scores_.size()), "episodes"}};
+                             {"episodes_total", static_cast<double>(scores_.size()), "episodes"},
+                             {"learners", static_cast<double>(cfg_.learners), "threads"}};
     if (!scores_.empty()) {
       // The usual RL figure: the mean score of the last 100 finished episodes.
       const size_t n = std::min<size_t>(100, scores_.size());
@@ -595,8 +596,10 @@ WorkloadSpec a3c_spec() {
   s.presets = {make_preset("tiny", "half-width convolutions, 2 learners on an easy Breakout: tests"),
                make_preset("small", "the Atari network, 2 learners: CPU benchmarking"),
                make_preset("full", "the paper's setting: the Atari network (677,429 parameters), 8 learners")};
+  s.has_learners = true;
   s.check = [](const WorkloadConfig& wc) {
     a3c_config(wc.preset);
+    if (wc.learners < 0) throw std::invalid_argument("a3c: learners must be positive");
     if (wc.data != "synthetic") {
       throw std::invalid_argument("a3c plays its own Breakout game (--data synthetic), got '" + wc.data + "'");
     }
@@ -604,6 +607,7 @@ WorkloadSpec a3c_spec() {
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     A3cConfig cfg = a3c_config(wc.preset);
     if (wc.batch > 0) cfg.t_max = wc.batch;  // --batch is the rollout length
+    if (wc.learners > 0) cfg.learners = wc.learners;
     return make_a3c_workload(cfg, wc.seed, wc.device);
   };
   return s;
