@@ -43,6 +43,8 @@ TEST(Suite, BadFilesAreRejectedBeforeAnyRun) {
       "[[run]]\nworkload = \"resnet50\"\npreset = \"huge\"\n",
       "[[run]]\nworkload = \"resnet50\"\nbatch = [4, 0]\n",
       "[[run]]\nworkload = \"resnet50\"\nitrations = 3\n",
+      "[[run]]\nworkload = \"resnet50\"\nlearners = 2\n",
+      "[[run]]\nworkload = \"a3c\"\nlearners = 0\n",
       "[[run]]\npreset = \"tiny\"\n",
       "name = \"empty\"\n",
       "[[run]\nworkload=",
@@ -61,4 +63,12 @@ TEST(Suite, DefaultSuiteParses) {
   TempDir dir;
   const auto suite = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/default.toml", dir / "d.db");
   EXPECT_GE(suite.expand().size(), 2u);
+}
+
+TEST(Suite, A3cScalingSuiteSetsTheLearners) {
+  TempDir dir;
+  const auto suite = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/a3c_scaling.toml", dir / "d.db");
+  std::vector<int64_t> learners;
+  for (const auto& c : suite.expand()) learners.push_back(c.learners.value_or(0));
+  EXPECT_EQ(learners, (std::vector<int64_t>{1, 2, 8}));
 }
