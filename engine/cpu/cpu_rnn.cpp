@@ -30,6 +30,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/fast_math.h"
+#include "engine/rnn_schedule.h"
 
 namespace ts::engine::cpu {
 
@@ -162,98 +163,11 @@ __attribute__((target_clones("avx2", "default"))) void gru_backward_row(int64_t 
   }
 }
 
-// ---------------------------------------------------------------- argument checks, schedule
+// ---------------------------------------------------------------- schedule helpers
 
-struct Dims {
-  int64_t T, B, I, H, G;
-  bool lstm;
-  int64_t gh() const { return G * H; }
-  int64_t stride() const { return lstm ? 5 * H : 4 * H; }   // reserve floats per (t, b)
-};
-
-void check_tensor(const Tensor& t, const char* op, const char* what, const Shape& shape) {
-  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": " + what + " on " + t.device().str());
-  if (!t.layout().is_plain() || t.shape() != shape) {
-    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain " + shape_str(shape) + ", got " +
-                                shape_str(t.shape()) + " " + t.layout().str());
-  }
-}
-
-Dims check_args(const Backend::RnnArgs& a, const char* op) {
-  if (!a.x.defined() || !a.w_ih.defined() || !a.w_hh.defined()) {
-    throw std::invalid_argument(std::string(op) + ": x, w_ih and w_hh are required");
-  }
-  if (a.x.dim() != 3 || a.w_hh.dim() != 2 || a.w_ih.dim() != 2) {
-    throw std::invalid_argument(std::string(op) + ": x [T, B, I], w_ih [G H, I] and w_hh [G H, H] expected, got " +
-                                shape_str(a.x.shape()) + ", " + shape_str(a.w_ih.shape()) + ", " +
-                                shape_str(a.w_hh.shape()));
-  }
-  Dims d{};
-  d.lstm = a.cell == RnnCell::lstm;
-  d.G = d.lstm ? 4 : 3;
-  d.T = a.x.size(0);
-  d.B = a.x.size(1);
-  d.I = a.x.size(2);
-  d.H = a.w_hh.size(1);
-  check_tensor(a.x, op, "x", a.x.shape());
-  check_tensor(a.w_ih, op, "w_ih", {d.gh(), d.I});
-  check_tensor(a.w_hh, op, "w_hh", {d.gh(), d.H});
-  if (a.b_ih.defined()) check_tensor(a.b_ih, op, "b_ih", {d.gh()});
-  if (a.b_hh.defined()) check_tensor(a.b_hh, op, "b_hh", {d.gh()});
-  if (a.h0.defined()) check_tensor(a.h0, op, "h0", {d.B, d.H});
-  if (a.c0.defined()) {
-    if (!d.lstm) throw std::invalid_argument(std::string(op) + ": a GRU has no c0");
-    check_tensor(a.c0, op, "c0", {d.B, d.H});
-  }
-  if (a.lengths.defined()) check_tensor(a.lengths, op, "lengths", {d.B});
-  return d;
-}
-
-// The order the batch is walked in: decreasing length (stable), so that the sequences with a
-// real step at time t are rows [0, active[t]) of the state buffers, in every direction. The
-// per-step rows (reserve, gate gradients, the big sgemms' operands) are packed in that order,
-// time after time, as PyTorch's PackedSequence: row (t, j) = offset[t] + j, so padded steps
-// cost neither memory nor flops. With every length T, packed order is x's own [T, B] order.
-struct Schedule {
-  std::vector<int64_t> len;      // per sequence
-  std::vector<int64_t> perm;     // row j of the state buffers is sequence perm[j]
-  std::vector<int64_t> active;   // per t < max_len
-  std::vector<int64_t> offset;   // per t <= max_len; offset[max_len] = rows = sum of lengths
-  int64_t max_len = 0;
-  bool dense = true;             // every length T: packed rows are x's rows
-  int64_t rows() const { return offset.back(); }
-};
-
-Schedule make_schedule(const Tensor& lengths, int64_t T, int64_t B, const char* op) {
-  Schedule s;
-  s.len.assign(static_cast<size_t>(B), T);
-  if (lengths.defined()) {
-    const float* p = lengths.data();
-    for (int64_t b = 0; b < B; ++b) {
-      const float v = p[b];
-      if (!(v >= 0.0f && v <= static_cast<float>(T)) || v != std::floor(v)) {
-        throw std::invalid_argument(std::string(op) + ": lengths[" + std::to_string(b) + "] = " + std::to_string(v) +
-                                    " is not an integer in [0, " + std::to_string(T) + "]");
-      }
-      s.len[static_cast<size_t>(b)] = static_cast<int64_t>(v);
-      s.dense = s.dense && s.len[static_cast<size_t>(b)] == T;
-    }
-  }
-  s.perm.resize(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) s.perm[static_cast<size_t>(b)] = b;
-  std::stable_sort(s.perm.begin(), s.perm.end(),
-                   [&](int64_t a, int64_t b) { return s.len[static_cast<size_t>(a)] > s.len[static_cast<size_t>(b)]; });
-  s.max_len = B > 0 ? s.len[static_cast<size_t>(s.perm[0])] : 0;
-  s.active.assign(static_cast<size_t>(s.max_len), 0);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < s.len[static_cast<size_t>(b)]; ++t) ++s.active[static_cast<size_t>(t)];
-  }
-  s.offset.assign(static_cast<size_t>(s.max_len) + 1, 0);
-  for (int64_t t = 0; t < s.max_len; ++t) {
-    s.offset[static_cast<size_t>(t) + 1] = s.offset[static_cast<size_t>(t)] + s.active[static_cast<size_t>(t)];
-  }
-  return s;
-}
+using rnn::Dims;
+using rnn::Schedule;
+using rnn::time_of;
 
 Tensor buffer(int64_t floats, memprof::Category category = memprof::Category::workspace) {
   return Tensor::empty({std::max<int64_t>(floats, 1)}, Device::cpu(), Layout::plain(), category);
@@ -321,17 +235,14 @@ bool w_hh_fits_cache(int64_t gh, int64_t h) {
   return gh * h * static_cast<int64_t>(sizeof(float)) <= (int64_t{16} << 20);
 }
 
-// Time index of sequence b (length len) at processing step s.
-inline int64_t time_of(int64_t s, int64_t len, bool reverse) { return reverse ? len - 1 - s : s; }
-
 }  // namespace
 
 // ---------------------------------------------------------------- forward
 
 Backend::RnnForwardResult CpuBackend::rnn_forward(const RnnArgs& a, bool training) {
   const char* op = a.cell == RnnCell::lstm ? "lstm" : "gru";
-  const Dims d = check_args(a, op);
-  const Schedule sc = make_schedule(a.lengths, d.T, d.B, op);
+  const Dims d = rnn::check_args(a, op, Device::cpu(), false);
+  const Schedule sc = rnn::make_schedule(a.lengths.defined() ? a.lengths.data() : nullptr, d.T, d.B, op);
   const int64_t T = d.T, B = d.B, H = d.H, GH = d.gh(), S = d.stride(), P = sc.rows();
 
   RnnForwardResult r;
@@ -403,13 +314,13 @@ Backend::RnnForwardResult CpuBackend::rnn_forward(const RnnArgs& a, bool trainin
 Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
                                            const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need) {
   const char* op = a.cell == RnnCell::lstm ? "lstm_backward" : "gru_backward";
-  const Dims d = check_args(a, op);
+  const Dims d = rnn::check_args(a, op, Device::cpu(), false);
   const int64_t T = d.T, B = d.B, I = d.I, H = d.H, GH = d.gh(), S = d.stride();
-  check_tensor(y, op, "y", {T, B, H});
-  if (dy.defined()) check_tensor(dy, op, "dy", {T, B, H});
-  if (dh_n.defined()) check_tensor(dh_n, op, "dh_n", {B, H});
-  if (dc_n.defined()) check_tensor(dc_n, op, "dc_n", {B, H});
-  const Schedule sc = make_schedule(a.lengths, T, B, op);
+  rnn::check_tensor(y, op, "y", {T, B, H}, Device::cpu());
+  if (dy.defined()) rnn::check_tensor(dy, op, "dy", {T, B, H}, Device::cpu());
+  if (dh_n.defined()) rnn::check_tensor(dh_n, op, "dh_n", {B, H}, Device::cpu());
+  if (dc_n.defined()) rnn::check_tensor(dc_n, op, "dc_n", {B, H}, Device::cpu());
+  const Schedule sc = rnn::make_schedule(a.lengths.defined() ? a.lengths.data() : nullptr, T, B, op);
   const int64_t P = sc.rows();
   if (!reserve.defined() || !reserve.device().is_cpu() || reserve.numel() < P * S) {
     throw std::invalid_argument(std::string(op) + ": the reserve of a training-mode forward is required");

@@ -106,6 +106,28 @@ class CudaBackend final : public Backend {
                              bool want_grad) override;
   Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) override;
 
+  // --- cuda_rnn.cpp: LSTM/GRU, the CPU backend's algorithm (cpu_rnn.cpp) on cuBLAS with fused
+  // gate kernels (kernels_rnn.cu). Lengths are read on the host to plan the packed steps.
+  RnnForwardResult rnn_forward(const RnnArgs& a, bool training) override;
+  RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dh_n,
+                        const Tensor& dc_n, const RnnNeed& need) override;
+
+  // --- cuda_additive_attention.cpp: Bahdanau attention for one decoder step (seq2seq) ---
+  AdditiveAttentionResult additive_attention_forward(const Tensor& query, const Tensor& keys, const Tensor& values,
+                                                     const Tensor& v, const Tensor* lengths) override;
+  AdditiveAttentionGrads additive_attention_backward(const Tensor& dcontext, const Tensor& query, const Tensor& keys,
+                                                     const Tensor& values, const Tensor& v,
+                                                     const Tensor& probs) override;
+
+  // --- cuda_pointwise_ops.cpp: clipped ReLU (deepspeech2), log-softmax, exp and RMSProp (a3c) ---
+  Tensor clipped_relu_forward(const Tensor& x, float ceiling) override;
+  Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) override;
+  Tensor log_softmax_forward(const Tensor& x) override;
+  Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) override;
+  Tensor exp_forward(const Tensor& x) override;
+  void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha, float eps,
+                    bool eps_inside_sqrt) override;
+
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr, float momentum,
                 float weight_decay, bool nesterov) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "../test_util.h"
 #include "engine/autograd.h"
@@ -29,6 +30,14 @@ Tensor transfer(const Tensor& x, Device device) {
     connect(n, {&x}, {&y});
   }
   return y;
+}
+
+GradFn on_gpu(GradFn f) {
+  return [f = std::move(f)](const std::vector<Tensor>& in) {
+    std::vector<Tensor> g;
+    for (const auto& t : in) g.push_back(t.defined() ? transfer(t, gpu()) : Tensor());
+    return transfer(f(g), Device::cpu());
+  };
 }
 
 ::testing::AssertionResult close_to_cpu(const Tensor& g, const Tensor& c, double tol) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/gradcheck.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/tensor.h"
 
@@ -28,6 +29,10 @@ inline Backend& gpu_be() { return backend_for(gpu()); }
 Tensor copy_to(const Tensor& x, Device device);
 // The same, recorded for autograd: its backward copies the gradient back to x's device.
 Tensor transfer(const Tensor& x, Device device);
+
+// f run on the GPU for the gradient checker: its inputs are transferred there and its result
+// back, both differentiably, so finite differences on the CPU check the GPU's backward.
+GradFn on_gpu(GradFn f);
 
 // max |gpu - cpu| / (1 + |cpu|) over the logical values, with shapes checked.
 ::testing::AssertionResult close_to_cpu(const Tensor& gpu_result, const Tensor& cpu_result, double tol);

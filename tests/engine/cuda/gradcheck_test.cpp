@@ -20,18 +20,6 @@ using namespace testing;
 
 using CudaGradcheck = CudaTest;
 
-using GpuFn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// A function of CPU inputs that computes `f` on the GPU.
-GradFn on_gpu(GpuFn f) {
-  return [f](const std::vector<Tensor>& in) {
-    std::vector<Tensor> g;
-    g.reserve(in.size());
-    for (const auto& t : in) g.push_back(t.defined() ? transfer(t, gpu()) : Tensor());
-    return transfer(f(g), Device::cpu());
-  };
-}
-
 Pool2dParams pool_params(int64_t k, int64_t s, int64_t pad, bool include_pad = false) {
   Pool2dParams p;
   p.kernel_h = p.kernel_w = k;

@@ -178,14 +178,6 @@ TEST_F(CudaParitySeq, CtcLoss) {
 
 // ---------------------------------------------------------------- gradient checks through the GPU
 
-GradFn on_gpu(std::function<Tensor(const std::vector<Tensor>&)> f) {
-  return [f](const std::vector<Tensor>& in) {
-    std::vector<Tensor> g;
-    for (const auto& t : in) g.push_back(t.defined() ? transfer(t, gpu()) : Tensor());
-    return transfer(f(g), Device::cpu());
-  };
-}
-
 TEST_F(CudaParitySeq, Gradchecks) {
   Tensor x = rand_tensor({4, 6}, 50), g = rand_tensor({6}, 51, true, 0.5f, 1.5f), b = rand_tensor({6}, 52);
   EXPECT_GRADCHECK(

@@ -1,0 +1,103 @@
+// Deep Speech 2's clipped ReLU and A3C's log-softmax, exp and RMSProp on the GPU (kernels in
+// kernels_pointwise.cu). Checks follow the CPU backend's (cpu_backend.cpp, cpu_softmax.cpp,
+// cpu_rmsprop.cpp): the same arguments are refused, with std::invalid_argument.
+#include <stdexcept>
+#include <string>
+
+#include "engine/cuda/cuda_common.h"
+#include "engine/cuda/kernels_pointwise.h"
+
+namespace ts::engine::cuda {
+
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& msg) {
+  throw std::invalid_argument(std::string(op) + ": " + msg);
+}
+
+bool usable_plain(const Tensor& t, int device, int64_t rank) {
+  return t.defined() && t.device().type == DeviceType::cuda && t.device().index == device && t.layout().is_plain() &&
+         (rank < 0 || t.dim() == rank);
+}
+
+void check_plain_2d(const Tensor& t, int device, const char* op) {
+  if (!usable_plain(t, device, 2)) fail(op, "needs a plain 2-D tensor on cuda:" + std::to_string(device));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- clipped ReLU (Deep Speech 2)
+
+Tensor CudaBackend::clipped_relu_forward(const Tensor& x, float ceiling) {
+  check_on(x, device_, "clipped_relu", "x");
+  Env env(*impl_);
+  // Any layout, kept: the kernel runs over the storage, and 0 stays 0 in padded channels.
+  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
+  TS_CUDA_CHECK(kernels::clipped_relu_forward(x.data(), ceiling, y.data(), x.storage_numel(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::clipped_relu_backward(const Tensor& dy_in, const Tensor& y, float ceiling) {
+  const char* op = "clipped_relu_backward";
+  check_on(dy_in, device_, op, "dy");
+  check_on(y, device_, op, "y");
+  if (dy_in.shape() != y.shape()) {
+    fail(op, "shapes differ: " + shape_str(dy_in.shape()) + " vs " + shape_str(y.shape()));
+  }
+  // The gradient comes back in y's layout, as on the CPU.
+  const Tensor dy = dy_in.layout() == y.layout() ? dy_in : to_layout(dy_in, y.layout());
+  Env env(*impl_);
+  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
+  TS_CUDA_CHECK(kernels::clipped_relu_backward(dy.data(), y.data(), ceiling, dx.data(), y.storage_numel(), env.stream));
+  return dx;
+}
+
+// ---------------------------------------------------------------- log-softmax, exp (A3C's policy)
+
+Tensor CudaBackend::log_softmax_forward(const Tensor& x) {
+  check_plain_2d(x, device_, "log_softmax");
+  Env env(*impl_);
+  Tensor y = Tensor::empty(x.shape(), x.device());
+  TS_CUDA_CHECK(kernels::log_softmax_forward(x.data(), x.size(0), x.size(1), y.data(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::log_softmax_backward(const Tensor& dy, const Tensor& y) {
+  const char* op = "log_softmax_backward";
+  check_plain_2d(dy, device_, op);
+  check_plain_2d(y, device_, op);
+  if (dy.shape() != y.shape()) fail(op, "dy and y differ in shape");
+  Env env(*impl_);
+  Tensor dx = Tensor::empty(y.shape(), y.device());
+  TS_CUDA_CHECK(kernels::log_softmax_backward(dy.data(), y.data(), y.size(0), y.size(1), dx.data(), env.stream));
+  return dx;
+}
+
+Tensor CudaBackend::exp_forward(const Tensor& x) {
+  if (!usable_plain(x, device_, -1)) fail("exp", "needs a plain tensor on cuda:" + std::to_string(device_));
+  Env env(*impl_);
+  Tensor y = Tensor::empty(x.shape(), x.device());
+  TS_CUDA_CHECK(kernels::exp_forward(x.data(), y.data(), x.numel(), env.stream));
+  return y;
+}
+
+// ---------------------------------------------------------------- RMSProp (A3C's shared optimizer)
+
+void CudaBackend::rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr,
+                               float alpha, float eps, bool eps_inside_sqrt) {
+  const char* op = "rmsprop_step";
+  for (const Tensor* t : {&param, &grad, &square_avg}) {
+    if (!usable_plain(*t, device_, -1)) fail(op, "needs plain tensors on cuda:" + std::to_string(device_));
+  }
+  if (grad.shape() != param.shape() || square_avg.shape() != param.shape()) {
+    fail(op, "param " + shape_str(param.shape()) + ", grad " + shape_str(grad.shape()) + " and square_avg " +
+                 shape_str(square_avg.shape()) + " differ");
+  }
+  // Concurrent callers (Hogwild learners) each queue one launch on the device's one stream:
+  // the updates run one after another and none is lost.
+  Env env(*impl_);
+  TS_CUDA_CHECK(kernels::rmsprop_step(param.data(), grad.data(), square_avg.data(), param.numel(), lr, alpha, eps,
+                                      eps_inside_sqrt, env.stream));
+}
+
+}  // namespace ts::engine::cuda

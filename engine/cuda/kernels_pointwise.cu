@@ -1,0 +1,165 @@
+// Clipped ReLU, log-softmax, exp and RMSProp on the GPU. Compiled with --fmad=false and written
+// in the CPU backend's order of operations and precision (cpu_backend.cpp, cpu_softmax.cpp,
+// cpu_rmsprop.cpp): the element-wise kernels then give the CPU's bits (division and square root
+// are correctly rounded on both; only denormals differ, which the CPU flushes to zero), and
+// log-softmax differs only in the order of its double sums and in expf's last bits.
+#include <cmath>
+
+#include "engine/cuda/kernels_pointwise.h"
+
+namespace ts::engine::cuda::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  if (b > kMaxBlocks) b = kMaxBlocks;
+  return static_cast<unsigned>(b);
+}
+
+// Blocks of kThreads for one warp per row.
+unsigned blocks_for_rows(int64_t rows) {
+  constexpr int64_t per_block = kThreads / kWarp;
+  int64_t b = (rows + per_block - 1) / per_block;
+  if (b < 1) b = 1;
+  if (b > kMaxBlocks) b = kMaxBlocks;
+  return static_cast<unsigned>(b);
+}
+
+__device__ __forceinline__ int64_t global_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
+__device__ __forceinline__ int64_t global_warp() { return global_index() / kWarp; }
+__device__ __forceinline__ int64_t warp_stride() { return grid_stride() / kWarp; }
+
+// Butterfly reductions: every lane ends with the same value (a + b and b + a round alike).
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+// ------------------------------------------------------------------ clipped ReLU
+
+__global__ void clipped_relu_forward_kernel(const float* x, float c, float* y, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? (v < c ? v : c) : 0.0f;
+  }
+}
+
+__global__ void clipped_relu_backward_kernel(const float* dy, const float* y, float c, float* dx, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float v = y[i];
+    dx[i] = v > 0.0f && v < c ? dy[i] : 0.0f;
+  }
+}
+
+// ------------------------------------------------------------------ log-softmax, exp
+// Rows are short (A3C: one per state, k = the game's actions), so a warp per row; the row loop
+// is uniform across a warp, as the shuffles need. fmaxf skips NaN where the CPU's std::max may
+// keep one, but a NaN anywhere in a row makes the sum, and so every output of the row, NaN on both.
+
+__global__ void log_softmax_forward_kernel(const float* x, int64_t m, int64_t k, float* y) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  for (int64_t r = global_warp(); r < m; r += warp_stride()) {
+    const float* xr = x + r * k;
+    float* yr = y + r * k;
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < k; j += kWarp) mx = fmaxf(mx, xr[j]);
+    mx = warp_max(mx);
+    double s = 0.0;
+    for (int64_t j = lane; j < k; j += kWarp) s += exp(static_cast<double>(xr[j] - mx));
+    s = warp_sum(s);
+    const auto lse = static_cast<float>(static_cast<double>(mx) + log(s));
+    for (int64_t j = lane; j < k; j += kWarp) yr[j] = xr[j] - lse;
+  }
+}
+
+__global__ void log_softmax_backward_kernel(const float* dy, const float* y, int64_t m, int64_t k, float* dx) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  for (int64_t r = global_warp(); r < m; r += warp_stride()) {
+    const float* g = dy + r * k;
+    const float* yr = y + r * k;
+    float* d = dx + r * k;
+    double s = 0.0;
+    for (int64_t j = lane; j < k; j += kWarp) s += g[j];
+    const auto sf = static_cast<float>(warp_sum(s));
+    for (int64_t j = lane; j < k; j += kWarp) d[j] = g[j] - expf(yr[j]) * sf;
+  }
+}
+
+__global__ void exp_forward_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = expf(x[i]);
+}
+
+// ------------------------------------------------------------------ RMSProp
+// Several host threads may queue this on the same tensors (A3C's Hogwild learners): the
+// device's one stream runs the launches one after another, so none loses another's update.
+
+__global__ void rmsprop_kernel(float* p, const float* g, float* s, int64_t n, float lr, float alpha,
+                               float one_minus_alpha, float eps, bool inside) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float gi = g[i];
+    const float si = alpha * s[i] + one_minus_alpha * gi * gi;
+    s[i] = si;
+    const float d = inside ? sqrtf(si + eps) : sqrtf(si) + eps;
+    p[i] -= lr * gi / d;
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ launchers
+
+cudaError_t clipped_relu_forward(const float* x, float ceiling, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  clipped_relu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, ceiling, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t clipped_relu_backward(const float* dy, const float* y, float ceiling, float* dx, int64_t n,
+                                  cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  clipped_relu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, y, ceiling, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t log_softmax_forward(const float* x, int64_t m, int64_t k, float* y, cudaStream_t s) {
+  if (m <= 0 || k <= 0) return cudaSuccess;
+  log_softmax_forward_kernel<<<blocks_for_rows(m), kThreads, 0, s>>>(x, m, k, y);
+  return cudaGetLastError();
+}
+
+cudaError_t log_softmax_backward(const float* dy, const float* y, int64_t m, int64_t k, float* dx, cudaStream_t s) {
+  if (m <= 0 || k <= 0) return cudaSuccess;
+  log_softmax_backward_kernel<<<blocks_for_rows(m), kThreads, 0, s>>>(dy, y, m, k, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  exp_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t rmsprop_step(float* param, const float* grad, float* square_avg, int64_t n, float lr, float alpha,
+                         float eps, bool eps_inside_sqrt, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  const float one_minus_alpha = 1.0f - alpha;  // in float, as the CPU backend
+  rmsprop_kernel<<<blocks_for(n), kThreads, 0, s>>>(param, grad, square_avg, n, lr, alpha, one_minus_alpha, eps,
+                                                    eps_inside_sqrt);
+  return cudaGetLastError();
+}
+
+}  // namespace ts::engine::cuda::kernels

@@ -1,0 +1,32 @@
+#pragma once
+// Internal to engine/cuda/: launchers of kernels_pointwise.cu, Deep Speech 2's clipped ReLU and
+// A3C's log-softmax, exp and RMSProp (cuda_pointwise_ops.cpp). As in kernels.h, each queues its
+// work on `stream` and returns the launch's error for the caller's TS_CUDA_CHECK; pointers are
+// device pointers, sizes element counts. The arithmetic is the CPU backend's, in its order
+// (cpu_backend.cpp, cpu_softmax.cpp, cpu_rmsprop.cpp), compiled without FMA contraction.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ts::engine::cuda::kernels {
+
+// y = min(max(x, 0), ceiling) over n storage elements (0 stays 0, so padded channels stay zero;
+// NaN gives 0, as on the CPU).
+cudaError_t clipped_relu_forward(const float* x, float ceiling, float* y, int64_t n, cudaStream_t s);
+// dx = dy where 0 < y < ceiling, else 0 (hardtanh's convention at the clips).
+cudaError_t clipped_relu_backward(const float* dy, const float* y, float ceiling, float* dx, int64_t n,
+                                  cudaStream_t s);
+
+// Rows of x [m, k], one warp per row: y = x - lse, lse = max + log(sum_j exp(x_j - max)) with
+// the sum, exp and log in double, rounded to float once.
+cudaError_t log_softmax_forward(const float* x, int64_t m, int64_t k, float* y, cudaStream_t s);
+// dx = dy - exp(y) sum_j dy_j per row (the row sum in double).
+cudaError_t log_softmax_backward(const float* dy, const float* y, int64_t m, int64_t k, float* dx, cudaStream_t s);
+cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s);
+
+// In place over n elements: square_avg = alpha square_avg + (1 - alpha) g^2; param -= lr g / d
+// with d = sqrt(square_avg + eps) (eps_inside_sqrt) or sqrt(square_avg) + eps.
+cudaError_t rmsprop_step(float* param, const float* grad, float* square_avg, int64_t n, float lr, float alpha,
+                         float eps, bool eps_inside_sqrt, cudaStream_t s);
+
+}  // namespace ts::engine::cuda::kernels
