@@ -5,28 +5,15 @@
 #include <cfloat>
 #include <cmath>
 
+#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;  // a power of two: block_reduce relies on it
-constexpr int64_t kMaxBlocks = int64_t{1} << 20;
 constexpr int kSumBlocks = 1024;      // upper bound of sum_all's partials
 constexpr int kChannelBlocks = 2048;  // channel_sums aims at about this many blocks
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > kMaxBlocks) b = kMaxBlocks;
-  return static_cast<unsigned>(b);
-}
-
-__device__ __forceinline__ int64_t global_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
 
 struct SumOp {
   template <class T>

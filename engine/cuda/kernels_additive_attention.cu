@@ -8,36 +8,19 @@
 // per-row partial sums in row order.
 #include <cmath>
 
+#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels_additive_attention.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarp = 32;
 constexpr int kWarps = kThreads / kWarp;
-constexpr int64_t kMaxBlocks = int64_t{1} << 20;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > kMaxBlocks) b = kMaxBlocks;
-  return static_cast<unsigned>(b);
-}
 
 unsigned blocks_for_warps(int64_t warps) { return blocks_for(warps * kWarp); }
 
 // One block per row (rows looped when there are more than kMaxBlocks).
 unsigned blocks_for_rows(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
-
-__device__ __forceinline__ int64_t global_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
-__device__ __forceinline__ int64_t global_warp() { return global_index() / kWarp; }
-__device__ __forceinline__ int64_t warp_stride() { return grid_stride() / kWarp; }
 
 // Butterfly reductions: every lane ends with the same value.
 __device__ __forceinline__ float warp_sum(float v) {

@@ -6,27 +6,14 @@
 #include <cfloat>
 #include <cmath>
 
+#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t{1} << 20;
 constexpr int kSumBlocks = 1024;  // as in kernels.cu
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > kMaxBlocks) b = kMaxBlocks;
-  return static_cast<unsigned>(b);
-}
-
-__device__ __forceinline__ int64_t global_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
 
 __device__ double block_sum(double v, double* shared) {
   shared[threadIdx.x] = v;

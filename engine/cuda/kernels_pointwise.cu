@@ -5,23 +5,12 @@
 // log-softmax differs only in the order of its double sums and in expf's last bits.
 #include <cmath>
 
+#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels_pointwise.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int kWarp = 32;
-constexpr int64_t kMaxBlocks = int64_t{1} << 20;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > kMaxBlocks) b = kMaxBlocks;
-  return static_cast<unsigned>(b);
-}
 
 // Blocks of kThreads for one warp per row.
 unsigned blocks_for_rows(int64_t rows) {
@@ -31,13 +20,6 @@ unsigned blocks_for_rows(int64_t rows) {
   if (b > kMaxBlocks) b = kMaxBlocks;
   return static_cast<unsigned>(b);
 }
-
-__device__ __forceinline__ int64_t global_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
-__device__ __forceinline__ int64_t global_warp() { return global_index() / kWarp; }
-__device__ __forceinline__ int64_t warp_stride() { return grid_stride() / kWarp; }
 
 // Butterfly reductions: every lane ends with the same value (a + b and b + a round alike).
 __device__ __forceinline__ float warp_max(float v) {

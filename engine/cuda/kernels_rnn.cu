@@ -2,26 +2,12 @@
 // gate kernels of one step. One thread per (sequence, hidden unit); the order of operations is
 // the CPU backend's (cpu_rnn.cpp), compiled with --fmad=false, so the two differ only by
 // expf/tanhf against the CPU's vectorized approximations and by the GEMMs' summation order.
+#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels_rnn.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t{1} << 20;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > kMaxBlocks) b = kMaxBlocks;
-  return static_cast<unsigned>(b);
-}
-
-__device__ __forceinline__ int64_t global_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float bias_of(const float* b, int64_t i) { return b ? b[i] : 0.0f; }
