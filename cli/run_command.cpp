@@ -16,6 +16,7 @@
 #include "collectors/environment.h"
 #include "collectors/process_sampler.h"
 #include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/device_memory.h"
 #endif
@@ -48,6 +49,16 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// The host allocator's cache over the run (CPU blocks of 1 MiB and more): a miss is a block
+// fresh from the system, whose page faults make the op that first writes it slow.
+void record_host_allocator(const engine::cpu::HostAllocatorStats& before, RunRecorder& recorder) {
+  const auto s = engine::cpu::host_allocator_stats();
+  recorder.add_metric({"host_cache_hits", static_cast<double>(s.hits - before.hits), "allocations", -1});
+  recorder.add_metric({"host_cache_misses", static_cast<double>(s.misses - before.misses), "allocations", -1});
+  recorder.add_metric(
+      {"host_cache_evicted_bytes", static_cast<double>(s.evicted_bytes - before.evicted_bytes), "bytes", -1});
 }
 
 }  // namespace
@@ -208,12 +219,14 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
     writer.add_environment(run_id, note);
   }
   bool gpu_stopped = false;
+  const auto host_before = engine::cpu::host_allocator_stats();
   const auto stop_gpu = [&] {  // once: after the loop, or after a failure
     if (gpu_stopped) return;
     gpu_stopped = true;
     if (gpu) recorder.set_gpu_trace(gpu->stop());
     gpu.reset();
     record_device_memory(wc.device, recorder);
+    record_host_allocator(host_before, recorder);
   };
   workloads::LoopResult loop;
   std::unique_ptr<workloads::Workload> workload;

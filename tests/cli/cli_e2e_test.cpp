@@ -97,6 +97,9 @@ TEST(Cli, RunStoresACompleteRun) {
   EXPECT_GT(m.at("throughput_median"), 0);
   EXPECT_EQ(m.at("timed_iterations"), 3);
   EXPECT_TRUE(m.contains("accuracy"));
+  ASSERT_TRUE(m.contains("host_cache_hits"));
+  ASSERT_TRUE(m.contains("host_cache_misses"));
+  EXPECT_GT(m.at("host_cache_hits") + m.at("host_cache_misses"), 0);   // resnet50 tiny has blocks of 1 MiB
   EXPECT_FALSE(r.samples(run.id).empty());
 
   // `show` prints the same summary from the db; `runs` lists it.
