@@ -66,7 +66,11 @@ Suite load_suite(const std::filesystem::path& file, const std::filesystem::path&
     c.seed = static_cast<uint64_t>((*t)["seed"].value_or(int64_t{1}));
     c.trace = (*t)["trace"].value_or(true);
     c.eval_batches = (*t)["eval_batches"].value_or(int64_t{2});
-    if (const auto v = (*t)["learners"].value<int64_t>()) c.learners = *v;
+    if (t->contains("learners")) {
+      const auto v = (*t)["learners"].value<int64_t>();
+      if (!v) throw UsageError(where + ": 'learners' must be an integer");
+      c.learners = *v;
+    }
     c.db = db;
     c.command_line = "suite " + file.string() + " #" + std::to_string(index);
     e.repeats = (*t)["repeats"].value_or(int64_t{1});

@@ -45,6 +45,7 @@ TEST(Suite, BadFilesAreRejectedBeforeAnyRun) {
       "[[run]]\nworkload = \"resnet50\"\nitrations = 3\n",
       "[[run]]\nworkload = \"resnet50\"\nlearners = 2\n",
       "[[run]]\nworkload = \"a3c\"\nlearners = 0\n",
+      "[[run]]\nworkload = \"a3c\"\nlearners = \"8\"\n",
       "[[run]]\npreset = \"tiny\"\n",
       "name = \"empty\"\n",
       "[[run]\nworkload=",
