@@ -124,9 +124,8 @@ class Backend {
 
   // --- clipped ReLU (Deep Speech 2's activation): y = min(max(x, 0), ceiling), any layout, kept;
   // backward dx = dy where 0 < y < ceiling (as hardtanh: no gradient at or beyond the clip).
-  // Not pure: a backend without them throws naming itself (default bodies in ops/elementwise.cpp).
-  virtual Tensor clipped_relu_forward(const Tensor& x, float ceiling);
-  virtual Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling);
+  virtual Tensor clipped_relu_forward(const Tensor& x, float ceiling) = 0;
+  virtual Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) = 0;
 
   // --- sequence models (transformer, seq2seq); all plain layout ---
   // Over the last dimension of x [M, D]: y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + eps)
@@ -180,17 +179,16 @@ class Backend {
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr,
                          float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
 
-  // --- A3C's learner (a3c): the policy's log-softmax and exp, and RMSProp. Not pure: a backend
-  // without them throws naming itself (default bodies in ops/softmax_ops.cpp and optim/rmsprop.cpp).
+  // --- A3C's learner (a3c): the policy's log-softmax and exp, and RMSProp.
   // x [M, K] plain: y = x - log sum_k exp(x_k) per row; backward dx = dy - exp(y) sum_k dy_k.
-  virtual Tensor log_softmax_forward(const Tensor& x);
-  virtual Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);
-  virtual Tensor exp_forward(const Tensor& x);   // plain
+  virtual Tensor log_softmax_forward(const Tensor& x) = 0;
+  virtual Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) = 0;
+  virtual Tensor exp_forward(const Tensor& x) = 0;   // plain
   // square_avg = alpha square_avg + (1 - alpha) g^2; param -= lr g / d, d = sqrt(square_avg + eps)
   // (eps_inside_sqrt: the A3C paper's and TensorFlow's form) or sqrt(square_avg) + eps (PyTorch's).
   // Several threads may run it on the same param and square_avg at once (A3C's Hogwild updates).
   virtual void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha,
-                            float eps, bool eps_inside_sqrt);
+                            float eps, bool eps_inside_sqrt) = 0;
 
   // --- detection (Faster R-CNN): RoI pooling, smooth-L1, row gather/scatter, permute ---
   // rois [R, 5] plain: rows (batch index, x1, y1, x2, y2) in input-image pixels, mapped onto the
@@ -246,11 +244,10 @@ class Backend {
   virtual Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) = 0;
 
   // --- recurrent layers (seq2seq's LSTM, Deep Speech 2's GRU): one layer, one direction;
-  // cpu/cpu_rnn.cpp. PyTorch's weight layout and gate order: LSTM (i, f, g, o), GRU (r, z, n)
-  // with n = tanh(W_in x + b_in + r (W_hn h + b_hn)) as torch.nn.GRU and cuDNN define it (oneDNN's
-  // lbr_gru). G = 4 (LSTM) or 3 (GRU). All plain; results plain. Not pure: a backend without
-  // them (CUDA until cuDNN's RNN lands there) still builds, and throws std::runtime_error naming
-  // itself when called (the default bodies live in engine/ops/rnn_ops.cpp).
+  // cpu/cpu_rnn.cpp and cuda/cuda_rnn.cpp (one schedule, rnn_schedule.h). PyTorch's weight
+  // layout and gate order: LSTM (i, f, g, o), GRU (r, z, n) with n = tanh(W_in x + b_in + r (W_hn
+  // h + b_hn)) as torch.nn.GRU and cuDNN define it (oneDNN's lbr_gru). G = 4 (LSTM) or 3 (GRU).
+  // All plain; results plain.
   enum class RnnCell { lstm, gru };
   struct RnnArgs {
     RnnCell cell = RnnCell::lstm;
@@ -272,7 +269,7 @@ class Backend {
     // space on CUDA); undefined unless `training`.
     Tensor reserve;
   };
-  virtual RnnForwardResult rnn_forward(const RnnArgs& a, bool training);
+  virtual RnnForwardResult rnn_forward(const RnnArgs& a, bool training) = 0;
   struct RnnGrads {
     Tensor dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh;   // undefined where not asked for or absent
   };
@@ -282,7 +279,7 @@ class Backend {
   // dy [T, B, H], dh_n and dc_n [B, H] (undefined: zeros); y and reserve from rnn_forward of
   // the same arguments.
   virtual RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
-                                const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need);
+                                const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need) = 0;
 
   // --- additive (Bahdanau) attention, one decoder step (seq2seq); cpu/cpu_additive_attention.cpp.
   // query [B, A] (the projected decoder state), keys [B, S, A] (the projected memory), values
@@ -290,19 +287,18 @@ class Backend {
   // lengths[b] (fp32 [B]; nullptr: all S), probs = softmax over those (0 elsewhere; a row with
   // no key gives probs and context 0), context [B, D] = sum_j probs_j values_j. Only probs
   // [B, S] is kept: backward recomputes the tanh rather than keep [B, S, A] per decoder step.
-  // Not pure: a backend without them throws naming itself (default bodies in ops/seq2seq_ops.cpp).
   struct AdditiveAttentionResult {
     Tensor context, probs;
   };
   virtual AdditiveAttentionResult additive_attention_forward(const Tensor& query, const Tensor& keys,
                                                              const Tensor& values, const Tensor& v,
-                                                             const Tensor* lengths);
+                                                             const Tensor* lengths) = 0;
   struct AdditiveAttentionGrads {
     Tensor dquery, dkeys, dvalues, dv;
   };
   virtual AdditiveAttentionGrads additive_attention_backward(const Tensor& dcontext, const Tensor& query,
                                                              const Tensor& keys, const Tensor& values, const Tensor& v,
-                                                             const Tensor& probs);
+                                                             const Tensor& probs) = 0;
 };
 
 // The backend for a device; throws std::runtime_error for a device this build lacks.

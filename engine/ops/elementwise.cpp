@@ -285,16 +285,3 @@ Tensor expand_scalar(const Tensor& g, const Shape& shape, const Layout& layout) 
 
 }  // namespace ts::engine::ops
 
-namespace ts::engine {
-
-// The defaults of the non-pure Backend methods (backend.h): a backend without the clipped ReLU
-// (CUDA, until its kernel lands) still builds, and says so when asked for it.
-Tensor Backend::clipped_relu_forward(const Tensor&, float) {
-  throw std::runtime_error(std::string("clipped_relu_forward is not implemented on the ") + name() + " backend");
-}
-
-Tensor Backend::clipped_relu_backward(const Tensor&, const Tensor&, float) {
-  throw std::runtime_error(std::string("clipped_relu_backward is not implemented on the ") + name() + " backend");
-}
-
-}  // namespace ts::engine

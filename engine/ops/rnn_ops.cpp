@@ -6,21 +6,6 @@
 
 #include "engine/ops/internal.h"
 
-namespace ts::engine {
-
-// The defaults of the non-pure Backend methods (backend.h): a backend without recurrent kernels
-// still builds, and says so when asked for them.
-Backend::RnnForwardResult Backend::rnn_forward(const RnnArgs&, bool) {
-  throw std::runtime_error(std::string("rnn_forward (LSTM/GRU) is not implemented on the ") + name() + " backend");
-}
-
-Backend::RnnGrads Backend::rnn_backward(const RnnArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                        const Tensor&, const RnnNeed&) {
-  throw std::runtime_error(std::string("rnn_backward (LSTM/GRU) is not implemented on the ") + name() + " backend");
-}
-
-}  // namespace ts::engine
-
 namespace ts::engine::ops {
 
 using detail::check_defined;

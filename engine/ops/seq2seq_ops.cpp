@@ -5,23 +5,6 @@
 
 #include "engine/ops/internal.h"
 
-namespace ts::engine {
-
-// The defaults of the non-pure Backend methods (backend.h): a backend without the kernels (CUDA,
-// until they land there) still builds, and says so when asked for them.
-Backend::AdditiveAttentionResult Backend::additive_attention_forward(const Tensor&, const Tensor&, const Tensor&,
-                                                                     const Tensor&, const Tensor*) {
-  throw std::runtime_error(std::string("additive_attention_forward is not implemented on the ") + name() + " backend");
-}
-
-Backend::AdditiveAttentionGrads Backend::additive_attention_backward(const Tensor&, const Tensor&, const Tensor&,
-                                                                     const Tensor&, const Tensor&, const Tensor&) {
-  throw std::runtime_error(std::string("additive_attention_backward is not implemented on the ") + name() +
-                           " backend");
-}
-
-}  // namespace ts::engine
-
 namespace ts::engine::ops {
 
 using detail::check_defined;

@@ -6,24 +6,6 @@
 
 #include "engine/ops/internal.h"
 
-namespace ts::engine {
-
-// The defaults of the non-pure Backend methods (backend.h): a backend without these kernels
-// still builds, and says so when asked for them.
-Tensor Backend::log_softmax_forward(const Tensor&) {
-  throw std::runtime_error(std::string("log_softmax is not implemented on the ") + name() + " backend");
-}
-
-Tensor Backend::log_softmax_backward(const Tensor&, const Tensor&) {
-  throw std::runtime_error(std::string("log_softmax_backward is not implemented on the ") + name() + " backend");
-}
-
-Tensor Backend::exp_forward(const Tensor&) {
-  throw std::runtime_error(std::string("exp is not implemented on the ") + name() + " backend");
-}
-
-}  // namespace ts::engine
-
 namespace ts::engine::ops {
 
 namespace {

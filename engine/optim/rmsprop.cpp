@@ -6,15 +6,6 @@
 #include "engine/backend.h"
 #include "engine/context.h"
 
-namespace ts::engine {
-
-// The default of the non-pure Backend method (backend.h): a backend without it still builds.
-void Backend::rmsprop_step(const Tensor&, const Tensor&, const Tensor&, float, float, float, bool) {
-  throw std::runtime_error(std::string("rmsprop_step is not implemented on the ") + name() + " backend");
-}
-
-}  // namespace ts::engine
-
 namespace ts::engine::optim {
 
 RmsProp::RmsProp(std::vector<Tensor> params, RmsPropOptions options) : params_(std::move(params)), options_(options) {
