@@ -19,6 +19,7 @@
 #include "workloads/data/speech_data.h"
 #include "workloads/deepspeech2/deepspeech2.h"
 #include "workloads/training_loop.h"
+#include "env_override.h"
 
 using namespace ts;
 using namespace ts::workloads;
@@ -26,26 +27,7 @@ using engine::Tensor;
 
 namespace {
 
-class EnvOverride {
- public:
-  EnvOverride(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~EnvOverride() {
-    if (old_) {
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  EnvOverride(const EnvOverride&) = delete;
-  EnvOverride& operator=(const EnvOverride&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using ts::testing::EnvOverride;
 
 Tensor random_features(int64_t n, int64_t t, const std::vector<int64_t>& lengths, uint64_t seed) {
   engine::Rng rng(seed);

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "engine/context.h"
+#include "env_override.h"
 
 namespace ts::workloads {
 namespace {
@@ -449,27 +450,7 @@ TEST(SpeechData, DatasetRejectsClipsShorterThanAFrame) {
 
 // ---------------------------------------------------------------- espeak-ng
 
-// Sets an environment variable for a scope and puts the old value (or its absence) back.
-class EnvOverride {
- public:
-  EnvOverride(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~EnvOverride() {
-    if (old_) {
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  EnvOverride(const EnvOverride&) = delete;
-  EnvOverride& operator=(const EnvOverride&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using ts::testing::EnvOverride;
 
 TEST(SpeechData, SyntheticRequestsAreSeededPerPhrase) {
   const auto a = synthetic_requests({"hello", "world"}, 3, 7);
