@@ -106,4 +106,16 @@ profiler::StringId op_name(std::string_view name);
 // ops on its own thread. Returns the previous value; n < 1 throws std::invalid_argument.
 int set_op_threads(int n);
 
+// set_op_threads for a scope; the previous value is put back at its end.
+class OpThreadsScope {
+ public:
+  explicit OpThreadsScope(int n) : previous_(set_op_threads(n)) {}
+  ~OpThreadsScope() { set_op_threads(previous_); }
+  OpThreadsScope(const OpThreadsScope&) = delete;
+  OpThreadsScope& operator=(const OpThreadsScope&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace ts::engine

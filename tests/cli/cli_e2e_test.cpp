@@ -97,9 +97,9 @@ TEST(Cli, RunStoresACompleteRun) {
   EXPECT_GT(m.at("throughput_median"), 0);
   EXPECT_EQ(m.at("timed_iterations"), 3);
   EXPECT_TRUE(m.contains("accuracy"));
-  ASSERT_TRUE(m.contains("host_cache_hits"));
-  ASSERT_TRUE(m.contains("host_cache_misses"));
-  EXPECT_GT(m.at("host_cache_hits") + m.at("host_cache_misses"), 0);   // resnet50 tiny has blocks of 1 MiB
+  EXPECT_TRUE(m.contains("host_cache_hits"));   // their values: RunStoresHowTheHostCacheFared
+  EXPECT_TRUE(m.contains("host_cache_misses"));
+  EXPECT_TRUE(m.contains("host_cache_evicted_bytes"));
   EXPECT_FALSE(r.samples(run.id).empty());
 
   // `show` prints the same summary from the db; `runs` lists it.
@@ -109,6 +109,23 @@ TEST(Cli, RunStoresACompleteRun) {
   const auto list = run_trainscope("runs --db " + db.string());
   EXPECT_NE(list.out.find("resnet50"), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("completed"), std::string::npos) << list.out;
+}
+
+// The host allocator caches blocks of 1 MiB and more. At batch 64, resnet50 tiny's stem output
+// [64, 16, 16, 16] is 1 MiB in any layout (16 channels fill blocks of 8 and of 16 alike), so
+// every ISA makes such blocks: the first come fresh from the system (misses), and the next
+// iterations' are served from the cache (hits). At the default batch of 4 whether any block
+// reaches 1 MiB depends on the layouts and scratchpads oneDNN picks for the machine.
+TEST(Cli, RunStoresHowTheHostCacheFared) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope(tiny_run(db, "--batch 64"));
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  store::Reader r(db);
+  const auto m = metrics_of(r, 1);
+  EXPECT_GT(m.at("host_cache_misses"), 0);
+  EXPECT_GT(m.at("host_cache_hits"), 0);
+  EXPECT_GE(m.at("host_cache_evicted_bytes"), 0);
 }
 
 TEST(Cli, NoTraceKeepsPhasesButNoOpEvents) {

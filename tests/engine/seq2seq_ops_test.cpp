@@ -106,8 +106,10 @@ TEST(AdditiveAttention, GradientsMatchFiniteDifferences) {
 }
 
 // B S A over the kernel's threshold for threading, where dv is summed from per-thread partial
-// sums (with OMP_NUM_THREADS > 1); the sum over the batch must still be right.
+// sums (4 threads here, whatever the machine or OMP_NUM_THREADS); the sum over the batch must
+// still be right.
 TEST(AdditiveAttention, LargeBatchGradientOfV) {
+  OpThreadsScope threads(4);
   const int64_t B = 64, S = 12, A = 32, D = 8;
   Tensor q = rand_tensor({B, A}, 21, false), k = rand_tensor({B, S, A}, 22, false),
          val = rand_tensor({B, S, D}, 23, false), v = rand_tensor({A}, 24);

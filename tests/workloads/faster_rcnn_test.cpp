@@ -821,6 +821,9 @@ TEST(FasterRcnn, DetectionsAreBoundedClippedAndScored) {
 // the training ones, set the run's peak (small: 231 MiB `other`, 20 B activations).
 TEST(FasterRcnn, MemoryLandsInItsCategories) {
   using memprof::Category;
+  // One op thread, whatever the machine: oneDNN's scratchpad (workspace, kept for the run) grows
+  // with the thread count, and on many cores would crowd the tiny preset's activations.
+  engine::OpThreadsScope threads(1);
   auto& ledger = memprof::Ledger::global();
   ledger.clear();
   WorkloadConfig wc;

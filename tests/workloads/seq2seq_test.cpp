@@ -137,8 +137,13 @@ TEST(Seq2Seq, GreedyDecodingAgreesWithTeacherForcing) {
       const float want = ids[static_cast<size_t>(r * steps + t)];
       if (want == 0.0f) break;   // after EOS
       const float* row = logits.data() + (t * 3 + r) * v;   // time-major rows
-      const auto best = std::max_element(row, row + v) - row;
-      EXPECT_EQ(static_cast<float>(best), want) << "row " << r << " step " << t;
+      // The decoder's steps and the whole sequence run different GEMM shapes (and kernels, by
+      // ISA), so logits differ in the last bits: a token tied with the best within that rounding
+      // is as right as the argmax (the untrained model's logits are close together).
+      const float best = *std::max_element(row, row + v);
+      const float chosen = row[static_cast<int64_t>(want)];
+      EXPECT_GE(chosen, best - 1e-5f * std::max(1.0f, std::fabs(best)))
+          << "row " << r << " step " << t << ": token " << want << " has " << chosen << ", the best " << best;
     }
   }
   model.train(true);   // dropout would make decoding random

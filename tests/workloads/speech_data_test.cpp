@@ -11,7 +11,6 @@
 #include <cmath>
 #include <complex>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -275,25 +274,6 @@ TEST(SpeechData, UtteranceNormalisation) {
   EXPECT_NEAR(std::sqrt(sq / static_cast<double>(s.size())), 1.0, 1e-3);
   // Silence: all zeros, not NaN.
   for (float v : spectrogram(std::vector<float>(1600, 0.0f))) EXPECT_EQ(v, 0.0f);
-}
-
-double thread_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-
-TEST(SpeechData, DftTiming) {
-  // CPU time of this thread, not wall time: the machine is shared.
-  const auto x = sine(700, 16000, 16000 * 10);  // 10 s
-  spectrogram(x);                               // warm (twiddle tables)
-  const double t0 = thread_cpu_ms();
-  constexpr int kReps = 3;
-  for (int i = 0; i < kReps; ++i) ASSERT_EQ(spectrogram(x).size(), 999u * 161u);
-  const double per_second = (thread_cpu_ms() - t0) / (10.0 * kReps);
-  std::cout << "spectrogram: " << per_second << " ms of CPU per second of audio\n";
-  RecordProperty("spectrogram_ms_per_audio_second", std::to_string(per_second));
-  EXPECT_LT(per_second, 50.0);  // a generous bound: it takes about 1 ms
 }
 
 // ---------------------------------------------------------------- manifests
