@@ -9,7 +9,16 @@ set(TS_HAVE_CUDA OFF)
 if(NOT TS_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
+  # CMake 3.25's FindCUDAToolkit (Debian 12's 3.25.1) marks CUDA::nvToolsExt deprecated without
+  # checking that it exists, and CUDA 13 ships no nvToolsExt: configure stopped there on a stock
+  # Debian 12. It does that only for projects that require CMake >= 3.25, so the search runs as
+  # one that requires 3.24 (the variable only gates such warnings; policies stay as set).
+  set(_ts_min_version ${CMAKE_MINIMUM_REQUIRED_VERSION})
+  if(CMAKE_VERSION VERSION_LESS 3.26)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+  endif()
   find_package(CUDAToolkit QUIET)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION ${_ts_min_version})
 
   # Read at every configure (the environment) and as -D variables.
   string(REPLACE ":" ";" _ts_user_lib_hints "$ENV{TS_CUDA_LIB_HINTS};${TS_CUDA_LIB_HINTS}")
