@@ -54,20 +54,55 @@ std::string shape_str(const Shape& s) {
   return o.str();
 }
 
+namespace {
+
+// a * b, or std::length_error naming the shape when the product leaves int64.
+// `what` is a literal: this runs for every elementwise op, no string is built unless it throws.
+int64_t checked_product(int64_t a, int64_t b, const Shape& shape, const char* what) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) {
+    throw std::length_error("shape " + shape_str(shape) + ": its " + std::string(what) +
+                            " overflows a 64-bit integer (the largest is 9223372036854775807)");
+  }
+  return product;
+}
+
+// Negative dimensions are refused; with a zero dimension there are no elements at all,
+// whatever the others (so a product that would overflow on the way still gives 0).
+bool check_dimensions(const Shape& shape) {
+  bool any_zero = false;
+  for (auto d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_str(shape));
+    any_zero = any_zero || d == 0;
+  }
+  return any_zero;
+}
+
+}  // namespace
+
 int64_t shape_numel(const Shape& s) {
+  if (check_dimensions(s)) return 0;
   int64_t n = 1;
-  for (auto d : s) n *= d;
+  for (auto d : s) n = checked_product(n, d, s, "element count");
   return n;
 }
 
 int64_t storage_numel(const Shape& shape, const Layout& layout) {
   if (layout.kind != Layout::Kind::channel_blocked) return shape_numel(shape);
   if (shape.size() < 2 || layout.block <= 0) throw std::logic_error("channel-blocked layout needs rank >= 2 and a block");
-  int64_t n = 1;
+  if (check_dimensions(shape)) return 0;
+  // Channels padded up to a whole number of blocks: ceil(C / block) * block, without C + block - 1.
+  const int64_t block = layout.block;
+  const int64_t channel_blocks = shape[1] / block + (shape[1] % block != 0 ? 1 : 0);
+  int64_t n = checked_product(channel_blocks, block, shape, "channel count padded to whole blocks");
   for (size_t i = 0; i < shape.size(); ++i) {
-    n *= (i == 1) ? (shape[1] + layout.block - 1) / layout.block * layout.block : shape[i];
+    if (i != 1) n = checked_product(n, shape[i], shape, "element count in a channel-blocked layout");
   }
   return n;
+}
+
+int64_t storage_bytes(const Shape& shape, const Layout& layout) {
+  return checked_product(storage_numel(shape, layout), static_cast<int64_t>(sizeof(float)), shape, "byte count");
 }
 
 Storage::Storage(int64_t bytes, Device device, memprof::Category category, std::string_view owner)
@@ -119,14 +154,28 @@ Tensor Tensor::empty(const Shape& shape, Device device, Layout layout) {
 }
 
 Tensor Tensor::empty(const Shape& shape, Device device, Layout layout, memprof::Category category) {
-  for (auto d : shape) {
-    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_str(shape));
-  }
+  const int64_t bytes = storage_bytes(shape, layout);   // throws on negative dimensions and overflow
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->layout = layout;
-  const int64_t bytes = engine::storage_numel(shape, layout) * static_cast<int64_t>(sizeof(float));
-  impl->storage = std::make_shared<Storage>(bytes, device, category, current_owner());
+  const std::string_view owner = current_owner();
+  try {
+    impl->storage = std::make_shared<Storage>(bytes, device, category, owner);
+  } catch (const cpu::OutOfMemoryError& e) {
+    // The allocator knows the bytes; here is what they were for.
+    std::string live;
+    const memprof::Snapshot now = memprof::Ledger::global().current();
+    for (memprof::Category c : memprof::kAllCategories) {
+      const int64_t b = now.bytes[static_cast<size_t>(c)];
+      if (b > 0) live += std::string(memprof::to_string(c)) + " " + cpu::format_host_bytes(static_cast<size_t>(b)) + ", ";
+    }
+    throw cpu::OutOfMemoryError("out of memory for a tensor of shape " + shape_str(shape) + " (category " +
+                                    std::string(memprof::to_string(category)) + ", owner '" +
+                                    std::string(owner.empty() ? std::string_view("(top level)") : owner) +
+                                    "'): " + e.what() + ". Live tensors: " + (live.empty() ? "none, " : live) +
+                                    "total " + cpu::format_host_bytes(static_cast<size_t>(now.total)),
+                                e.requested_bytes());
+  }
   return Tensor(std::move(impl));
 }
 
@@ -157,7 +206,7 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values,
   }
 #endif
   if (!device.is_cpu()) throw std::invalid_argument("from_vector: no host data path for device " + device.str());
-  std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(float));  // memcpy(null, ...) is UB
   return t;
 }
 

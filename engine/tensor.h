@@ -15,10 +15,15 @@ namespace ts::engine {
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape&);
+// Sizes come from user input (a batch of 2^62 once wrapped around to a tiny buffer), so they are
+// computed in checked arithmetic: a negative dimension throws std::invalid_argument, a count
+// beyond int64 std::length_error, both naming the shape.
 int64_t shape_numel(const Shape&);
 
-// Number of floats the storage needs for `shape` in `layout` (padding included).
+// Number of floats the storage needs for `shape` in `layout` (padding included); checked.
 int64_t storage_numel(const Shape& shape, const Layout& layout);
+// Bytes of that storage; checked.
+int64_t storage_bytes(const Shape& shape, const Layout& layout);
 
 // A block of memory. Every allocation is reported to the memory ledger with its category and
 // owner (the layer path in scope when it was made) and freed when the last tensor lets go.
@@ -79,7 +84,8 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // A new tensor in the current category/owner scope (see context.h) unless given.
+  // A new tensor in the current category/owner scope (see context.h) unless given. A host
+  // allocation that fails throws cpu::OutOfMemoryError naming the bytes, shape, category and owner.
   static Tensor empty(const Shape& shape, Device device, Layout layout = Layout::plain());
   static Tensor empty(const Shape& shape, Device device, Layout layout, memprof::Category category);
   static Tensor zeros(const Shape& shape, Device device, Layout layout = Layout::plain());
@@ -92,7 +98,7 @@ class Tensor {
   int64_t size(int64_t d) const;   // negative d counts from the end
   int64_t numel() const { return shape_numel(impl_->shape); }
   int64_t storage_numel() const { return engine::storage_numel(impl_->shape, impl_->layout); }
-  int64_t nbytes() const { return storage_numel() * static_cast<int64_t>(sizeof(float)); }
+  int64_t nbytes() const { return engine::storage_bytes(impl_->shape, impl_->layout); }
   Device device() const { return impl_->storage->device(); }
   const Layout& layout() const { return impl_->layout; }
   memprof::Category category() const { return impl_->storage->category(); }

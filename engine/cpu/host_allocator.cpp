@@ -1,10 +1,16 @@
 #include "engine/cpu/host_allocator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
-#include <new>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -30,10 +36,12 @@ Cache& cache() {
   return *c;
 }
 
-// Frees cached blocks, largest class first, until handed-out + cached fits the bound.
-void evict_over_bound(Cache& c) {
-  const int64_t bound = c.stats.peak_allocated_bytes / 4 * 5 + kCacheSlack;
-  while (c.stats.cached_bytes > 0 && c.stats.allocated_bytes + c.stats.cached_bytes > bound) {
+// Frees cached blocks, largest class first, until handed-out + cached, counting the `incoming`
+// block about to be allocated, fits the bound.
+void evict_over_bound(Cache& c, int64_t incoming) {
+  const int64_t allocated = c.stats.allocated_bytes + incoming;
+  const int64_t bound = std::max(c.stats.peak_allocated_bytes, allocated) / 4 * 5 + kCacheSlack;
+  while (c.stats.cached_bytes > 0 && allocated + c.stats.cached_bytes > bound) {
     auto largest = c.free_blocks.end();
     for (auto it = c.free_blocks.begin(); it != c.free_blocks.end(); ++it) {
       if (!it->second.empty() && (largest == c.free_blocks.end() || it->first > largest->first)) largest = it;
@@ -45,39 +53,153 @@ void evict_over_bound(Cache& c) {
   }
 }
 
+std::atomic<size_t> g_memory_limit{0};   // 0: physical memory
+
+// "this machine's 23.5 GiB of physical memory", or the limit a test set.
+std::string limit_words() {
+  const size_t limit = host_memory_limit();
+  if (limit == host_physical_memory_bytes()) return "this machine's " + format_host_bytes(limit) + " of physical memory";
+  return "the host memory limit of " + format_host_bytes(limit);
+}
+
+OutOfMemoryError refusal(size_t bytes, const std::string& why) {
+  return OutOfMemoryError("cannot allocate " + format_host_bytes(bytes) + " (" + std::to_string(bytes) +
+                              " bytes) of host memory: " + why,
+                          bytes);
+}
+
 }  // namespace
 
+std::string format_host_bytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  auto v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) {
+    std::snprintf(buf, sizeof buf, "%zu B", bytes);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  }
+  return buf;
+}
+
+size_t host_physical_memory_bytes() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    size_t total = 0;
+    // Unknown (or not representable): no bound rather than a wrong one.
+    if (pages <= 0 || page_size <= 0 ||
+        __builtin_mul_overflow(static_cast<size_t>(pages), static_cast<size_t>(page_size), &total)) {
+      return SIZE_MAX;
+    }
+    return total;
+  }();
+  return bytes;
+}
+
+size_t host_memory_limit() {
+  const size_t set = g_memory_limit.load();
+  return set ? set : host_physical_memory_bytes();
+}
+
+void host_set_memory_limit(size_t bytes) { g_memory_limit.store(bytes); }
+
 size_t host_size_class(size_t bytes) {
+  // No object may be larger than PTRDIFF_MAX; up to there, the rounding below cannot wrap around.
+  constexpr auto kLargestObject = static_cast<size_t>(PTRDIFF_MAX);
+  if (bytes > kLargestObject) throw refusal(bytes, "larger than any object can be");
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < kCacheFrom) return rounded == 0 ? kAlignment : rounded;
   // Four classes per power of two: at most 25% rounding waste.
   const size_t top = std::bit_floor(rounded);
   const size_t step = top / 4;
-  return (rounded + step - 1) / step * step;
+  const size_t cls = (rounded + step - 1) / step * step;
+  if (cls > kLargestObject) throw refusal(bytes, "its size class is larger than any object can be");
+  return cls;
 }
 
 void* host_allocate(size_t bytes) {
   const size_t cls = host_size_class(bytes);
+  const size_t limit = host_memory_limit();
+  if (bytes > limit) throw refusal(bytes, "more than " + limit_words());
+  const auto cls_bytes = static_cast<int64_t>(cls);   // fits: host_size_class keeps to PTRDIFF_MAX
+  auto& c = cache();
   if (cls >= kCacheFrom) {
-    auto& c = cache();
     std::lock_guard lock(c.mutex);
     auto it = c.free_blocks.find(cls);
     if (it != c.free_blocks.end() && !it->second.empty()) {
       void* p = it->second.back();
       it->second.pop_back();
-      c.stats.cached_bytes -= static_cast<int64_t>(cls);
-      c.stats.allocated_bytes += static_cast<int64_t>(cls);
+      c.stats.cached_bytes -= cls_bytes;
+      c.stats.allocated_bytes += cls_bytes;
       ++c.stats.hits;
       return p;
     }
+    const auto in_use = static_cast<size_t>(c.stats.allocated_bytes);
+    if (in_use + cls > limit) {
+      throw refusal(bytes, "with the " + format_host_bytes(in_use) + " of blocks of 1 MiB and more already in use, " +
+                               "more than " + limit_words());
+    }
     ++c.stats.misses;
-    c.stats.allocated_bytes += static_cast<int64_t>(cls);
-    c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
-    evict_over_bound(c);
+    evict_over_bound(c, cls_bytes);
   }
   void* p = std::aligned_alloc(kAlignment, cls);
-  if (!p) throw std::bad_alloc();
+  if (!p) {
+    // The cached blocks of other classes may be what the system lacks: give them back, try again.
+    host_empty_cache();
+    p = std::aligned_alloc(kAlignment, cls);
+  }
+  if (!p) {
+    const auto st = host_allocator_stats();
+    throw refusal(bytes, "the system refused it, even after the allocator's cache was given back (blocks of 1 MiB "
+                         "and more in use: " + format_host_bytes(static_cast<size_t>(st.allocated_bytes)) + ")");
+  }
+  if (cls >= kCacheFrom) {
+    // Counted once the block exists, so that a refused request leaves the books as they were.
+    std::lock_guard lock(c.mutex);
+    c.stats.allocated_bytes += cls_bytes;
+    c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
+  }
   return p;
+}
+
+size_t check_host_buffer(std::initializer_list<int64_t> dims, size_t object_bytes, std::string_view what) {
+  std::string shape;
+  for (int64_t d : dims) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+  bool any_zero = false;
+  for (int64_t d : dims) {
+    if (d < 0) throw std::invalid_argument(std::string(what) + ": negative size in " + shape);
+    any_zero = any_zero || d == 0;
+  }
+  if (any_zero) return 0;
+  size_t count = 1, bytes = 0;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(count, static_cast<size_t>(d), &count)) {
+      throw OutOfMemoryError(std::string(what) + ": " + shape + " elements overflow a 64-bit count", SIZE_MAX);
+    }
+  }
+  if (__builtin_mul_overflow(count, object_bytes, &bytes)) {
+    throw OutOfMemoryError(std::string(what) + ": " + shape + " elements of " + std::to_string(object_bytes) +
+                               " bytes overflow a 64-bit byte count",
+                           SIZE_MAX);
+  }
+  if (bytes > host_memory_limit()) {
+    throw OutOfMemoryError(std::string(what) + " (" + shape + " elements) needs " + format_host_bytes(bytes) + " (" +
+                               std::to_string(bytes) + " bytes), more than " + limit_words(),
+                           bytes);
+  }
+  return count;
+}
+
+OutOfMemoryError host_buffer_refused(size_t bytes, std::string_view what) {
+  return OutOfMemoryError(std::string(what) + ": the system refused " + format_host_bytes(bytes) + " (" +
+                              std::to_string(bytes) + " bytes) of host memory",
+                          bytes);
 }
 
 void host_free(void* p, size_t bytes) {

@@ -11,6 +11,7 @@
 
 #include "engine/backend.h"
 #include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
 #include "engine/ops.h"
 #include "engine/optim/clip.h"
 #include "engine/optim/rmsprop.h"
@@ -284,7 +285,8 @@ class Learner {
 
   // Up to t_max steps with the policy of the local network, stopping at the end of an episode.
   void act(Rollout& r) {
-    r.states.reserve(static_cast<size_t>(cfg_.t_max * kObservation));
+    // t_max is the user's --batch: checked, so that too long a rollout says how many bytes it asks.
+    r.states.reserve(engine::cpu::check_host_buffer({cfg_.t_max, kObservation}, sizeof(float), "a3c rollout states"));
     for (int64_t t = 0; t < cfg_.t_max; ++t) {
       const int action = sample_action(net_.forward(observation_tensor(obs_, 1, device_)).logits.to_vector(), rng_);
       r.states.insert(r.states.end(), obs_.begin(), obs_.end());

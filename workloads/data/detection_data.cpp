@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
 
 namespace ts::workloads {
 
@@ -608,7 +609,8 @@ Batch make_detection_batch(const std::vector<DetectionImage>& images, engine::De
     return b;
   }
   // Assembled on the host, then handed over (a copy to the device where there is one).
-  std::vector<float> in(static_cast<size_t>(engine::shape_numel(shape)), 0.0f);
+  // Sized from the user's batch: checked, and refused with the bytes when larger than the machine.
+  std::vector<float> in = engine::cpu::host_buffer<float>({n, 3, h, w}, "detection image batch");
   for (int64_t i = 0; i < n; ++i) {
     const auto& im = images[static_cast<size_t>(i)];
     for (int64_t c = 0; c < 3; ++c) {

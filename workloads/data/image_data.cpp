@@ -5,11 +5,13 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
 
 namespace ts::workloads {
 
@@ -146,9 +148,14 @@ std::vector<uint8_t> read_idx(const std::filesystem::path& path, uint32_t magic,
   const uint32_t ndim = magic & 0xff;
   dims.clear();
   size_t total = 1;
+  bool too_large = false;   // the header's sizes come from the file: checked, then bounded by gzread's unsigned
   for (uint32_t i = 0; i < ndim; ++i) {
     dims.push_back(be32());
-    total *= dims.back();
+    too_large = too_large || __builtin_mul_overflow(total, size_t{dims.back()}, &total) || total > UINT_MAX;
+  }
+  if (too_large) {
+    gzclose(f);
+    throw std::runtime_error(path.string() + ": its idx header claims more than " + std::to_string(UINT_MAX) + " bytes");
   }
   std::vector<uint8_t> data(total);
   read_exact(data.data(), static_cast<unsigned>(total));
@@ -200,6 +207,8 @@ Batch FashionMnist::gather(const std::vector<uint8_t>& images, const std::vector
 }
 
 Batch FashionMnist::next_train(int64_t batch) {
+  // The batch is checked before its index list is built, which would otherwise be filled first.
+  engine::cpu::check_host_buffer({batch, size_, size_}, sizeof(float), "Fashion-MNIST batch");
   std::vector<int64_t> idx;
   idx.reserve(static_cast<size_t>(batch));
   while (static_cast<int64_t>(idx.size()) < batch) {

@@ -6,6 +6,7 @@
 
 #include "engine/backend.h"
 #include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
 
 namespace ts::workloads {
 
@@ -32,7 +33,8 @@ SceneImages::SceneImages(int64_t image_size, uint64_t seed, engine::Device devic
 Tensor SceneImages::make(engine::Rng& rng, int64_t batch) {
   if (batch <= 0) throw std::invalid_argument("batch size must be positive");
   const int64_t s = size_, plane = s * s;
-  std::vector<float> v(static_cast<size_t>(batch * kChannels * plane));
+  // Sized from the user's batch: checked, and refused with the bytes when larger than the machine.
+  std::vector<float> v = engine::cpu::host_buffer<float>({batch, kChannels, plane}, "scene image batch");
   const auto sf = static_cast<double>(s);
   for (int64_t n = 0; n < batch; ++n) {
     const double cx = rng.uniform(0.25, 0.75) * sf, cy = rng.uniform(0.25, 0.75) * sf;

@@ -13,11 +13,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
 #include "engine/ops.h"
 
 extern char** environ;
@@ -753,7 +755,8 @@ SpeechBatch make_speech_batch(const std::vector<const std::vector<float>*>& feat
     if (f->size() % kSpectrogramBins != 0) throw std::invalid_argument("make_speech_batch: features not [T, 161]");
     t_max = std::max(t_max, static_cast<int64_t>(f->size()) / kSpectrogramBins);
   }
-  std::vector<float> x(static_cast<size_t>(n * t_max * kSpectrogramBins), 0.0f);
+  // Sized from the user's batch: checked, and refused with the bytes when larger than the machine.
+  std::vector<float> x = engine::cpu::host_buffer<float>({n, t_max, kSpectrogramBins}, "speech batch features");
   std::vector<float> frames, targets, target_lengths;
   for (int64_t i = 0; i < n; ++i) {
     const auto& f = *features[static_cast<size_t>(i)];
@@ -863,6 +866,11 @@ SpeechBatch SpeechDataset::make(const std::vector<const Utterance*>& items) {
 
 SpeechBatch SpeechDataset::next_train(int64_t batch) {
   if (batch < 1) throw std::invalid_argument("SpeechDataset: batch must be >= 1");
+  // The features alone take batch x (the shortest utterance's frames) x 161 floats or more:
+  // checked before the per-sample lists and spectrograms are built, which would fill memory first.
+  int64_t shortest = std::numeric_limits<int64_t>::max();
+  for (const auto& [audio, count] : frames_) shortest = std::min(shortest, count);
+  engine::cpu::check_host_buffer({batch, shortest, kSpectrogramBins}, sizeof(float), "speech batch features");
   std::vector<const Utterance*> items;
   while (static_cast<int64_t>(items.size()) < batch) {
     if (epoch_ < 0 || cursor_ >= order_.size()) new_epoch();

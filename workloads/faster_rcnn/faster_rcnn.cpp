@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
 #include "engine/ops.h"
 
 namespace ts::workloads {
@@ -509,7 +510,11 @@ FasterRcnnWorkload::FasterRcnnWorkload(std::shared_ptr<FasterRCNN> model, std::u
 
 Batch FasterRcnnWorkload::next_batch() {
   std::vector<DetectionImage> images;
-  for (int64_t i = 0; i < batch_; ++i) images.push_back(data_->next_train());
+  images.push_back(data_->next_train());
+  // The batch takes at least batch x the first image's pixels: checked before the other images
+  // are made, which would otherwise fill memory one by one (a batch of 2^31 - 1 did).
+  engine::cpu::check_host_buffer({batch_, 3, images[0].height, images[0].width}, sizeof(float), "detection image batch");
+  for (int64_t i = 1; i < batch_; ++i) images.push_back(data_->next_train());
   return make_detection_batch(images, model_->device());
 }
 
