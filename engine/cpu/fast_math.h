@@ -32,9 +32,10 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t shift = (std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound)) * (1 << 23);   // n << 23
+  // n << 23, in unsigned arithmetic: for a NaN x the bits are garbage, and signed overflow would be UB.
+  const uint32_t shift = (std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(kRound)) << 23;
   // A NaN stays NaN (the exponent arithmetic would turn it into a number): divergence must show.
-  return select(x != x, x, std::bit_cast<float>(std::bit_cast<int32_t>(p) + shift));
+  return select(x != x, x, std::bit_cast<float>(std::bit_cast<uint32_t>(p) + shift));
 }
 
 inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
