@@ -2,107 +2,284 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
 #include "cli/exit_codes.h"
 #include "cli/run_command.h"
+#include "cli/toml_hazards.h"
 #include "cli/summary.h"
 #include "fmt/format.h"
 #include "store/reader.h"
 
 namespace ts::cli {
 
-std::vector<RunConfig> Suite::expand() const {
-  std::vector<RunConfig> out;
-  for (const auto& e : entries) {
-    std::vector<std::optional<int64_t>> batches;
-    for (auto b : e.batches) batches.emplace_back(b);
-    if (batches.empty()) batches.emplace_back(std::nullopt);
-    for (const auto& b : batches) {
-      for (int64_t r = 0; r < e.repeats; ++r) {
-        RunConfig c = e.config;
-        c.batch = b;
-        out.push_back(c);
-      }
+namespace {
+
+constexpr int64_t kMillion = 1'000'000;
+constexpr int64_t kBillion = 1'000'000'000;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// Text from the file as a message shows it: cut short (at a UTF-8 character boundary), quotes,
+// backslashes and control bytes escaped, so a message stays one readable line.
+std::string printable(std::string_view text) {
+  constexpr size_t kShown = 40;
+  size_t cut = std::min(text.size(), kShown);
+  while (cut < text.size() && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  std::string shown;
+  for (unsigned char ch : text.substr(0, cut)) {
+    if (ch == '"' || ch == '\\') shown += '\\';
+    if (ch < 0x20 || ch == 0x7f) {
+      shown += fmt::format("\\x{:02x}", ch);
+    } else {
+      shown += static_cast<char>(ch);
     }
   }
-  return out;
+  return cut < text.size() ? shown + "..." : shown;
+}
+
+// A value as a message shows it: type and (for scalars) the value, so "must be ... (got ...)"
+// says what was written.
+std::string describe(const toml::node& n) {
+  if (const auto* v = n.as_string()) return fmt::format("string \"{}\"", printable(v->get()));
+  if (const auto* v = n.as_integer()) return fmt::format("integer {}", v->get());
+  if (const auto* v = n.as_floating_point()) {
+    const double d = v->get();
+    // fmt prints 2.0 as "2"; keep the point so a float never reads as an integer.
+    return std::isfinite(d) && d == std::trunc(d) && std::abs(d) < 1e15 ? fmt::format("float {:.1f}", d)
+                                                                         : fmt::format("float {}", d);
+  }
+  if (const auto* v = n.as_boolean()) return v->get() ? "boolean true" : "boolean false";
+  if (n.is_array()) return "an array";
+  if (n.is_table()) return "a table";
+  if (n.is_date()) return "a date";
+  if (n.is_time()) return "a time";
+  return "a date-time";
+}
+
+toml::table parse_toml(std::string_view text, const std::string& file) {
+  try {
+    return toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(fmt::format("{}:{}: {}", file, e.source().begin.line, e.description()));
+  }
+}
+
+std::string integer_range(int64_t min, int64_t max) {
+  if (max == kInt64Max) return min == 0 ? "a non-negative integer" : fmt::format("an integer >= {}", min);
+  return fmt::format("an integer in {}..{}", min, max);
+}
+
+// Typed access to one TOML table: each accessor takes a key, checks its type (no conversions:
+// a float or a string is never an integer) and range, and throws UsageError
+// "FILE:LINE: CONTEXT: key 'K' must be ... (got ...)" otherwise. Absent keys come back empty.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, const std::string& file, std::string context)
+      : table_(table), file_(file), context_(std::move(context)) {}
+
+  // Refuses the first key (in file order) not in `allowed`.
+  void allow_only(const std::vector<std::string_view>& allowed, std::string_view hint) const {
+    std::optional<std::pair<uint32_t, std::string_view>> first;   // line, key
+    for (const auto& [k, v] : table_) {
+      if (std::find(allowed.begin(), allowed.end(), k.str()) != allowed.end()) continue;
+      const uint32_t at = k.source().begin.line ? k.source().begin.line : line_of(v);
+      if (!first || at < first->first) first.emplace(at, k.str());
+    }
+    if (first) fail(first->first, fmt::format("unknown key '{}' ({})", printable(first->second), hint));
+  }
+
+  std::optional<std::string> string(std::string_view key) const {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (const auto* v = n->as_string()) return v->get();
+    fail_key(key, *n, "a string");
+  }
+
+  std::optional<bool> boolean(std::string_view key) const {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (const auto* v = n->as_boolean()) return v->get();
+    fail_key(key, *n, "a boolean (true or false)");
+  }
+
+  std::optional<int64_t> integer(std::string_view key, int64_t min, int64_t max) const {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (!in_range(*n, min, max)) fail_key(key, *n, integer_range(min, max));
+    return n->as_integer()->get();
+  }
+
+  // One integer, or a non-empty array of them, each in [min, max].
+  std::optional<std::vector<int64_t>> integers(std::string_view key, int64_t min, int64_t max) const {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    const auto* arr = n->as_array();
+    if (!arr || arr->empty()) {
+      if (arr || !in_range(*n, min, max)) fail_key(key, *n, integer_range(min, max) + " or a non-empty array of them");
+      return std::vector<int64_t>{n->as_integer()->get()};
+    }
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& element = (*arr)[i];
+      if (!in_range(element, min, max)) {
+        fail(line_of(element), fmt::format("key '{}' element {} must be {} (got {})", key, i + 1,
+                                           integer_range(min, max), describe(element)));
+      }
+      out.push_back(element.as_integer()->get());
+    }
+    return out;
+  }
+
+  // The table's own line (its [[run]] header), for what concerns the table as a whole.
+  uint32_t line() const { return table_.source().begin.line; }
+
+  [[noreturn]] void fail(uint32_t line, std::string_view message) const {
+    throw UsageError(fmt::format("{}:{}: {}{}", file_, line, context_.empty() ? "" : context_ + ": ", message));
+  }
+
+ private:
+  const toml::node* find(std::string_view key) const { return table_.get(key); }
+
+  static bool in_range(const toml::node& n, int64_t min, int64_t max) {
+    const auto* v = n.as_integer();
+    return v && v->get() >= min && v->get() <= max;
+  }
+
+  [[noreturn]] void fail_key(std::string_view key, const toml::node& n, std::string_view wanted) const {
+    fail(line_of(n), fmt::format("key '{}' must be {} (got {})", key, wanted, describe(n)));
+  }
+
+  // Implicitly created tables ([a.b] makes a) have no source of their own: the table's line stands in.
+  uint32_t line_of(const toml::node& n) const { return n.source().begin.line ? n.source().begin.line : line(); }
+
+  const toml::table& table_;
+  const std::string& file_;
+  std::string context_;
+};
+
+const std::vector<std::string_view> kRunKeys = {"workload", "preset",  "device", "batch",        "iterations",
+                                                "warmup",   "repeats", "threads", "seed",        "data",
+                                                "trace",    "eval_batches", "learners"};
+
+SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db) {
+  t.allow_only(kRunKeys, "known: workload, preset, device, batch, iterations, warmup, repeats, threads, seed, "
+                         "data, trace, eval_batches, learners");
+  SuiteEntry e;
+  RunConfig& c = e.config;
+  const auto workload = t.string("workload");
+  if (!workload) t.fail(t.line(), "key 'workload' is required");
+  c.workload = *workload;
+  c.preset = t.string("preset").value_or(c.preset);
+  c.device = t.string("device").value_or(c.device);
+  c.data = t.string("data").value_or(c.data);
+  // Bounds keep iterations + warmup and the run count far from overflow; validate() knows the machine.
+  c.iterations = t.integer("iterations", 1, kBillion).value_or(c.iterations);
+  c.warmup = t.integer("warmup", 0, kBillion).value_or(c.warmup);
+  c.threads = t.integer("threads", 0, 1024).value_or(c.threads);
+  c.seed = static_cast<uint64_t>(t.integer("seed", 0, kInt64Max).value_or(static_cast<int64_t>(c.seed)));
+  c.trace = t.boolean("trace").value_or(c.trace);
+  c.eval_batches = t.integer("eval_batches", 0, kMillion).value_or(c.eval_batches);
+  c.learners = t.integer("learners", 1, 4096);
+  e.repeats = t.integer("repeats", 1, kMillion).value_or(1);
+  e.batches = t.integers("batch", 1, std::numeric_limits<int32_t>::max()).value_or(std::vector<int64_t>{});
+  c.db = db;
+  c.command_line = "suite " + file + " #" + std::to_string(index);
+  try {
+    validate(c);
+  } catch (const UsageError& err) {
+    t.fail(t.line(), err.what());
+  }
+  return e;
+}
+
+}  // namespace
+
+uint64_t Suite::run_count() const {
+  uint64_t n = 0;
+  for (const auto& e : entries) n += std::max<uint64_t>(e.batches.size(), 1) * static_cast<uint64_t>(e.repeats);
+  return n;
+}
+
+RunConfig Suite::run_at(uint64_t index) const {
+  for (const auto& e : entries) {
+    const uint64_t batches = std::max<uint64_t>(e.batches.size(), 1);
+    const uint64_t runs = batches * static_cast<uint64_t>(e.repeats);
+    if (index >= runs) {
+      index -= runs;
+      continue;
+    }
+    RunConfig c = e.config;
+    if (!e.batches.empty()) c.batch = e.batches[index / static_cast<uint64_t>(e.repeats)];
+    return c;
+  }
+  throw std::out_of_range(fmt::format("suite run index past the end ({} runs)", run_count()));
 }
 
 Suite load_suite(const std::filesystem::path& file, const std::filesystem::path& db) {
-  toml::table doc;
-  try {
-    doc = toml::parse_file(file.string());
-  } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("{}: {} (line {})", file.string(), e.description(), e.source().begin.line));
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw UsageError(file.string() + ": is a directory, not a suite file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw UsageError(file.string() + ": cannot open the suite file");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UsageError(file.string() + ": cannot read the suite file");
+  return load_suite(text.str(), file.string(), db);
+}
+
+Suite load_suite(std::string_view text, const std::string& file, const std::filesystem::path& db) {
+  if (const auto hazard = find_toml_hazard(text)) {
+    // An error before it is toml++'s to report, and the statements before it are safe to parse.
+    parse_toml(text.substr(0, hazard->statement), file);
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(hazard->at), '\n');
+    throw UsageError(fmt::format("{}:{}: {}", file, line, hazard->what));
   }
+  const toml::table doc = parse_toml(text, file);
+  const TableReader top(doc, file, "");
+  top.allow_only({"name", "run"}, "only 'name' may appear above the first [[run]]; run settings go inside one");
   Suite s;
-  s.name = doc["name"].value_or(file.stem().string());
-  const toml::array* runs = doc["run"].as_array();
-  if (!runs || runs->empty()) throw UsageError(file.string() + ": no [[run]] entries");
-  size_t index = 0;
-  for (const auto& node : *runs) {
-    ++index;
+  s.name = top.string("name").value_or(std::filesystem::path(file).stem().string());
+  const toml::node* run = doc.get("run");
+  if (!run) throw UsageError(file + ": no [[run]] entries");
+  if (const auto* t = run->as_table()) {
+    top.fail(t->source().begin.line ? t->source().begin.line : top.line(),
+             "'run' must be an array of tables: write [[run]], not [run]");
+  }
+  const toml::array* runs = run->as_array();
+  if (!runs) {
+    top.fail(run->source().begin.line, fmt::format("key 'run' must be [[run]] tables (got {})", describe(*run)));
+  }
+  if (runs->empty()) throw UsageError(file + ": no [[run]] entries");
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const toml::node& node = (*runs)[i];
+    const std::string context = fmt::format("run #{}", i + 1);
     const toml::table* t = node.as_table();
-    const std::string where = fmt::format("{}: run #{}", file.string(), index);
-    if (!t) throw UsageError(where + " is not a table");
-    static const std::vector<std::string> known = {"workload", "preset", "device", "batch", "iterations", "warmup",
-                                                   "repeats", "threads", "seed", "data", "trace", "eval_batches",
-                                                   "learners"};
-    for (const auto& [k, _] : *t) {
-      if (std::find(known.begin(), known.end(), std::string(k.str())) == known.end()) {
-        throw UsageError(fmt::format("{}: unknown key '{}'", where, k.str()));
-      }
+    if (!t) {
+      TableReader(doc, file, context).fail(node.source().begin.line, "must be a table (got " + describe(node) + ")");
     }
-    SuiteEntry e;
-    auto& c = e.config;
-    const auto workload = (*t)["workload"].value<std::string>();
-    if (!workload) throw UsageError(where + ": 'workload' is required");
-    c.workload = *workload;
-    c.preset = (*t)["preset"].value_or(std::string("tiny"));
-    c.device = (*t)["device"].value_or(std::string("cpu"));
-    c.data = (*t)["data"].value_or(std::string("synthetic"));
-    c.iterations = (*t)["iterations"].value_or(int64_t{20});
-    c.warmup = (*t)["warmup"].value_or(int64_t{3});
-    c.threads = (*t)["threads"].value_or(int64_t{0});
-    c.seed = static_cast<uint64_t>((*t)["seed"].value_or(int64_t{1}));
-    c.trace = (*t)["trace"].value_or(true);
-    c.eval_batches = (*t)["eval_batches"].value_or(int64_t{2});
-    if (t->contains("learners")) {
-      const auto v = (*t)["learners"].value<int64_t>();
-      if (!v) throw UsageError(where + ": 'learners' must be an integer");
-      c.learners = *v;
-    }
-    c.db = db;
-    c.command_line = "suite " + file.string() + " #" + std::to_string(index);
-    e.repeats = (*t)["repeats"].value_or(int64_t{1});
-    if (e.repeats <= 0) throw UsageError(where + ": 'repeats' must be positive");
-    if (const auto* arr = (*t)["batch"].as_array()) {
-      for (const auto& b : *arr) {
-        const auto v = b.value<int64_t>();
-        if (!v || *v <= 0) throw UsageError(where + ": 'batch' must hold positive integers");
-        e.batches.push_back(*v);
-      }
-    } else if (const auto v = (*t)["batch"].value<int64_t>()) {
-      if (*v <= 0) throw UsageError(where + ": 'batch' must be positive");
-      e.batches.push_back(*v);
-    }
-    try {
-      validate(c);
-    } catch (const UsageError& err) {
-      throw UsageError(where + ": " + err.what());
-    }
-    s.entries.push_back(std::move(e));
+    s.entries.push_back(read_entry(TableReader(*t, file, context), file, i + 1, db));
   }
   return s;
 }
 
 int run_suite(const Suite& suite, bool json) {
-  const auto runs = suite.expand();
+  const uint64_t total = suite.run_count();
   int worst = kExitOk;
   nlohmann::json all = nlohmann::json::array();
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const auto& c = runs[i];
+  for (uint64_t i = 0; i < total; ++i) {
+    const RunConfig c = suite.run_at(i);
     const std::string label =
-        fmt::format("[{}/{}] {}/{} batch {}", i + 1, runs.size(), c.workload, c.preset, c.batch ? std::to_string(*c.batch) : "default");
+        fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
+                    c.batch ? std::to_string(*c.batch) : "default");
     const RunOutcome out = execute_run(c, label);
     const auto summary = run_summary(c.db, out.run_id);
     if (json) {

@@ -1,8 +1,10 @@
 #pragma once
 // `trainscope suite FILE`: a TOML list of runs (workload, preset, device, batch sizes,
 // iterations, warm-up, repeats), run in turn into one db.
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/run_config.h"
@@ -18,12 +20,17 @@ struct SuiteEntry {
 struct Suite {
   std::string name;
   std::vector<SuiteEntry> entries;
-  // One RunConfig per run, batches and repeats expanded.
-  std::vector<RunConfig> expand() const;
+  // The runs in order (entry, then batch, then repeat), built one at a time rather than all up
+  // front: `repeats` may be up to a million per entry.
+  uint64_t run_count() const;
+  RunConfig run_at(uint64_t index) const;   // throws std::out_of_range past run_count()
 };
 
-// Parses and validates the whole file first (UsageError naming the file, entry and key).
+// Parses and validates the whole file first: every key type- and range-checked, unknown or
+// misplaced keys refused; UsageError "FILE:LINE: run #N: key 'K' ..." on the first problem.
 Suite load_suite(const std::filesystem::path& file, const std::filesystem::path& db);
+// The same for a suite file's text; `display_name` stands for the file in messages (fuzzing, tests).
+Suite load_suite(std::string_view text, const std::string& display_name, const std::filesystem::path& db);
 
 // Runs every entry; returns the exit code (the worst of the runs; 130 at once on Ctrl-C).
 int run_suite(const Suite& suite, bool json);

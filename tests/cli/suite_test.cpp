@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "cli/run_config.h"
 #include "cli/suite.h"
@@ -25,9 +30,11 @@ threads = 1
 eval_batches = 0
 )";
   const auto suite = cli::load_suite(dir / "s.toml", dir / "s.db");
-  EXPECT_EQ(suite.expand().size(), 4u);
+  EXPECT_EQ(suite.run_count(), 4u);
   const auto res = run_trainscope("suite " + (dir / "s.toml").string() + " --db " + (dir / "s.db").string());
   ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("[1/4] resnet50/tiny batch 2"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("[4/4] resnet50/tiny batch 4"), std::string::npos) << res.out;
   store::Reader r(dir / "s.db");
   const auto runs = r.runs();
   ASSERT_EQ(runs.size(), 4u);
@@ -63,13 +70,240 @@ TEST(Suite, BadFilesAreRejectedBeforeAnyRun) {
 TEST(Suite, DefaultSuiteParses) {
   TempDir dir;
   const auto suite = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/default.toml", dir / "d.db");
-  EXPECT_GE(suite.expand().size(), 2u);
+  EXPECT_GE(suite.run_count(), 2u);
 }
 
 TEST(Suite, A3cScalingSuiteSetsTheLearners) {
   TempDir dir;
   const auto suite = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/a3c_scaling.toml", dir / "d.db");
   std::vector<int64_t> learners;
-  for (const auto& c : suite.expand()) learners.push_back(c.learners.value_or(0));
+  for (uint64_t i = 0; i < suite.run_count(); ++i) learners.push_back(suite.run_at(i).learners.value_or(0));
   EXPECT_EQ(learners, (std::vector<int64_t>{1, 2, 8}));
+}
+
+namespace {
+
+// The UsageError message load_suite gives for `text` (a file shown as "bad.toml"); "" when it loads.
+std::string refusal(const TempDir& dir, const std::string& text) {
+  try {
+    cli::load_suite(text, "bad.toml", dir / "s.db");
+  } catch (const cli::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct BadCase {
+  std::string text;
+  std::string expected;   // a part of the message: "bad.toml:LINE: run #N: key 'K' ..." or the like
+};
+
+void expect_refusals(const std::vector<BadCase>& cases) {
+  TempDir dir;
+  for (const auto& c : cases) {
+    const std::string message = refusal(dir, c.text);
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << "file:\n" << c.text << "\nexpected a message containing: " << c.expected << "\ngot: " << message;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.db"));
+}
+
+const std::string kRun = "[[run]]\nworkload = \"resnet50\"\n";   // lines 1-2
+const std::string kA3c = "[[run]]\nworkload = \"a3c\"\n";
+
+}  // namespace
+
+TEST(Suite, WrongTypesAreRefusedNamingFileLineAndKey) {
+  TempDir dir;
+  EXPECT_EQ(refusal(dir, kRun + "iterations = \"ten\"\n"),
+            "bad.toml:3: run #1: key 'iterations' must be an integer in 1..1000000000 (got string \"ten\")");
+  expect_refusals({
+      {"[[run]]\nworkload = 5\n", "bad.toml:2: run #1: key 'workload' must be a string (got integer 5)"},
+      {kRun + "preset = true\n", "bad.toml:3: run #1: key 'preset' must be a string (got boolean true)"},
+      {kRun + "device = [\"cpu\"]\n", "bad.toml:3: run #1: key 'device' must be a string (got an array)"},
+      {kRun + "data = 1.5\n", "bad.toml:3: run #1: key 'data' must be a string (got float 1.5)"},
+      {kRun + "trace = \"yes\"\n", "bad.toml:3: run #1: key 'trace' must be a boolean"},
+      {kRun + "trace = 1\n", "bad.toml:3: run #1: key 'trace' must be a boolean (true or false) (got integer 1)"},
+      {kRun + "warmup = true\n", "bad.toml:3: run #1: key 'warmup' must be an integer in 0..1000000000 (got boolean"},
+      {kRun + "seed = 1979-05-27\n", "bad.toml:3: run #1: key 'seed' must be a non-negative integer (got a date)"},
+      {kRun + "batch = \"4\"\n", "bad.toml:3: run #1: key 'batch' must be an integer in 1..2147483647 or a non-empty "
+                                 "array of them (got string \"4\")"},
+      {kRun + "batch = [\n  4,\n  \"8\",\n]\n", "bad.toml:5: run #1: key 'batch' element 2 must be an integer"},
+      {kRun + "batch = []\n", "bad.toml:3: run #1: key 'batch' must be an integer in 1..2147483647 or a non-empty"},
+      {kRun + "batch = { size = 4 }\n", "bad.toml:3: run #1: key 'batch' must be"},
+      {kA3c + "learners = \"8\"\n", "bad.toml:3: run #1: key 'learners' must be an integer in 1..4096 (got string"},
+      {"name = 5\n" + kRun, "bad.toml:1: key 'name' must be a string (got integer 5)"},
+      // What was written is shown on one line: control bytes escaped, long text cut.
+      {kRun + "iterations = \"a\\tb\"\n", "(got string \"a\\x09b\")"},
+      {kRun + "iterations = \"" + std::string(50, 'x') + "\"\n", "(got string \"" + std::string(40, 'x') + "...\")"},
+  });
+}
+
+TEST(Suite, FloatsAreNeverTakenForIntegers) {
+  expect_refusals({
+      {kRun + "iterations = 2.0\n",
+       "bad.toml:3: run #1: key 'iterations' must be an integer in 1..1000000000 (got float 2.0)"},
+      {kRun + "warmup = 0.0\n", "key 'warmup' must be an integer in 0..1000000000 (got float 0.0)"},
+      {kRun + "threads = 1.5\n", "key 'threads' must be an integer in 0..1024 (got float 1.5)"},
+      {kRun + "seed = 1e3\n", "key 'seed' must be a non-negative integer (got float 1000.0)"},
+      {kRun + "repeats = 2.0\n", "key 'repeats' must be an integer in 1..1000000 (got float 2.0)"},
+      {kRun + "eval_batches = 1.0\n", "key 'eval_batches' must be an integer in 0..1000000 (got float 1.0)"},
+      {kRun + "batch = 4.0\n",
+       "key 'batch' must be an integer in 1..2147483647 or a non-empty array of them (got float 4.0)"},
+      {kRun + "batch = [2, 4.0]\n", "key 'batch' element 2 must be an integer in 1..2147483647 (got float 4.0)"},
+      {kA3c + "learners = 2.0\n", "key 'learners' must be an integer in 1..4096 (got float 2.0)"},
+  });
+}
+
+TEST(Suite, OutOfRangeIntegersAreRefused) {
+  expect_refusals({
+      // iterations + warmup would overflow int64 in the run loop.
+      {kRun + "iterations = 9223372036854775807\n",
+       "bad.toml:3: run #1: key 'iterations' must be an integer in 1..1000000000 (got integer 9223372036854775807)"},
+      {kRun + "iterations = 0\n", "key 'iterations' must be an integer in 1..1000000000 (got integer 0)"},
+      {kRun + "iterations = 1000000001\n", "key 'iterations' must be an integer in 1..1000000000"},
+      {kRun + "warmup = -1\n", "key 'warmup' must be an integer in 0..1000000000 (got integer -1)"},
+      {kRun + "warmup = 1000000001\n", "key 'warmup' must be an integer in 0..1000000000"},
+      {kRun + "repeats = 0\n", "key 'repeats' must be an integer in 1..1000000 (got integer 0)"},
+      {kRun + "repeats = 1000001\n", "key 'repeats' must be an integer in 1..1000000"},
+      {kRun + "threads = -1\n", "key 'threads' must be an integer in 0..1024 (got integer -1)"},
+      {kRun + "threads = 1025\n", "key 'threads' must be an integer in 0..1024"},
+      {kRun + "eval_batches = -1\n", "key 'eval_batches' must be an integer in 0..1000000"},
+      {kRun + "eval_batches = 1000001\n", "key 'eval_batches' must be an integer in 0..1000000"},
+      {kRun + "batch = 0\n",
+       "key 'batch' must be an integer in 1..2147483647 or a non-empty array of them (got integer 0)"},
+      {kRun + "batch = 2147483648\n", "key 'batch' must be an integer in 1..2147483647"},
+      {kRun + "batch = [4, -2]\n", "key 'batch' element 2 must be an integer in 1..2147483647 (got integer -2)"},
+      // Once cast to uint64, -1 would have seeded with 2^64 - 1.
+      {kRun + "seed = -1\n", "key 'seed' must be a non-negative integer (got integer -1)"},
+      {kA3c + "learners = 0\n", "key 'learners' must be an integer in 1..4096 (got integer 0)"},
+      {kA3c + "learners = 4097\n", "key 'learners' must be an integer in 1..4096"},
+  });
+}
+
+TEST(Suite, TheRangeLimitsThemselvesAreAccepted) {
+  TempDir dir;
+  const auto suite = cli::load_suite(kRun + "iterations = 1000000000\nwarmup = 1000000000\nrepeats = 1000000\n"
+                                            "eval_batches = 1000000\nbatch = 2147483647\nseed = 9223372036854775807\n"
+                                            "threads = 0\n",
+                                     "limits.toml", dir / "s.db");
+  ASSERT_EQ(suite.run_count(), 1'000'000u);
+  const auto c = suite.run_at(999'999);
+  EXPECT_EQ(c.iterations, 1'000'000'000);
+  EXPECT_EQ(c.warmup, 1'000'000'000);
+  EXPECT_EQ(c.eval_batches, 1'000'000);
+  EXPECT_EQ(c.batch, std::optional<int64_t>(2147483647));
+  EXPECT_EQ(c.seed, uint64_t{9223372036854775807});
+  EXPECT_EQ(c.threads, 0);
+  const auto a3c = cli::load_suite(kA3c + "learners = 4096\n", "a3c.toml", dir / "s.db");
+  EXPECT_EQ(a3c.run_at(0).learners, std::optional<int64_t>(4096));
+}
+
+TEST(Suite, UnknownKeysAndNestedTablesAreRefusedAtTheirLine) {
+  expect_refusals({
+      {kRun + "\n[[run]]\nworkload = \"resnet50\"\niterations = 2\nitrations = 3\n",
+       "bad.toml:7: run #2: unknown key 'itrations' (known: workload, preset"},
+      {kRun + "[run.extra]\nx = 1\n", "bad.toml:3: run #1: unknown key 'extra'"},
+      {kRun + "[[run.sub]]\nx = 1\n", "bad.toml:3: run #1: unknown key 'sub'"},
+      {kRun + "extra.x = 1\n", "bad.toml:3: run #1: unknown key 'extra'"},
+      {kRun + "[run.batch]\nsize = 4\n", "run #1: key 'batch' must be an integer in 1..2147483647 or a non-empty array "
+                                        "of them (got a table)"},
+  });
+}
+
+TEST(Suite, KeysAboveTheFirstRunAreRefused) {
+  expect_refusals({
+      // These once vanished silently: the runs took the default 20 iterations.
+      {"name = \"t\"\niterations = 5\n" + kRun,
+       "bad.toml:2: unknown key 'iterations' (only 'name' may appear above the first [[run]]"},
+      {"[defaults]\niterations = 5\n" + kRun, "bad.toml:1: unknown key 'defaults'"},
+  });
+}
+
+TEST(Suite, RunMustBeAnArrayOfTables) {
+  expect_refusals({
+      {"name = \"t\"\n[run]\nworkload = \"resnet50\"\n",
+       "bad.toml:2: 'run' must be an array of tables: write [[run]], not [run]"},
+      {"run = 5\n", "bad.toml:1: key 'run' must be [[run]] tables (got integer 5)"},
+      {"run = [\"resnet50\"]\n", "bad.toml:1: run #1: must be a table (got string \"resnet50\")"},
+      {"run = []\n", "bad.toml: no [[run]] entries"},
+  });
+}
+
+TEST(Suite, ValidateErrorsNameTheEntryAndItsLine) {
+  expect_refusals({
+      {kRun + "\n[[run]]\nworkload = \"nosuch\"\n", "bad.toml:4: run #2: unknown workload 'nosuch'"},
+      {"[[run]]\npreset = \"tiny\"\n", "bad.toml:1: run #1: key 'workload' is required"},
+  });
+}
+
+TEST(Suite, ABadLaterEntryStopsTheSuiteBeforeAnyRun) {
+  TempDir dir;
+  std::ofstream(dir / "s.toml") << kRun << "iterations = 1\nwarmup = 0\neval_batches = 0\n\n"
+                                << kRun << "iterations = \"ten\"\n";
+  const auto res = run_trainscope("suite " + (dir / "s.toml").string() + " --db " + (dir / "s.db").string());
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+  EXPECT_NE(res.out.find((dir / "s.toml").string() + ":9: run #2: key 'iterations'"), std::string::npos) << res.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.db"));
+}
+
+TEST(Suite, HugeRepeatsAreCountedWithoutBuildingEveryRun) {
+  // 100 entries x 10 batches x a million repeats: a billion runs, far more RunConfigs than memory
+  // holds, so this only passes while runs are made one at a time.
+  std::string text;
+  for (int entry = 0; entry < 100; ++entry) {
+    text += kRun + "batch = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nrepeats = 1000000\nseed = " + std::to_string(entry) + "\n";
+  }
+  TempDir dir;
+  const auto suite = cli::load_suite(text, "huge.toml", dir / "s.db");
+  ASSERT_EQ(suite.run_count(), 1'000'000'000u);
+  EXPECT_EQ(suite.run_at(0).batch, std::optional<int64_t>(1));
+  EXPECT_EQ(suite.run_at(999'999).batch, std::optional<int64_t>(1));
+  EXPECT_EQ(suite.run_at(1'000'000).batch, std::optional<int64_t>(2));
+  EXPECT_EQ(suite.run_at(10'000'000).seed, 1u);   // the second entry's first run
+  const auto last = suite.run_at(999'999'999);
+  EXPECT_EQ(last.batch, std::optional<int64_t>(10));
+  EXPECT_EQ(last.seed, 99u);
+  EXPECT_THROW(suite.run_at(1'000'000'000), std::out_of_range);
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.db"));
+}
+
+// Found by fuzz/suite_fuzzer.cpp: toml++ 3.3 asserts, or has undefined behaviour, on these
+// instead of reporting an error, so load_suite refuses them before toml++ sees the text.
+TEST(Suite, InputsTomlPlusPlusMishandlesAreRefusedBeforeItSeesThem) {
+  expect_refusals({
+      // A table header without a name.
+      {"[[\nworkload = \"resnet50\"\n", "bad.toml:1: a table header needs a name after '[' or '[[' (e.g. [[run]])"},
+      {kRun + "[=\n", "bad.toml:3: a table header needs a name after '[' or '[['"},
+      {kRun + "trace = true # a comment\n[ #\n", "bad.toml:4: a table header needs a name"},
+      {kRun + "batch = [\n  2,\n]\n[[\t\n", "bad.toml:6: a table header needs a name"},
+      // A non-ASCII character outside strings and comments, or after a backslash in a """ string.
+      {"\xc3\xa9 = 1\n" + kRun, "bad.toml:1: a non-ASCII character outside a string or comment"},
+      {kRun + "preset = tiny\xc3\xa9\n", "bad.toml:3: a non-ASCII character outside a string or comment"},
+      {kRun + "iterations = 2'\xc3\xa9'\n", "bad.toml:3: a non-ASCII character outside a string or comment"},
+      {kRun + "iterations = 9{\"\xc3\xa9\"}\n", "bad.toml:3: a non-ASCII character outside a string or comment"},
+      // A '}' where an array expects a value.
+      {kRun + "batch = [}\n", "bad.toml:3: a '}' where an array needs a value or ']'"},
+      {kRun + "batch = [\n  1, # one\n  }\n", "bad.toml:5: a '}' where an array needs a value or ']'"},
+      // A value, a space, one digit: toml++ takes it for a date and a time.
+      {kRun + "seed = 1979-05-27 9\n", "bad.toml:3: a stray digit after a value"},
+      {kRun + "batch = [1, 2 3]\n", "bad.toml:3: a stray digit after a value"},
+      {kRun + "data = \"\"\"\\\n  \xc2\xa7\"\"\"\n", "bad.toml:4: a non-ASCII character after '\\' in a \"\"\" string"},
+  });
+  TempDir dir;
+  // An error before the hazard is reported as toml++ finds it.
+  const std::string earlier = refusal(dir, "x = \n[[\n");
+  EXPECT_EQ(earlier.rfind("bad.toml:1: ", 0), 0u) << earlier;
+  EXPECT_EQ(earlier.find("table header needs a name"), std::string::npos) << earlier;
+  // Valid TOML is still read: '[' then a line break in strings, comments and array values; non-ASCII
+  // text in strings and comments; a byte-order mark.
+  EXPECT_EQ(refusal(dir, kRun + "batch = [ # sizes [\n  2,\n  [\n]]\n"),
+            "bad.toml:5: run #1: key 'batch' element 2 must be an integer in 1..2147483647 (got an array)");
+  EXPECT_EQ(refusal(dir, kRun + "batch = [\n  2, # [\n  4,\n]\n# [ caf\xc3\xa9\n"), "");
+  EXPECT_EQ(refusal(dir, "\xEF\xBB\xBF" + kRun), "");
+  for (const std::string data : {"\"\"\"\n[\n\"\"\"", "'''\n[[\n'''''", "\"\\\"[\"", "\"caf\xc3\xa9\"",
+                                 "'''\\\n\xc2\xa7'''", "\"\"\"caf\xc3\xa9\"\"\""}) {
+    const std::string message = refusal(dir, kRun + "data = " + data + "\n");
+    EXPECT_NE(message.find("unknown data source"), std::string::npos) << data << "\n" << message;
+  }
 }
