@@ -2,6 +2,7 @@
 
 #include "cli/run_config.h"
 #include "fmt/format.h"
+#include "reports/output_file.h"
 #include "workloads/a3c/a3c.h"
 #include "workloads/a3c/png.h"
 
@@ -15,11 +16,13 @@ std::string play_breakout(const PlayConfig& c) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  reports::OutputFile out(c.out);  // a harmful --out is refused before the game is played
   const workloads::EpisodeFrames e =
       workloads::play_random_episode(game, c.seed, c.seed ^ 0x9e3779b9ULL, c.steps, c.every);
   int width = 0, height = 0;
   const auto image = workloads::frame_grid(e.frames, c.per_row, &width, &height);
-  workloads::write_png_gray(c.out, width, height, image);
+  out.write(workloads::encode_png_gray(width, height, image));
+  out.commit();
   return fmt::format("{}: {} frames ({}x{} pixels) of {} steps, score {} ({} game, seed {})", c.out.string(),
                      e.frames.size(), width, height, e.steps, e.score, c.preset, c.seed);
 }

@@ -1,6 +1,15 @@
 // validate(): every check on a RunConfig that can be made before anything is written.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <limits>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
 
 #include "cli/run_config.h"
 #include "engine/device.h"
@@ -12,6 +21,50 @@
 #include "workloads/workload.h"
 
 namespace ts::cli {
+
+namespace {
+
+// "--iters must be from 1 to 1000000000 (got 0)": the allowed range in every message.
+void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note = "") {
+  if (value >= min && value <= max) return;
+  throw UsageError(std::string(option) + " must be from " + std::to_string(min) + " to " + std::to_string(max) +
+                   std::string(note) + " (got " + std::to_string(value) + ")");
+}
+
+// A whole decimal number of type T, an optional '+' (or '-' where T is signed) and digits only.
+template <class T>
+std::string check_integer_text(std::string& text) {
+  std::string_view digits(text);
+  const bool plus = digits.starts_with('+');
+  if (plus) digits.remove_prefix(1);
+  // from_chars takes a '-' for signed types and nothing else before the digits.
+  const bool sign_ok = !digits.empty() && (std::isdigit(static_cast<unsigned char>(digits.front())) ||
+                                           (std::is_signed_v<T> && digits.front() == '-' && !plus));
+  T value{};
+  const char* end = digits.data() + digits.size();
+  const auto [at, error] = std::from_chars(digits.data(), end, value);
+  if (sign_ok && error == std::errc::result_out_of_range) {
+    return text + " is out of range (" + std::to_string(std::numeric_limits<T>::min()) + " to " +
+           std::to_string(std::numeric_limits<T>::max()) + ")";
+  }
+  if (!sign_ok || error != std::errc() || at != end) {
+    return "'" + text + "' is not a whole " + (std::is_signed_v<T> ? "" : "non-negative ") + "decimal number";
+  }
+  text = std::to_string(value);   // plain decimal, so that CLI11's base-0 conversion reads the same number
+  return "";
+}
+
+}  // namespace
+
+int64_t online_cores() {
+  // What the run's default (std::thread::hardware_concurrency) also counts on Linux.
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0) return online;
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+std::string check_int64_text(std::string& text) { return check_integer_text<int64_t>(text); }
+std::string check_uint64_text(std::string& text) { return check_integer_text<uint64_t>(text); }
 
 void validate(const RunConfig& c) {
   const auto* spec = workloads::find_workload(c.workload);
@@ -25,17 +78,26 @@ void validate(const RunConfig& c) {
     for (const auto& p : spec->presets) names += (names.empty() ? "" : ", ") + p.name;
     throw UsageError("workload " + c.workload + " has no preset '" + c.preset + "' (available: " + names + ")");
   }
-  if (c.batch && *c.batch <= 0) throw UsageError("--batch must be positive (got " + std::to_string(*c.batch) + ")");
+  // Ranges first, so that no size is ever computed from an absurd number. A batch in range may
+  // still not fit the machine: what one sample takes is only known once the workload builds its
+  // data, so that limit is the engine's (checked sizes, an out-of-memory error naming the bytes
+  // and the tensor), and such a run ends as failed rather than being refused here.
+  if (c.batch) check_range("--batch", *c.batch, 1, kMaxBatch);
   if (c.learners) {
-    if (*c.learners <= 0) throw UsageError("--learners must be positive (got " + std::to_string(*c.learners) + ")");
+    check_range("--learners", *c.learners, 1, kMaxLearners);
     if (!spec->has_learners) {
       throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
     }
   }
-  if (c.iterations <= 0) throw UsageError("--iters must be positive (got " + std::to_string(c.iterations) + ")");
-  if (c.warmup < 0) throw UsageError("--warmup must not be negative");
-  if (c.threads < 0) throw UsageError("--threads must be positive");
-  if (c.eval_batches < 0) throw UsageError("--eval-batches must not be negative");
+  check_range("--iters", c.iterations, 1, kMaxIterations);
+  check_range("--warmup", c.warmup, 0, kMaxWarmup);
+  check_range("--eval-batches", c.eval_batches, 0, kMaxEvalBatches);
+  // More threads than cores are refused, not capped with a warning: the threads are OpenMP's,
+  // whose barriers spin, so 1000 threads on 2 cores never finished; and a capped run would store
+  // a thread count other than the one asked for.
+  const int64_t cores = online_cores();
+  check_range("--threads", c.threads, 0, cores,
+              " (0: all cores; this machine has " + std::to_string(cores) + " CPU cores online)");
   engine::Device device;
   try {
     device = engine::parse_device(c.device);

@@ -3,16 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <vector>
 
+#include "reports/output_file.h"
 #include "store/reader.h"
 
 namespace ts::reports {
@@ -47,47 +46,19 @@ std::string json_string(std::string_view s) {
   return out;
 }
 
-// Writes the file through a temporary beside it; rename on success.
-class Output {
+// The traceEvents array, written into the output file: a comma before every event but the first.
+class TraceEvents {
  public:
-  explicit Output(const fs::path& path) : path_(path), tmp_(path.string() + ".partial") {
-    file_ = std::fopen(tmp_.c_str(), "wb");
-    if (file_ == nullptr) {
-      throw std::runtime_error(fmt::format("cannot write '{}': {}", path.string(), std::generic_category().message(errno)));
-    }
-  }
-  ~Output() {
-    if (file_ != nullptr) {
-      std::fclose(file_);
-      std::error_code ec;
-      fs::remove(tmp_, ec);
-    }
-  }
-  Output(const Output&) = delete;
-  Output& operator=(const Output&) = delete;
-
+  explicit TraceEvents(OutputFile& file) : file_(file) {}
   void event(const std::string& json) {
     if (!first_) put(",\n");
     first_ = false;
     put(json);
   }
-  void put(std::string_view s) {
-    if (std::fwrite(s.data(), 1, s.size(), file_) != s.size()) {
-      throw std::runtime_error(fmt::format("writing '{}' failed (disk full?)", tmp_.string()));
-    }
-  }
-  void commit() {
-    const bool ok = std::fclose(file_) == 0;
-    file_ = nullptr;
-    if (!ok) throw std::runtime_error(fmt::format("writing '{}' failed", tmp_.string()));
-    std::error_code ec;
-    fs::rename(tmp_, path_, ec);
-    if (ec) throw std::runtime_error(fmt::format("cannot rename '{}' to '{}': {}", tmp_.string(), path_.string(), ec.message()));
-  }
+  void put(std::string_view s) { file_.write(s); }
 
  private:
-  fs::path path_, tmp_;
-  std::FILE* file_ = nullptr;
+  OutputFile& file_;
   bool first_ = true;
 };
 
@@ -112,6 +83,7 @@ const char* gpu_category(std::string_view kind) {
 
 ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::path& out,
                                     const std::function<void(int64_t, int64_t)>& progress) {
+  OutputFile file(out, db);  // refuses a harmful target before the run is read
   store::Reader reader(db);
   const auto info = reader.run(run);
   if (!info) throw store::StoreError(store::StoreError::Kind::not_found, fmt::format("run {} not found in {}", run, db.string()));
@@ -132,7 +104,7 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     if (progress && ++done % 100'000 == 0) progress(done, total);
   };
 
-  Output o(out);
+  TraceEvents o(file);
   // One process's trace: rank 0 for tools that read a trace per rank (HTA, which wants a space after the colon).
   o.put("{\"displayTimeUnit\":\"ms\",\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0},");
   o.put(fmt::format("\"otherData\":{{\"producer\":\"trainscope\",\"run\":{},\"workload\":{},\"preset\":{},\"device\":{},"
@@ -225,7 +197,7 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     ++stats.counters;
   }
   o.put("\n]}\n");
-  o.commit();
+  file.commit();
   if (progress) progress(total, total);
   return stats;
 }

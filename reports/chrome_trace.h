@@ -16,9 +16,11 @@ struct ChromeTraceStats {
   int64_t counters = 0;
 };
 
-// Writes run `run` of `db` to `out` (overwritten; written to a temporary file beside it first,
-// so a failure leaves no half file). `progress(done, total)` is called now and then with event
-// counts. Throws store::StoreError for a missing db or run, std::runtime_error for I/O errors.
+// Writes run `run` of `db` to `out` through OutputFile (reports/output_file.h): a target that is
+// the db or its -wal/-shm/-journal, a directory, a device or in a missing or unwritable directory
+// is refused (OutputRefused) before anything is read or written; a failure leaves `out` as it was
+// and no temporary behind. `progress(done, total)` is called now and then with event counts.
+// Throws store::StoreError for a missing db or run, std::runtime_error for I/O errors.
 ChromeTraceStats write_chrome_trace(const std::filesystem::path& db, int64_t run, const std::filesystem::path& out,
                                     const std::function<void(int64_t, int64_t)>& progress = {});
 
