@@ -1,9 +1,12 @@
 // trainscope: train a workload, profile it, store it; list, inspect and compare what is stored.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <iostream>
 
 #include "cli/exit_codes.h"
+#include "cli/import_command.h"
+#include "cli/interrupts.h"
 #include "cli/list.h"
 #include "cli/play.h"
 #include "cli/run_command.h"
@@ -11,6 +14,7 @@
 #include "cli/summary.h"
 #include "fmt/format.h"
 #include "reports/chrome_trace.h"
+#include "reports/output_file.h"
 #include "store/error.h"
 
 using namespace ts::cli;
@@ -35,20 +39,39 @@ int main(int argc, char** argv) {
   int64_t batch = 0;
   int64_t learners = 0;
   auto* run = app.add_subcommand("run", "Train WORKLOAD, profile it and store the run");
+  // Whole decimal numbers that fit, or exit 2: CLI11 alone clamps 99999999999999999999 to the
+  // largest int64 and wraps --seed -1. Ranges are validate()'s.
+  const CLI::Validator int64_text(check_int64_text, "");
+  const CLI::Validator uint64_text(check_uint64_text, "");
   run->add_option("workload", rc.workload, "Workload name (see `trainscope list`)")->required();
   run->add_option("--preset", rc.preset, "tiny | small | full")->capture_default_str();
   run->add_option("--device", rc.device, "cpu (cuda in CUDA builds)")->capture_default_str();
-  auto* batch_opt = run->add_option("--batch", batch, "Batch size (default: the preset's)");
+  auto* batch_opt = run->add_option("--batch", batch, "Batch size (default: the preset's)")->transform(int64_text);
   auto* learners_opt =
-      run->add_option("--learners", learners, "Actor-learner threads, for workloads that have them (a3c; default: the preset's)");
-  run->add_option("--iters", rc.iterations, "Timed iterations")->capture_default_str();
-  run->add_option("--warmup", rc.warmup, "Warm-up iterations, excluded from the figures")->capture_default_str();
-  run->add_option("--threads", rc.threads, "CPU threads (default: all cores)");
-  run->add_option("--seed", rc.seed, "Random seed")->capture_default_str();
+      run->add_option("--learners", learners, "Actor-learner threads, for workloads that have them (a3c; default: the preset's)")
+          ->transform(int64_text);
+  run->add_option("--iters", rc.iterations, "Timed iterations")->capture_default_str()->transform(int64_text);
+  run->add_option("--warmup", rc.warmup, "Warm-up iterations, excluded from the figures")
+      ->capture_default_str()
+      ->transform(int64_text);
+  run->add_option("--threads", rc.threads, "CPU threads (default: all cores)")->transform(int64_text);
+  run->add_option("--seed", rc.seed, "Random seed")->capture_default_str()->transform(uint64_text);
   run->add_option("--data", rc.data, "synthetic | fashion-mnist[:DIR]")->capture_default_str();
-  run->add_option("--eval-batches", rc.eval_batches, "Held-out batches for the quality metric (0: none)")->capture_default_str();
+  run->add_option("--eval-batches", rc.eval_batches, "Held-out batches for the quality metric (0: none)")
+      ->capture_default_str()
+      ->transform(int64_text);
   run->add_option("--db", rc.db, "SQLite file to store into")->capture_default_str();
   run->add_flag("--no-trace{false}", rc.trace, "Do not record per-op events (phases are still timed)");
+  double flush_seconds = 2.0, lock_wait_seconds = 60.0;
+  run->add_option("--flush-interval", flush_seconds,
+                  "Seconds between writes while the run goes on: a run killed keeps all but the last interval")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  run->add_option("--lock-wait", lock_wait_seconds,
+                  "Seconds the final write waits for a db another process has locked, before writing the run to a "
+                  "side file to import")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   run->add_flag("--json", rc.json, "Print the summary as JSON");
 
   std::string suite_file;
@@ -58,6 +81,14 @@ int main(int argc, char** argv) {
   suite->add_option("file", suite_file, "Suite file, e.g. suites/default.toml")->required();
   suite->add_option("--db", suite_db, "SQLite file to store into")->capture_default_str();
   suite->add_flag("--json", suite_json, "Print the summaries as JSON");
+
+  std::filesystem::path import_from;
+  std::filesystem::path import_db = "results/trainscope.db";
+  auto* import_cmd = app.add_subcommand(
+      "import", "Copy the runs of another trainscope db (a spill file, another machine's results) into a db");
+  import_cmd->add_option("file", import_from, "trainscope db to copy from, e.g. results/trainscope.db.run7-1234.spill")
+      ->required();
+  import_cmd->add_option("--db", import_db, "SQLite file to copy into")->capture_default_str();
 
   bool list_json = false;
   auto* list = app.add_subcommand("list", "List workloads, presets and parameter counts");
@@ -109,6 +140,11 @@ int main(int argc, char** argv) {
     if (*run) {
       if (*batch_opt) rc.batch = batch;
       if (*learners_opt) rc.learners = learners;
+      // CLI::Range lets NaN through (every comparison with it is false).
+      if (!std::isfinite(flush_seconds) || !std::isfinite(lock_wait_seconds))
+        throw UsageError("--flush-interval and --lock-wait must be numbers of seconds");
+      rc.flush_interval = std::chrono::milliseconds(static_cast<int64_t>(flush_seconds * 1000));
+      rc.lock_wait = std::chrono::milliseconds(static_cast<int64_t>(lock_wait_seconds * 1000));
       install_interrupt_handler();
       const RunOutcome out = execute_run(rc);
       const auto summary = run_summary(rc.db, out.run_id);
@@ -123,6 +159,10 @@ int main(int argc, char** argv) {
       const Suite s = load_suite(suite_file, suite_db);
       install_interrupt_handler();
       return run_suite(s, suite_json);
+    }
+    if (*import_cmd) {
+      fmt::print("{}", import_runs(import_from, import_db));
+      return kExitOk;
     }
     if (*play) {
       fmt::print("{}\n", play_breakout(play_config));
@@ -159,6 +199,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "trainscope: {}\n", e.what());
     return kExitBadInput;
   } catch (const ts::store::StoreError& e) {
+    fmt::print(stderr, "trainscope: {}\n", e.what());
+    return kExitBadInput;
+  } catch (const ts::reports::OutputRefused& e) {  // an output path that would destroy something
     fmt::print(stderr, "trainscope: {}\n", e.what());
     return kExitBadInput;
   } catch (const std::exception& e) {

@@ -16,6 +16,31 @@ std::vector<store::EnvEntry> to_env_rows(const std::vector<collectors::Entry>& e
   return rows;
 }
 
+void append_event_rows(std::span<const profiler::Event> events, const profiler::NameLookup& lookup,
+                       std::vector<store::PhaseRow>& phases, std::vector<store::EventRow>& rows) {
+  rows.reserve(rows.size() + events.size());
+  for (const auto& e : events) {
+    if (e.kind == profiler::EventKind::phase) {
+      phases.push_back({e.iteration, std::string(lookup(e.name)), e.start_ns, e.end_ns});
+    }
+    rows.push_back({e.start_ns, e.end_ns, std::string(lookup(e.name)), std::string(lookup(e.layer)),
+                    std::string(profiler::to_string(e.kind)), std::string(profiler::to_string(e.pass)), e.iteration,
+                    static_cast<int64_t>(e.thread)});
+  }
+}
+
+void append_memory_points(const std::vector<memprof::Snapshot>& snapshots, std::vector<store::MemoryPoint>& rows) {
+  for (const auto& snap : snapshots) {
+    for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
+      rows.push_back({snap.t_ns, std::string(memprof::to_string(static_cast<memprof::Category>(c))), snap.bytes[c]});
+    }
+  }
+}
+
+store::IterationRow to_iteration_row(const workloads::IterationResult& it) {
+  return {it.index, it.warmup, it.start_ns, it.end_ns, it.samples, it.loss};
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -35,16 +60,17 @@ std::string layer_of(const std::string& param) {
 
 }  // namespace
 
-void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler::Event> events,
+void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<profiler::Event>& events,
                          const engine::nn::Module* model, const std::vector<collectors::Sample>& samples,
-                         const workloads::Quality* quality) {
+                         const workloads::Quality* quality, RecordScope scope) {
+  const bool everything = scope == RecordScope::everything;
   const auto& tracer = profiler::Tracer::global();
   const auto lookup = profiler::lookup_in(tracer);
   std::set<int32_t> warmup;
   std::vector<double> throughput, token_throughput, iteration_ms;
   std::vector<store::IterationRow> its;
   for (const auto& it : loop.iterations) {
-    its.push_back({it.index, it.warmup, it.start_ns, it.end_ns, it.samples, it.loss});
+    its.push_back(to_iteration_row(it));
     if (it.warmup) {
       warmup.insert(static_cast<int32_t>(it.index));
       continue;
@@ -54,24 +80,17 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
     if (secs > 0) throughput.push_back(static_cast<double>(it.samples) / secs);
     if (secs > 0 && it.tokens > 0) token_throughput.push_back(static_cast<double>(it.tokens) / secs);
   }
-  writer_.add_iterations(run_, its);
+  if (everything) writer_.add_iterations(run_, its);
   const auto counted = [&](int32_t i) { return i >= 0 && !warmup.contains(i); };
   const double timed = static_cast<double>(throughput.size());
 
-  // Phases, straight from the phase events.
-  std::vector<store::PhaseRow> phases;
-  std::vector<store::EventRow> rows;
-  rows.reserve(events.size());
-  for (const auto& e : events) {
-    if (e.kind == profiler::EventKind::phase) {
-      phases.push_back({e.iteration, std::string(lookup(e.name)), e.start_ns, e.end_ns});
-    }
-    rows.push_back({e.start_ns, e.end_ns, std::string(lookup(e.name)), std::string(lookup(e.layer)),
-                    std::string(profiler::to_string(e.kind)), std::string(profiler::to_string(e.pass)), e.iteration,
-                    static_cast<int64_t>(e.thread)});
+  if (everything) {  // phases, straight from the phase events
+    std::vector<store::PhaseRow> phases;
+    std::vector<store::EventRow> rows;
+    append_event_rows(events, lookup, phases, rows);
+    writer_.add_phases(run_, phases);
+    writer_.add_events(run_, rows);
   }
-  writer_.add_phases(run_, phases);
-  writer_.add_events(run_, rows);
 
   // Per-op summary (CPU "kernels") and per-layer times over the timed iterations.
   std::vector<store::OpSummaryRow> ops;
@@ -114,12 +133,12 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
 
   // Memory: timeline per category and the breakdown at the peak.
   std::vector<store::MemoryPoint> points;
-  for (const auto& snap : ledger.timeline(2000)) {
-    for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
-      points.push_back({snap.t_ns, std::string(memprof::to_string(static_cast<memprof::Category>(c))), snap.bytes[c]});
-    }
+  append_memory_points(ledger.timeline(2000), points);
+  if (everything) {
+    writer_.add_memory_timeline(run_, points);
+  } else {
+    writer_.replace_memory_timeline(run_, points);
   }
-  writer_.add_memory_timeline(run_, points);
   // The training loop's peak: evaluation afterwards (detection's test-time RoIs outnumber the
   // training ones) must not stand in for it. The ledger's own when the loop never ran.
   const memprof::Snapshot peak = loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak();
@@ -138,7 +157,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, std::vector<profiler
       rss_peak = std::max(rss_peak, s.value);
     }
   }
-  writer_.add_samples(run_, sample_rows);
+  if (everything) writer_.add_samples(run_, sample_rows);
 
   std::vector<store::MetricRow> metrics = {
       {"parameter_count", static_cast<double>(parameter_count_), "count", -1},

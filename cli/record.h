@@ -18,14 +18,25 @@
 namespace ts::cli {
 
 std::vector<store::EnvEntry> to_env_rows(const std::vector<collectors::Entry>& entries);
+// The tracer's events as the store's event rows, and the phase events among them as phase rows.
+void append_event_rows(std::span<const profiler::Event> events, const profiler::NameLookup& lookup,
+                       std::vector<store::PhaseRow>& phases, std::vector<store::EventRow>& rows);
+// Ledger snapshots as timeline rows: one per category per snapshot.
+void append_memory_points(const std::vector<memprof::Snapshot>& snapshots, std::vector<store::MemoryPoint>& rows);
+store::IterationRow to_iteration_row(const workloads::IterationResult& it);
+
+// What record() writes: everything (a run stored at its end, or spilled to a side file), or
+// what a RunStream did not (the summaries; the streamed memory timeline replaced by the whole run's).
+enum class RecordScope { everything, after_streaming };
 
 class RunRecorder {
  public:
   RunRecorder(store::Writer& writer, int64_t run_id) : writer_(writer), run_(run_id) {}
   void set_parameter_count(int64_t n) { parameter_count_ = n; }
   // `model` may be null (the model failed to build); `quality` may be null.
-  void record(const workloads::LoopResult& loop, std::vector<profiler::Event> events, const engine::nn::Module* model,
-              const std::vector<collectors::Sample>& samples, const workloads::Quality* quality);
+  void record(const workloads::LoopResult& loop, const std::vector<profiler::Event>& events,
+              const engine::nn::Module* model, const std::vector<collectors::Sample>& samples,
+              const workloads::Quality* quality, RecordScope scope);
   // What the GPU tracer saw (GPU runs with tracing on): stored by record() with its analyses.
   void set_gpu_trace(profiler::GpuTrace trace) { gpu_ = std::move(trace); }
   // A whole-run figure measured outside the loop (the device allocator's peaks...), stored with the rest.

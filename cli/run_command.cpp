@@ -5,14 +5,18 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
-#include <ctime>
 #include <thread>
+#include <functional>
+#include <optional>
+#include <unistd.h>
 
 #include "cli/exit_codes.h"
+#include "cli/interrupts.h"
 #include "cli/progress.h"
 #include "cli/record.h"
+#include "cli/run_stream.h"
 #include "cli/summary.h"
+#include "cli/utc_time.h"
 #include "collectors/environment.h"
 #include "collectors/process_sampler.h"
 #include "engine/context.h"
@@ -27,6 +31,7 @@
 #include "profiler/gpu_tracer.h"
 #include "profiler/tracer.h"
 #include "store/error.h"
+#include "store/liveness.h"
 #include "store/writer.h"
 #include "workloads/training_loop.h"
 #include "workloads/workload.h"
@@ -34,22 +39,6 @@
 namespace ts::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-extern "C" void on_sigint(int) {
-  // A second Ctrl-C ends the process at once, the usual contract of command-line tools.
-  if (g_stop.exchange(true)) std::_Exit(kExitInterrupted);
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // The host allocator's cache over the run (CPU blocks of 1 MiB and more): a miss is a block
 // fresh from the system, whose page faults make the op that first writes it slow.
@@ -62,16 +51,6 @@ void record_host_allocator(const engine::cpu::HostAllocatorStats& before, RunRec
 }
 
 }  // namespace
-
-void install_interrupt_handler() {
-  struct sigaction sa{};
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-bool interrupt_requested() { return g_stop.load(); }
 
 namespace {
 
@@ -98,17 +77,37 @@ void record_device_memory(const engine::Device& device, RunRecorder& recorder) {
 #endif
 }
 
+// Where a run's results go when its db stays locked (or fails) at the final write: a side
+// file next to it, named for the run and the process, that `trainscope import` merges.
+std::filesystem::path spill_path(const std::filesystem::path& db, int64_t run_id) {
+  return std::filesystem::path(db.string() + fmt::format(".run{}-{}.spill", run_id, ::getpid()));
+}
+
+// The final write could not reach the db: the whole run, streamed parts included, into a side
+// file. Returns its path, or throws when that fails too.
+std::filesystem::path spill(const std::filesystem::path& db, const store::RunInfo& info, int64_t run_id,
+                            const std::function<void(RunRecorder&)>& record_everything, store::RunStatus status,
+                            const std::string& error) {
+  const auto path = spill_path(db, run_id);
+  store::Writer side(path);
+  const int64_t id = side.begin_run(info);
+  RunRecorder recorder(side, id);
+  record_everything(recorder);
+  side.finish_run(id, status, utc_now(), error);
+  return path;
+}
+
 }  // namespace
 
 RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   validate(c);
   const auto& spec = *workloads::find_workload(c.workload);
   const auto& preset = *spec.preset(c.preset);
-  const int threads = c.threads > 0 ? static_cast<int>(c.threads) : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = static_cast<int>(c.threads > 0 ? c.threads : online_cores());  // validate() bounds it
   omp_set_num_threads(threads);
 
   // The run has a row from the start, so a crash or Ctrl-C later still leaves a record.
-  store::Writer writer(c.db);
+  store::Writer writer(c.db, c.lock_wait);
   workloads::WorkloadConfig wc;
   wc.preset = c.preset;
   wc.device = engine::parse_device(c.device);
@@ -129,6 +128,12 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   info.trace = c.trace;
   info.started_at = utc_now();
   info.command_line = c.command_line;
+  const store::ProcessIdentity me = store::current_process();
+  info.host = me.host;
+  info.boot_id = me.boot_id;
+  info.pid = me.pid;
+  info.pid_start = me.pid_start;
+  info.heartbeat_interval_ms = c.flush_interval.count();
   nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
                         {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},
                         {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"eval_batches", c.eval_batches}};
@@ -138,6 +143,7 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   cfg["preset_table"] = table;
   info.config_json = cfg.dump();
   const int64_t run_id = writer.begin_run(info);
+  set_current_run(c.db, run_id);  // what a second Ctrl-C marks
   writer.add_environment(run_id, to_env_rows(collectors::snapshot()));
 
   auto& tracer = profiler::Tracer::global();
@@ -148,6 +154,17 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   engine::set_op_tracing(c.trace);
   collectors::ProcessSampler sampler;
   sampler.start(std::chrono::milliseconds(200));
+  std::optional<RunStream> stream;
+  try {
+    stream.emplace(c.db, run_id, sampler, RunStream::Options{.interval = c.flush_interval});
+  } catch (const std::exception& e) {  // the run row exists: not "bad input, nothing written"
+    sampler.stop();
+    tracer.set_enabled(false);
+    const std::string why = std::string("cannot write the run while it runs: ") + e.what();
+    writer.finish_run(run_id, store::RunStatus::failed, utc_now(), why);
+    clear_current_run();
+    throw std::runtime_error(why);
+  }
 
   RunRecorder recorder(writer, run_id);
   // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing").
@@ -168,13 +185,18 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
     record_device_memory(wc.device, recorder);
     record_host_allocator(host_before, recorder);
   };
+  const std::atomic<bool>& stop = stop_flag();
   workloads::LoopResult loop;
   std::unique_ptr<workloads::Workload> workload;
   std::string failure;
+  bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
   workloads::Quality quality;
   bool have_quality = false;
   try {
-    workload = spec.create(wc);
+    {
+      engine::CancelScope cancel(&stop);
+      workload = spec.create(wc);
+    }
     const int64_t params = workload->model().parameter_count();
     recorder.set_parameter_count(params);
     const std::string label = progress_label.empty() ? c.workload + "/" + c.preset : progress_label;
@@ -182,52 +204,91 @@ RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
     workloads::LoopOptions lo;
     lo.iterations = c.iterations;
     lo.warmup = c.warmup;
-    lo.stop = &g_stop;
+    lo.stop = &stop;
     lo.on_iteration = [&](const workloads::IterationResult& it) {
+      stream->add_iteration(it);
       const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
       progress.update(it.index + 1, secs > 0 ? static_cast<double>(it.samples) / secs : 0.0, it.warmup);
     };
-    {
+    if (!stop.load()) {
       profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
       loop = workloads::run_training(*workload, lo);
     }
     stop_gpu();  // evaluation is not traced on the GPU
-    progress.finish(loop.failed ? "failed" : loop.interrupted ? "interrupted" : "done");
+    progress.finish(loop.failed ? "failed" : (loop.interrupted || stop.load()) ? "interrupted" : "done");
     // Evaluation is not a training iteration: its events must not count in the timed figures.
     tracer.set_iteration(-1);
     ledger.set_iteration(-1);
-    if (!loop.failed && !loop.interrupted && c.eval_batches > 0) {
+    if (!loop.failed && !loop.interrupted && !stop.load() && c.eval_batches > 0) {
+      engine::CancelScope cancel(&stop);
       quality = workloads::run_evaluation(*workload, c.eval_batches);
       have_quality = true;
     }
+  } catch (const engine::Cancelled&) {
+    cancelled = true;
   } catch (const std::exception& e) {
     failure = e.what();
   }
   stop_gpu();
   sampler.stop();
   tracer.set_enabled(false);
+  const std::vector<profiler::Event> events = stream->finish();
 
-  const bool interrupted = loop.interrupted || (g_stop.load() && failure.empty() && !loop.failed);
+  const bool interrupted = cancelled || loop.interrupted || (stop.load() && failure.empty() && !loop.failed);
   store::RunStatus status = store::RunStatus::completed;
   std::string error = failure.empty() ? loop.error : failure;
   if (!error.empty()) status = store::RunStatus::failed;
   else if (interrupted) status = store::RunStatus::interrupted;
 
-  // Whatever was measured is stored, whatever the status.
+  // The final write, all or nothing: what the flushes could not write, the summaries, the
+  // status. Whatever was measured is stored, whatever the status.
+  const auto samples = sampler.samples();
+  const engine::nn::Module* model = workload ? &workload->model() : nullptr;
+  const workloads::Quality* measured_quality = have_quality ? &quality : nullptr;
+  std::filesystem::path spilled;
   try {
-    recorder.record(loop, tracer.drain(), workload ? &workload->model() : nullptr, sampler.samples(),
-                    have_quality ? &quality : nullptr);
+    store::Writer::Transaction tx(writer);
+    store::RunFlush rest = stream->take_unwritten();
+    rest.heartbeat_ms = store::unix_time_ms();
+    writer.flush(run_id, rest);
+    recorder.record(loop, events, model, samples, measured_quality, RecordScope::after_streaming);
+    writer.finish_run(run_id, status, utc_now(), error);
+    tx.commit();
   } catch (const std::exception& e) {
-    error += (error.empty() ? "" : "; ") + std::string("storing results: ") + e.what();
-    status = store::RunStatus::failed;
+    const std::string why = e.what();
+    fmt::print(stderr, "\ntrainscope: could not store run {} in '{}': {}\n", run_id, c.db.string(), why);
+    try {
+      spilled = spill(
+          c.db, info, run_id,
+          [&](RunRecorder& side) {
+            side.set_parameter_count(workload ? workload->model().parameter_count() : 0);
+            side.record(loop, events, model, samples, measured_quality, RecordScope::everything);
+          },
+          status, error);
+      fmt::print(stderr,
+                 "trainscope: run {}'s results are kept whole in '{}'; merge them into the db with\n"
+                 "  trainscope import '{}' --db '{}'\n",
+                 run_id, spilled.string(), spilled.string(), c.db.string());
+    } catch (const std::exception& spill_error) {
+      error += (error.empty() ? "" : "; ") + std::string("storing results: ") + why;
+      fmt::print(stderr, "trainscope: and could not write them to '{}' either: {}\n", spill_path(c.db, run_id).string(),
+                 spill_error.what());
+      status = store::RunStatus::failed;
+      try {  // at least the verdict, if the db takes it now
+        writer.finish_run(run_id, status, utc_now(), error);
+      } catch (const std::exception&) {
+      }
+    }
   }
-  writer.finish_run(run_id, status, utc_now(), error);
+  clear_current_run();
 
   RunOutcome out;
   out.run_id = run_id;
-  out.exit_code = status == store::RunStatus::completed ? kExitOk
-                  : status == store::RunStatus::interrupted ? kExitInterrupted
-                                                            : kExitRunFailed;
+  out.spill_file = spilled;
+  out.exit_code = !spilled.empty()                             ? kExitSpilled
+                  : status == store::RunStatus::completed      ? kExitOk
+                  : status == store::RunStatus::interrupted    ? kExitInterrupted
+                                                               : kExitRunFailed;
   if (!error.empty()) fmt::print(stderr, "trainscope: run {} failed: {}\n", run_id, error);
   return out;
 }

@@ -1,5 +1,6 @@
 #pragma once
 // What `trainscope run` was asked to do, after parsing and validation.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -29,10 +30,32 @@ struct RunConfig {
   bool trace = true;
   bool json = false;
   std::filesystem::path db = "results/trainscope.db";
+  std::chrono::milliseconds flush_interval{2000};  // how often the run is written while it runs
+  std::chrono::milliseconds lock_wait{60000};      // how long the final write waits for a locked db
   std::string command_line;
 };
 
+// The ranges validate() allows. Each keeps the sizes computed from it far from overflow:
+// iterations + warmup fits easily in int64, a batch fits an int in every kernel's index math.
+// A batch within range can still be too large for the machine: the engine's checked sizes and
+// its out-of-memory error (naming the bytes and the tensor) end such a run as failed.
+inline constexpr int64_t kMaxBatch = 2'147'483'647;   // 2^31 - 1
+inline constexpr int64_t kMaxIterations = 1'000'000'000;
+inline constexpr int64_t kMaxWarmup = 1'000'000'000;
+inline constexpr int64_t kMaxEvalBatches = 1'000'000;
+inline constexpr int64_t kMaxLearners = 4096;
+
+// CPU cores online on this machine (at least 1): the most --threads may ask for.
+int64_t online_cores();
+
 // Checks everything that can be checked before anything is written; throws UsageError.
 void validate(const RunConfig& config);
+
+// Parser checks for integer options (CLI11 transforms): empty when `text` is a whole decimal
+// number that fits, which is then rewritten in plain form; otherwise why not. CLI11's own
+// conversion clamps 99999999999999999999 to the type's largest value, wraps -1 to 2^64-1 for
+// unsigned types and reads 010 as octal.
+std::string check_int64_text(std::string& text);
+std::string check_uint64_text(std::string& text);
 
 }  // namespace ts::cli

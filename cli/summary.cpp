@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "memprof/category.h"
 #include "store/error.h"
+#include "store/liveness.h"
 #include "store/reader.h"
 
 namespace ts::cli {
@@ -32,6 +33,16 @@ std::string with_commas(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string display_status(const store::RunRow& run, const store::LivenessVerdict& verdict) {
+  switch (verdict.state) {
+    case store::Liveness::finished: return std::string(store::to_string(run.status));
+    case store::Liveness::live: return "running";
+    case store::Liveness::lost: return "lost";
+    case store::Liveness::unknown: return "running?";
+  }
+  return "running?";
+}
+
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   std::optional<store::Reader> reader;
   try {
@@ -49,7 +60,11 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["device"] = run->device;
   j["batch_size"] = run->batch_size;
   j["threads"] = run->threads;
-  j["status"] = std::string(store::to_string(run->status));
+  // A run left `running` by a process that is gone is `lost`: it keeps what it flushed.
+  const store::LivenessVerdict alive = store::liveness(*run);
+  j["status"] = display_status(*run, alive);
+  j["liveness"] = {{"state", std::string(store::to_string(alive.state))}, {"why", alive.why},
+                   {"heartbeat_ms", run->heartbeat_ms}, {"host", run->host}, {"pid", run->pid}};
   j["started_at"] = run->started_at;
   j["ended_at"] = run->ended_at;
   j["error"] = run->error;
@@ -58,6 +73,26 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& m : reader->metrics(run_id)) {
     if (m.iteration < 0) metrics[m.name] = m.value;
+  }
+  // What a run that never reached its final write kept: its streamed iterations, from which
+  // the throughput is computed here (the stored summaries are written at the end).
+  const auto kept_iterations = reader->iterations(run_id);
+  std::vector<double> kept_throughput;
+  int64_t kept_timed = 0;
+  for (const auto& it : kept_iterations) {
+    if (it.warmup) continue;
+    ++kept_timed;
+    const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+    if (secs > 0) kept_throughput.push_back(static_cast<double>(it.samples) / secs);
+  }
+  j["kept"] = {{"iterations", static_cast<int64_t>(kept_iterations.size())}, {"timed_iterations", kept_timed},
+               {"events", reader->event_count(run_id)}};
+  if (!metrics.contains("throughput_median") && !kept_throughput.empty()) {
+    metrics["throughput_median"] = percentile(kept_throughput, 0.5);
+    metrics["throughput_p10"] = percentile(kept_throughput, 0.1);
+    metrics["throughput_p90"] = percentile(kept_throughput, 0.9);
+    metrics["timed_iterations"] = static_cast<double>(kept_timed);
+    j["kept"]["throughput_from_kept_iterations"] = true;
   }
   j["metrics"] = metrics;
 
@@ -149,6 +184,13 @@ std::string format_summary(const nlohmann::json& j) {
                    j["workload"].get<std::string>(), j["preset"].get<std::string>(), j["device"].get<std::string>(),
                    j["batch_size"].get<int64_t>(), j["threads"].get<int64_t>(), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
+  if (j.contains("liveness") && j["liveness"]["state"] != "finished") {
+    const auto& kept = j["kept"];
+    s += fmt::format("  {:<14} {} ({}); kept {} iterations ({} timed) and {} events so far\n",
+                     j["status"].get<std::string>(), j["liveness"]["state"] == "live" ? "still being written" : "not finished",
+                     j["liveness"]["why"].get<std::string>(), kept["iterations"].get<int64_t>(),
+                     kept["timed_iterations"].get<int64_t>(), kept["events"].get<int64_t>());
+  }
   s += fmt::format("  parameters     {}\n", with_commas(static_cast<int64_t>(metric("parameter_count"))));
   if (j["metrics"].contains("throughput_median")) {
     s += fmt::format("  throughput     {:.2f} samples/s median over {} timed iterations (p10 {:.2f}, p90 {:.2f})\n",
@@ -276,8 +318,12 @@ std::string format_runs(const std::filesystem::path& db) {
     for (const auto& m : reader->metrics(r.id)) {
       if (m.name == "throughput_median") tp = m.value;
     }
+    std::string status = display_status(r, store::liveness(r));
+    if (r.status == store::RunStatus::running) {  // how far it got: its streamed iterations
+      status += fmt::format(" {}/{}", reader->iterations(r.id).size(), r.warmup + r.iterations);
+    }
     s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14.2f}\n", r.id, r.started_at, r.workload,
-                     r.preset, r.device, r.batch_size, r.iterations, store::to_string(r.status), tp);
+                     r.preset, r.device, r.batch_size, r.iterations, status, tp);
   }
   return s;
 }

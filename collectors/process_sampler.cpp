@@ -88,6 +88,14 @@ std::vector<Sample> ProcessSampler::samples() const {
   return samples_;
 }
 
+std::vector<Sample> ProcessSampler::samples_since(size_t& cursor) const {
+  std::lock_guard lock(mutex_);
+  if (cursor > samples_.size()) cursor = 0;  // clear() since: start again
+  std::vector<Sample> out(samples_.begin() + static_cast<std::ptrdiff_t>(cursor), samples_.end());
+  cursor = samples_.size();
+  return out;
+}
+
 void ProcessSampler::clear() {
   std::lock_guard lock(mutex_);
   samples_.clear();

@@ -35,6 +35,8 @@ class ProcessSampler {
   bool running() const;
 
   std::vector<Sample> samples() const;
+  // The samples taken since `cursor` (an index the caller keeps, 0 at first); advances it.
+  std::vector<Sample> samples_since(size_t& cursor) const;
   void clear();
 
  private:

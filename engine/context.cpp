@@ -17,7 +17,18 @@ ThreadContext& thread_context() {
 
 namespace {
 std::atomic<bool> g_op_tracing{true};
+std::atomic<const std::atomic<bool>*> g_cancel{nullptr};
+
+// One relaxed load per op when no CancelScope is alive. Never thrown inside a parallel
+// region: an exception may not leave one.
+void throw_if_cancelled() {
+  const std::atomic<bool>* flag = g_cancel.load(std::memory_order_relaxed);
+  if (flag != nullptr && flag->load(std::memory_order_relaxed) && !omp_in_parallel()) throw Cancelled();
 }
+}  // namespace
+
+CancelScope::CancelScope(const std::atomic<bool>* flag) : previous_(g_cancel.exchange(flag)) {}
+CancelScope::~CancelScope() { g_cancel.store(previous_); }
 
 void set_op_tracing(bool on) { g_op_tracing.store(on, std::memory_order_relaxed); }
 bool op_tracing() { return g_op_tracing.load(std::memory_order_relaxed); }
@@ -34,6 +45,7 @@ OwnerScope::~OwnerScope() {
 }
 
 OpScope::OpScope(profiler::StringId name) : name_(name) {
+  throw_if_cancelled();
   auto& ctx = thread_context();
   ++ctx.op_depth;
   auto& tracer = profiler::Tracer::global();

@@ -1,6 +1,8 @@
 #pragma once
 // Thread-local scopes that tag what the engine does: the memory category new allocations
 // get, the owner (layer path) they and the op events belong to, and whether autograd records.
+#include <atomic>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -97,6 +99,25 @@ class OpScope {
 // Per-op events can be switched off (--no-trace) while the loop's phase ranges stay on.
 void set_op_tracing(bool on);
 bool op_tracing();
+
+// Cooperative cancellation for work that need not finish (evaluation, building a model and its
+// data): while a CancelScope is alive, every op entered on any thread outside an OpenMP
+// parallel region throws Cancelled once *flag is set. Training steps are not cancelled: the loop
+// stops between iterations, so no half-applied update is measured.
+class Cancelled : public std::runtime_error {
+ public:
+  Cancelled() : std::runtime_error("cancelled by an interrupt") {}
+};
+class CancelScope {
+ public:
+  explicit CancelScope(const std::atomic<bool>* flag);
+  ~CancelScope();
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+
+ private:
+  const std::atomic<bool>* previous_;
+};
 
 // Interns an op name once per call site: `static const auto id = op_name("conv2d");`.
 profiler::StringId op_name(std::string_view name);

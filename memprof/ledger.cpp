@@ -92,8 +92,28 @@ void Ledger::reset_peak() {
 
 std::vector<Snapshot> Ledger::timeline(size_t max_points) const {
   std::lock_guard lock(mutex_);
-  const size_t n = changes_.size();
+  return downsample(changes_.data(), changes_.size(), Bytes{}, max_points);
+}
+
+std::vector<Snapshot> Ledger::timeline_since(TimelineCursor& cursor, size_t max_points) const {
+  std::vector<Change> fresh;
+  {
+    // Copy out under the lock (24 bytes a change); the downsampling runs without it, so
+    // allocations on the training threads are not held up by a timeline being written.
+    std::lock_guard lock(mutex_);
+    if (cursor.next_change > changes_.size()) cursor = {};  // clear() since: start again
+    fresh.assign(changes_.begin() + static_cast<std::ptrdiff_t>(cursor.next_change), changes_.end());
+    cursor.next_change = changes_.size();
+  }
+  auto out = downsample(fresh.data(), fresh.size(), cursor.bytes, max_points);
+  for (const Change& c : fresh) cursor.bytes[index_of(c.category)] += c.delta;
+  return out;
+}
+
+std::vector<Snapshot> Ledger::downsample(const Change* changes, size_t n, Bytes bytes, size_t max_points) {
   if (n == 0 || max_points == 0) return {};
+  int64_t start_total = 0;
+  for (const int64_t b : bytes) start_total += b;
 
   std::vector<size_t> keep;
   if (n <= max_points) {
@@ -101,10 +121,10 @@ std::vector<Snapshot> Ledger::timeline(size_t max_points) const {
     for (size_t i = 0; i < n; ++i) keep[i] = i;
   } else {
     std::vector<int64_t> totals(n);
-    int64_t running = 0;
+    int64_t running = start_total;
     size_t peak_index = 0;
     for (size_t i = 0; i < n; ++i) {
-      running += changes_[i].delta;
+      running += changes[i].delta;
       totals[i] = running;
       if (totals[i] > totals[peak_index]) peak_index = i;
     }
@@ -126,14 +146,13 @@ std::vector<Snapshot> Ledger::timeline(size_t max_points) const {
 
   std::vector<Snapshot> out;
   out.reserve(keep.size());
-  Bytes bytes{};
-  int64_t total = 0;
+  int64_t total = start_total;
   size_t next = 0;
   for (size_t i = 0; i < n && next < keep.size(); ++i) {
-    bytes[index_of(changes_[i].category)] += changes_[i].delta;
-    total += changes_[i].delta;
+    bytes[index_of(changes[i].category)] += changes[i].delta;
+    total += changes[i].delta;
     if (keep[next] == i) {
-      out.push_back({changes_[i].t_ns, bytes, total});
+      out.push_back({changes[i].t_ns, bytes, total});
       ++next;
     }
   }

@@ -56,6 +56,13 @@ class Ledger {
   // max_points: the first and last changes and the highest total are always kept, and the
   // rest is, per time bucket, its lowest and highest point (so saw-teeth stay visible).
   std::vector<Snapshot> timeline(size_t max_points) const;
+  // The same for a timeline written while the run goes on: the changes since `cursor`
+  // (downsampled alike, continuing from the cursor's live bytes); advances the cursor.
+  struct TimelineCursor {
+    size_t next_change = 0;
+    Bytes bytes{};
+  };
+  std::vector<Snapshot> timeline_since(TimelineCursor& cursor, size_t max_points) const;
 
   struct OwnerBytes {
     std::string owner;
@@ -92,6 +99,8 @@ class Ledger {
   static constexpr int kSeqBits = 40;  // id = generation << 40 | sequence
 
   void apply(Category category, uint32_t owner, int64_t delta, int64_t t_ns);
+  // Live bytes after each of changes[0, n), starting from `bytes`, downsampled to max_points.
+  static std::vector<Snapshot> downsample(const Change* changes, size_t n, Bytes bytes, size_t max_points);
   uint32_t owner_id(std::string_view owner);
 
   mutable std::mutex mutex_;

@@ -9,6 +9,7 @@ std::string_view to_string(StoreError::Kind kind) {
     case StoreError::Kind::newer_schema: return "newer_schema";
     case StoreError::Kind::corrupt: return "corrupt";
     case StoreError::Kind::not_found: return "not_found";
+    case StoreError::Kind::busy: return "busy";
   }
   return "unknown";
 }

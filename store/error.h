@@ -14,6 +14,7 @@ class StoreError : public std::runtime_error {
     newer_schema,    // ours, but written by a newer trainscope (higher user_version)
     corrupt,         // SQLite reports the file as corrupt
     not_found,       // missing database file, or missing run id
+    busy,            // another process held the lock for longer than the writer waits
   };
 
   StoreError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}

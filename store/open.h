@@ -1,5 +1,6 @@
 #pragma once
 // Internal: file identification, schema creation and migration shared by Writer and Reader.
+#include <chrono>
 #include <filesystem>
 #include <string_view>
 
@@ -18,7 +19,8 @@ struct FileInfo {
 FileInfo inspect(const std::filesystem::path& path, bool immutable);
 
 // Opens (creating when missing) for writing: WAL, foreign_keys, schema migrated to kSchemaVersion.
-Db open_for_write(const std::filesystem::path& path);
+// Another process's lock is waited for up to `lock_wait`, saying so on stderr (Db::set_lock_wait).
+Db open_for_write(const std::filesystem::path& path, std::chrono::milliseconds lock_wait);
 
 // The SQL of migration step `from_version` -> `from_version + 1` (tests build old files with it).
 std::string_view migration_sql(int from_version);

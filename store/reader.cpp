@@ -32,9 +32,15 @@ struct Reader::Impl {
 };
 
 namespace {
-constexpr std::string_view kRunColumns =
-    "SELECT id, workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, parameter_count, "
-    "started_at, command_line, config_json, status, ended_at, error FROM runs";
+// Files before v3 have no liveness columns: they read as never heard from.
+std::string run_columns(int version) {
+  return std::string(
+             "SELECT id, workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
+             "parameter_count, started_at, command_line, config_json, status, ended_at, error, ") +
+         (version >= 3 ? "host, boot_id, pid, pid_start, heartbeat_interval_ms, heartbeat_ms"
+                       : "'', '', 0, 0, 0, 0") +
+         " FROM runs";
+}
 
 RunRow run_row(const Stmt& s) {
   RunRow r;
@@ -60,6 +66,12 @@ RunRow run_row(const Stmt& s) {
   }
   r.ended_at = s.col_text(15);
   r.error = s.col_text(16);
+  r.host = s.col_text(17);
+  r.boot_id = s.col_text(18);
+  r.pid = s.col_int(19);
+  r.pid_start = s.col_int(20);
+  r.heartbeat_interval_ms = s.col_int(21);
+  r.heartbeat_ms = s.col_int(22);
   return r;
 }
 }  // namespace
@@ -72,7 +84,7 @@ Reader& Reader::operator=(Reader&&) noexcept = default;
 int Reader::schema_version() const { return impl_->version; }
 
 std::vector<RunRow> Reader::runs() {
-  Stmt s(impl_->db, std::string(kRunColumns) + " ORDER BY id");
+  Stmt s(impl_->db, run_columns(impl_->version) + " ORDER BY id");
   Stmt::Use use(s);
   std::vector<RunRow> out;
   while (s.step()) out.push_back(run_row(s));
@@ -80,7 +92,7 @@ std::vector<RunRow> Reader::runs() {
 }
 
 std::optional<RunRow> Reader::run(int64_t id) {
-  auto rows = impl_->query<RunRow>(std::string(kRunColumns) + " WHERE id = ?1", id, run_row);
+  auto rows = impl_->query<RunRow>(run_columns(impl_->version) + " WHERE id = ?1", id, run_row);
   if (rows.empty()) return std::nullopt;
   return std::move(rows.front());
 }
@@ -109,7 +121,7 @@ std::vector<EventRow> Reader::events(int64_t run, int64_t from_ns, int64_t to_ns
       "SELECT e.start_ns, e.end_ns, n.value, l.value, k.value, p.value, e.iteration, e.thread FROM events e "
       "JOIN strings n ON n.id = e.name_id JOIN strings l ON l.id = e.layer_id "
       "JOIN strings k ON k.id = e.kind_id JOIN strings p ON p.id = e.pass_id "
-      "WHERE e.run_id = ?1 AND e.start_ns BETWEEN ?2 AND ?3 ORDER BY e.start_ns, e.id LIMIT ?4",
+      "WHERE e.run_id = ?1 AND e.start_ns BETWEEN ?2 AND ?3 ORDER BY e.start_ns, e.end_ns DESC, e.id LIMIT ?4",
       run,
       [](const Stmt& s) {
         return EventRow{s.col_int(0),  s.col_int(1),  s.col_text(2), s.col_text(3),

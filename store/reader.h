@@ -28,7 +28,9 @@ class Reader {
   std::vector<EnvEntry> environment(int64_t run);      // insertion order
   std::vector<IterationRow> iterations(int64_t run);   // by index
   std::vector<PhaseRow> phases(int64_t run);           // by iteration, then start
-  // Events whose start_ns lies in [from_ns, to_ns], ordered by start (ties: insertion order);
+  // Events whose start_ns lies in [from_ns, to_ns], ordered by start, then the longer first (an
+  // enclosing range before what it contains, though it ended, and was streamed, later), then
+  // insertion order;
   // limit < 0: no limit.
   std::vector<EventRow> events(int64_t run, int64_t from_ns = std::numeric_limits<int64_t>::min(),
                                int64_t to_ns = std::numeric_limits<int64_t>::max(), int64_t limit = -1);

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ts::store {
 
@@ -21,10 +22,15 @@ struct RunInfo {  // known when the run starts
   std::string started_at;  // ISO 8601 UTC, e.g. 2026-11-22T04:30:00Z
   std::string command_line;
   std::string config_json;  // run config + preset hyper-parameter table, as JSON text
+  // Who writes the run (schema v3), so readers can tell a live run from a dead one.
+  std::string host, boot_id;         // hostname; /proc/sys/kernel/random/boot_id
+  int64_t pid = 0, pid_start = 0;    // the writing process and its start time (/proc/PID/stat field 22)
+  int64_t heartbeat_interval_ms = 0; // how often the writer promises a heartbeat (0: none)
 };
 struct RunRow : RunInfo {
   int64_t id = 0;
   RunStatus status = RunStatus::running;
+  int64_t heartbeat_ms = 0;  // Unix time (ms) of the writer's last flush; 0: never
   std::string ended_at;
   std::string error;
 };
@@ -51,5 +57,19 @@ struct GpuBreakdownRow {
 };
 struct CopySummaryRow { std::string device, name; int64_t count = 0, bytes = 0, total_ns = 0; };
 struct SampleRow { int64_t t_ns = 0; std::string name; double value = 0; };  // system samplers (rss, cpu%)
+
+// What a running run measured since its last flush: written in one transaction together with
+// the run's heartbeat, so a run killed at any moment keeps every flush before it.
+struct RunFlush {
+  std::vector<IterationRow> iterations;
+  std::vector<PhaseRow> phases;
+  std::vector<EventRow> events;
+  std::vector<MemoryPoint> memory;
+  std::vector<SampleRow> samples;
+  int64_t heartbeat_ms = 0;  // Unix time (ms); 0: leave the run's heartbeat as it is
+  bool empty() const {
+    return iterations.empty() && phases.empty() && events.empty() && memory.empty() && samples.empty();
+  }
+};
 
 }  // namespace ts::store

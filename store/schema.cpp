@@ -1,12 +1,16 @@
 // Schema definition, migrations and file identification (docs/schema.md).
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <array>
 #include <cctype>
 #include <fstream>
 #include <system_error>
+#include <vector>
 
 #include "store/open.h"
+#include "store/open_files.h"
 #include "store/schema.h"
 
 namespace ts::store::detail {
@@ -190,7 +194,18 @@ ALTER TABLE layers ADD COLUMN gpu_forward_ns REAL NOT NULL DEFAULT 0;
 ALTER TABLE layers ADD COLUMN gpu_backward_ns REAL NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2};
+// v3: streaming and liveness (issue 14). A run is written while it runs; its row says which
+// process writes it and when it last wrote, so readers tell a live run from a dead one.
+constexpr std::string_view kV2ToV3 = R"sql(
+ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN pid_start INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN heartbeat_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN heartbeat_interval_ms INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {
@@ -217,6 +232,22 @@ FileInfo identify(Db& db, const fs::path& path) {
   }
 }
 
+// SQLite's files beside a database: its path (symbolic links resolved, as SQLite does) + suffix.
+fs::path sidecar(const fs::path& db, std::string_view suffix) {
+  std::error_code ec;
+  fs::path base = fs::canonical(db, ec);
+  if (ec) base = fs::absolute(db, ec);
+  return base.string() + std::string(suffix);
+}
+
+// A -wal with content holds committed transactions not yet copied into the database file (a
+// crash, a checkpoint cut short by a full disk): the file alone is then old, or torn.
+bool has_wal_content(const fs::path& db) {
+  std::error_code ec;
+  const auto size = fs::file_size(sidecar(db, "-wal"), ec);
+  return !ec && size > 0;
+}
+
 // Non-SQLite files are rejected by their header before SQLite gets to see them.
 FileInfo precheck(const fs::path& path) {
   std::error_code ec;
@@ -226,7 +257,10 @@ FileInfo precheck(const fs::path& path) {
     throw StoreError(StoreError::Kind::io, fmt::format("'{}' is a directory, not a database file", path.string()));
   const auto size = fs::file_size(path, ec);
   if (ec) throw StoreError(StoreError::Kind::io, fmt::format("cannot read '{}': {}", path.string(), ec.message()));
-  if (size == 0) return {0, true};
+  if (size == 0) return {0, !has_wal_content(path)};  // a new db's pages may all sit in its -wal
+  // Open through SQLite here already (so checked then): reading it with a descriptor of our
+  // own and closing that would drop our connections' locks (store/open_files.h).
+  if (opened_by_sqlite_here(path)) return {0, false};
   std::array<char, 16> header{};
   std::ifstream in(path, std::ios::binary);
   if (!in) throw StoreError(StoreError::Kind::io, fmt::format("cannot open '{}' for reading", path.string()));
@@ -238,10 +272,15 @@ FileInfo precheck(const fs::path& path) {
   return {0, false};
 }
 
+// The one place a URI is built (for immutable=1): every byte but '/' and RFC 3986's unreserved
+// ASCII characters is percent-encoded, so '?', '#', '%' and non-ASCII bytes in a name stay part of
+// the path; "file://" + an absolute path leaves no room for an authority.
 std::string file_uri(const fs::path& path, std::string_view query) {
-  std::string uri = "file:";
+  std::string uri = "file://";
   for (unsigned char c : fs::absolute(path).string()) {
-    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~')
+    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                            c == '_' || c == '.' || c == '~';
+    if (unreserved || c == '/')
       uri += static_cast<char>(c);
     else
       uri += fmt::format("%{:02X}", c);
@@ -251,28 +290,99 @@ std::string file_uri(const fs::path& path, std::string_view query) {
   return uri;
 }
 
+// Whether a read-only connection failed because SQLite could not create the -shm file that WAL
+// mode needs (read-only media, a directory this user cannot write).
+bool shm_unavailable(int rc) { return (rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY; }
+
+// What open_for_write made for a new database: missing parent directories and the empty file.
+// Unless keep() is called they are removed again, so a create that fails before the schema is in
+// (a name too long for the -wal beside it, a full disk) leaves nothing behind. The file is made
+// with O_EXCL, so one that another process created is never ours to remove, and it is removed
+// only while it still holds no schema.
+class NewFileUndo {
+ public:
+  NewFileUndo() = default;
+  NewFileUndo(const NewFileUndo&) = delete;
+  NewFileUndo& operator=(const NewFileUndo&) = delete;
+  ~NewFileUndo() {
+    if (!kept_) undo();
+  }
+
+  // Creates the parents and the empty file; false when the file exists (someone else's).
+  bool create(const fs::path& path) {
+    std::error_code ec;
+    std::vector<fs::path> missing;  // innermost first
+    for (fs::path dir = path.parent_path(); !dir.empty() && !fs::exists(dir, ec); dir = dir.parent_path()) {
+      missing.push_back(dir);
+      if (dir == dir.parent_path()) break;
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+      if (fs::create_directory(*it, ec)) {
+        dirs_.push_back(*it);
+      } else if (ec) {
+        throw StoreError(StoreError::Kind::io,
+                         fmt::format("cannot create directory '{}': {}", it->string(), ec.message()));
+      }
+    }
+    for (const std::string_view suffix : {"-wal", "-shm", "-journal"}) {
+      if (!fs::exists(sidecar(path, suffix), ec)) sidecars_.push_back(sidecar(path, suffix));
+    }
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);  // SQLite's own mode
+    if (fd < 0) {
+      if (errno == EEXIST) return false;
+      throw StoreError(StoreError::Kind::io,
+                       fmt::format("cannot create '{}': {}", path.string(), std::generic_category().message(errno)));
+    }
+    ::close(fd);
+    file_ = path;
+    return true;
+  }
+  void keep() { kept_ = true; }
+
+ private:
+  void undo() noexcept {
+    std::error_code ec;
+    if (!file_.empty()) {
+      bool schemaless = false;
+      try {
+        schemaless = inspect(file_, /*immutable=*/true).empty;
+      } catch (...) {  // unreadable: leave it as it is
+      }
+      if (!schemaless) return;
+      fs::remove(file_, ec);
+      for (const auto& s : sidecars_) fs::remove(s, ec);
+    }
+    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) fs::remove(*it, ec);  // only while empty
+  }
+
+  std::vector<fs::path> dirs_;      // created here, outermost first
+  fs::path file_;                   // created here (empty until create() succeeds)
+  std::vector<fs::path> sidecars_;  // -wal / -shm / -journal that did not exist before
+  bool kept_ = false;
+};
+
 }  // namespace
 
 std::string_view migration_sql(int from_version) { return kMigrations.at(static_cast<size_t>(from_version)); }
 
 FileInfo inspect(const fs::path& path, bool immutable) {
   if (precheck(path).empty) return {0, true};
-  Db db = immutable ? Db(file_uri(path, "mode=ro&immutable=1"), SQLITE_OPEN_READONLY, true)
-                    : Db(path.string(), SQLITE_OPEN_READONLY);
+  // immutable=1 makes no -shm / -wal beside a file that may not be ours, but it also skips the
+  // -wal: when that holds committed pages the -wal is read through a plain read-only connection.
+  Db db = immutable && !has_wal_content(path)
+              ? Db::from_uri(file_uri(path, "mode=ro&immutable=1"), SQLITE_OPEN_READONLY)
+              : Db(path, SQLITE_OPEN_READONLY);
   return identify(db, path);
 }
 
-Db open_for_write(const fs::path& path) {
+Db open_for_write(const fs::path& path, std::chrono::milliseconds lock_wait) {
   std::error_code ec;
-  if (fs::exists(path, ec)) {
+  NewFileUndo created;  // declared before `db`: removes what it made after the connection is closed
+  if (fs::exists(path, ec) || !created.create(path)) {
     inspect(path, false);  // throws for foreign / newer files before anything is written
-  } else if (path.has_parent_path()) {
-    fs::create_directories(path.parent_path(), ec);
-    if (ec)
-      throw StoreError(StoreError::Kind::io, fmt::format("cannot create directory '{}': {}",
-                                                         path.parent_path().string(), ec.message()));
   }
-  Db db(path.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  db.set_lock_wait(lock_wait, true);
   db.exec("PRAGMA foreign_keys = ON");
   if (const std::string mode = db.query_text("PRAGMA journal_mode = WAL"); mode != "wal")
     throw StoreError(StoreError::Kind::io,
@@ -288,6 +398,7 @@ Db open_for_write(const fs::path& path) {
   }
   if (info.version < kSchemaVersion) db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
   tx.commit();
+  created.keep();
   return db;
 }
 
@@ -298,7 +409,25 @@ Db open_for_read(const fs::path& path, int& version) {
   if (precheck(path).empty)
     throw StoreError(StoreError::Kind::not_trainscope,
                      fmt::format("'{}' is empty: no trainscope schema yet (version 0)", path.string()));
-  Db db(path.string(), SQLITE_OPEN_READONLY);
+  Db db(path, SQLITE_OPEN_READONLY);
+  // The first read sets WAL up, creating -shm beside the file. On read-only media or in a
+  // directory this user cannot write that fails; with no -wal to replay nothing can change the
+  // file there, so it is read as immutable. A -wal with content cannot be read without -shm.
+  if (const int rc = sqlite3_exec(db.get(), "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+      rc != SQLITE_OK) {
+    if (!shm_unavailable(rc)) TS_SQLITE_CHECK(rc, db.get(), fmt::format("reading '{}'", path.string()));
+    if (has_wal_content(path)) {
+      const std::string base = sidecar(path, "").string();
+      throw StoreError(StoreError::Kind::io,
+                       fmt::format("'{0}' cannot be read here: its '{1}-wal' holds data not yet in the database file, "
+                                   "and reading that needs '{1}-shm', which cannot be created (read-only media or a "
+                                   "directory you cannot write). Copy '{1}', '{1}-wal' and '{1}-shm' (when present) "
+                                   "together to a writable directory and read the copy, or make the directory "
+                                   "writable",
+                                   path.string(), base));
+    }
+    db = Db::from_uri(file_uri(path, "mode=ro&immutable=1"), SQLITE_OPEN_READONLY);
+  }
   const FileInfo info = identify(db, path);
   if (info.empty)
     throw StoreError(StoreError::Kind::not_trainscope,

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <thread>
+
 namespace ts::store::detail {
 
 void throw_sqlite_error(int rc, sqlite3* db, std::string_view context) {
@@ -9,19 +12,76 @@ void throw_sqlite_error(int rc, sqlite3* db, std::string_view context) {
   StoreError::Kind kind = StoreError::Kind::io;
   if (primary == SQLITE_NOTADB) kind = StoreError::Kind::not_trainscope;
   if (primary == SQLITE_CORRUPT) kind = StoreError::Kind::corrupt;
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) kind = StoreError::Kind::busy;
   const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   throw StoreError(kind, fmt::format("sqlite error {} ({}) in {}: {}", rc, sqlite3_errstr(rc), context, msg));
 }
 
-Db::Db(const std::string& filename, int flags, bool uri) {
+struct Db::LockWait {
+  std::string file;
+  std::chrono::milliseconds limit{5000};
+  bool report = false;
+  bool reported = false;  // in this wait
+  std::chrono::steady_clock::time_point started, last_report;
+};
+
+void Db::LockWaitDeleter::operator()(LockWait* w) const noexcept { delete w; }
+
+namespace {
+// SQLite calls this while another connection holds the lock; `count` is 0 on a new wait.
+// Returning 0 gives up (the statement fails with SQLITE_BUSY).
+extern "C" int wait_for_lock(void* state, int count) {
+  auto& w = *static_cast<Db::LockWait*>(state);
+  const auto now = std::chrono::steady_clock::now();
+  if (count == 0) {
+    w.started = now;
+    w.reported = false;
+  }
+  const auto waited = now - w.started;
+  if (waited >= w.limit) return 0;
+  if (w.report && waited >= std::chrono::seconds(2) &&
+      (!w.reported || now - w.last_report >= std::chrono::seconds(5))) {
+    w.reported = true;
+    w.last_report = now;
+    const auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
+    fmt::print(stderr, "trainscope: '{}' is locked by another process: waited {} s, giving up after {} s\n", w.file,
+               secs(waited), secs(w.limit));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(count + 1, 50)));
+  return 1;
+}
+}  // namespace
+
+void Db::set_lock_wait(std::chrono::milliseconds limit, bool report) {
+  if (!lock_wait_) lock_wait_.reset(new LockWait);
+  lock_wait_->limit = limit;
+  lock_wait_->report = report;
+  TS_SQLITE_CHECK(sqlite3_busy_handler(db_.get(), wait_for_lock, lock_wait_.get()), db_.get(), "setting the busy handler");
+}
+
+Db::Db(const std::filesystem::path& path, int flags) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) throw StoreError(StoreError::Kind::io, fmt::format("cannot resolve '{}': {}", path.string(), ec.message()));
+  open(absolute.string(), flags & ~SQLITE_OPEN_URI);  // a name that starts with '/' is never a URI
+}
+
+Db Db::from_uri(const std::string& uri, int flags) {
+  Db db;
+  db.open(uri, flags | SQLITE_OPEN_URI);
+  return db;
+}
+
+void Db::open(const std::string& filename, int flags) {
   sqlite3* raw = nullptr;
   // NOMUTEX: a connection belongs to one Writer / Reader, which are not shared between threads.
-  const int rc =
-      sqlite3_open_v2(filename.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX | (uri ? SQLITE_OPEN_URI : 0), nullptr);
+  const int rc = sqlite3_open_v2(filename.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   db_.reset(raw);  // sqlite may hand back a handle even on failure; it must be closed either way
   TS_SQLITE_CHECK(rc, raw, fmt::format("opening '{}'", filename));
   TS_SQLITE_CHECK(sqlite3_extended_result_codes(raw, 1), raw, "enabling extended result codes");
-  TS_SQLITE_CHECK(sqlite3_busy_timeout(raw, 5000), raw, "setting busy timeout");
+  set_lock_wait(std::chrono::milliseconds(5000), false);
+  lock_wait_->file = filename;
+  if ((flags & SQLITE_OPEN_URI) == 0) registered_ = OpenFile(filename);  // URIs here are immutable: no locks
 }
 
 void Db::exec(std::string_view sql) {

@@ -3,18 +3,22 @@
 // Every sqlite3 return code goes through check() (via TS_SQLITE_CHECK), which throws StoreError.
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "store/error.h"
+#include "store/open_files.h"
 
 namespace ts::store::detail {
 
 // The one check for sqlite3 return codes: throws StoreError unless rc is SQLITE_OK / SQLITE_ROW /
 // SQLITE_DONE. `context` (the SQL or the operation) is only evaluated on failure; the message carries
-// it with sqlite's own message and code. Kind: NOTADB -> not_trainscope, CORRUPT -> corrupt, else io.
+// it with sqlite's own message and code. Kind: NOTADB -> not_trainscope, CORRUPT -> corrupt, BUSY and
+// LOCKED -> busy, else io.
 [[noreturn]] void throw_sqlite_error(int rc, sqlite3* db, std::string_view context);
 #define TS_SQLITE_CHECK(rc_expr, db, context)                                                  \
   do {                                                                                         \
@@ -26,9 +30,18 @@ namespace ts::store::detail {
 class Db {
  public:
   Db() = default;
-  // flags: SQLITE_OPEN_* (SQLITE_OPEN_URI is added when `uri` is true).
-  Db(const std::string& filename, int flags, bool uri = false);
+  // Opens the file at `path`, never a URI: SQLite here takes "file:..." names as URIs even without
+  // SQLITE_OPEN_URI, so the path is made absolute first ("file:x.db" is then ./file:x.db).
+  // flags: SQLITE_OPEN_*.
+  Db(const std::filesystem::path& path, int flags);
+  // Opens a "file:" URI this code built itself (percent-encoded; see file_uri in schema.cpp).
+  static Db from_uri(const std::string& uri, int flags);
   sqlite3* get() const noexcept { return db_.get(); }
+  // How long a statement waits for another process's lock before failing with SQLITE_BUSY
+  // (default 5 s). With `report`, a wait past 2 s prints a line on stderr every 5 s, naming
+  // the file and how long is left, so a stalled command says why.
+  void set_lock_wait(std::chrono::milliseconds limit, bool report);
+  struct LockWait;  // the busy handler's state; on the heap so its address survives moves
   void exec(std::string_view sql);           // one or more statements, no results
   int64_t query_int(std::string_view sql);   // first column of the first row (0 when no row)
   std::string query_text(std::string_view sql);
@@ -36,7 +49,11 @@ class Db {
   int64_t last_insert_id() const noexcept { return sqlite3_last_insert_rowid(db_.get()); }
 
  private:
+  void open(const std::string& filename, int flags);
   struct Closer { void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); } };
+  struct LockWaitDeleter { void operator()(LockWait* w) const noexcept; };
+  std::unique_ptr<LockWait, LockWaitDeleter> lock_wait_;  // declared first: outlives the connection
+  OpenFile registered_;  // this process has the file open (store/open_files.h); outlives the connection
   std::unique_ptr<sqlite3, Closer> db_;
 };
 

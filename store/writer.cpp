@@ -5,16 +5,18 @@
 
 #include <bit>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <string>
 #include <unordered_map>
 
+#include "store/liveness.h"
 #include "store/open.h"
 
 namespace ts::store {
 namespace fs = std::filesystem;
 using detail::Stmt;
-using detail::Transaction;
+
 
 namespace {
 struct StringHash {
@@ -28,20 +30,53 @@ void require_writable(const fs::path& p, std::string_view what) {
   if (::access(p.c_str(), W_OK) != 0)
     io_error(fmt::format("{} '{}' is not writable: {}", what, p.string(), std::strerror(errno)));
 }
+
+// Names the system or SQLite cannot take fail only after a file was created, so they are refused
+// first: SQLite keeps "-journal", "-wal" and "-shm" files beside the db under its name plus that
+// suffix, and its VFS takes paths shorter than mxPathname (512 bytes on Unix).
+void require_usable_name(const fs::path& path) {
+  constexpr std::string_view kLongestSuffix = "-journal";
+  std::error_code ec;
+  const std::string full = fs::absolute(path, ec).string();
+  if (ec) io_error(fmt::format("cannot resolve '{}': {}", path.string(), ec.message()));
+  if (full.size() >= PATH_MAX)
+    io_error(fmt::format("'{}...' is {} bytes long; paths are limited to {} bytes (PATH_MAX)", full.substr(0, 80),
+                         full.size(), PATH_MAX - 1));
+  for (const auto& part : fs::path(full)) {
+    if (part.native().size() > NAME_MAX)
+      io_error(fmt::format("'{}' has a name of {} bytes ('{}...'); names are limited to {} bytes (NAME_MAX)",
+                           path.string(), part.native().size(), part.native().substr(0, 40), NAME_MAX));
+  }
+  if (const size_t name = path.filename().native().size(); name + kLongestSuffix.size() > NAME_MAX)
+    io_error(fmt::format("the file name of '{}' is {} bytes; SQLite keeps files named like it plus '{}' beside it, "
+                         "so a database name can have at most {} bytes",
+                         path.string(), name, kLongestSuffix, NAME_MAX - kLongestSuffix.size()));
+  const sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+  if (vfs != nullptr && full.size() >= static_cast<size_t>(vfs->mxPathname))
+    io_error(fmt::format("'{}' is {} bytes long as an absolute path; SQLite takes database paths of at most {} bytes",
+                         path.string(), full.size(), vfs->mxPathname - 1));
+}
 }  // namespace
 
 struct Writer::Impl {
-  explicit Impl(const fs::path& path) : db(detail::open_for_write(path)) {}
+  Impl(const fs::path& path, std::chrono::milliseconds lock_wait) : db(detail::open_for_write(path, lock_wait)) {}
 
   detail::Db db;
   Stmt run_exists{db, "SELECT 1 FROM runs WHERE id = ?1"};
   Stmt string_find{db, "SELECT id FROM strings WHERE value = ?1"};
   Stmt string_insert{db, "INSERT INTO strings (value) VALUES (?1)"};
+  // ?20 NULL: a new id.
   Stmt insert_run{db,
                   "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
-                  "parameter_count, started_at, command_line, config_json, status) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'running')"};
+                  "parameter_count, started_at, command_line, config_json, status, host, boot_id, pid, pid_start, "
+                  "heartbeat_interval_ms, heartbeat_ms, id) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'running', ?14, ?15, ?16, ?17, ?18, "
+                  "?19, ?20)"};
+  Stmt heartbeat{db, "UPDATE runs SET heartbeat_ms = ?2 WHERE id = ?1"};
+  Stmt drop_memory{db, "DELETE FROM memory_timeline WHERE run_id = ?1"};
   Stmt finish{db, "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1"};
+  Stmt finish_running{db,
+                      "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1 AND status = 'running'"};
   Stmt remove{db, "DELETE FROM runs WHERE id = ?1"};
   Stmt environment{db,
                    "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3) "
@@ -98,22 +133,31 @@ struct Writer::Impl {
       throw StoreError(StoreError::Kind::not_found, fmt::format("no run with id {}", run));
   }
 
+  // Inside Writer::Transaction: bulk() then writes into it instead of committing chunks itself.
+  bool in_transaction = false;
+
+  template <class Row, class BindRow>
+  void insert(int64_t run, std::span<const Row> rows, Stmt& stmt, BindRow bind_row) {
+    Stmt::Use use(stmt);
+    stmt.bind(1, run);
+    for (const Row& row : rows) {
+      bind_row(stmt, row);  // binds every other parameter, so nothing stale is left over
+      stmt.run();
+      stmt.rearm();
+    }
+  }
+
   // Inserts rows in transactions of kChunkRows; bind_row binds parameters ?2.. of `stmt`.
   template <class Row, class BindRow>
   void bulk(int64_t run, std::span<const Row> rows, Stmt& stmt, BindRow bind_row) {
     if (rows.empty()) return;
     require_run(run);
+    if (in_transaction) return insert(run, rows, stmt, bind_row);
     for (size_t begin = 0; begin < rows.size(); begin += kChunkRows) {
       const auto chunk = rows.subspan(begin, std::min(kChunkRows, rows.size() - begin));
       try {
-        Transaction tx(db);
-        Stmt::Use use(stmt);
-        stmt.bind(1, run);
-        for (const Row& row : chunk) {
-          bind_row(stmt, row);  // binds every other parameter, so nothing stale is left over
-          stmt.run();
-          stmt.rearm();
-        }
+        detail::Transaction tx(db);
+        insert(run, chunk, stmt, bind_row);
         tx.commit();
       } catch (...) {
         strings.clear();
@@ -123,12 +167,36 @@ struct Writer::Impl {
   }
 };
 
-Writer::Writer(const fs::path& path) : impl_(std::make_unique<Impl>(path)) {}
+Writer::Transaction::Transaction(Writer& writer) : writer_(writer) {
+  Impl& im = *writer_.impl_;
+  if (im.in_transaction) throw std::logic_error("store: Writer::Transaction is not nestable");
+  im.db.exec("BEGIN IMMEDIATE");
+  im.in_transaction = true;
+}
+
+Writer::Transaction::~Transaction() {
+  if (done_) return;
+  Impl& im = *writer_.impl_;
+  sqlite3_exec(im.db.get(), "ROLLBACK", nullptr, nullptr, nullptr);  // best effort while unwinding
+  im.in_transaction = false;
+  im.strings.clear();  // ids interned inside were rolled back with it
+}
+
+void Writer::Transaction::commit() {
+  Impl& im = *writer_.impl_;
+  im.db.exec("COMMIT");
+  im.in_transaction = false;
+  done_ = true;
+}
+
+Writer::Writer(const fs::path& path, std::chrono::milliseconds lock_wait)
+    : impl_(std::make_unique<Impl>(path, lock_wait)) {}
 Writer::~Writer() = default;
 Writer::Writer(Writer&&) noexcept = default;
 Writer& Writer::operator=(Writer&&) noexcept = default;
 
 void Writer::check_target(const fs::path& path) {
+  if (!path.empty()) require_usable_name(path);
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (fs::exists(status)) {
@@ -147,14 +215,52 @@ void Writer::check_target(const fs::path& path) {
   require_writable(dir, "directory");
 }
 
-int64_t Writer::begin_run(const RunInfo& info) {
+int64_t Writer::begin_run(const RunInfo& info, int64_t id) {
   auto& s = impl_->insert_run;
   Stmt::Use use(s);
   s.bind(1, info.workload).bind(2, info.preset).bind(3, info.device).bind(4, info.batch_size);
   s.bind(5, info.iterations).bind(6, info.warmup).bind(7, info.threads).bind(8, std::bit_cast<int64_t>(info.seed));
   s.bind(9, info.trace).bind(10, info.parameter_count).bind(11, info.started_at).bind(12, info.command_line);
-  s.bind(13, info.config_json).run();
+  s.bind(13, info.config_json).bind(14, info.host).bind(15, info.boot_id).bind(16, info.pid).bind(17, info.pid_start);
+  s.bind(18, info.heartbeat_interval_ms).bind(19, info.heartbeat_interval_ms > 0 ? unix_time_ms() : int64_t{0});
+  if (id > 0) s.bind(20, id);  // else NULL: SQLite picks the next id
+  s.run();
   return impl_->db.last_insert_id();
+}
+
+void Writer::flush(int64_t run, const RunFlush& rows) {
+  Impl& im = *impl_;
+  const auto write = [&] {
+    add_iterations(run, rows.iterations);
+    add_phases(run, rows.phases);
+    add_events(run, rows.events);
+    add_memory_timeline(run, rows.memory);
+    add_samples(run, rows.samples);
+    im.require_run(run);
+    if (rows.heartbeat_ms == 0) return;  // no heartbeat to record: the last one stays
+    Stmt::Use use(im.heartbeat);
+    im.heartbeat.bind(1, run).bind(2, rows.heartbeat_ms).run();
+  };
+  if (im.in_transaction) return write();
+  Transaction tx(*this);
+  write();
+  tx.commit();
+}
+
+void Writer::replace_memory_timeline(int64_t run, std::span<const MemoryPoint> rows) {
+  Impl& im = *impl_;
+  const auto write = [&] {
+    im.require_run(run);
+    {
+      Stmt::Use use(im.drop_memory);
+      im.drop_memory.bind(1, run).run();
+    }
+    add_memory_timeline(run, rows);
+  };
+  if (im.in_transaction) return write();
+  Transaction tx(*this);
+  write();
+  tx.commit();
 }
 
 void Writer::finish_run(int64_t run, RunStatus status, std::string_view ended_at, std::string_view error) {
@@ -162,6 +268,13 @@ void Writer::finish_run(int64_t run, RunStatus status, std::string_view ended_at
   Stmt::Use use(s);
   s.bind(1, run).bind(2, to_string(status)).bind(3, ended_at).bind(4, error).run();
   if (impl_->db.changes() == 0) throw StoreError(StoreError::Kind::not_found, fmt::format("no run with id {}", run));
+}
+
+bool Writer::finish_if_running(int64_t run, RunStatus status, std::string_view ended_at, std::string_view error) {
+  auto& s = impl_->finish_running;
+  Stmt::Use use(s);
+  s.bind(1, run).bind(2, to_string(status)).bind(3, ended_at).bind(4, error).run();
+  return impl_->db.changes() > 0;
 }
 
 void Writer::delete_run(int64_t run) {

@@ -1,6 +1,7 @@
 #pragma once
 // Writer: creates / opens a trainscope database and appends runs to it.
 // Not thread-safe: use one Writer per thread (several processes may share a file; SQLite locks).
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -17,7 +18,10 @@ class Writer {
   // Creates the file (and its parent directory) when missing and sets up the schema. An existing
   // file must be ours (or empty); an older schema is migrated in one transaction. Foreign or newer
   // files throw StoreError (not_trainscope / newer_schema) and are left untouched.
-  explicit Writer(const std::filesystem::path& path);
+  // Another process's write lock is waited for up to `lock_wait` (with a progress line on
+  // stderr after 2 s); past it a write throws StoreError of kind busy.
+  explicit Writer(const std::filesystem::path& path,
+                  std::chrono::milliseconds lock_wait = std::chrono::seconds(60));
   ~Writer();
   Writer(Writer&&) noexcept;
   Writer& operator=(Writer&&) noexcept;
@@ -25,8 +29,30 @@ class Writer {
   // Validates `path` as a write target without creating or writing anything. Throws StoreError.
   static void check_target(const std::filesystem::path& path);
 
-  int64_t begin_run(const RunInfo& info);  // status running, committed at once; returns the run id
+  // Status running, committed at once; returns the run id. `id` > 0 asks for that id (import).
+  int64_t begin_run(const RunInfo& info, int64_t id = 0);
+  // Streaming: what a running run measured since its last flush, with its heartbeat, in one transaction.
+  void flush(int64_t run, const RunFlush& rows);
+  // The run's memory timeline so far (streamed in pieces) replaced by `rows` (the whole run's).
+  void replace_memory_timeline(int64_t run, std::span<const MemoryPoint> rows);
+
+  // Groups every write until commit() into one transaction (BEGIN IMMEDIATE: the lock is taken
+  // at once); without commit() its destructor rolls everything back. Not nestable.
+  class Transaction {
+   public:
+    explicit Transaction(Writer& writer);
+    ~Transaction();
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    void commit();
+
+   private:
+    Writer& writer_;
+    bool done_ = false;
+  };
   void finish_run(int64_t run, RunStatus status, std::string_view ended_at, std::string_view error);
+  // As finish_run, but only while the run is still `running`; false when it was already finished.
+  bool finish_if_running(int64_t run, RunStatus status, std::string_view ended_at, std::string_view error);
   void delete_run(int64_t run);  // removes the run and all its rows; not_found when missing
 
   // Each call is transactional per chunk of kChunkRows rows; a missing run throws not_found.

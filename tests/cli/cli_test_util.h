@@ -18,10 +18,10 @@ struct CommandResult {
   std::string out;   // stdout and stderr together
 };
 
-inline CommandResult run_trainscope(const std::string& args) {
-  const std::string cmd = std::string(TRAINSCOPE_BIN) + " " + args + " 2>&1";
+// Runs `command` through the shell, stdout and stderr together.
+inline CommandResult run_command(const std::string& command) {
   CommandResult r;
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
   size_t n;
@@ -29,6 +29,10 @@ inline CommandResult run_trainscope(const std::string& args) {
   const int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+inline CommandResult run_trainscope(const std::string& args) {
+  return run_command(std::string(TRAINSCOPE_BIN) + " " + args);
 }
 
 // A fresh directory per test, removed afterwards.

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     const int64_t run = w.begin_run(info);
     cli::RunRecorder rec(w, run);
     rec.set_gpu_trace(std::move(trace));
-    rec.record(loop, events, nullptr, {}, nullptr);
+    rec.record(loop, events, nullptr, {}, nullptr, ts::cli::RecordScope::everything);
     w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
     fmt::print("{}\n", run);
     return 0;

@@ -32,21 +32,10 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-CommandResult run_shell(const std::string& command) {
-  CommandResult r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
 
 // trainscope with `args`, run in `dir` (relative names are what SQLite would take as URIs).
 CommandResult run_in(const fs::path& dir, const std::string& args) {
-  return run_shell("cd " + quote(dir.string()) + " && " + TRAINSCOPE_BIN + " " + args);
+  return ts::testing::run_command("cd " + quote(dir.string()) + " && " + TRAINSCOPE_BIN + " " + args);
 }
 
 std::string quick_run(const std::string& db) {
@@ -248,7 +237,7 @@ TEST(CliOutputPaths, ReadsADatabaseInADirectoryItCannotWrite) {
   fs::create_directories(dir / "ro");
   fs::create_directories(dir / "out");
   fs::permissions(dir / "out", fs::perms::all);  // nobody writes the export here
-  ASSERT_EQ(run_shell(std::string(TRAINSCOPE_BIN) + " " + quick_run((dir / "ro/t.db").string())).exit_code, 0);
+  ASSERT_EQ(ts::testing::run_command(std::string(TRAINSCOPE_BIN) + " " + quick_run((dir / "ro/t.db").string())).exit_code, 0);
   { store::Writer last(dir / "ro/t.db"); }  // the last connection to close removes -wal and -shm
   ASSERT_EQ(entries(dir / "ro"), std::set<std::string>{"t.db"});
   ReadOnlyDirectory read_only(dir / "ro");

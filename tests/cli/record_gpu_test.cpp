@@ -81,7 +81,7 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
     run = w.begin_run(info);
     cli::RunRecorder rec(w, run);
     rec.set_gpu_trace(trace);
-    rec.record(loop, events, nullptr, {}, nullptr);
+    rec.record(loop, events, nullptr, {}, nullptr, ts::cli::RecordScope::everything);
     w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
   }
 

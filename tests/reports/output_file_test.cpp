@@ -22,6 +22,8 @@
 #include "store/reader.h"
 #include "store/writer.h"
 
+#include "tests/support/files.h"
+
 namespace fs = std::filesystem;
 using namespace ts;
 using reports::OutputFile;
@@ -29,38 +31,14 @@ using reports::OutputRefused;
 
 namespace {
 
-class TempDir {
+// A fresh directory per test (tests/support/files.h).
+class TempDir : public ts::testing::ScratchDir {
  public:
-  TempDir() {
-    static std::atomic<int> n{0};
-    path_ = fs::temp_directory_path() / ("trainscope_output_" + std::to_string(getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& s) const { return path_ / s; }
-
- private:
-  fs::path path_;
+  TempDir() : ScratchDir("trainscope_output") {}
 };
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
-
-std::set<std::string> entries(const fs::path& dir) {
-  std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
-  return names;
-}
+using ts::testing::entries;
+using ts::testing::read_bytes;
+using ts::testing::write_bytes;
 
 void write_text(const fs::path& out, const std::string& text, const fs::path& db = {}) {
   reports::write_output_file(out, db, [&](OutputFile& f) { f.write(text); });

@@ -20,7 +20,10 @@
 #include <vector>
 
 #include "store/reader.h"
+#include "tests/store/error_kind.h"
 #include "store/writer.h"
+
+#include "tests/support/files.h"
 
 namespace fs = std::filesystem;
 using namespace ts::store;
@@ -28,52 +31,16 @@ using Kind = StoreError::Kind;
 
 namespace {
 
-class TempDir {
+// A fresh directory per test (tests/support/files.h).
+class TempDir : public ts::testing::ScratchDir {
  public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("ts_store_paths_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    for (auto& e : fs::recursive_directory_iterator(path_, ec))
-      fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
+  TempDir() : ScratchDir("ts_store_paths") {}
 };
+using ts::testing::entries;
+using ts::testing::read_bytes;
+using ts::testing::write_bytes;
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
-
-std::set<std::string> entries(const fs::path& dir) {
-  std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
-  return names;
-}
-
-template <class F>
-Kind error_kind(F&& f) {
-  try {
-    f();
-  } catch (const StoreError& e) {
-    return e.kind();
-  }
-  ADD_FAILURE() << "expected a StoreError";
-  return Kind::io;
-}
+using ts::testing::error_kind;
 
 // Raw SQLite, outside the code under test. Absolute paths only: SQLite here takes "file:..."
 // names as URIs.

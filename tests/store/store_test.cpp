@@ -19,6 +19,7 @@
 
 #include "store/open.h"
 #include "store/reader.h"
+#include "tests/store/error_kind.h"
 #include "store/schema.h"
 #include "store/writer.h"
 
@@ -91,16 +92,7 @@ struct RawDb {
   sqlite3* db = nullptr;
 };
 
-template <class F>
-Kind error_kind(F&& f) {
-  try {
-    f();
-  } catch (const StoreError& e) {
-    return e.kind();
-  }
-  ADD_FAILURE() << "expected a StoreError";
-  return Kind::io;
-}
+using ts::testing::error_kind;
 
 RunInfo sample_run(const std::string& workload = "mlp") {
   RunInfo info;

@@ -1,0 +1,82 @@
+#include "cli/interrupts.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "cli/exit_codes.h"
+#include "cli/utc_time.h"
+#include "fmt/format.h"
+#include "store/writer.h"
+
+namespace ts::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+std::mutex g_run_mutex;
+std::filesystem::path g_run_db;  // guarded by g_run_mutex
+int64_t g_run_id = 0;            // guarded by g_run_mutex; 0: no run to mark
+
+// A second signal: mark the run from a connection of our own (the main thread may be inside
+// a transaction: SQLite makes us wait for it, at most 3 s), then end the process. If even
+// that fails, the run is left `running` and readers see its writer gone (`lost`).
+[[noreturn]] void stop_now() {
+  std::lock_guard lock(g_run_mutex);
+  if (g_run_id > 0) {
+    try {
+      store::Writer writer(g_run_db, std::chrono::seconds(3));
+      if (writer.finish_if_running(g_run_id, store::RunStatus::interrupted, utc_now(),
+                                   "stopped at once by a second interrupt: what was flushed before it is kept"))
+        fmt::print(stderr, "\ntrainscope: run {} marked interrupted; stopping now\n", g_run_id);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "\ntrainscope: could not mark run {} interrupted ({}); it will show as lost\n", g_run_id,
+                 e.what());
+    }
+  }
+  std::_Exit(kExitInterrupted);
+}
+
+void wait_for_signals(sigset_t set) {
+  for (;;) {
+    int signal = 0;
+    if (sigwait(&set, &signal) != 0) continue;
+    if (g_stop.exchange(true)) stop_now();
+    fmt::print(stderr, "\ntrainscope: {} received: stopping after the current step (again to stop at once)\n",
+               signal == SIGINT ? "Ctrl-C" : "SIGTERM");
+  }
+}
+
+}  // namespace
+
+void install_interrupt_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started later
+    std::thread(wait_for_signals, set).detach();
+  });
+}
+
+const std::atomic<bool>& stop_flag() { return g_stop; }
+bool interrupt_requested() { return g_stop.load(); }
+
+void set_current_run(const std::filesystem::path& db, int64_t run_id) {
+  std::lock_guard lock(g_run_mutex);
+  g_run_db = db;
+  g_run_id = run_id;
+}
+
+void clear_current_run() {
+  std::lock_guard lock(g_run_mutex);
+  g_run_id = 0;
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,120 @@
+#include "cli/run_stream.h"
+
+#include <algorithm>
+
+#include "cli/record.h"
+#include "fmt/format.h"
+#include "profiler/analysis.h"
+#include "profiler/tracer.h"
+#include "store/liveness.h"
+
+namespace ts::cli {
+
+namespace {
+
+template <class T>
+void append(std::vector<T>& to, std::vector<T>&& from) {
+  if (to.empty()) {
+    to = std::move(from);
+  } else {
+    to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  }
+}
+
+// A flush waits for another process's lock only briefly: its rows are kept for the next one.
+constexpr std::chrono::milliseconds kFlushLockWait{1000};
+
+}  // namespace
+
+RunStream::RunStream(const std::filesystem::path& db, int64_t run_id, const collectors::ProcessSampler& sampler,
+                     Options options)
+    : writer_(db, kFlushLockWait), run_(run_id), sampler_(sampler), options_(options) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+RunStream::~RunStream() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void RunStream::add_iteration(const workloads::IterationResult& it) {
+  std::lock_guard lock(mutex_);
+  iterations_.push_back(to_iteration_row(it));
+}
+
+void RunStream::loop() {
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    wake_.wait_for(lock, options_.interval, [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    flush_once();
+    lock.lock();
+  }
+}
+
+void RunStream::flush_once() {
+  store::RunFlush batch;
+  {
+    std::lock_guard lock(mutex_);
+    batch.iterations.swap(iterations_);
+  }
+  auto& tracer = profiler::Tracer::global();
+  std::vector<profiler::Event> events = tracer.drain();
+  append_event_rows(events, profiler::lookup_in(tracer), batch.phases, batch.events);
+  append(events_, std::move(events));
+  for (auto& s : sampler_.samples_since(sample_cursor_)) batch.samples.push_back({s.t_ns, std::move(s.name), s.value});
+  append_memory_points(memprof::Ledger::global().timeline_since(memory_cursor_, options_.memory_points_per_flush),
+                       batch.memory);
+
+  // Rows a failed flush left come first, so each table stays in the order it was measured.
+  append(unwritten_.iterations, std::move(batch.iterations));
+  append(unwritten_.phases, std::move(batch.phases));
+  append(unwritten_.events, std::move(batch.events));
+  append(unwritten_.memory, std::move(batch.memory));
+  append(unwritten_.samples, std::move(batch.samples));
+  unwritten_.heartbeat_ms = store::unix_time_ms();
+  try {
+    writer_.flush(run_, unwritten_);
+    unwritten_ = {};
+    std::lock_guard lock(mutex_);
+    ++stats_.flushes;
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    if (stats_.failed_flushes++ == 0)
+      fmt::print(stderr, "\ntrainscope: could not write the run as it goes ({}); its rows are kept for the next try\n",
+                 e.what());
+    stats_.last_error = e.what();
+  }
+}
+
+std::vector<profiler::Event> RunStream::finish() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  flush_once();  // the thread is gone: what it has not written yet, now
+  std::vector<profiler::Event> all = std::move(events_);
+  // Each drain is sorted; an enclosing range ends (and is drained) after what it contains.
+  std::stable_sort(all.begin(), all.end(), [](const profiler::Event& a, const profiler::Event& b) {
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+    return a.thread < b.thread;
+  });
+  return all;
+}
+
+store::RunFlush RunStream::take_unwritten() { return std::exchange(unwritten_, {}); }
+
+RunStream::Stats RunStream::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,42 @@
+#include "store/import.h"
+
+namespace ts::store {
+
+int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
+  const auto run = from.run(id);
+  if (!run) throw StoreError(StoreError::Kind::not_found, "no run with id " + std::to_string(id) + " to copy");
+  Writer::Transaction tx(to);
+  if (replace > 0) to.delete_run(replace);
+  const int64_t copy = to.begin_run(*run, replace);
+  to.add_environment(copy, from.environment(id));
+  to.add_iterations(copy, from.iterations(id));
+  to.add_phases(copy, from.phases(id));
+  to.add_events(copy, from.events(id));
+  to.add_layers(copy, from.layers(id));
+  to.add_op_summary(copy, from.op_summary(id));
+  to.add_memory_timeline(copy, from.memory_timeline(id));
+  to.add_memory_peak(copy, from.memory_peak(id));
+  to.add_metrics(copy, from.metrics(id));
+  to.add_samples(copy, from.samples(id));
+  to.add_gpu_activities(copy, from.gpu_activities(id));
+  to.add_gpu_breakdown(copy, from.gpu_breakdown(id));
+  to.add_copy_summary(copy, from.copy_summary(id));
+  RunFlush heartbeat;  // the original's, not the copy's time: a lost run stays lost
+  heartbeat.heartbeat_ms = run->heartbeat_ms;
+  to.flush(copy, heartbeat);
+  if (run->status != RunStatus::running) to.finish_run(copy, run->status, run->ended_at, run->error);
+  tx.commit();
+  return copy;
+}
+
+std::optional<int64_t> find_same_run(Reader& in, const RunRow& run) {
+  if (run.pid == 0) return std::nullopt;  // no writer identity to match on
+  for (const RunRow& r : in.runs()) {
+    if (r.host == run.host && r.boot_id == run.boot_id && r.pid == run.pid && r.pid_start == run.pid_start &&
+        r.started_at == run.started_at)
+      return r.id;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ts::store

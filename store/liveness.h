@@ -1,0 +1,42 @@
+#pragma once
+// Is a run still being written? Decided from who writes it and when it last wrote (schema v3):
+// a run left `running` by a process that died (kill -9, the OOM killer, a lost node) is `lost`.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "store/records.h"
+
+namespace ts::store {
+
+enum class Liveness {
+  finished,  // not running: completed, failed or interrupted
+  live,      // its writer is alive (same host) or its heartbeat is fresh (another host)
+  lost,      // its writer is gone: the run ended without a word; it keeps what it flushed
+  unknown,   // running, but written by a trainscope without heartbeats (before schema v3)
+};
+std::string_view to_string(Liveness);
+
+// The identity a run row records of the process that writes it.
+struct ProcessIdentity {
+  std::string host;     // gethostname()
+  std::string boot_id;  // /proc/sys/kernel/random/boot_id: tells a reboot (pids start over)
+  int64_t pid = 0;
+  int64_t pid_start = 0;  // clock ticks after boot (/proc/PID/stat field 22): tells a reused pid
+};
+ProcessIdentity current_process();
+// The start time of process `pid` on this machine; 0 when no such process exists.
+int64_t process_start_time(int64_t pid);
+
+struct LivenessVerdict {
+  Liveness state = Liveness::unknown;
+  std::string why;  // one line for `runs` / `show`
+};
+// A heartbeat older than max(60 s, 5 heartbeat intervals) means lost, for a run written on
+// another host; on this host the writer's pid (with its start time) decides at once.
+LivenessVerdict liveness(const RunRow& run, const ProcessIdentity& here, int64_t now_unix_ms);
+LivenessVerdict liveness(const RunRow& run);  // here and now
+
+int64_t unix_time_ms();
+
+}  // namespace ts::store
