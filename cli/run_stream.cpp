@@ -102,11 +102,7 @@ std::vector<profiler::Event> RunStream::finish() {
   flush_once();  // the thread is gone: what it has not written yet, now
   std::vector<profiler::Event> all = std::move(events_);
   // Each drain is sorted; an enclosing range ends (and is drained) after what it contains.
-  std::stable_sort(all.begin(), all.end(), [](const profiler::Event& a, const profiler::Event& b) {
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-    return a.thread < b.thread;
-  });
+  std::stable_sort(all.begin(), all.end(), profiler::trace_order);
   return all;
 }
 

@@ -313,14 +313,17 @@ std::string format_runs(const std::filesystem::path& db) {
   }
   std::string s = fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", "id", "started", "workload",
                               "preset", "device", "batch", "iters", "status", "samples/s");
+  // Who and when we are, read once: liveness compares every running run with them.
+  const store::ProcessIdentity here = store::current_process();
+  const int64_t now_ms = store::unix_time_ms();
   for (const auto& r : reader->runs()) {
     double tp = 0;
     for (const auto& m : reader->metrics(r.id)) {
       if (m.name == "throughput_median") tp = m.value;
     }
-    std::string status = display_status(r, store::liveness(r));
+    std::string status = display_status(r, store::liveness(r, here, now_ms));
     if (r.status == store::RunStatus::running) {  // how far it got: its streamed iterations
-      status += fmt::format(" {}/{}", reader->iterations(r.id).size(), r.warmup + r.iterations);
+      status += fmt::format(" {}/{}", reader->iteration_count(r.id), r.warmup + r.iterations);
     }
     s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14.2f}\n", r.id, r.started_at, r.workload,
                      r.preset, r.device, r.batch_size, r.iterations, status, tp);

@@ -2,6 +2,12 @@
 
 namespace ts::profiler {
 
+bool trace_order(const Event& a, const Event& b) {
+  if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+  if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+  return a.thread < b.thread;
+}
+
 std::string_view to_string(EventKind kind) {
   switch (kind) {
     case EventKind::run: return "run";

@@ -13,6 +13,11 @@ std::string_view to_string(Pass pass);
 
 using StringId = uint32_t;  // 0 = the empty string
 
+struct Event;
+// The tracer's order: by start, then the longer first (an enclosing range before what it
+// contains), then by thread.
+bool trace_order(const Event& a, const Event& b);
+
 struct Event {
   int64_t start_ns = 0;
   int64_t end_ns = 0;

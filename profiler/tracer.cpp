@@ -138,11 +138,7 @@ std::vector<Event> Tracer::drain() {
     }
   }
   for (auto& t : taken) give_back(t.chunks);
-  std::sort(out.begin(), out.end(), [](const Event& a, const Event& b) {
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-    return a.thread < b.thread;
-  });
+  std::sort(out.begin(), out.end(), trace_order);
   return out;
 }
 

@@ -130,6 +130,12 @@ std::vector<EventRow> Reader::events(int64_t run, int64_t from_ns, int64_t to_ns
       [&](Stmt& s) { s.bind(2, from_ns).bind(3, to_ns).bind(4, limit < 0 ? int64_t{-1} : limit); });
 }
 
+int64_t Reader::iteration_count(int64_t run) {
+  return impl_->query<int64_t>("SELECT count(*) FROM iterations WHERE run_id = ?1", run,
+                               [](const Stmt& s) { return s.col_int(0); })
+      .front();
+}
+
 int64_t Reader::event_count(int64_t run) {
   return impl_->query<int64_t>("SELECT count(*) FROM events WHERE run_id = ?1", run,
                                [](const Stmt& s) { return s.col_int(0); })

@@ -27,6 +27,7 @@ class Reader {
   std::optional<RunRow> run(int64_t id);
   std::vector<EnvEntry> environment(int64_t run);      // insertion order
   std::vector<IterationRow> iterations(int64_t run);   // by index
+  int64_t iteration_count(int64_t run);
   std::vector<PhaseRow> phases(int64_t run);           // by iteration, then start
   // Events whose start_ns lies in [from_ns, to_ns], ordered by start, then the longer first (an
   // enclosing range before what it contains, though it ended, and was streamed, later), then

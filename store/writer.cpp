@@ -230,34 +230,33 @@ int64_t Writer::begin_run(const RunInfo& info, int64_t id) {
 
 void Writer::flush(int64_t run, const RunFlush& rows) {
   Impl& im = *impl_;
-  const auto write = [&] {
+  in_one_transaction([&] {
+    im.require_run(run);
     add_iterations(run, rows.iterations);
     add_phases(run, rows.phases);
     add_events(run, rows.events);
     add_memory_timeline(run, rows.memory);
     add_samples(run, rows.samples);
-    im.require_run(run);
     if (rows.heartbeat_ms == 0) return;  // no heartbeat to record: the last one stays
     Stmt::Use use(im.heartbeat);
     im.heartbeat.bind(1, run).bind(2, rows.heartbeat_ms).run();
-  };
-  if (im.in_transaction) return write();
-  Transaction tx(*this);
-  write();
-  tx.commit();
+  });
 }
 
 void Writer::replace_memory_timeline(int64_t run, std::span<const MemoryPoint> rows) {
   Impl& im = *impl_;
-  const auto write = [&] {
+  in_one_transaction([&] {
     im.require_run(run);
     {
       Stmt::Use use(im.drop_memory);
       im.drop_memory.bind(1, run).run();
     }
     add_memory_timeline(run, rows);
-  };
-  if (im.in_transaction) return write();
+  });
+}
+
+void Writer::in_one_transaction(const std::function<void()>& write) {
+  if (impl_->in_transaction) return write();
   Transaction tx(*this);
   write();
   tx.commit();

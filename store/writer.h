@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -74,6 +75,8 @@ class Writer {
   static constexpr size_t kChunkRows = 50'000;
 
  private:
+  // Runs `write` inside the open Transaction, or in one of its own.
+  void in_one_transaction(const std::function<void()>& write);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
