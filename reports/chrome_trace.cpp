@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -18,10 +19,11 @@ namespace ts::reports {
 namespace {
 namespace fs = std::filesystem;
 
-// The CPU process id in the trace: far from the GPU ones (the device index, as Kineto numbers
-// them), so the two never merge.
-constexpr int64_t kCpuPid = 1'000'000;
-constexpr int64_t kApiPid = 1'000'001;
+// Rank r's process id in the trace is kRankPid + r: far from the GPU ones (the device index, as
+// Kineto numbers them), so the two never merge; the CUDA API's process lies past every rank's.
+constexpr int64_t kRankPid = 1'000'000;
+constexpr int64_t kApiPid = 2'000'000;
+int64_t rank_pid(int64_t rank) { return kRankPid + rank; }
 
 std::string json_string(std::string_view s) {
   std::string out;
@@ -87,18 +89,22 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
   store::Reader reader(db);
   const auto info = reader.run(run);
   if (!info) throw store::StoreError(store::StoreError::Kind::not_found, fmt::format("run {} not found in {}", run, db.string()));
-  const std::vector<store::EventRow> events = reader.events(run);
+  constexpr std::optional<int64_t> all_ranks = std::nullopt;
+  const std::vector<store::EventRow> events =
+      reader.events(run, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, all_ranks);
+  const std::vector<store::CollectiveRow> collectives = reader.collectives(run, all_ranks);
   const std::vector<store::GpuActivityRow> gpu = reader.gpu_activities(run);
-  const std::vector<store::MemoryPoint> memory = reader.memory_timeline(run);
+  const std::vector<store::MemoryPoint> memory = reader.memory_timeline(run, all_ranks);
 
   int64_t origin = std::numeric_limits<int64_t>::max();
   for (const auto& e : events) origin = std::min(origin, e.start_ns);
+  for (const auto& c : collectives) origin = std::min(origin, c.start_ns);
   for (const auto& a : gpu) origin = std::min(origin, a.start_ns);
   for (const auto& m : memory) origin = std::min(origin, m.t_ns);
   if (origin == std::numeric_limits<int64_t>::max()) origin = 0;
 
   ChromeTraceStats stats;
-  const int64_t total = static_cast<int64_t>(events.size() + gpu.size());
+  const int64_t total = static_cast<int64_t>(events.size() + collectives.size() + gpu.size());
   int64_t done = 0;
   const auto tick = [&] {
     if (progress && ++done % 100'000 == 0) progress(done, total);
@@ -108,15 +114,26 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
   // One process's trace: rank 0 for tools that read a trace per rank (HTA, which wants a space after the colon).
   o.put("{\"displayTimeUnit\":\"ms\",\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0},");
   o.put(fmt::format("\"otherData\":{{\"producer\":\"trainscope\",\"run\":{},\"workload\":{},\"preset\":{},\"device\":{},"
-                    "\"origin_ns\":{}}},\n\"traceEvents\":[\n",
-                    run, json_string(info->workload), json_string(info->preset), json_string(info->device), origin));
+                    "\"ranks\":{},\"origin_ns\":{}}},\n\"traceEvents\":[\n",
+                    run, json_string(info->workload), json_string(info->preset), json_string(info->device),
+                    info->ranks, origin));
 
-  o.event(metadata("process_name", kCpuPid, 0, "CPU (trainscope " + info->workload + "/" + info->preset + ")"));
-  std::set<int64_t> threads;
-  for (const auto& e : events) {
-    if (threads.insert(e.thread).second) {
-      o.event(metadata("thread_name", kCpuPid, e.thread, fmt::format("thread {}", e.thread)));
+  // A process per rank (named, and sorted by rank), a thread per producer thread in it.
+  std::set<int64_t> ranks;
+  std::set<std::pair<int64_t, int64_t>> threads;  // (rank, thread)
+  const auto track = [&](int64_t rank, std::optional<int64_t> thread) {
+    if (ranks.insert(rank).second) {
+      o.event(metadata("process_name", rank_pid(rank), 0, fmt::format("rank {}", rank)));
+      o.event(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
+                          rank_pid(rank), rank));
     }
+    if (thread && threads.emplace(rank, *thread).second) {
+      o.event(metadata("thread_name", rank_pid(rank), *thread, fmt::format("thread {}", *thread)));
+    }
+  };
+  if (events.empty() && collectives.empty()) track(0, std::nullopt);  // rank 0's process, as ever
+  for (const auto& e : events) {
+    track(e.rank, e.thread);
     // Iterations under the name profilers give them (ProfilerStep#N), so that tools that split
     // traces by step (Holistic Trace Analysis) find them.
     const bool iteration = e.kind == "iteration";
@@ -126,8 +143,19 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     if (!e.layer.empty()) args += fmt::format(R"(,"layer":{})", json_string(e.layer));
     if (!e.pass.empty() && e.pass != "none") args += fmt::format(R"(,"pass":{})", json_string(e.pass));
     o.event(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})", cat,
-                        json_string(name), kCpuPid, e.thread, us(e.start_ns, origin), us(e.end_ns, e.start_ns), args));
+                        json_string(name), rank_pid(e.rank), e.thread, us(e.start_ns, origin), us(e.end_ns, e.start_ns),
+                        args));
     ++stats.cpu_events;
+    tick();
+  }
+  // Collective calls on the thread that made them, under the collective's name.
+  for (const auto& c : collectives) {
+    track(c.rank, c.thread);
+    o.event(fmt::format(
+        R"({{"ph":"X","cat":"comm","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{"bytes":{},"label":{},"iteration":{}}}}})",
+        json_string(c.collective), rank_pid(c.rank), c.thread, us(c.start_ns, origin), us(c.end_ns, c.start_ns), c.bytes,
+        json_string(c.label), c.iteration));
+    ++stats.collectives;
     tick();
   }
 
@@ -186,13 +214,15 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     }
   }
 
-  // The memory ledger: live bytes per category as one counter track.
-  std::map<int64_t, std::vector<const store::MemoryPoint*>> by_time;
-  for (const auto& m : memory) by_time[m.t_ns].push_back(&m);
-  for (const auto& [t, points] : by_time) {
+  // The memory ledger: live bytes per category as one counter track per rank.
+  std::map<std::pair<int64_t, int64_t>, std::vector<const store::MemoryPoint*>> by_time;  // (rank, t)
+  for (const auto& m : memory) by_time[{m.rank, m.t_ns}].push_back(&m);
+  for (const auto& [key, points] : by_time) {
+    const auto& [rank, t] = key;
+    track(rank, std::nullopt);
     std::string args;
     for (const auto* p : points) args += fmt::format("{}{}:{}", args.empty() ? "" : ",", json_string(p->category), p->live_bytes);
-    o.event(fmt::format(R"({{"ph":"C","name":"memory by category","pid":{},"ts":{},"args":{{{}}}}})", kCpuPid,
+    o.event(fmt::format(R"({{"ph":"C","name":"memory by category","pid":{},"ts":{},"args":{{{}}}}})", rank_pid(rank),
                         us(t, origin), args));
     ++stats.counters;
   }

@@ -1,8 +1,9 @@
 #pragma once
 // A stored run as a Chrome trace (the Trace Event JSON format that chrome://tracing, Perfetto's
-// UI and Holistic Trace Analysis read): CPU events per thread, GPU activities per device and
-// stream, CUDA API calls per OS thread, flow arrows from each API call to what it launched,
-// and memory as counter tracks. Reads the store and nothing else.
+// UI and Holistic Trace Analysis read): a process per rank with its CPU events and collective
+// calls per thread, GPU activities per device and stream (rank 0's), CUDA API calls per OS
+// thread, flow arrows from each API call to what it launched, and memory as counter tracks.
+// Reads the store and nothing else.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -14,6 +15,7 @@ struct ChromeTraceStats {
   int64_t gpu_activities = 0;
   int64_t flows = 0;
   int64_t counters = 0;
+  int64_t collectives = 0;  // collective calls (on their rank's thread, like CPU events)
 };
 
 // Writes run `run` of `db` to `out` through OutputFile (reports/output_file.h): a target that is

@@ -1,5 +1,7 @@
 #include "store/import.h"
 
+#include <limits>
+
 namespace ts::store {
 
 int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
@@ -9,18 +11,24 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   if (replace > 0) to.delete_run(replace);
   const int64_t copy = to.begin_run(*run, replace);
   to.add_environment(copy, from.environment(id));
-  to.add_iterations(copy, from.iterations(id));
-  to.add_phases(copy, from.phases(id));
-  to.add_events(copy, from.events(id));
+  constexpr std::optional<int64_t> all_ranks = std::nullopt;
+  to.add_iterations(copy, from.iterations(id, all_ranks));
+  to.add_phases(copy, from.phases(id, all_ranks));
+  to.add_events(copy, from.events(id, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1,
+                                  all_ranks));
   to.add_layers(copy, from.layers(id));
   to.add_op_summary(copy, from.op_summary(id));
-  to.add_memory_timeline(copy, from.memory_timeline(id));
-  to.add_memory_peak(copy, from.memory_peak(id));
-  to.add_metrics(copy, from.metrics(id));
-  to.add_samples(copy, from.samples(id));
+  to.add_memory_timeline(copy, from.memory_timeline(id, all_ranks));
+  to.add_memory_peak(copy, from.memory_peak(id, all_ranks));
+  to.add_metrics(copy, from.metrics(id, all_ranks));
+  to.add_samples(copy, from.samples(id, all_ranks));
   to.add_gpu_activities(copy, from.gpu_activities(id));
   to.add_gpu_breakdown(copy, from.gpu_breakdown(id));
   to.add_copy_summary(copy, from.copy_summary(id));
+  to.add_collectives(copy, from.collectives(id, all_ranks));
+  to.add_comm_ops(copy, from.comm_ops(id));
+  to.add_rank_breakdown(copy, from.rank_breakdown(id));
+  to.add_collective_bench(copy, from.collective_bench(id));
   RunFlush heartbeat;  // the original's, not the copy's time: a lost run stays lost
   heartbeat.heartbeat_ms = run->heartbeat_ms;
   to.flush(copy, heartbeat);

@@ -1,6 +1,10 @@
 #include "store/reader.h"
 
+#include <functional>
+#include <fmt/format.h>
+
 #include <bit>
+#include <set>
 #include <string>
 
 #include "store/open.h"
@@ -29,9 +33,59 @@ struct Reader::Impl {
   std::vector<T> query(std::string_view sql, int64_t run, Row row) {
     return query<T>(sql, run, row, [](Stmt&) {});
   }
+  int64_t count(std::string_view sql, int64_t run, const std::function<void(Stmt&)>& bind) {
+    return query<int64_t>(sql, run, [](const Stmt& s) { return s.col_int(0); }, bind).front();
+  }
+
+  // The distinct ranks of run `run` in `table` (indexed on (run_id, rank, ...)), in order: one
+  // index seek per rank rather than a scan of the run's rows. Files before v4 hold rank 0 only.
+  std::vector<int64_t> distinct_ranks(std::string_view table, int64_t run) {
+    if (version < 4) {
+      const std::string sql = fmt::format("SELECT EXISTS (SELECT 1 FROM {} WHERE run_id = ?1)", table);
+      return count(sql, run, [](Stmt&) {}) != 0 ? std::vector<int64_t>{0} : std::vector<int64_t>{};
+    }
+    const std::string sql = fmt::format(
+        "WITH RECURSIVE r(rank) AS (SELECT (SELECT min(rank) FROM {0} WHERE run_id = ?1) UNION ALL "
+        "SELECT (SELECT min(rank) FROM {0} WHERE run_id = ?1 AND rank > r.rank) FROM r WHERE r.rank IS NOT NULL) "
+        "SELECT rank FROM r WHERE rank IS NOT NULL",
+        table);
+    return query<int64_t>(sql, run, [](const Stmt& s) { return s.col_int(0); });
+  }
 };
 
 namespace {
+// How a per-rank query picks its rows (schema v4): `column` is the rank to select, `filter` goes
+// at the end of WHERE, `order` at the start of ORDER BY (all ranks: by rank first). Files before
+// v4 hold rank 0's rows only, so asking them for another rank finds nothing (`none`).
+struct RankSql {
+  std::string column, filter, order;
+  bool none = false;
+  std::optional<int64_t> bound;  // the rank bound as parameter `param`
+  int param = 0;
+  void bind(Stmt& s) const {
+    if (bound) s.bind(param, *bound);
+  }
+};
+
+RankSql rank_sql(int version, std::optional<int64_t> rank, std::string_view table_alias, int param) {
+  RankSql r;
+  if (version < 4) {
+    r.column = "0";
+    r.none = rank.has_value() && *rank != 0;
+    return r;
+  }
+  const std::string col = table_alias.empty() ? "rank" : fmt::format("{}.rank", table_alias);
+  r.column = col;
+  if (rank) {
+    r.filter = fmt::format(" AND {} = ?{}", col, param);
+    r.bound = rank;
+    r.param = param;
+  } else {
+    r.order = col + ", ";
+  }
+  return r;
+}
+
 // Files before v3 have no liveness columns: they read as never heard from.
 std::string run_columns(int version) {
   return std::string(
@@ -39,6 +93,7 @@ std::string run_columns(int version) {
              "parameter_count, started_at, command_line, config_json, status, ended_at, error, ") +
          (version >= 3 ? "host, boot_id, pid, pid_start, heartbeat_interval_ms, heartbeat_ms"
                        : "'', '', 0, 0, 0, 0") +
+         (version >= 4 ? ", ranks, global_batch_size" : ", 1, batch_size") +
          " FROM runs";
 }
 
@@ -72,6 +127,8 @@ RunRow run_row(const Stmt& s) {
   r.pid_start = s.col_int(20);
   r.heartbeat_interval_ms = s.col_int(21);
   r.heartbeat_ms = s.col_int(22);
+  r.ranks = s.col_int(23);
+  r.global_batch_size = s.col_int(24);
   return r;
 }
 }  // namespace
@@ -102,44 +159,97 @@ std::vector<EnvEntry> Reader::environment(int64_t run) {
                                 [](const Stmt& s) { return EnvEntry{s.col_text(0), s.col_text(1)}; });
 }
 
-std::vector<IterationRow> Reader::iterations(int64_t run) {
+std::vector<IterationRow> Reader::iterations(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none) return {};
   return impl_->query<IterationRow>(
-      "SELECT idx, warmup, start_ns, end_ns, samples, loss FROM iterations WHERE run_id = ?1 ORDER BY idx, id", run,
+      fmt::format("SELECT idx, warmup, start_ns, end_ns, samples, loss, {} FROM iterations WHERE run_id = ?1{} "
+                  "ORDER BY {}idx, id",
+                  r.column, r.filter, r.order),
+      run,
       [](const Stmt& s) {
-        return IterationRow{s.col_int(0), s.col_int(1) != 0, s.col_int(2), s.col_int(3), s.col_int(4), s.col_double(5)};
+        return IterationRow{s.col_int(0), s.col_int(1) != 0, s.col_int(2),   s.col_int(3),
+                            s.col_int(4), s.col_double(5),   s.col_int(6)};
+      },
+      [&](Stmt& s) { r.bind(s); });
+}
+
+std::vector<PhaseRow> Reader::phases(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none) return {};
+  return impl_->query<PhaseRow>(
+      fmt::format("SELECT iteration, phase, start_ns, end_ns, {} FROM phases WHERE run_id = ?1{} "
+                  "ORDER BY {}iteration, start_ns, id",
+                  r.column, r.filter, r.order),
+      run, [](const Stmt& s) { return PhaseRow{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3), s.col_int(4)}; },
+      [&](Stmt& s) { r.bind(s); });
+}
+
+std::vector<EventRow> Reader::events(int64_t run, int64_t from_ns, int64_t to_ns, int64_t limit,
+                                     std::optional<int64_t> rank) {
+  if (!rank && impl_->version >= 4) {
+    // All ranks: rank by rank, each through the (run_id, rank, start_ns) index, so a time window
+    // costs a seek per rank rather than a scan of the run.
+    std::vector<EventRow> out;
+    for (const int64_t k : impl_->distinct_ranks("events", run)) {
+      const int64_t left = limit < 0 ? -1 : limit - static_cast<int64_t>(out.size());
+      if (left == 0) break;
+      auto part = events(run, from_ns, to_ns, left, k);
+      out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    }
+    return out;
+  }
+  const RankSql r = rank_sql(impl_->version, rank, "e", 5);
+  if (r.none) return {};
+  return impl_->query<EventRow>(
+      fmt::format("SELECT e.start_ns, e.end_ns, n.value, l.value, k.value, p.value, e.iteration, e.thread, {} "
+                  "FROM events e "
+                  "JOIN strings n ON n.id = e.name_id JOIN strings l ON l.id = e.layer_id "
+                  "JOIN strings k ON k.id = e.kind_id JOIN strings p ON p.id = e.pass_id "
+                  "WHERE e.run_id = ?1{} AND e.start_ns BETWEEN ?2 AND ?3 "
+                  "ORDER BY e.start_ns, e.end_ns DESC, e.id LIMIT ?4",
+                  r.column, r.filter),
+      run,
+      [](const Stmt& s) {
+        return EventRow{s.col_int(0),  s.col_int(1),  s.col_text(2), s.col_text(3), s.col_text(4),
+                        s.col_text(5), s.col_int(6),  s.col_int(7),  s.col_int(8)};
+      },
+      [&](Stmt& s) {
+        s.bind(2, from_ns).bind(3, to_ns).bind(4, limit < 0 ? int64_t{-1} : limit);
+        r.bind(s);
       });
 }
 
-std::vector<PhaseRow> Reader::phases(int64_t run) {
-  return impl_->query<PhaseRow>(
-      "SELECT iteration, phase, start_ns, end_ns FROM phases WHERE run_id = ?1 ORDER BY iteration, start_ns, id", run,
-      [](const Stmt& s) { return PhaseRow{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3)}; });
+int64_t Reader::iteration_count(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none) return 0;
+  return impl_->count(fmt::format("SELECT count(*) FROM iterations WHERE run_id = ?1{}", r.filter), run,
+                      [&](Stmt& s) { r.bind(s); });
 }
 
-std::vector<EventRow> Reader::events(int64_t run, int64_t from_ns, int64_t to_ns, int64_t limit) {
-  return impl_->query<EventRow>(
-      "SELECT e.start_ns, e.end_ns, n.value, l.value, k.value, p.value, e.iteration, e.thread FROM events e "
-      "JOIN strings n ON n.id = e.name_id JOIN strings l ON l.id = e.layer_id "
-      "JOIN strings k ON k.id = e.kind_id JOIN strings p ON p.id = e.pass_id "
-      "WHERE e.run_id = ?1 AND e.start_ns BETWEEN ?2 AND ?3 ORDER BY e.start_ns, e.end_ns DESC, e.id LIMIT ?4",
-      run,
-      [](const Stmt& s) {
-        return EventRow{s.col_int(0),  s.col_int(1),  s.col_text(2), s.col_text(3),
-                        s.col_text(4), s.col_text(5), s.col_int(6),  s.col_int(7)};
-      },
-      [&](Stmt& s) { s.bind(2, from_ns).bind(3, to_ns).bind(4, limit < 0 ? int64_t{-1} : limit); });
+int64_t Reader::event_count(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none) return 0;
+  return impl_->count(fmt::format("SELECT count(*) FROM events WHERE run_id = ?1{}", r.filter), run,
+                      [&](Stmt& s) { r.bind(s); });
 }
 
-int64_t Reader::iteration_count(int64_t run) {
-  return impl_->query<int64_t>("SELECT count(*) FROM iterations WHERE run_id = ?1", run,
-                               [](const Stmt& s) { return s.col_int(0); })
-      .front();
+std::vector<std::pair<int64_t, int64_t>> Reader::event_counts_by_rank(int64_t run) {
+  if (impl_->version < 4) {
+    const int64_t n = event_count(run, std::nullopt);
+    if (n == 0) return {};
+    return {{0, n}};
+  }
+  return impl_->query<std::pair<int64_t, int64_t>>(
+      "SELECT rank, count(*) FROM events WHERE run_id = ?1 GROUP BY rank ORDER BY rank", run,
+      [](const Stmt& s) { return std::pair<int64_t, int64_t>{s.col_int(0), s.col_int(1)}; });
 }
 
-int64_t Reader::event_count(int64_t run) {
-  return impl_->query<int64_t>("SELECT count(*) FROM events WHERE run_id = ?1", run,
-                               [](const Stmt& s) { return s.col_int(0); })
-      .front();
+std::vector<int64_t> Reader::ranks_present(int64_t run) {
+  std::set<int64_t> ranks;
+  for (const int64_t k : impl_->distinct_ranks("iterations", run)) ranks.insert(k);
+  for (const int64_t k : impl_->distinct_ranks("events", run)) ranks.insert(k);
+  return {ranks.begin(), ranks.end()};
 }
 
 std::vector<LayerRow> Reader::layers(int64_t run) {
@@ -208,29 +318,97 @@ std::vector<OpSummaryRow> Reader::op_summary(int64_t run) {
       });
 }
 
-std::vector<MemoryPoint> Reader::memory_timeline(int64_t run) {
+std::vector<MemoryPoint> Reader::memory_timeline(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "m", 2);
+  if (r.none) return {};
   return impl_->query<MemoryPoint>(
-      "SELECT m.t_ns, c.value, m.live_bytes FROM memory_timeline m JOIN strings c ON c.id = m.category_id "
-      "WHERE m.run_id = ?1 ORDER BY m.t_ns, m.id",
-      run, [](const Stmt& s) { return MemoryPoint{s.col_int(0), s.col_text(1), s.col_int(2)}; });
+      fmt::format("SELECT m.t_ns, c.value, m.live_bytes, {} FROM memory_timeline m JOIN strings c ON c.id = m.category_id "
+                  "WHERE m.run_id = ?1{} ORDER BY {}m.t_ns, m.id",
+                  r.column, r.filter, r.order),
+      run, [](const Stmt& s) { return MemoryPoint{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3)}; },
+      [&](Stmt& s) { r.bind(s); });
 }
 
-std::vector<MemoryPeakRow> Reader::memory_peak(int64_t run) {
+std::vector<MemoryPeakRow> Reader::memory_peak(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none) return {};
   return impl_->query<MemoryPeakRow>(
-      "SELECT category, bytes, t_ns FROM memory_peak WHERE run_id = ?1 ORDER BY id", run,
-      [](const Stmt& s) { return MemoryPeakRow{s.col_text(0), s.col_int(1), s.col_int(2)}; });
+      fmt::format("SELECT category, bytes, t_ns, {} FROM memory_peak WHERE run_id = ?1{} ORDER BY {}id", r.column,
+                  r.filter, r.order),
+      run, [](const Stmt& s) { return MemoryPeakRow{s.col_text(0), s.col_int(1), s.col_int(2), s.col_int(3)}; },
+      [&](Stmt& s) { r.bind(s); });
 }
 
-std::vector<MetricRow> Reader::metrics(int64_t run) {
+std::vector<MetricRow> Reader::metrics(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none) return {};
   return impl_->query<MetricRow>(
-      "SELECT name, value, unit, iteration FROM metrics WHERE run_id = ?1 ORDER BY id", run,
-      [](const Stmt& s) { return MetricRow{s.col_text(0), s.col_double(1), s.col_text(2), s.col_int(3)}; });
+      fmt::format("SELECT name, value, unit, iteration, {} FROM metrics WHERE run_id = ?1{} ORDER BY {}id", r.column,
+                  r.filter, r.order),
+      run,
+      [](const Stmt& s) {
+        return MetricRow{s.col_text(0), s.col_double(1), s.col_text(2), s.col_int(3), s.col_int(4)};
+      },
+      [&](Stmt& s) { r.bind(s); });
 }
 
-std::vector<SampleRow> Reader::samples(int64_t run) {
+std::vector<SampleRow> Reader::samples(int64_t run, std::optional<int64_t> rank) {
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none) return {};
   return impl_->query<SampleRow>(
-      "SELECT t_ns, name, value FROM samples WHERE run_id = ?1 ORDER BY t_ns, id", run,
-      [](const Stmt& s) { return SampleRow{s.col_int(0), s.col_text(1), s.col_double(2)}; });
+      fmt::format("SELECT t_ns, name, value, {} FROM samples WHERE run_id = ?1{} ORDER BY {}t_ns, id", r.column,
+                  r.filter, r.order),
+      run, [](const Stmt& s) { return SampleRow{s.col_int(0), s.col_text(1), s.col_double(2), s.col_int(3)}; },
+      [&](Stmt& s) { r.bind(s); });
+}
+
+std::vector<CollectiveRow> Reader::collectives(int64_t run, std::optional<int64_t> rank) {
+  if (impl_->version < 4) return {};
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  return impl_->query<CollectiveRow>(
+      fmt::format("SELECT rank, iteration, thread, collective, label, bytes, start_ns, end_ns FROM collectives "
+                  "WHERE run_id = ?1{} ORDER BY {}start_ns, id",
+                  r.filter, r.order),
+      run,
+      [](const Stmt& s) {
+        return CollectiveRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_text(3),
+                             s.col_text(4), s.col_int(5), s.col_int(6), s.col_int(7)};
+      },
+      [&](Stmt& s) { r.bind(s); });
+}
+
+std::vector<CommOpRow> Reader::comm_ops(int64_t run) {
+  if (impl_->version < 4) return {};
+  return impl_->query<CommOpRow>(
+      "SELECT rank, backend, collective, bytes, ranks, count, total_ns, mean_ns, min_ns, max_ns, algbw_gbps, "
+      "busbw_gbps FROM comm_ops WHERE run_id = ?1 ORDER BY rank, collective, bytes, id",
+      run, [](const Stmt& s) {
+        return CommOpRow{s.col_int(0),    s.col_text(1), s.col_text(2), s.col_int(3),     s.col_int(4),
+                         s.col_int(5),    s.col_int(6),  s.col_double(7), s.col_int(8),   s.col_int(9),
+                         s.col_double(10), s.col_double(11)};
+      });
+}
+
+std::vector<RankBreakdownRow> Reader::rank_breakdown(int64_t run) {
+  if (impl_->version < 4) return {};
+  return impl_->query<RankBreakdownRow>(
+      "SELECT rank, iteration, start_ns, end_ns, compute_ns, comm_ns, overlap_ns, exposed_comm_ns, idle_ns, "
+      "backward_wait_ns FROM rank_breakdown WHERE run_id = ?1 ORDER BY rank, iteration, id",
+      run, [](const Stmt& s) {
+        return RankBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4),
+                                s.col_int(5), s.col_int(6), s.col_int(7), s.col_int(8), s.col_int(9)};
+      });
+}
+
+std::vector<CollectiveBenchRow> Reader::collective_bench(int64_t run) {
+  if (impl_->version < 4) return {};
+  return impl_->query<CollectiveBenchRow>(
+      "SELECT backend, collective, bytes, ranks, iterations, time_ns, algbw_gbps, busbw_gbps, min_time_ns, "
+      "max_time_ns FROM collective_bench WHERE run_id = ?1 ORDER BY id",
+      run, [](const Stmt& s) {
+        return CollectiveBenchRow{s.col_text(0),   s.col_text(1),   s.col_int(2),    s.col_int(3), s.col_int(4),
+                                  s.col_double(5), s.col_double(6), s.col_double(7), s.col_int(8), s.col_int(9)};
+      });
 }
 
 }  // namespace ts::store

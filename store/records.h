@@ -26,6 +26,11 @@ struct RunInfo {  // known when the run starts
   std::string host, boot_id;         // hostname; /proc/sys/kernel/random/boot_id
   int64_t pid = 0, pid_start = 0;    // the writing process and its start time (/proc/PID/stat field 22)
   int64_t heartbeat_interval_ms = 0; // how often the writer promises a heartbeat (0: none)
+  // Distribution (schema v4): one run is one row with `ranks` processes; rank 0 writes every
+  // rank's records. batch_size is per rank; global_batch_size (0: batch_size * ranks, filled in
+  // by the writer) is what one iteration of the whole run processes.
+  int64_t ranks = 1;
+  int64_t global_batch_size = 0;
 };
 struct RunRow : RunInfo {
   int64_t id = 0;
@@ -35,17 +40,17 @@ struct RunRow : RunInfo {
   std::string error;
 };
 struct EnvEntry { std::string key, value; };
-struct IterationRow { int64_t index = 0; bool warmup = false; int64_t start_ns = 0, end_ns = 0; int64_t samples = 0; double loss = 0; };
-struct PhaseRow { int64_t iteration = 0; std::string phase; int64_t start_ns = 0, end_ns = 0; };
-struct EventRow { int64_t start_ns = 0, end_ns = 0; std::string name, layer, kind, pass; int64_t iteration = -1; int64_t thread = 0; };
+struct IterationRow { int64_t index = 0; bool warmup = false; int64_t start_ns = 0, end_ns = 0; int64_t samples = 0; double loss = 0; int64_t rank = 0; };
+struct PhaseRow { int64_t iteration = 0; std::string phase; int64_t start_ns = 0, end_ns = 0; int64_t rank = 0; };
+struct EventRow { int64_t start_ns = 0, end_ns = 0; std::string name, layer, kind, pass; int64_t iteration = -1; int64_t thread = 0; int64_t rank = 0; };
 struct LayerRow {
   std::string layer; std::string op_types; int64_t calls = 0; double forward_ns = 0, backward_ns = 0; int64_t activation_bytes = 0; int64_t parameter_count = 0;
   double gpu_forward_ns = 0, gpu_backward_ns = 0;  // device time its ops launched (GPU runs)
 };
 struct OpSummaryRow { std::string device, name; int64_t count = 0; int64_t total_ns = 0; double mean_ns = 0, median_ns = 0; int64_t min_ns = 0, max_ns = 0; };
-struct MemoryPoint { int64_t t_ns = 0; std::string category; int64_t live_bytes = 0; };
-struct MemoryPeakRow { std::string category; int64_t bytes = 0; int64_t t_ns = 0; };
-struct MetricRow { std::string name; double value = 0; std::string unit; int64_t iteration = -1; /* -1: whole run */ };
+struct MemoryPoint { int64_t t_ns = 0; std::string category; int64_t live_bytes = 0; int64_t rank = 0; };
+struct MemoryPeakRow { std::string category; int64_t bytes = 0; int64_t t_ns = 0; int64_t rank = 0; };
+struct MetricRow { std::string name; double value = 0; std::string unit; int64_t iteration = -1; /* -1: whole run */ int64_t rank = 0; };
 // GPU profiler (schema v2). kind: kernel, comm, memcpy, memset, sync, api, marker, memory, overhead.
 struct GpuActivityRow {
   int64_t start_ns = 0, end_ns = 0; std::string kind, name, detail, layer, op, pass;
@@ -56,7 +61,42 @@ struct GpuBreakdownRow {
   int64_t compute_ns = 0, comm_ns = 0, memcpy_ns = 0, memset_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, busy_ns = 0, idle_ns = 0;
 };
 struct CopySummaryRow { std::string device, name; int64_t count = 0, bytes = 0, total_ns = 0; };
-struct SampleRow { int64_t t_ns = 0; std::string name; double value = 0; };  // system samplers (rss, cpu%)
+
+// Distribution (schema v4). `rank` on the per-rank records above says whose they are (0 in a
+// single-process run); run-level records without one (layers, kernel summary, GPU) are rank 0's.
+// collective: all_reduce, broadcast, all_gather, reduce_scatter, barrier; backend: mpi, nccl.
+// One collective call on a rank's thread (streamed, like events); bytes: the call's buffer size.
+struct CollectiveRow {
+  int64_t rank = 0, iteration = -1, thread = 0;
+  std::string collective, label;  // label: what it carried, e.g. "bucket 3"
+  int64_t bytes = 0, start_ns = 0, end_ns = 0;
+};
+// A rank's calls of one collective at one size, summarised as nccl-tests reports them (GB/s):
+// algbw = bytes / mean time; busbw = algbw * 2(n-1)/n (all_reduce), (n-1)/n (all_gather,
+// reduce_scatter), 1 (broadcast), n = ranks.
+struct CommOpRow {
+  int64_t rank = 0;
+  std::string backend, collective;
+  int64_t bytes = 0, ranks = 0, count = 0, total_ns = 0;
+  double mean_ns = 0;
+  int64_t min_ns = 0, max_ns = 0;
+  double algbw_gbps = 0, busbw_gbps = 0;
+};
+// A rank's time in one iteration, split as the time breakdown splits it (DESIGN, "Time breakdown");
+// backward_wait_ns: how long the optimizer waited for gradients' communication after backward.
+struct RankBreakdownRow {
+  int64_t rank = 0, iteration = 0, start_ns = 0, end_ns = 0;
+  int64_t compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, idle_ns = 0, backward_wait_ns = 0;
+};
+// One line of a collectives benchmark (a run whose workload is "collectives"): time_ns is the
+// mean per call over `iterations` calls.
+struct CollectiveBenchRow {
+  std::string backend, collective;
+  int64_t bytes = 0, ranks = 0, iterations = 0;
+  double time_ns = 0, algbw_gbps = 0, busbw_gbps = 0;
+  int64_t min_time_ns = 0, max_time_ns = 0;
+};
+struct SampleRow { int64_t t_ns = 0; std::string name; double value = 0; int64_t rank = 0; };  // system samplers (rss, cpu%)
 
 // What a running run measured since its last flush: written in one transaction together with
 // the run's heartbeat, so a run killed at any moment keeps every flush before it.
@@ -66,9 +106,11 @@ struct RunFlush {
   std::vector<EventRow> events;
   std::vector<MemoryPoint> memory;
   std::vector<SampleRow> samples;
+  std::vector<CollectiveRow> collectives;
   int64_t heartbeat_ms = 0;  // Unix time (ms); 0: leave the run's heartbeat as it is
   bool empty() const {
-    return iterations.empty() && phases.empty() && events.empty() && memory.empty() && samples.empty();
+    return iterations.empty() && phases.empty() && events.empty() && memory.empty() && samples.empty() &&
+           collectives.empty();
   }
 };
 

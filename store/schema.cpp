@@ -205,7 +205,93 @@ ALTER TABLE runs ADD COLUMN heartbeat_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN heartbeat_interval_ms INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3};
+// v4: distribution. One run is one row with N ranks; the per-rank tables say whose a row is
+// (0 for every row before), their indexes lead with (run_id, rank) because readers ask for one
+// rank at a time; communication gets its tables.
+constexpr std::string_view kV3ToV4 = R"sql(
+ALTER TABLE runs ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN global_batch_size INTEGER NOT NULL DEFAULT 0;
+UPDATE runs SET global_batch_size = batch_size;
+ALTER TABLE iterations ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE phases ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE samples ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE metrics ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memory_timeline ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memory_peak ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+DROP INDEX iterations_run;
+CREATE INDEX iterations_run_rank ON iterations(run_id, rank, idx);
+DROP INDEX phases_run;
+CREATE INDEX phases_run_rank ON phases(run_id, rank, iteration, start_ns);
+DROP INDEX events_run_start;
+CREATE INDEX events_run_rank_start ON events(run_id, rank, start_ns);
+DROP INDEX samples_run;
+CREATE INDEX samples_run_rank ON samples(run_id, rank, t_ns);
+DROP INDEX memory_timeline_run;
+CREATE INDEX memory_timeline_run_rank ON memory_timeline(run_id, rank, t_ns);
+CREATE TABLE collectives (
+  id         INTEGER PRIMARY KEY,
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank       INTEGER NOT NULL,
+  iteration  INTEGER NOT NULL,
+  thread     INTEGER NOT NULL,
+  collective TEXT    NOT NULL,
+  label      TEXT    NOT NULL,
+  bytes      INTEGER NOT NULL,
+  start_ns   INTEGER NOT NULL,
+  end_ns     INTEGER NOT NULL
+);
+CREATE INDEX collectives_run_rank_start ON collectives(run_id, rank, start_ns);
+CREATE TABLE comm_ops (
+  id         INTEGER PRIMARY KEY,
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank       INTEGER NOT NULL,
+  backend    TEXT    NOT NULL,
+  collective TEXT    NOT NULL,
+  bytes      INTEGER NOT NULL,
+  ranks      INTEGER NOT NULL,
+  count      INTEGER NOT NULL,
+  total_ns   INTEGER NOT NULL,
+  mean_ns    REAL    NOT NULL,
+  min_ns     INTEGER NOT NULL,
+  max_ns     INTEGER NOT NULL,
+  algbw_gbps REAL    NOT NULL,
+  busbw_gbps REAL    NOT NULL
+);
+CREATE INDEX comm_ops_run ON comm_ops(run_id, rank, collective, bytes);
+CREATE TABLE rank_breakdown (
+  id               INTEGER PRIMARY KEY,
+  run_id           INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank             INTEGER NOT NULL,
+  iteration        INTEGER NOT NULL,
+  start_ns         INTEGER NOT NULL,
+  end_ns           INTEGER NOT NULL,
+  compute_ns       INTEGER NOT NULL,
+  comm_ns          INTEGER NOT NULL,
+  overlap_ns       INTEGER NOT NULL,
+  exposed_comm_ns  INTEGER NOT NULL,
+  idle_ns          INTEGER NOT NULL,
+  backward_wait_ns INTEGER NOT NULL
+);
+CREATE INDEX rank_breakdown_run ON rank_breakdown(run_id, rank, iteration);
+CREATE TABLE collective_bench (
+  id          INTEGER PRIMARY KEY,
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  backend     TEXT    NOT NULL,
+  collective  TEXT    NOT NULL,
+  bytes       INTEGER NOT NULL,
+  ranks       INTEGER NOT NULL,
+  iterations  INTEGER NOT NULL,
+  time_ns     REAL    NOT NULL,
+  algbw_gbps  REAL    NOT NULL,
+  busbw_gbps  REAL    NOT NULL,
+  min_time_ns INTEGER NOT NULL,
+  max_time_ns INTEGER NOT NULL
+);
+CREATE INDEX collective_bench_run ON collective_bench(run_id);
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -69,11 +69,12 @@ struct Writer::Impl {
   Stmt insert_run{db,
                   "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
                   "parameter_count, started_at, command_line, config_json, status, host, boot_id, pid, pid_start, "
-                  "heartbeat_interval_ms, heartbeat_ms, id) "
+                  "heartbeat_interval_ms, heartbeat_ms, id, ranks, global_batch_size) "
                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'running', ?14, ?15, ?16, ?17, ?18, "
-                  "?19, ?20)"};
+                  "?19, ?20, ?21, ?22)"};
   Stmt heartbeat{db, "UPDATE runs SET heartbeat_ms = ?2 WHERE id = ?1"};
   Stmt drop_memory{db, "DELETE FROM memory_timeline WHERE run_id = ?1"};
+  Stmt drop_rank_memory{db, "DELETE FROM memory_timeline WHERE run_id = ?1 AND rank = ?2"};
   Stmt finish{db, "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1"};
   Stmt finish_running{db,
                       "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1 AND status = 'running'"};
@@ -82,12 +83,13 @@ struct Writer::Impl {
                    "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3) "
                    "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value"};
   Stmt iteration{db,
-                 "INSERT INTO iterations (run_id, idx, warmup, start_ns, end_ns, samples, loss) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"};
-  Stmt phase{db, "INSERT INTO phases (run_id, iteration, phase, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5)"};
+                 "INSERT INTO iterations (run_id, idx, warmup, start_ns, end_ns, samples, loss, rank) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+  Stmt phase{db,
+             "INSERT INTO phases (run_id, iteration, phase, start_ns, end_ns, rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt event{db,
-             "INSERT INTO events (run_id, start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread) "
-             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
+             "INSERT INTO events (run_id, start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread, "
+             "rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
   Stmt layer{db,
              "INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
              "parameter_count, gpu_forward_ns, gpu_backward_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
@@ -103,10 +105,27 @@ struct Writer::Impl {
   Stmt kernel{db,
               "INSERT INTO kernel_summary (run_id, device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns) "
               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
-  Stmt memory{db, "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes) VALUES (?1, ?2, ?3, ?4)"};
-  Stmt peak{db, "INSERT INTO memory_peak (run_id, category, bytes, t_ns) VALUES (?1, ?2, ?3, ?4)"};
-  Stmt metric{db, "INSERT INTO metrics (run_id, name, value, unit, iteration) VALUES (?1, ?2, ?3, ?4, ?5)"};
-  Stmt sample{db, "INSERT INTO samples (run_id, t_ns, name, value) VALUES (?1, ?2, ?3, ?4)"};
+  Stmt memory{db,
+              "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
+  Stmt peak{db, "INSERT INTO memory_peak (run_id, category, bytes, t_ns, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
+  Stmt metric{db,
+              "INSERT INTO metrics (run_id, name, value, unit, iteration, rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  Stmt sample{db, "INSERT INTO samples (run_id, t_ns, name, value, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
+  // Distribution (schema v4).
+  Stmt collective{db,
+                  "INSERT INTO collectives (run_id, rank, iteration, thread, collective, label, bytes, start_ns, "
+                  "end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
+  Stmt comm_op{db,
+               "INSERT INTO comm_ops (run_id, rank, backend, collective, bytes, ranks, count, total_ns, mean_ns, "
+               "min_ns, max_ns, algbw_gbps, busbw_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+  Stmt rank_breakdown{db,
+                      "INSERT INTO rank_breakdown (run_id, rank, iteration, start_ns, end_ns, compute_ns, comm_ns, "
+                      "overlap_ns, exposed_comm_ns, idle_ns, backward_wait_ns) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
+  Stmt collective_bench{db,
+                        "INSERT INTO collective_bench (run_id, backend, collective, bytes, ranks, iterations, time_ns, "
+                        "algbw_gbps, busbw_gbps, min_time_ns, max_time_ns) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
 
   // Committed string ids; entries added by a transaction that rolls back are dropped (clear()).
   std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> strings;
@@ -224,6 +243,7 @@ int64_t Writer::begin_run(const RunInfo& info, int64_t id) {
   s.bind(13, info.config_json).bind(14, info.host).bind(15, info.boot_id).bind(16, info.pid).bind(17, info.pid_start);
   s.bind(18, info.heartbeat_interval_ms).bind(19, info.heartbeat_interval_ms > 0 ? unix_time_ms() : int64_t{0});
   if (id > 0) s.bind(20, id);  // else NULL: SQLite picks the next id
+  s.bind(21, info.ranks).bind(22, info.global_batch_size != 0 ? info.global_batch_size : info.batch_size * info.ranks);
   s.run();
   return impl_->db.last_insert_id();
 }
@@ -237,17 +257,21 @@ void Writer::flush(int64_t run, const RunFlush& rows) {
     add_events(run, rows.events);
     add_memory_timeline(run, rows.memory);
     add_samples(run, rows.samples);
+    add_collectives(run, rows.collectives);
     if (rows.heartbeat_ms == 0) return;  // no heartbeat to record: the last one stays
     Stmt::Use use(im.heartbeat);
     im.heartbeat.bind(1, run).bind(2, rows.heartbeat_ms).run();
   });
 }
 
-void Writer::replace_memory_timeline(int64_t run, std::span<const MemoryPoint> rows) {
+void Writer::replace_memory_timeline(int64_t run, std::span<const MemoryPoint> rows, std::optional<int64_t> rank) {
   Impl& im = *impl_;
   in_one_transaction([&] {
     im.require_run(run);
-    {
+    if (rank) {
+      Stmt::Use use(im.drop_rank_memory);
+      im.drop_rank_memory.bind(1, run).bind(2, *rank).run();
+    } else {
       Stmt::Use use(im.drop_memory);
       im.drop_memory.bind(1, run).run();
     }
@@ -290,12 +314,13 @@ void Writer::add_environment(int64_t run, std::span<const EnvEntry> rows) {
 void Writer::add_iterations(int64_t run, std::span<const IterationRow> rows) {
   impl_->bulk(run, rows, impl_->iteration, [](Stmt& s, const IterationRow& r) {
     s.bind(2, r.index).bind(3, r.warmup).bind(4, r.start_ns).bind(5, r.end_ns).bind(6, r.samples).bind(7, r.loss);
+    s.bind(8, r.rank);
   });
 }
 
 void Writer::add_phases(int64_t run, std::span<const PhaseRow> rows) {
   impl_->bulk(run, rows, impl_->phase, [](Stmt& s, const PhaseRow& r) {
-    s.bind(2, r.iteration).bind(3, r.phase).bind(4, r.start_ns).bind(5, r.end_ns);
+    s.bind(2, r.iteration).bind(3, r.phase).bind(4, r.start_ns).bind(5, r.end_ns).bind(6, r.rank);
   });
 }
 
@@ -306,7 +331,7 @@ void Writer::add_events(int64_t run, std::span<const EventRow> rows) {
     const int64_t name = im.intern(r.name), layer = im.intern(r.layer), kind = im.intern(r.kind),
                   pass = im.intern(r.pass);
     s.bind(2, r.start_ns).bind(3, r.end_ns).bind(4, name).bind(5, layer).bind(6, kind).bind(7, pass);
-    s.bind(8, r.iteration).bind(9, r.thread);
+    s.bind(8, r.iteration).bind(9, r.thread).bind(10, r.rank);
   });
 }
 
@@ -353,25 +378,56 @@ void Writer::add_memory_timeline(int64_t run, std::span<const MemoryPoint> rows)
   Impl& im = *impl_;
   im.bulk(run, rows, im.memory, [&im](Stmt& s, const MemoryPoint& r) {
     const int64_t category = im.intern(r.category);
-    s.bind(2, r.t_ns).bind(3, category).bind(4, r.live_bytes);
+    s.bind(2, r.t_ns).bind(3, category).bind(4, r.live_bytes).bind(5, r.rank);
   });
 }
 
 void Writer::add_memory_peak(int64_t run, std::span<const MemoryPeakRow> rows) {
   impl_->bulk(run, rows, impl_->peak, [](Stmt& s, const MemoryPeakRow& r) {
-    s.bind(2, r.category).bind(3, r.bytes).bind(4, r.t_ns);
+    s.bind(2, r.category).bind(3, r.bytes).bind(4, r.t_ns).bind(5, r.rank);
   });
 }
 
 void Writer::add_metrics(int64_t run, std::span<const MetricRow> rows) {
   impl_->bulk(run, rows, impl_->metric, [](Stmt& s, const MetricRow& r) {
-    s.bind(2, r.name).bind(3, r.value).bind(4, r.unit).bind(5, r.iteration);
+    s.bind(2, r.name).bind(3, r.value).bind(4, r.unit).bind(5, r.iteration).bind(6, r.rank);
   });
 }
 
 void Writer::add_samples(int64_t run, std::span<const SampleRow> rows) {
   impl_->bulk(run, rows, impl_->sample, [](Stmt& s, const SampleRow& r) {
-    s.bind(2, r.t_ns).bind(3, r.name).bind(4, r.value);
+    s.bind(2, r.t_ns).bind(3, r.name).bind(4, r.value).bind(5, r.rank);
+  });
+}
+
+void Writer::add_collectives(int64_t run, std::span<const CollectiveRow> rows) {
+  impl_->bulk(run, rows, impl_->collective, [](Stmt& s, const CollectiveRow& r) {
+    s.bind(2, r.rank).bind(3, r.iteration).bind(4, r.thread).bind(5, r.collective).bind(6, r.label);
+    s.bind(7, r.bytes).bind(8, r.start_ns).bind(9, r.end_ns);
+  });
+}
+
+void Writer::add_comm_ops(int64_t run, std::span<const CommOpRow> rows) {
+  impl_->bulk(run, rows, impl_->comm_op, [](Stmt& s, const CommOpRow& r) {
+    s.bind(2, r.rank).bind(3, r.backend).bind(4, r.collective).bind(5, r.bytes).bind(6, r.ranks).bind(7, r.count);
+    s.bind(8, r.total_ns).bind(9, r.mean_ns).bind(10, r.min_ns).bind(11, r.max_ns).bind(12, r.algbw_gbps);
+    s.bind(13, r.busbw_gbps);
+  });
+}
+
+void Writer::add_rank_breakdown(int64_t run, std::span<const RankBreakdownRow> rows) {
+  impl_->bulk(run, rows, impl_->rank_breakdown, [](Stmt& s, const RankBreakdownRow& r) {
+    s.bind(2, r.rank).bind(3, r.iteration).bind(4, r.start_ns).bind(5, r.end_ns).bind(6, r.compute_ns);
+    s.bind(7, r.comm_ns).bind(8, r.overlap_ns).bind(9, r.exposed_comm_ns).bind(10, r.idle_ns);
+    s.bind(11, r.backward_wait_ns);
+  });
+}
+
+void Writer::add_collective_bench(int64_t run, std::span<const CollectiveBenchRow> rows) {
+  impl_->bulk(run, rows, impl_->collective_bench, [](Stmt& s, const CollectiveBenchRow& r) {
+    s.bind(2, r.backend).bind(3, r.collective).bind(4, r.bytes).bind(5, r.ranks).bind(6, r.iterations);
+    s.bind(7, r.time_ns).bind(8, r.algbw_gbps).bind(9, r.busbw_gbps).bind(10, r.min_time_ns);
+    s.bind(11, r.max_time_ns);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -31,11 +32,14 @@ class Writer {
   static void check_target(const std::filesystem::path& path);
 
   // Status running, committed at once; returns the run id. `id` > 0 asks for that id (import).
+  // `info.global_batch_size` 0 is stored as batch_size * ranks.
   int64_t begin_run(const RunInfo& info, int64_t id = 0);
   // Streaming: what a running run measured since its last flush, with its heartbeat, in one transaction.
   void flush(int64_t run, const RunFlush& rows);
-  // The run's memory timeline so far (streamed in pieces) replaced by `rows` (the whole run's).
-  void replace_memory_timeline(int64_t run, std::span<const MemoryPoint> rows);
+  // The run's memory timeline so far (streamed in pieces) replaced by `rows` (the whole run's):
+  // every rank's timeline, or with `rank` only that rank's (rows should then be that rank's).
+  void replace_memory_timeline(int64_t run, std::span<const MemoryPoint> rows,
+                               std::optional<int64_t> rank = std::nullopt);
 
   // Groups every write until commit() into one transaction (BEGIN IMMEDIATE: the lock is taken
   // at once); without commit() its destructor rolls everything back. Not nestable.
@@ -71,6 +75,12 @@ class Writer {
   void add_gpu_activities(int64_t run, std::span<const GpuActivityRow> rows);
   void add_gpu_breakdown(int64_t run, std::span<const GpuBreakdownRow> rows);
   void add_copy_summary(int64_t run, std::span<const CopySummaryRow> rows);
+  // Distribution (schema v4): collective calls (streamed in RunFlush too), the per-rank
+  // nccl-tests-style summary, the per-rank per-iteration breakdown, a collectives benchmark.
+  void add_collectives(int64_t run, std::span<const CollectiveRow> rows);
+  void add_comm_ops(int64_t run, std::span<const CommOpRow> rows);
+  void add_rank_breakdown(int64_t run, std::span<const RankBreakdownRow> rows);
+  void add_collective_bench(int64_t run, std::span<const CollectiveBenchRow> rows);
 
   static constexpr size_t kChunkRows = 50'000;
 

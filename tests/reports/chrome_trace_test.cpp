@@ -113,6 +113,18 @@ TEST(ChromeTrace, ExportsCpuGpuFlowsAndCounters) {
   EXPECT_EQ(by_name.at("memcpy DtoH")["args"]["bytes"], 4096);
   EXPECT_EQ(by_name.at("cudaLaunchKernel")["cat"], "cuda_runtime");
   EXPECT_EQ(by_name.at("cudaLaunchKernel")["tid"], 4242);
+  // One process per rank: a single-process run is rank 0's, apart from the GPU's and the API's.
+  std::map<int64_t, std::string> process_names;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") process_names[e["pid"].get<int64_t>()] = e["args"]["name"];
+  const int64_t rank0 = conv["pid"].get<int64_t>();
+  EXPECT_EQ(process_names[rank0], "rank 0");
+  EXPECT_EQ(by_name.at("ProfilerStep#1")["pid"], rank0);
+  EXPECT_EQ(by_name.at("relu \"quoted\"")["pid"], rank0);
+  EXPECT_EQ(process_names[0], "GPU 0");
+  EXPECT_NE(by_name.at("cudaLaunchKernel")["pid"], rank0);
+  EXPECT_NE(by_name.at("cudaLaunchKernel")["pid"], 0);
+  EXPECT_EQ(stats.collectives, 0);
   EXPECT_EQ(phases.count("s"), 1U);
   EXPECT_EQ(phases.count("f"), 1U);
   for (const auto& e : j["traceEvents"]) {
@@ -125,6 +137,106 @@ TEST(ChromeTrace, ExportsCpuGpuFlowsAndCounters) {
       EXPECT_EQ(e["args"]["activations"], 50);
     }
   }
+}
+
+// A data-parallel run: a process per rank with its threads, collectives on the thread that made
+// them, memory counters per rank; the GPU stays as it was (rank 0's).
+TEST(ChromeTrace, OneProcessPerRankWithItsCollectives) {
+  TempDir dir;
+  const fs::path db = dir / "r.db";
+  int64_t run = 0;
+  {
+    store::Writer w(db);
+    store::RunInfo info;
+    info.workload = "resnet50";
+    info.preset = "tiny";
+    info.device = "cpu";
+    info.ranks = 2;
+    run = w.begin_run(info);
+    const std::vector<store::EventRow> events = {
+        {1000, 9000, "iteration", "", "iteration", "none", 1, 0, 0},
+        {1200, 1800, "conv2d", "layer1.0.conv1", "op", "backward", 1, 0, 0},
+        {1010, 9500, "iteration", "", "iteration", "none", 1, 0, 1},
+        {1300, 1900, "conv2d", "layer1.0.conv1", "op", "backward", 1, 2, 1},
+    };
+    w.add_events(run, events);
+    const std::vector<store::CollectiveRow> collectives = {
+        {0, 1, 5, "all_reduce", "bucket 0", 4096, 2000, 2600},
+        {1, 1, 5, "all_reduce", "bucket 0", 4096, 2100, 2700},
+        {1, -1, 0, "broadcast", "parameters", 1 << 20, 900, 950},
+    };
+    w.add_collectives(run, collectives);
+    w.add_memory_timeline(run, std::vector<store::MemoryPoint>{{950, "weights", 100, 0}, {960, "weights", 200, 1}});
+    w.finish_run(run, store::RunStatus::completed, "2026-12-01T00:00:00Z", "");
+  }
+  const fs::path out = dir / "trace.json";
+  const auto stats = reports::write_chrome_trace(db, run, out);
+  EXPECT_EQ(stats.cpu_events, 4);
+  EXPECT_EQ(stats.collectives, 3);
+  EXPECT_EQ(stats.counters, 2);
+  EXPECT_EQ(stats.gpu_activities, 0);
+
+  const auto j = load(out);
+  EXPECT_EQ(j["otherData"]["ranks"], 2);
+  EXPECT_EQ(j["otherData"]["origin_ns"], 900);  // the broadcast
+  std::map<int64_t, std::string> process_names;
+  std::set<std::pair<int64_t, int64_t>> named_threads;
+  std::map<int64_t, int64_t> sort_index;
+  std::vector<nlohmann::json> x;
+  std::map<int64_t, int64_t> counters;  // pid -> weights
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") process_names[e["pid"].get<int64_t>()] = e["args"]["name"];
+    if (e["ph"] == "M" && e["name"] == "process_sort_index") sort_index[e["pid"].get<int64_t>()] = e["args"]["sort_index"];
+    if (e["ph"] == "M" && e["name"] == "thread_name") named_threads.emplace(e["pid"].get<int64_t>(), e["tid"].get<int64_t>());
+    if (e["ph"] == "X") x.push_back(e);
+    if (e["ph"] == "C") counters[e["pid"].get<int64_t>()] = e["args"]["weights"];
+  }
+  ASSERT_EQ(process_names.size(), 2U);
+  int64_t pid0 = -1, pid1 = -1;
+  for (const auto& [pid, name] : process_names) (name == "rank 0" ? pid0 : pid1) = pid;
+  ASSERT_NE(pid0, -1);
+  ASSERT_NE(pid1, -1);
+  EXPECT_EQ(process_names[pid1], "rank 1");
+  EXPECT_NE(pid0, pid1);
+  EXPECT_NE(pid0, 0);  // never a GPU's (device index) pid
+  EXPECT_EQ(sort_index[pid0], 0);
+  EXPECT_EQ(sort_index[pid1], 1);
+  const std::set<std::pair<int64_t, int64_t>> threads = {{pid0, 0}, {pid0, 5}, {pid1, 0}, {pid1, 2}, {pid1, 5}};
+  EXPECT_EQ(named_threads, threads);
+  EXPECT_EQ(counters[pid0], 100);
+  EXPECT_EQ(counters[pid1], 200);
+
+  ASSERT_EQ(x.size(), 7U);
+  int rank1_steps = 0, comm = 0;
+  for (const auto& e : x) {
+    if (e["name"] == "ProfilerStep#1" && e["pid"] == pid1) {
+      ++rank1_steps;
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.11);
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 8.49);
+    }
+    if (e["name"] == "conv2d" && e["pid"] == pid1) {
+      EXPECT_EQ(e["tid"], 2);
+    }
+    if (e["cat"] == "comm") {
+      ++comm;
+      if (e["name"] == "broadcast") {
+        EXPECT_EQ(e["pid"], pid1);
+        EXPECT_EQ(e["tid"], 0);
+        EXPECT_EQ(e["args"]["bytes"], 1 << 20);
+        EXPECT_EQ(e["args"]["label"], "parameters");
+        EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.0);
+        EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 0.05);
+      } else {
+        EXPECT_EQ(e["name"], "all_reduce");
+        EXPECT_EQ(e["tid"], 5);
+        EXPECT_EQ(e["args"]["label"], "bucket 0");
+        EXPECT_EQ(e["args"]["bytes"], 4096);
+        EXPECT_DOUBLE_EQ(e["ts"].get<double>(), e["pid"] == pid0 ? 1.1 : 1.2);
+      }
+    }
+  }
+  EXPECT_EQ(rank1_steps, 1);
+  EXPECT_EQ(comm, 3);
 }
 
 TEST(ChromeTrace, MissingRunAndUnwritablePathFailCleanly) {

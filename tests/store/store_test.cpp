@@ -140,7 +140,12 @@ TEST(StoreWriter, NewFileGetsIdentitySchemaAndParentDirectory) {
     EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"),
               1)
         << table;
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name='events_run_start'"), 1);
+  for (const char* table : {"collectives", "comm_ops", "rank_breakdown", "collective_bench"})  // v4
+    EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"),
+              1)
+        << table;
+  EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name='events_run_rank_start'"), 1);
+  EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name='events_run_start'"), 0);  // replaced in v4
   EXPECT_EQ(Reader(db).schema_version(), kSchemaVersion);
 }
 
