@@ -28,6 +28,7 @@ const PhaseIds& phase_ids() {
 
 class LoopPhases final : public Phases {
  public:
+  explicit LoopPhases(dist::DataParallel* dp) : dp_(dp) {}
   void data(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().data, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::inputs);
@@ -39,15 +40,20 @@ class LoopPhases final : public Phases {
     engine::CategoryScope category(memprof::Category::activations);
     f();
   }
-  void backward(const std::function<void()>& f) override {
+  void backward(const std::function<void()>& f, int group) override {
     profiler::Range r(phase_ids().backward, profiler::EventKind::phase);
+    if (dp_) dp_->begin_backward(group);
     f();
+    if (dp_) dp_->end_backward();   // the gradients' all-reduce started during f; what is left, and the wait
   }
   void optimizer(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::optimizer_state);
     f();
   }
+
+ private:
+  dist::DataParallel* dp_;
 };
 
 std::string no_hook(const char* hook) {
@@ -83,7 +89,9 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   w.model().train(true);
   ledger.reset_peak();  // the training peak: what was allocated before (and freed) is not training's
   for (int64_t i = 0; i < total; ++i) {
-    if (options.stop && options.stop->load()) {
+    bool stop = options.stop && options.stop->load();
+    if (options.data_parallel) stop = options.data_parallel->any_rank(stop, "stop flag");  // all ranks, or none
+    if (stop) {
       result.interrupted = true;
       break;
     }
@@ -96,7 +104,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     try {
       it.start_ns = profiler::now_ns();
       profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
-      LoopPhases phases;
+      LoopPhases phases(options.data_parallel);
       const StepResult r = w.step(phases);
       it.loss = r.loss;
       it.samples = r.samples;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/data_parallel.h"
 #include "memprof/ledger.h"
 #include "workloads/workload.h"
 
@@ -29,6 +30,9 @@ struct LoopOptions {
   int64_t warmup = 2;        // before them, marked and excluded from the figures
   const std::atomic<bool>* stop = nullptr;   // set asynchronously (signal handler) to stop after this iteration
   std::function<void(const IterationResult&)> on_iteration;   // progress display
+  // Distributed runs: averages each backward's gradients across ranks (dist/), and makes the
+  // ranks agree, before each iteration, whether any of them was asked to stop.
+  dist::DataParallel* data_parallel = nullptr;
 };
 
 struct LoopResult {

@@ -34,6 +34,10 @@ struct WorkloadConfig {
   uint64_t seed = 1;
   std::string data = "synthetic";   // or a data set name/path the workload understands
   int64_t learners = 0;       // actor-learner threads (workloads with has_learners); 0: the preset's
+  // Data parallelism (dist/): this process is rank `rank` of `world_size`. Each rank reads its
+  // own shard of the data; the model is built the same on every rank (rank 0's is broadcast).
+  int rank = 0;
+  int world_size = 1;
 };
 
 struct Batch {
@@ -58,7 +62,9 @@ class Phases {
   virtual ~Phases() = default;
   virtual void data(const std::function<void()>& f) = 0;
   virtual void forward(const std::function<void()>& f) = 0;
-  virtual void backward(const std::function<void()>& f) = 0;
+  // `group` names the gradient group (Workload::gradient_groups) this backward produces, whose
+  // gradients data parallelism averages across ranks before the phase ends.
+  virtual void backward(const std::function<void()>& f, int group = 0) = 0;
   virtual void optimizer(const std::function<void()>& f) = 0;
 };
 
@@ -94,6 +100,12 @@ class Workload {
   virtual engine::Tensor forward_loss(const Batch& batch);  // the forward phase, a scalar loss
   virtual void optimizer_step();                           // the optimizer phase
   virtual void zero_grad();
+
+  // The parameters each backward phase produces gradients for, one list per group; a step's
+  // phases.backward(f, g) says which group (wgan: 0 the critic, 1 the generator). Data
+  // parallelism averages a group's gradients across ranks at the end of its backward. One
+  // group, every parameter of model(), by default.
+  virtual std::vector<std::vector<engine::Tensor>> gradient_groups() { return {model().parameters()}; }
 
   // Extra metrics: asked for after every step() (stored with that iteration) and once after
   // the last one (stored for the whole run). None by default.

@@ -18,6 +18,7 @@
 #include "engine/random.h"
 #include "profiler/clock.h"
 #include "profiler/tracer.h"
+#include "workloads/data/shard.h"
 
 namespace ts::workloads {
 
@@ -588,6 +589,21 @@ std::unique_ptr<Workload> make_a3c_workload(const A3cConfig& config, uint64_t se
   return std::make_unique<A3cWorkload>(config, seed, device);
 }
 
+namespace {
+
+// No data parallelism: the learners update one shared network asynchronously (Hogwild), which
+// averaging gradients at the end of a synchronous backward phase cannot express.
+void check_a3c_world(const WorkloadConfig& wc) {
+  data_shard(wc, "a3c");
+  if (wc.world_size > 1) {
+    throw std::invalid_argument("a3c cannot train data-parallel (world size " + std::to_string(wc.world_size) +
+                                "): its learners are asynchronous (Hogwild updates to one shared network), and "
+                                "distributed a3c needs the parameter server, a later feature");
+  }
+}
+
+}  // namespace
+
 WorkloadSpec a3c_spec() {
   WorkloadSpec s;
   s.name = "a3c";
@@ -601,12 +617,14 @@ WorkloadSpec a3c_spec() {
   s.has_learners = true;
   s.check = [](const WorkloadConfig& wc) {
     a3c_config(wc.preset);
+    check_a3c_world(wc);
     if (wc.learners < 0) throw std::invalid_argument("a3c: learners must be positive");
     if (wc.data != "synthetic") {
       throw std::invalid_argument("a3c plays its own Breakout game (--data synthetic), got '" + wc.data + "'");
     }
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+    check_a3c_world(wc);
     A3cConfig cfg = a3c_config(wc.preset);
     if (wc.batch > 0) cfg.t_max = wc.batch;  // --batch is the rollout length
     if (wc.learners > 0) cfg.learners = wc.learners;

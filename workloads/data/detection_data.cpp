@@ -310,8 +310,8 @@ const std::vector<std::string>& voc_classes() {
 
 // ---------------------------------------------------------------- synthetic
 
-SyntheticDetection::SyntheticDetection(const SyntheticDetectionOptions& o, uint64_t seed)
-    : o_(o), seed_(seed), rng_(seed ^ 0xde7ec7) {
+SyntheticDetection::SyntheticDetection(const SyntheticDetectionOptions& o, uint64_t seed, DataShard shard)
+    : o_(o), seed_(seed), rng_(shard_seed(seed, shard) ^ 0xde7ec7) {
   if (o.height < 8 || o.width < 8) throw std::invalid_argument("SyntheticDetection: image too small");
   if (o.classes < 1 || o.classes > kMaxClasses) {
     throw std::invalid_argument("SyntheticDetection: 1 to " + std::to_string(kMaxClasses) + " classes, got " +
@@ -537,8 +537,9 @@ std::string voc_problem_message(const std::string& dir, const std::string& probl
 
 }  // namespace
 
-VocDetection::VocDetection(const std::string& directory, const VocOptions& o, uint64_t seed)
+VocDetection::VocDetection(const std::string& directory, const VocOptions& o, uint64_t seed, DataShard shard)
     : dir_(directory), o_(o), rng_(seed ^ 0x0c0ffee) {
+  check_shard(shard, "Pascal VOC");
   const std::string problem = voc_layout_problem(dir_, o_);
   if (!problem.empty()) throw std::invalid_argument(voc_problem_message(dir_, problem));
   const fs::path sets = fs::path(dir_) / "ImageSets" / "Main";
@@ -546,6 +547,8 @@ VocDetection::VocDetection(const std::string& directory, const VocOptions& o, ui
   heldout_ids_ = read_ids(sets / (o_.heldout_split + ".txt"));
   if (train_ids_.empty())
     throw std::invalid_argument(dir_ + ": ImageSets/Main/" + o_.train_split + ".txt lists no images");
+  // This rank's images: i % world_size == rank of the list (all of it at world size 1).
+  train_ids_ = take_shard(train_ids_, shard, dir_ + ": the images of ImageSets/Main/" + o_.train_split + ".txt");
   order_.resize(train_ids_.size());
   for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
 }
@@ -666,10 +669,10 @@ void check_detection_source(const std::string& spec) {
 
 std::unique_ptr<DetectionSource> make_detection_source(const std::string& spec,
                                                        const SyntheticDetectionOptions& synthetic,
-                                                       const VocOptions& voc, uint64_t seed) {
+                                                       const VocOptions& voc, uint64_t seed, DataShard shard) {
   check_detection_source(spec);
-  if (spec == "synthetic") return std::make_unique<SyntheticDetection>(synthetic, seed);
-  return std::make_unique<VocDetection>(voc_dir_of(spec), voc, seed);
+  if (spec == "synthetic") return std::make_unique<SyntheticDetection>(synthetic, seed, shard);
+  return std::make_unique<VocDetection>(voc_dir_of(spec), voc, seed, shard);
 }
 
 }  // namespace ts::workloads

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/random.h"
+#include "workloads/data/shard.h"
 #include "workloads/workload.h"
 
 namespace ts::workloads {
@@ -67,9 +68,10 @@ struct SyntheticDetectionOptions {
 // differ in colour only and the rest need the shape too. Objects overlap at most
 // IoU 0.3. The background is a random grey with a gradient and Gaussian noise; objects carry
 // noise and a colour jitter too, so the detector must learn shape and colour, not a constant.
+// Training images come from shard_seed(seed, shard) (shard.h), held-out ones from `seed`.
 class SyntheticDetection : public DetectionSource {
  public:
-  SyntheticDetection(const SyntheticDetectionOptions& options, uint64_t seed);
+  SyntheticDetection(const SyntheticDetectionOptions& options, uint64_t seed, DataShard shard = {});
   std::string name() const override { return "synthetic"; }
   const std::vector<std::string>& class_names() const override { return names_; }
   DetectionImage next_train() override { return generate(rng_, "train"); }
@@ -94,10 +96,12 @@ struct VocOptions {
 };
 
 // A Pascal VOC-style folder. Training images are shuffled every epoch; difficult objects are
-// kept (flagged) so that training can drop them and the AP can ignore them.
+// kept (flagged) so that training can drop them and the AP can ignore them. Sharded (shard.h):
+// rank r trains on the ids i with i % world_size == r of the training list (file order); the
+// held-out list is the same on every rank.
 class VocDetection : public DetectionSource {
  public:
-  VocDetection(const std::string& directory, const VocOptions& options, uint64_t seed);
+  VocDetection(const std::string& directory, const VocOptions& options, uint64_t seed, DataShard shard = {});
   std::string name() const override { return "voc:" + dir_; }
   const std::vector<std::string>& class_names() const override;
   DetectionImage next_train() override;
@@ -150,8 +154,9 @@ std::vector<ImageTargets> decode_detection_labels(const engine::Tensor& labels);
 // "synthetic", "voc:DIR" or DIR (a VOC-style folder). check_detection_source throws
 // std::invalid_argument for anything else, or a folder without the VOC layout, touching nothing.
 void check_detection_source(const std::string& spec);
+// `shard`: this rank's training data (shard.h).
 std::unique_ptr<DetectionSource> make_detection_source(const std::string& spec,
                                                        const SyntheticDetectionOptions& synthetic,
-                                                       const VocOptions& voc, uint64_t seed);
+                                                       const VocOptions& voc, uint64_t seed, DataShard shard = {});
 
 }  // namespace ts::workloads

@@ -42,8 +42,13 @@ Batch on_device(Batch b, engine::Device device) {
 }  // namespace
 
 SyntheticImages::SyntheticImages(int64_t image_size, int64_t channels, int64_t classes, uint64_t seed,
-                                 engine::Device device)
-    : size_(image_size), channels_(channels), classes_(classes), seed_(seed), device_(device), rng_(seed ^ 0x5eed) {
+                                 engine::Device device, DataShard shard)
+    : size_(image_size),
+      channels_(channels),
+      classes_(classes),
+      seed_(seed),
+      device_(device),
+      rng_(shard_seed(seed, shard) ^ 0x5eed) {
   if (image_size <= 0 || channels <= 0 || classes <= 1) throw std::invalid_argument("SyntheticImages: bad shape");
   if (device.is_meta()) return;
   engine::Rng trng(seed * 7919 + 17);
@@ -165,8 +170,10 @@ std::vector<uint8_t> read_idx(const std::filesystem::path& path, uint32_t magic,
 
 }  // namespace
 
-FashionMnist::FashionMnist(const std::string& directory, int64_t image_size, uint64_t seed, engine::Device device)
+FashionMnist::FashionMnist(const std::string& directory, int64_t image_size, uint64_t seed, engine::Device device,
+                           DataShard shard)
     : size_(image_size), device_(device), rng_(seed) {
+  check_shard(shard, "Fashion-MNIST");
   if (image_size < 28) throw std::invalid_argument("Fashion-MNIST needs an image size of at least 28");
   const std::filesystem::path dir(directory);
   std::vector<uint32_t> dims;
@@ -177,8 +184,8 @@ FashionMnist::FashionMnist(const std::string& directory, int64_t image_size, uin
   if (train_images_.size() != train_labels_.size() * 784 || test_images_.size() != test_labels_.size() * 784) {
     throw std::runtime_error("Fashion-MNIST files in " + directory + " disagree on their sizes");
   }
-  order_.resize(train_labels_.size());
-  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
+  // This rank's training images: i % world_size == rank (all of them at world size 1).
+  order_ = shard_indices(static_cast<int64_t>(train_labels_.size()), shard, "Fashion-MNIST training images in " + directory);
 }
 
 Batch FashionMnist::gather(const std::vector<uint8_t>& images, const std::vector<uint8_t>& labels,
@@ -249,11 +256,12 @@ void check_image_source(const std::string& spec, int64_t classes) {
 }
 
 std::unique_ptr<ImageSource> make_image_source(const std::string& spec, int64_t image_size, int64_t channels,
-                                               int64_t classes, uint64_t seed, engine::Device device) {
+                                               int64_t classes, uint64_t seed, engine::Device device,
+                                               DataShard shard) {
   check_image_source(spec, classes);
-  if (spec == "synthetic") return std::make_unique<SyntheticImages>(image_size, channels, classes, seed, device);
+  if (spec == "synthetic") return std::make_unique<SyntheticImages>(image_size, channels, classes, seed, device, shard);
   const std::string dir = spec == "fashion-mnist" ? FashionMnist::kDebianDirectory : spec.substr(14);
-  return std::make_unique<FashionMnist>(dir, image_size, seed, device);
+  return std::make_unique<FashionMnist>(dir, image_size, seed, device, shard);
 }
 
 }  // namespace ts::workloads

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/random.h"
+#include "workloads/data/shard.h"
 #include "workloads/workload.h"
 
 namespace ts::workloads {
@@ -29,9 +30,12 @@ class ImageSource {
 // Class-conditional images: each class has a fixed smooth template; a sample is its template
 // at a random brightness, plus a random shift and Gaussian noise. A network can learn it, so
 // loss falls and accuracy rises, while the input looks like ImageNet's in shape and scale.
+// The templates and held-out draws come from `seed` alone; the training stream from
+// shard_seed(seed, shard) (shard.h): each rank draws its own samples of the same task.
 class SyntheticImages : public ImageSource {
  public:
-  SyntheticImages(int64_t image_size, int64_t channels, int64_t classes, uint64_t seed, engine::Device device);
+  SyntheticImages(int64_t image_size, int64_t channels, int64_t classes, uint64_t seed, engine::Device device,
+                  DataShard shard = {});
   int64_t channels() const override { return channels_; }
   int64_t classes() const override { return classes_; }
   int64_t image_size() const override { return size_; }
@@ -55,9 +59,12 @@ class SyntheticImages : public ImageSource {
 
 // Fashion-MNIST (28x28 grey, 10 classes), centred in image_size x image_size (padded, or
 // scaled up by an integer factor then padded), normalised with the training set's mean/std.
+// Sharded (shard.h): rank r trains on the training images i with i % world_size == r (file
+// order), shuffled each epoch; the test images are the same on every rank.
 class FashionMnist : public ImageSource {
  public:
-  FashionMnist(const std::string& directory, int64_t image_size, uint64_t seed, engine::Device device);
+  FashionMnist(const std::string& directory, int64_t image_size, uint64_t seed, engine::Device device,
+               DataShard shard = {});
   int64_t channels() const override { return 1; }
   int64_t classes() const override { return 10; }
   int64_t image_size() const override { return size_; }
@@ -65,7 +72,7 @@ class FashionMnist : public ImageSource {
   Batch next_train(int64_t batch) override;   // shuffled each epoch
   Batch heldout(int64_t index, int64_t batch) override;   // the 10,000 test images
   int64_t heldout_size() const override { return static_cast<int64_t>(test_labels_.size()); }
-  int64_t train_size() const override { return static_cast<int64_t>(train_labels_.size()); }
+  int64_t train_size() const override { return static_cast<int64_t>(order_.size()); }   // this rank's shard
   int64_t epoch() const { return epoch_; }
 
   static constexpr const char* kDebianDirectory = "/usr/share/datasets/fashion-mnist";
@@ -84,8 +91,10 @@ class FashionMnist : public ImageSource {
 // Checks a data spec without loading anything; throws std::invalid_argument.
 void check_image_source(const std::string& spec, int64_t classes);
 
-// "synthetic" or "fashion-mnist" (Debian's copy) or "fashion-mnist:/path/to/dir".
+// "synthetic" or "fashion-mnist" (Debian's copy) or "fashion-mnist:/path/to/dir"; `shard`: this
+// rank's training data (shard.h).
 std::unique_ptr<ImageSource> make_image_source(const std::string& spec, int64_t image_size, int64_t channels,
-                                               int64_t classes, uint64_t seed, engine::Device device);
+                                               int64_t classes, uint64_t seed, engine::Device device,
+                                               DataShard shard = {});
 
 }  // namespace ts::workloads

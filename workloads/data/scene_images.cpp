@@ -25,8 +25,8 @@ constexpr uint64_t kTrainStream = 0x5ce9e11aULL, kHeldoutStream = 0x4e1d07ULL;
 
 }  // namespace
 
-SceneImages::SceneImages(int64_t image_size, uint64_t seed, engine::Device device)
-    : size_(image_size), seed_(seed), device_(device), rng_(seed ^ kTrainStream) {
+SceneImages::SceneImages(int64_t image_size, uint64_t seed, engine::Device device, DataShard shard)
+    : size_(image_size), seed_(seed), device_(device), rng_(shard_seed(seed, shard) ^ kTrainStream) {
   if (image_size < 4) throw std::invalid_argument("scene images need a side of at least 4, got " + std::to_string(image_size));
 }
 

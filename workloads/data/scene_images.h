@@ -9,12 +9,14 @@
 
 #include "engine/random.h"
 #include "engine/tensor.h"
+#include "workloads/data/shard.h"
 
 namespace ts::workloads {
 
 class SceneImages {
  public:
-  SceneImages(int64_t image_size, uint64_t seed, engine::Device device);
+  // Training images from shard_seed(seed, shard) (shard.h), held-out ones from `seed`.
+  SceneImages(int64_t image_size, uint64_t seed, engine::Device device, DataShard shard = {});
   int64_t image_size() const { return size_; }
   static constexpr int64_t kChannels = 3;
   // Next training batch [N, 3, S, S] (plain, `inputs` category).

@@ -791,6 +791,7 @@ SpeechDataset::SpeechDataset(const std::vector<Utterance>& utterances, const Spe
                              engine::Device device)
     : options_(options), device_(device), rng_(options.seed * 0x2545f4914f6cdd1dull + 7) {
   if (utterances.empty()) throw std::invalid_argument("SpeechDataset: no utterances");
+  check_shard(options.shard, "SpeechDataset");
   if (!(options.heldout_fraction >= 0 && options.heldout_fraction < 1)) {
     throw std::invalid_argument("SpeechDataset: heldout_fraction must be in [0, 1)");
   }
@@ -816,6 +817,7 @@ SpeechDataset::SpeechDataset(const std::vector<Utterance>& utterances, const Spe
         std::find_if(train_.begin(), train_.end(), [&](const Utterance& u) { return u.audio == utterances[i].audio; }));
   }
   if (train_.empty()) throw std::invalid_argument("SpeechDataset: the split left no training utterances");
+  train_ = take_shard(train_, options.shard, "SpeechDataset: the training utterances");
   std::stable_sort(heldout_.begin(), heldout_.end(),
                    [&](const Utterance& a, const Utterance& b) { return frames(a) < frames(b); });
 }

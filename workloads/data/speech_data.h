@@ -22,6 +22,7 @@
 
 #include "engine/random.h"
 #include "engine/tensor.h"
+#include "workloads/data/shard.h"
 
 namespace ts::workloads {
 
@@ -143,6 +144,9 @@ struct SpeechDataOptions {
   uint64_t seed = 1;              // shuffling of later epochs
   SpectrogramNorm norm = SpectrogramNorm::utterance;
   int64_t feature_cache_bytes = int64_t{1} << 30;  // spectrograms kept in memory up to this
+  // Data parallelism (shard.h): after the held-out split, rank r keeps the training utterances
+  // i with i % world_size == r (corpus order); the held-out set is the same on every rank.
+  DataShard shard;
 };
 
 class SpeechDataset {

@@ -794,6 +794,21 @@ std::shared_ptr<const ParallelCorpus> make_parallel_corpus(const std::string& sp
   return std::make_shared<const ParallelCorpus>(read_parallel_text(parse_text_files_spec(spec), files));
 }
 
+std::shared_ptr<const ParallelCorpus> shard_corpus(std::shared_ptr<const ParallelCorpus> corpus, const DataShard& shard) {
+  check_shard(shard, "shard_corpus");
+  if (!corpus || shard.whole()) return corpus;
+  auto out = std::make_shared<ParallelCorpus>();
+  out->name = corpus->name;
+  out->src_vocab = corpus->src_vocab;
+  out->tgt_vocab = corpus->tgt_vocab;
+  out->train = take_shard(corpus->train, shard, "the training pairs of '" + corpus->name + "'");
+  out->dev = corpus->dev;
+  out->test = corpus->test;
+  out->dropped_too_long = corpus->dropped_too_long;
+  out->dropped_empty = corpus->dropped_empty;
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Batches
 

@@ -68,6 +68,7 @@
 
 #include "engine/random.h"
 #include "engine/tensor.h"
+#include "workloads/data/shard.h"
 
 namespace ts::workloads {
 
@@ -218,6 +219,12 @@ std::shared_ptr<const ParallelCorpus> make_parallel_corpus(const std::string& sp
                                                            const SyntheticTextOptions& synthetic,
                                                            const TextFileOptions& files);
 
+// Data parallelism (shard.h): the corpus rank `shard.rank` trains on: the training pairs i with
+// i % world_size == rank (corpus order), with dev, test and the vocabularies (built from the
+// whole training set) unchanged, so every rank has the same model and held-out data. The
+// corpus itself when world_size is 1; std::invalid_argument when the shard would be empty.
+std::shared_ptr<const ParallelCorpus> shard_corpus(std::shared_ptr<const ParallelCorpus> corpus, const DataShard& shard);
+
 // ---------------------------------------------------------------------------------------------
 // Batches
 
@@ -233,6 +240,9 @@ struct TokenBatch {
   int64_t tgt_tokens = 0;   // sum of tgt_lengths (the tokens a loss counts)
   std::vector<int64_t> indices;   // the pairs, as indices into their split, in row order
 };
+
+// As Workload::next_batch gives it: inputs the source ids, labels the target ids to predict.
+inline Batch as_batch(const TokenBatch& b) { return Batch{b.src, b.tgt_out, b.pairs}; }
 
 // Pairs of `split` (indices) as a batch on `device`: built on the host in the `inputs` memory
 // category, then copied to the device; on `meta`, shapes only.

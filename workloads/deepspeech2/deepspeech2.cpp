@@ -208,6 +208,12 @@ class DeepSpeech2Workload final : public Workload {
   int64_t batch_size() const override { return batch_; }
   double learning_rate() const override { return sgd_.current_lr(); }
 
+  // The data phase's draw as a Batch (features, concatenated CTC targets): what step() draws next.
+  Batch next_batch() override {
+    SpeechBatch b = dataset().next_train(batch_);
+    return Batch{b.features, b.targets, b.samples};
+  }
+
   StepResult step(Phases& phases) override {
     SpeechBatch b;
     Tensor loss;
@@ -338,15 +344,18 @@ WorkloadSpec deepspeech2_spec() {
                make_preset("full", "TBD's model: 2 conv at 32 channels, 7 bidirectional GRUs of 1760, 32 utterances")};
   s.check = [](const WorkloadConfig& wc) {
     deepspeech2_config(wc.preset);
+    data_shard(wc, "deepspeech2");
     check_speech_source(wc.data);
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const DeepSpeech2Config cfg = deepspeech2_config(wc.preset);
+    const DataShard shard = data_shard(wc, "deepspeech2");
     const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
     std::unique_ptr<SpeechDataset> data;
     if (!wc.device.is_meta()) {   // counting parameters needs no audio (and no espeak-ng)
       SpeechDataOptions o;
       o.seed = wc.seed;   // later epochs' shuffling; the corpus itself is fixed
+      o.shard = shard;    // this rank's training utterances
       data = std::make_unique<SpeechDataset>(load_speech_corpus(wc.data), o, wc.device);
     }
     return std::make_unique<DeepSpeech2Workload>(cfg, std::move(data), batch, wc.seed, wc.device);

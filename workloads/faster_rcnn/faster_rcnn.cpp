@@ -508,17 +508,26 @@ FasterRcnnWorkload::FasterRcnnWorkload(std::shared_ptr<FasterRCNN> model, std::u
   }
 }
 
-Batch FasterRcnnWorkload::next_batch() {
+Batch FasterRcnnWorkload::next_batch() { return batch_from(*data_); }
+
+Batch FasterRcnnWorkload::batch_from(DetectionSource& source) const {
   std::vector<DetectionImage> images;
-  images.push_back(data_->next_train());
+  images.push_back(source.next_train());
   // The batch takes at least batch x the first image's pixels: checked before the other images
   // are made, which would otherwise fill memory one by one (a batch of 2^31 - 1 did).
   engine::cpu::check_host_buffer({batch_, 3, images[0].height, images[0].width}, sizeof(float), "detection image batch");
-  for (int64_t i = 1; i < batch_; ++i) images.push_back(data_->next_train());
+  for (int64_t i = 1; i < batch_; ++i) images.push_back(source.next_train());
   return make_detection_batch(images, model_->device());
 }
 
-void FasterRcnnWorkload::calibrate(const Batch& batch) {
+void FasterRcnnWorkload::calibrate(const Batch& batch) { calibrate_from(batch, *data_); }
+
+void FasterRcnnWorkload::calibrate_on(DetectionSource& images) {
+  if (calibrated_) return;
+  calibrate_from(batch_from(images), images);
+}
+
+void FasterRcnnWorkload::calibrate_from(const Batch& batch, DetectionSource& more) {
   if (calibrated_) return;
   engine::NoGradScope no_grad;
   // Forwards: their feature maps are activations wherever this runs (at creation too).
@@ -527,7 +536,7 @@ void FasterRcnnWorkload::calibrate(const Batch& batch) {
   engine::Rng rng(0xca11b);  // its own stream: calibrating does not shift the training samples
   model_->forward_train(batch.inputs, decode_detection_labels(batch.labels), rng);
   for (int64_t i = batch.samples; i < model_->config().calibration_images; ++i) {
-    const Batch one = make_detection_batch({data_->next_train()}, model_->device());
+    const Batch one = make_detection_batch({more.next_train()}, model_->device());
     model_->forward_train(one.inputs, decode_detection_labels(one.labels), rng);
   }
   calibrated_ = true;
@@ -663,10 +672,12 @@ WorkloadSpec faster_rcnn_spec() {
       make_preset("full", "ResNet-101 C4, shorter side 600 (max 1000), 21 classes, batch 1: the published model")};
   s.check = [](const WorkloadConfig& wc) {
     faster_rcnn_config(wc.preset);
+    data_shard(wc, "faster_rcnn");
     check_detection_source(wc.data);
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     FasterRcnnConfig cfg = faster_rcnn_config(wc.preset);
+    const DataShard shard = data_shard(wc, "faster_rcnn");
     const int64_t batch = wc.batch > 0 ? wc.batch : cfg.default_batch;
     SyntheticDetectionOptions so;
     so.height = cfg.short_side;
@@ -677,13 +688,22 @@ WorkloadSpec faster_rcnn_spec() {
     VocOptions vo;
     vo.short_side = cfg.short_side;
     vo.max_side = cfg.max_side;
-    std::unique_ptr<DetectionSource> data = make_detection_source(wc.data, so, vo, wc.seed);
+    std::unique_ptr<DetectionSource> data = make_detection_source(wc.data, so, vo, wc.seed, shard);
     cfg.num_classes = data->num_classes() + 1;
     auto model = std::make_shared<FasterRCNN>(cfg, wc.device, wc.seed);
     auto w = std::make_unique<FasterRcnnWorkload>(model, std::move(data), batch, wc.seed);
     // Calibrating is setting up, not training: done here, its calibration_images forwards
     // neither lengthen the first iteration nor count in its per-layer activation bytes.
-    if (!wc.device.is_meta()) w->calibrate(w->next_batch());
+    // With several ranks, every rank calibrates on the unsharded stream (the images world size 1
+    // calibrates on): the frozen statistics are the same on every rank, like the parameters.
+    if (!wc.device.is_meta()) {
+      if (shard.whole()) {
+        w->calibrate(w->next_batch());
+      } else {
+        const std::unique_ptr<DetectionSource> whole = make_detection_source(wc.data, so, vo, wc.seed);
+        w->calibrate_on(*whole);
+      }
+    }
     return w;
   };
   return s;

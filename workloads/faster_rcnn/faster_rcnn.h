@@ -213,9 +213,15 @@ class FasterRcnnWorkload : public Workload {
   // config().calibration_images in all (done once, before the first forward: by the registry's
   // factory when it builds the workload, else by the first forward or evaluation).
   void calibrate(const Batch& batch);
+  // The same from another source's training stream (its first batch, then further images):
+  // with data parallelism the factory calibrates every rank on the unsharded stream, so that
+  // the statistics, part of the model, do not depend on the rank.
+  void calibrate_on(DetectionSource& images);
   bool calibrated() const { return calibrated_; }
 
  private:
+  Batch batch_from(DetectionSource& source) const;
+  void calibrate_from(const Batch& batch, DetectionSource& more);
   std::shared_ptr<FasterRCNN> model_;
   std::unique_ptr<DetectionSource> data_;
   int64_t batch_;

@@ -390,12 +390,15 @@ WorkloadSpec inception_v3_spec() {
       make_preset("tiny", "75x75 input, widths x1/8, no aux head, 10 classes: tests"),
       make_preset("small", "full topology with the aux head, widths x1/2, 299x299, 1000 classes: CPU benchmarking"),
       make_preset("full", "299x299, 1000 classes, aux head: the published model (27,161,264 parameters)")};
-  s.check = [](const WorkloadConfig& wc) { check_image_source(wc.data, inception_v3_config(wc.preset).num_classes); };
+  s.check = [](const WorkloadConfig& wc) {
+    data_shard(wc, "inception_v3");
+    check_image_source(wc.data, inception_v3_config(wc.preset).num_classes);
+  };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     InceptionConfig cfg = inception_v3_config(wc.preset);
     const int64_t batch = wc.batch > 0 ? wc.batch : default_batch(wc.preset);
     std::unique_ptr<ImageSource> data = make_image_source(wc.data, cfg.image_size, cfg.in_channels, cfg.num_classes,
-                                                          wc.seed, wc.device);
+                                                          wc.seed, wc.device, data_shard(wc, "inception_v3"));
     cfg.in_channels = data->channels();
     auto model = std::make_shared<InceptionV3>(cfg, wc.device, wc.seed);
     auto forward = [model](const Tensor& x) { return model->forward(x).logits; };

@@ -119,12 +119,15 @@ WorkloadSpec resnet50_spec() {
   s.presets = {make_preset("tiny", "32x32 input, base width 16, 10 classes: tests"),
                make_preset("small", "full topology and widths, 64x64 input, 1000 classes: CPU benchmarking"),
                make_preset("full", "224x224, 1000 classes: the published model (25,557,032 parameters)")};
-  s.check = [](const WorkloadConfig& wc) { check_image_source(wc.data, resnet50_config(wc.preset).num_classes); };
+  s.check = [](const WorkloadConfig& wc) {
+    data_shard(wc, "resnet50");
+    check_image_source(wc.data, resnet50_config(wc.preset).num_classes);
+  };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     ResNetConfig cfg = resnet50_config(wc.preset);
     const int64_t batch = wc.batch > 0 ? wc.batch : default_batch(wc.preset);
     std::unique_ptr<ImageSource> data = make_image_source(wc.data, cfg.image_size, cfg.in_channels, cfg.num_classes,
-                                                          wc.seed, wc.device);
+                                                          wc.seed, wc.device, data_shard(wc, "resnet50"));
     cfg.in_channels = data->channels();
     auto model = std::make_shared<ResNet>(cfg, wc.device, wc.seed);
     auto forward = [model](const Tensor& x) { return model->forward(x); };

@@ -297,6 +297,9 @@ class Seq2SeqWorkload final : public Workload {
   int64_t batch_size() const override { return cfg_.batch; }
   double learning_rate() const override { return adam_.current_lr(); }
 
+  // The data phase's draw as a Batch (source ids, target ids to predict): what step() draws next.
+  Batch next_batch() override { return as_batch(batcher_.next_train()); }
+
   StepResult step(Phases& phases) override {
     TokenBatch batch;
     Tensor loss;
@@ -412,12 +415,14 @@ WorkloadSpec seq2seq_spec() {
                make_preset("full", "2+2 LSTM layers of 512, vocabularies 17,191/7,709, batches of 128")};
   s.check = [](const WorkloadConfig& wc) {
     seq2seq_config(wc.preset);
+    data_shard(wc, "seq2seq");
     check_text_source(wc.data);
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     Seq2SeqConfig cfg = seq2seq_config(wc.preset);
+    const DataShard shard = data_shard(wc, "seq2seq");
     if (wc.batch > 0) cfg.batch = wc.batch;
-    return std::make_unique<Seq2SeqWorkload>(cfg, load_corpus(wc.data, cfg), wc.seed, wc.device);
+    return std::make_unique<Seq2SeqWorkload>(cfg, shard_corpus(load_corpus(wc.data, cfg), shard), wc.seed, wc.device);
   };
   return s;
 }

@@ -238,6 +238,9 @@ class TransformerWorkload final : public Workload {
   int64_t batch_size() const override { return cfg_.max_tokens; }
   double learning_rate() const override { return adam_.current_lr(); }
 
+  // The data phase's draw as a Batch (source ids, target ids to predict): what step() draws next.
+  Batch next_batch() override { return as_batch(batcher_.next_train()); }
+
   StepResult step(Phases& phases) override {
     TokenBatch batch;
     Tensor loss;
@@ -377,13 +380,16 @@ WorkloadSpec transformer_spec() {
                make_preset("full", "the base model: d 512, ffn 2048, 37,000 shared words, 4,096-token batches")};
   s.check = [](const WorkloadConfig& wc) {
     transformer_config(wc.preset);
+    data_shard(wc, "transformer");
     check_text_source(wc.data);
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const TransformerConfig cfg = transformer_config(wc.preset);
+    const DataShard shard = data_shard(wc, "transformer");
     // --batch is the token budget here.
     const int64_t max_tokens = wc.batch > 0 ? wc.batch : cfg.max_tokens;
-    return std::make_unique<TransformerWorkload>(cfg, load_corpus(wc.data, cfg), max_tokens, wc.seed, wc.device);
+    return std::make_unique<TransformerWorkload>(cfg, shard_corpus(load_corpus(wc.data, cfg), shard), max_tokens,
+                                                 wc.seed, wc.device);
   };
   return s;
 }

@@ -168,21 +168,34 @@ class FrozenScope {
 
 class WganWorkload final : public Workload {
  public:
-  WganWorkload(const WganConfig& cfg, int64_t batch, uint64_t seed, Device device)
+  // The model from `seed`; the data (real images, and the noise and interpolation weights the
+  // steps draw) from the shard's streams (shard.h): `seed`'s own at world size 1.
+  WganWorkload(const WganConfig& cfg, int64_t batch, uint64_t seed, Device device, DataShard shard = {})
       : cfg_(cfg),
         batch_(batch),
         device_(device),
         model_(std::make_shared<Wgan>(cfg, device, seed)),
-        data_(cfg.image_size(), seed, device),
+        data_(cfg.image_size(), seed, device, shard),
         g_opt_(model_->generator().parameters(), adam_options(cfg)),
         c_opt_(model_->critic().parameters(), adam_options(cfg)),
-        rng_(seed ^ 0x6a09e667f3bcc908ULL) {
+        rng_(shard_seed(seed, shard) ^ 0x6a09e667f3bcc908ULL) {
     if (batch <= 0) throw std::invalid_argument("batch size must be positive");
   }
 
   nn::Module& model() override { return *model_; }
   int64_t batch_size() const override { return batch_; }
   double learning_rate() const override { return g_opt_.current_lr(); }
+
+  // Data parallelism averages each network's gradients after its own backward: group 0 the
+  // critic (critic steps), group 1 the generator (the generator step, whose backward also runs
+  // through the critic, frozen: its parameters get no gradient there).
+  std::vector<std::vector<Tensor>> gradient_groups() override {
+    return {model_->critic().parameters(), model_->generator().parameters()};
+  }
+  static constexpr int kCriticGroup = 0, kGeneratorGroup = 1;
+
+  // A critic step's real images (labels undefined): what the next critic step draws.
+  Batch next_batch() override { return Batch{data_.next_train(batch_), Tensor(), batch_}; }
 
   // One iteration = critic_steps critic updates, then one generator update (the paper's
   // Algorithm 1). Reported loss: the last critic loss, E[D(fake)] - E[D(real)] + lambda GP.
@@ -223,7 +236,7 @@ class WganWorkload final : public Workload {
   double critic_step(Phases& phases) {
     Tensor real, z, eps;
     phases.data([&] {
-      real = data_.next_train(batch_);
+      real = next_batch().inputs;
       z = noise(rng_, batch_);
       // One interpolation weight per sample, broadcast over its pixels.
       std::vector<float> e(static_cast<size_t>(real.numel()));
@@ -260,7 +273,7 @@ class WganWorkload final : public Workload {
       Tensor penalty = ops::norm_penalty(gx, 1.0f);
       loss = ops::add(ops::add(ops::mean(d_fake), ops::scale(ops::mean(d_real), -1.0f)), ops::scale(penalty, cfg_.lambda));
     });
-    phases.backward([&] { loss.backward(); });
+    phases.backward([&] { loss.backward(); }, kCriticGroup);
     phases.optimizer([&] {
       c_opt_.step();
       c_opt_.zero_grad();
@@ -276,7 +289,7 @@ class WganWorkload final : public Workload {
       Tensor d_fake = model_->critic().forward(model_->generator().forward(z));
       loss = ops::scale(ops::mean(d_fake), -1.0f);
     });
-    phases.backward([&] { loss.backward(); });
+    phases.backward([&] { loss.backward(); }, kGeneratorGroup);
     phases.optimizer([&] {
       g_opt_.step();
       g_opt_.zero_grad();
@@ -348,6 +361,7 @@ WorkloadSpec wgan_spec() {
                make_preset("small", "the full topology (64x64, four blocks per network) at dim 16: CPU benchmarking"),
                make_preset("full", "64x64, dim 64: the paper's model (generator 8,540,483, critic 7,488,001 parameters)")};
   s.check = [](const WorkloadConfig& wc) {
+    data_shard(wc, "wgan");
     if (wc.data != "synthetic") {
       throw std::invalid_argument("wgan trains on its synthetic scenes only (--data synthetic), got '" + wc.data + "'");
     }
@@ -355,7 +369,7 @@ WorkloadSpec wgan_spec() {
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const WganConfig cfg = wgan_config(wc.preset);
     const int64_t batch = wc.batch > 0 ? wc.batch : default_batch(wc.preset);
-    return std::make_unique<WganWorkload>(cfg, batch, wc.seed, wc.device);
+    return std::make_unique<WganWorkload>(cfg, batch, wc.seed, wc.device, data_shard(wc, "wgan"));
   };
   return s;
 }
