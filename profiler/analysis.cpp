@@ -258,4 +258,59 @@ Breakdown breakdown(std::span<const Interval> compute, std::span<const Interval>
   return b;
 }
 
+std::vector<Interval> subtract(std::vector<Interval> a, std::vector<Interval> b) {
+  const std::vector<Interval> keep = merge(std::move(a));
+  const std::vector<Interval> cut = merge(std::move(b));
+  std::vector<Interval> out;
+  size_t j = 0;
+  for (Interval i : keep) {
+    while (j < cut.size() && cut[j].end_ns <= i.start_ns) ++j;
+    int64_t from = i.start_ns;
+    for (size_t k = j; k < cut.size() && cut[k].start_ns < i.end_ns; ++k) {
+      if (cut[k].start_ns > from) out.push_back({from, cut[k].start_ns});
+      from = std::max(from, cut[k].end_ns);
+    }
+    if (from < i.end_ns) out.push_back({from, i.end_ns});
+  }
+  return out;
+}
+
+std::vector<IterationCommBreakdown> comm_breakdown(std::span<const Event> events) {
+  struct Parts {
+    bool seen = false;
+    int64_t start = 0, end = 0;
+    std::vector<Interval> phases, comm, wait;
+  };
+  std::map<int32_t, Parts> by_iteration;
+  for (const Event& e : events) {
+    if (e.iteration < 0) continue;
+    Parts& p = by_iteration[e.iteration];
+    switch (e.kind) {
+      case EventKind::iteration:
+        p.seen = true;
+        p.start = e.start_ns;
+        p.end = e.end_ns;
+        break;
+      case EventKind::phase: p.phases.push_back({e.start_ns, e.end_ns}); break;
+      case EventKind::comm: p.comm.push_back({e.start_ns, e.end_ns}); break;
+      case EventKind::wait: p.wait.push_back({e.start_ns, e.end_ns}); break;
+      default: break;
+    }
+  }
+  std::vector<IterationCommBreakdown> out;
+  for (auto& [index, p] : by_iteration) {
+    if (!p.seen) continue;
+    IterationCommBreakdown b;
+    b.iteration = index;
+    b.start_ns = p.start;
+    b.end_ns = p.end;
+    const auto compute = clip(subtract(p.phases, p.wait), p.start, p.end);
+    const auto comm = clip(p.comm, p.start, p.end);
+    b.time = breakdown(compute, comm, p.start, p.end);
+    b.wait_ns = union_length(clip(p.wait, p.start, p.end));
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace ts::profiler

@@ -117,4 +117,21 @@ struct Breakdown {
 Breakdown breakdown(std::span<const Interval> compute, std::span<const Interval> comm, int64_t span_start_ns,
                     int64_t span_end_ns);
 
+// U a minus U b: the parts of a's intervals that no interval of b covers, merged.
+std::vector<Interval> subtract(std::vector<Interval> a, std::vector<Interval> b);
+
+// The communication breakdown of one rank's iteration from its CPU events (docs/formulas.md,
+// "Communication breakdown"): compute = the phases' time on the training threads minus the
+// time they waited for communication (`wait` events), comm = the collectives (`comm` events,
+// on the communication thread), then breakdown() over the iteration's span. wait_ns: |U wait|,
+// the wait for the gradients at the end of backward.
+struct IterationCommBreakdown {
+  int32_t iteration = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  Breakdown time;
+  int64_t wait_ns = 0;
+};
+// Sorted by iteration; iterations without an `iteration` event are left out.
+std::vector<IterationCommBreakdown> comm_breakdown(std::span<const Event> events);
+
 }  // namespace ts::profiler

@@ -199,6 +199,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
         break;
       case EventKind::run:
       case EventKind::phase:
+      case EventKind::comm:
+      case EventKind::wait:
         nvtxRangePushA(std::string(tracer_.str(name)).c_str());
         break;
       case EventKind::marker: break;
@@ -218,7 +220,9 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
         nvtxRangePop();
         break;
       case EventKind::run:
-      case EventKind::phase: nvtxRangePop(); break;
+      case EventKind::phase:
+      case EventKind::comm:
+      case EventKind::wait: nvtxRangePop(); break;
       case EventKind::marker: break;
     }
   }

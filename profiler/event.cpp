@@ -15,6 +15,8 @@ std::string_view to_string(EventKind kind) {
     case EventKind::phase: return "phase";
     case EventKind::op: return "op";
     case EventKind::marker: return "marker";
+    case EventKind::comm: return "comm";
+    case EventKind::wait: return "wait";
   }
   return "unknown";
 }

@@ -5,7 +5,9 @@
 
 namespace ts::profiler {
 
-enum class EventKind : uint8_t { run, iteration, phase, op, marker };
+// comm: a collective (dist/), on the thread that ran it; wait: a thread blocked on
+// communication it needs (the wait for the gradients at the end of backward).
+enum class EventKind : uint8_t { run, iteration, phase, op, marker, comm, wait };
 enum class Pass : uint8_t { none, forward, backward };
 
 std::string_view to_string(EventKind kind);

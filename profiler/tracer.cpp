@@ -89,6 +89,8 @@ detail::ThreadBuffer& Tracer::local_buffer() {
   return *slot;
 }
 
+uint32_t Tracer::current_thread() { return local_buffer().thread_id; }
+
 void Tracer::push(const Event& e, int32_t iteration) {
   detail::ThreadBuffer& b = local_buffer();
   b.lock();

@@ -68,6 +68,8 @@ class Tracer {
   uint64_t recorded_count() const;
   // Threads that have recorded into this tracer (the `thread` ids are 0..thread_count()-1).
   size_t thread_count() const;
+  // The calling thread's small id (the `thread` its events get), registering it if new.
+  uint32_t current_thread();
 
  private:
   detail::ThreadBuffer& local_buffer();

@@ -1,0 +1,241 @@
+#include "dist/launch.h"
+
+#include <netdb.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ts::dist {
+
+namespace {
+
+int parse_slots(std::string_view text, std::string_view host) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || n < 1 || n > 4096) {
+    throw std::invalid_argument("host '" + std::string(host) + "': slots must be a whole number from 1 to 4096, not '" +
+                                std::string(text) + "'");
+  }
+  return n;
+}
+
+void check_name(std::string_view host) {
+  if (host.empty()) throw std::invalid_argument("an empty host name");
+  if (host.size() > 253) throw std::invalid_argument("host name longer than 253 characters");
+  for (char c : host) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
+    if (!ok) throw std::invalid_argument("host '" + std::string(host) + "': only letters, digits, '-', '_' and '.' are allowed");
+  }
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::vector<HostSlots> parse_hosts(std::string_view spec) {
+  std::vector<HostSlots> out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string_view item = trim(spec.substr(start, comma - start));
+    const size_t colon = item.find(':');
+    HostSlots h;
+    h.host = std::string(item.substr(0, colon));
+    check_name(h.host);
+    if (colon != std::string_view::npos) h.slots = parse_slots(item.substr(colon + 1), h.host);
+    const auto same = std::find_if(out.begin(), out.end(), [&](const HostSlots& o) { return o.host == h.host; });
+    if (same != out.end()) throw std::invalid_argument("host '" + h.host + "' is listed twice");
+    out.push_back(std::move(h));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<HostSlots> read_hostfile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("cannot read hostfile '" + path.string() + "': " + std::strerror(errno));
+  std::vector<HostSlots> out;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    std::string_view l = line;
+    l = trim(l.substr(0, l.find('#')));
+    if (l.empty()) continue;
+    try {
+      std::istringstream words{std::string(l)};
+      std::string host, extra;
+      words >> host;
+      HostSlots h;
+      if (const size_t colon = host.find(':'); colon != std::string::npos) {
+        h.slots = parse_slots(std::string_view(host).substr(colon + 1), host.substr(0, colon));
+        host.resize(colon);
+      }
+      check_name(host);
+      h.host = host;
+      while (words >> extra) {
+        if (extra.rfind("slots=", 0) == 0) h.slots = parse_slots(std::string_view(extra).substr(6), host);
+        else if (extra.rfind("max_slots=", 0) != 0) throw std::invalid_argument("unknown field '" + extra + "'");
+      }
+      for (const auto& o : out) {
+        if (o.host == h.host) throw std::invalid_argument("host '" + h.host + "' is listed twice");
+      }
+      out.push_back(std::move(h));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(path.string() + ":" + std::to_string(number) + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw std::invalid_argument("hostfile '" + path.string() + "' names no host");
+  return out;
+}
+
+void check_hosts_resolve(const std::vector<HostSlots>& hosts) {
+  for (const auto& h : hosts) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(h.host.c_str(), nullptr, &hints, &res);
+    if (res) ::freeaddrinfo(res);
+    if (rc != 0) throw std::invalid_argument("unknown host '" + h.host + "': " + ::gai_strerror(rc));
+  }
+}
+
+std::filesystem::path find_mpirun() {
+  if (const char* forced = std::getenv("TS_MPIRUN"); forced && *forced) {
+    if (::access(forced, X_OK) == 0) return forced;
+    throw std::invalid_argument(std::string("TS_MPIRUN='") + forced + "' is not an executable");
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "";
+  while (!dirs.empty()) {
+    const size_t colon = std::min(dirs.find(':'), dirs.size());
+    const std::filesystem::path candidate = std::filesystem::path(std::string(dirs.substr(0, colon))) / "mpirun";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    dirs.remove_prefix(std::min(colon + 1, dirs.size()));
+  }
+  throw std::invalid_argument(
+      "--nproc needs OpenMPI's mpirun, which is not on PATH (Debian: apt-get install openmpi-bin libopenmpi-dev; "
+      "scripts/setup installs it)");
+}
+
+std::vector<std::pair<std::string, std::string>> default_mca() {
+  return {
+      // What a dead rank's peers get before SIGKILL: time for rank 0 to mark the run failed.
+      {"odls_base_sigkill_timeout", "10"},
+      // TCP between processes (and hosts); shared memory between local ranks.
+      {"btl", "self,vader,tcp"},
+      // Two sockets per peer: with one, OpenMPI's TCP path moves half the rate each way when
+      // both ways are busy, as in every all-reduce (busbw ~50% of the link; with two, >90%).
+      {"btl_tcp_links", "2"},
+      // Waiting ranks yield the core: on few cores their polling starved the kernel's network work.
+      {"mpi_yield_when_idle", "1"},
+  };
+}
+
+LaunchPlan plan_launch(const LaunchRequest& r) {
+  LaunchPlan plan;
+  int slots = 0;
+  for (const auto& h : r.hosts) slots += h.slots;
+  plan.nproc = r.nproc > 0 ? r.nproc : slots;
+  if (plan.nproc < 1) throw std::invalid_argument("--nproc must be at least 1");
+  if (!r.hosts.empty() && plan.nproc > slots) {
+    throw std::invalid_argument("--nproc " + std::to_string(plan.nproc) + " asks for more ranks than the hosts offer (" +
+                                std::to_string(slots) + " slots)");
+  }
+  if (r.hosts.empty()) {
+    plan.ranks_per_host = plan.nproc;
+  } else {  // mpirun fills each host's slots in order
+    int left = plan.nproc;
+    for (const auto& h : r.hosts) {
+      const int here = std::min(left, h.slots);
+      plan.ranks_per_host = std::max(plan.ranks_per_host, here);
+      left -= here;
+    }
+  }
+  plan.argv.push_back(find_mpirun().string());
+  plan.argv.insert(plan.argv.end(), {"-np", std::to_string(plan.nproc)});
+  if (::geteuid() == 0) plan.argv.push_back("--allow-run-as-root");  // OpenMPI refuses root otherwise
+  // OpenMPI binds each rank to one core when np <= 2: a rank's OpenMP threads would share it.
+  plan.argv.insert(plan.argv.end(), {"--bind-to", "none"});
+  if (r.hosts.empty()) {
+    plan.argv.push_back("--oversubscribe");  // more local ranks than cores is the user's call
+  } else {
+    std::string spec;
+    for (const auto& h : r.hosts) spec += (spec.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+    plan.argv.insert(plan.argv.end(), {"--host", spec});
+  }
+  auto mca = default_mca();
+  if (!r.rsh_agent.empty()) mca.emplace_back("plm_rsh_agent", r.rsh_agent);
+  if (!r.network.empty()) {
+    mca.emplace_back("oob_tcp_if_include", r.network);
+    mca.emplace_back("btl_tcp_if_include", r.network);
+  }
+  for (const auto& m : r.mca) {
+    const auto same = std::find_if(mca.begin(), mca.end(), [&](const auto& o) { return o.first == m.first; });
+    if (same != mca.end()) same->second = m.second;
+    else mca.push_back(m);
+  }
+  for (const auto& [k, v] : mca) plan.argv.insert(plan.argv.end(), {"--mca", k, v});
+  for (const auto& [k, v] : r.env) plan.argv.insert(plan.argv.end(), {"-x", k + "=" + v});
+  plan.argv.push_back(r.executable.string());
+  plan.argv.insert(plan.argv.end(), r.rank_args.begin(), r.rank_args.end());
+  return plan;
+}
+
+namespace {
+volatile sig_atomic_t g_child = 0;
+void forward_signal(int sig) {
+  if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
+}
+}  // namespace
+
+int run_launch(const LaunchPlan& plan) {
+  std::vector<char*> argv;
+  for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  // The caller may have SIGINT/SIGTERM blocked (the cli's interrupt thread): the child must not.
+  sigset_t all, old;
+  sigemptyset(&all);
+  sigaddset(&all, SIGINT);
+  sigaddset(&all, SIGTERM);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "trainscope: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  g_child = pid;
+  struct sigaction sa {}, old_int{}, old_term{};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  ::pthread_sigmask(SIG_UNBLOCK, &all, &old);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  g_child = 0;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace ts::dist

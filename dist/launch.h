@@ -1,0 +1,57 @@
+#pragma once
+// Starting the ranks: `trainscope run W --nproc N [--hosts h1:2,h2:2 | --hostfile F]` becomes one
+// mpirun command that starts this same executable N times, each a rank (dist/mpi_runtime.h tells
+// it so). Everything that can be checked is checked before mpirun starts (hosts that do not
+// resolve, more ranks than slots, mpirun missing): std::invalid_argument, which the cli turns
+// into exit code 2 with nothing written.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ts::dist {
+
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+};
+
+// "h1:2,h2:2" (slots default to 1). Names are checked for what OpenMPI accepts.
+std::vector<HostSlots> parse_hosts(std::string_view spec);
+// A hostfile: one host per line as `host`, `host:N` or `host slots=N` (OpenMPI's form); `#` comments.
+std::vector<HostSlots> read_hostfile(const std::filesystem::path& path);
+// Throws std::invalid_argument naming the first host that does not resolve.
+void check_hosts_resolve(const std::vector<HostSlots>& hosts);
+// The mpirun on PATH (or $TS_MPIRUN); std::invalid_argument when there is none.
+std::filesystem::path find_mpirun();
+
+struct LaunchRequest {
+  int nproc = 0;                          // 0: the hosts' slots
+  std::vector<HostSlots> hosts;           // empty: N local ranks
+  std::filesystem::path executable;       // this program
+  std::vector<std::string> rank_args;     // the ranks' arguments (the run's, without the launch flags)
+  std::string rsh_agent;                  // OpenMPI's plm_rsh_agent (network-namespace hosts), or empty
+  std::string network;                    // CIDR for OpenMPI's TCP traffic (oob/btl if_include), or empty
+  std::vector<std::pair<std::string, std::string>> mca;   // extra --mca name value
+  std::vector<std::pair<std::string, std::string>> env;   // exported to every rank (-x)
+};
+
+struct LaunchPlan {
+  int nproc = 0;
+  int ranks_per_host = 0;                 // the most ranks on one host: threads per rank = cores / this
+  std::vector<std::string> argv;          // mpirun and its arguments
+};
+
+// The mpirun command for `request` (mpirun located by find_mpirun). Validates ranks against slots.
+LaunchPlan plan_launch(const LaunchRequest& request);
+
+// The all-reduce settings that keep busbw near the link rate over TCP (docs/distributed.md).
+std::vector<std::pair<std::string, std::string>> default_mca();
+
+// Runs the plan's mpirun in the foreground, forwarding SIGINT/SIGTERM to it; returns its exit
+// status (128 + signal when a signal ended it).
+int run_launch(const LaunchPlan& plan);
+
+}  // namespace ts::dist

@@ -1,0 +1,241 @@
+// Data parallelism on real ranks. Each test would fail if a gradient were dropped (a bucket not
+// reduced), counted twice (reduced twice or not averaged), stale (last step's) or mis-scaled.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/data_parallel.h"
+#include "dist/error.h"
+#include "dist/mpi_communicator.h"
+#include "engine/nn/layers.h"
+#include "engine/nn/module.h"
+#include "engine/ops.h"
+#include "engine/optim/sgd.h"
+#include "engine/random.h"
+#include "profiler/tracer.h"
+
+namespace ts::dist {
+namespace {
+
+using engine::Device;
+using engine::Tensor;
+
+class Mlp : public engine::nn::Module {
+ public:
+  explicit Mlp(uint64_t seed) : Module(Device::cpu()) {
+    engine::Rng rng(seed);
+    fc1 = register_module("fc1", std::make_shared<engine::nn::Linear>(8, 32, Device::cpu(), rng));
+    fc2 = register_module("fc2", std::make_shared<engine::nn::Linear>(32, 4, Device::cpu(), rng));
+  }
+  Tensor loss(const std::pair<Tensor, Tensor>& batch) const {
+    const Tensor y = fc2->forward(engine::ops::relu(fc1->forward(batch.first)));
+    const Tensor d = engine::ops::add(y, engine::ops::scale(batch.second, -1.0f));
+    return engine::ops::mean(engine::ops::mul(d, d));
+  }
+  std::shared_ptr<engine::nn::Linear> fc1, fc2;
+};
+
+std::pair<Tensor, Tensor> make_batch(uint64_t seed) {
+  engine::Rng rng(seed);
+  std::vector<float> x(16 * 8), t(16 * 4);
+  for (auto& v : x) v = static_cast<float>(rng.uniform(-1, 1));
+  for (auto& v : t) v = static_cast<float>(rng.uniform(-1, 1));
+  return {Tensor::from_vector({16, 8}, x), Tensor::from_vector({16, 4}, t)};
+}
+
+engine::optim::Sgd make_sgd(const Mlp& m) {
+  engine::optim::SgdOptions o;
+  o.lr.base_lr = 0.05;
+  o.momentum = 0.9;
+  o.weight_decay = 0;
+  return engine::optim::Sgd(m.parameters(), o);
+}
+
+std::vector<std::vector<float>> values(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<float>> out;
+  for (const auto& t : ts) out.push_back(t.to_vector());
+  return out;
+}
+
+std::vector<std::vector<float>> grads(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<float>> out;
+  for (const auto& t : ts) out.push_back(t.grad().to_vector());
+  return out;
+}
+
+void expect_near(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << what;
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      ASSERT_NEAR(a[i][j], b[i][j], tol * (1.0 + std::fabs(b[i][j]))) << what << ": tensor " << i << " element " << j;
+    }
+  }
+}
+
+// k steps of SGD on `batch(step)`; with `dp` the gradients are averaged across ranks.
+std::vector<std::vector<float>> train(Mlp& m, int steps, DataParallel* dp,
+                                      const std::function<std::pair<Tensor, Tensor>(int)>& batch) {
+  auto sgd = make_sgd(m);
+  for (int s = 0; s < steps; ++s) {
+    const Tensor loss = m.loss(batch(s));
+    if (dp) dp->begin_backward(0);
+    loss.backward();
+    if (dp) dp->end_backward();
+    sgd.step();
+    sgd.zero_grad();
+  }
+  return values(m.parameters());
+}
+
+struct Config {
+  std::string name;
+  DataParallelOptions options;
+};
+
+std::vector<Config> configs() {
+  std::vector<Config> out;
+  out.push_back({"default (arrival order, 25 MiB, overlap)", {}});
+  DataParallelOptions o;
+  o.overlap = false;
+  out.push_back({"overlap off", o});
+  o = {};
+  o.bucket_mb = 1e-4;   // ~26 floats: every tensor its own bucket, the large ones alone
+  out.push_back({"tiny buckets", o});
+  o.order = BucketOrder::reverse_registration;
+  out.push_back({"tiny buckets, reverse registration order", o});
+  o = {};
+  o.priority = true;
+  o.partition_mb = 2e-4;   // ~52 floats: fc1.weight (256) and fc2.weight (128) are partitioned
+  out.push_back({"priority with partitions", o});
+  o.overlap = false;
+  out.push_back({"priority, overlap off", o});
+  return out;
+}
+
+TEST(DataParallel, IdenticalBatchesEndWithTheSingleProcessParameters) {
+  MpiCommunicator comm;
+  Mlp reference(7);
+  const auto batch = [](int s) { return make_batch(1000 + static_cast<uint64_t>(s)); };
+  const auto expected = train(reference, 4, nullptr, batch);
+  for (const auto& c : configs()) {
+    Mlp m(7);
+    DataParallel dp(comm, {m.parameters()}, c.options);
+    dp.broadcast_parameters();
+    expect_near(train(m, 4, &dp, batch), expected, 1e-6, c.name);
+    EXPECT_EQ(dp.parameters_without_gradient(), 0) << c.name;
+  }
+}
+
+TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
+  MpiCommunicator comm;
+  const int n = comm.size();
+  for (const auto& c : configs()) {
+    // By hand: every rank's batch through one model, gradients averaged here.
+    Mlp ref(11);
+    std::vector<std::vector<float>> mean;
+    for (int r = 0; r < n; ++r) {
+      for (auto& p : ref.parameters()) p.zero_grad();
+      ref.loss(make_batch(500 + static_cast<uint64_t>(r))).backward();
+      const auto g = grads(ref.parameters());
+      if (mean.empty()) mean.assign(g.size(), {});
+      for (size_t i = 0; i < g.size(); ++i) {
+        mean[i].resize(g[i].size(), 0.0f);
+        for (size_t j = 0; j < g[i].size(); ++j) mean[i][j] += g[i][j] / static_cast<float>(n);
+      }
+    }
+    Mlp m(11);
+    DataParallel dp(comm, {m.parameters()}, c.options);
+    for (int pass = 0; pass < 2; ++pass) {   // the second pass runs on the rebuilt buckets
+      for (auto& p : m.parameters()) p.zero_grad();
+      const Tensor loss = m.loss(make_batch(500 + static_cast<uint64_t>(comm.rank())));
+      dp.begin_backward(0);
+      loss.backward();
+      dp.end_backward();
+      expect_near(grads(m.parameters()), mean, 1e-5, c.name + ", pass " + std::to_string(pass));
+    }
+    // Not every rank's gradient equals the mean: the shards really differ.
+    Mlp own(11);
+    own.loss(make_batch(500 + static_cast<uint64_t>(comm.rank()))).backward();
+    EXPECT_NE(grads(own.parameters())[0], mean[0]) << c.name;
+  }
+}
+
+TEST(DataParallel, OnlyTheNamedGroupIsAveraged) {
+  MpiCommunicator comm;
+  Mlp m(3);
+  const std::vector<Tensor> front = m.fc1->parameters(), back = m.fc2->parameters();
+  DataParallel dp(comm, {front, back}, {});
+  const auto batch = make_batch(900 + static_cast<uint64_t>(comm.rank()));
+  Mlp local(3);
+  local.loss(batch).backward();
+  const Tensor loss = m.loss(batch);
+  dp.begin_backward(1);
+  loss.backward();
+  dp.end_backward();
+  // Group 0 (fc1) kept this rank's own gradients; group 1 (fc2) got the ranks' mean.
+  expect_near(grads(front), grads(local.fc1->parameters()), 0, "fc1 untouched");
+  std::vector<float> back_mean = m.fc2->parameters()[0].grad().to_vector();
+  std::vector<float> sum = back_mean;
+  comm.all_reduce(sum.data(), sum.size(), DataType::f32, ReduceOp::sum, "check");
+  for (size_t j = 0; j < sum.size(); ++j) EXPECT_NEAR(sum[j], back_mean[j] * comm.size(), 1e-5);  // same on all ranks
+  EXPECT_THROW(dp.begin_backward(2), DistError);
+}
+
+TEST(DataParallel, RanksWithDifferentModelsAreRefusedOnEveryRank) {
+  MpiCommunicator comm;
+  Mlp m(5);
+  std::vector<Tensor> params = m.parameters();
+  if (comm.rank() == comm.size() - 1) params.pop_back();
+  EXPECT_THROW(DataParallel(comm, {params}, {}), DistError);
+}
+
+TEST(DataParallel, BroadcastMakesEveryRankStartFromRankZero) {
+  MpiCommunicator comm;
+  Mlp m(100 + static_cast<uint64_t>(comm.rank()));   // different on each rank
+  DataParallel dp(comm, {m.parameters()}, {});
+  dp.broadcast_parameters();
+  const auto expected = values(Mlp(100).parameters());
+  expect_near(values(m.parameters()), expected, 0, "broadcast");
+}
+
+TEST(DataParallel, AnyRankStopsEveryRank) {
+  MpiCommunicator comm;
+  Mlp m(1);
+  DataParallel dp(comm, {m.parameters()}, {});
+  EXPECT_FALSE(dp.any_rank(false, "stop flag"));
+  EXPECT_TRUE(dp.any_rank(comm.rank() == comm.size() - 1, "stop flag"));
+}
+
+TEST(DataParallel, CollectivesAndTheWaitAreTraced) {
+  MpiCommunicator comm;
+  auto& tracer = profiler::Tracer::global();
+  tracer.clear();
+  tracer.set_enabled(true);
+  Mlp m(2);
+  DataParallelOptions o;
+  o.bucket_mb = 1e-4;
+  DataParallel dp(comm, {m.parameters()}, o);
+  const Tensor loss = m.loss(make_batch(1));
+  dp.begin_backward(0);
+  loss.backward();
+  dp.end_backward();
+  tracer.set_enabled(false);
+  int reduces = 0, waits = 0;
+  for (const auto& e : tracer.drain()) {
+    if (e.kind == profiler::EventKind::comm && tracer.str(e.name) == "all_reduce") ++reduces;
+    if (e.kind == profiler::EventKind::wait) ++waits;
+  }
+  EXPECT_EQ(reduces, static_cast<int>(dp.buckets().size()));   // one all-reduce per bucket, none twice
+  EXPECT_EQ(waits, 1);
+  int64_t bytes = 0;
+  for (const auto& b : dp.buckets()) bytes += b.bytes;
+  EXPECT_EQ(bytes, 4 * (8 * 32 + 32 + 32 * 4 + 4));   // every gradient in exactly one bucket
+}
+
+}  // namespace
+}  // namespace ts::dist
