@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "cli/exit_codes.h"
-#include "cli/utc_time.h"
+#include "session/utc_time.h"
 #include "fmt/format.h"
 #include "store/writer.h"
 
@@ -30,7 +30,7 @@ int64_t g_run_id = 0;            // guarded by g_run_mutex; 0: no run to mark
   if (g_run_id > 0) {
     try {
       store::Writer writer(g_run_db, std::chrono::seconds(3));
-      if (writer.finish_if_running(g_run_id, store::RunStatus::interrupted, utc_now(),
+      if (writer.finish_if_running(g_run_id, store::RunStatus::interrupted, session::utc_now(),
                                    "stopped at once by a second interrupt: what was flushed before it is kept"))
         fmt::print(stderr, "\ntrainscope: run {} marked interrupted; stopping now\n", g_run_id);
     } catch (const std::exception& e) {
@@ -41,11 +41,36 @@ int64_t g_run_id = 0;            // guarded by g_run_mutex; 0: no run to mark
   std::_Exit(kExitInterrupted);
 }
 
+std::atomic<int64_t> g_deadline_ms{0};
+
+// The deadline passed: the ranks this one waits for do not answer.
+[[noreturn]] void give_up() {
+  std::lock_guard lock(g_run_mutex);
+  if (g_run_id > 0) {
+    try {
+      store::Writer writer(g_run_db, std::chrono::seconds(3));
+      if (writer.finish_if_running(g_run_id, store::RunStatus::failed, session::utc_now(),
+                                   "the job was stopped and other ranks stopped answering (a rank died, or mpirun "
+                                   "was interrupted): kept what was streamed"))
+        fmt::print(stderr, "\ntrainscope: run {} marked failed: other ranks stopped answering\n", g_run_id);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "\ntrainscope: could not mark run {} failed ({}); it will show as lost\n", g_run_id, e.what());
+    }
+  }
+  std::_Exit(kExitRunFailed);
+}
+
 void wait_for_signals(sigset_t set) {
   for (;;) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
     if (g_stop.exchange(true)) stop_now();
+    if (const int64_t ms = g_deadline_ms.load(); ms > 0) {
+      std::thread([ms] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        give_up();
+      }).detach();
+    }
     fmt::print(stderr, "\ntrainscope: {} received: stopping after the current step (again to stop at once)\n",
                signal == SIGINT ? "Ctrl-C" : "SIGTERM");
   }
@@ -73,6 +98,8 @@ void set_current_run(const std::filesystem::path& db, int64_t run_id) {
   g_run_db = db;
   g_run_id = run_id;
 }
+
+void set_stop_deadline(std::chrono::milliseconds deadline) { g_deadline_ms.store(deadline.count()); }
 
 void clear_current_run() {
   std::lock_guard lock(g_run_mutex);

@@ -4,6 +4,7 @@
 // but first marks the run `interrupted` in its db (what was flushed is kept), so even an
 // impatient user leaves a consistent, marked run behind.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 
@@ -20,5 +21,10 @@ bool interrupt_requested();
 // The run a second signal marks before the process ends; cleared when its final write is done.
 void set_current_run(const std::filesystem::path& db, int64_t run_id);
 void clear_current_run();
+
+// A rank of a distributed run: once asked to stop (mpirun sends SIGTERM to every rank when one
+// dies), the process gives itself `deadline` to finish; past it, the ranks it waits for are taken
+// as gone: it marks its run failed (rank 0; what was streamed is kept) and ends.
+void set_stop_deadline(std::chrono::milliseconds deadline);
 
 }  // namespace ts::cli

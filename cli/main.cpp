@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/exit_codes.h"
@@ -12,6 +13,7 @@
 #include "cli/run_command.h"
 #include "cli/suite.h"
 #include "cli/summary.h"
+#include "dist/mpi_runtime.h"
 #include "fmt/format.h"
 #include "reports/chrome_trace.h"
 #include "reports/output_file.h"
@@ -73,6 +75,31 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   run->add_flag("--json", rc.json, "Print the summary as JSON");
+  // Distribution (docs/distributed.md).
+  run->add_option("--nproc", rc.nproc, "Ranks (processes) to train with, data parallel, started through mpirun")
+      ->capture_default_str()
+      ->transform(int64_text);
+  run->add_option("--hosts", rc.hosts, "Hosts and their slots for the ranks, e.g. h1:2,h2:2 (default: this machine)");
+  run->add_option("--hostfile", rc.hostfile, "File of hosts (`host slots=N` per line), instead of --hosts");
+  std::vector<std::string> mca;
+  run->add_option("--mca", mca, "NAME=VALUE passed to mpirun as --mca NAME VALUE (repeatable)");
+  run->add_option("--bucket-mb", rc.data_parallel.bucket_mb, "Gradient bucket size in MiB for the all-reduce")
+      ->check(CLI::Range(0.001, 4096.0))
+      ->capture_default_str();
+  std::string bucket_order = "arrival";
+  run->add_option("--bucket-order", bucket_order,
+                  "arrival (rebuilt from the first iteration's gradient order, as DDP) | reverse_registration")
+      ->check(CLI::IsMember({"arrival", "reverse_registration"}))
+      ->capture_default_str();
+  bool no_overlap = false;
+  run->add_flag("--no-overlap", no_overlap, "All-reduce the gradients after backward instead of during it");
+  run->add_flag("--priority", rc.data_parallel.priority,
+                "Partition gradients and send the front layers' first (ByteScheduler/P3)");
+  run->add_option("--partition-mb", rc.data_parallel.partition_mb, "With --priority: partition size in MiB")
+      ->check(CLI::Range(0.001, 4096.0))
+      ->capture_default_str();
+  // The launcher hands its own command line to the ranks, so the run records what the user typed.
+  run->add_option("--command-line", rc.command_line)->group("");
 
   std::string suite_file;
   std::filesystem::path suite_db = "results/trainscope.db";
@@ -139,6 +166,14 @@ int main(int argc, char** argv) {
   try {
     if (*run) {
       if (*batch_opt) rc.batch = batch;
+      rc.data_parallel.overlap = !no_overlap;
+      rc.data_parallel.order =
+          bucket_order == "arrival" ? ts::dist::BucketOrder::arrival : ts::dist::BucketOrder::reverse_registration;
+      for (const auto& m : mca) {
+        const auto eq = m.find('=');
+        if (eq == std::string::npos || eq == 0) throw UsageError("--mca takes NAME=VALUE, not '" + m + "'");
+        rc.mca.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+      }
       if (*learners_opt) rc.learners = learners;
       // CLI::Range lets NaN through (every comparison with it is false).
       if (!std::isfinite(flush_seconds) || !std::isfinite(lock_wait_seconds))
@@ -147,6 +182,8 @@ int main(int argc, char** argv) {
       rc.lock_wait = std::chrono::milliseconds(static_cast<int64_t>(lock_wait_seconds * 1000));
       install_interrupt_handler();
       const RunOutcome out = execute_run(rc);
+      // A rank other than 0 has no run to print; rank 0 of a `--nproc` launch leaves it to the launcher.
+      if (out.run_id == 0 || (ts::dist::launched_as_rank() && std::getenv("TS_LAUNCH_TOKEN"))) return out.exit_code;
       const auto summary = run_summary(rc.db, out.run_id);
       if (rc.json) {
         fmt::print("{}\n", summary.dump(2));

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "session/run_config.h"
+
 namespace ts::cli {
 
 // Bad input: the cli prints the message and exits with code 2, having written nothing.
@@ -15,25 +17,8 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct RunConfig {
-  std::string workload;
-  std::string preset = "tiny";
-  std::string device = "cpu";
-  std::string data = "synthetic";
-  std::optional<int64_t> batch;   // unset: the preset's default
-  std::optional<int64_t> learners;   // actor-learner threads (a3c); unset: the preset's
-  int64_t iterations = 20;
-  int64_t warmup = 3;
-  int64_t threads = 0;      // 0: all cores
-  uint64_t seed = 1;
-  int64_t eval_batches = 2;
-  bool trace = true;
-  bool json = false;
-  std::filesystem::path db = "results/trainscope.db";
-  std::chrono::milliseconds flush_interval{2000};  // how often the run is written while it runs
-  std::chrono::milliseconds lock_wait{60000};      // how long the final write waits for a locked db
-  std::string command_line;
-};
+// The run's config lives with the run session, which carries it out.
+using session::RunConfig;
 
 // The ranges validate() allows. Each keeps the sizes computed from it far from overflow:
 // iterations + warmup fits easily in int64, a batch fits an int in every kernel's index math.
@@ -44,6 +29,7 @@ inline constexpr int64_t kMaxIterations = 1'000'000'000;
 inline constexpr int64_t kMaxWarmup = 1'000'000'000;
 inline constexpr int64_t kMaxEvalBatches = 1'000'000;
 inline constexpr int64_t kMaxLearners = 4096;
+inline constexpr int64_t kMaxRanks = 4096;
 
 // CPU cores online on this machine (at least 1): the most --threads may ask for.
 int64_t online_cores();

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "cli/record.h"
+#include "session/record.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
 #include "memprof/category.h"
@@ -88,9 +88,9 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["kept"] = {{"iterations", static_cast<int64_t>(kept_iterations.size())}, {"timed_iterations", kept_timed},
                {"events", reader->event_count(run_id)}};
   if (!metrics.contains("throughput_median") && !kept_throughput.empty()) {
-    metrics["throughput_median"] = percentile(kept_throughput, 0.5);
-    metrics["throughput_p10"] = percentile(kept_throughput, 0.1);
-    metrics["throughput_p90"] = percentile(kept_throughput, 0.9);
+    metrics["throughput_median"] = session::percentile(kept_throughput, 0.5);
+    metrics["throughput_p10"] = session::percentile(kept_throughput, 0.1);
+    metrics["throughput_p90"] = session::percentile(kept_throughput, 0.9);
     metrics["timed_iterations"] = static_cast<double>(kept_timed);
     j["kept"]["throughput_from_kept_iterations"] = true;
   }
@@ -122,9 +122,45 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
       seen = seen || m.contains(name);
       v.push_back(m.contains(name) ? m[name] : 0.0);
     }
-    if (seen) phases.push_back({{"phase", name}, {"median_ms", percentile(v, 0.5)}});
+    if (seen) phases.push_back({{"phase", name}, {"median_ms", session::percentile(v, 0.5)}});
   }
   j["phases"] = phases;
+
+  // Distributed runs: each rank's communication breakdown (medians over its timed iterations)
+  // and which rank is slowest; the job's throughput is every rank's samples.
+  if (run->ranks > 1) {
+    nlohmann::json per_rank = nlohmann::json::array();
+    std::map<int64_t, std::map<std::string, std::vector<double>>> by_rank;
+    for (const auto& b : reader->rank_breakdown(run_id)) {
+      auto& m = by_rank[b.rank];
+      const auto ms = [](int64_t ns) { return static_cast<double>(ns) * 1e-6; };
+      m["iteration_ms"].push_back(ms(b.end_ns - b.start_ns));
+      m["compute_ms"].push_back(ms(b.compute_ns));
+      m["comm_ms"].push_back(ms(b.comm_ns));
+      m["overlap_ms"].push_back(ms(b.overlap_ns));
+      m["exposed_comm_ms"].push_back(ms(b.exposed_comm_ns));
+      m["idle_ms"].push_back(ms(b.idle_ns));
+      m["gradient_wait_ms"].push_back(ms(b.backward_wait_ns));
+    }
+    std::map<int64_t, int64_t> events;
+    for (const auto& [r, n] : reader->event_counts_by_rank(run_id)) events[r] = n;
+    int64_t slowest = -1;
+    double slowest_ms = -1;
+    for (auto& [r, m] : by_rank) {
+      nlohmann::json row = {{"rank", r}, {"events", events[r]}};
+      for (auto& [k, v] : m) row[k] = session::percentile(v, 0.5);
+      if (row["iteration_ms"].get<double>() > slowest_ms) {
+        slowest_ms = row["iteration_ms"].get<double>();
+        slowest = r;
+      }
+      per_rank.push_back(row);
+    }
+    j["distributed"] = {{"ranks", run->ranks}, {"global_batch_size", run->global_batch_size}, {"per_rank", per_rank},
+                        {"slowest_rank", slowest}};
+    if (metrics.contains("throughput_median")) {
+      j["distributed"]["throughput_all_ranks_median"] = metrics["throughput_median"].get<double>() * static_cast<double>(run->ranks);
+    }
+  }
 
   nlohmann::json memory = nlohmann::json::array();
   int64_t peak_total = 0;
@@ -197,6 +233,24 @@ std::string format_summary(const nlohmann::json& j) {
                      metric("throughput_median"), static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"),
                      metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
+  }
+  if (j.contains("distributed")) {
+    const auto& d = j["distributed"];
+    s += fmt::format("  ranks          {} data parallel, global batch {}", d["ranks"].get<int64_t>(),
+                     d["global_batch_size"].get<int64_t>());
+    if (d.contains("throughput_all_ranks_median")) {
+      s += fmt::format("; all ranks {:.2f} samples/s (the throughput above is rank 0's)",
+                       d["throughput_all_ranks_median"].get<double>());
+    }
+    s += "\n  per rank (median ms per timed iteration)\n";
+    s += "    rank  iteration  compute     comm  overlap  exposed     idle  grad wait   events\n";
+    for (const auto& r : d["per_rank"]) {
+      s += fmt::format("    {:>4} {:>10.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>10.2f} {:>8}\n",
+                       r["rank"].get<int64_t>(), r["iteration_ms"].get<double>(), r["compute_ms"].get<double>(),
+                       r["comm_ms"].get<double>(), r["overlap_ms"].get<double>(), r["exposed_comm_ms"].get<double>(),
+                       r["idle_ms"].get<double>(), r["gradient_wait_ms"].get<double>(), r["events"].get<int64_t>());
+    }
+    if (d["slowest_rank"].get<int64_t>() >= 0) s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
   }
   if (j["metrics"].contains("tokens_per_s_median")) {
     s += fmt::format("  tokens         {:.0f} tokens/s median (p10 {:.0f}, p90 {:.0f}; unpadded: source + target tokens in translation, frames in speech)\n",

@@ -12,6 +12,8 @@
 #include <type_traits>
 
 #include "cli/run_config.h"
+#include "dist/mpi_runtime.h"
+#include "engine/device.h"
 #include "engine/device.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/device_memory.h"
@@ -88,6 +90,17 @@ void validate(const RunConfig& c) {
     if (!spec->has_learners) {
       throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
     }
+  }
+  check_range("--nproc", c.nproc, 1, kMaxRanks);
+  const bool several_ranks = c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty() || dist::launched_as_rank();
+  if (several_ranks && spec->has_learners) {
+    throw UsageError("workload " + c.workload +
+                     "'s actor-learners are asynchronous by design: across processes they belong with a parameter "
+                     "server, which trainscope does not have yet; run it with --nproc 1 (threads: --learners)");
+  }
+  if (!c.hosts.empty() && !c.hostfile.empty()) throw UsageError("give --hosts or --hostfile, not both");
+  if (several_ranks && engine::parse_device(c.device).type != engine::DeviceType::cpu) {
+    throw UsageError("data parallelism runs on the CPU for now (--device cpu); GPU ranks over NCCL are not built yet");
   }
   check_range("--iters", c.iterations, 1, kMaxIterations);
   check_range("--warmup", c.warmup, 0, kMaxWarmup);

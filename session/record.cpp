@@ -1,14 +1,15 @@
-#include "cli/record.h"
+#include "session/record.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "dist/comm_figures.h"
 #include "memprof/ledger.h"
 #include "profiler/analysis.h"
 #include "profiler/tracer.h"
 
-namespace ts::cli {
+namespace ts::session {
 
 std::vector<store::EnvEntry> to_env_rows(const std::vector<collectors::Entry>& entries) {
   std::vector<store::EnvEntry> rows;
@@ -142,11 +143,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   // The training loop's peak: evaluation afterwards (detection's test-time RoIs outnumber the
   // training ones) must not stand in for it. The ledger's own when the loop never ran.
   const memprof::Snapshot peak = loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak();
-  std::vector<store::MemoryPeakRow> peak_rows;
-  for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
-    peak_rows.push_back({std::string(memprof::to_string(static_cast<memprof::Category>(c))), peak.bytes[c], peak.t_ns});
-  }
-  writer_.add_memory_peak(run_, peak_rows);
+  writer_.add_memory_peak(run_, memory_peak_rows(peak));
 
   std::vector<store::SampleRow> sample_rows;
   double rss_first = -1, rss_peak = 0;
@@ -200,4 +197,67 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   writer_.add_metrics(run_, metrics);
 }
 
-}  // namespace ts::cli
+std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak) {
+  std::vector<store::MemoryPeakRow> rows;
+  for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
+    rows.push_back({std::string(memprof::to_string(static_cast<memprof::Category>(c))), peak.bytes[c], peak.t_ns});
+  }
+  return rows;
+}
+
+void append_collective_rows(const std::vector<dist::CollectiveRecord>& records, std::vector<store::CollectiveRow>& rows) {
+  for (const auto& r : records) {
+    store::CollectiveRow c;
+    c.iteration = r.iteration;
+    c.thread = r.thread;
+    c.collective = std::string(dist::to_string(r.collective));
+    c.label = r.label;
+    c.bytes = r.bytes;
+    c.start_ns = r.start_ns;
+    c.end_ns = r.end_ns;
+    rows.push_back(std::move(c));
+  }
+}
+
+std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profiler::Event> events,
+                                                         const profiler::IterationFilter& counted) {
+  std::vector<store::RankBreakdownRow> rows;
+  for (const auto& b : profiler::comm_breakdown(events)) {
+    if (!counted(b.iteration)) continue;
+    store::RankBreakdownRow r;
+    r.iteration = b.iteration;
+    r.start_ns = b.start_ns;
+    r.end_ns = b.end_ns;
+    r.compute_ns = b.time.compute_ns;
+    r.comm_ns = b.time.comm_ns;
+    r.overlap_ns = b.time.overlap_ns;
+    r.exposed_comm_ns = b.time.exposed_comm_ns;
+    r.idle_ns = b.time.idle_ns;
+    r.backward_wait_ns = b.wait_ns;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<store::CommOpRow> comm_op_rows(const std::vector<dist::CollectiveRecord>& records, std::string_view backend,
+                                           int ranks) {
+  std::vector<store::CommOpRow> rows;
+  for (const auto& s : dist::summarise(records, ranks)) {
+    store::CommOpRow r;
+    r.backend = std::string(backend);
+    r.collective = std::string(dist::to_string(s.collective));
+    r.bytes = s.bytes;
+    r.ranks = ranks;
+    r.count = s.count;
+    r.total_ns = s.total_ns;
+    r.mean_ns = s.mean_ns;
+    r.min_ns = s.min_ns;
+    r.max_ns = s.max_ns;
+    r.algbw_gbps = s.algbw_gbps;
+    r.busbw_gbps = s.busbw_gbps;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace ts::session

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectors/environment.h"
+#include "dist/communicator.h"
 #include "collectors/process_sampler.h"
 #include "engine/nn/module.h"
 #include "profiler/analysis.h"
@@ -15,7 +16,7 @@
 #include "store/writer.h"
 #include "workloads/training_loop.h"
 
-namespace ts::cli {
+namespace ts::session {
 
 std::vector<store::EnvEntry> to_env_rows(const std::vector<collectors::Entry>& entries);
 // The tracer's events as the store's event rows, and the phase events among them as phase rows.
@@ -24,6 +25,16 @@ void append_event_rows(std::span<const profiler::Event> events, const profiler::
 // Ledger snapshots as timeline rows: one per category per snapshot.
 void append_memory_points(const std::vector<memprof::Snapshot>& snapshots, std::vector<store::MemoryPoint>& rows);
 store::IterationRow to_iteration_row(const workloads::IterationResult& it);
+// The ledger's breakdown at its peak, one row per category.
+std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak);
+// A communicator's recorded calls as the store's collective rows.
+void append_collective_rows(const std::vector<dist::CollectiveRecord>& records, std::vector<store::CollectiveRow>& rows);
+// The per-iteration communication breakdown of this process's events (counted iterations only).
+std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profiler::Event> events,
+                                                         const profiler::IterationFilter& counted);
+// A communicator's calls summarised per collective and size, as nccl-tests reports them.
+std::vector<store::CommOpRow> comm_op_rows(const std::vector<dist::CollectiveRecord>& records, std::string_view backend,
+                                           int ranks);
 
 // What record() writes: everything (a run stored at its end, or spilled to a side file), or
 // what a RunStream did not (the summaries; the streamed memory timeline replaced by the whole run's).
@@ -58,4 +69,4 @@ class RunRecorder {
 // Median and percentiles of a sample (linear interpolation between order statistics).
 double percentile(std::vector<double> values, double p);
 
-}  // namespace ts::cli
+}  // namespace ts::session

@@ -5,11 +5,11 @@
 #include <map>
 #include <set>
 
-#include "cli/record.h"
+#include "session/record.h"
 #include "profiler/gpu_analysis.h"
 #include "profiler/tracer.h"
 
-namespace ts::cli {
+namespace ts::session {
 
 namespace {
 std::string device_name(int16_t device) { return fmt::format("cuda:{}", device); }
@@ -110,4 +110,4 @@ void RunRecorder::record_gpu(const profiler::IterationFilter& counted, std::vect
   metrics.push_back({"gpu_trace_buffer_bytes_peak", static_cast<double>(g.buffer_bytes_peak), "bytes", -1});
 }
 
-}  // namespace ts::cli
+}  // namespace ts::session

@@ -1,14 +1,17 @@
-#include "cli/run_stream.h"
+#include "session/run_stream.h"
 
 #include <algorithm>
 
-#include "cli/record.h"
+#include "dist/communicator.h"
+#include "session/rank_channel.h"
+#include "session/rank_records.h"
+#include "session/record.h"
 #include "fmt/format.h"
 #include "profiler/analysis.h"
 #include "profiler/tracer.h"
 #include "store/liveness.h"
 
-namespace ts::cli {
+namespace ts::session {
 
 namespace {
 
@@ -26,9 +29,44 @@ constexpr std::chrono::milliseconds kFlushLockWait{1000};
 
 }  // namespace
 
-RunStream::RunStream(const std::filesystem::path& db, int64_t run_id, const collectors::ProcessSampler& sampler,
-                     Options options)
-    : writer_(db, kFlushLockWait), run_(run_id), sampler_(sampler), options_(options) {
+DbSink::DbSink(const std::filesystem::path& db, int64_t run_id, RankChannel* gather)
+    : writer_(db, kFlushLockWait), run_(run_id), gather_(gather) {}
+
+DbSink::~DbSink() = default;
+
+void DbSink::write(const store::RunFlush& rows) {
+  if (gather_) {
+    for (auto& p : gather_->poll()) unwritten_.push_back(std::move(p));
+  }
+  store::Writer::Transaction tx(writer_);
+  writer_.flush(run_, rows);
+  for (const auto& p : unwritten_) writer_.flush(run_, p.flush);
+  tx.commit();
+  for (auto& p : unwritten_) {
+    if (!p.final) continue;
+    p.flush = {};
+    finals_.push_back(std::move(p));
+  }
+  unwritten_.clear();
+}
+
+std::vector<RankPayload> DbSink::take_remote() {
+  std::vector<RankPayload> out = std::move(unwritten_);
+  unwritten_.clear();
+  for (auto& f : finals_) out.push_back(std::move(f));
+  finals_.clear();
+  return out;
+}
+
+void RankSink::write(const store::RunFlush& rows) {
+  RankPayload p;
+  p.rank = channel_.rank();
+  p.flush = rows;
+  channel_.send(p);
+}
+
+RunStream::RunStream(std::unique_ptr<FlushSink> sink, const collectors::ProcessSampler& sampler, Options options)
+    : sink_(std::move(sink)), sampler_(sampler), options_(options) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -70,6 +108,11 @@ void RunStream::flush_once() {
   for (auto& s : sampler_.samples_since(sample_cursor_)) batch.samples.push_back({s.t_ns, std::move(s.name), s.value});
   append_memory_points(memprof::Ledger::global().timeline_since(memory_cursor_, options_.memory_points_per_flush),
                        batch.memory);
+  if (options_.communicator) {
+    std::vector<dist::CollectiveRecord> calls = options_.communicator->take_records();
+    append_collective_rows(calls, batch.collectives);
+    append(calls_, std::move(calls));
+  }
 
   // Rows a failed flush left come first, so each table stays in the order it was measured.
   append(unwritten_.iterations, std::move(batch.iterations));
@@ -77,9 +120,10 @@ void RunStream::flush_once() {
   append(unwritten_.events, std::move(batch.events));
   append(unwritten_.memory, std::move(batch.memory));
   append(unwritten_.samples, std::move(batch.samples));
+  append(unwritten_.collectives, std::move(batch.collectives));
   unwritten_.heartbeat_ms = store::unix_time_ms();
   try {
-    writer_.flush(run_, unwritten_);
+    sink_->write(unwritten_);
     unwritten_ = {};
     std::lock_guard lock(mutex_);
     ++stats_.flushes;
@@ -113,4 +157,4 @@ RunStream::Stats RunStream::stats() const {
   return stats_;
 }
 
-}  // namespace ts::cli
+}  // namespace ts::session

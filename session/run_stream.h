@@ -8,29 +8,71 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collectors/process_sampler.h"
+#include "dist/communicator.h"
 #include "memprof/ledger.h"
 #include "profiler/event.h"
 #include "store/records.h"
 #include "store/writer.h"
 #include "workloads/training_loop.h"
 
-namespace ts::cli {
+namespace ts::session {
+
+class RankChannel;
+struct RankPayload;
+
+// Where a flush goes. write() throws when it could not: the rows are kept for the next flush.
+class FlushSink {
+ public:
+  virtual ~FlushSink() = default;
+  virtual void write(const store::RunFlush& rows) = 0;
+};
+
+// The run's db, on a connection of its own. On rank 0 of a distributed run it also writes the
+// other ranks' flushes (received on `gather`) in the same transaction, and keeps their final
+// messages' summaries for the run's final write.
+class DbSink final : public FlushSink {
+ public:
+  DbSink(const std::filesystem::path& db, int64_t run_id, RankChannel* gather = nullptr);
+  ~DbSink() override;
+  void write(const store::RunFlush& rows) override;
+  // Received but not yet written (the db was locked), and the final messages received, whose
+  // flushes were written and whose summaries were not: the final write's to do.
+  std::vector<RankPayload> take_remote();
+
+ private:
+  store::Writer writer_;
+  const int64_t run_;
+  RankChannel* gather_;
+  std::vector<RankPayload> unwritten_;   // other ranks' flushes not yet written
+  std::vector<RankPayload> finals_;      // their summaries (flushes emptied once written)
+};
+
+// A rank other than 0: every flush goes to rank 0.
+class RankSink final : public FlushSink {
+ public:
+  explicit RankSink(RankChannel& channel) : channel_(channel) {}
+  void write(const store::RunFlush& rows) override;
+
+ private:
+  RankChannel& channel_;
+};
 
 class RunStream {
  public:
   struct Options {
     std::chrono::milliseconds interval{2000};
     size_t memory_points_per_flush = 32;  // the streamed timeline; the final write replaces it
+    dist::Communicator* communicator = nullptr;  // whose collectives are streamed (distributed runs)
   };
-  // Starts the flush thread. Throws StoreError when the db cannot be opened.
-  RunStream(const std::filesystem::path& db, int64_t run_id, const collectors::ProcessSampler& sampler,
-            Options options);
+  // Starts the flush thread.
+  RunStream(std::unique_ptr<FlushSink> sink, const collectors::ProcessSampler& sampler, Options options);
   ~RunStream();  // stops the thread (without the last flush finish() does)
   RunStream(const RunStream&) = delete;
   RunStream& operator=(const RunStream&) = delete;
@@ -41,6 +83,9 @@ class RunStream {
   // Stops the thread after a last flush. Returns every event drained over the run, in the
   // tracer's order (start, then the enclosing first), for the run's analyses.
   std::vector<profiler::Event> finish();
+  FlushSink& sink() { return *sink_; }
+  // Every collective call streamed over the run (after finish()), for the run's summaries.
+  const std::vector<dist::CollectiveRecord>& collectives() const { return calls_; }
   // What the flushes could not write (the db was locked or failed): the final write's to do.
   store::RunFlush take_unwritten();
 
@@ -55,8 +100,7 @@ class RunStream {
   void loop();
   void flush_once();  // on the flush thread, or on the caller's after it stopped
 
-  store::Writer writer_;  // the flush thread's own connection
-  const int64_t run_;
+  std::unique_ptr<FlushSink> sink_;  // written by the flush thread only (by finish() after it stopped)
   const collectors::ProcessSampler& sampler_;
   const Options options_;
 
@@ -68,10 +112,11 @@ class RunStream {
 
   // Touched by the flush thread only (by finish() after it stopped).
   std::vector<profiler::Event> events_;
+  std::vector<dist::CollectiveRecord> calls_;
   store::RunFlush unwritten_;
   size_t sample_cursor_ = 0;
   memprof::Ledger::TimelineCursor memory_cursor_;
   std::thread thread_;
 };
 
-}  // namespace ts::cli
+}  // namespace ts::session

@@ -3,7 +3,7 @@
 #include <ctime>
 #include <string>
 
-namespace ts::cli {
+namespace ts::session {
 
 inline std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -14,4 +14,4 @@ inline std::string utc_now() {
   return buf;
 }
 
-}  // namespace ts::cli
+}  // namespace ts::session

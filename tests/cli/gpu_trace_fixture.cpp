@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "cli/record.h"
+#include "session/record.h"
 #include "profiler/tracer.h"
 #include "store/writer.h"
 
@@ -77,9 +77,9 @@ int main(int argc, char** argv) {
     info.preset = "tiny";
     info.device = "cuda:0";
     const int64_t run = w.begin_run(info);
-    cli::RunRecorder rec(w, run);
+    session::RunRecorder rec(w, run);
     rec.set_gpu_trace(std::move(trace));
-    rec.record(loop, events, nullptr, {}, nullptr, ts::cli::RecordScope::everything);
+    rec.record(loop, events, nullptr, {}, nullptr, ts::session::RecordScope::everything);
     w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
     fmt::print("{}\n", run);
     return 0;

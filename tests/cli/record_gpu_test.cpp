@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "cli/record.h"
+#include "session/record.h"
 #include "cli/summary.h"
 #include "cli_test_util.h"
 #include "profiler/tracer.h"
@@ -79,9 +79,9 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
     info.preset = "tiny";
     info.device = "cuda:0";
     run = w.begin_run(info);
-    cli::RunRecorder rec(w, run);
+    session::RunRecorder rec(w, run);
     rec.set_gpu_trace(trace);
-    rec.record(loop, events, nullptr, {}, nullptr, ts::cli::RecordScope::everything);
+    rec.record(loop, events, nullptr, {}, nullptr, ts::session::RecordScope::everything);
     w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
   }
 

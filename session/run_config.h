@@ -1,0 +1,43 @@
+#pragma once
+// What a run is asked to do: the workload and its sizes, where the results go, how it is
+// measured and, for a distributed run, the data-parallel knobs. Parsed and validated by the cli.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/data_parallel.h"
+
+namespace ts::session {
+
+struct RunConfig {
+  std::string workload;
+  std::string preset = "tiny";
+  std::string device = "cpu";
+  std::string data = "synthetic";
+  std::optional<int64_t> batch;   // unset: the preset's default
+  std::optional<int64_t> learners;   // actor-learner threads (a3c); unset: the preset's
+  int64_t iterations = 20;
+  int64_t warmup = 3;
+  int64_t threads = 0;      // 0: all cores
+  uint64_t seed = 1;
+  int64_t eval_batches = 2;
+  bool trace = true;
+  bool json = false;
+  std::filesystem::path db = "results/trainscope.db";
+  std::chrono::milliseconds flush_interval{2000};  // how often the run is written while it runs
+  std::chrono::milliseconds lock_wait{60000};      // how long the final write waits for a locked db
+  std::string command_line;
+
+  // Distribution (docs/distributed.md). nproc: the ranks the launcher starts (a rank learns its
+  // place from MPI); the data-parallel knobs are stored in the run's config.
+  int64_t nproc = 1;
+  std::string hosts;                   // --hosts h1:2,h2:2 (the launcher's)
+  std::filesystem::path hostfile;      // --hostfile (the launcher's)
+  std::vector<std::pair<std::string, std::string>> mca;   // --mca NAME=VALUE, passed to mpirun
+  dist::DataParallelOptions data_parallel;
+};
+}  // namespace ts::session

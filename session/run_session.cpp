@@ -1,0 +1,462 @@
+#include "session/run_session.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "collectors/environment.h"
+#include "collectors/process_sampler.h"
+#include "dist/data_parallel.h"
+#include "dist/mpi_communicator.h"
+#include "engine/context.h"
+#include "engine/cpu/host_allocator.h"
+#ifdef TS_HAVE_CUDA
+#include "engine/cuda/device_memory.h"
+#endif
+#include "engine/device.h"
+#include "fmt/format.h"
+#include "memprof/ledger.h"
+#include "nlohmann/json.hpp"
+#include "profiler/gpu_tracer.h"
+#include "profiler/tracer.h"
+#include "session/rank_channel.h"
+#include "session/rank_records.h"
+#include "session/record.h"
+#include "session/run_stream.h"
+#include "session/utc_time.h"
+#include "store/error.h"
+#include "store/liveness.h"
+#include "store/writer.h"
+#include "workloads/training_loop.h"
+#include "workloads/workload.h"
+
+namespace ts::session {
+
+namespace {
+
+// How long rank 0 waits, after its own loop, for the other ranks' final records.
+constexpr std::chrono::seconds kFinalRecordsWait{120};
+
+// The host allocator's cache over the run (CPU blocks of 1 MiB and more): a miss is a block
+// fresh from the system, whose page faults make the op that first writes it slow.
+void record_host_allocator(const engine::cpu::HostAllocatorStats& before, RunRecorder& recorder) {
+  const auto s = engine::cpu::host_allocator_stats();
+  recorder.add_metric({"host_cache_hits", static_cast<double>(s.hits - before.hits), "allocations", -1});
+  recorder.add_metric({"host_cache_misses", static_cast<double>(s.misses - before.misses), "allocations", -1});
+  recorder.add_metric(
+      {"host_cache_evicted_bytes", static_cast<double>(s.evicted_bytes - before.evicted_bytes), "bytes", -1});
+}
+
+// The device allocator's books and the driver's view, side by side (GPU runs): what CUPTI's
+// memory records add to them is stored by the recorder. And whether TF32 was allowed.
+void record_device_memory(const engine::Device& device, RunRecorder& recorder) {
+#ifdef TS_HAVE_CUDA
+  if (device.type != engine::DeviceType::cuda) return;
+  const int d = device.index;
+  const std::string p = fmt::format("gpu{}_", d);
+  const auto s = engine::cuda::device_allocator(d).stats();
+  recorder.add_metric({p + "allocator_reserved_peak_bytes", static_cast<double>(s.peak_reserved_bytes), "bytes", -1});
+  recorder.add_metric({p + "allocator_used_peak_bytes", static_cast<double>(s.peak_used_bytes), "bytes", -1});
+  recorder.add_metric({p + "allocator_reserved_bytes", static_cast<double>(s.reserved_bytes), "bytes", -1});
+  const auto info = engine::cuda::device_memory_info(d);
+  if (info.ok) {
+    recorder.add_metric({p + "driver_used_bytes", static_cast<double>(info.total_bytes - info.free_bytes), "bytes", -1});
+    recorder.add_metric({p + "driver_total_bytes", static_cast<double>(info.total_bytes), "bytes", -1});
+  }
+  recorder.add_metric({"tf32_allowed", engine::cuda::tf32_allowed() ? 1.0 : 0.0, "", -1});
+#else
+  (void)device;
+  (void)recorder;
+#endif
+}
+
+// Where a run's results go when its db stays locked (or fails) at the final write: a side
+// file next to it, named for the run and the process, that `trainscope import` merges.
+std::filesystem::path spill_path(const std::filesystem::path& db, int64_t run_id) {
+  return std::filesystem::path(db.string() + fmt::format(".run{}-{}.spill", run_id, ::getpid()));
+}
+
+// The final write could not reach the db: the whole run, streamed parts included, into a side
+// file. Returns its path, or throws when that fails too.
+std::filesystem::path spill(const std::filesystem::path& db, const store::RunInfo& info, int64_t run_id,
+                            const std::function<void(store::Writer&, RunRecorder&, int64_t)>& record_everything,
+                            store::RunStatus status, const std::string& error) {
+  const auto path = spill_path(db, run_id);
+  store::Writer side(path);
+  const int64_t id = side.begin_run(info);
+  RunRecorder recorder(side, id);
+  record_everything(side, recorder, id);
+  side.finish_run(id, status, utc_now(), error);
+  return path;
+}
+
+int64_t online_cores() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? n : 1;
+}
+
+// What this rank adds about itself beyond its streamed rows: its communication breakdown per
+// timed iteration, its collectives summarised, and the counts a reader checks the rows against.
+struct RankSummary {
+  std::vector<store::RankBreakdownRow> breakdown;
+  std::vector<store::CommOpRow> comm_ops;
+  std::vector<store::MetricRow> metrics;
+};
+
+RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std::vector<dist::CollectiveRecord>& calls,
+                           const dist::Communicator& comm, const dist::DataParallel* dp, int64_t warmup) {
+  RankSummary s;
+  s.breakdown = rank_breakdown_rows(events, [warmup](int32_t i) { return i >= warmup; });
+  s.comm_ops = comm_op_rows(calls, comm.backend(), comm.size());
+  // Each rank's events are counted where they are made: a reader compares this with the rows.
+  s.metrics.push_back({"events_recorded", static_cast<double>(events.size()), "events", -1});
+  if (dp) {
+    s.metrics.push_back({"dp_buckets", static_cast<double>(dp->buckets().size()), "buckets", -1});
+    s.metrics.push_back(
+        {"dp_parameters_without_gradient", static_cast<double>(dp->parameters_without_gradient()), "parameters", -1});
+  }
+  return s;
+}
+
+}  // namespace
+
+RunSession::RunSession(const RunConfig& config, SessionHooks hooks, const dist::World* world)
+    : config_(config), hooks_(std::move(hooks)), world_(world) {}
+
+RunOutcome RunSession::run() {
+  const RunConfig& c = config_;
+  const auto& spec = *workloads::find_workload(c.workload);
+  const auto& preset = *spec.preset(c.preset);
+  const int rank = world_ ? world_->rank : 0;
+  const int ranks = world_ ? world_->size : 1;
+  const bool distributed = ranks > 1;
+  const bool writes_db = rank == 0;
+  // A rank's share of its host's cores unless told.
+  const int local = world_ ? std::max(1, world_->local_size) : 1;
+  const int threads = static_cast<int>(c.threads > 0 ? c.threads : std::max<int64_t>(1, online_cores() / local));
+  omp_set_num_threads(threads);
+
+  std::unique_ptr<dist::MpiCommunicator> comm;
+  std::unique_ptr<RankChannel> channel;
+  if (distributed) {
+    comm = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD);
+    channel = std::make_unique<RankChannel>(MPI_COMM_WORLD);
+  }
+
+  workloads::WorkloadConfig wc;
+  wc.preset = c.preset;
+  wc.device = engine::parse_device(c.device);
+  wc.batch = c.batch.value_or(0);
+  wc.learners = c.learners.value_or(0);
+  wc.seed = c.seed;
+  wc.data = c.data;
+  wc.rank = rank;
+  wc.world_size = ranks;
+
+  store::RunInfo info;
+  info.workload = c.workload;
+  info.preset = c.preset;
+  info.device = c.device;
+  info.batch_size = c.batch.value_or(preset.default_batch);
+  info.ranks = ranks;
+  info.global_batch_size = info.batch_size * ranks;
+  info.iterations = c.iterations;
+  info.warmup = c.warmup;
+  info.threads = threads;
+  info.seed = c.seed;
+  info.trace = c.trace;
+  info.started_at = utc_now();
+  info.command_line = c.command_line;
+  const store::ProcessIdentity me = store::current_process();
+  info.host = me.host;
+  info.boot_id = me.boot_id;
+  info.pid = me.pid;
+  info.pid_start = me.pid_start;
+  info.heartbeat_interval_ms = c.flush_interval.count();
+  nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
+                        {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},
+                        {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"eval_batches", c.eval_batches}};
+  nlohmann::json table = nlohmann::json::object();
+  for (const auto& [k, v] : preset.table) table[k] = v;
+  if (c.learners) cfg["learners"] = *c.learners;
+  cfg["preset_table"] = table;
+  if (distributed) {
+    const auto& o = c.data_parallel;
+    cfg["distributed"] = {{"ranks", ranks},
+                          {"global_batch", info.global_batch_size},
+                          {"strategy", "data_parallel_allreduce"},
+                          {"backend", "mpi"},
+                          {"bucket_mb", o.bucket_mb},
+                          {"overlap", o.overlap},
+                          {"bucket_order", std::string(dist::to_string(o.order))},
+                          {"priority", o.priority},
+                          {"partition_mb", o.partition_mb},
+                          {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
+  }
+  info.config_json = cfg.dump();
+
+  // The run has a row from the start (rank 0 writes it), so a crash or Ctrl-C later still
+  // leaves a record. Other ranks never open the db.
+  std::optional<store::Writer> writer;
+  int64_t run_id = 0;
+  if (writes_db) {
+    writer.emplace(c.db, c.lock_wait);
+    run_id = writer->begin_run(info);
+    if (hooks_.run_created) hooks_.run_created(c.db, run_id);
+    auto env = to_env_rows(collectors::snapshot());
+    if (distributed) {
+      env.push_back({"mpi_library", dist::MpiRuntime::library_version()});
+      env.push_back({"ranks", std::to_string(ranks)});
+    }
+    if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
+    writer->add_environment(run_id, env);
+  }
+
+  auto& tracer = profiler::Tracer::global();
+  auto& ledger = memprof::Ledger::global();
+  tracer.clear();
+  ledger.clear();
+  tracer.set_enabled(true);
+  engine::set_op_tracing(c.trace);
+  collectors::ProcessSampler sampler;
+  sampler.start(std::chrono::milliseconds(200));
+  std::optional<RunStream> stream;
+  DbSink* db_sink = nullptr;
+  try {
+    std::unique_ptr<FlushSink> sink;
+    if (writes_db) {
+      auto s = std::make_unique<DbSink>(c.db, run_id, channel.get());
+      db_sink = s.get();
+      sink = std::move(s);
+    } else {
+      sink = std::make_unique<RankSink>(*channel);
+    }
+    stream.emplace(std::move(sink), sampler, RunStream::Options{.interval = c.flush_interval, .communicator = comm.get()});
+  } catch (const std::exception& e) {  // the run row exists: not "bad input, nothing written"
+    sampler.stop();
+    tracer.set_enabled(false);
+    const std::string why = std::string("cannot write the run while it runs: ") + e.what();
+    if (writer) writer->finish_run(run_id, store::RunStatus::failed, utc_now(), why);
+    if (hooks_.run_stored) hooks_.run_stored();
+    throw std::runtime_error(why);
+  }
+
+  std::optional<RunRecorder> recorder;
+  if (writer) recorder.emplace(*writer, run_id);
+  // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing").
+  std::unique_ptr<profiler::GpuTracer> gpu;
+  if (wc.device.type == engine::DeviceType::cuda && c.trace && writes_db) {
+    gpu = profiler::GpuTracer::start(tracer);
+    fmt::print(stderr, "trainscope: {}\n", gpu->status());
+    const std::vector<store::EnvEntry> note = {{"gpu_tracing", gpu->status()}};
+    writer->add_environment(run_id, note);
+  }
+  bool gpu_stopped = false;
+  const auto host_before = engine::cpu::host_allocator_stats();
+  const auto stop_gpu = [&] {  // once: after the loop, or after a failure
+    if (gpu_stopped || !recorder) return;
+    gpu_stopped = true;
+    if (gpu) recorder->set_gpu_trace(gpu->stop());
+    gpu.reset();
+    record_device_memory(wc.device, *recorder);
+    record_host_allocator(host_before, *recorder);
+  };
+  static const std::atomic<bool> never{false};
+  const std::atomic<bool>& stop = hooks_.stop ? *hooks_.stop : never;
+  workloads::LoopResult loop;
+  std::unique_ptr<workloads::Workload> workload;
+  std::unique_ptr<dist::DataParallel> dp;
+  std::string failure;
+  bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
+  workloads::Quality quality;
+  bool have_quality = false;
+  try {
+    {
+      engine::CancelScope cancel(&stop);
+      workload = spec.create(wc);
+    }
+    const int64_t params = workload->model().parameter_count();
+    if (recorder) recorder->set_parameter_count(params);
+    if (distributed) {
+      dp = std::make_unique<dist::DataParallel>(*comm, workload->gradient_groups(), c.data_parallel);
+      dp->broadcast_parameters();
+    }
+    if (hooks_.progress_start) hooks_.progress_start(c.warmup + c.iterations);
+    workloads::LoopOptions lo;
+    lo.iterations = c.iterations;
+    lo.warmup = c.warmup;
+    lo.stop = &stop;
+    lo.data_parallel = dp.get();
+    lo.on_iteration = [&](const workloads::IterationResult& it) {
+      stream->add_iteration(it);
+      const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+      // The job's rate: every rank trains on its own batch of the same size.
+      const double rate = secs > 0 ? static_cast<double>(it.samples) * ranks / secs : 0.0;
+      if (hooks_.progress) hooks_.progress(it.index + 1, rate, it.warmup);
+    };
+    if (!stop.load() || distributed) {  // distributed: the ranks decide together, in the loop
+      profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
+      loop = workloads::run_training(*workload, lo);
+    }
+    stop_gpu();  // evaluation is not traced on the GPU
+    if (hooks_.progress_end) {
+      hooks_.progress_end(loop.failed ? "failed" : (loop.interrupted || stop.load()) ? "interrupted" : "done");
+    }
+    // Evaluation is not a training iteration: its events must not count in the timed figures.
+    tracer.set_iteration(-1);
+    ledger.set_iteration(-1);
+    if (writes_db && !loop.failed && !loop.interrupted && !stop.load() && c.eval_batches > 0) {
+      engine::CancelScope cancel(&stop);
+      quality = workloads::run_evaluation(*workload, c.eval_batches);
+      have_quality = true;
+    }
+  } catch (const engine::Cancelled&) {
+    cancelled = true;
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  stop_gpu();
+  sampler.stop();
+  tracer.set_enabled(false);
+
+  if (distributed && (!failure.empty() || loop.failed || cancelled)) {
+    // The other ranks wait for this one in their next collective: it cannot go on, and they
+    // cannot finish without it. Say why, keep what can be kept, and end the job (mpirun then
+    // stops every rank; rank 0's run is marked failed by whoever sees it first).
+    const std::string why = !failure.empty() ? failure : cancelled ? "cancelled while building" : loop.error;
+    fmt::print(stderr, "\ntrainscope: rank {} failed: {}\n", rank, why);
+    if (writer) {
+      try {
+        stream->finish();
+        writer->finish_if_running(run_id, store::RunStatus::failed, utc_now(), fmt::format("rank {} failed: {}", rank, why));
+      } catch (const std::exception&) {
+      }
+    }
+    std::fflush(nullptr);
+    dist::MpiRuntime::abort_job(1);
+  }
+
+  const std::vector<profiler::Event> events = stream->finish();
+  const bool interrupted = cancelled || loop.interrupted || (stop.load() && failure.empty() && !loop.failed);
+  store::RunStatus status = store::RunStatus::completed;
+  std::string error = failure.empty() ? loop.error : failure;
+  if (!error.empty()) status = store::RunStatus::failed;
+  else if (interrupted) status = store::RunStatus::interrupted;
+
+  // This rank's communication figures (distributed runs), from every call the stream saw.
+  RankSummary mine;
+  if (comm) mine = summarise_rank(events, stream->collectives(), *comm, dp.get(), c.warmup);
+
+  if (!writes_db) {
+    // This rank's last rows and its summaries, to rank 0, which writes them into the run.
+    RankPayload last;
+    last.rank = rank;
+    last.final = true;
+    last.flush = stream->take_unwritten();
+    last.breakdown = std::move(mine.breakdown);
+    last.comm_ops = std::move(mine.comm_ops);
+    last.metrics = std::move(mine.metrics);
+    last.memory_peak = memory_peak_rows(loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak());
+    last.error = error;
+    channel->send(last);
+    RunOutcome out;
+    out.status = status;
+    out.error = error;
+    return out;
+  }
+
+  // Rank 0: the other ranks' records that have not been written yet, and their summaries.
+  std::vector<RankPayload> remote;
+  if (distributed) {
+    remote = db_sink->take_remote();
+    std::vector<int> missing;
+    for (auto& p : channel->wait_finals(kFinalRecordsWait, missing)) remote.push_back(std::move(p));
+    if (!missing.empty()) {
+      std::string list;
+      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      error += (error.empty() ? "" : "; ") +
+               fmt::format("rank(s) {} sent no final records within {} s", list, kFinalRecordsWait.count());
+      status = store::RunStatus::failed;
+    }
+    for (const auto& p : remote) {
+      if (p.final && !p.error.empty()) {
+        error += (error.empty() ? "" : "; ") + fmt::format("rank {}: {}", p.rank, p.error);
+        status = store::RunStatus::failed;
+      }
+    }
+  }
+  const auto write_ranks = [&](store::Writer& w, int64_t id) {
+    w.add_rank_breakdown(id, mine.breakdown);
+    w.add_comm_ops(id, mine.comm_ops);
+    w.add_metrics(id, mine.metrics);
+    for (const auto& p : remote) {
+      w.flush(id, p.flush);
+      w.add_rank_breakdown(id, p.breakdown);
+      w.add_comm_ops(id, p.comm_ops);
+      w.add_metrics(id, p.metrics);
+      w.add_memory_peak(id, p.memory_peak);
+    }
+  };
+
+  // The final write, all or nothing: what the flushes could not write, the summaries, the
+  // status. Whatever was measured is stored, whatever the status.
+  const auto samples = sampler.samples();
+  const engine::nn::Module* model = workload ? &workload->model() : nullptr;
+  const workloads::Quality* measured_quality = have_quality ? &quality : nullptr;
+  std::filesystem::path spilled;
+  try {
+    store::Writer::Transaction tx(*writer);
+    store::RunFlush rest = stream->take_unwritten();
+    rest.heartbeat_ms = store::unix_time_ms();
+    writer->flush(run_id, rest);
+    recorder->record(loop, events, model, samples, measured_quality, RecordScope::after_streaming);
+    write_ranks(*writer, run_id);
+    writer->finish_run(run_id, status, utc_now(), error);
+    tx.commit();
+  } catch (const std::exception& e) {
+    const std::string why = e.what();
+    fmt::print(stderr, "\ntrainscope: could not store run {} in '{}': {}\n", run_id, c.db.string(), why);
+    try {
+      spilled = spill(
+          c.db, info, run_id,
+          [&](store::Writer& side_writer, RunRecorder& side, int64_t side_id) {
+            side.set_parameter_count(workload ? workload->model().parameter_count() : 0);
+            side.record(loop, events, model, samples, measured_quality, RecordScope::everything);
+            store::RunFlush collectives;
+            append_collective_rows(stream->collectives(), collectives.collectives);
+            side_writer.flush(side_id, collectives);
+            write_ranks(side_writer, side_id);
+          },
+          status, error);
+      fmt::print(stderr,
+                 "trainscope: run {}'s results are kept whole in '{}'; merge them into the db with\n"
+                 "  trainscope import '{}' --db '{}'\n",
+                 run_id, spilled.string(), spilled.string(), c.db.string());
+    } catch (const std::exception& spill_error) {
+      error += (error.empty() ? "" : "; ") + std::string("storing results: ") + why;
+      fmt::print(stderr, "trainscope: and could not write them to '{}' either: {}\n", spill_path(c.db, run_id).string(),
+                 spill_error.what());
+      status = store::RunStatus::failed;
+      try {  // at least the verdict, if the db takes it now
+        writer->finish_run(run_id, status, utc_now(), error);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  if (hooks_.run_stored) hooks_.run_stored();
+
+  RunOutcome out;
+  out.run_id = run_id;
+  out.status = status;
+  out.error = error;
+  out.spill_file = spilled;
+  return out;
+}
+
+}  // namespace ts::session

@@ -1,0 +1,54 @@
+#pragma once
+// A run's lifecycle, the same for a single process and for every rank of a distributed run:
+// the run row and environment (rank 0), the tracer, memory ledger and sampler, the stream that
+// writes the run while it runs (rank 0 to the db, other ranks to rank 0), the training loop with
+// data parallelism across ranks, the analyses and the final write, and the status. The cli
+// parses flags and prints; what a figure means is decided here and in session/record.cpp
+// (docs/formulas.md).
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "dist/mpi_runtime.h"
+#include "session/run_config.h"
+#include "store/records.h"
+
+namespace ts::session {
+
+struct RunOutcome {
+  int64_t run_id = 0;   // 0 on ranks other than 0 (only rank 0 knows the db)
+  store::RunStatus status = store::RunStatus::completed;
+  std::string error;
+  std::filesystem::path spill_file;  // set when the db refused the final write
+};
+
+// What the session asks of the process around it (the cli: signals and the progress display).
+struct SessionHooks {
+  const std::atomic<bool>* stop = nullptr;  // set asynchronously to stop after this iteration
+  // The run row exists / its final write is done (what a second Ctrl-C marks interrupted).
+  std::function<void(const std::filesystem::path& db, int64_t run_id)> run_created;
+  std::function<void()> run_stored;
+  // Progress: the loop starts (total iterations), an iteration ended, the loop ended (how).
+  std::function<void(int64_t total)> progress_start;
+  std::function<void(int64_t done, double samples_per_s, bool warmup)> progress;
+  std::function<void(const std::string& how)> progress_end;
+};
+
+class RunSession {
+ public:
+  // `world`: this rank's place when launched as one of several (null: a single process).
+  RunSession(const RunConfig& config, SessionHooks hooks, const dist::World* world = nullptr);
+  // Trains and stores the run. Failures after the run row exists are stored (failed /
+  // interrupted) and returned; throws only when the run could not begin (the row could not be
+  // made or the stream could not start: the row then says failed).
+  RunOutcome run();
+
+ private:
+  RunConfig config_;
+  SessionHooks hooks_;
+  const dist::World* world_;
+};
+
+}  // namespace ts::session

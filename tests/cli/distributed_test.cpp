@@ -1,0 +1,162 @@
+// `trainscope run --nproc N` end to end: one run row with every rank's records, the breakdown's
+// identities on every stored iteration, bad distributed input refused with nothing written, and
+// a rank killed mid-run stopping the others with the run marked failed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "store/reader.h"
+#include "tests/cli/cli_test_util.h"
+
+namespace {
+
+using ts::testing::TempDir;
+using ts::testing::run_trainscope;
+
+bool have_mpirun() { return std::system("command -v mpirun > /dev/null 2>&1") == 0; }
+
+void expect_breakdown_identities(ts::store::Reader& r, int64_t run) {
+  const auto rows = r.rank_breakdown(run);
+  ASSERT_FALSE(rows.empty());
+  for (const auto& b : rows) {
+    const int64_t span = b.end_ns - b.start_ns;
+    EXPECT_EQ(b.compute_ns + b.exposed_comm_ns + b.idle_ns, span) << "rank " << b.rank << " iteration " << b.iteration;
+    EXPECT_LE(b.overlap_ns, b.comm_ns);
+    EXPECT_EQ(b.exposed_comm_ns, b.comm_ns - b.overlap_ns);
+    EXPECT_GE(b.idle_ns, 0);
+    EXPECT_GT(b.comm_ns, 0) << "every timed iteration all-reduces the gradients";
+  }
+}
+
+TEST(DistributedRun, TwoRanksStoreOneRunWithEveryRanksRecords) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (scripts/setup installs openmpi-bin)";
+  TempDir dir;
+  const auto db = dir / "d.db";
+  for (const std::string workload : {"resnet50", "transformer", "wgan"}) {
+    const auto res = run_trainscope("run " + workload + " --iters 3 --warmup 1 --nproc 2 --bucket-mb 0.05 --db " +
+                                    db.string() + " 2>&1");
+    ASSERT_EQ(res.exit_code, 0) << res.out;
+    EXPECT_NE(res.out.find("per rank"), std::string::npos) << res.out;
+    EXPECT_NE(res.out.find("slowest rank"), std::string::npos) << res.out;
+  }
+  ts::store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 3u);
+  for (const auto& run : runs) {
+    SCOPED_TRACE(run.workload);
+    EXPECT_EQ(run.ranks, 2);
+    EXPECT_EQ(run.global_batch_size, 2 * run.batch_size);
+    EXPECT_EQ(run.status, ts::store::RunStatus::completed);
+    // Nothing lost on the way to rank 0: each rank's stored events are what it recorded.
+    const auto counts = r.event_counts_by_rank(run.id);
+    ASSERT_EQ(counts.size(), 2u);
+    for (const auto& [rank, n] : counts) {
+      double recorded = -1;
+      for (const auto& m : r.metrics(run.id, rank)) {
+        if (m.name == "events_recorded") recorded = m.value;
+      }
+      EXPECT_EQ(static_cast<double>(n), recorded) << "rank " << rank;
+      EXPECT_EQ(r.iterations(run.id, rank).size(), 4u) << "rank " << rank;
+      EXPECT_FALSE(r.collectives(run.id, rank).empty());
+    }
+    expect_breakdown_identities(r, run.id);
+    bool reduced = false;
+    for (const auto& op : r.comm_ops(run.id)) reduced = reduced || (op.collective == "all_reduce" && op.bytes > 1000);
+    EXPECT_TRUE(reduced);
+  }
+  // wgan averages its critic and its generator separately: both groups' buckets are reduced.
+  int64_t wgan = runs[2].id;
+  bool critic = false, generator = false;
+  for (const auto& c : r.collectives(wgan, 0)) {
+    critic = critic || c.label.rfind("bucket 0.", 0) == 0;
+    generator = generator || c.label.rfind("bucket 1.", 0) == 0;
+  }
+  EXPECT_TRUE(critic && generator);
+}
+
+TEST(DistributedRun, BadDistributedInputIsRefusedWithNothingWritten) {
+  TempDir dir;
+  const auto db = dir / "bad.db";
+  for (const std::string args : {"run a3c --nproc 2", "run resnet50 --nproc 0", "run resnet50 --nproc 5000",
+                                 "run resnet50 --hosts no-such-host.invalid:1",
+                                 "run resnet50 --hosts localhost:1 --nproc 2", "run resnet50 --hosts a:0",
+                                 "run resnet50 --hosts localhost --hostfile /nonexistent",
+                                 "run resnet50 --nproc 2 --mca novalue"}) {
+    const auto res = run_trainscope(args + " --db " + db.string() + " 2>&1");
+    EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
+    EXPECT_FALSE(std::filesystem::exists(db)) << args;
+  }
+  const auto res = ts::testing::run_command("PATH=/nonexistent " + std::string(TRAINSCOPE_BIN) +
+                                                " run resnet50 --nproc 2 --db " + db.string() + " 2>&1");
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+  EXPECT_NE(res.out.find("mpirun"), std::string::npos) << res.out;
+  EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+// The pid of the rank `rank` of the run writing `db` (its environment says which rank it is).
+int find_rank_pid(const std::filesystem::path& db, int rank) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(e.path() / "cmdline"), env(e.path() / "environ");
+    std::string c((std::istreambuf_iterator<char>(cmd)), {}), v((std::istreambuf_iterator<char>(env)), {});
+    if (c.find(db.string()) == std::string::npos || c.find("mpirun") == 0) continue;
+    if (v.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos) return std::stoi(name);
+  }
+  return -1;
+}
+
+TEST(DistributedRun, AKilledRankStopsTheOthersAndTheRunIsMarkedFailed) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (scripts/setup installs openmpi-bin)";
+  TempDir dir;
+  const auto db = dir / "k.db", rc = dir / "rc", log = dir / "log";
+  const std::string cmd = std::string(TRAINSCOPE_BIN) + " run resnet50 --iters 1000000 --nproc 2 --eval-batches 0 " +
+                          "--flush-interval 0.2 --db " + db.string();
+  ASSERT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
+  // Wait until both ranks' iterations reach the db.
+  int pid = -1;
+  for (int i = 0; i < 600 && pid < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!std::filesystem::exists(db)) continue;
+    try {
+      ts::store::Reader r(db);
+      const auto runs = r.runs();
+      if (!runs.empty() && r.iteration_count(runs[0].id, 1) >= 2) pid = find_rank_pid(db, 1);
+    } catch (const std::exception&) {
+    }
+  }
+  ASSERT_GT(pid, 0) << "rank 1 never showed up";
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  for (int i = 0; i < 600 && !std::filesystem::exists(rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  ASSERT_TRUE(std::filesystem::exists(rc)) << "the job did not end within 60 s of the kill";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_LT(seconds, 20.0) << "the other rank took " << seconds << " s to stop";
+  EXPECT_EQ(std::stoi(ts::testing::read_file(rc)), 1) << ts::testing::read_file(log);
+  ts::store::Reader r(db);
+  const auto run = r.runs().at(0);
+  EXPECT_EQ(run.status, ts::store::RunStatus::failed) << ts::testing::read_file(log);
+  EXPECT_FALSE(run.error.empty());
+  EXPECT_GE(r.iteration_count(run.id, 0), 2) << "what was measured is kept";
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  std::string verdict;
+  sqlite3_exec(
+      h, "PRAGMA integrity_check",
+      [](void* out, int, char** v, char**) {
+        *static_cast<std::string*>(out) = v[0];
+        return 0;
+      },
+      &verdict, nullptr);
+  sqlite3_close(h);
+  EXPECT_EQ(verdict, "ok");
+}
+
+}  // namespace
