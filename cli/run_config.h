@@ -32,7 +32,7 @@ inline constexpr int64_t kMaxLearners = 4096;
 inline constexpr int64_t kMaxRanks = 4096;
 
 // CPU cores online on this machine (at least 1): the most --threads may ask for.
-int64_t online_cores();
+using session::online_cores;
 
 // Checks everything that can be checked before anything is written; throws UsageError.
 void validate(const RunConfig& config);

@@ -58,13 +58,6 @@ std::string check_integer_text(std::string& text) {
 
 }  // namespace
 
-int64_t online_cores() {
-  // What the run's default (std::thread::hardware_concurrency) also counts on Linux.
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (online > 0) return online;
-  return std::max<int64_t>(1, std::thread::hardware_concurrency());
-}
-
 std::string check_int64_text(std::string& text) { return check_integer_text<int64_t>(text); }
 std::string check_uint64_text(std::string& text) { return check_integer_text<uint64_t>(text); }
 

@@ -40,4 +40,7 @@ struct RunConfig {
   std::vector<std::pair<std::string, std::string>> mca;   // --mca NAME=VALUE, passed to mpirun
   dist::DataParallelOptions data_parallel;
 };
+// CPU cores online on this machine (at least 1): a rank's default threads are its share of them.
+int64_t online_cores();
+
 }  // namespace ts::session

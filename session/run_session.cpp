@@ -96,11 +96,6 @@ std::filesystem::path spill(const std::filesystem::path& db, const store::RunInf
   return path;
 }
 
-int64_t online_cores() {
-  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? n : 1;
-}
-
 // What this rank adds about itself beyond its streamed rows: its communication breakdown per
 // timed iteration, its collectives summarised, and the counts a reader checks the rows against.
 struct RankSummary {
@@ -125,6 +120,13 @@ RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std
 }
 
 }  // namespace
+
+int64_t online_cores() {
+  // What std::thread::hardware_concurrency also counts on Linux.
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0) return online;
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
 
 RunSession::RunSession(const RunConfig& config, SessionHooks hooks, const dist::World* world)
     : config_(config), hooks_(std::move(hooks)), world_(world) {}

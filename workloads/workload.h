@@ -94,7 +94,8 @@ class Workload {
 
   // One training iteration. The default is one forward-backward-update through the four hooks
   // below; workloads whose iteration is more than that (wgan's five critic steps and a
-  // generator step) override it and leave the hooks alone.
+  // generator step) override it; they may still supply next_batch() (what their data phase
+  // draws, which the shard tests read) and leave the other hooks alone.
   virtual StepResult step(Phases& phases);
   virtual Batch next_batch();                              // the data phase
   virtual engine::Tensor forward_loss(const Batch& batch);  // the forward phase, a scalar loss
