@@ -85,8 +85,8 @@ TEST(DistributedRun, BadDistributedInputIsRefusedWithNothingWritten) {
   const auto db = dir / "bad.db";
   for (const std::string args : {"run a3c --nproc 2", "run resnet50 --nproc 0", "run resnet50 --nproc 5000",
                                  "run resnet50 --hosts no-such-host.invalid:1",
-                                 "run resnet50 --hosts localhost:1 --nproc 2", "run resnet50 --hosts a:0",
-                                 "run resnet50 --hosts localhost --hostfile /nonexistent",
+                                 "run resnet50 --hosts 127.0.0.1:1 --nproc 2", "run resnet50 --hosts a:0",
+                                 "run resnet50 --hosts 127.0.0.1 --hostfile /nonexistent",
                                  "run resnet50 --nproc 2 --mca novalue"}) {
     const auto res = run_trainscope(args + " --db " + db.string() + " 2>&1");
     EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
