@@ -27,4 +27,8 @@ void clear_current_run();
 // as gone: it marks its run failed (rank 0; what was streamed is kept) and ends.
 void set_stop_deadline(std::chrono::milliseconds deadline);
 
+// A rank's deadline (every rank of `run` and `bench collectives`): below the launcher's SIGKILL
+// grace (dist::default_mca, 10 s).
+inline constexpr std::chrono::seconds kRankStopDeadline{8};
+
 }  // namespace ts::cli

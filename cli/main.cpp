@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "cli/bench_command.h"
 #include "cli/exit_codes.h"
 #include "cli/import_command.h"
 #include "cli/interrupts.h"
@@ -27,6 +28,17 @@ std::string join_args(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
+}
+
+// --mca NAME=VALUE options as name/value pairs.
+std::vector<std::pair<std::string, std::string>> parse_mca(const std::vector<std::string>& options) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& m : options) {
+    const auto eq = m.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--mca takes NAME=VALUE, not '" + m + "'");
+    out.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  return out;
 }
 
 }  // namespace
@@ -76,8 +88,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_flag("--json", rc.json, "Print the summary as JSON");
   // Distribution (docs/distributed.md).
-  run->add_option("--nproc", rc.nproc, "Ranks (processes) to train with, data parallel, started through mpirun")
-      ->capture_default_str()
+  auto* nproc_opt =
+      run->add_option("--nproc", rc.nproc,
+                      "Ranks (processes) to train with, data parallel, started through mpirun (with --hosts: one per slot)")
+          ->capture_default_str()
       ->transform(int64_text);
   run->add_option("--hosts", rc.hosts, "Hosts and their slots for the ranks, e.g. h1:2,h2:2 (default: this machine)");
   run->add_option("--hostfile", rc.hostfile, "File of hosts (`host slots=N` per line), instead of --hosts");
@@ -100,6 +114,42 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   // The launcher hands its own command line to the ranks, so the run records what the user typed.
   run->add_option("--command-line", rc.command_line)->group("");
+
+  // The collectives benchmark (docs/distributed.md, "Collectives benchmark").
+  CollectivesBenchConfig bc;
+  bc.command_line = rc.command_line;
+  auto* bench = app.add_subcommand("bench", "Benchmarks of the machine itself, outside training");
+  bench->require_subcommand(1);
+  auto* bench_coll = bench->add_subcommand(
+      "collectives", "Time all-reduce, broadcast, all-gather, reduce-scatter and barrier over N ranks, as nccl-tests");
+  bench_coll->add_option("--backend", bc.backend, "mpi (host memory) | nccl (GPU memory; CUDA builds)")
+      ->capture_default_str();
+  bench_coll->add_option("--collectives", bc.collectives,
+                         "Which, comma separated: all_reduce,broadcast,all_gather,reduce_scatter,barrier (default: all)")
+      ->delimiter(',');
+  bench_coll->add_option("--min-bytes", bc.min_bytes, "Smallest size (B, K, M, G: binary multiples)")->capture_default_str();
+  bench_coll->add_option("--max-bytes", bc.max_bytes, "Largest size")->capture_default_str();
+  bench_coll->add_option("--factor", bc.factor, "Each size is the previous one times this")
+      ->capture_default_str()
+      ->transform(int64_text);
+  bench_coll->add_option("--iters", bc.iterations, "Timed calls per size")->capture_default_str()->transform(int64_text);
+  bench_coll->add_option("--warmup", bc.warmup, "Untimed calls per size before them")
+      ->capture_default_str()
+      ->transform(int64_text);
+  auto* bench_nproc = bench_coll->add_option("--nproc", bc.nproc, "Ranks, started through mpirun (with --hosts: one per slot)")
+                          ->capture_default_str()
+                          ->transform(int64_text);
+  bench_coll->add_option("--hosts", bc.hosts, "Hosts and their slots, e.g. h1:1,h2:1 (default: this machine)");
+  bench_coll->add_option("--hostfile", bc.hostfile, "File of hosts (`host slots=N` per line), instead of --hosts");
+  std::vector<std::string> bench_mca;
+  bench_coll->add_option("--mca", bench_mca, "NAME=VALUE passed to mpirun as --mca NAME VALUE (repeatable)");
+  bench_coll->add_option("--db", bc.db, "SQLite file to store into")->capture_default_str();
+  double bench_lock_wait = 60.0;
+  bench_coll->add_option("--lock-wait", bench_lock_wait, "Seconds a write waits for a db another process has locked")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  bench_coll->add_flag("--json", bc.json, "Print the results as JSON");
+  bench_coll->add_option("--command-line", bc.command_line)->group("");
 
   std::string suite_file;
   std::filesystem::path suite_db = "results/trainscope.db";
@@ -169,11 +219,8 @@ int main(int argc, char** argv) {
       rc.data_parallel.overlap = !no_overlap;
       rc.data_parallel.order =
           bucket_order == "arrival" ? ts::dist::BucketOrder::arrival : ts::dist::BucketOrder::reverse_registration;
-      for (const auto& m : mca) {
-        const auto eq = m.find('=');
-        if (eq == std::string::npos || eq == 0) throw UsageError("--mca takes NAME=VALUE, not '" + m + "'");
-        rc.mca.emplace_back(m.substr(0, eq), m.substr(eq + 1));
-      }
+      rc.mca = parse_mca(mca);
+      if (!*nproc_opt && (!rc.hosts.empty() || !rc.hostfile.empty())) rc.nproc = 0;   // one rank per slot
       if (*learners_opt) rc.learners = learners;
       // CLI::Range lets NaN through (every comparison with it is false).
       if (!std::isfinite(flush_seconds) || !std::isfinite(lock_wait_seconds))
@@ -191,6 +238,14 @@ int main(int argc, char** argv) {
         fmt::print("{}", format_summary(summary));
       }
       return out.exit_code;
+    }
+    if (*bench_coll) {
+      bc.mca = parse_mca(bench_mca);
+      if (!*bench_nproc && (!bc.hosts.empty() || !bc.hostfile.empty())) bc.nproc = 0;   // one rank per slot
+      if (!std::isfinite(bench_lock_wait)) throw UsageError("--lock-wait must be a number of seconds");
+      bc.lock_wait = std::chrono::milliseconds(static_cast<int64_t>(bench_lock_wait * 1000));
+      install_interrupt_handler();
+      return execute_collectives_bench(bc);
     }
     if (*suite) {
       const Suite s = load_suite(suite_file, suite_db);

@@ -1,20 +1,12 @@
 #include "cli/run_command.h"
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <random>
-
 #include "cli/exit_codes.h"
 #include "cli/interrupts.h"
+#include "cli/launch_job.h"
 #include "cli/progress.h"
-#include "dist/launch.h"
 #include "dist/mpi_runtime.h"
 #include "fmt/format.h"
 #include "session/run_session.h"
-#include "session/utc_time.h"
-#include "store/reader.h"
-#include "store/writer.h"
 
 namespace ts::cli {
 
@@ -28,11 +20,6 @@ int exit_code_for(const session::RunOutcome& out) {
     default: return kExitRunFailed;
   }
 }
-
-// How long a rank, once asked to stop, may take before it gives up on ranks that no longer
-// answer (one died: its peers wait in a collective forever) and ends, the run marked failed.
-// Below the launcher's SIGKILL grace (dist::default_mca, 10 s).
-constexpr std::chrono::seconds kRankStopDeadline{8};
 
 RunOutcome run_session(const RunConfig& c, const std::string& label, const dist::World* world) {
   const bool shows_progress = !world || world->rank == 0;
@@ -91,62 +78,23 @@ std::vector<std::string> rank_arguments(const RunConfig& c) {
   return a;
 }
 
-std::string launch_token() {
-  std::random_device rd;
-  return fmt::format("{:08x}{:08x}-{}", rd(), rd(), ::getpid());
-}
-
-// The run rank 0 made for this launch, found by the token it stored; 0 when none.
-int64_t find_launched_run(const std::filesystem::path& db, const std::string& token) {
-  if (!std::filesystem::exists(db)) return 0;
-  store::Reader reader(db);
-  auto runs = reader.runs();
-  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    for (const auto& e : reader.environment(it->id)) {
-      if (e.key == "launch_token" && e.value == token) return it->id;
-    }
-  }
-  return 0;
-}
-
 // `trainscope run --nproc N`: starts the ranks through mpirun and waits for them.
 RunOutcome launch_ranks(const RunConfig& c) {
-  dist::LaunchRequest r;
-  r.nproc = static_cast<int>(c.nproc);
-  try {
-    if (!c.hosts.empty()) r.hosts = dist::parse_hosts(c.hosts);
-    if (!c.hostfile.empty()) r.hosts = dist::read_hostfile(c.hostfile);
-    dist::check_hosts_resolve(r.hosts);
-    r.mca = c.mca;
-    r.executable = std::filesystem::read_symlink("/proc/self/exe");
-    r.rank_args = rank_arguments(c);
-    const std::string token = launch_token();
-    r.env = {{"TS_LAUNCH_TOKEN", token}};
-    const dist::LaunchPlan plan = dist::plan_launch(r);
-    store::Writer::check_target(c.db);   // a db that cannot be written: refused before any rank starts
-    fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
-    const int status = dist::run_launch(plan);
-    RunOutcome out;
-    out.run_id = find_launched_run(c.db, token);
-    if (out.run_id == 0) {
-      // Rank 0 never made the run: the ranks did not start (unreachable host, ...). Nothing written.
-      throw UsageError(fmt::format("the ranks did not start (mpirun exited with status {}; its message is above)", status));
-    }
-    store::Writer writer(c.db, c.lock_wait);
-    if (status != 0 && writer.finish_if_running(out.run_id, store::RunStatus::failed, session::utc_now(),
-                                                fmt::format("a rank ended before the run did (mpirun exited with status "
-                                                            "{}; see its message above): kept what was streamed",
-                                                            status))) {
-      fmt::print(stderr, "trainscope: run {} marked failed\n", out.run_id);
-    }
-    const auto row = store::Reader(c.db).run(out.run_id);
-    session::RunOutcome o;
-    o.status = row ? row->status : store::RunStatus::failed;
-    out.exit_code = exit_code_for(o);
-    return out;
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  JobLaunch job;
+  job.nproc = c.nproc;
+  job.hosts = c.hosts;
+  job.hostfile = c.hostfile;
+  job.mca = c.mca;
+  job.rank_args = rank_arguments(c);
+  job.db = c.db;
+  job.lock_wait = c.lock_wait;
+  const LaunchedJob launched = launch_job(job);
+  session::RunOutcome o;
+  o.status = launched.status;
+  RunOutcome out;
+  out.run_id = launched.run_id;
+  out.exit_code = exit_code_for(o);
+  return out;
 }
 
 }  // namespace

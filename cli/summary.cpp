@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "cli/bench_command.h"
 #include "session/record.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
@@ -73,6 +74,19 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& m : reader->metrics(run_id)) {
     if (m.iteration < 0) metrics[m.name] = m.value;
+  }
+  // A collectives benchmark (`bench collectives`) is no training run: its table is all it has.
+  if (run->workload == "collectives") {
+    j["metrics"] = metrics;
+    j["ranks"] = run->ranks;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : reader->collective_bench(run_id)) {
+      rows.push_back({{"backend", r.backend}, {"collective", r.collective}, {"bytes", r.bytes}, {"ranks", r.ranks},
+                      {"iterations", r.iterations}, {"time_ns", r.time_ns}, {"min_time_ns", r.min_time_ns},
+                      {"max_time_ns", r.max_time_ns}, {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}});
+    }
+    j["collective_bench"] = rows;
+    return j;
   }
   // What a run that never reached its final write kept: its streamed iterations, from which
   // the throughput is computed here (the stored summaries are written at the end).
@@ -220,6 +234,25 @@ std::string format_summary(const nlohmann::json& j) {
                    j["workload"].get<std::string>(), j["preset"].get<std::string>(), j["device"].get<std::string>(),
                    j["batch_size"].get<int64_t>(), j["threads"].get<int64_t>(), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
+  if (j.contains("collective_bench")) {
+    s += fmt::format("  {} ranks, {} timed calls per size; time: mean per call averaged over the ranks\n",
+                     j["ranks"].get<int64_t>(), j["collective_bench"].empty() ? 0 : j["collective_bench"][0]["iterations"].get<int64_t>());
+    s += format_collective_bench_header();
+    for (const auto& r : j["collective_bench"]) {
+      store::CollectiveBenchRow row;
+      row.collective = r["collective"].get<std::string>();
+      row.bytes = r["bytes"].get<int64_t>();
+      row.ranks = r["ranks"].get<int64_t>();
+      row.time_ns = r["time_ns"].get<double>();
+      row.min_time_ns = r["min_time_ns"].get<int64_t>();
+      row.max_time_ns = r["max_time_ns"].get<int64_t>();
+      row.algbw_gbps = r["algbw_gbps"].get<double>();
+      row.busbw_gbps = r["busbw_gbps"].get<double>();
+      s += format_collective_bench_row(row) + "\n";
+    }
+    s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
+    return s;
+  }
   if (j.contains("liveness") && j["liveness"]["state"] != "finished") {
     const auto& kept = j["kept"];
     s += fmt::format("  {:<14} {} ({}); kept {} iterations ({} timed) and {} events so far\n",

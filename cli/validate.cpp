@@ -84,8 +84,9 @@ void validate(const RunConfig& c) {
       throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
     }
   }
-  check_range("--nproc", c.nproc, 1, kMaxRanks);
-  const bool several_ranks = c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty() || dist::launched_as_rank();
+  const bool hosts_given = !c.hosts.empty() || !c.hostfile.empty();
+  check_range("--nproc", c.nproc, hosts_given ? 0 : 1, kMaxRanks, hosts_given ? " (0: one rank per host slot)" : "");
+  const bool several_ranks = c.nproc > 1 || hosts_given || dist::launched_as_rank();
   if (several_ranks && spec->has_learners) {
     throw UsageError("workload " + c.workload +
                      "'s actor-learners are asynchronous by design: across processes they belong with a parameter "

@@ -34,7 +34,7 @@ struct RunConfig {
 
   // Distribution (docs/distributed.md). nproc: the ranks the launcher starts (a rank learns its
   // place from MPI); the data-parallel knobs are stored in the run's config.
-  int64_t nproc = 1;
+  int64_t nproc = 1;                   // with hosts, 0: one rank per slot
   std::string hosts;                   // --hosts h1:2,h2:2 (the launcher's)
   std::filesystem::path hostfile;      // --hostfile (the launcher's)
   std::vector<std::pair<std::string, std::string>> mca;   // --mca NAME=VALUE, passed to mpirun

@@ -1,6 +1,7 @@
 // nccl-tests' bandwidth definitions and the per-size summary.
 #include <gtest/gtest.h>
 
+#include "dist/collective_bench.h"
 #include "dist/comm_figures.h"
 
 namespace ts::dist {
@@ -38,6 +39,22 @@ TEST(CommFigures, SummariesGroupByCollectiveAndSize) {
   EXPECT_DOUBLE_EQ(s[1].algbw_gbps, 5.0);
   EXPECT_DOUBLE_EQ(s[1].busbw_gbps, 5.0);   // 2 ranks: factor 1
   EXPECT_EQ(s[2].collective, Collective::broadcast);
+}
+
+}  // namespace
+}  // namespace ts::dist
+
+namespace ts::dist {
+namespace {
+
+TEST(SweepSizes, GeometricFromMinToMaxInclusive) {
+  EXPECT_EQ(sweep_sizes(8, 64, 2), (std::vector<int64_t>{8, 16, 32, 64}));
+  EXPECT_EQ(sweep_sizes(8, 100, 2), (std::vector<int64_t>{8, 16, 32, 64}));
+  EXPECT_EQ(sweep_sizes(5, 5, 2), (std::vector<int64_t>{5}));
+  EXPECT_EQ(sweep_sizes(1, int64_t{1} << 62, 1 << 30).size(), 3u);   // no overflow past max
+  EXPECT_THROW(sweep_sizes(0, 8, 2), std::invalid_argument);
+  EXPECT_THROW(sweep_sizes(16, 8, 2), std::invalid_argument);
+  EXPECT_THROW(sweep_sizes(8, 16, 1), std::invalid_argument);
 }
 
 }  // namespace

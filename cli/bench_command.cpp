@@ -1,0 +1,373 @@
+#include "cli/bench_command.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "cli/exit_codes.h"
+#include "cli/interrupts.h"
+#include "cli/launch_job.h"
+#include "cli/run_config.h"
+#include "collectors/environment.h"
+#include "dist/collective_bench.h"
+#include "dist/mpi_communicator.h"
+#include "dist/mpi_runtime.h"
+#include "dist/rank_hosts.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "session/record.h"
+#include "session/utc_time.h"
+#include "store/liveness.h"
+#include "store/writer.h"
+#ifdef TS_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "dist/nccl_communicator.h"
+#endif
+
+namespace ts::cli {
+
+namespace {
+
+const std::vector<std::pair<std::string_view, dist::Collective>> kCollectives = {
+    {"all_reduce", dist::Collective::all_reduce},
+    {"broadcast", dist::Collective::broadcast},
+    {"all_gather", dist::Collective::all_gather},
+    {"reduce_scatter", dist::Collective::reduce_scatter},
+    {"barrier", dist::Collective::barrier}};
+
+std::vector<dist::Collective> parse_collectives(const std::vector<std::string>& names) {
+  std::vector<dist::Collective> out;
+  if (names.empty()) {
+    for (const auto& [name, c] : kCollectives) out.push_back(c);
+    return out;
+  }
+  for (const auto& n : names) {
+    const auto it = std::find_if(kCollectives.begin(), kCollectives.end(), [&](const auto& k) { return k.first == n; });
+    if (it == kCollectives.end()) {
+      throw UsageError("unknown collective '" + n + "' (known: all_reduce, broadcast, all_gather, reduce_scatter, barrier)");
+    }
+    if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
+  }
+  return out;
+}
+
+void check_range(std::string_view option, int64_t value, int64_t min, int64_t max) {
+  if (value < min || value > max) {
+    throw UsageError(fmt::format("{} must be from {} to {} (got {})", option, min, max, value));
+  }
+}
+
+struct Validated {
+  dist::CollectiveBenchOptions options;
+};
+
+Validated validate(const CollectivesBenchConfig& c) {
+  if (c.backend != "mpi" && c.backend != "nccl") {
+    throw UsageError("--backend must be mpi (host memory) or nccl (GPU memory) (got '" + c.backend + "')");
+  }
+  if (c.backend == "nccl") {
+#ifndef TS_HAVE_CUDA
+    throw UsageError("--backend nccl needs a CUDA build (configure with -DTS_CUDA=ON where nvcc, cuDNN, CUPTI and "
+                     "NCCL are installed; see docs/gpu-machine.md)");
+#else
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      throw UsageError("--backend nccl needs a GPU per rank; this machine has none that CUDA can use");
+    }
+#endif
+  }
+  Validated v;
+  v.options.collectives = parse_collectives(c.collectives);
+  v.options.min_bytes = parse_bytes(c.min_bytes);
+  v.options.max_bytes = parse_bytes(c.max_bytes);
+  check_range("--min-bytes", v.options.min_bytes, 1, kMaxBenchBytes);
+  check_range("--max-bytes", v.options.max_bytes, 1, kMaxBenchBytes);
+  if (v.options.max_bytes < v.options.min_bytes) {
+    throw UsageError(fmt::format("--max-bytes ({}) is below --min-bytes ({})", v.options.max_bytes, v.options.min_bytes));
+  }
+  check_range("--factor", c.factor, 2, 1024);
+  check_range("--iters", c.iterations, 1, 1'000'000);
+  check_range("--warmup", c.warmup, 0, 1'000'000);
+  check_range("--nproc", c.nproc, c.hosts.empty() && c.hostfile.empty() ? 1 : 0, kMaxRanks);
+  if (!c.hosts.empty() && !c.hostfile.empty()) throw UsageError("give --hosts or --hostfile, not both");
+  v.options.factor = c.factor;
+  v.options.iterations = static_cast<int>(c.iterations);
+  v.options.warmup = static_cast<int>(c.warmup);
+  try {
+    store::Writer::check_target(c.db);
+  } catch (const store::StoreError& e) {
+    throw UsageError(e.what());
+  }
+  return v;
+}
+
+std::string collective_names(const std::vector<dist::Collective>& cs) {
+  std::string s;
+  for (const auto c : cs) s += (s.empty() ? "" : ",") + std::string(dist::to_string(c));
+  return s;
+}
+
+std::vector<std::string> rank_arguments(const CollectivesBenchConfig& c, const Validated& v) {
+  std::vector<std::string> a = {"bench", "collectives", "--backend", c.backend,
+                                "--collectives", collective_names(v.options.collectives),
+                                "--min-bytes", std::to_string(v.options.min_bytes),
+                                "--max-bytes", std::to_string(v.options.max_bytes),
+                                "--factor", std::to_string(c.factor),
+                                "--iters", std::to_string(c.iterations),
+                                "--warmup", std::to_string(c.warmup),
+                                "--db", std::filesystem::absolute(c.db).string(),
+                                "--lock-wait", fmt::format("{}", c.lock_wait.count() / 1000.0),
+                                "--command-line", c.command_line};
+  if (c.json) a.push_back("--json");
+  return a;
+}
+
+store::CollectiveBenchRow to_row(const std::string& backend, const dist::CollectiveBenchResult& r) {
+  store::CollectiveBenchRow row;
+  row.backend = backend;
+  row.collective = std::string(dist::to_string(r.collective));
+  row.bytes = r.bytes;
+  row.ranks = r.ranks;
+  row.iterations = r.iterations;
+  row.time_ns = r.time_ns;
+  row.algbw_gbps = r.algbw_gbps;
+  row.busbw_gbps = r.busbw_gbps;
+  row.min_time_ns = r.min_time_ns;
+  row.max_time_ns = r.max_time_ns;
+  return row;
+}
+
+// What rank 0 keeps of the sweep, and writes as it goes: a sweep cut short keeps its rows.
+class BenchRecord {
+ public:
+  BenchRecord(const CollectivesBenchConfig& c, const Validated& v, const dist::World& world,
+              const std::vector<std::string>& hosts) {
+    writer_.emplace(c.db, c.lock_wait);
+    store::RunInfo info;
+    info.workload = "collectives";
+    info.preset = "sweep";
+    info.device = c.backend == "nccl" ? "cuda" : "cpu";
+    info.iterations = c.iterations;
+    info.warmup = c.warmup;
+    info.threads = 1;
+    info.trace = false;
+    info.ranks = world.size;
+    info.started_at = session::utc_now();
+    info.command_line = c.command_line;
+    const store::ProcessIdentity me = store::current_process();
+    info.host = me.host;
+    info.boot_id = me.boot_id;
+    info.pid = me.pid;
+    info.pid_start = me.pid_start;
+    const nlohmann::json cfg = {{"backend", c.backend},
+                                {"collectives", collective_names(v.options.collectives)},
+                                {"min_bytes", v.options.min_bytes},
+                                {"max_bytes", v.options.max_bytes},
+                                {"factor", c.factor},
+                                {"iterations", c.iterations},
+                                {"warmup", c.warmup},
+                                {"ranks", world.size},
+                                {"rank_hosts", hosts},
+                                {"datatype", "float32"},
+                                {"reduce_op", "sum"},
+                                {"time", "mean per call, averaged over the ranks (nccl-tests -a 1)"}};
+    info.config_json = cfg.dump();
+    run_id_ = writer_->begin_run(info);
+    set_current_run(c.db, run_id_);
+    auto env = session::to_env_rows(collectors::snapshot());
+    env.push_back({"mpi_library", dist::MpiRuntime::library_version()});
+    env.push_back({"ranks", std::to_string(world.size)});
+    env.push_back({"rank_hosts", dist::describe_placement(hosts)});
+    if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
+    writer_->add_environment(run_id_, env);
+  }
+
+  int64_t run_id() const { return run_id_; }
+
+  void add(const store::CollectiveBenchRow& row, int64_t wrong) {
+    const std::vector<store::CollectiveBenchRow> one = {row};
+    writer_->add_collective_bench(run_id_, one);
+    rows_.push_back(row);
+    wrong_total_ += wrong;
+    if (wrong > 0 && first_wrong_.empty()) first_wrong_ = fmt::format("{} at {} bytes: {} wrong elements", row.collective, row.bytes, wrong);
+  }
+
+  void finish(store::RunStatus status, std::string error) {
+    const std::vector<store::MetricRow> m = {{"wrong_elements", static_cast<double>(wrong_total_), "elements"}};
+    writer_->add_metrics(run_id_, m);
+    writer_->finish_run(run_id_, status, session::utc_now(), error);
+    clear_current_run();
+  }
+
+  const std::vector<store::CollectiveBenchRow>& rows() const { return rows_; }
+  int64_t wrong_total() const { return wrong_total_; }
+  const std::string& first_wrong() const { return first_wrong_; }
+
+ private:
+  std::optional<store::Writer> writer_;
+  int64_t run_id_ = 0;
+  std::vector<store::CollectiveBenchRow> rows_;
+  int64_t wrong_total_ = 0;
+  std::string first_wrong_;
+};
+
+std::string format_footer(const std::vector<store::CollectiveBenchRow>& rows) {
+  std::map<std::string, const store::CollectiveBenchRow*> peak;
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : rows) {
+    if (r.collective == "barrier") continue;
+    sum += r.busbw_gbps;
+    ++n;
+    auto& p = peak[r.collective];
+    if (!p || r.busbw_gbps > p->busbw_gbps) p = &r;
+  }
+  std::string s = fmt::format("# avg bus bandwidth: {:.3f} GB/s (over {} sizes, as nccl-tests)\n", n ? sum / n : 0.0, n);
+  for (const auto& [name, r] : peak) {
+    s += fmt::format("# {} peak busbw {:.3f} GB/s at {} bytes\n", name, r->busbw_gbps, r->bytes);
+  }
+  return s;
+}
+
+// This process is one rank of the benchmark's job.
+int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
+  static dist::MpiRuntime mpi;   // once per process; finalised at exit
+  set_stop_deadline(kRankStopDeadline);
+  const dist::World& world = mpi.world();
+  std::optional<BenchRecord> record;
+  try {
+    dist::MpiCommunicator host(MPI_COMM_WORLD);
+    const std::vector<std::string> hosts = dist::gather_host_names(host);
+    if (world.rank == 0) record.emplace(c, v, world, hosts);
+    std::unique_ptr<dist::Communicator> nccl;
+    std::unique_ptr<dist::BenchMemory> memory = dist::host_memory();
+#ifdef TS_HAVE_CUDA
+    if (c.backend == "nccl") {
+      int devices = 0;
+      if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) throw std::runtime_error("no usable GPU");
+      const int device = world.local_rank % devices;
+      nccl = std::make_unique<dist::NcclCommunicator>(MPI_COMM_WORLD, device);
+      memory = dist::cuda_memory(device);
+    }
+#endif
+    dist::Communicator& measured = nccl ? *nccl : static_cast<dist::Communicator&>(host);
+    if (record && !c.json) {
+      fmt::print("# trainscope bench collectives: {} backend, {} ranks, float32 sum, {} timed calls per size after {} "
+                 "warm-up\n# time: mean per call averaged over the ranks; min/max: single calls on any rank; "
+                 "busbw = algbw x bus factor (nccl-tests)\n{}",
+                 c.backend, world.size, c.iterations, c.warmup, format_collective_bench_header());
+      std::fflush(stdout);
+    }
+    const bool finished = dist::run_collective_bench(measured, host, *memory, v.options, &stop_flag(),
+                                                     [&](const dist::CollectiveBenchResult& r) {
+                                                       if (!record) return;
+                                                       const auto row = to_row(c.backend, r);
+                                                       record->add(row, r.wrong);
+                                                       if (!c.json) {
+                                                         fmt::print("{}{}\n", format_collective_bench_row(row),
+                                                                    r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
+                                                         std::fflush(stdout);
+                                                       }
+                                                     });
+    if (!record) return kExitOk;
+    store::RunStatus status = finished ? store::RunStatus::completed : store::RunStatus::interrupted;
+    std::string error;
+    if (record->wrong_total() > 0) {
+      status = store::RunStatus::failed;
+      error = "results differ from the expected values: " + record->first_wrong();
+    }
+    record->finish(status, error);
+    if (c.json) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& r : record->rows()) {
+        rows.push_back({{"backend", r.backend}, {"collective", r.collective}, {"bytes", r.bytes}, {"ranks", r.ranks},
+                        {"iterations", r.iterations}, {"time_ns", r.time_ns}, {"min_time_ns", r.min_time_ns},
+                        {"max_time_ns", r.max_time_ns}, {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}});
+      }
+      fmt::print("{}\n", nlohmann::json{{"db", std::filesystem::absolute(c.db).string()},
+                                        {"run_id", record->run_id()},
+                                        {"status", std::string(store::to_string(status))},
+                                        {"wrong_elements", record->wrong_total()},
+                                        {"rows", rows}}
+                             .dump(2));
+    } else {
+      fmt::print("{}# stored in {} as run {} ({})\n", format_footer(record->rows()), c.db.string(), record->run_id(),
+                 store::to_string(status));
+    }
+    if (!error.empty()) fmt::print(stderr, "trainscope: {}\n", error);
+    return status == store::RunStatus::completed ? kExitOk
+           : status == store::RunStatus::interrupted ? kExitInterrupted
+                                                       : kExitRunFailed;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "trainscope: rank {}: the collectives benchmark failed: {}\n", world.rank, e.what());
+    if (record) record->finish(store::RunStatus::failed, e.what());
+    // The other ranks wait in a collective for this one: end the job rather than leave them there.
+    if (world.size > 1) dist::MpiRuntime::abort_job(kExitRunFailed);
+    return kExitRunFailed;
+  }
+}
+
+}  // namespace
+
+int64_t parse_bytes(std::string_view text) {
+  const std::string shown(text);
+  int64_t value = 0;
+  const auto [at, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || at == text.data() || value < 0) {
+    throw UsageError("'" + shown + "' is not a size in bytes (e.g. 8, 64K, 256M, 1G)");
+  }
+  std::string unit(at, text.data() + text.size());
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  int shift = 0;
+  if (unit.empty() || unit == "B") {
+    shift = 0;
+  } else if (unit == "K" || unit == "KIB") {
+    shift = 10;
+  } else if (unit == "M" || unit == "MIB") {
+    shift = 20;
+  } else if (unit == "G" || unit == "GIB") {
+    shift = 30;
+  } else {
+    throw UsageError("'" + shown + "' is not a size in bytes (units: B, K/KiB, M/MiB, G/GiB)");
+  }
+  if (value > (kMaxBenchBytes >> shift)) {
+    throw UsageError(fmt::format("'{}' is larger than the benchmark's largest buffer ({} bytes)", shown, kMaxBenchBytes));
+  }
+  return value << shift;
+}
+
+std::string format_collective_bench_header() {
+  return fmt::format("# {:<15}{:>12}{:>7}{:>13}{:>13}{:>13}{:>13}{:>13}\n", "collective", "size(B)", "ranks",
+                     "time(us)", "min(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)");
+}
+
+std::string format_collective_bench_row(const store::CollectiveBenchRow& r) {
+  return fmt::format("  {:<15}{:>12}{:>7}{:>13.2f}{:>13.2f}{:>13.2f}{:>13.3f}{:>13.3f}", r.collective, r.bytes, r.ranks,
+                     r.time_ns / 1e3, static_cast<double>(r.min_time_ns) / 1e3,
+                     static_cast<double>(r.max_time_ns) / 1e3, r.algbw_gbps, r.busbw_gbps);
+}
+
+int execute_collectives_bench(const CollectivesBenchConfig& c) {
+  const Validated v = validate(c);
+  if (dist::launched_as_rank()) return bench_as_rank(c, v);
+  JobLaunch job;
+  job.nproc = c.nproc;
+  job.hosts = c.hosts;
+  job.hostfile = c.hostfile;
+  job.mca = c.mca;
+  job.rank_args = rank_arguments(c, v);
+  job.db = c.db;
+  job.lock_wait = c.lock_wait;
+  const LaunchedJob launched = launch_job(job);
+  switch (launched.status) {
+    case store::RunStatus::completed: return kExitOk;
+    case store::RunStatus::interrupted: return kExitInterrupted;
+    default: return kExitRunFailed;
+  }
+}
+
+}  // namespace ts::cli

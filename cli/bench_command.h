@@ -1,0 +1,48 @@
+#pragma once
+// `trainscope bench collectives`: the collectives benchmark (dist/collective_bench.h) over N
+// ranks started through mpirun, printed as nccl-tests prints it and stored as one run whose
+// workload is `collectives` (its rows in the collective_bench table).
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "store/records.h"
+
+namespace ts::cli {
+
+struct CollectivesBenchConfig {
+  std::string backend = "mpi";              // mpi (host memory) | nccl (GPU memory, CUDA builds)
+  std::vector<std::string> collectives;     // empty: all of them
+  std::string min_bytes = "8", max_bytes = "256M";
+  int64_t factor = 2;
+  int64_t iterations = 20, warmup = 5;
+  int64_t nproc = 2;                        // with hosts, 0: one rank per slot
+  std::string hosts;
+  std::filesystem::path hostfile;
+  std::vector<std::pair<std::string, std::string>> mca;
+  std::filesystem::path db = "results/trainscope.db";
+  std::chrono::milliseconds lock_wait{60'000};
+  bool json = false;
+  std::string command_line;
+};
+
+// The largest buffer the benchmark allocates per collective call.
+inline constexpr int64_t kMaxBenchBytes = int64_t{8} << 30;
+
+// "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads -b/-e), "4KiB", "16MiB", "100B";
+// UsageError for anything else.
+int64_t parse_bytes(std::string_view text);
+
+// Validates (UsageError, nothing written), then starts the ranks (or, as a rank, runs the
+// sweep). Returns the exit code.
+int execute_collectives_bench(const CollectivesBenchConfig& config);
+
+// The table nccl-tests prints, for the command and for `show`.
+std::string format_collective_bench_header();
+std::string format_collective_bench_row(const store::CollectiveBenchRow& row);
+
+}  // namespace ts::cli

@@ -1,0 +1,78 @@
+#include "cli/launch_job.h"
+
+#include <unistd.h>
+
+#include <random>
+#include <stdexcept>
+
+#include "cli/run_config.h"
+#include "dist/launch.h"
+#include "fmt/format.h"
+#include "session/utc_time.h"
+#include "store/reader.h"
+#include "store/writer.h"
+
+namespace ts::cli {
+
+namespace {
+
+std::string launch_token() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}-{}", rd(), rd(), ::getpid());
+}
+
+// The run rank 0 made for this launch, found by the token it stored; 0 when none.
+int64_t find_launched_run(const std::filesystem::path& db, const std::string& token) {
+  if (!std::filesystem::exists(db)) return 0;
+  store::Reader reader(db);
+  auto runs = reader.runs();
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    for (const auto& e : reader.environment(it->id)) {
+      if (e.key == "launch_token" && e.value == token) return it->id;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+LaunchedJob launch_job(const JobLaunch& job) {
+  dist::LaunchRequest r;
+  r.nproc = static_cast<int>(job.nproc);
+  try {
+    if (!job.hosts.empty()) r.hosts = dist::parse_hosts(job.hosts);
+    if (!job.hostfile.empty()) r.hosts = dist::read_hostfile(job.hostfile);
+    dist::check_hosts_resolve(r.hosts);
+    r.mca = job.mca;
+    r.executable = std::filesystem::read_symlink("/proc/self/exe");
+    r.rank_args = job.rank_args;
+    const std::string token = launch_token();
+    r.env = {{"TS_LAUNCH_TOKEN", token}};
+    const dist::LaunchPlan plan = dist::plan_launch(r);
+    store::Writer::check_target(job.db);   // a db that cannot be written: refused before any rank starts
+    fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
+    LaunchedJob out;
+    out.mpirun_status = dist::run_launch(plan);
+    out.run_id = find_launched_run(job.db, token);
+    if (out.run_id == 0) {
+      // Rank 0 never made the run: the ranks did not start (unreachable host, ...). Nothing written.
+      throw UsageError(fmt::format("the ranks did not start (mpirun exited with status {}; its message is above)",
+                                   out.mpirun_status));
+    }
+    store::Writer writer(job.db, job.lock_wait);
+    if (out.mpirun_status != 0 &&
+        writer.finish_if_running(out.run_id, store::RunStatus::failed, session::utc_now(),
+                                 fmt::format("a rank ended before the run did (mpirun exited with status {}; see its "
+                                             "message above): kept what was streamed",
+                                             out.mpirun_status))) {
+      fmt::print(stderr, "trainscope: run {} marked failed\n", out.run_id);
+    }
+    const auto row = store::Reader(job.db).run(out.run_id);
+    out.status = row ? row->status : store::RunStatus::failed;
+    return out;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace ts::cli

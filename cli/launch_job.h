@@ -1,0 +1,37 @@
+#pragma once
+// Starting a job's ranks through mpirun from the command a user typed (`run --nproc`, `bench
+// collectives`): the ranks run this same executable with `rank_args`; rank 0 makes the job's
+// run row and stores the launch token with it, which is how the launcher finds that row after
+// mpirun returns and marks it failed when a rank ended early.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/records.h"
+
+namespace ts::cli {
+
+struct JobLaunch {
+  int64_t nproc = 1;                       // with hosts, 0: one rank per slot
+  std::string hosts;                       // "h1:2,h2:2", or empty
+  std::filesystem::path hostfile;          // or a hostfile, or neither (local ranks)
+  std::vector<std::pair<std::string, std::string>> mca;
+  std::vector<std::string> rank_args;      // the subcommand and its flags, without the launch flags
+  std::filesystem::path db;
+  std::chrono::milliseconds lock_wait{60'000};
+};
+
+struct LaunchedJob {
+  int64_t run_id = 0;
+  int mpirun_status = 0;
+  store::RunStatus status = store::RunStatus::failed;   // the run's, after the launcher's verdict
+};
+
+// Checks what can be checked (hosts, slots, mpirun, the db), starts the ranks and waits for
+// them. UsageError (exit 2, nothing written) for bad input and for ranks that never made the run.
+LaunchedJob launch_job(const JobLaunch& job);
+
+}  // namespace ts::cli

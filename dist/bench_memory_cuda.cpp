@@ -1,0 +1,45 @@
+#ifdef TS_HAVE_CUDA
+// The collectives benchmark's buffers on a GPU, for the NCCL backend.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "dist/collective_bench.h"
+#include "dist/error.h"
+
+namespace ts::dist {
+
+namespace {
+
+void check(cudaError_t r, const char* what) {
+  if (r != cudaSuccess) throw DistError(std::string("CUDA call failed: ") + what + ": " + cudaGetErrorString(r));
+}
+
+class CudaMemory final : public BenchMemory {
+ public:
+  explicit CudaMemory(int device) : device_(device) {}
+  void* allocate(size_t bytes) override {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+    check(cudaMemset(p, 0, bytes ? bytes : 1), "cudaMemset");
+    return p;
+  }
+  void release(void* p) noexcept override { cudaFree(p); }
+  void upload(void* to, const void* host, size_t bytes) override {
+    check(cudaMemcpy(to, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
+  }
+  void download(void* host, const void* from, size_t bytes) override {
+    check(cudaMemcpy(host, from, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
+  }
+
+ private:
+  int device_;
+};
+
+}  // namespace
+
+std::unique_ptr<BenchMemory> cuda_memory(int device) { return std::make_unique<CudaMemory>(device); }
+
+}  // namespace ts::dist
+#endif

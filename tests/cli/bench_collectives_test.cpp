@@ -1,0 +1,112 @@
+// `trainscope bench collectives` end to end: ranks through mpirun, the nccl-tests table printed,
+// one run row of workload `collectives` with a checked row per collective and size, `show` on it,
+// and bad input refused with nothing written.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "store/reader.h"
+#include "tests/cli/cli_test_util.h"
+
+namespace {
+
+using ts::testing::TempDir;
+using ts::testing::run_trainscope;
+
+TEST(BenchCollectives, TwoRanksPrintAndStoreEverySize) {
+  ASSERT_EQ(std::system("command -v mpirun > /dev/null 2>&1"), 0) << "mpirun not installed (scripts/setup installs openmpi-bin)";
+  TempDir dir;
+  const auto db = dir / "b.db";
+  const auto res = run_trainscope("bench collectives --nproc 2 --min-bytes 8 --max-bytes 4K --factor 4 --iters 3 "
+                                  "--warmup 1 --db " + db.string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("busbw(GB/s)"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("stored in"), std::string::npos) << res.out;
+  EXPECT_EQ(res.out.find("WRONG"), std::string::npos) << res.out;
+
+  ts::store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].workload, "collectives");
+  EXPECT_EQ(runs[0].ranks, 2);
+  EXPECT_EQ(runs[0].status, ts::store::RunStatus::completed);
+  const auto rows = r.collective_bench(runs[0].id);
+  std::map<std::string, int> per_collective;
+  for (const auto& row : rows) {
+    ++per_collective[row.collective];
+    EXPECT_EQ(row.backend, "mpi");
+    EXPECT_EQ(row.ranks, 2);
+    EXPECT_EQ(row.iterations, 3);
+    EXPECT_GT(row.time_ns, 0);
+    if (row.collective == "all_reduce") {
+      EXPECT_NEAR(row.busbw_gbps, row.algbw_gbps, 1e-9);   // 2(n-1)/n = 1
+    }
+    if (row.collective == "all_gather") {
+      EXPECT_NEAR(row.busbw_gbps, row.algbw_gbps / 2, 1e-9);
+    }
+  }
+  // 8, 32, 128, 512, 2048 bytes (4 K is past 2048 * 4); all-gather and reduce-scatter round 8 B to 2 floats.
+  EXPECT_EQ(per_collective["all_reduce"], 5);
+  EXPECT_EQ(per_collective["broadcast"], 5);
+  EXPECT_EQ(per_collective["all_gather"], 5);
+  EXPECT_EQ(per_collective["reduce_scatter"], 5);
+  EXPECT_EQ(per_collective["barrier"], 1);
+  for (const auto& m : r.metrics(runs[0].id)) {
+    if (m.name == "wrong_elements") {
+      EXPECT_EQ(m.value, 0);
+    }
+  }
+
+  const auto show = run_trainscope("show " + std::to_string(runs[0].id) + " --db " + db.string());
+  ASSERT_EQ(show.exit_code, 0) << show.out;
+  EXPECT_NE(show.out.find("reduce_scatter"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("busbw(GB/s)"), std::string::npos) << show.out;
+}
+
+TEST(BenchCollectives, JsonHasEveryRow) {
+  TempDir dir;
+  const auto db = dir / "j.db";
+  const auto res = run_trainscope("bench collectives --nproc 2 --collectives all_reduce,barrier --max-bytes 64 "
+                                  "--iters 2 --json --db " + db.string() + " 2>/dev/null");
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  const auto j = nlohmann::json::parse(res.out.substr(res.out.find('{')));
+  EXPECT_EQ(j["status"], "completed");
+  EXPECT_EQ(j["wrong_elements"], 0);
+  EXPECT_EQ(j["rows"].size(), 5u);   // 8, 16, 32, 64 bytes and the barrier
+}
+
+TEST(BenchCollectives, BadInputIsRefusedWithNothingWritten) {
+  TempDir dir;
+  const auto db = dir / "bad.db";
+  for (const std::string args :
+       {"--backend gloo", "--collectives all_to_all", "--min-bytes 12Q", "--min-bytes 1K --max-bytes 8",
+        "--max-bytes 9G", "--factor 1", "--iters 0", "--nproc 0", "--hosts 127.0.0.1:1 --hostfile /nonexistent",
+        "--hosts no-such-host.invalid:2", "--mca novalue"}) {
+    const auto res = run_trainscope("bench collectives " + args + " --db " + db.string());
+    EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
+    EXPECT_FALSE(std::filesystem::exists(db)) << args;
+  }
+}
+
+// NCCL needs a CUDA build and a GPU: refused with the reason where either is missing, run where both are.
+TEST(BenchCollectives, NcclRunsWhereThereIsAGpuAndIsRefusedElsewhere) {
+  TempDir dir;
+  const auto db = dir / "n.db";
+  const auto res = run_trainscope("bench collectives --backend nccl --nproc 1 --max-bytes 64 --iters 2 --db " + db.string());
+  if (res.exit_code == 2) {
+    EXPECT_TRUE(res.out.find("GPU") != std::string::npos || res.out.find("CUDA build") != std::string::npos) << res.out;
+    EXPECT_FALSE(std::filesystem::exists(db));
+    return;
+  }
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  ts::store::Reader r(db);
+  const auto rows = r.collective_bench(r.runs().at(0).id);
+  ASSERT_FALSE(rows.empty());
+  for (const auto& row : rows) EXPECT_EQ(row.backend, "nccl");
+}
+
+}  // namespace
