@@ -119,6 +119,34 @@ class TableReader {
     return n->as_integer()->get();
   }
 
+  // A number (integer or float) in [min, max].
+  std::optional<double> number(std::string_view key, double min, double max) const {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    std::optional<double> v;
+    if (const auto* i = n->as_integer()) v = static_cast<double>(i->get());
+    if (const auto* f = n->as_floating_point()) v = f->get();
+    if (!v || !(*v >= min && *v <= max)) fail_key(key, *n, fmt::format("a number from {} to {}", min, max));
+    return v;
+  }
+
+  // A string, or an array of strings.
+  std::optional<std::vector<std::string>> strings(std::string_view key) const {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (const auto* v = n->as_string()) return std::vector<std::string>{v->get()};
+    const auto* arr = n->as_array();
+    if (!arr) fail_key(key, *n, "a string or an array of strings");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& element = (*arr)[i];
+      const auto* v = element.as_string();
+      if (!v) fail(line_of(element), fmt::format("key '{}' element {} must be a string (got {})", key, i + 1, describe(element)));
+      out.push_back(v->get());
+    }
+    return out;
+  }
+
   // One integer, or a non-empty array of them, each in [min, max].
   std::optional<std::vector<int64_t>> integers(std::string_view key, int64_t min, int64_t max) const {
     const toml::node* n = find(key);
@@ -167,13 +195,16 @@ class TableReader {
   std::string context_;
 };
 
-const std::vector<std::string_view> kRunKeys = {"workload", "preset",  "device", "batch",        "iterations",
-                                                "warmup",   "repeats", "threads", "seed",        "data",
-                                                "trace",    "eval_batches", "learners"};
+const std::vector<std::string_view> kRunKeys = {
+    "workload", "preset", "device", "batch", "iterations", "warmup", "repeats", "threads", "seed", "data", "trace",
+    "eval_batches", "learners",
+    // Distribution, as `trainscope run`'s options (docs/distributed.md).
+    "nproc", "hosts", "hostfile", "mca", "bucket_mb", "bucket_order", "overlap", "priority", "partition_mb"};
 
 SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db) {
   t.allow_only(kRunKeys, "known: workload, preset, device, batch, iterations, warmup, repeats, threads, seed, "
-                         "data, trace, eval_batches, learners");
+                         "data, trace, eval_batches, learners, nproc, hosts, hostfile, mca, bucket_mb, bucket_order, "
+                         "overlap, priority, partition_mb");
   SuiteEntry e;
   RunConfig& c = e.config;
   const auto workload = t.string("workload");
@@ -191,6 +222,29 @@ SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t inde
   c.eval_batches = t.integer("eval_batches", 0, kMillion).value_or(c.eval_batches);
   c.learners = t.integer("learners", 1, 4096);
   e.repeats = t.integer("repeats", 1, kMillion).value_or(1);
+  c.hosts = t.string("hosts").value_or("");
+  c.hostfile = t.string("hostfile").value_or("");
+  // Omitted with hosts: one rank per slot, as `trainscope run --hosts`.
+  c.nproc = t.integer("nproc", 1, kMaxRanks).value_or(c.hosts.empty() && c.hostfile.empty() ? 1 : 0);
+  for (const auto& m : t.strings("mca").value_or(std::vector<std::string>{})) {
+    const auto eq = m.find('=');
+    if (eq == std::string::npos || eq == 0) t.fail(t.line(), "key 'mca' takes \"NAME=VALUE\" strings (got \"" + printable(m) + "\")");
+    c.mca.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  auto& dp = c.data_parallel;
+  dp.bucket_mb = t.number("bucket_mb", 0.001, 4096).value_or(dp.bucket_mb);
+  dp.partition_mb = t.number("partition_mb", 0.001, 4096).value_or(dp.partition_mb);
+  dp.overlap = t.boolean("overlap").value_or(dp.overlap);
+  dp.priority = t.boolean("priority").value_or(dp.priority);
+  if (const auto order = t.string("bucket_order")) {
+    if (*order == "arrival") {
+      dp.order = dist::BucketOrder::arrival;
+    } else if (*order == "reverse_registration") {
+      dp.order = dist::BucketOrder::reverse_registration;
+    } else {
+      t.fail(t.line(), "key 'bucket_order' must be \"arrival\" or \"reverse_registration\" (got \"" + printable(*order) + "\")");
+    }
+  }
   e.batches = t.integers("batch", 1, std::numeric_limits<int32_t>::max()).value_or(std::vector<int64_t>{});
   c.db = db;
   c.command_line = "suite " + file + " #" + std::to_string(index);
@@ -277,9 +331,12 @@ int run_suite(const Suite& suite, bool json) {
   nlohmann::json all = nlohmann::json::array();
   for (uint64_t i = 0; i < total; ++i) {
     const RunConfig c = suite.run_at(i);
-    const std::string label =
-        fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
-                    c.batch ? std::to_string(*c.batch) : "default");
+    std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
+                                    c.batch ? std::to_string(*c.batch) : "default");
+    if (c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty()) {
+      label += c.hosts.empty() ? fmt::format(" x{} ranks", c.nproc) : " on " + c.hosts;
+      fmt::print(stderr, "trainscope: {}\n", label);   // the ranks' progress lines do not carry the label
+    }
     const RunOutcome out = execute_run(c, label);
     const auto summary = run_summary(c.db, out.run_id);
     if (json) {

@@ -14,6 +14,7 @@
 #include "collectors/process_sampler.h"
 #include "dist/data_parallel.h"
 #include "dist/mpi_communicator.h"
+#include "dist/rank_hosts.h"
 #include "engine/context.h"
 #include "engine/cpu/host_allocator.h"
 #ifdef TS_HAVE_CUDA
@@ -111,6 +112,17 @@ RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std
   s.comm_ops = comm_op_rows(calls, comm.backend(), comm.size());
   // Each rank's events are counted where they are made: a reader compares this with the rows.
   s.metrics.push_back({"events_recorded", static_cast<double>(events.size()), "events", -1});
+  // Over the timed iterations (docs/formulas.md): how much of the time communication kept the
+  // rank from computing, and how much of the communication backward hid.
+  double span = 0, comm_ns = 0, overlap = 0, exposed = 0;
+  for (const auto& b : s.breakdown) {
+    span += static_cast<double>(b.end_ns - b.start_ns);
+    comm_ns += static_cast<double>(b.comm_ns);
+    overlap += static_cast<double>(b.overlap_ns);
+    exposed += static_cast<double>(b.exposed_comm_ns);
+  }
+  if (span > 0) s.metrics.push_back({"exposed_comm_fraction", exposed / span, "fraction", -1});
+  if (comm_ns > 0) s.metrics.push_back({"comm_hidden_fraction", overlap / comm_ns, "fraction", -1});
   if (dp) {
     s.metrics.push_back({"dp_buckets", static_cast<double>(dp->buckets().size()), "buckets", -1});
     s.metrics.push_back(
@@ -201,6 +213,11 @@ RunOutcome RunSession::run() {
                           {"partition_mb", o.partition_mb},
                           {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
   }
+  std::vector<std::string> rank_hosts;
+  if (distributed) {
+    rank_hosts = dist::gather_host_names(*comm);
+    cfg["distributed"]["rank_hosts"] = rank_hosts;
+  }
   info.config_json = cfg.dump();
 
   // The run has a row from the start (rank 0 writes it), so a crash or Ctrl-C later still
@@ -215,6 +232,7 @@ RunOutcome RunSession::run() {
     if (distributed) {
       env.push_back({"mpi_library", dist::MpiRuntime::library_version()});
       env.push_back({"ranks", std::to_string(ranks)});
+      env.push_back({"rank_hosts", dist::describe_placement(rank_hosts)});
     }
     if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
     writer->add_environment(run_id, env);

@@ -13,26 +13,16 @@
 
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/distributed_checks.h"
 
 namespace {
 
 using ts::testing::TempDir;
 using ts::testing::run_trainscope;
+using ts::testing::expect_breakdown_identities;
+using ts::testing::expect_every_ranks_records;
 
 bool have_mpirun() { return std::system("command -v mpirun > /dev/null 2>&1") == 0; }
-
-void expect_breakdown_identities(ts::store::Reader& r, int64_t run) {
-  const auto rows = r.rank_breakdown(run);
-  ASSERT_FALSE(rows.empty());
-  for (const auto& b : rows) {
-    const int64_t span = b.end_ns - b.start_ns;
-    EXPECT_EQ(b.compute_ns + b.exposed_comm_ns + b.idle_ns, span) << "rank " << b.rank << " iteration " << b.iteration;
-    EXPECT_LE(b.overlap_ns, b.comm_ns);
-    EXPECT_EQ(b.exposed_comm_ns, b.comm_ns - b.overlap_ns);
-    EXPECT_GE(b.idle_ns, 0);
-    EXPECT_GT(b.comm_ns, 0) << "every timed iteration all-reduces the gradients";
-  }
-}
 
 TEST(DistributedRun, TwoRanksStoreOneRunWithEveryRanksRecords) {
   ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
@@ -53,18 +43,7 @@ TEST(DistributedRun, TwoRanksStoreOneRunWithEveryRanksRecords) {
     EXPECT_EQ(run.ranks, 2);
     EXPECT_EQ(run.global_batch_size, 2 * run.batch_size);
     EXPECT_EQ(run.status, ts::store::RunStatus::completed);
-    // Nothing lost on the way to rank 0: each rank's stored events are what it recorded.
-    const auto counts = r.event_counts_by_rank(run.id);
-    ASSERT_EQ(counts.size(), 2u);
-    for (const auto& [rank, n] : counts) {
-      double recorded = -1;
-      for (const auto& m : r.metrics(run.id, rank)) {
-        if (m.name == "events_recorded") recorded = m.value;
-      }
-      EXPECT_EQ(static_cast<double>(n), recorded) << "rank " << rank;
-      EXPECT_EQ(r.iterations(run.id, rank).size(), 4u) << "rank " << rank;
-      EXPECT_FALSE(r.collectives(run.id, rank).empty());
-    }
+    expect_every_ranks_records(r, run.id, 2, 4);
     expect_breakdown_identities(r, run.id);
     bool reduced = false;
     for (const auto& op : r.comm_ops(run.id)) reduced = reduced || (op.collective == "all_reduce" && op.bytes > 1000);

@@ -307,3 +307,43 @@ TEST(Suite, InputsTomlPlusPlusMishandlesAreRefusedBeforeItSeesThem) {
     EXPECT_NE(message.find("unknown data source"), std::string::npos) << data << "\n" << message;
   }
 }
+
+TEST(Suite, DistributedKeysSetTheRunsLaunchAndDataParallelism) {
+  TempDir dir;
+  const auto suite = cli::load_suite(kRun + "nproc = 4\nmca = [\"btl_tcp_links=4\", \"a=b=c\"]\nbucket_mb = 5\n"
+                                            "partition_mb = 0.5\noverlap = false\npriority = true\n"
+                                            "bucket_order = \"reverse_registration\"\n"
+                                            "[[run]]\nworkload = \"transformer\"\nhosts = \"127.0.0.1:2\"\nmca = \"x=1\"\n",
+                                     "d.toml", dir / "s.db");
+  ASSERT_EQ(suite.entries.size(), 2u);
+  const auto& a = suite.entries[0].config;
+  EXPECT_EQ(a.nproc, 4);
+  ASSERT_EQ(a.mca.size(), 2u);
+  EXPECT_EQ(a.mca[0], std::make_pair(std::string("btl_tcp_links"), std::string("4")));
+  EXPECT_EQ(a.mca[1], std::make_pair(std::string("a"), std::string("b=c")));
+  EXPECT_DOUBLE_EQ(a.data_parallel.bucket_mb, 5.0);
+  EXPECT_DOUBLE_EQ(a.data_parallel.partition_mb, 0.5);
+  EXPECT_FALSE(a.data_parallel.overlap);
+  EXPECT_TRUE(a.data_parallel.priority);
+  EXPECT_EQ(a.data_parallel.order, dist::BucketOrder::reverse_registration);
+  const auto& b = suite.entries[1].config;
+  EXPECT_EQ(b.nproc, 0) << "hosts without nproc: one rank per slot";
+  EXPECT_EQ(b.hosts, "127.0.0.1:2");
+  EXPECT_TRUE(b.data_parallel.overlap);
+  EXPECT_EQ(b.data_parallel.order, dist::BucketOrder::arrival);
+}
+
+TEST(Suite, BadDistributedKeysAreRefused) {
+  expect_refusals({
+      {kRun + "nproc = 0\n", "bad.toml:3: run #1: key 'nproc' must be an integer in 1..4096 (got integer 0)"},
+      {kRun + "nproc = 2.0\n", "key 'nproc' must be an integer"},
+      {kRun + "bucket_mb = 0\n", "bad.toml:3: run #1: key 'bucket_mb' must be a number from 0.001 to 4096 (got integer 0)"},
+      {kRun + "bucket_mb = \"25\"\n", "key 'bucket_mb' must be a number"},
+      {kRun + "bucket_order = \"random\"\n", "key 'bucket_order' must be \"arrival\" or \"reverse_registration\""},
+      {kRun + "overlap = 1\n", "key 'overlap' must be a boolean"},
+      {kRun + "mca = [\"novalue\"]\n", "key 'mca' takes \"NAME=VALUE\" strings"},
+      {kRun + "mca = [1]\n", "key 'mca' element 1 must be a string"},
+      {kRun + "hosts = \"127.0.0.1\"\nhostfile = \"h\"\n", "give --hosts or --hostfile, not both"},
+      {kA3c + "nproc = 2\n", "asynchronous by design"},
+  });
+}
