@@ -158,11 +158,7 @@ class BenchRecord {
     info.ranks = world.size;
     info.started_at = session::utc_now();
     info.command_line = c.command_line;
-    const store::ProcessIdentity me = store::current_process();
-    info.host = me.host;
-    info.boot_id = me.boot_id;
-    info.pid = me.pid;
-    info.pid_start = me.pid_start;
+    store::set_writer(info, store::current_process());
     const nlohmann::json cfg = {{"backend", c.backend},
                                 {"collectives", collective_names(v.options.collectives)},
                                 {"min_bytes", v.options.min_bytes},
@@ -283,11 +279,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     record->finish(status, error);
     if (c.json) {
       nlohmann::json rows = nlohmann::json::array();
-      for (const auto& r : record->rows()) {
-        rows.push_back({{"backend", r.backend}, {"collective", r.collective}, {"bytes", r.bytes}, {"ranks", r.ranks},
-                        {"iterations", r.iterations}, {"time_ns", r.time_ns}, {"min_time_ns", r.min_time_ns},
-                        {"max_time_ns", r.max_time_ns}, {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}});
-      }
+      for (const auto& r : record->rows()) rows.push_back(collective_bench_json(r));
       fmt::print("{}\n", nlohmann::json{{"db", std::filesystem::absolute(c.db).string()},
                                         {"run_id", record->run_id()},
                                         {"status", std::string(store::to_string(status))},
@@ -338,6 +330,12 @@ int64_t parse_bytes(std::string_view text) {
     throw UsageError(fmt::format("'{}' is larger than the benchmark's largest buffer ({} bytes)", shown, kMaxBenchBytes));
   }
   return value << shift;
+}
+
+nlohmann::json collective_bench_json(const store::CollectiveBenchRow& r) {
+  return {{"backend", r.backend}, {"collective", r.collective}, {"bytes", r.bytes}, {"ranks", r.ranks},
+          {"iterations", r.iterations}, {"time_ns", r.time_ns}, {"min_time_ns", r.min_time_ns},
+          {"max_time_ns", r.max_time_ns}, {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}};
 }
 
 std::string format_collective_bench_header() {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "store/records.h"
 
 namespace ts::cli {
@@ -41,6 +42,8 @@ int64_t parse_bytes(std::string_view text);
 // sweep). Returns the exit code.
 int execute_collectives_bench(const CollectivesBenchConfig& config);
 
+// A row as `--json` and `show --json` give it.
+nlohmann::json collective_bench_json(const store::CollectiveBenchRow& row);
 // The table nccl-tests prints, for the command and for `show`.
 std::string format_collective_bench_header();
 std::string format_collective_bench_row(const store::CollectiveBenchRow& row);

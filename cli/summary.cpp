@@ -80,11 +80,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     j["metrics"] = metrics;
     j["ranks"] = run->ranks;
     nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : reader->collective_bench(run_id)) {
-      rows.push_back({{"backend", r.backend}, {"collective", r.collective}, {"bytes", r.bytes}, {"ranks", r.ranks},
-                      {"iterations", r.iterations}, {"time_ns", r.time_ns}, {"min_time_ns", r.min_time_ns},
-                      {"max_time_ns", r.max_time_ns}, {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}});
-    }
+    for (const auto& r : reader->collective_bench(run_id)) rows.push_back(collective_bench_json(r));
     j["collective_bench"] = rows;
     return j;
   }

@@ -187,11 +187,7 @@ RunOutcome RunSession::run() {
   info.trace = c.trace;
   info.started_at = utc_now();
   info.command_line = c.command_line;
-  const store::ProcessIdentity me = store::current_process();
-  info.host = me.host;
-  info.boot_id = me.boot_id;
-  info.pid = me.pid;
-  info.pid_start = me.pid_start;
+  store::set_writer(info, store::current_process());
   info.heartbeat_interval_ms = c.flush_interval.count();
   nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
                         {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},

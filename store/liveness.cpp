@@ -74,4 +74,11 @@ LivenessVerdict liveness(const RunRow& run, const ProcessIdentity& here, int64_t
 
 LivenessVerdict liveness(const RunRow& run) { return liveness(run, current_process(), unix_time_ms()); }
 
+void set_writer(RunInfo& info, const ProcessIdentity& who) {
+  info.host = who.host;
+  info.boot_id = who.boot_id;
+  info.pid = who.pid;
+  info.pid_start = who.pid_start;
+}
+
 }  // namespace ts::store

@@ -25,6 +25,8 @@ struct ProcessIdentity {
   int64_t pid_start = 0;  // clock ticks after boot (/proc/PID/stat field 22): tells a reused pid
 };
 ProcessIdentity current_process();
+// Records `who` as the writer of a run about to begin (RunInfo's host, boot_id, pid, pid_start).
+void set_writer(RunInfo& info, const ProcessIdentity& who);
 // The start time of process `pid` on this machine; 0 when no such process exists.
 int64_t process_start_time(int64_t pid);
 

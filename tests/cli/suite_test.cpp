@@ -347,3 +347,21 @@ TEST(Suite, BadDistributedKeysAreRefused) {
       {kA3c + "nproc = 2\n", "asynchronous by design"},
   });
 }
+
+TEST(Suite, ScalingSuitesParse) {
+  TempDir dir;
+  const auto one_host = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/scaling.toml", dir / "d.db");
+  EXPECT_EQ(one_host.run_count(), 10u);
+  const auto hosts = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/scaling_hosts.toml", dir / "d.db");
+  ASSERT_EQ(hosts.run_count(), 10u);
+  int two_host_runs = 0;
+  for (uint64_t i = 0; i < hosts.run_count(); ++i) {
+    const auto c = hosts.run_at(i);
+    EXPECT_EQ(c.threads, 1);
+    if (c.hosts.empty()) continue;
+    ++two_host_runs;
+    EXPECT_EQ(c.nproc, 0) << "one rank per host";
+    EXPECT_EQ(c.mca.size(), 3u);
+  }
+  EXPECT_EQ(two_host_runs, 8);
+}
