@@ -334,7 +334,9 @@ int run_suite(const Suite& suite, bool json) {
     std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
                                     c.batch ? std::to_string(*c.batch) : "default");
     if (c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty()) {
-      label += c.hosts.empty() ? fmt::format(" x{} ranks", c.nproc) : " on " + c.hosts;
+      label += !c.hosts.empty() ? " on " + c.hosts
+               : !c.hostfile.empty() ? " on the hosts of " + c.hostfile.string()
+                                     : fmt::format(" x{} ranks", c.nproc);
       fmt::print(stderr, "trainscope: {}\n", label);   // the ranks' progress lines do not carry the label
     }
     const RunOutcome out = execute_run(c, label);
