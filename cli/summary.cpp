@@ -408,8 +408,10 @@ std::string format_runs(const std::filesystem::path& db) {
     if (r.status == store::RunStatus::running) {  // how far it got: its streamed iterations
       status += fmt::format(" {}/{}", reader->iteration_count(r.id), r.warmup + r.iterations);
     }
-    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14.2f}\n", r.id, r.started_at, r.workload,
-                     r.preset, r.device, r.batch_size, r.iterations, status, tp);
+    // A collectives benchmark trains nothing: no samples/s (`show` prints its table).
+    const std::string rate = r.workload == "collectives" ? "-" : fmt::format("{:.2f}", tp);
+    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", r.id, r.started_at, r.workload,
+                     r.preset, r.device, r.batch_size, r.iterations, status, rate);
   }
   return s;
 }

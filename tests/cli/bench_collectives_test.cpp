@@ -61,6 +61,11 @@ TEST(BenchCollectives, TwoRanksPrintAndStoreEverySize) {
     }
   }
 
+  const auto listed = run_trainscope("runs --db " + db.string());
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  EXPECT_NE(listed.out.find("collectives"), std::string::npos) << listed.out;
+  EXPECT_EQ(listed.out.find("0.00"), std::string::npos) << "no samples/s for a benchmark of collectives\n" << listed.out;
+
   const auto show = run_trainscope("show " + std::to_string(runs[0].id) + " --db " + db.string());
   ASSERT_EQ(show.exit_code, 0) << show.out;
   EXPECT_NE(show.out.find("reduce_scatter"), std::string::npos) << show.out;
