@@ -55,12 +55,6 @@ std::vector<dist::Collective> parse_collectives(const std::vector<std::string>& 
   return out;
 }
 
-void check_range(std::string_view option, int64_t value, int64_t min, int64_t max) {
-  if (value < min || value > max) {
-    throw UsageError(fmt::format("{} must be from {} to {} (got {})", option, min, max, value));
-  }
-}
-
 struct Validated {
   dist::CollectiveBenchOptions options;
 };
@@ -92,8 +86,7 @@ Validated validate(const CollectivesBenchConfig& c) {
   check_range("--factor", c.factor, 2, 1024);
   check_range("--iters", c.iterations, 1, 1'000'000);
   check_range("--warmup", c.warmup, 0, 1'000'000);
-  check_range("--nproc", c.nproc, c.hosts.empty() && c.hostfile.empty() ? 1 : 0, kMaxRanks);
-  if (!c.hosts.empty() && !c.hostfile.empty()) throw UsageError("give --hosts or --hostfile, not both");
+  validate_launch(c.nproc, c.hosts, c.hostfile);
   v.options.factor = c.factor;
   v.options.iterations = static_cast<int>(c.iterations);
   v.options.warmup = static_cast<int>(c.warmup);
@@ -264,7 +257,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
                                                        const auto row = to_row(c.backend, r);
                                                        record->add(row, r.wrong);
                                                        if (!c.json) {
-                                                         fmt::print("{}{}\n", format_collective_bench_row(row),
+                                                         fmt::print("{}{}\n", format_collective_bench_row(collective_bench_json(row)),
                                                                     r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
                                                          std::fflush(stdout);
                                                        }
@@ -343,10 +336,12 @@ std::string format_collective_bench_header() {
                      "time(us)", "min(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)");
 }
 
-std::string format_collective_bench_row(const store::CollectiveBenchRow& r) {
-  return fmt::format("  {:<15}{:>12}{:>7}{:>13.2f}{:>13.2f}{:>13.2f}{:>13.3f}{:>13.3f}", r.collective, r.bytes, r.ranks,
-                     r.time_ns / 1e3, static_cast<double>(r.min_time_ns) / 1e3,
-                     static_cast<double>(r.max_time_ns) / 1e3, r.algbw_gbps, r.busbw_gbps);
+std::string format_collective_bench_row(const nlohmann::json& r) {
+  return fmt::format("  {:<15}{:>12}{:>7}{:>13.2f}{:>13.2f}{:>13.2f}{:>13.3f}{:>13.3f}",
+                     r["collective"].get<std::string>(), r["bytes"].get<int64_t>(), r["ranks"].get<int64_t>(),
+                     r["time_ns"].get<double>() / 1e3, static_cast<double>(r["min_time_ns"].get<int64_t>()) / 1e3,
+                     static_cast<double>(r["max_time_ns"].get<int64_t>()) / 1e3, r["algbw_gbps"].get<double>(),
+                     r["busbw_gbps"].get<double>());
 }
 
 int execute_collectives_bench(const CollectivesBenchConfig& c) {

@@ -46,6 +46,6 @@ int execute_collectives_bench(const CollectivesBenchConfig& config);
 nlohmann::json collective_bench_json(const store::CollectiveBenchRow& row);
 // The table nccl-tests prints, for the command and for `show`.
 std::string format_collective_bench_header();
-std::string format_collective_bench_row(const store::CollectiveBenchRow& row);
+std::string format_collective_bench_row(const nlohmann::json& row);   // as collective_bench_json gives it
 
 }  // namespace ts::cli

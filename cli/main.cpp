@@ -34,9 +34,9 @@ std::string join_args(int argc, char** argv) {
 std::vector<std::pair<std::string, std::string>> parse_mca(const std::vector<std::string>& options) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& m : options) {
-    const auto eq = m.find('=');
-    if (eq == std::string::npos || eq == 0) throw UsageError("--mca takes NAME=VALUE, not '" + m + "'");
-    out.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+    auto pair = split_mca(m);
+    if (!pair) throw UsageError("--mca takes NAME=VALUE, not '" + m + "'");
+    out.push_back(std::move(*pair));
   }
   return out;
 }

@@ -6,6 +6,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "session/run_config.h"
 
@@ -36,6 +38,14 @@ using session::online_cores;
 
 // Checks everything that can be checked before anything is written; throws UsageError.
 void validate(const RunConfig& config);
+
+// "--iters must be from 1 to 1000000000 (got 0)": UsageError unless min <= value <= max.
+void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note = "");
+// The launch options every multi-rank command takes: --nproc in range (0 with hosts: one rank
+// per slot), --hosts or --hostfile but not both. UsageError otherwise.
+void validate_launch(int64_t nproc, const std::string& hosts, const std::filesystem::path& hostfile);
+// "NAME=VALUE" (an --mca option, a suite's mca entry) as NAME and VALUE; empty when malformed.
+std::optional<std::pair<std::string, std::string>> split_mca(std::string_view option);
 
 // Parser checks for integer options (CLI11 transforms): empty when `text` is a whole decimal
 // number that fits, which is then rewritten in plain form; otherwise why not. CLI11's own

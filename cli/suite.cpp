@@ -227,9 +227,9 @@ SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t inde
   // Omitted with hosts: one rank per slot, as `trainscope run --hosts`.
   c.nproc = t.integer("nproc", 1, kMaxRanks).value_or(c.hosts.empty() && c.hostfile.empty() ? 1 : 0);
   for (const auto& m : t.strings("mca").value_or(std::vector<std::string>{})) {
-    const auto eq = m.find('=');
-    if (eq == std::string::npos || eq == 0) t.fail(t.line(), "key 'mca' takes \"NAME=VALUE\" strings (got \"" + printable(m) + "\")");
-    c.mca.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+    auto pair = split_mca(m);
+    if (!pair) t.fail(t.line(), "key 'mca' takes \"NAME=VALUE\" strings (got \"" + printable(m) + "\")");
+    c.mca.push_back(std::move(*pair));
   }
   auto& dp = c.data_parallel;
   dp.bucket_mb = t.number("bucket_mb", 0.001, 4096).value_or(dp.bucket_mb);

@@ -234,18 +234,7 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  {} ranks, {} timed calls per size; time: mean per call averaged over the ranks\n",
                      j["ranks"].get<int64_t>(), j["collective_bench"].empty() ? 0 : j["collective_bench"][0]["iterations"].get<int64_t>());
     s += format_collective_bench_header();
-    for (const auto& r : j["collective_bench"]) {
-      store::CollectiveBenchRow row;
-      row.collective = r["collective"].get<std::string>();
-      row.bytes = r["bytes"].get<int64_t>();
-      row.ranks = r["ranks"].get<int64_t>();
-      row.time_ns = r["time_ns"].get<double>();
-      row.min_time_ns = r["min_time_ns"].get<int64_t>();
-      row.max_time_ns = r["max_time_ns"].get<int64_t>();
-      row.algbw_gbps = r["algbw_gbps"].get<double>();
-      row.busbw_gbps = r["busbw_gbps"].get<double>();
-      s += format_collective_bench_row(row) + "\n";
-    }
+    for (const auto& r : j["collective_bench"]) s += format_collective_bench_row(r) + "\n";
     s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
     return s;
   }

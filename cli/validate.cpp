@@ -26,13 +26,6 @@ namespace ts::cli {
 
 namespace {
 
-// "--iters must be from 1 to 1000000000 (got 0)": the allowed range in every message.
-void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note = "") {
-  if (value >= min && value <= max) return;
-  throw UsageError(std::string(option) + " must be from " + std::to_string(min) + " to " + std::to_string(max) +
-                   std::string(note) + " (got " + std::to_string(value) + ")");
-}
-
 // A whole decimal number of type T, an optional '+' (or '-' where T is signed) and digits only.
 template <class T>
 std::string check_integer_text(std::string& text) {
@@ -57,6 +50,24 @@ std::string check_integer_text(std::string& text) {
 }
 
 }  // namespace
+
+void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note) {
+  if (value >= min && value <= max) return;
+  throw UsageError(std::string(option) + " must be from " + std::to_string(min) + " to " + std::to_string(max) +
+                   std::string(note) + " (got " + std::to_string(value) + ")");
+}
+
+void validate_launch(int64_t nproc, const std::string& hosts, const std::filesystem::path& hostfile) {
+  const bool hosts_given = !hosts.empty() || !hostfile.empty();
+  check_range("--nproc", nproc, hosts_given ? 0 : 1, kMaxRanks, hosts_given ? " (0: one rank per host slot)" : "");
+  if (!hosts.empty() && !hostfile.empty()) throw UsageError("give --hosts or --hostfile, not both");
+}
+
+std::optional<std::pair<std::string, std::string>> split_mca(std::string_view option) {
+  const auto eq = option.find('=');
+  if (eq == std::string_view::npos || eq == 0) return std::nullopt;
+  return std::make_pair(std::string(option.substr(0, eq)), std::string(option.substr(eq + 1)));
+}
 
 std::string check_int64_text(std::string& text) { return check_integer_text<int64_t>(text); }
 std::string check_uint64_text(std::string& text) { return check_integer_text<uint64_t>(text); }
@@ -84,15 +95,14 @@ void validate(const RunConfig& c) {
       throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
     }
   }
+  validate_launch(c.nproc, c.hosts, c.hostfile);
   const bool hosts_given = !c.hosts.empty() || !c.hostfile.empty();
-  check_range("--nproc", c.nproc, hosts_given ? 0 : 1, kMaxRanks, hosts_given ? " (0: one rank per host slot)" : "");
   const bool several_ranks = c.nproc > 1 || hosts_given || dist::launched_as_rank();
   if (several_ranks && spec->has_learners) {
     throw UsageError("workload " + c.workload +
                      "'s actor-learners are asynchronous by design: across processes they belong with a parameter "
                      "server, which trainscope does not have yet; run it with --nproc 1 (threads: --learners)");
   }
-  if (!c.hosts.empty() && !c.hostfile.empty()) throw UsageError("give --hosts or --hostfile, not both");
   if (several_ranks && engine::parse_device(c.device).type != engine::DeviceType::cpu) {
     throw UsageError("data parallelism runs on the CPU for now (--device cpu); GPU ranks over NCCL are not built yet");
   }

@@ -119,14 +119,15 @@ int64_t check(Communicator& comm, Collective c, const Shape& s, BenchMemory& mem
   }
   call(comm, c, s, send ? send->get() : nullptr, recv.get());
   const std::vector<float> out = recv.read();
+  const float sum = rank_sum(n);
   int64_t wrong = 0;
   for (int64_t i = 0; i < s.recv; ++i) {
     float want = 0;
     switch (c) {
-      case Collective::all_reduce: want = value(0, i) * rank_sum(n); break;
+      case Collective::all_reduce: want = value(0, i) * sum; break;
       case Collective::broadcast: want = value(0, i); break;
       case Collective::all_gather: want = value(static_cast<int>(i / s.count), i % s.count); break;
-      case Collective::reduce_scatter: want = value(0, rank * s.count + i) * rank_sum(n); break;
+      case Collective::reduce_scatter: want = value(0, rank * s.count + i) * sum; break;
       case Collective::barrier: break;
     }
     wrong += out[static_cast<size_t>(i)] != want;
