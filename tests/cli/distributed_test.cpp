@@ -48,7 +48,32 @@ TEST(DistributedRun, TwoRanksStoreOneRunWithEveryRanksRecords) {
     bool reduced = false;
     for (const auto& op : r.comm_ops(run.id)) reduced = reduced || (op.collective == "all_reduce" && op.bytes > 1000);
     EXPECT_TRUE(reduced);
+    // Where the ranks ran: both on this machine.
+    std::string placement;
+    for (const auto& e : r.environment(run.id)) {
+      if (e.key == "rank_hosts") placement = e.value;
+    }
+    EXPECT_TRUE(placement.ends_with(" x2") && placement.find(',') == std::string::npos) << placement;
+    // Each rank's share of exposed and hidden communication, fractions of a whole.
+    for (int rank = 0; rank < 2; ++rank) {
+      int fractions = 0;
+      for (const auto& m : r.metrics(run.id, rank)) {
+        if (m.name != "exposed_comm_fraction" && m.name != "comm_hidden_fraction") continue;
+        ++fractions;
+        EXPECT_GE(m.value, 0.0) << m.name;
+        EXPECT_LE(m.value, 1.0) << m.name;
+      }
+      EXPECT_EQ(fractions, 2) << "rank " << rank;
+    }
   }
+  // scripts/scaling-report lists every run with its job throughput and exposed comm.
+  const auto report = ts::testing::run_command(std::string(TS_SOURCE_DIR) + "/scripts/scaling-report " + db.string());
+  ASSERT_EQ(report.exit_code, 0) << report.out;
+  for (const std::string workload : {"resnet50", "transformer", "wgan"}) {
+    EXPECT_NE(report.out.find(workload), std::string::npos) << report.out;
+  }
+  EXPECT_NE(report.out.find("exposed comm"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("%"), std::string::npos) << report.out;
   // wgan averages its critic and its generator separately: both groups' buckets are reduced.
   int64_t wgan = runs[2].id;
   bool critic = false, generator = false;
