@@ -87,12 +87,10 @@ std::vector<IterationPhases> phase_times(std::span<const Event> events, const Na
     }
   }
   std::map<int32_t, std::vector<Interval>> phase_intervals;
-  for (const Event& e : events) {
-    if (e.kind != EventKind::phase) continue;
+  const auto add = [&](const Event& e, int64_t d) {
     auto it = iterations.find(e.iteration);
-    if (it == iterations.end()) continue;
+    if (it == iterations.end()) return;
     IterationPhases& p = it->second;
-    const int64_t d = duration(e);
     switch (slot_of(e.name)) {
       case data: p.data_ns += d; break;
       case forward: p.forward_ns += d; break;
@@ -100,7 +98,28 @@ std::vector<IterationPhases> phase_times(std::span<const Event> events, const Na
       case optimizer: p.optimizer_ns += d; break;
       case unknown: break;
     }
-    if (slot_of(e.name) != unknown) phase_intervals[e.iteration].push_back({e.start_ns, e.end_ns});
+  };
+  // Per thread, in trace order (an enclosing phase before what it holds): each phase adds its
+  // time and takes it off the phase it is directly nested in.
+  std::vector<const Event*> phases;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::phase) phases.push_back(&e);
+  }
+  std::stable_sort(phases.begin(), phases.end(), [](const Event* a, const Event* b) {
+    return a->thread != b->thread ? a->thread < b->thread : trace_order(*a, *b);
+  });
+  std::vector<const Event*> open;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const Event& e = *phases[i];
+    if (i > 0 && phases[i - 1]->thread != e.thread) open.clear();
+    while (!open.empty() && open.back()->end_ns <= e.start_ns) open.pop_back();
+    const int64_t d = duration(e);
+    add(e, d);
+    if (!open.empty() && e.end_ns <= open.back()->end_ns) add(*open.back(), -d);
+    open.push_back(&e);
+    if (iterations.count(e.iteration) && slot_of(e.name) != unknown) {
+      phase_intervals[e.iteration].push_back({e.start_ns, e.end_ns});
+    }
   }
   std::vector<IterationPhases> out;
   out.reserve(iterations.size());

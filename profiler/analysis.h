@@ -41,7 +41,9 @@ struct IterationPhases {
 };
 
 // Sorted by index; iterations without an `iteration` event are left out. Phase events with
-// names other than data/forward/backward/optimizer count as `other`.
+// names other than data/forward/backward/optimizer count as `other`. A phase nested in another
+// on the same thread (cross-barrier's optimizer updates inside the next forward) counts for
+// itself and not for its parent: each phase's time is its own.
 std::vector<IterationPhases> phase_times(std::span<const Event> events, const NameLookup& lookup);
 std::vector<IterationPhases> phase_times(std::span<const Event> events, const Tracer& tracer);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/context.h"
+#include "engine/nn/parameter_gate.h"
 #include "engine/tensor.h"
 
 namespace ts::engine::nn {
@@ -29,6 +30,8 @@ class Module {
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   int64_t parameter_count() const;
+  // This module's own parameters (its children's not included), as registered.
+  const std::vector<std::pair<std::string, Tensor>>& own_parameters() const { return params_; }
   // Every module below this one (itself first), for per-layer tables.
   std::vector<const Module*> modules() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
@@ -45,8 +48,12 @@ class Module {
     m->set_path(path_.empty() ? name : path_ + "." + name);
     return m;
   }
-  // RAII scope for forward(): owner = this module's path.
-  OwnerScope scope() const { return OwnerScope(&path_, path_id_); }
+  // RAII scope for forward(): owner = this module's path. Passes this thread's parameter gate
+  // first (parameter_gate.h), so every forward must open it before reading its parameters.
+  OwnerScope scope() const {
+    if (ParameterGate* gate = current_parameter_gate()) gate->before_forward(*this);
+    return OwnerScope(&path_, path_id_);
+  }
 
  private:
   void collect_parameters(std::vector<std::pair<std::string, Tensor>>& out) const;

@@ -8,24 +8,38 @@ namespace ts::engine::optim {
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     : params_(std::move(params)), m_(params_.size()), v_(params_.size()), options_(options) {}
 
-void Adam::step() {
-  const float lr = static_cast<float>(current_lr());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (!m_[i].defined()) {
-      OwnerScope owner(&p.name(), 0);
-      CategoryScope category(memprof::Category::optimizer_state);
-      m_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
-      v_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
-    }
-    // Bias correction counts from 1 at the first update (every parameter updates each step here).
-    backend_of(p).adam_step(p, g, m_[i], v_[i], lr, static_cast<float>(options_.beta1),
-                            static_cast<float>(options_.beta2), static_cast<float>(options_.eps),
-                            static_cast<float>(options_.weight_decay), step_ + 1);
+void Adam::begin_step() {
+  step_lr_ = static_cast<float>(current_lr());
+  // Bias correction counts from 1 at the first update (every parameter updates each step here).
+  step_count_ = ++step_;
+}
+
+void Adam::update(size_t i) {
+  Tensor& p = params_[i];
+  const Tensor g = p.grad();
+  if (!g.defined()) return;
+  if (!m_[i].defined()) {
+    OwnerScope owner(&p.name(), 0);
+    CategoryScope category(memprof::Category::optimizer_state);
+    m_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
+    v_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
   }
-  ++step_;
+  backend_of(p).adam_step(p, g, m_[i], v_[i], step_lr_, static_cast<float>(options_.beta1),
+                          static_cast<float>(options_.beta2), static_cast<float>(options_.eps),
+                          static_cast<float>(options_.weight_decay), step_count_);
+}
+
+void Adam::step() {
+  begin_step();
+  for (size_t i = 0; i < params_.size(); ++i) update(i);
+}
+
+SplitStep Adam::split_step() {
+  return {params_, [this] { begin_step(); },
+          [this](size_t i) {
+            update(i);
+            params_[i].zero_grad();
+          }};
 }
 
 void Adam::zero_grad() {

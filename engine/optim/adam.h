@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/optim/lr_schedule.h"
+#include "engine/optim/split_step.h"
 #include "engine/tensor.h"
 
 namespace ts::engine::optim {
@@ -21,6 +22,8 @@ class Adam {
   Adam(std::vector<Tensor> params, AdamOptions options);
   // One update with the learning rate of the current step; then the step advances.
   void step();
+  // The same step cut per parameter (split_step.h); the gradients are dropped as they are used.
+  SplitStep split_step();
   void zero_grad();
   double current_lr() const { return options_.lr.at(step_); }
   int64_t steps() const { return step_; }
@@ -31,6 +34,11 @@ class Adam {
   std::vector<Tensor> m_, v_;
   AdamOptions options_;
   int64_t step_ = 0;
+  float step_lr_ = 0;      // what begin_step() fixed: the learning rate
+  int64_t step_count_ = 0; // and the bias correction's step (from 1)
+
+  void begin_step();
+  void update(size_t i);
 };
 
 }  // namespace ts::engine::optim

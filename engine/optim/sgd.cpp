@@ -8,21 +8,35 @@ namespace ts::engine::optim {
 Sgd::Sgd(std::vector<Tensor> params, SgdOptions options)
     : params_(std::move(params)), momentum_(params_.size()), options_(options) {}
 
-void Sgd::step() {
-  const float lr = static_cast<float>(current_lr());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (!momentum_[i].defined()) {
-      OwnerScope owner(&p.name(), 0);
-      CategoryScope category(memprof::Category::optimizer_state);
-      momentum_[i] = Tensor::zeros(p.shape(), p.device(), Layout::plain());
-    }
-    backend_of(p).sgd_step(p, g, momentum_[i], lr, static_cast<float>(options_.momentum),
-                           static_cast<float>(options_.weight_decay), options_.nesterov);
-  }
+void Sgd::begin_step() {
+  step_lr_ = static_cast<float>(current_lr());
   ++step_;
+}
+
+void Sgd::update(size_t i) {
+  Tensor& p = params_[i];
+  const Tensor g = p.grad();
+  if (!g.defined()) return;
+  if (!momentum_[i].defined()) {
+    OwnerScope owner(&p.name(), 0);
+    CategoryScope category(memprof::Category::optimizer_state);
+    momentum_[i] = Tensor::zeros(p.shape(), p.device(), Layout::plain());
+  }
+  backend_of(p).sgd_step(p, g, momentum_[i], step_lr_, static_cast<float>(options_.momentum),
+                         static_cast<float>(options_.weight_decay), options_.nesterov);
+}
+
+void Sgd::step() {
+  begin_step();
+  for (size_t i = 0; i < params_.size(); ++i) update(i);
+}
+
+SplitStep Sgd::split_step() {
+  return {params_, [this] { begin_step(); },
+          [this](size_t i) {
+            update(i);
+            params_[i].zero_grad();
+          }};
 }
 
 void Sgd::zero_grad() {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/optim/lr_schedule.h"
+#include "engine/optim/split_step.h"
 #include "engine/tensor.h"
 
 namespace ts::engine::optim {
@@ -20,6 +21,8 @@ class Sgd {
   Sgd(std::vector<Tensor> params, SgdOptions options);
   // One update with the learning rate of the current step; then the step advances.
   void step();
+  // The same step cut per parameter (split_step.h); the gradients are dropped as they are used.
+  SplitStep split_step();
   // Drops the gradients (they are allocated again by the next backward).
   void zero_grad();
   double current_lr() const { return options_.lr.at(step_); }
@@ -31,6 +34,10 @@ class Sgd {
   std::vector<Tensor> momentum_;
   SgdOptions options_;
   int64_t step_ = 0;
+  float step_lr_ = 0;  // the learning rate begin_step() fixed
+
+  void begin_step();
+  void update(size_t i);
 };
 
 }  // namespace ts::engine::optim

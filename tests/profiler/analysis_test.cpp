@@ -46,6 +46,28 @@ TEST(PhaseTimes, PerIterationPhasesAndOther) {
   EXPECT_EQ(p[1].other_ns, 60);
 }
 
+// Cross-barrier updates the parameters inside the next forward (and the rest at backward's
+// start): those optimizer phases count for the optimizer, not twice. Another thread's phase
+// over the same time is not nested in this thread's.
+TEST(PhaseTimes, NestedPhasesCountForThemselvesOnly) {
+  Trace t;
+  t.add(EventKind::iteration, "iteration", 0, 100, 0);
+  t.add(EventKind::phase, "forward", 0, 50, 0);
+  t.add(EventKind::phase, "optimizer", 5, 10, 0);     // in forward
+  t.add(EventKind::phase, "optimizer", 20, 22, 0);    // in forward
+  t.add(EventKind::phase, "backward", 50, 100, 0);
+  t.add(EventKind::phase, "optimizer", 50, 60, 0);    // in backward, from its start
+  t.add(EventKind::phase, "data", 30, 40, 0, Pass::none, "", 7);   // another thread
+  const auto p = phase_times(t.events, t.tracer);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].forward_ns, 43);
+  EXPECT_EQ(p[0].backward_ns, 40);
+  EXPECT_EQ(p[0].optimizer_ns, 17);
+  EXPECT_EQ(p[0].data_ns, 10);
+  EXPECT_EQ(p[0].other_ns, 0);
+  EXPECT_EQ(p[0].forward_ns + p[0].backward_ns + p[0].optimizer_ns, p[0].span_ns());
+}
+
 TEST(LayerTimes, OutermostOpsOnlyCountedIterationsModelOrder) {
   Trace t;
   // warm-up iteration 0, excluded
