@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
   run->add_flag("--no-overlap", no_overlap, "All-reduce the gradients after backward instead of during it");
   run->add_flag("--priority", rc.data_parallel.priority,
                 "Partition gradients and send the front layers' first (ByteScheduler/P3)");
+  bool no_cross_barrier = false;
+  run->add_flag("--no-cross-barrier", no_cross_barrier,
+                "With --priority: run the optimizer after every gradient is averaged, not per parameter as each "
+                "arrives (the next forward then waits for the whole step)");
   run->add_option("--partition-mb", rc.data_parallel.partition_mb, "With --priority: partition size in MiB")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();
@@ -217,6 +221,7 @@ int main(int argc, char** argv) {
     if (*run) {
       if (*batch_opt) rc.batch = batch;
       rc.data_parallel.overlap = !no_overlap;
+      rc.data_parallel.cross_barrier = !no_cross_barrier;
       rc.data_parallel.order =
           bucket_order == "arrival" ? ts::dist::BucketOrder::arrival : ts::dist::BucketOrder::reverse_registration;
       rc.mca = parse_mca(mca);

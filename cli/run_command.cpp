@@ -74,6 +74,7 @@ std::vector<std::string> rank_arguments(const RunConfig& c) {
   if (!c.trace) a.push_back("--no-trace");
   if (!c.data_parallel.overlap) a.push_back("--no-overlap");
   if (c.data_parallel.priority) a.push_back("--priority");
+  if (!c.data_parallel.cross_barrier) a.push_back("--no-cross-barrier");
   a.insert(a.end(), {"--command-line", c.command_line});
   return a;
 }

@@ -199,12 +199,12 @@ const std::vector<std::string_view> kRunKeys = {
     "workload", "preset", "device", "batch", "iterations", "warmup", "repeats", "threads", "seed", "data", "trace",
     "eval_batches", "learners",
     // Distribution, as `trainscope run`'s options (docs/distributed.md).
-    "nproc", "hosts", "hostfile", "mca", "bucket_mb", "bucket_order", "overlap", "priority", "partition_mb"};
+    "nproc", "hosts", "hostfile", "mca", "bucket_mb", "bucket_order", "overlap", "priority", "cross_barrier", "partition_mb"};
 
 SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db) {
   t.allow_only(kRunKeys, "known: workload, preset, device, batch, iterations, warmup, repeats, threads, seed, "
                          "data, trace, eval_batches, learners, nproc, hosts, hostfile, mca, bucket_mb, bucket_order, "
-                         "overlap, priority, partition_mb");
+                         "overlap, priority, cross_barrier, partition_mb");
   SuiteEntry e;
   RunConfig& c = e.config;
   const auto workload = t.string("workload");
@@ -236,6 +236,7 @@ SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t inde
   dp.partition_mb = t.number("partition_mb", 0.001, 4096).value_or(dp.partition_mb);
   dp.overlap = t.boolean("overlap").value_or(dp.overlap);
   dp.priority = t.boolean("priority").value_or(dp.priority);
+  dp.cross_barrier = t.boolean("cross_barrier").value_or(dp.cross_barrier);
   if (const auto order = t.string("bucket_order")) {
     if (*order == "arrival") {
       dp.order = dist::BucketOrder::arrival;

@@ -1,18 +1,21 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 
 #include "dist/error.h"
 #include "engine/context.h"
+#include "engine/nn/module.h"
 #include "profiler/tracer.h"
 
 namespace ts::dist {
@@ -50,6 +53,12 @@ struct DataParallel::State {
     int64_t count = 0;          // storage floats (a blocked layout's padding included)
     std::vector<int> buckets;   // the buckets holding its units
     bool ready = false;
+    // Cross-barrier:
+    int update_index = -1;      // its index in the split step (-1: the optimizer does not update it)
+    int units = 0;              // its pieces in buckets
+    int unreduced = 0;          // of which not averaged yet in this pass
+    bool updated = true;        // this pass's update applied (or none to apply)
+    bool gated = false;         // the forward since the last begin_updates() passed its gate
   };
   struct Group {
     std::vector<Slot> slots;
@@ -73,6 +82,13 @@ struct DataParallel::State {
   int64_t without_gradient = 0;
   std::thread thread;
 
+  // Cross-barrier (group 0 only: it needs a workload with one gradient group).
+  std::optional<engine::optim::SplitStep> split;
+  bool step_begun = false;      // begin_updates() ran for the armed pass
+  bool check_gating = false;    // the forward before this backward ran while updates were pending
+  std::atomic<bool> window{false};  // between begin_updates() and the next backward: gates wait
+  std::vector<std::string> ungated;  // parameters read by a forward without passing their gate
+
   void mark_ready(Group& g, int s) {  // under the mutex
     Slot& slot = g.slots[static_cast<size_t>(s)];
     if (slot.ready) return;
@@ -87,9 +103,13 @@ struct DataParallel::State {
   }
 };
 
-DataParallel::DataParallel(Communicator& comm, std::vector<std::vector<engine::Tensor>> groups,
+DataParallel::DataParallel(Communicator& data, Communicator& control, std::vector<std::vector<engine::Tensor>> groups,
                            const DataParallelOptions& options)
-    : comm_(comm), options_(options), state_(std::make_shared<State>()) {
+    : comm_(data), control_(control), options_(options), state_(std::make_shared<State>()) {
+  if (&data == &control) throw DistError("data parallelism needs two communicators (data and control), not one twice");
+  if (data.size() != control.size() || data.rank() != control.rank()) {
+    throw DistError("the data and control communicators span different ranks");
+  }
   if (!(options.bucket_mb > 0) || !(options.partition_mb > 0)) {
     throw DistError("bucket and partition sizes must be positive");
   }
@@ -113,11 +133,11 @@ DataParallel::DataParallel(Communicator& comm, std::vector<std::vector<engine::T
     signature.push_back(total);
     st.groups.push_back(std::move(g));
   }
-  std::vector<int64_t> all(signature.size() * static_cast<size_t>(comm.size()));
-  comm.all_gather(signature.data(), all.data(), signature.size(), DataType::i64, "model check");
-  for (int r = 0; r < comm.size(); ++r) {
+  std::vector<int64_t> all(signature.size() * static_cast<size_t>(control.size()));
+  control.all_gather(signature.data(), all.data(), signature.size(), DataType::i64, "model check");
+  for (int r = 0; r < control.size(); ++r) {
     if (!std::equal(signature.begin(), signature.end(), all.begin() + static_cast<std::ptrdiff_t>(signature.size() * r))) {
-      throw DistError("rank " + std::to_string(r) + " built a different model than rank " + std::to_string(comm.rank()) +
+      throw DistError("rank " + std::to_string(r) + " built a different model than rank " + std::to_string(control.rank()) +
                       " (parameter groups, counts or sizes differ): every rank must run the same workload, preset "
                       "and build");
     }
@@ -144,6 +164,11 @@ DataParallel::DataParallel(Communicator& comm, std::vector<std::vector<engine::T
         if (shared->active != static_cast<int>(gi) || shared->ended) return;  // another group's backward
         State::Group& g = shared->groups[gi];
         if (record_arrival && g.passes == 0 && !g.slots[s].ready) g.arrival.push_back(static_cast<int>(s));
+        // A gradient means the forward read the parameter: it must have passed its gate.
+        State::Slot& slot = g.slots[s];
+        if (shared->check_gating && slot.update_index >= 0 && !slot.gated && !slot.ready) {
+          shared->ungated.push_back(slot.param.name());
+        }
         shared->mark_ready(g, static_cast<int>(s));
         shared->cv.notify_all();
       });
@@ -155,7 +180,10 @@ DataParallel::DataParallel(Communicator& comm, std::vector<std::vector<engine::T
 void DataParallel::build_buckets(int group, const std::vector<int>& order) {
   State::Group& g = state_->groups[static_cast<size_t>(group)];
   g.buckets.clear();
-  for (auto& s : g.slots) s.buckets.clear();
+  for (auto& s : g.slots) {
+    s.buckets.clear();
+    s.units = 0;
+  }
   const int64_t cap = mib_to_floats(options_.priority ? options_.partition_mb : options_.bucket_mb);
   const int64_t piece = options_.priority ? cap : std::numeric_limits<int64_t>::max();
   for (int s : order) {
@@ -168,6 +196,7 @@ void DataParallel::build_buckets(int group, const std::vector<int>& order) {
       }
       State::Bucket& b = g.buckets.back();
       b.units.push_back({s, off, n, b.count});
+      ++slot.units;
       b.count += n;
       b.priority = std::min(b.priority, s);
       if (slot.buckets.empty() || slot.buckets.back() != static_cast<int>(g.buckets.size() - 1)) {
@@ -196,23 +225,75 @@ void DataParallel::broadcast_parameters() {
 
 void DataParallel::begin_backward(int group) {
   State& st = *state_;
-  std::lock_guard lock(st.mutex);
+  std::unique_lock lock(st.mutex);
   if (group < 0 || group >= static_cast<int>(st.groups.size())) {
     throw DistError("backward of gradient group " + std::to_string(group) + ", but the workload has " +
                     std::to_string(st.groups.size()));
   }
-  if (st.active >= 0) throw DistError("a backward began before the previous one ended");
+  const bool forward_was_gated = st.window.load();  // the forward before this backward ran with updates pending
+  if (st.active >= 0) {
+    // Cross-barrier: the last step's updates the forward did not reach are applied first; this
+    // backward writes gradients anew.
+    if (!st.split || !st.ended) throw DistError("a backward began before the previous one ended");
+    if (!st.step_begun) throw DistError("a backward began before the optimizer phase of the previous step");
+    finish_pending_step(lock, true);
+  }
+  st.check_gating = forward_was_gated;
+  st.window = false;
   State::Group& g = st.groups[static_cast<size_t>(group)];
-  for (auto& s : g.slots) s.ready = false;
+  for (auto& s : g.slots) {
+    s.ready = false;
+    s.unreduced = s.units;
+    s.updated = s.update_index < 0 || s.units == 0;
+  }
   for (auto& b : g.buckets) {
     b.pending = static_cast<int>(b.units.size());
     b.done = false;
   }
+  st.ungated.clear();
+  st.step_begun = false;
   st.active = group;
   st.ended = false;
   st.finished = false;
   ++st.pass;
   st.cv.notify_all();
+}
+
+// On the training thread only (it alone reads and writes `updated` while a step is pending).
+void DataParallel::apply_update(int slot) {
+  static const profiler::StringId optimizer_name = profiler::Tracer::global().intern("optimizer");
+  State& st = *state_;
+  State::Slot& s = st.groups[0].slots[static_cast<size_t>(slot)];
+  if (s.updated) return;
+  {
+    profiler::Range range(optimizer_name, profiler::EventKind::phase);
+    engine::CategoryScope category(memprof::Category::optimizer_state);
+    st.split->update(static_cast<size_t>(s.update_index));
+  }
+  s.updated = true;
+}
+
+void DataParallel::finish_pending_step(std::unique_lock<std::mutex>& lock, bool apply) {
+  static const profiler::StringId wait_name = profiler::Tracer::global().intern("update wait");
+  State& st = *state_;
+  if (!st.finished) {
+    profiler::Range wait(wait_name, profiler::EventKind::wait);
+    st.cv.wait(lock, [&] { return st.finished; });
+  }
+  // The communication thread is done with this pass: its gradients are this thread's again.
+  if (apply && !st.error) {
+    for (size_t s = 0; s < st.groups[0].slots.size(); ++s) apply_update(static_cast<int>(s));
+  }
+  close_pass(lock);
+}
+
+void DataParallel::close_pass(std::unique_lock<std::mutex>& lock) {
+  (void)lock;  // held by the caller
+  State& st = *state_;
+  st.groups[static_cast<size_t>(st.active)].passes++;
+  st.active = -1;
+  st.window = false;
+  if (st.error) std::rethrow_exception(std::exchange(st.error, nullptr));
 }
 
 void DataParallel::end_backward() {
@@ -221,7 +302,7 @@ void DataParallel::end_backward() {
   int group = -1;
   {
     std::unique_lock lock(st.mutex);
-    if (st.active < 0) throw DistError("end_backward without begin_backward");
+    if (st.active < 0 || st.ended) throw DistError("end_backward without begin_backward");
     group = st.active;
     State::Group& g = st.groups[static_cast<size_t>(group)];
     st.ended = true;
@@ -232,11 +313,10 @@ void DataParallel::end_backward() {
       }
     }
     st.cv.notify_all();
+    if (st.split) return;   // cross-barrier: the next forward's gates and backward wait instead
     profiler::Range wait(wait_name, profiler::EventKind::wait);
     st.cv.wait(lock, [&] { return st.finished; });
-    st.active = -1;
-    ++g.passes;
-    if (st.error) std::rethrow_exception(std::exchange(st.error, nullptr));
+    close_pass(lock);
   }
   State::Group& g = st.groups[static_cast<size_t>(group)];
   if (g.passes == 1 && options_.order == BucketOrder::arrival && !options_.priority) {
@@ -253,16 +333,105 @@ void DataParallel::end_backward() {
     for (size_t s = g.slots.size(); s-- > 0;) {
       if (!seen[s]) order[n++] = static_cast<int64_t>(s);
     }
-    comm_.broadcast(order.data(), order.size(), DataType::i64, 0, "bucket order");
+    control_.broadcast(order.data(), order.size(), DataType::i64, 0, "bucket order");
     std::vector<int> as_int(order.begin(), order.end());
     std::lock_guard lock(st.mutex);
     build_buckets(group, as_int);
   }
 }
 
+std::string DataParallel::take_split_step(engine::optim::SplitStep step) {
+  State& st = *state_;
+  if (!options_.priority) return "cross-barrier goes with --priority (the schedule that averages the front layers first)";
+  if (!options_.cross_barrier) return "cross-barrier is turned off (--no-cross-barrier)";
+  if (st.groups.size() != 1) return "the workload's iteration has several gradient groups, each with its own step";
+  if (!step.begin || !step.update) throw DistError("a split optimizer step without its begin or update");
+  std::lock_guard lock(st.mutex);
+  if (st.active >= 0 || st.groups[0].passes > 0) throw DistError("the split step is taken before the first backward");
+  State::Group& g = st.groups[0];
+  std::vector<int> index(g.slots.size(), -1);
+  for (size_t i = 0; i < step.parameters.size(); ++i) {
+    const auto it = g.slot_of.find(step.parameters[i].impl());
+    if (it == g.slot_of.end()) {
+      return "the optimizer updates '" + step.parameters[i].name() + "', whose gradient data parallelism does not average";
+    }
+    if (index[static_cast<size_t>(it->second)] >= 0) return "the optimizer lists '" + step.parameters[i].name() + "' twice";
+    index[static_cast<size_t>(it->second)] = static_cast<int>(i);
+  }
+  for (size_t s = 0; s < g.slots.size(); ++s) g.slots[s].update_index = index[s];
+  st.split = std::move(step);
+  return "";
+}
+
+bool DataParallel::cross_barrier() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->split.has_value();
+}
+
+void DataParallel::begin_updates() {
+  State& st = *state_;
+  std::unique_lock lock(st.mutex);
+  if (!st.split) throw DistError("begin_updates without a split step (cross-barrier is off)");
+  if (st.active < 0 || !st.ended || st.step_begun) throw DistError("begin_updates outside the optimizer phase");
+  if (!st.ungated.empty()) {
+    std::string names;
+    for (size_t i = 0; i < st.ungated.size() && i < 3; ++i) names += (i ? ", '" : "'") + st.ungated[i] + "'";
+    if (st.ungated.size() > 3) names += " and " + std::to_string(st.ungated.size() - 3) + " more";
+    throw DistError("cross-barrier: the forward read " + names +
+                    " before waiting for its update (outside its module's scope()): the update would race with "
+                    "the forward; run without --priority or with --no-cross-barrier");
+  }
+  st.split->begin();
+  st.step_begun = true;
+  for (auto& s : st.groups[0].slots) s.gated = false;
+  st.window = true;
+}
+
+void DataParallel::flush() {
+  State& st = *state_;
+  std::unique_lock lock(st.mutex);
+  if (st.active < 0) return;
+  if (!st.ended) throw DistError("flush during a backward");
+  finish_pending_step(lock, st.step_begun);   // without an optimizer phase the gradients stay as averaged
+}
+
+void DataParallel::before_forward(const engine::nn::Module& module) {
+  State& st = *state_;
+  if (!st.window.load()) return;
+  static const profiler::StringId wait_name = profiler::Tracer::global().intern("parameter wait");
+  std::unique_lock lock(st.mutex);
+  if (!st.window.load()) return;
+  State::Group& g = st.groups[0];
+  bool all_reduced = true;
+  std::vector<int> mine;   // its parameters not updated yet
+  for (const auto& [_, p] : module.own_parameters()) {
+    const auto it = g.slot_of.find(p.impl());
+    if (it == g.slot_of.end()) continue;
+    State::Slot& slot = g.slots[static_cast<size_t>(it->second)];
+    slot.gated = true;
+    if (slot.updated) continue;
+    mine.push_back(it->second);
+    all_reduced = all_reduced && slot.unreduced == 0;
+  }
+  if (mine.empty()) return;
+  if (!all_reduced) {
+    profiler::Range wait(wait_name, profiler::EventKind::wait);
+    st.cv.wait(lock, [&] {
+      if (st.error || st.quit || st.finished) return true;
+      return std::all_of(mine.begin(), mine.end(), [&](int s) { return g.slots[static_cast<size_t>(s)].unreduced == 0; });
+    });
+  }
+  if (st.error) std::rethrow_exception(std::exchange(st.error, nullptr));
+  // Averaged: the communication thread is done with these gradients. The update runs here, on
+  // the training thread, so that the communication thread only communicates; without the lock,
+  // which that thread takes after every bucket.
+  lock.unlock();
+  for (int s : mine) apply_update(s);
+}
+
 bool DataParallel::any_rank(bool local, std::string_view label) {
   int64_t flag = local ? 1 : 0;
-  comm_.all_reduce(&flag, 1, DataType::i64, ReduceOp::max, label);
+  control_.all_reduce(&flag, 1, DataType::i64, ReduceOp::max, label);
   return flag != 0;
 }
 
@@ -308,6 +477,16 @@ void DataParallel::run_communication_thread() {
       for (int64_t i = 0; i < u.count; ++i) dst[i] = src[i] * scale;
     }
   };
+  // Cross-barrier: a parameter whose buckets are all averaged may be updated (by the training
+  // thread, in the next forward's gate or at the next backward).
+  const auto after_reduce = [&](State::Group& g, int b) {
+    if (!st.split) return;  // taken before the first pass and never changed after
+    {
+      std::lock_guard lock(st.mutex);
+      for (const auto& u : g.buckets[static_cast<size_t>(b)].units) --g.slots[static_cast<size_t>(u.slot)].unreduced;
+    }
+    st.cv.notify_all();
+  };
 
   for (;;) {
     int gi = -1;
@@ -330,6 +509,7 @@ void DataParallel::run_communication_thread() {
             if (st.quit) return;
           }
           reduce(g, gi, static_cast<int>(b));
+          after_reduce(g, static_cast<int>(b));
         }
       } else {
         const size_t n = g.buckets.size();
@@ -366,9 +546,12 @@ void DataParallel::run_communication_thread() {
           }
           if (pick >= 0) {
             reduce(g, gi, pick);
-            std::lock_guard lock(st.mutex);
-            g.buckets[static_cast<size_t>(pick)].done = true;
-            --left;
+            {
+              std::lock_guard lock(st.mutex);
+              g.buckets[static_cast<size_t>(pick)].done = true;
+              --left;
+            }
+            after_reduce(g, pick);
           } else if (!all_mine_ready) {
             // Nothing ready everywhere yet: wait until more is ready here, then ask again.
             std::unique_lock lock(st.mutex);

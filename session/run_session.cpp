@@ -125,6 +125,7 @@ RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std
   if (comm_ns > 0) s.metrics.push_back({"comm_hidden_fraction", overlap / comm_ns, "fraction", -1});
   if (dp) {
     s.metrics.push_back({"dp_buckets", static_cast<double>(dp->buckets().size()), "buckets", -1});
+    s.metrics.push_back({"dp_cross_barrier", dp->cross_barrier() ? 1.0 : 0.0, "flag", -1});
     s.metrics.push_back(
         {"dp_parameters_without_gradient", static_cast<double>(dp->parameters_without_gradient()), "parameters", -1});
   }
@@ -156,10 +157,13 @@ RunOutcome RunSession::run() {
   const int threads = static_cast<int>(c.threads > 0 ? c.threads : std::max<int64_t>(1, online_cores() / local));
   omp_set_num_threads(threads);
 
-  std::unique_ptr<dist::MpiCommunicator> comm;
+  // Two communicators: the gradients' (the communication thread) and the training thread's
+  // control calls (stop flag, model check), which must not interleave with the gradients'.
+  std::unique_ptr<dist::MpiCommunicator> comm, control;
   std::unique_ptr<RankChannel> channel;
   if (distributed) {
     comm = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD);
+    control = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD);
     channel = std::make_unique<RankChannel>(MPI_COMM_WORLD);
   }
 
@@ -207,6 +211,7 @@ RunOutcome RunSession::run() {
                           {"bucket_order", std::string(dist::to_string(o.order))},
                           {"priority", o.priority},
                           {"partition_mb", o.partition_mb},
+                          {"cross_barrier", o.priority && o.cross_barrier},  // asked for; whether taken: metric dp_cross_barrier
                           {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
   }
   std::vector<std::string> rank_hosts;
@@ -253,7 +258,7 @@ RunOutcome RunSession::run() {
     } else {
       sink = std::make_unique<RankSink>(*channel);
     }
-    stream.emplace(std::move(sink), sampler, RunStream::Options{.interval = c.flush_interval, .communicator = comm.get()});
+    stream.emplace(std::move(sink), sampler, RunStream::Options{.interval = c.flush_interval, .communicators = {comm.get(), control.get()}});
   } catch (const std::exception& e) {  // the run row exists: not "bad input, nothing written"
     sampler.stop();
     tracer.set_enabled(false);
@@ -300,7 +305,17 @@ RunOutcome RunSession::run() {
     const int64_t params = workload->model().parameter_count();
     if (recorder) recorder->set_parameter_count(params);
     if (distributed) {
-      dp = std::make_unique<dist::DataParallel>(*comm, workload->gradient_groups(), c.data_parallel);
+      dp = std::make_unique<dist::DataParallel>(*comm, *control, workload->gradient_groups(), c.data_parallel);
+      if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
+        auto split = workload->split_step();
+        const std::string why_not = split ? dp->take_split_step(std::move(*split))
+                                          : "its optimizer step needs every gradient first (global-norm clipping) or "
+                                            "an iteration has several steps";
+        if (!why_not.empty() && rank == 0) {
+          fmt::print(stderr, "trainscope: {}: no cross-barrier updates ({}); priority still orders the buckets\n",
+                     c.workload, why_not);
+        }
+      }
       dp->broadcast_parameters();
     }
     if (hooks_.progress_start) hooks_.progress_start(c.warmup + c.iterations);

@@ -108,8 +108,9 @@ void RunStream::flush_once() {
   for (auto& s : sampler_.samples_since(sample_cursor_)) batch.samples.push_back({s.t_ns, std::move(s.name), s.value});
   append_memory_points(memprof::Ledger::global().timeline_since(memory_cursor_, options_.memory_points_per_flush),
                        batch.memory);
-  if (options_.communicator) {
-    std::vector<dist::CollectiveRecord> calls = options_.communicator->take_records();
+  for (dist::Communicator* communicator : options_.communicators) {
+    if (!communicator) continue;
+    std::vector<dist::CollectiveRecord> calls = communicator->take_records();
     append_collective_rows(calls, batch.collectives);
     append(calls_, std::move(calls));
   }

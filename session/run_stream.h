@@ -69,7 +69,7 @@ class RunStream {
   struct Options {
     std::chrono::milliseconds interval{2000};
     size_t memory_points_per_flush = 32;  // the streamed timeline; the final write replaces it
-    dist::Communicator* communicator = nullptr;  // whose collectives are streamed (distributed runs)
+    std::vector<dist::Communicator*> communicators;  // whose collectives are streamed (distributed runs; null ones skipped)
   };
   // Starts the flush thread.
   RunStream(std::unique_ptr<FlushSink> sink, const collectors::ProcessSampler& sampler, Options options);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/context.h"
+#include "engine/nn/parameter_gate.h"
 #include "memprof/ledger.h"
 #include "profiler/clock.h"
 #include "profiler/tracer.h"
@@ -28,7 +29,7 @@ const PhaseIds& phase_ids() {
 
 class LoopPhases final : public Phases {
  public:
-  explicit LoopPhases(dist::DataParallel* dp) : dp_(dp) {}
+  explicit LoopPhases(dist::DataParallel* dp) : dp_(dp), cross_barrier_(dp && dp->cross_barrier()) {}
   void data(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().data, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::inputs);
@@ -38,6 +39,8 @@ class LoopPhases final : public Phases {
     profiler::Range r(phase_ids().forward, profiler::EventKind::phase);
     engine::PassScope pass(profiler::Pass::forward);
     engine::CategoryScope category(memprof::Category::activations);
+    // Cross-barrier: each layer waits for its own parameters' update, not for the whole step.
+    engine::nn::ParameterGateScope gate(cross_barrier_ ? dp_ : nullptr);
     f();
   }
   void backward(const std::function<void()>& f, int group) override {
@@ -49,11 +52,16 @@ class LoopPhases final : public Phases {
   void optimizer(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::optimizer_state);
+    if (cross_barrier_) {
+      dp_->begin_updates();   // the split step (Workload::split_step) does f's work, parameter by parameter
+      return;
+    }
     f();
   }
 
  private:
   dist::DataParallel* dp_;
+  bool cross_barrier_;
 };
 
 std::string no_hook(const char* hook) {
@@ -106,6 +114,8 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
       profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
       LoopPhases phases(options.data_parallel);
       const StepResult r = w.step(phases);
+      // The last step's updates belong to its iteration (cross-barrier leaves them running).
+      if (options.data_parallel && i + 1 == total) options.data_parallel->flush();
       it.loss = r.loss;
       it.samples = r.samples;
       it.tokens = r.tokens;
@@ -118,6 +128,16 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     it.end_ns = profiler::now_ns();
     result.iterations.push_back(it);
     if (options.on_iteration) options.on_iteration(it);
+  }
+  if (options.data_parallel) {
+    try {
+      options.data_parallel->flush();   // an interrupted or failed loop's updates, before anything reads the model
+    } catch (const std::exception& e) {
+      if (!result.failed) {
+        result.failed = true;
+        result.error = std::string("data parallelism: ") + e.what();
+      }
+    }
   }
   result.memory_peak = ledger.peak();
   // What is allocated next (evaluation, another loop's set-up) is no iteration of this one.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/nn/module.h"
+#include "engine/optim/split_step.h"
 #include "engine/tensor.h"
 
 namespace ts::workloads {
@@ -107,6 +108,12 @@ class Workload {
   // parallelism averages a group's gradients across ranks at the end of its backward. One
   // group, every parameter of model(), by default.
   virtual std::vector<std::vector<engine::Tensor>> gradient_groups() { return {model().parameters()}; }
+
+  // The optimizer step cut per parameter (engine/optim/split_step.h), for data parallelism's
+  // cross-barrier scheduling; none where the step needs every gradient first (global-norm
+  // clipping) or an iteration has several steps. When data parallelism takes it, the optimizer
+  // phase no longer runs the function the step passes to it: the split step does that work.
+  virtual std::optional<engine::optim::SplitStep> split_step() { return std::nullopt; }
 
   // Extra metrics: asked for after every step() (stored with that iteration) and once after
   // the last one (stored for the whole run). None by default.

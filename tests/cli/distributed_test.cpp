@@ -84,6 +84,50 @@ TEST(DistributedRun, TwoRanksStoreOneRunWithEveryRanksRecords) {
   EXPECT_TRUE(critic && generator);
 }
 
+// --priority's cross-barrier updates (per parameter, the next forward gated layer by layer)
+// train exactly as the whole step after backward: the same losses, bit for bit, on every rank;
+// a stale or racing parameter would change them. Where the workload cannot split its step
+// (seq2seq clips by the global norm) the run says so and priority still orders the buckets.
+TEST(DistributedRun, PriorityCrossBarrierTrainsAsTheWholeStep) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  TempDir dir;
+  const auto db = dir / "cb.db";
+  for (const std::string workload : {"resnet50", "transformer"}) {
+    for (const std::string flag : {"", " --no-cross-barrier"}) {
+      const auto res = run_trainscope("run " + workload + " --iters 3 --warmup 1 --nproc 2 --priority --partition-mb 0.05" +
+                                      flag + " --db " + db.string() + " 2>&1");
+      ASSERT_EQ(res.exit_code, 0) << res.out;
+    }
+  }
+  const auto refused = run_trainscope("run seq2seq --iters 2 --warmup 0 --nproc 2 --priority --db " + db.string() + " 2>&1");
+  ASSERT_EQ(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.out.find("no cross-barrier updates"), std::string::npos) << refused.out;
+
+  ts::store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 5u);
+  const auto cross_barrier = [&](int64_t run, int rank) {
+    for (const auto& m : r.metrics(run, rank)) {
+      if (m.name == "dp_cross_barrier") return m.value;
+    }
+    return -1.0;
+  };
+  for (size_t i = 0; i < 4; i += 2) {
+    SCOPED_TRACE(runs[i].workload);
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(cross_barrier(runs[i].id, rank), 1.0);
+      EXPECT_EQ(cross_barrier(runs[i + 1].id, rank), 0.0);
+      const auto with = r.iterations(runs[i].id, rank), without = r.iterations(runs[i + 1].id, rank);
+      ASSERT_EQ(with.size(), 4u);
+      ASSERT_EQ(with.size(), without.size());
+      for (size_t k = 0; k < with.size(); ++k) EXPECT_EQ(with[k].loss, without[k].loss) << "rank " << rank << " iteration " << k;
+    }
+    expect_breakdown_identities(r, runs[i].id);
+    expect_every_ranks_records(r, runs[i].id, 2, 4);
+  }
+  EXPECT_EQ(cross_barrier(runs[4].id, 0), 0.0);
+}
+
 TEST(DistributedRun, BadDistributedInputIsRefusedWithNothingWritten) {
   TempDir dir;
   const auto db = dir / "bad.db";

@@ -2,9 +2,11 @@
 // reduced), counted twice (reduced twice or not averaged), stale (last step's) or mis-scaled.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/data_parallel.h"
@@ -118,13 +120,13 @@ std::vector<Config> configs() {
 }
 
 TEST(DataParallel, IdenticalBatchesEndWithTheSingleProcessParameters) {
-  MpiCommunicator comm;
+  MpiCommunicator comm, control;
   Mlp reference(7);
   const auto batch = [](int s) { return make_batch(1000 + static_cast<uint64_t>(s)); };
   const auto expected = train(reference, 4, nullptr, batch);
   for (const auto& c : configs()) {
     Mlp m(7);
-    DataParallel dp(comm, {m.parameters()}, c.options);
+    DataParallel dp(comm, control, {m.parameters()}, c.options);
     dp.broadcast_parameters();
     expect_near(train(m, 4, &dp, batch), expected, 1e-6, c.name);
     EXPECT_EQ(dp.parameters_without_gradient(), 0) << c.name;
@@ -132,7 +134,7 @@ TEST(DataParallel, IdenticalBatchesEndWithTheSingleProcessParameters) {
 }
 
 TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
-  MpiCommunicator comm;
+  MpiCommunicator comm, control;
   const int n = comm.size();
   for (const auto& c : configs()) {
     // By hand: every rank's batch through one model, gradients averaged here.
@@ -149,7 +151,7 @@ TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
       }
     }
     Mlp m(11);
-    DataParallel dp(comm, {m.parameters()}, c.options);
+    DataParallel dp(comm, control, {m.parameters()}, c.options);
     for (int pass = 0; pass < 2; ++pass) {   // the second pass runs on the rebuilt buckets
       for (auto& p : m.parameters()) p.zero_grad();
       const Tensor loss = m.loss(make_batch(500 + static_cast<uint64_t>(comm.rank())));
@@ -166,10 +168,10 @@ TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
 }
 
 TEST(DataParallel, OnlyTheNamedGroupIsAveraged) {
-  MpiCommunicator comm;
+  MpiCommunicator comm, control;
   Mlp m(3);
   const std::vector<Tensor> front = m.fc1->parameters(), back = m.fc2->parameters();
-  DataParallel dp(comm, {front, back}, {});
+  DataParallel dp(comm, control, {front, back}, {});
   const auto batch = make_batch(900 + static_cast<uint64_t>(comm.rank()));
   Mlp local(3);
   local.loss(batch).backward();
@@ -187,39 +189,39 @@ TEST(DataParallel, OnlyTheNamedGroupIsAveraged) {
 }
 
 TEST(DataParallel, RanksWithDifferentModelsAreRefusedOnEveryRank) {
-  MpiCommunicator comm;
+  MpiCommunicator comm, control;
   Mlp m(5);
   std::vector<Tensor> params = m.parameters();
   if (comm.rank() == comm.size() - 1) params.pop_back();
-  EXPECT_THROW(DataParallel(comm, {params}, {}), DistError);
+  EXPECT_THROW(DataParallel(comm, control, {params}, {}), DistError);
 }
 
 TEST(DataParallel, BroadcastMakesEveryRankStartFromRankZero) {
-  MpiCommunicator comm;
+  MpiCommunicator comm, control;
   Mlp m(100 + static_cast<uint64_t>(comm.rank()));   // different on each rank
-  DataParallel dp(comm, {m.parameters()}, {});
+  DataParallel dp(comm, control, {m.parameters()}, {});
   dp.broadcast_parameters();
   const auto expected = values(Mlp(100).parameters());
   expect_near(values(m.parameters()), expected, 0, "broadcast");
 }
 
 TEST(DataParallel, AnyRankStopsEveryRank) {
-  MpiCommunicator comm;
+  MpiCommunicator comm, control;
   Mlp m(1);
-  DataParallel dp(comm, {m.parameters()}, {});
+  DataParallel dp(comm, control, {m.parameters()}, {});
   EXPECT_FALSE(dp.any_rank(false, "stop flag"));
   EXPECT_TRUE(dp.any_rank(comm.rank() == comm.size() - 1, "stop flag"));
 }
 
 TEST(DataParallel, CollectivesAndTheWaitAreTraced) {
-  MpiCommunicator comm;
+  MpiCommunicator comm, control;
   auto& tracer = profiler::Tracer::global();
   tracer.clear();
   tracer.set_enabled(true);
   Mlp m(2);
   DataParallelOptions o;
   o.bucket_mb = 1e-4;
-  DataParallel dp(comm, {m.parameters()}, o);
+  DataParallel dp(comm, control, {m.parameters()}, o);
   const Tensor loss = m.loss(make_batch(1));
   dp.begin_backward(0);
   loss.backward();
@@ -235,6 +237,170 @@ TEST(DataParallel, CollectivesAndTheWaitAreTraced) {
   int64_t bytes = 0;
   for (const auto& b : dp.buckets()) bytes += b.bytes;
   EXPECT_EQ(bytes, 4 * (8 * 32 + 32 + 32 * 4 + 4));   // every gradient in exactly one bucket
+}
+
+// Cross-barrier (ByteScheduler): the optimizer step is cut per parameter and the next forward
+// waits, and updates, layer by layer. `slow` delays every all-reduce so that the next
+// forward really starts while updates are still pending.
+class SlowCommunicator final : public Communicator {
+ public:
+  explicit SlowCommunicator(MpiCommunicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string_view backend() const override { return "slow"; }
+
+ protected:
+  void do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    inner_.all_reduce(data, count, type, op, "slow");
+  }
+  void do_broadcast(void* data, size_t count, DataType type, int root) override {
+    inner_.broadcast(data, count, type, root, "slow");
+  }
+  void do_all_gather(const void* send, void* recv, size_t count, DataType type) override {
+    inner_.all_gather(send, recv, count, type, "slow");
+  }
+  void do_reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
+    inner_.reduce_scatter(send, recv, count, type, op, "slow");
+  }
+  void do_barrier() override { inner_.barrier("slow"); }
+
+ private:
+  MpiCommunicator& inner_;
+};
+
+DataParallelOptions priority_options(bool overlap) {
+  DataParallelOptions o;
+  o.priority = true;
+  o.partition_mb = 2e-4;   // fc1.weight and fc2.weight partitioned, as in configs()
+  o.overlap = overlap;
+  return o;
+}
+
+// As train(), with the step handed to `dp` (cross-barrier): forwards under its gate, the
+// optimizer phase only begins the step.
+std::vector<std::vector<float>> train_cross_barrier(Mlp& m, int steps, DataParallel& dp,
+                                                    const std::function<std::pair<Tensor, Tensor>(int)>& batch,
+                                                    const std::function<Tensor(const Mlp&, const std::pair<Tensor, Tensor>&)>& loss_of) {
+  auto sgd = make_sgd(m);
+  EXPECT_EQ(dp.take_split_step(sgd.split_step()), "");
+  EXPECT_TRUE(dp.cross_barrier());
+  for (int s = 0; s < steps; ++s) {
+    Tensor loss;
+    {
+      engine::nn::ParameterGateScope gate(&dp);
+      loss = loss_of(m, batch(s));
+    }
+    dp.begin_backward(0);
+    loss.backward();
+    dp.end_backward();
+    dp.begin_updates();
+  }
+  dp.flush();
+  return values(m.parameters());
+}
+
+Tensor plain_loss(const Mlp& m, const std::pair<Tensor, Tensor>& b) { return m.loss(b); }
+
+TEST(DataParallel, CrossBarrierEndsWithTheSingleProcessParameters) {
+  MpiCommunicator comm, control, inner;
+  SlowCommunicator slow(inner);
+  auto& tracer = profiler::Tracer::global();
+  const auto batch = [](int s) { return make_batch(1000 + static_cast<uint64_t>(s)); };
+  Mlp reference(7);
+  const auto expected = train(reference, 4, nullptr, batch);
+  for (const bool overlap : {true, false}) {
+    const std::string name = overlap ? "overlap" : "overlap off";
+    {
+      Mlp m(7);
+      DataParallel dp(comm, control, {m.parameters()}, priority_options(overlap));
+      dp.broadcast_parameters();
+      expect_near(train_cross_barrier(m, 4, dp, batch, plain_loss), expected, 1e-6, name);
+    }
+    // Slow all-reduces: the next forward starts before the updates end, and its layers wait.
+    tracer.clear();
+    tracer.set_enabled(true);
+    Mlp m(7);
+    DataParallel dp(slow, control, {m.parameters()}, priority_options(overlap));
+    dp.broadcast_parameters();
+    const auto got = train_cross_barrier(m, 4, dp, batch, plain_loss);
+    tracer.set_enabled(false);
+    expect_near(got, expected, 1e-6, name + ", slow all-reduce");
+    int parameter_waits = 0, updates = 0;
+    for (const auto& e : tracer.drain()) {
+      if (tracer.str(e.name) == "parameter wait") ++parameter_waits;
+      if (e.kind == profiler::EventKind::phase && tracer.str(e.name) == "optimizer") ++updates;
+    }
+    EXPECT_GE(parameter_waits, 1) << name;   // a forward waited for a layer's gradients
+    // Updates as phases, one per layer reached or left for the next backward: more than one per step.
+    EXPECT_GT(updates, 4) << name;
+  }
+}
+
+// A forward that reads a parameter without passing its module's gate (here the root module's
+// own parameter, read outside any scope()) would race with its update: the step fails.
+class LeakyMlp : public Mlp {
+ public:
+  LeakyMlp() : Mlp(5) { offset = register_parameter("offset", Tensor::from_vector({1}, {0.5f})); }
+  Tensor leaky_loss(const std::pair<Tensor, Tensor>& b) const {
+    return engine::ops::add(loss(b), engine::ops::mean(engine::ops::mul(offset, offset)));
+  }
+  Tensor offset;
+};
+
+TEST(DataParallel, CrossBarrierRefusesAForwardThatSkipsItsGate) {
+  MpiCommunicator comm, control;
+  LeakyMlp m;
+  DataParallel dp(comm, control, {m.parameters()}, priority_options(true));
+  auto sgd = make_sgd(m);
+  ASSERT_EQ(dp.take_split_step(sgd.split_step()), "");
+  for (int s = 0; s < 2; ++s) {
+    Tensor loss;
+    {
+      engine::nn::ParameterGateScope gate(&dp);
+      loss = m.leaky_loss(make_batch(40 + static_cast<uint64_t>(s)));
+    }
+    dp.begin_backward(0);
+    loss.backward();
+    dp.end_backward();
+    if (s == 0) {
+      dp.begin_updates();   // the first forward ran with nothing pending: nothing to check
+    } else {
+      try {
+        dp.begin_updates();
+        ADD_FAILURE() << "the ungated read of 'offset' was not caught";
+      } catch (const DistError& e) {
+        EXPECT_NE(std::string(e.what()).find("'offset'"), std::string::npos) << e.what();
+      }
+    }
+  }
+  dp.flush();   // returns: the abandoned step's updates never run
+}
+
+TEST(DataParallel, CrossBarrierIsTakenOnlyWhereItCanWork) {
+  MpiCommunicator comm, control;
+  Mlp m(9);
+  auto sgd = make_sgd(m);
+  {
+    DataParallel dp(comm, control, {m.parameters()}, {});   // no priority
+    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");
+    EXPECT_FALSE(dp.cross_barrier());
+  }
+  {
+    DataParallelOptions o = priority_options(true);
+    o.cross_barrier = false;
+    DataParallel dp(comm, control, {m.parameters()}, o);
+    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");
+  }
+  {
+    DataParallel dp(comm, control, {m.fc1->parameters(), m.fc2->parameters()}, priority_options(true));
+    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");   // two gradient groups
+  }
+  {
+    DataParallel dp(comm, control, {m.fc2->parameters()}, priority_options(true));
+    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");   // the optimizer updates fc1, not averaged
+  }
+  EXPECT_THROW(DataParallel(comm, comm, {m.parameters()}, {}), DistError);
 }
 
 }  // namespace

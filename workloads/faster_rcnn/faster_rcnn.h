@@ -203,6 +203,7 @@ class FasterRcnnWorkload : public Workload {
   engine::Tensor forward_loss(const Batch& batch) override;
   void optimizer_step() override { sgd_.step(); }
   void zero_grad() override { sgd_.zero_grad(); }
+  std::optional<engine::optim::SplitStep> split_step() override { return sgd_.split_step(); }
   double learning_rate() const override { return sgd_.current_lr(); }
   // mAP@0.5 over `batches` held-out batches (< 0: the whole held-out set of a finite source).
   Quality evaluate(int64_t batches) override;

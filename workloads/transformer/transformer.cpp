@@ -237,6 +237,7 @@ class TransformerWorkload final : public Workload {
   nn::Module& model() override { return *model_; }
   int64_t batch_size() const override { return cfg_.max_tokens; }
   double learning_rate() const override { return adam_.current_lr(); }
+  std::optional<engine::optim::SplitStep> split_step() override { return adam_.split_step(); }
 
   // The data phase's draw as a Batch (source ids, target ids to predict): what step() draws next.
   Batch next_batch() override { return as_batch(batcher_.next_train()); }
