@@ -8,6 +8,7 @@
 #include "dist/collective_bench.h"
 #include "dist/comm_figures.h"
 #include "dist/mpi_communicator.h"
+#include "tests/dist/forwarding_communicator.h"
 
 namespace ts::dist {
 namespace {
@@ -59,30 +60,14 @@ TEST(CollectiveBench, EveryCollectiveAndSizeIsRightAndCombinedOnEveryRank) {
 }
 
 // All-reduce with max instead of sum: wrong on every rank but one per element.
-class MaxingCommunicator final : public Communicator {
+class MaxingCommunicator final : public ForwardingCommunicator {
  public:
-  explicit MaxingCommunicator(MpiCommunicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string_view backend() const override { return "faulty"; }
+  using ForwardingCommunicator::ForwardingCommunicator;
 
  protected:
   void do_all_reduce(void* data, size_t count, DataType type, ReduceOp) override {
     inner_.all_reduce(data, count, type, ReduceOp::max, "faulty");
   }
-  void do_broadcast(void* data, size_t count, DataType type, int root) override {
-    inner_.broadcast(data, count, type, root, "faulty");
-  }
-  void do_all_gather(const void* send, void* recv, size_t count, DataType type) override {
-    inner_.all_gather(send, recv, count, type, "faulty");
-  }
-  void do_reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    inner_.reduce_scatter(send, recv, count, type, op, "faulty");
-  }
-  void do_barrier() override { inner_.barrier("faulty"); }
-
- private:
-  MpiCommunicator& inner_;
 };
 
 TEST(CollectiveBench, WrongResultsAreCounted) {

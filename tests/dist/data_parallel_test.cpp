@@ -18,6 +18,7 @@
 #include "engine/optim/sgd.h"
 #include "engine/random.h"
 #include "profiler/tracer.h"
+#include "tests/dist/forwarding_communicator.h"
 
 namespace ts::dist {
 namespace {
@@ -242,31 +243,15 @@ TEST(DataParallel, CollectivesAndTheWaitAreTraced) {
 // Cross-barrier (ByteScheduler): the optimizer step is cut per parameter and the next forward
 // waits, and updates, layer by layer. `slow` delays every all-reduce so that the next
 // forward really starts while updates are still pending.
-class SlowCommunicator final : public Communicator {
+class SlowCommunicator final : public ForwardingCommunicator {
  public:
-  explicit SlowCommunicator(MpiCommunicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string_view backend() const override { return "slow"; }
+  using ForwardingCommunicator::ForwardingCommunicator;
 
  protected:
   void do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(15));
-    inner_.all_reduce(data, count, type, op, "slow");
+    ForwardingCommunicator::do_all_reduce(data, count, type, op);
   }
-  void do_broadcast(void* data, size_t count, DataType type, int root) override {
-    inner_.broadcast(data, count, type, root, "slow");
-  }
-  void do_all_gather(const void* send, void* recv, size_t count, DataType type) override {
-    inner_.all_gather(send, recv, count, type, "slow");
-  }
-  void do_reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    inner_.reduce_scatter(send, recv, count, type, op, "slow");
-  }
-  void do_barrier() override { inner_.barrier("slow"); }
-
- private:
-  MpiCommunicator& inner_;
 };
 
 DataParallelOptions priority_options(bool overlap) {
