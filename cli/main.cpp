@@ -12,6 +12,7 @@
 #include "cli/list.h"
 #include "cli/play.h"
 #include "cli/run_command.h"
+#include "cli/report_command.h"
 #include "cli/suite.h"
 #include "cli/summary.h"
 #include "dist/mpi_runtime.h"
@@ -118,6 +119,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   // The launcher hands its own command line to the ranks, so the run records what the user typed.
   run->add_option("--command-line", rc.command_line)->group("");
+  // A suite's run launched over ranks: which suite, entry and repeat (hidden: the suite sets them).
+  run->add_option("--suite-name", rc.suite.name)->group("");
+  run->add_option("--suite-entry", rc.suite.entry)->group("");
+  run->add_option("--suite-repeat", rc.suite.repeat)->group("");
 
   // The collectives benchmark (docs/distributed.md, "Collectives benchmark").
   CollectivesBenchConfig bc;
@@ -200,6 +205,32 @@ int main(int argc, char** argv) {
                   "Holistic Trace Analysis)")
       ->required();
 
+  ReportRequest report_request;
+  auto* report = app.add_subcommand("report", "A suite report of stored runs: Markdown on stdout, or --html/--md/--json files");
+  report->add_option("db", report_request.db, "SQLite file, e.g. results/trainscope.db")->required();
+  report->add_option("selection", report_request.selectors, "Run ids, ranges A-B or suite names (default: every run)");
+  report->add_option("--html", report_request.out.html, "Self-contained HTML report with charts");
+  report->add_option("--md", report_request.out.markdown, "Markdown report (e.g. a CI job summary)");
+  report->add_option("--json", report_request.out.json, "The report's figures as JSON");
+
+  CompareRequest compare_request;
+  compare_request.db = "results/trainscope.db";
+  std::optional<double> fail_on_regression;
+  auto* compare = app.add_subcommand("compare", "Compare two sets of runs (builds, commits, settings): deltas with 95% "
+                                                "intervals, Mann-Whitney U, verdicts; a regression gate for CI");
+  compare->add_option("base", compare_request.base, "A db file (all its runs), or run ids / ranges / a suite name in --db")->required();
+  compare->add_option("new", compare_request.next, "The same, for the runs compared against base")->required();
+  compare->add_option("--db", compare_request.db, "SQLite file the ids and suite names refer to")->capture_default_str();
+  compare->add_option("--html", compare_request.out.html, "Self-contained HTML comparison with charts");
+  compare->add_option("--md", compare_request.out.markdown, "Markdown comparison (e.g. $GITHUB_STEP_SUMMARY)");
+  compare->add_option("--json", compare_request.out.json, "The comparison as JSON");
+  compare->add_option("--fail-on-regression", fail_on_regression,
+                      "Exit 1 when a configuration's throughput is significantly lower by more than PCT percent, or its "
+                      "peak memory grew beyond --memory-tolerance");
+  compare->add_option("--memory-tolerance", compare_request.memory_tolerance_pct,
+                      "With --fail-on-regression: peak memory growth (percent) still accepted")
+      ->capture_default_str();
+
   // a3c's game, to look at: a random episode as a PNG strip.
   PlayConfig play_config;
   auto* play = app.add_subcommand("play", "Play a3c's Breakout with random actions; write the frames as a PNG strip");
@@ -256,6 +287,11 @@ int main(int argc, char** argv) {
       const Suite s = load_suite(suite_file, suite_db);
       install_interrupt_handler();
       return run_suite(s, suite_json);
+    }
+    if (*report) return execute_report(report_request);
+    if (*compare) {
+      compare_request.fail_on_regression_pct = fail_on_regression;
+      return execute_compare(compare_request);
     }
     if (*import_cmd) {
       fmt::print("{}", import_runs(import_from, import_db));

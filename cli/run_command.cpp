@@ -76,6 +76,10 @@ std::vector<std::string> rank_arguments(const RunConfig& c) {
   if (c.data_parallel.priority) a.push_back("--priority");
   if (!c.data_parallel.cross_barrier) a.push_back("--no-cross-barrier");
   a.insert(a.end(), {"--command-line", c.command_line});
+  if (!c.suite.name.empty()) {
+    a.insert(a.end(), {"--suite-name", c.suite.name, "--suite-entry", std::to_string(c.suite.entry),
+                       "--suite-repeat", std::to_string(c.suite.repeat)});
+  }
   return a;
 }
 

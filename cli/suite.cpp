@@ -265,19 +265,60 @@ uint64_t Suite::run_count() const {
   return n;
 }
 
-RunConfig Suite::run_at(uint64_t index) const {
-  for (const auto& e : entries) {
-    const uint64_t batches = std::max<uint64_t>(e.batches.size(), 1);
-    const uint64_t runs = batches * static_cast<uint64_t>(e.repeats);
-    if (index >= runs) {
-      index -= runs;
-      continue;
-    }
-    RunConfig c = e.config;
-    if (!e.batches.empty()) c.batch = e.batches[index / static_cast<uint64_t>(e.repeats)];
-    return c;
+namespace {
+
+struct SuitePosition { size_t entry = 0; uint64_t batch = 0, repeat = 0; };
+
+SuitePosition grouped_position(const Suite& s, uint64_t index) {
+  for (size_t e = 0; e < s.entries.size(); ++e) {
+    const uint64_t batches = std::max<uint64_t>(s.entries[e].batches.size(), 1);
+    const uint64_t repeats = static_cast<uint64_t>(s.entries[e].repeats);
+    if (index < batches * repeats) return {e, index / repeats, index % repeats};
+    index -= batches * repeats;
   }
-  throw std::out_of_range(fmt::format("suite run index past the end ({} runs)", run_count()));
+  throw std::out_of_range(fmt::format("suite run index past the end ({} runs)", s.run_count()));
+}
+
+// Rounds come in stretches of equal size: between two neighbouring repeat counts the same
+// entries take part. Walking the stretches (at most one per entry) finds the round without
+// visiting a million of them.
+SuitePosition interleaved_position(const Suite& s, uint64_t index) {
+  std::vector<uint64_t> bounds;   // distinct repeat counts, ascending
+  for (const auto& e : s.entries) bounds.push_back(static_cast<uint64_t>(e.repeats));
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  uint64_t round = 0;
+  for (const uint64_t bound : bounds) {
+    uint64_t round_size = 0;   // runs in each round of this stretch: entries with repeats > round
+    for (const auto& e : s.entries) {
+      if (static_cast<uint64_t>(e.repeats) > round) round_size += std::max<uint64_t>(e.batches.size(), 1);
+    }
+    const uint64_t stretch = (bound - round) * round_size;
+    if (index < stretch) {
+      round += index / round_size;
+      index %= round_size;
+      for (size_t e = 0; e < s.entries.size(); ++e) {
+        if (static_cast<uint64_t>(s.entries[e].repeats) <= round) continue;
+        const uint64_t batches = std::max<uint64_t>(s.entries[e].batches.size(), 1);
+        if (index < batches) return {e, index, round};
+        index -= batches;
+      }
+    }
+    index -= stretch;
+    round = bound;
+  }
+  throw std::out_of_range(fmt::format("suite run index past the end ({} runs)", s.run_count()));
+}
+
+}  // namespace
+
+RunConfig Suite::run_at(uint64_t index) const {
+  const SuitePosition at = interleave ? interleaved_position(*this, index) : grouped_position(*this, index);
+  const SuiteEntry& e = entries[at.entry];
+  RunConfig c = e.config;
+  if (!e.batches.empty()) c.batch = e.batches[at.batch];
+  c.suite = {name, static_cast<int64_t>(at.entry) + 1, static_cast<int64_t>(at.repeat) + 1};
+  return c;
 }
 
 Suite load_suite(const std::filesystem::path& file, const std::filesystem::path& db) {
@@ -300,9 +341,11 @@ Suite load_suite(std::string_view text, const std::string& file, const std::file
   }
   const toml::table doc = parse_toml(text, file);
   const TableReader top(doc, file, "");
-  top.allow_only({"name", "run"}, "only 'name' may appear above the first [[run]]; run settings go inside one");
+  top.allow_only({"name", "interleave", "run"},
+                 "only 'name' and 'interleave' may appear above the first [[run]]; run settings go inside one");
   Suite s;
   s.name = top.string("name").value_or(std::filesystem::path(file).stem().string());
+  s.interleave = top.boolean("interleave").value_or(true);
   const toml::node* run = doc.get("run");
   if (!run) throw UsageError(file + ": no [[run]] entries");
   if (const auto* t = run->as_table()) {

@@ -1,6 +1,7 @@
 #pragma once
 // `trainscope suite FILE`: a TOML list of runs (workload, preset, device, batch sizes,
-// iterations, warm-up, repeats), run in turn into one db.
+// iterations, warm-up, repeats), run in turn into one db. Each run records which suite, entry
+// and repeat it is (config "suite"), so reports and comparisons can find and pair them.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -20,8 +21,12 @@ struct SuiteEntry {
 struct Suite {
   std::string name;
   std::vector<SuiteEntry> entries;
-  // The runs in order (entry, then batch, then repeat), built one at a time rather than all up
-  // front: `repeats` may be up to a million per entry.
+  // Interleaved (the default): round r runs every entry and batch that has an r-th repeat, in
+  // file order (A B A B), so slow drift of the machine spreads over all of them alike instead of
+  // falling on one. Otherwise grouped: entry, then batch, then repeat (A A B B).
+  bool interleave = true;
+  // The runs in that order, built one at a time rather than all up front: `repeats` may be up to
+  // a million per entry.
   uint64_t run_count() const;
   RunConfig run_at(uint64_t index) const;   // throws std::out_of_range past run_count()
 };

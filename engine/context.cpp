@@ -3,7 +3,11 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 #include "profiler/clock.h"
 #include "profiler/tracer.h"
@@ -25,6 +29,50 @@ void throw_if_cancelled() {
   const std::atomic<bool>* flag = g_cancel.load(std::memory_order_relaxed);
   if (flag != nullptr && flag->load(std::memory_order_relaxed) && !omp_in_parallel()) throw Cancelled();
 }
+
+// TS_TEST_SLOW_OP=NAME:FRACTION (NAME `*`: every op): after each outermost call of that op, sleep
+// FRACTION times the call's duration. A planted slowdown, proportional so that it shows the same
+// on any machine, for testing the regression gate (`compare --fail-on-regression`, docs/ci.md).
+struct PlantedSlowdown {
+  bool on = false, every_op = false;
+  profiler::StringId name{};
+  double fraction = 0;
+};
+
+PlantedSlowdown read_planted_slowdown() {
+  PlantedSlowdown p;
+  const char* spec = std::getenv("TS_TEST_SLOW_OP");
+  if (spec == nullptr || *spec == '\0') return p;
+  const std::string text(spec);
+  const auto colon = text.rfind(':');
+  size_t used = 0;
+  try {
+    if (colon != std::string::npos && colon > 0) p.fraction = std::stod(text.substr(colon + 1), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (colon == std::string::npos || colon == 0 || used == 0 || used != text.size() - colon - 1 || !(p.fraction > 0) ||
+      p.fraction > 100) {
+    throw std::invalid_argument("TS_TEST_SLOW_OP must be NAME:FRACTION with 0 < FRACTION <= 100 (got \"" + text + "\")");
+  }
+  const std::string name = text.substr(0, colon);
+  p.on = true;
+  p.every_op = name == "*";
+  if (!p.every_op) p.name = profiler::Tracer::global().intern(name);
+  return p;
+}
+
+const PlantedSlowdown& planted_slowdown() {
+  static const PlantedSlowdown p = read_planted_slowdown();
+  return p;
+}
+
+thread_local int64_t t_planted_start_ns = -1;   // the outermost op being slowed on this thread
+// Sleep owed, paid once it reaches a millisecond: a sleep costs tens of microseconds more than it
+// asks for, which would swamp the share asked of a few-microsecond op; paid in bulk, and the
+// overshoot counted against the debt, the total delay stays at the fraction asked.
+thread_local int64_t t_planted_debt_ns = 0;
+constexpr int64_t kPlantedPayAtNs = 1'000'000;
 }  // namespace
 
 CancelScope::CancelScope(const std::atomic<bool>* flag) : previous_(g_cancel.exchange(flag)) {}
@@ -46,8 +94,12 @@ OwnerScope::~OwnerScope() {
 
 OpScope::OpScope(profiler::StringId name) : name_(name) {
   throw_if_cancelled();
+  const PlantedSlowdown& slow = planted_slowdown();   // throws on a bad TS_TEST_SLOW_OP, before any change
   auto& ctx = thread_context();
   ++ctx.op_depth;
+  if (slow.on && ctx.op_depth == 1 && (slow.every_op || slow.name == name)) {
+    t_planted_start_ns = profiler::now_ns();
+  }
   auto& tracer = profiler::Tracer::global();
   active_ = g_op_tracing.load(std::memory_order_relaxed) && tracer.enabled();
   if (active_) {
@@ -59,6 +111,15 @@ OpScope::OpScope(profiler::StringId name) : name_(name) {
 
 OpScope::~OpScope() {
   auto& ctx = thread_context();
+  if (ctx.op_depth == 1 && t_planted_start_ns >= 0) {
+    const int64_t now = profiler::now_ns();
+    t_planted_debt_ns += static_cast<int64_t>(static_cast<double>(now - t_planted_start_ns) * planted_slowdown().fraction);
+    t_planted_start_ns = -1;
+    if (t_planted_debt_ns >= kPlantedPayAtNs) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(t_planted_debt_ns));
+      t_planted_debt_ns -= profiler::now_ns() - now;
+    }
+  }
   --ctx.op_depth;
   if (!active_) return;
   auto& tracer = profiler::Tracer::global();

@@ -31,6 +31,11 @@ struct RunConfig {
   std::chrono::milliseconds flush_interval{2000};  // how often the run is written while it runs
   std::chrono::milliseconds lock_wait{60000};      // how long the final write waits for a locked db
   std::string command_line;
+  // Which suite run this is (empty name: not from a suite); stored in the config as "suite".
+  struct SuiteTag {
+    std::string name;
+    int64_t entry = 0, repeat = 0;   // 1-based: the [[run]] table and the repeat of its batch
+  } suite;
 
   // Distribution (docs/distributed.md). nproc: the ranks the launcher starts (a rank learns its
   // place from MPI); the data-parallel knobs are stored in the run's config.

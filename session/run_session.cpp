@@ -199,6 +199,9 @@ RunOutcome RunSession::run() {
   nlohmann::json table = nlohmann::json::object();
   for (const auto& [k, v] : preset.table) table[k] = v;
   if (c.learners) cfg["learners"] = *c.learners;
+  if (!c.suite.name.empty()) {
+    cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
+  }
   cfg["preset_table"] = table;
   if (distributed) {
     const auto& o = c.data_parallel;

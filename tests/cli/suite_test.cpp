@@ -10,6 +10,7 @@
 #include "cli/run_config.h"
 #include "cli/suite.h"
 #include "cli_test_util.h"
+#include "nlohmann/json.hpp"
 #include "store/reader.h"
 
 using namespace ts;
@@ -38,9 +39,16 @@ eval_batches = 0
   store::Reader r(dir / "s.db");
   const auto runs = r.runs();
   ASSERT_EQ(runs.size(), 4u);
-  EXPECT_EQ(runs[0].batch_size, 2);
-  EXPECT_EQ(runs[3].batch_size, 4);
-  for (const auto& run : runs) EXPECT_EQ(run.status, store::RunStatus::completed);
+  // Interleaved: batch 2, batch 4, then their second repeats; each run says which it is.
+  const std::vector<int64_t> batches = {2, 4, 2, 4}, repeats = {1, 1, 2, 2};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].status, store::RunStatus::completed);
+    EXPECT_EQ(runs[i].batch_size, batches[i]) << i;
+    const auto tag = nlohmann::json::parse(runs[i].config_json).at("suite");
+    EXPECT_EQ(tag.at("name"), "t");
+    EXPECT_EQ(tag.at("entry"), 1);
+    EXPECT_EQ(tag.at("repeat"), repeats[i]) << i;
+  }
 }
 
 TEST(Suite, BadFilesAreRejectedBeforeAnyRun) {
@@ -112,6 +120,35 @@ const std::string kRun = "[[run]]\nworkload = \"resnet50\"\n";   // lines 1-2
 const std::string kA3c = "[[run]]\nworkload = \"a3c\"\n";
 
 }  // namespace
+
+TEST(Suite, RepeatsInterleaveEntriesRoundByRoundUnlessAskedNotTo) {
+  const std::string text = kRun + "batch = [1, 2]\nrepeats = 3\n" + kRun + "seed = 7\n" + kRun + "seed = 9\nrepeats = 2\n";
+  TempDir dir;
+  const auto interleaved = cli::load_suite(text, "i.toml", dir / "s.db");
+  // (entry, batch or seed, repeat): round 1 has all four runs, round 2 loses the second entry,
+  // round 3 keeps only the first entry's two batches.
+  struct Expect { int64_t entry, key, repeat; };
+  const std::vector<Expect> order = {{1, 1, 1}, {1, 2, 1}, {2, 7, 1}, {3, 9, 1}, {1, 1, 2},
+                                     {1, 2, 2}, {3, 9, 2}, {1, 1, 3}, {1, 2, 3}};
+  ASSERT_EQ(interleaved.run_count(), order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto c = interleaved.run_at(i);
+    EXPECT_EQ(c.suite.name, "i");
+    EXPECT_EQ(c.suite.entry, order[i].entry) << i;
+    EXPECT_EQ(c.suite.repeat, order[i].repeat) << i;
+    EXPECT_EQ(order[i].entry == 1 ? c.batch.value_or(0) : static_cast<int64_t>(c.seed), order[i].key) << i;
+  }
+  EXPECT_THROW(interleaved.run_at(order.size()), std::out_of_range);
+  const auto grouped = cli::load_suite("interleave = false\n" + text, "g.toml", dir / "s.db");
+  const std::vector<Expect> grouped_order = {{1, 1, 1}, {1, 1, 2}, {1, 1, 3}, {1, 2, 1}, {1, 2, 2},
+                                             {1, 2, 3}, {2, 7, 1}, {3, 9, 1}, {3, 9, 2}};
+  for (size_t i = 0; i < grouped_order.size(); ++i) {
+    const auto c = grouped.run_at(i);
+    EXPECT_EQ(c.suite.entry, grouped_order[i].entry) << i;
+    EXPECT_EQ(c.suite.repeat, grouped_order[i].repeat) << i;
+  }
+  EXPECT_THROW((void)cli::load_suite("interleave = 1\n" + text, "b.toml", dir / "s.db"), cli::UsageError);
+}
 
 TEST(Suite, WrongTypesAreRefusedNamingFileLineAndKey) {
   TempDir dir;
@@ -215,7 +252,7 @@ TEST(Suite, KeysAboveTheFirstRunAreRefused) {
   expect_refusals({
       // These once vanished silently: the runs took the default 20 iterations.
       {"name = \"t\"\niterations = 5\n" + kRun,
-       "bad.toml:2: unknown key 'iterations' (only 'name' may appear above the first [[run]]"},
+       "bad.toml:2: unknown key 'iterations' (only 'name' and 'interleave' may appear above the first [[run]]"},
       {"[defaults]\niterations = 5\n" + kRun, "bad.toml:1: unknown key 'defaults'"},
   });
 }
@@ -250,7 +287,7 @@ TEST(Suite, ABadLaterEntryStopsTheSuiteBeforeAnyRun) {
 TEST(Suite, HugeRepeatsAreCountedWithoutBuildingEveryRun) {
   // 100 entries x 10 batches x a million repeats: a billion runs, far more RunConfigs than memory
   // holds, so this only passes while runs are made one at a time.
-  std::string text;
+  std::string text = "interleave = false\n";
   for (int entry = 0; entry < 100; ++entry) {
     text += kRun + "batch = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nrepeats = 1000000\nseed = " + std::to_string(entry) + "\n";
   }
@@ -266,6 +303,29 @@ TEST(Suite, HugeRepeatsAreCountedWithoutBuildingEveryRun) {
   EXPECT_EQ(last.seed, 99u);
   EXPECT_THROW(suite.run_at(1'000'000'000), std::out_of_range);
   EXPECT_FALSE(std::filesystem::exists(dir / "s.db"));
+}
+
+TEST(Suite, HugeInterleavedRepeatsAreFoundWithoutWalkingEveryRound) {
+  // 100 entries with different repeat counts (up to a million): finding a run walks the stretches
+  // of equal rounds, not the rounds.
+  std::string text;
+  for (int entry = 0; entry < 100; ++entry) {
+    text += kRun + "batch = [1, 2]\nrepeats = " + std::to_string(10'000 * (entry + 1)) + "\nseed = " + std::to_string(entry) + "\n";
+  }
+  TempDir dir;
+  const auto suite = cli::load_suite(text, "huge.toml", dir / "s.db");
+  ASSERT_EQ(suite.run_count(), 2u * 10'000 * 5050);
+  EXPECT_EQ(suite.run_at(0).seed, 0u);
+  EXPECT_EQ(suite.run_at(199).seed, 99u);
+  EXPECT_EQ(suite.run_at(200).suite.repeat, 2);
+  const auto last = suite.run_at(suite.run_count() - 1);   // only the last entry has round 1,000,000
+  EXPECT_EQ(last.seed, 99u);
+  EXPECT_EQ(last.suite.repeat, 1'000'000);
+  EXPECT_EQ(last.batch, std::optional<int64_t>(2));
+  // The first run after round 10,000: the first entry has dropped out.
+  const auto after = suite.run_at(200u * 10'000);
+  EXPECT_EQ(after.seed, 1u);
+  EXPECT_EQ(after.suite.repeat, 10'001);
 }
 
 // Found by fuzz/suite_fuzzer.cpp: toml++ 3.3 asserts, or has undefined behaviour, on these
