@@ -15,25 +15,6 @@
 
 namespace ts::cli {
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (std::abs(b) >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
-}
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
-}
-
 std::string display_status(const store::RunRow& run, const store::LivenessVerdict& verdict) {
   switch (verdict.state) {
     case store::Liveness::finished: return std::string(store::to_string(run.status));

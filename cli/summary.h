@@ -6,6 +6,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "reports/number_format.h"
 #include "store/liveness.h"
 #include "store/records.h"
 
@@ -23,8 +24,7 @@ std::string format_summary(const nlohmann::json& summary);
 std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit);
 // The runs of a db as a table.
 std::string format_runs(const std::filesystem::path& db);
-std::string human_bytes(double bytes);
-// 25557032 -> "25,557,032"
-std::string with_commas(int64_t n);
+using reports::human_bytes;
+using reports::with_commas;
 
 }  // namespace ts::cli

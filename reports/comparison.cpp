@@ -1,0 +1,381 @@
+#include "reports/comparison.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "fmt/format.h"
+#include "reports/number_format.h"
+#include "reports/statistics.h"
+
+namespace ts::reports {
+
+namespace {
+
+// One metric's samples from every run of one side, pooled.
+std::vector<double> pooled(const std::vector<const RunDigest*>& runs, const std::function<const std::vector<double>*(const RunDigest&)>& pick) {
+  std::vector<double> out;
+  for (const RunDigest* r : runs) {
+    if (const auto* v = pick(*r)) out.insert(out.end(), v->begin(), v->end());
+  }
+  return out;
+}
+
+MetricComparison compare_samples(std::string metric, std::string unit, bool higher_is_better, const std::vector<double>& base,
+                                 const std::vector<double>& next) {
+  MetricComparison m;
+  m.metric = std::move(metric);
+  m.unit = std::move(unit);
+  m.higher_is_better = higher_is_better;
+  m.base_n = base.size();
+  m.new_n = next.size();
+  if (base.empty() || next.empty()) {
+    m.verdict = Verdict::missing;
+    return m;
+  }
+  m.base_median = median(base);
+  m.new_median = median(next);
+  const bool positive = std::all_of(base.begin(), base.end(), [](double v) { return v > 0; }) &&
+                        std::all_of(next.begin(), next.end(), [](double v) { return v > 0; });
+  if (positive) {
+    // The change as a ratio, estimated on the logarithms: a 2x slowdown and a 2x speed-up are
+    // equally far from no change, and a few slow outliers do not move the estimate.
+    const RatioEstimate r = ratio_estimate(base, next);
+    m.delta = r.ratio - 1;
+    m.delta_low = r.low - 1;
+    m.delta_high = r.high - 1;
+  } else if (m.base_median != 0) {
+    // A phase that is sometimes 0 ms (no data loading on some iterations): the shift in ms,
+    // relative to the base's median.
+    const ShiftEstimate s = hodges_lehmann(base, next);
+    m.delta = s.estimate / m.base_median;
+    m.delta_low = s.low / m.base_median;
+    m.delta_high = s.high / m.base_median;
+  }
+  m.p_value = mann_whitney_u(base, next).p_value;
+  if (base.size() < kMinSamples || next.size() < kMinSamples) {
+    m.verdict = Verdict::too_few_samples;
+  } else if (m.p_value < kSignificance && (m.delta_low > 0 || m.delta_high < 0)) {
+    const bool up = m.delta > 0;
+    m.verdict = up == higher_is_better ? Verdict::faster : Verdict::slower;
+  } else {
+    m.verdict = Verdict::no_change;
+  }
+  return m;
+}
+
+// The ledger's peak bytes of a side: deterministic for a given build, model and batch, so one
+// run speaks for the side; repeats that disagree are noted.
+std::map<std::string, int64_t> memory_of(const RunDigest& r) {
+  std::map<std::string, int64_t> m;
+  m["peak"] = r.peak_bytes;
+  for (const auto& c : r.memory) m[c.category] = c.bytes;
+  return m;
+}
+
+PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest*>& base, const std::vector<const RunDigest*>& next) {
+  PairComparison p;
+  p.key = key;
+  for (const auto* r : base) p.base_runs.push_back(r->run.id);
+  for (const auto* r : next) p.new_runs.push_back(r->run.id);
+  const std::string unit = base.front()->unit;
+  p.metrics.push_back(compare_samples("throughput", unit, true, pooled(base, [](const RunDigest& r) { return &r.throughput; }),
+                                      pooled(next, [](const RunDigest& r) { return &r.throughput; })));
+  p.metrics.push_back(compare_samples("iteration time", "ms", false, pooled(base, [](const RunDigest& r) { return &r.iteration_ms; }),
+                                      pooled(next, [](const RunDigest& r) { return &r.iteration_ms; })));
+  std::vector<std::string> phases;
+  for (const auto* side : {&base, &next}) {
+    for (const auto* r : *side) {
+      for (const auto& ph : r->phases) {
+        if (std::find(phases.begin(), phases.end(), ph.phase) == phases.end()) phases.push_back(ph.phase);
+      }
+    }
+  }
+  for (const auto& name : phases) {
+    const auto pick = [&name](const RunDigest& r) -> const std::vector<double>* {
+      for (const auto& ph : r.phases) {
+        if (ph.phase == name) return &ph.ms;
+      }
+      return nullptr;
+    };
+    p.metrics.push_back(compare_samples("phase " + name, "ms", false, pooled(base, pick), pooled(next, pick)));
+  }
+  if (key.ranks > 1) {
+    p.metrics.push_back(compare_samples("exposed comm", "ms", false, pooled(base, [](const RunDigest& r) { return &r.exposed_comm_ms; }),
+                                        pooled(next, [](const RunDigest& r) { return &r.exposed_comm_ms; })));
+  }
+
+  const auto base_mem = memory_of(*base.front());
+  const auto new_mem = memory_of(*next.front());
+  for (const auto* side : {&base, &next}) {
+    for (const auto* r : *side) {
+      if (memory_of(*r) != memory_of(*side->front())) {
+        p.notes.push_back(fmt::format("run {}'s memory at peak differs from run {}'s on the same side: the ledger was not "
+                                      "deterministic here; the first run's is compared",
+                                      r->run.id, side->front()->run.id));
+      }
+    }
+  }
+  std::set<std::string> categories;
+  for (const auto& [c, _] : base_mem) categories.insert(c);
+  for (const auto& [c, _] : new_mem) categories.insert(c);
+  categories.erase("peak");
+  std::vector<std::string> order = {"peak"};
+  order.insert(order.end(), categories.begin(), categories.end());
+  for (const auto& c : order) {
+    MemoryComparison m;
+    m.category = c;
+    m.base_bytes = base_mem.contains(c) ? base_mem.at(c) : 0;
+    m.new_bytes = new_mem.contains(c) ? new_mem.at(c) : 0;
+    m.verdict = m.new_bytes == m.base_bytes ? Verdict::same : m.new_bytes > m.base_bytes ? Verdict::grew : Verdict::shrank;
+    p.memory.push_back(m);
+  }
+  return p;
+}
+
+std::string interval_text(const MetricComparison& m) {
+  if (m.verdict == Verdict::missing) return "";
+  return fmt::format("{} [{}, {}]", signed_percent(m.delta), signed_percent(m.delta_low), signed_percent(m.delta_high));
+}
+
+std::string row_class(Verdict v) {
+  switch (v) {
+    case Verdict::faster: case Verdict::shrank: return "better";
+    case Verdict::slower: case Verdict::grew: return "worse";
+    case Verdict::too_few_samples: case Verdict::missing: return "warning";
+    default: return "";
+  }
+}
+
+std::string runs_text(const std::vector<int64_t>& ids) {
+  std::vector<std::string> s;
+  for (auto id : ids) s.push_back(std::to_string(id));
+  return fmt::format("{}", fmt::join(s, ", "));
+}
+
+}  // namespace
+
+std::string_view to_string(Verdict v) {
+  switch (v) {
+    case Verdict::faster: return "faster";
+    case Verdict::slower: return "slower";
+    case Verdict::no_change: return "no significant change";
+    case Verdict::too_few_samples: return "too few samples";
+    case Verdict::same: return "same";
+    case Verdict::grew: return "grew";
+    case Verdict::shrank: return "shrank";
+    case Verdict::missing: return "missing";
+  }
+  return "?";
+}
+
+Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<RunDigest>& next, std::string base_label,
+                        std::string new_label, const GateOptions& gate) {
+  Comparison c;
+  c.base_label = std::move(base_label);
+  c.new_label = std::move(new_label);
+  std::map<RunKey, std::vector<const RunDigest*>> by_base, by_new;
+  for (const auto* side : {&base, &next}) {
+    for (const auto& r : *side) {
+      const std::string which = side == &base ? "base" : "new";
+      if (!r.finished_ok()) {
+        c.skipped.push_back(fmt::format("{} run {} ({}): {}{}", which, r.run.id, r.key.label(), r.status,
+                                        r.run.error.empty() ? "" : ": " + r.run.error));
+        continue;
+      }
+      if (r.iteration_ms.empty()) {
+        c.skipped.push_back(fmt::format("{} run {} ({}): no timed iteration", which, r.run.id, r.key.label()));
+        continue;
+      }
+      (side == &base ? by_base : by_new)[r.key].push_back(&r);
+    }
+  }
+  std::vector<double> ratios;
+  for (const auto& [key, runs] : by_base) {
+    const auto other = by_new.find(key);
+    if (other == by_new.end()) {
+      c.only_in_base.push_back(key.label());
+      continue;
+    }
+    PairComparison p = compare_pair(key, runs, other->second);
+    if (p.metrics.front().base_median > 0 && p.metrics.front().new_median > 0) {
+      ratios.push_back(p.metrics.front().new_median / p.metrics.front().base_median);
+    }
+    c.pairs.push_back(std::move(p));
+  }
+  for (const auto& [key, _] : by_new) {
+    if (!by_base.contains(key)) c.only_in_new.push_back(key.label());
+  }
+  if (c.pairs.empty()) {
+    std::string why = "nothing to compare: no workload, preset, device, batch and rank count is in both selections";
+    if (by_base.empty() || by_new.empty()) why += fmt::format(" ({} has no completed run)", by_base.empty() ? c.base_label : c.new_label);
+    throw std::invalid_argument(why);
+  }
+  if (!ratios.empty()) c.geomean_throughput_ratio = geometric_mean(ratios);
+
+  if (gate.fail_on_regression_pct) {
+    c.gated = true;
+    const double limit = *gate.fail_on_regression_pct / 100.0;
+    for (const auto& p : c.pairs) {
+      const auto& thr = p.metrics.front();
+      // A slowdown is the time per sample growing: base rate / new rate - 1.
+      const double slowdown = thr.delta > -1 ? 1.0 / (1.0 + thr.delta) - 1.0 : 0.0;
+      if (thr.verdict == Verdict::slower && slowdown > limit) {
+        c.regressions.push_back(fmt::format("{}: throughput {} ({} slower per sample, p = {:.2g}), above the {}% allowed",
+                                            p.key.label(), signed_percent(thr.delta), signed_percent(slowdown), thr.p_value,
+                                            *gate.fail_on_regression_pct));
+      }
+      const auto& peak = p.memory.front();
+      if (peak.base_bytes > 0 &&
+          static_cast<double>(peak.new_bytes) > static_cast<double>(peak.base_bytes) * (1 + gate.memory_tolerance_pct / 100.0)) {
+        c.regressions.push_back(fmt::format("{}: peak memory grew from {} to {} bytes ({}), above the {}% allowed", p.key.label(),
+                                            peak.base_bytes, peak.new_bytes,
+                                            signed_percent(static_cast<double>(peak.new_bytes) / static_cast<double>(peak.base_bytes) - 1),
+                                            gate.memory_tolerance_pct));
+      }
+    }
+  }
+  return c;
+}
+
+Document comparison_document(const Comparison& c) {
+  Document d;
+  d.title = "trainscope comparison";
+  d.subtitle = fmt::format("base: {} · new: {}", c.base_label, c.new_label);
+
+  Section summary{"Summary", {}, {}};
+  Table overview;
+  overview.caption = "Throughput per configuration: medians over every timed iteration of every repeat; change = new/base - 1 "
+                     "with its 95% Hodges-Lehmann interval; p from the two-sided Mann-Whitney U test.";
+  overview.header = {"configuration", "base", "new", "change [95% CI]", "p", "n base/new", "peak memory", "verdict"};
+  overview.numeric = {false, true, true, true, true, true, false, false};
+  for (const auto& p : c.pairs) {
+    const auto& m = p.metrics.front();
+    const auto& peak = p.memory.front();
+    const std::string mem = peak.verdict == Verdict::same ? "same"
+                                                          : fmt::format("{} ({} → {})", to_string(peak.verdict), human_bytes(static_cast<double>(peak.base_bytes)),
+                                                                        human_bytes(static_cast<double>(peak.new_bytes)));
+    overview.rows.push_back({p.key.label(), three_digits(m.base_median) + " " + m.unit, three_digits(m.new_median) + " " + m.unit,
+                             interval_text(m), fmt::format("{:.3g}", m.p_value), fmt::format("{}/{}", m.base_n, m.new_n), mem,
+                             std::string(to_string(m.verdict))});
+    overview.row_class.push_back(peak.verdict == Verdict::grew ? "worse" : row_class(m.verdict));
+  }
+  if (c.geomean_throughput_ratio > 0) {
+    overview.rows.push_back({"geomean", "", "", signed_percent(c.geomean_throughput_ratio - 1), "", "", "", ""});
+    overview.row_class.push_back("");
+  }
+  summary.blocks.push_back(std::move(overview));
+
+  // The chart: each configuration's throughput change with its interval, as floating bars.
+  nlohmann::json labels = nlohmann::json::array(), intervals = nlohmann::json::array(), points = nlohmann::json::array();
+  for (const auto& p : c.pairs) {
+    const auto& m = p.metrics.front();
+    labels.push_back(p.key.label());
+    intervals.push_back({m.delta_low * 100, m.delta_high * 100});
+    points.push_back(m.delta * 100);
+  }
+  Chart change;
+  change.title = "Throughput change, new vs base (%)";
+  change.alt_text = "Throughput change per configuration with its 95% interval; the table above has the numbers.";
+  change.config = {{"type", "bar"},
+                   {"data", {{"labels", labels},
+                             {"datasets", {{{"label", "95% interval"}, {"data", intervals}, {"backgroundColor", "rgba(70,130,180,0.35)"}},
+                                           {{"label", "estimate"}, {"type", "line"}, {"data", points}, {"showLine", false},
+                                            {"pointRadius", 5}, {"borderColor", "rgb(20,60,120)"}, {"backgroundColor", "rgb(20,60,120)"}}}}}},
+                   {"options", {{"indexAxis", "y"}, {"maintainAspectRatio", false},
+                                {"scales", {{"x", {{"title", {{"display", true}, {"text", "% change in samples/s (right: faster)"}}}}}}}}}};
+  summary.blocks.push_back(std::move(change));
+
+  if (c.gated) {
+    summary.blocks.push_back(Paragraph{c.regressions.empty() ? "Regression gate: passed."
+                                                            : fmt::format("Regression gate: FAILED ({} regression{}).", c.regressions.size(),
+                                                                          c.regressions.size() == 1 ? "" : "s")});
+    if (!c.regressions.empty()) {
+      Table t;
+      t.header = {"regression"};
+      for (const auto& r : c.regressions) {
+        t.rows.push_back({r});
+        t.row_class.push_back("worse");
+      }
+      summary.blocks.push_back(std::move(t));
+    }
+  }
+  bool few = false;
+  for (const auto& p : c.pairs) few = few || p.metrics.front().verdict == Verdict::too_few_samples;
+  if (few) {
+    summary.blocks.push_back(Paragraph{fmt::format("Warning: some configurations have fewer than {} samples on a side; such a "
+                                                   "comparison cannot reach significance reliably. Run more iterations or repeats.",
+                                                   kMinSamples)});
+  }
+  if (!c.only_in_base.empty() || !c.only_in_new.empty() || !c.skipped.empty()) {
+    Table t;
+    t.caption = "Not compared";
+    t.header = {"what", "why"};
+    for (const auto& k : c.only_in_base) t.rows.push_back({k, "only in base"});
+    for (const auto& k : c.only_in_new) t.rows.push_back({k, "only in new"});
+    for (const auto& s : c.skipped) t.rows.push_back({s, "not a completed run"});
+    t.row_class.assign(t.rows.size(), "warning");
+    summary.blocks.push_back(std::move(t));
+  }
+  d.sections.push_back(std::move(summary));
+
+  Section details{"Per configuration", {}, {}};
+  for (const auto& p : c.pairs) {
+    Section s{p.key.label(), {}, {}};
+    s.blocks.push_back(Paragraph{fmt::format("Base runs {}; new runs {}.", runs_text(p.base_runs), runs_text(p.new_runs))});
+    Table t;
+    t.header = {"metric", "base median", "new median", "change [95% CI]", "p", "n base/new", "verdict"};
+    t.numeric = {false, true, true, true, true, true, false};
+    for (const auto& m : p.metrics) {
+      t.rows.push_back({m.metric + " (" + m.unit + ")", three_digits(m.base_median), three_digits(m.new_median), interval_text(m),
+                        m.verdict == Verdict::missing ? "" : fmt::format("{:.3g}", m.p_value), fmt::format("{}/{}", m.base_n, m.new_n),
+                        std::string(to_string(m.verdict))});
+      t.row_class.push_back(row_class(m.verdict));
+    }
+    s.blocks.push_back(std::move(t));
+    Table mem;
+    mem.caption = "Memory at peak from the ledger (deterministic: compared exactly, in bytes)";
+    mem.header = {"category", "base bytes", "new bytes", "change", "verdict"};
+    mem.numeric = {false, true, true, true, false};
+    for (const auto& m : p.memory) {
+      mem.rows.push_back({m.category, with_commas(m.base_bytes), with_commas(m.new_bytes), with_commas(m.new_bytes - m.base_bytes),
+                          std::string(to_string(m.verdict))});
+      mem.row_class.push_back(row_class(m.verdict));
+    }
+    s.blocks.push_back(std::move(mem));
+    for (const auto& n : p.notes) s.blocks.push_back(Paragraph{"Note: " + n});
+    details.subsections.push_back(std::move(s));
+  }
+  d.sections.push_back(std::move(details));
+  return d;
+}
+
+nlohmann::json comparison_json(const Comparison& c) {
+  nlohmann::json j = {{"base", c.base_label}, {"new", c.new_label}, {"geomean_throughput_ratio", c.geomean_throughput_ratio},
+                      {"only_in_base", c.only_in_base}, {"only_in_new", c.only_in_new}, {"skipped", c.skipped},
+                      {"significance", kSignificance}, {"min_samples", kMinSamples}};
+  if (c.gated) j["gate"] = {{"passed", c.regressions.empty()}, {"regressions", c.regressions}};
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& p : c.pairs) {
+    nlohmann::json metrics = nlohmann::json::array(), memory = nlohmann::json::array();
+    for (const auto& m : p.metrics) {
+      metrics.push_back({{"metric", m.metric}, {"unit", m.unit}, {"higher_is_better", m.higher_is_better}, {"base_n", m.base_n},
+                         {"new_n", m.new_n}, {"base_median", m.base_median}, {"new_median", m.new_median}, {"delta", m.delta},
+                         {"delta_low", m.delta_low}, {"delta_high", m.delta_high}, {"p_value", m.p_value},
+                         {"verdict", std::string(to_string(m.verdict))}});
+    }
+    for (const auto& m : p.memory) {
+      memory.push_back({{"category", m.category}, {"base_bytes", m.base_bytes}, {"new_bytes", m.new_bytes},
+                        {"verdict", std::string(to_string(m.verdict))}});
+    }
+    pairs.push_back({{"workload", p.key.workload}, {"preset", p.key.preset}, {"device", p.key.device}, {"batch", p.key.batch},
+                     {"ranks", p.key.ranks}, {"base_runs", p.base_runs}, {"new_runs", p.new_runs}, {"metrics", metrics},
+                     {"memory", memory}, {"notes", p.notes}});
+  }
+  j["pairs"] = pairs;
+  return j;
+}
+
+}  // namespace ts::reports

@@ -1,0 +1,74 @@
+#pragma once
+// `trainscope compare BASE NEW`: runs of two selections paired by what they measure (RunKey),
+// every timed metric compared on its per-iteration samples pooled over repeats (medians, the
+// Hodges-Lehmann relative change with its 95% interval, the Mann-Whitney U p-value, a verdict),
+// memory from the ledger compared exactly, a geometric-mean row as benchstat prints one, and the
+// regression gate's decision. docs/ci.md says how to read it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "reports/document.h"
+#include "reports/run_digest.h"
+
+namespace ts::reports {
+
+enum class Verdict { faster, slower, no_change, too_few_samples, same, grew, shrank, missing };
+std::string_view to_string(Verdict);
+
+// Google Benchmark's compare.py warns below this many samples on either side: fewer cannot
+// reach significance reliably.
+inline constexpr size_t kMinSamples = 9;
+inline constexpr double kSignificance = 0.05;
+
+struct MetricComparison {
+  std::string metric, unit;
+  bool higher_is_better = false;
+  size_t base_n = 0, new_n = 0;
+  double base_median = 0, new_median = 0;
+  // new / base - 1, its 95% interval; p: two-sided Mann-Whitney U.
+  double delta = 0, delta_low = 0, delta_high = 0, p_value = 1;
+  Verdict verdict = Verdict::no_change;
+};
+
+struct MemoryComparison {
+  std::string category;   // "peak" for the total, else a ledger category
+  int64_t base_bytes = 0, new_bytes = 0;
+  Verdict verdict = Verdict::same;
+};
+
+struct PairComparison {
+  RunKey key;
+  std::vector<int64_t> base_runs, new_runs;   // run ids (completed ones; the others are listed in `skipped`)
+  std::vector<MetricComparison> metrics;      // throughput first, then iteration time, phases, exposed comm
+  std::vector<MemoryComparison> memory;       // total peak first, then each category
+  std::vector<std::string> notes;             // e.g. runs of one side that failed
+};
+
+struct GateOptions {
+  std::optional<double> fail_on_regression_pct;   // unset: no gate (exit 0 unless bad input)
+  double memory_tolerance_pct = 0;                // peak growth above this fails the gate
+};
+
+struct Comparison {
+  std::string base_label, new_label;
+  std::vector<PairComparison> pairs;
+  std::vector<std::string> only_in_base, only_in_new;   // keys without a partner
+  std::vector<std::string> skipped;                     // runs left out and why (failed, lost, ...)
+  // Geometric mean over pairs of the throughput ratio new/base (benchstat's geomean row); 0: none.
+  double geomean_throughput_ratio = 0;
+  // The gate: regressions found (empty: pass). Filled when GateOptions asks for a gate.
+  bool gated = false;
+  std::vector<std::string> regressions;
+};
+
+// Throws std::invalid_argument when no key is in both selections (nothing to compare).
+Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<RunDigest>& next, std::string base_label,
+                        std::string new_label, const GateOptions& gate);
+
+Document comparison_document(const Comparison&);
+nlohmann::json comparison_json(const Comparison&);
+
+}  // namespace ts::reports

@@ -1,0 +1,13 @@
+#pragma once
+// Numbers as people read them in summaries, reports and comparisons.
+#include <cstdint>
+#include <string>
+
+namespace ts::reports {
+
+std::string human_bytes(double bytes);        // 1536 -> "1.5 KiB"
+std::string with_commas(int64_t n);           // 25557032 -> "25,557,032"
+std::string signed_percent(double fraction);  // 0.1234 -> "+12.3%", -0.004 -> "-0.4%"
+std::string three_digits(double v);           // 3 significant digits: 1234.5 -> "1235", 0.01234 -> "0.0123"
+
+}  // namespace ts::reports

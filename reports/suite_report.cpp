@@ -1,0 +1,516 @@
+#include "reports/suite_report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "fmt/format.h"
+#include "reports/number_format.h"
+#include "reports/op_class.h"
+#include "reports/statistics.h"
+
+namespace ts::reports {
+
+namespace {
+
+constexpr size_t kTopOps = 8, kTopLayers = 8;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// A configuration's runs (its repeats), pooled: what the report shows per row.
+struct Group {
+  RunKey key;
+  std::vector<const RunDigest*> runs, ok;   // all, and the completed ones the figures use
+  std::vector<double> throughput, iteration_ms;
+  std::vector<std::pair<std::string, double>> phase_ms;   // median per phase
+  std::vector<std::pair<std::string, double>> class_ms;   // per timed iteration, by op class
+  std::vector<OpTotal> ops;                               // per timed iteration
+  const RunDigest* first = nullptr;                       // the first completed run (memory, layers, breakdown)
+  std::string unit = "samples/s";
+
+  double job_throughput() const { return throughput.empty() ? 0 : median(throughput) * static_cast<double>(key.ranks); }
+};
+
+std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
+  std::map<RunKey, Group> by_key;
+  std::vector<RunKey> order;
+  for (const auto& r : runs) {
+    auto [it, fresh] = by_key.try_emplace(r.key);
+    if (fresh) order.push_back(r.key);
+    Group& g = it->second;
+    g.key = r.key;
+    g.runs.push_back(&r);
+    if (!r.finished_ok() || r.iteration_ms.empty()) continue;
+    g.ok.push_back(&r);
+    if (!g.first) g.first = &r;
+    g.unit = r.unit;
+    g.throughput.insert(g.throughput.end(), r.throughput.begin(), r.throughput.end());
+    g.iteration_ms.insert(g.iteration_ms.end(), r.iteration_ms.begin(), r.iteration_ms.end());
+  }
+  std::vector<Group> out;
+  for (const auto& key : order) {
+    Group g = std::move(by_key[key]);
+    std::map<std::string, std::vector<double>> phases;
+    std::vector<std::string> phase_order;
+    std::map<std::string, OpTotal> ops;
+    std::map<std::string, double> classes;
+    double timed = 0;
+    for (const auto* r : g.ok) {
+      for (const auto& p : r->phases) {
+        if (!phases.contains(p.phase)) phase_order.push_back(p.phase);
+        auto& v = phases[p.phase];
+        v.insert(v.end(), p.ms.begin(), p.ms.end());
+      }
+      for (const auto& o : r->ops) {
+        auto& t = ops[o.name];
+        t.name = o.name;
+        t.count += o.count;
+        t.total_ms += o.total_ms;
+        classes[op_class(o.name)] += o.total_ms;
+      }
+      timed += static_cast<double>(r->iteration_ms.size());
+    }
+    for (const auto& name : phase_order) g.phase_ms.emplace_back(name, median(phases[name]));
+    // Ops are summed over the runs' timed iterations (kernel_summary); per iteration reads better.
+    for (auto& [_, t] : ops) {
+      t.total_ms /= std::max(timed, 1.0);
+      g.ops.push_back(t);
+    }
+    std::stable_sort(g.ops.begin(), g.ops.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
+    for (auto& [cls, total] : classes) g.class_ms.emplace_back(cls, total / std::max(timed, 1.0));
+    std::stable_sort(g.class_ms.begin(), g.class_ms.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::string peak_text(const Group& g) { return g.first ? human_bytes(static_cast<double>(g.first->peak_bytes)) : "-"; }
+
+nlohmann::json stacked_bar(const std::vector<std::string>& labels, const std::vector<std::pair<std::string, std::vector<double>>>& series,
+                           const std::string& axis, bool horizontal, bool percent = true) {
+  nlohmann::json datasets = nlohmann::json::array();
+  for (const auto& [name, values] : series) datasets.push_back({{"label", name}, {"data", values}});
+  const std::string value_axis = horizontal ? "x" : "y", label_axis = horizontal ? "y" : "x";
+  return {{"type", "bar"},
+          {"data", {{"labels", labels}, {"datasets", datasets}}},
+          {"options", {{"indexAxis", horizontal ? "y" : "x"},
+                       {"scales", {{value_axis, percent ? nlohmann::json{{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", axis}}}}
+                                                        : nlohmann::json{{"stacked", true}, {"title", {{"display", true}, {"text", axis}}}}},
+                                   {label_axis, {{"stacked", true}}}}}}}};
+}
+
+// One series per category over the groups, as percentages of each group's total.
+std::vector<std::pair<std::string, std::vector<double>>> shares(const std::vector<std::string>& categories,
+                                                                const std::vector<std::map<std::string, double>>& per_group) {
+  std::vector<std::pair<std::string, std::vector<double>>> out;
+  for (const auto& c : categories) {
+    std::vector<double> v;
+    for (const auto& m : per_group) {
+      double total = 0;
+      for (const auto& [_, x] : m) total += x;
+      v.push_back(total > 0 && m.contains(c) ? 100.0 * m.at(c) / total : 0.0);
+    }
+    out.emplace_back(c, v);
+  }
+  return out;
+}
+
+int chart_height(size_t bars) { return static_cast<int>(std::clamp<size_t>(60 + 28 * bars, 200, 900)); }
+
+Section summary_section(const std::vector<Group>& groups) {
+  Section s{"Summary", {}, {}};
+  Table t;
+  t.caption = "Per configuration (workload, preset, device, batch per rank, ranks): repeats pooled; throughput is one rank's, "
+              "median and p10-p90 over every timed iteration; peak memory from the ledger (rank 0).";
+  t.header = {"configuration", "runs ok/all", "throughput", "p10-p90", "iteration ms", "job throughput", "peak memory"};
+  t.numeric = {false, true, true, true, true, true, true};
+  for (const auto& g : groups) {
+    const bool ok = !g.throughput.empty();
+    t.rows.push_back({g.key.label(), fmt::format("{}/{}", g.ok.size(), g.runs.size()),
+                      ok ? three_digits(median(g.throughput)) + " " + g.unit : "-",
+                      ok ? three_digits(quantile(g.throughput, 0.1)) + "-" + three_digits(quantile(g.throughput, 0.9)) : "-",
+                      ok ? three_digits(median(g.iteration_ms)) : "-",
+                      ok && g.key.ranks > 1 ? three_digits(g.job_throughput()) + " " + g.unit : "",
+                      peak_text(g)});
+    t.row_class.push_back(g.ok.empty() ? "failed" : g.ok.size() < g.runs.size() ? "warning" : "");
+  }
+  s.blocks.push_back(std::move(t));
+
+  // Where the time goes, comparable across configurations of very different speed: the share of
+  // each phase in the median iteration.
+  std::vector<std::string> labels, phase_names;
+  std::vector<std::map<std::string, double>> per_group;
+  for (const auto& g : groups) {
+    if (g.phase_ms.empty()) continue;
+    labels.push_back(g.key.label());
+    std::map<std::string, double> m;
+    for (const auto& [p, v] : g.phase_ms) {
+      m[p] = v;
+      if (std::find(phase_names.begin(), phase_names.end(), p) == phase_names.end()) phase_names.push_back(p);
+    }
+    per_group.push_back(m);
+  }
+  if (!labels.empty()) {
+    Chart c;
+    c.title = "Time per phase (% of the median iteration's phases)";
+    c.alt_text = "Stacked bars: each configuration's phases as shares of its iteration; the per-configuration tables have the ms.";
+    c.config = stacked_bar(labels, shares(phase_names, per_group), "% of iteration", true);
+    c.height = chart_height(labels.size());
+    s.blocks.push_back(std::move(c));
+  }
+
+  // By op class, the same way.
+  labels.clear();
+  per_group.clear();
+  std::vector<std::string> class_names;
+  for (const auto& g : groups) {
+    if (g.class_ms.empty()) continue;
+    labels.push_back(g.key.label());
+    std::map<std::string, double> m;
+    for (const auto& [cls, v] : g.class_ms) {
+      m[cls] = v;
+      if (std::find(class_names.begin(), class_names.end(), cls) == class_names.end()) class_names.push_back(cls);
+    }
+    per_group.push_back(m);
+  }
+  if (!labels.empty()) {
+    Chart c;
+    c.title = "Op time by class (% of traced op time)";
+    c.alt_text = "Stacked bars: each configuration's traced CPU op time by op class (convolution, matrix multiply, element-wise, ...).";
+    c.config = stacked_bar(labels, shares(class_names, per_group), "% of op time", true);
+    c.height = chart_height(labels.size());
+    s.blocks.push_back(std::move(c));
+  }
+  return s;
+}
+
+// TBD's classes in the order of its figure.
+const std::vector<std::string> kTbdClasses = {"Weights", "Gradients", "Feature maps", "Workspace", "Dynamic"};
+
+Section memory_section(const std::vector<Group>& groups) {
+  Section s{"Memory at peak", {}, {}};
+  std::vector<std::string> labels, categories, classes;
+  std::vector<std::map<std::string, double>> ours, tbd;
+  Table t;
+  t.caption = "MiB live at the ledger's peak (rank 0), in TBD's five classes; each configuration's section splits them by category";
+  t.header = {"configuration", "peak"};
+  t.header.insert(t.header.end(), kTbdClasses.begin(), kTbdClasses.end());
+  t.numeric.assign(t.header.size(), true);
+  t.numeric[0] = false;
+  for (const auto& g : groups) {
+    if (!g.first || g.first->memory.empty()) continue;
+    labels.push_back(g.key.label());
+    std::map<std::string, double> mine, theirs;
+    for (const auto& m : g.first->memory) {
+      mine[m.category] += static_cast<double>(m.bytes) / kMiB;
+      theirs[m.tbd_class.empty() ? "?" : m.tbd_class] += static_cast<double>(m.bytes) / kMiB;
+      if (std::find(categories.begin(), categories.end(), m.category) == categories.end()) categories.push_back(m.category);
+    }
+    std::vector<std::string> row = {g.key.label(), fmt::format("{:.1f}", static_cast<double>(g.first->peak_bytes) / kMiB)};
+    for (const auto& cls : kTbdClasses) row.push_back(theirs.contains(cls) ? fmt::format("{:.1f}", theirs[cls]) : "0");
+    t.rows.push_back(std::move(row));
+    ours.push_back(mine);
+    tbd.push_back(theirs);
+  }
+  if (labels.empty()) {
+    s.blocks.push_back(Paragraph{"No run kept a memory peak."});
+    return s;
+  }
+  classes = kTbdClasses;
+  for (const auto& m : tbd) {
+    for (const auto& [cls, _] : m) {
+      if (std::find(classes.begin(), classes.end(), cls) == classes.end()) classes.push_back(cls);
+    }
+  }
+  s.blocks.push_back(std::move(t));
+  Chart a;
+  a.title = "Memory at peak by category (% of peak)";
+  a.alt_text = "Stacked bars: each configuration's peak memory split by the ledger's categories.";
+  a.config = stacked_bar(labels, shares(categories, ours), "% of peak bytes", true);
+  a.height = chart_height(labels.size());
+  s.blocks.push_back(std::move(a));
+  Chart b;
+  b.title = "Memory at peak in TBD's five classes (% of peak)";
+  b.alt_text = "Stacked bars: the same peaks in TBD's classes (weights, gradients, feature maps, workspace, dynamic).";
+  b.config = stacked_bar(labels, shares(classes, tbd), "% of peak bytes", true);
+  b.height = chart_height(labels.size());
+  s.blocks.push_back(std::move(b));
+  return s;
+}
+
+// Curves where a suite varied one thing: ranks (scaling) or batch (throughput versus batch).
+Section curves_section(const std::vector<Group>& groups) {
+  Section s{"Scaling and batch size", {}, {}};
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<const Group*>> by_ranks;   // fixed batch
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<const Group*>> by_batch;   // fixed ranks
+  for (const auto& g : groups) {
+    if (g.throughput.empty()) continue;
+    by_ranks[{g.key.workload, g.key.preset, g.key.device, g.key.batch}].push_back(&g);
+    by_batch[{g.key.workload, g.key.preset, g.key.device, g.key.ranks}].push_back(&g);
+  }
+  for (auto& [k, v] : by_ranks) {
+    if (v.size() < 2) continue;
+    std::sort(v.begin(), v.end(), [](const Group* a, const Group* b) { return a->key.ranks < b->key.ranks; });
+    nlohmann::json measured = nlohmann::json::array(), ideal = nlohmann::json::array();
+    const double one = v.front()->job_throughput() / static_cast<double>(v.front()->key.ranks);
+    Table t;
+    t.caption = fmt::format("{}/{} {} batch {} per rank: job throughput against ranks", std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k));
+    t.header = {"ranks", "job throughput", "scaling efficiency"};
+    t.numeric = {true, true, true};
+    for (const auto* g : v) {
+      const double r = static_cast<double>(g->key.ranks);
+      measured.push_back({{"x", r}, {"y", g->job_throughput()}});
+      ideal.push_back({{"x", r}, {"y", one * r}});
+      t.rows.push_back({std::to_string(g->key.ranks), three_digits(g->job_throughput()) + " " + g->unit,
+                        fmt::format("{:.0f}%", 100.0 * g->job_throughput() / (one * r))});
+    }
+    Chart c;
+    c.title = t.caption;
+    c.alt_text = "Line chart: measured job throughput against ranks, beside linear scaling from the smallest run.";
+    c.config = {{"type", "line"},
+                {"data", {{"datasets", {{{"label", "measured"}, {"data", measured}}, {{"label", "linear scaling"}, {"data", ideal}, {"borderDash", {6, 4}}}}}}},
+                {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "ranks"}}}}},
+                                         {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
+    s.blocks.push_back(std::move(c));
+    s.blocks.push_back(std::move(t));
+  }
+  for (auto& [k, v] : by_batch) {
+    if (v.size() < 2) continue;
+    std::sort(v.begin(), v.end(), [](const Group* a, const Group* b) { return a->key.batch < b->key.batch; });
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto* g : v) points.push_back({{"x", g->key.batch}, {"y", median(g->throughput)}});
+    Chart c;
+    c.title = fmt::format("{}/{} {}{}: throughput against batch size", std::get<0>(k), std::get<1>(k), std::get<2>(k),
+                          std::get<3>(k) > 1 ? fmt::format(" x{} ranks", std::get<3>(k)) : "");
+    c.alt_text = "Line chart: median throughput per rank at each batch size; the summary table has the numbers.";
+    c.config = {{"type", "line"},
+                {"data", {{"datasets", {{{"label", "median throughput"}, {"data", points}}}}}},
+                {"options", {{"scales", {{"x", {{"type", "logarithmic"}, {"title", {{"display", true}, {"text", "batch per rank"}}}}},
+                                         {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
+    s.blocks.push_back(std::move(c));
+  }
+  if (s.blocks.empty()) s.blocks.push_back(Paragraph{"The selection has no configurations that differ only in ranks or only in batch size."});
+  return s;
+}
+
+Section group_section(const Group& g) {
+  Section s{g.key.label(), {}, {}};
+  std::vector<std::string> ids;
+  for (const auto* r : g.runs) ids.push_back(fmt::format("{} ({})", r->run.id, r->status));
+  s.blocks.push_back(Paragraph{fmt::format("Runs: {}.", fmt::join(ids, ", "))});
+  if (g.ok.empty()) {
+    s.blocks.push_back(Paragraph{"No run of this configuration completed; see \"Runs that did not complete\"."});
+    return s;
+  }
+  double phases_total = 0;
+  for (const auto& [_, v] : g.phase_ms) phases_total += v;
+  Table ph;
+  ph.caption = "Time per phase (median ms per timed iteration)";
+  ph.header = {"phase", "ms", "share"};
+  ph.numeric = {false, true, true};
+  for (const auto& [p, v] : g.phase_ms) ph.rows.push_back({p, three_digits(v), fmt::format("{:.1f}%", phases_total > 0 ? 100 * v / phases_total : 0)});
+  s.blocks.push_back(std::move(ph));
+
+  if (!g.ops.empty()) {
+    double total = 0;
+    for (const auto& o : g.ops) total += o.total_ms;
+    Table cls;
+    cls.caption = "Op time by class (ms per timed iteration, traced CPU ops)";
+    cls.header = {"class", "ms", "share"};
+    cls.numeric = {false, true, true};
+    for (const auto& [c, v] : g.class_ms) cls.rows.push_back({c, three_digits(v), fmt::format("{:.1f}%", 100 * v / total)});
+    s.blocks.push_back(std::move(cls));
+    Table ops;
+    ops.caption = fmt::format("Top {} ops (ms per timed iteration)", std::min(kTopOps, g.ops.size()));
+    ops.header = {"op", "class", "calls per iteration", "ms", "share"};
+    ops.numeric = {false, false, true, true, true};
+    double timed = 0;
+    for (const auto* r : g.ok) timed += static_cast<double>(r->iteration_ms.size());
+    for (size_t i = 0; i < std::min(kTopOps, g.ops.size()); ++i) {
+      const auto& o = g.ops[i];
+      ops.rows.push_back({o.name, op_class(o.name), three_digits(static_cast<double>(o.count) / std::max(timed, 1.0)), three_digits(o.total_ms),
+                          fmt::format("{:.1f}%", 100 * o.total_ms / total)});
+    }
+    s.blocks.push_back(std::move(ops));
+  } else {
+    s.blocks.push_back(Paragraph{"No per-op events (run with tracing off)."});
+  }
+
+  if (!g.first->memory.empty()) {
+    Table mem;
+    mem.caption = fmt::format("Memory at peak of run {} by category (the ledger; deterministic for a build, model and batch)", g.first->run.id);
+    mem.header = {"category", "TBD class", "bytes", "share"};
+    mem.numeric = {false, false, true, true};
+    for (const auto& m : g.first->memory) {
+      mem.rows.push_back({m.category, m.tbd_class, with_commas(m.bytes),
+                          fmt::format("{:.1f}%", 100.0 * static_cast<double>(m.bytes) / static_cast<double>(std::max<int64_t>(g.first->peak_bytes, 1)))});
+    }
+    s.blocks.push_back(std::move(mem));
+  }
+
+  auto layers = g.first->layers;
+  if (!layers.empty()) {
+    std::stable_sort(layers.begin(), layers.end(),
+                     [](const LayerTotal& a, const LayerTotal& b) { return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms; });
+    Table lt;
+    lt.caption = fmt::format("Slowest {} layers of run {} (ms over its timed iterations)", std::min(kTopLayers, layers.size()), g.first->run.id);
+    lt.header = {"layer", "forward ms", "backward ms", "activations", "parameters"};
+    lt.numeric = {false, true, true, true, true};
+    for (size_t i = 0; i < std::min(kTopLayers, layers.size()); ++i) {
+      const auto& l = layers[i];
+      lt.rows.push_back({l.layer, three_digits(l.forward_ms), three_digits(l.backward_ms), human_bytes(static_cast<double>(l.activation_bytes)),
+                         with_commas(l.parameters)});
+    }
+    s.blocks.push_back(std::move(lt));
+    std::stable_sort(layers.begin(), layers.end(), [](const LayerTotal& a, const LayerTotal& b) { return a.activation_bytes > b.activation_bytes; });
+    nlohmann::json labels = nlohmann::json::array(), values = nlohmann::json::array();
+    for (size_t i = 0; i < std::min<size_t>(12, layers.size()); ++i) {
+      labels.push_back(layers[i].layer);
+      values.push_back(static_cast<double>(layers[i].activation_bytes) / kMiB);
+    }
+    Chart c;
+    c.title = "Activation memory per layer (MiB, the 12 largest)";
+    c.alt_text = "Bars: the layers that keep the most activation memory for backward.";
+    c.config = {{"type", "bar"},
+                {"data", {{"labels", labels}, {"datasets", {{{"label", "activations (MiB)"}, {"data", values}}}}}},
+                {"options", {{"indexAxis", "y"}, {"plugins", {{"legend", {{"display", false}}}}}}}};
+    c.height = chart_height(labels.size());
+    s.blocks.push_back(std::move(c));
+  }
+
+  if (!g.first->breakdown.empty()) {
+    Table bt;
+    bt.caption = fmt::format("Time breakdown per rank of run {} (median ms per timed iteration; docs/formulas.md)", g.first->run.id);
+    bt.header = {"rank", "iteration", "compute", "comm", "overlap", "exposed comm", "idle"};
+    bt.numeric = {true, true, true, true, true, true, true};
+    std::vector<std::string> labels;
+    std::vector<double> compute_only, overlap, exposed, idle;
+    for (const auto& b : g.first->breakdown) {
+      bt.rows.push_back({std::to_string(b.rank), three_digits(b.iteration_ms), three_digits(b.compute_ms), three_digits(b.comm_ms),
+                         three_digits(b.overlap_ms), three_digits(b.exposed_comm_ms), three_digits(b.idle_ms)});
+      labels.push_back(fmt::format("rank {}", b.rank));
+      compute_only.push_back(b.compute_ms - b.overlap_ms);
+      overlap.push_back(b.overlap_ms);
+      exposed.push_back(b.exposed_comm_ms);
+      idle.push_back(b.idle_ms);
+    }
+    s.blocks.push_back(std::move(bt));
+    Chart c;
+    c.title = "Compute, communication and idle time per rank (ms, median iteration)";
+    c.alt_text = "Stacked bars per rank: compute alone, compute overlapped with communication, exposed communication, idle.";
+    c.config = stacked_bar(labels, {{"compute only", compute_only}, {"overlap", overlap}, {"exposed comm", exposed}, {"idle", idle}}, "ms", true, false);
+    c.height = chart_height(labels.size());
+    s.blocks.push_back(std::move(c));
+  }
+  return s;
+}
+
+Section failures_section(const std::vector<RunDigest>& runs) {
+  Section s{"Runs that did not complete", {}, {}};
+  Table t;
+  t.header = {"run", "configuration", "status", "timed iterations kept", "why"};
+  t.numeric = {true, false, false, true, false};
+  for (const auto& r : runs) {
+    if (r.finished_ok()) continue;
+    std::string why = r.run.error;
+    if (why.empty() && r.status == "lost") why = "its writer is gone (killed or crashed); it keeps what it streamed";
+    if (why.empty() && r.status.starts_with("running")) why = "still being written";
+    t.rows.push_back({std::to_string(r.run.id), r.key.label(), r.status, std::to_string(r.iteration_ms.size()), why});
+    t.row_class.push_back("failed");
+  }
+  if (t.rows.empty()) {
+    s.blocks.push_back(Paragraph{"Every selected run completed."});
+  } else {
+    s.blocks.push_back(Paragraph{"These runs are left out of the figures above (a configuration's other repeats still count)."});
+    s.blocks.push_back(std::move(t));
+  }
+  return s;
+}
+
+Section environment_section(const std::vector<RunDigest>& runs) {
+  Section s{"Environment", {}, {}};
+  const RunDigest* first = nullptr;
+  for (const auto& r : runs) {
+    if (!r.environment.empty()) {
+      first = &r;
+      break;
+    }
+  }
+  if (!first) {
+    s.blocks.push_back(Paragraph{"No environment was recorded."});
+    return s;
+  }
+  // Entries every run shares are shown once; where runs differ, the table says so.
+  Table t;
+  t.caption = fmt::format("As run {} recorded it", first->run.id);
+  t.header = {"key", "value", "same in every run"};
+  for (const auto& e : first->environment) {
+    if (e.key == "launch_token") continue;
+    bool same = true;
+    for (const auto& r : runs) {
+      const auto it = std::find_if(r.environment.begin(), r.environment.end(), [&](const store::EnvEntry& x) { return x.key == e.key; });
+      same = same && (r.environment.empty() || (it != r.environment.end() && it->value == e.value));
+    }
+    t.rows.push_back({e.key, e.value, same ? "yes" : "no"});
+    t.row_class.push_back(same ? "" : "warning");
+  }
+  s.blocks.push_back(std::move(t));
+  return s;
+}
+
+}  // namespace
+
+Document suite_report_document(const std::vector<RunDigest>& runs, const std::string& source) {
+  Document d;
+  d.title = "trainscope suite report";
+  std::set<std::string> suites;
+  for (const auto& r : runs) {
+    if (!r.suite.empty()) suites.insert(r.suite);
+  }
+  d.subtitle = fmt::format("{} · {} run{}{}", source, runs.size(), runs.size() == 1 ? "" : "s",
+                           suites.empty() ? "" : fmt::format(" · suite {}", fmt::join(suites, ", ")));
+  const auto groups = group_runs(runs);
+  d.sections.push_back(summary_section(groups));
+  d.sections.push_back(memory_section(groups));
+  d.sections.push_back(curves_section(groups));
+  Section per{"Per configuration", {}, {}};
+  for (const auto& g : groups) per.subsections.push_back(group_section(g));
+  d.sections.push_back(std::move(per));
+  d.sections.push_back(failures_section(runs));
+  d.sections.push_back(environment_section(runs));
+  return d;
+}
+
+nlohmann::json suite_report_json(const std::vector<RunDigest>& runs, const std::string& source) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : group_runs(runs)) {
+    nlohmann::json j = {{"workload", g.key.workload}, {"preset", g.key.preset}, {"device", g.key.device}, {"batch", g.key.batch},
+                        {"ranks", g.key.ranks}, {"unit", g.unit}, {"runs", nlohmann::json::array()}, {"completed_runs", g.ok.size()}};
+    for (const auto* r : g.runs) j["runs"].push_back({{"id", r->run.id}, {"status", r->status}, {"repeat", r->suite_repeat}});
+    if (!g.throughput.empty()) {
+      j["throughput"] = {{"median", median(g.throughput)}, {"p10", quantile(g.throughput, 0.1)}, {"p90", quantile(g.throughput, 0.9)},
+                         {"samples", g.throughput.size()}, {"job_median", g.job_throughput()}};
+      j["iteration_ms_median"] = median(g.iteration_ms);
+    }
+    for (const auto& [p, v] : g.phase_ms) j["phases_ms"][p] = v;
+    for (const auto& [c, v] : g.class_ms) j["op_classes_ms"][c] = v;
+    for (size_t i = 0; i < std::min(kTopOps, g.ops.size()); ++i) {
+      j["top_ops"].push_back({{"op", g.ops[i].name}, {"class", op_class(g.ops[i].name)}, {"ms_per_iteration", g.ops[i].total_ms}});
+    }
+    if (g.first) {
+      j["peak_bytes"] = g.first->peak_bytes;
+      for (const auto& m : g.first->memory) j["memory_at_peak"].push_back({{"category", m.category}, {"tbd_class", m.tbd_class}, {"bytes", m.bytes}});
+      for (const auto& b : g.first->breakdown) {
+        j["breakdown"].push_back({{"rank", b.rank}, {"iteration_ms", b.iteration_ms}, {"compute_ms", b.compute_ms}, {"comm_ms", b.comm_ms},
+                                  {"overlap_ms", b.overlap_ms}, {"exposed_comm_ms", b.exposed_comm_ms}, {"idle_ms", b.idle_ms}});
+      }
+    }
+    groups.push_back(j);
+  }
+  nlohmann::json failed = nlohmann::json::array();
+  for (const auto& r : runs) {
+    if (!r.finished_ok()) failed.push_back({{"id", r.run.id}, {"status", r.status}, {"error", r.run.error}, {"timed_iterations_kept", r.iteration_ms.size()}});
+  }
+  return {{"source", source}, {"runs", runs.size()}, {"configurations", groups}, {"not_completed", failed}};
+}
+
+}  // namespace ts::reports

@@ -1,0 +1,145 @@
+#include "reports/comparison.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "reports/op_class.h"
+
+using namespace ts::reports;
+
+namespace {
+
+// A completed run of resnet50/tiny batch 4 whose iterations take `ms` milliseconds each, spread
+// by +-2% (seeded, so every run of the test sees the same numbers).
+RunDigest run_of(int64_t id, double ms, size_t iterations, uint32_t seed, const std::string& workload = "resnet50") {
+  RunDigest d;
+  d.run.id = id;
+  d.key = {workload, "tiny", "cpu", 4, 1};
+  d.status = "completed";
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> spread(0.98, 1.02);
+  for (size_t i = 0; i < iterations; ++i) {
+    const double t = ms * spread(rng);
+    d.iteration_ms.push_back(t);
+    d.throughput.push_back(4 / (t * 1e-3));
+  }
+  d.phases = {{"forward", d.iteration_ms}};
+  d.memory = {{"weights", "Weights", 1000}, {"activations", "Feature maps", 5000}};
+  d.peak_bytes = 6000;
+  return d;
+}
+
+const MetricComparison& throughput_of(const Comparison& c) { return c.pairs.at(0).metrics.at(0); }
+
+}  // namespace
+
+TEST(Comparison, ASlowerBuildIsSlowerAndFailsAGateBelowItsSlowdown) {
+  const std::vector<RunDigest> base = {run_of(1, 10.0, 20, 1), run_of(2, 10.0, 20, 2)};
+  const std::vector<RunDigest> next = {run_of(3, 12.5, 20, 3), run_of(4, 12.5, 20, 4)};   // 25% more time per sample
+  GateOptions gate;
+  gate.fail_on_regression_pct = 10;
+  const Comparison c = compare_runs(base, next, "a", "b", gate);
+  ASSERT_EQ(c.pairs.size(), 1u);
+  const auto& m = throughput_of(c);
+  EXPECT_EQ(m.metric, "throughput");
+  EXPECT_EQ(m.base_n, 40u);
+  EXPECT_EQ(m.verdict, Verdict::slower);
+  EXPECT_NEAR(m.delta, 1 / 1.25 - 1, 0.02);
+  EXPECT_LT(m.delta_low, m.delta);
+  EXPECT_GT(m.delta_high, m.delta);
+  EXPECT_LT(m.p_value, 1e-6);
+  EXPECT_EQ(c.pairs[0].metrics[1].verdict, Verdict::slower);   // iteration time, lower is better
+  EXPECT_GT(c.pairs[0].metrics[1].delta, 0.2);
+  ASSERT_EQ(c.regressions.size(), 1u);
+  EXPECT_NE(c.regressions[0].find("resnet50/tiny cpu batch 4"), std::string::npos);
+  EXPECT_NEAR(c.geomean_throughput_ratio, 0.8, 0.02);
+
+  gate.fail_on_regression_pct = 30;   // significant, but within what is allowed
+  EXPECT_TRUE(compare_runs(base, next, "a", "b", gate).regressions.empty());
+  // The other way round it is faster, and no gate fails on a speed-up.
+  gate.fail_on_regression_pct = 0;
+  const Comparison back = compare_runs(next, base, "b", "a", gate);
+  EXPECT_EQ(throughput_of(back).verdict, Verdict::faster);
+  EXPECT_TRUE(back.regressions.empty());
+}
+
+TEST(Comparison, TheSameDistributionIsNoSignificantChange) {
+  const Comparison c = compare_runs({run_of(1, 10.0, 30, 11)}, {run_of(2, 10.0, 30, 12)}, "a", "b", {});
+  EXPECT_EQ(throughput_of(c).verdict, Verdict::no_change);
+  EXPECT_LT(throughput_of(c).delta_low, 0);
+  EXPECT_GT(throughput_of(c).delta_high, 0);
+  EXPECT_FALSE(c.gated);
+}
+
+TEST(Comparison, FewerThanNineSamplesOnASideAreTooFewWhateverTheDifference) {
+  const Comparison c = compare_runs({run_of(1, 10.0, 8, 1)}, {run_of(2, 20.0, 30, 2)}, "a", "b", GateOptions{50.0, 0});
+  EXPECT_EQ(throughput_of(c).verdict, Verdict::too_few_samples);
+  EXPECT_TRUE(c.regressions.empty());   // the gate does not act on what it cannot tell
+  const auto md = to_markdown(comparison_document(c));
+  EXPECT_NE(md.find("fewer than 9 samples"), std::string::npos) << md;
+}
+
+TEST(Comparison, MemoryIsComparedExactlyAndOneByteOfGrowthFailsTheGate) {
+  RunDigest grown = run_of(2, 10.0, 20, 1);
+  grown.memory[1].bytes += 1;
+  grown.peak_bytes += 1;
+  GateOptions gate;
+  gate.fail_on_regression_pct = 10;
+  const Comparison c = compare_runs({run_of(1, 10.0, 20, 1)}, {grown}, "a", "b", gate);
+  const auto& mem = c.pairs.at(0).memory;
+  ASSERT_EQ(mem.size(), 3u);   // peak, then each category
+  EXPECT_EQ(mem[0].category, "peak");
+  EXPECT_EQ(mem[0].verdict, Verdict::grew);
+  EXPECT_EQ(mem[0].new_bytes - mem[0].base_bytes, 1);
+  EXPECT_EQ(mem[1].category, "activations");
+  EXPECT_EQ(mem[1].verdict, Verdict::grew);
+  EXPECT_EQ(mem[2].verdict, Verdict::same);
+  ASSERT_EQ(c.regressions.size(), 1u);
+  EXPECT_NE(c.regressions[0].find("peak memory grew from 6000 to 6001 bytes"), std::string::npos) << c.regressions[0];
+  gate.memory_tolerance_pct = 1;   // 1 byte in 6000 is within 1%
+  EXPECT_TRUE(compare_runs({run_of(1, 10.0, 20, 1)}, {grown}, "a", "b", gate).regressions.empty());
+}
+
+TEST(Comparison, UnpairedAndUnfinishedRunsAreListedAndNothingInCommonIsAnError) {
+  RunDigest failed = run_of(3, 10.0, 5, 1);
+  failed.status = "failed";
+  failed.run.error = "out of memory";
+  const Comparison c = compare_runs({run_of(1, 10.0, 20, 1), run_of(2, 10.0, 20, 2, "transformer")},
+                                    {run_of(4, 10.0, 20, 3), failed, run_of(5, 10.0, 20, 4, "wgan")}, "a", "b", {});
+  EXPECT_EQ(c.pairs.size(), 1u);
+  EXPECT_EQ(c.only_in_base, std::vector<std::string>{"transformer/tiny cpu batch 4"});
+  EXPECT_EQ(c.only_in_new, std::vector<std::string>{"wgan/tiny cpu batch 4"});
+  ASSERT_EQ(c.skipped.size(), 1u);
+  EXPECT_NE(c.skipped[0].find("out of memory"), std::string::npos);
+  EXPECT_THROW(compare_runs({run_of(1, 10.0, 20, 1)}, {run_of(2, 10.0, 20, 2, "wgan")}, "a", "b", {}), std::invalid_argument);
+  EXPECT_THROW(compare_runs({run_of(1, 10.0, 20, 1)}, {failed}, "a", "b", {}), std::invalid_argument);
+}
+
+TEST(Comparison, JsonAndDocumentCarryTheVerdictsAndTheGate) {
+  GateOptions gate;
+  gate.fail_on_regression_pct = 5;
+  const Comparison c = compare_runs({run_of(1, 10.0, 20, 1)}, {run_of(2, 15.0, 20, 2)}, "a", "b", gate);
+  const auto j = comparison_json(c);
+  EXPECT_EQ(j["gate"]["passed"], false);
+  EXPECT_EQ(j["pairs"][0]["metrics"][0]["verdict"], "slower");
+  EXPECT_EQ(j["pairs"][0]["memory"][0]["verdict"], "same");
+  const auto md = to_markdown(comparison_document(c));
+  EXPECT_NE(md.find("Regression gate: FAILED"), std::string::npos) << md;
+  EXPECT_NE(md.find("geomean"), std::string::npos) << md;
+}
+
+TEST(OpClass, AutogradNodesFallInTheClassOfTheirOp) {
+  EXPECT_EQ(op_class("conv2d"), "convolution");
+  EXPECT_EQ(op_class("Conv2dBackwardDataBackward"), "convolution");
+  EXPECT_EQ(op_class("linear_backward_weights"), "matrix multiply");
+  EXPECT_EQ(op_class("additive_attention"), "attention");
+  EXPECT_EQ(op_class("LayerNormBackward"), "normalisation");
+  EXPECT_EQ(op_class("norm_penalty"), "element-wise");
+  EXPECT_EQ(op_class("label_smoothed_cross_entropy"), "softmax & loss");
+  EXPECT_EQ(op_class("to_layout"), "layout & copies");
+  EXPECT_EQ(op_class("gru"), "recurrent");
+  EXPECT_EQ(op_class("something_new"), "other");
+}
