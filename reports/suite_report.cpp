@@ -116,6 +116,31 @@ std::vector<std::pair<std::string, std::vector<double>>> shares(const std::vecto
 
 int chart_height(size_t bars) { return static_cast<int>(std::clamp<size_t>(60 + 28 * bars, 200, 900)); }
 
+// A stacked-bar chart of each group's parts (phases, op classes) as shares of its whole; nothing
+// when no group has parts.
+void add_share_chart(Section& s, const std::vector<Group>& groups, std::vector<std::pair<std::string, double>> Group::*parts,
+                     const std::string& title, const std::string& alt_text, const std::string& axis) {
+  std::vector<std::string> labels, names;
+  std::vector<std::map<std::string, double>> per_group;
+  for (const auto& g : groups) {
+    if ((g.*parts).empty()) continue;
+    labels.push_back(g.key.label());
+    std::map<std::string, double> m;
+    for (const auto& [name, v] : g.*parts) {
+      m[name] = v;
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    per_group.push_back(m);
+  }
+  if (labels.empty()) return;
+  Chart c;
+  c.title = title;
+  c.alt_text = alt_text;
+  c.config = stacked_bar(labels, shares(names, per_group), axis, true);
+  c.height = chart_height(labels.size());
+  s.blocks.push_back(std::move(c));
+}
+
 Section summary_section(const std::vector<Group>& groups) {
   Section s{"Summary", {}, {}};
   Table t;
@@ -135,51 +160,14 @@ Section summary_section(const std::vector<Group>& groups) {
   }
   s.blocks.push_back(std::move(t));
 
-  // Where the time goes, comparable across configurations of very different speed: the share of
-  // each phase in the median iteration.
-  std::vector<std::string> labels, phase_names;
-  std::vector<std::map<std::string, double>> per_group;
-  for (const auto& g : groups) {
-    if (g.phase_ms.empty()) continue;
-    labels.push_back(g.key.label());
-    std::map<std::string, double> m;
-    for (const auto& [p, v] : g.phase_ms) {
-      m[p] = v;
-      if (std::find(phase_names.begin(), phase_names.end(), p) == phase_names.end()) phase_names.push_back(p);
-    }
-    per_group.push_back(m);
-  }
-  if (!labels.empty()) {
-    Chart c;
-    c.title = "Time per phase (% of the median iteration's phases)";
-    c.alt_text = "Stacked bars: each configuration's phases as shares of its iteration; the per-configuration tables have the ms.";
-    c.config = stacked_bar(labels, shares(phase_names, per_group), "% of iteration", true);
-    c.height = chart_height(labels.size());
-    s.blocks.push_back(std::move(c));
-  }
-
-  // By op class, the same way.
-  labels.clear();
-  per_group.clear();
-  std::vector<std::string> class_names;
-  for (const auto& g : groups) {
-    if (g.class_ms.empty()) continue;
-    labels.push_back(g.key.label());
-    std::map<std::string, double> m;
-    for (const auto& [cls, v] : g.class_ms) {
-      m[cls] = v;
-      if (std::find(class_names.begin(), class_names.end(), cls) == class_names.end()) class_names.push_back(cls);
-    }
-    per_group.push_back(m);
-  }
-  if (!labels.empty()) {
-    Chart c;
-    c.title = "Op time by class (% of traced op time)";
-    c.alt_text = "Stacked bars: each configuration's traced CPU op time by op class (convolution, matrix multiply, element-wise, ...).";
-    c.config = stacked_bar(labels, shares(class_names, per_group), "% of op time", true);
-    c.height = chart_height(labels.size());
-    s.blocks.push_back(std::move(c));
-  }
+  // Where the time goes, comparable across configurations of very different speed: shares of
+  // each phase in the median iteration, and of each op class in the traced op time.
+  add_share_chart(s, groups, &Group::phase_ms, "Time per phase (% of the median iteration's phases)",
+                  "Stacked bars: each configuration's phases as shares of its iteration; the per-configuration tables have the ms.",
+                  "% of iteration");
+  add_share_chart(s, groups, &Group::class_ms, "Op time by class (% of traced op time)",
+                  "Stacked bars: each configuration's traced CPU op time by op class (convolution, matrix multiply, element-wise, ...).",
+                  "% of op time");
   return s;
 }
 
