@@ -64,8 +64,6 @@ std::string RunKey::label() const {
   return s;
 }
 
-double median_or_zero(const std::vector<double>& v) { return v.empty() ? 0.0 : median(v); }
-
 RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, const store::RunRow& run,
                      const MemoryClassifier& classify) {
   RunDigest d;
@@ -139,6 +137,11 @@ std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::v
                                    const MemoryClassifier& classify) {
   store::Reader reader(db);
   const auto runs = reader.runs();
+  std::map<int64_t, std::string> suite_of;   // run id -> the suite that made it ("" when none)
+  for (const auto& r : runs) {
+    const auto cfg = nlohmann::json::parse(r.config_json, nullptr, false);
+    if (cfg.is_object() && cfg.contains("suite")) suite_of[r.id] = cfg["suite"].value("name", "");
+  }
   std::set<int64_t> chosen;
   for (const auto& sel : selectors) {
     bool named = false;
@@ -154,8 +157,7 @@ std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::v
         continue;
       }
       if (one || (lo && hi)) continue;
-      const auto cfg = nlohmann::json::parse(r.config_json, nullptr, false);
-      if (cfg.is_object() && cfg.contains("suite") && cfg["suite"].value("name", "") == sel) {
+      if (suite_of[r.id] == sel) {
         chosen.insert(r.id);
         named = true;
       }

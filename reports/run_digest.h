@@ -74,7 +74,4 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
 std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::vector<std::string>& selectors,
                                    const MemoryClassifier& classify);
 
-// Median of a non-empty sample; 0 for an empty one (a run that kept no iteration).
-double median_or_zero(const std::vector<double>& v);
-
 }  // namespace ts::reports

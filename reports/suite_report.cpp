@@ -116,8 +116,19 @@ std::vector<std::pair<std::string, std::vector<double>>> shares(const std::vecto
 
 int chart_height(size_t bars) { return static_cast<int>(std::clamp<size_t>(60 + 28 * bars, 200, 900)); }
 
-// A stacked-bar chart of each group's parts (phases, op classes) as shares of its whole; nothing
-// when no group has parts.
+// A stacked-bar chart of each labelled whole's parts as percentages of it.
+Chart share_chart(std::string title, std::string alt_text, const std::vector<std::string>& labels,
+                  const std::vector<std::string>& parts, const std::vector<std::map<std::string, double>>& per_label,
+                  const std::string& axis) {
+  Chart c;
+  c.title = std::move(title);
+  c.alt_text = std::move(alt_text);
+  c.config = stacked_bar(labels, shares(parts, per_label), axis, true);
+  c.height = chart_height(labels.size());
+  return c;
+}
+
+// The share chart of each group's parts (phases, op classes); nothing when no group has parts.
 void add_share_chart(Section& s, const std::vector<Group>& groups, std::vector<std::pair<std::string, double>> Group::*parts,
                      const std::string& title, const std::string& alt_text, const std::string& axis) {
   std::vector<std::string> labels, names;
@@ -132,13 +143,7 @@ void add_share_chart(Section& s, const std::vector<Group>& groups, std::vector<s
     }
     per_group.push_back(m);
   }
-  if (labels.empty()) return;
-  Chart c;
-  c.title = title;
-  c.alt_text = alt_text;
-  c.config = stacked_bar(labels, shares(names, per_group), axis, true);
-  c.height = chart_height(labels.size());
-  s.blocks.push_back(std::move(c));
+  if (!labels.empty()) s.blocks.push_back(share_chart(title, alt_text, labels, names, per_group, axis));
 }
 
 Section summary_section(const std::vector<Group>& groups) {
@@ -210,18 +215,12 @@ Section memory_section(const std::vector<Group>& groups) {
     }
   }
   s.blocks.push_back(std::move(t));
-  Chart a;
-  a.title = "Memory at peak by category (% of peak)";
-  a.alt_text = "Stacked bars: each configuration's peak memory split by the ledger's categories.";
-  a.config = stacked_bar(labels, shares(categories, ours), "% of peak bytes", true);
-  a.height = chart_height(labels.size());
-  s.blocks.push_back(std::move(a));
-  Chart b;
-  b.title = "Memory at peak in TBD's five classes (% of peak)";
-  b.alt_text = "Stacked bars: the same peaks in TBD's classes (weights, gradients, feature maps, workspace, dynamic).";
-  b.config = stacked_bar(labels, shares(classes, tbd), "% of peak bytes", true);
-  b.height = chart_height(labels.size());
-  s.blocks.push_back(std::move(b));
+  s.blocks.push_back(share_chart("Memory at peak by category (% of peak)",
+                                 "Stacked bars: each configuration's peak memory split by the ledger's categories.", labels,
+                                 categories, ours, "% of peak bytes"));
+  s.blocks.push_back(share_chart("Memory at peak in TBD's five classes (% of peak)",
+                                 "Stacked bars: the same peaks in TBD's classes (weights, gradients, feature maps, workspace, dynamic).",
+                                 labels, classes, tbd, "% of peak bytes"));
   return s;
 }
 
