@@ -225,7 +225,7 @@ std::string format_footer(const std::vector<store::CollectiveBenchRow>& rows) {
 // This process is one rank of the benchmark's job.
 int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
   static dist::MpiRuntime mpi;   // once per process; finalised at exit
-  set_stop_deadline(kRankStopDeadline);
+  set_stop_deadlines(kRankStopDeadlines);
   const dist::World& world = mpi.world();
   std::optional<BenchRecord> record;
   try {
@@ -346,7 +346,7 @@ std::string format_collective_bench_row(const nlohmann::json& r) {
 
 int execute_collectives_bench(const CollectivesBenchConfig& c) {
   const Validated v = validate(c);
-  if (dist::launched_as_rank()) return bench_as_rank(c, v);
+  if (dist::launched_as_rank()) return rank_exit_status(bench_as_rank(c, v));
   JobLaunch job;
   job.nproc = c.nproc;
   job.hosts = c.hosts;

@@ -41,7 +41,10 @@ int64_t g_run_id = 0;            // guarded by g_run_mutex; 0: no run to mark
   std::_Exit(kExitInterrupted);
 }
 
-std::atomic<int64_t> g_deadline_ms{0};
+std::atomic<int64_t> g_requested_deadline_ms{0};
+std::atomic<int64_t> g_terminated_deadline_ms{0};
+std::atomic<pid_t> g_job_launcher{0};
+std::atomic<int> g_relayed{0};   // signals relayed to the running job
 
 // The deadline passed: the ranks this one waits for do not answer.
 [[noreturn]] void give_up() {
@@ -60,19 +63,42 @@ std::atomic<int64_t> g_deadline_ms{0};
   std::_Exit(kExitRunFailed);
 }
 
+const char* signal_name(int signal) {
+  switch (signal) {
+    case SIGINT: return "Ctrl-C";
+    case SIGUSR1: return "a stop request from the launcher";
+    default: return "SIGTERM";
+  }
+}
+
+void relay_to_job(pid_t mpirun) {
+  const int n = ++g_relayed;
+  ::kill(mpirun, n <= 2 ? SIGUSR1 : SIGTERM);
+  fmt::print(stderr, "\ntrainscope: {}\n",
+             n == 1   ? "asking every rank to stop after its current step (again to stop them at once)"
+             : n == 2 ? "asking every rank to stop at once (again to have mpirun kill them)"
+                      : "asking mpirun to kill the ranks");
+}
+
 void wait_for_signals(sigset_t set) {
   for (;;) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
+    if (const pid_t mpirun = g_job_launcher.load(); mpirun > 0) {
+      g_stop.store(true);   // a suite starts no further entry
+      relay_to_job(mpirun);
+      continue;
+    }
     if (g_stop.exchange(true)) stop_now();
-    if (const int64_t ms = g_deadline_ms.load(); ms > 0) {
+    const int64_t ms = (signal == SIGUSR1 ? g_requested_deadline_ms : g_terminated_deadline_ms).load();
+    if (ms > 0) {
       std::thread([ms] {
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         give_up();
       }).detach();
     }
     fmt::print(stderr, "\ntrainscope: {} received: stopping after the current step (again to stop at once)\n",
-               signal == SIGINT ? "Ctrl-C" : "SIGTERM");
+               signal_name(signal));
   }
 }
 
@@ -85,6 +111,7 @@ void install_interrupt_handler() {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);   // the launcher's relayed stop (a rank's default would be to die)
     pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started later
     std::thread(wait_for_signals, set).detach();
   });
@@ -99,7 +126,17 @@ void set_current_run(const std::filesystem::path& db, int64_t run_id) {
   g_run_id = run_id;
 }
 
-void set_stop_deadline(std::chrono::milliseconds deadline) { g_deadline_ms.store(deadline.count()); }
+void set_stop_deadlines(StopDeadlines deadlines) {
+  g_requested_deadline_ms.store(deadlines.requested.count());
+  g_terminated_deadline_ms.store(deadlines.terminated.count());
+}
+
+void set_job_launcher(pid_t mpirun) {
+  g_relayed.store(0);
+  g_job_launcher.store(mpirun);
+  // A signal that came while mpirun was starting found no job to relay to: relay it now.
+  if (mpirun > 0 && g_stop.load()) relay_to_job(mpirun);
+}
 
 void clear_current_run() {
   std::lock_guard lock(g_run_mutex);

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <random>
 #include <stdexcept>
 
+#include "cli/exit_codes.h"
+#include "cli/interrupts.h"
 #include "cli/run_config.h"
 #include "dist/launch.h"
 #include "fmt/format.h"
@@ -52,7 +55,7 @@ LaunchedJob launch_job(const JobLaunch& job) {
     store::Writer::check_target(job.db);   // a db that cannot be written: refused before any rank starts
     fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
     LaunchedJob out;
-    out.mpirun_status = dist::run_launch(plan);
+    out.mpirun_status = dist::run_launch(plan, set_job_launcher);   // Ctrl-C reaches the ranks
     out.run_id = find_launched_run(job.db, token);
     if (out.run_id == 0) {
       // Rank 0 never made the run: the ranks did not start (unreachable host, ...). Nothing written.
@@ -73,6 +76,11 @@ LaunchedJob launch_job(const JobLaunch& job) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+}
+
+int rank_exit_status(int exit_code) {
+  const char* token = std::getenv("TS_LAUNCH_TOKEN");
+  return exit_code == kExitInterrupted && token && *token ? kExitOk : exit_code;
 }
 
 }  // namespace ts::cli

@@ -34,4 +34,9 @@ struct LaunchedJob {
 // them. UsageError (exit 2, nothing written) for bad input and for ranks that never made the run.
 LaunchedJob launch_job(const JobLaunch& job);
 
+// A rank's exit status for mpirun. Under this launcher (TS_LAUNCH_TOKEN set), which takes the
+// verdict from the db, an orderly stop (`interrupted`) exits 0: any non-zero exit makes mpirun
+// run its kill sequence (SIGCONT, 5 s, SIGTERM, 5 s, SIGKILL) on ranks that have already ended.
+int rank_exit_status(int exit_code);
+
 }  // namespace ts::cli

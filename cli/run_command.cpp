@@ -53,8 +53,10 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const dist:
 // This process is one rank of a job mpirun (or srun) started.
 RunOutcome run_as_rank(const RunConfig& c, const std::string& label) {
   static dist::MpiRuntime mpi;   // once per process; finalised at exit
-  set_stop_deadline(kRankStopDeadline);
-  return run_session(c, label, &mpi.world());
+  set_stop_deadlines(kRankStopDeadlines);
+  RunOutcome out = run_session(c, label, &mpi.world());
+  out.exit_code = rank_exit_status(out.exit_code);
+  return out;
 }
 
 // The run's flags for the ranks: the same run, without the launch flags.

@@ -68,12 +68,13 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   // What a run that never reached its final write kept: its streamed iterations, from which
   // the throughput is computed here (the stored summaries are written at the end).
   const auto kept_iterations = reader->iterations(run_id);
-  std::vector<double> kept_throughput;
+  std::vector<double> kept_throughput, kept_ms;
   int64_t kept_timed = 0;
   for (const auto& it : kept_iterations) {
     if (it.warmup) continue;
     ++kept_timed;
     const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+    kept_ms.push_back(secs * 1e3);
     if (secs > 0) kept_throughput.push_back(static_cast<double>(it.samples) / secs);
   }
   j["kept"] = {{"iterations", static_cast<int64_t>(kept_iterations.size())}, {"timed_iterations", kept_timed},
@@ -83,6 +84,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     metrics["throughput_p10"] = session::percentile(kept_throughput, 0.1);
     metrics["throughput_p90"] = session::percentile(kept_throughput, 0.9);
     metrics["timed_iterations"] = static_cast<double>(kept_timed);
+    metrics["iteration_time_median"] = session::percentile(kept_ms, 0.5);
     j["kept"]["throughput_from_kept_iterations"] = true;
   }
   j["metrics"] = metrics;
@@ -226,7 +228,10 @@ std::string format_summary(const nlohmann::json& j) {
                      j["liveness"]["why"].get<std::string>(), kept["iterations"].get<int64_t>(),
                      kept["timed_iterations"].get<int64_t>(), kept["events"].get<int64_t>());
   }
-  s += fmt::format("  parameters     {}\n", with_commas(static_cast<int64_t>(metric("parameter_count"))));
+  // A run that ended before its final write has no parameter count stored.
+  if (j["metrics"].contains("parameter_count")) {
+    s += fmt::format("  parameters     {}\n", with_commas(static_cast<int64_t>(metric("parameter_count"))));
+  }
   if (j["metrics"].contains("throughput_median")) {
     s += fmt::format("  throughput     {:.2f} samples/s median over {} timed iterations (p10 {:.2f}, p90 {:.2f})\n",
                      metric("throughput_median"), static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"),
@@ -241,8 +246,12 @@ std::string format_summary(const nlohmann::json& j) {
       s += fmt::format("; all ranks {:.2f} samples/s (the throughput above is rank 0's)",
                        d["throughput_all_ranks_median"].get<double>());
     }
-    s += "\n  per rank (median ms per timed iteration)\n";
-    s += "    rank  iteration  compute     comm  overlap  exposed     idle  grad wait   events\n";
+    if (d["per_rank"].empty()) {
+      s += "\n  per rank       no breakdown (written at the end of a run, which this one did not reach)\n";
+    } else {
+      s += "\n  per rank (median ms per timed iteration)\n";
+      s += "    rank  iteration  compute     comm  overlap  exposed     idle  grad wait   events\n";
+    }
     for (const auto& r : d["per_rank"]) {
       s += fmt::format("    {:>4} {:>10.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>10.2f} {:>8}\n",
                        r["rank"].get<int64_t>(), r["iteration_ms"].get<double>(), r["compute_ms"].get<double>(),

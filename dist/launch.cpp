@@ -1,5 +1,6 @@
 #include "dist/launch.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -133,8 +134,10 @@ std::filesystem::path find_mpirun() {
 
 std::vector<std::pair<std::string, std::string>> default_mca() {
   return {
-      // What a dead rank's peers get before SIGKILL: time for rank 0 to mark the run failed.
-      {"odls_base_sigkill_timeout", "10"},
+      // When a rank dies, mpirun sends the others SIGCONT, waits this long, sends SIGTERM, waits
+      // this long again and sends SIGKILL: the survivors, stuck in a collective, get SIGTERM
+      // 5 s after the death and give up 4 s later (cli/interrupts.h), marking the run failed.
+      {"odls_base_sigkill_timeout", "5"},
       // TCP between processes (and hosts); shared memory between local ranks.
       {"btl", "self,vader,tcp"},
       // Two sockets per peer: with one, OpenMPI's TCP path moves half the rate each way when
@@ -195,44 +198,34 @@ LaunchPlan plan_launch(const LaunchRequest& r) {
   return plan;
 }
 
-namespace {
-volatile sig_atomic_t g_child = 0;
-void forward_signal(int sig) {
-  if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
-}
-}  // namespace
-
-int run_launch(const LaunchPlan& plan) {
+int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running) {
   std::vector<char*> argv;
   for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  // The caller may have SIGINT/SIGTERM blocked (the cli's interrupt thread): the child must not.
-  sigset_t all, old;
-  sigemptyset(&all);
-  sigaddset(&all, SIGINT);
-  sigaddset(&all, SIGTERM);
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(errno));
   if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C reaches the launcher alone, which relays it
+    // (mpirun's own answer to SIGINT is to kill the ranks). No stdin: mpirun would forward the
+    // terminal to rank 0, and a background group reading the terminal is stopped.
+    ::setpgid(0, 0);
+    if (const int null = ::open("/dev/null", O_RDONLY); null >= 0) ::dup2(null, STDIN_FILENO);
+    // The caller may have SIGINT/SIGTERM blocked (the cli's interrupt thread): mpirun must not.
+    sigset_t all;
+    sigemptyset(&all);
+    sigaddset(&all, SIGINT);
+    sigaddset(&all, SIGTERM);
+    sigaddset(&all, SIGUSR1);
     ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "trainscope: cannot run %s: %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
   }
-  g_child = pid;
-  struct sigaction sa {}, old_int{}, old_term{};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  ::pthread_sigmask(SIG_UNBLOCK, &all, &old);
+  if (running) running(pid);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  g_child = 0;
+  if (running) running(0);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;

@@ -4,8 +4,11 @@
 // it so). Everything that can be checked is checked before mpirun starts (hosts that do not
 // resolve, more ranks than slots, mpirun missing): std::invalid_argument, which the cli turns
 // into exit code 2 with nothing written.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,8 +53,10 @@ LaunchPlan plan_launch(const LaunchRequest& request);
 // The all-reduce settings that keep busbw near the link rate over TCP (docs/distributed.md).
 std::vector<std::pair<std::string, std::string>> default_mca();
 
-// Runs the plan's mpirun in the foreground, forwarding SIGINT/SIGTERM to it; returns its exit
-// status (128 + signal when a signal ended it).
-int run_launch(const LaunchPlan& plan);
+// Runs the plan's mpirun in a process group of its own, stdin from /dev/null, and waits for it;
+// returns its exit status (128 + signal when a signal ended it). `running` is told mpirun's pid
+// once it runs and 0 once it has ended: signals are the caller's to relay (SIGUSR1, which mpirun
+// passes to every rank at once; SIGTERM, on which mpirun kills the ranks).
+int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running = {});
 
 }  // namespace ts::dist

@@ -1,6 +1,7 @@
 // `trainscope run --nproc N` end to end: one run row with every rank's records, the breakdown's
 // identities on every stored iteration, bad distributed input refused with nothing written, and
-// a rank killed mid-run stopping the others with the run marked failed.
+// a rank killed mid-run stopping the others with the run marked failed, and a stopped launcher
+// stopping every rank after its step.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -147,47 +149,68 @@ TEST(DistributedRun, BadDistributedInputIsRefusedWithNothingWritten) {
   EXPECT_FALSE(std::filesystem::exists(db));
 }
 
-// The pid of the rank `rank` of the run writing `db` (its environment says which rank it is).
-int find_rank_pid(const std::filesystem::path& db, int rank) {
+// The pid of the rank `rank` of the run writing `db` (its environment says which rank it is),
+// or with rank -1 of the launcher that started the ranks.
+int find_pid(const std::filesystem::path& db, int rank) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream cmd(e.path() / "cmdline"), env(e.path() / "environ");
     std::string c((std::istreambuf_iterator<char>(cmd)), {}), v((std::istreambuf_iterator<char>(env)), {});
-    if (c.find(db.string()) == std::string::npos || c.find("mpirun") == 0) continue;
-    if (v.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos) return std::stoi(name);
+    const std::string program = c.substr(0, c.find('\0'));   // not mpirun, nor the shell that started the job
+    if (c.find(db.string()) == std::string::npos || !program.ends_with("trainscope")) continue;
+    const bool is_rank = v.find("OMPI_COMM_WORLD_RANK=") != std::string::npos;
+    if (rank < 0 ? !is_rank : v.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
+      return std::stoi(name);
   }
   return -1;
 }
 
+// A two-rank run that would train for hours, started in the background: its exit status goes
+// to `rc` once it ends. Returns when both ranks' iterations reach the db.
+struct EndlessJob {
+  std::filesystem::path db, rc, log;
+  explicit EndlessJob(const TempDir& dir) : db(dir / "k.db"), rc(dir / "rc"), log(dir / "log") {
+    const std::string cmd = std::string(TRAINSCOPE_BIN) + " run resnet50 --iters 1000000 --nproc 2 --eval-batches 0 " +
+                            "--flush-interval 0.2 --db " + db.string();
+    EXPECT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
+    for (int i = 0; i < 600; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!std::filesystem::exists(db)) continue;
+      try {
+        ts::store::Reader r(db);
+        const auto runs = r.runs();
+        if (!runs.empty() && r.iteration_count(runs[0].id, 1) >= 2) return;
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  // Seconds until the job ended (at most 60).
+  double wait_since(std::chrono::steady_clock::time_point t) const {
+    for (int i = 0; i < 600 && !std::filesystem::exists(rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));   // the shell's write of rc
+    return seconds;
+  }
+  bool ended() const { return std::filesystem::exists(rc); }
+  int exit_status() const { return std::stoi(ts::testing::read_file(rc)); }
+};
+
 TEST(DistributedRun, AKilledRankStopsTheOthersAndTheRunIsMarkedFailed) {
   ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
   TempDir dir;
-  const auto db = dir / "k.db", rc = dir / "rc", log = dir / "log";
-  const std::string cmd = std::string(TRAINSCOPE_BIN) + " run resnet50 --iters 1000000 --nproc 2 --eval-batches 0 " +
-                          "--flush-interval 0.2 --db " + db.string();
-  ASSERT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
-  // Wait until both ranks' iterations reach the db.
-  int pid = -1;
-  for (int i = 0; i < 600 && pid < 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!std::filesystem::exists(db)) continue;
-    try {
-      ts::store::Reader r(db);
-      const auto runs = r.runs();
-      if (!runs.empty() && r.iteration_count(runs[0].id, 1) >= 2) pid = find_rank_pid(db, 1);
-    } catch (const std::exception&) {
-    }
-  }
+  const EndlessJob job(dir);
+  const auto& db = job.db;
+  const auto& log = job.log;
+  const int pid = find_pid(db, 1);
   ASSERT_GT(pid, 0) << "rank 1 never showed up";
   const auto killed = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  for (int i = 0; i < 600 && !std::filesystem::exists(rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  ASSERT_TRUE(std::filesystem::exists(rc)) << "the job did not end within 60 s of the kill";
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double seconds = job.wait_since(killed);
+  ASSERT_TRUE(job.ended()) << "the job did not end within 60 s of the kill";
+  // mpirun's SIGTERM comes 5 s after the death, the survivor gives up 4 s later (~9 s).
   EXPECT_LT(seconds, 20.0) << "the other rank took " << seconds << " s to stop";
-  EXPECT_EQ(std::stoi(ts::testing::read_file(rc)), 1) << ts::testing::read_file(log);
+  EXPECT_EQ(job.exit_status(), 1) << ts::testing::read_file(log);
   ts::store::Reader r(db);
   const auto run = r.runs().at(0);
   EXPECT_EQ(run.status, ts::store::RunStatus::failed) << ts::testing::read_file(log);
@@ -205,6 +228,34 @@ TEST(DistributedRun, AKilledRankStopsTheOthersAndTheRunIsMarkedFailed) {
       &verdict, nullptr);
   sqlite3_close(h);
   EXPECT_EQ(verdict, "ok");
+}
+
+// Ctrl-C (here SIGTERM: a background job of a non-interactive shell ignores SIGINT, and the
+// launcher takes both alike) reaches every rank at once through mpirun's SIGUSR1: the ranks stop
+// after their step, the run is `interrupted` with its final summaries, and nobody waits out
+// mpirun's kill sequence (5 s + 5 s), which a rank's non-zero exit would start.
+TEST(DistributedRun, StoppingTheLauncherStopsEveryRankAfterItsStepAndKeepsTheRun) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  TempDir dir;
+  const EndlessJob job(dir);
+  const int launcher = find_pid(job.db, -1);
+  ASSERT_GT(launcher, 0) << "the launcher never showed up";
+  const auto asked = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(launcher, SIGTERM), 0);
+  const double seconds = job.wait_since(asked);
+  ASSERT_TRUE(job.ended()) << "the job did not end within 60 s of the stop";
+  EXPECT_LT(seconds, 5.0) << "the ranks took " << seconds << " s to stop";
+  const std::string log = ts::testing::read_file(job.log);
+  EXPECT_EQ(job.exit_status(), 130) << log;
+  ts::store::Reader r(job.db);
+  const auto run = r.runs().at(0);
+  EXPECT_EQ(run.status, ts::store::RunStatus::interrupted) << log;
+  bool have_parameters = false;
+  for (const auto& m : r.metrics(run.id)) have_parameters = have_parameters || m.name == "parameter_count";
+  EXPECT_TRUE(have_parameters) << "the final write was not done";
+  std::set<int64_t> ranks;
+  for (const auto& b : r.rank_breakdown(run.id)) ranks.insert(b.rank);
+  EXPECT_EQ(ranks, (std::set<int64_t>{0, 1})) << "every rank's breakdown is stored";
 }
 
 }  // namespace
