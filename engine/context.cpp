@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "profiler/clock.h"
 #include "profiler/tracer.h"
@@ -30,9 +29,12 @@ void throw_if_cancelled() {
   if (flag != nullptr && flag->load(std::memory_order_relaxed) && !omp_in_parallel()) throw Cancelled();
 }
 
-// TS_TEST_SLOW_OP=NAME:FRACTION (NAME `*`: every op): after each outermost call of that op, sleep
-// FRACTION times the call's duration. A planted slowdown, proportional so that it shows the same
-// on any machine, for testing the regression gate (`compare --fail-on-regression`, docs/ci.md).
+// TS_TEST_SLOW_OP=NAME:FRACTION (NAME `*`: every op): after each outermost call of that op, spin
+// for FRACTION times the call's duration. A planted slowdown, proportional so that it shows the
+// same on any machine, for testing the regression gate (`compare --fail-on-regression`,
+// docs/ci.md). It burns the CPU as a real regression would: a sleep (as it was first done) is
+// absorbed when other processes share the cores (the sleeper runs sooner after it wakes), and a
+// 35% plant then measured as nothing.
 struct PlantedSlowdown {
   bool on = false, every_op = false;
   profiler::StringId name{};
@@ -68,11 +70,6 @@ const PlantedSlowdown& planted_slowdown() {
 }
 
 thread_local int64_t t_planted_start_ns = -1;   // the outermost op being slowed on this thread
-// Sleep owed, paid once it reaches a millisecond: a sleep costs tens of microseconds more than it
-// asks for, which would swamp the share asked of a few-microsecond op; paid in bulk, and the
-// overshoot counted against the debt, the total delay stays at the fraction asked.
-thread_local int64_t t_planted_debt_ns = 0;
-constexpr int64_t kPlantedPayAtNs = 1'000'000;
 }  // namespace
 
 CancelScope::CancelScope(const std::atomic<bool>* flag) : previous_(g_cancel.exchange(flag)) {}
@@ -113,11 +110,9 @@ OpScope::~OpScope() {
   auto& ctx = thread_context();
   if (ctx.op_depth == 1 && t_planted_start_ns >= 0) {
     const int64_t now = profiler::now_ns();
-    t_planted_debt_ns += static_cast<int64_t>(static_cast<double>(now - t_planted_start_ns) * planted_slowdown().fraction);
+    const auto until = now + static_cast<int64_t>(static_cast<double>(now - t_planted_start_ns) * planted_slowdown().fraction);
     t_planted_start_ns = -1;
-    if (t_planted_debt_ns >= kPlantedPayAtNs) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(t_planted_debt_ns));
-      t_planted_debt_ns -= profiler::now_ns() - now;
+    while (profiler::now_ns() < until) {
     }
   }
   --ctx.op_depth;
