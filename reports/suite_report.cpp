@@ -339,7 +339,11 @@ Section group_section(const Group& g) {
     std::stable_sort(layers.begin(), layers.end(),
                      [](const LayerTotal& a, const LayerTotal& b) { return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms; });
     Table lt;
-    lt.caption = fmt::format("Slowest {} layers of run {} (ms over its timed iterations)", std::min(kTopLayers, layers.size()), g.first->run.id);
+    // Self figures, as stored: a block's row holds its own ops (a residual add, its ReLU) and its own
+    // parameters, its sub-layers have rows of their own.
+    lt.caption = fmt::format("Slowest {} layers of run {} (ms per timed iteration in each layer's own ops, sub-layers apart; "
+                             "its own activations and parameters)",
+                             std::min(kTopLayers, layers.size()), g.first->run.id);
     lt.header = {"layer", "forward ms", "backward ms", "activations", "parameters"};
     lt.numeric = {false, true, true, true, true};
     for (size_t i = 0; i < std::min(kTopLayers, layers.size()); ++i) {
