@@ -17,15 +17,9 @@ namespace ts::cli {
 
 namespace {
 
-// TBD's class of a ledger category, by the ledger's own taxonomy.
-std::string tbd_class_of(std::string_view category) {
-  const auto c = memprof::parse_category(category);
-  return c ? std::string(memprof::tbd_class(*c)) : std::string("?");
-}
-
 std::vector<reports::RunDigest> select(const std::filesystem::path& db, const std::vector<std::string>& selectors) {
   try {
-    return reports::select_runs(db, selectors, tbd_class_of);
+    return reports::select_runs(db, selectors, memprof::tbd_class_of);
   } catch (const store::StoreError& e) {
     throw UsageError(e.what());
   } catch (const std::invalid_argument& e) {

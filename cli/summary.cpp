@@ -15,16 +15,6 @@
 
 namespace ts::cli {
 
-std::string display_status(const store::RunRow& run, const store::LivenessVerdict& verdict) {
-  switch (verdict.state) {
-    case store::Liveness::finished: return std::string(store::to_string(run.status));
-    case store::Liveness::live: return "running";
-    case store::Liveness::lost: return "lost";
-    case store::Liveness::unknown: return "running?";
-  }
-  return "running?";
-}
-
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   std::optional<store::Reader> reader;
   try {
@@ -44,7 +34,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["threads"] = run->threads;
   // A run left `running` by a process that is gone is `lost`: it keeps what it flushed.
   const store::LivenessVerdict alive = store::liveness(*run);
-  j["status"] = display_status(*run, alive);
+  j["status"] = store::status_label(*run, alive);
   j["liveness"] = {{"state", std::string(store::to_string(alive.state))}, {"why", alive.why},
                    {"heartbeat_ms", run->heartbeat_ms}, {"host", run->host}, {"pid", run->pid}};
   j["started_at"] = run->started_at;
@@ -160,9 +150,8 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   for (const auto& p : reader->memory_peak(run_id)) peak_total += p.bytes;
   for (const auto& p : reader->memory_peak(run_id)) {
     if (p.bytes == 0) continue;
-    const auto cat = memprof::parse_category(p.category);
     memory.push_back({{"category", p.category},
-                      {"tbd_class", cat ? std::string(memprof::tbd_class(*cat)) : std::string("?")},
+                      {"tbd_class", memprof::tbd_class_of(p.category)},
                       {"bytes", p.bytes},
                       {"fraction", peak_total ? static_cast<double>(p.bytes) / static_cast<double>(peak_total) : 0.0}});
   }
@@ -383,7 +372,7 @@ std::string format_runs(const std::filesystem::path& db) {
     for (const auto& m : reader->metrics(r.id)) {
       if (m.name == "throughput_median") tp = m.value;
     }
-    std::string status = display_status(r, store::liveness(r, here, now_ms));
+    std::string status = store::status_label(r, store::liveness(r, here, now_ms));
     if (r.status == store::RunStatus::running) {  // how far it got: its streamed iterations
       status += fmt::format(" {}/{}", reader->iteration_count(r.id), r.warmup + r.iterations);
     }

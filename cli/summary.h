@@ -12,10 +12,6 @@
 
 namespace ts::cli {
 
-// A run's status as readers show it: the stored one, or for a run still `running`, `running`
-// (its writer is alive), `lost` (its writer is gone) or `running?` (no heartbeat to tell).
-std::string display_status(const store::RunRow& run, const store::LivenessVerdict& verdict);
-
 // Throws UsageError when the db or the run does not exist.
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id);
 std::string format_summary(const nlohmann::json& summary);

@@ -34,4 +34,9 @@ std::string_view tbd_class(Category c) {
   }
 }
 
+std::string tbd_class_of(std::string_view category) {
+  const auto c = parse_category(category);
+  return c ? std::string(tbd_class(*c)) : std::string("?");
+}
+
 }  // namespace ts::memprof

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace ts::memprof {
@@ -26,6 +27,8 @@ std::string_view to_string(Category c);
 std::optional<Category> parse_category(std::string_view name);
 // TBD's five classes: "Weights", "Gradients", "Feature maps", "Workspace", "Dynamic".
 std::string_view tbd_class(Category c);
+// The same for a stored category name; "?" for a name this build does not know.
+std::string tbd_class_of(std::string_view category);
 
 inline constexpr std::array<Category, kCategoryCount> kAllCategories = {
     Category::weights,    Category::weight_grads, Category::optimizer_state,

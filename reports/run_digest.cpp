@@ -16,15 +16,6 @@ namespace {
 
 double ms(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
 
-std::string status_of(const store::RunRow& run) {
-  if (run.status != store::RunStatus::running) return std::string(store::to_string(run.status));
-  switch (store::liveness(run).state) {
-    case store::Liveness::lost: return "lost";
-    case store::Liveness::unknown: return "running?";
-    default: return "running";
-  }
-}
-
 std::optional<int64_t> whole_number(std::string_view text) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -70,7 +61,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   d.db = db;
   d.run = run;
   d.key = {run.workload, run.preset, run.device, run.batch_size, std::max<int64_t>(run.ranks, 1)};
-  d.status = status_of(run);
+  d.status = store::status_label(run);
   if (const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false); cfg.is_object() && cfg.contains("suite")) {
     const auto& tag = cfg["suite"];
     d.suite = tag.value("name", "");

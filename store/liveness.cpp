@@ -81,4 +81,19 @@ void set_writer(RunInfo& info, const ProcessIdentity& who) {
   info.pid_start = who.pid_start;
 }
 
+std::string status_label(const RunRow& run, const LivenessVerdict& verdict) {
+  switch (verdict.state) {
+    case Liveness::finished: return std::string(to_string(run.status));
+    case Liveness::live: return "running";
+    case Liveness::lost: return "lost";
+    case Liveness::unknown: return "running?";
+  }
+  return "running?";
+}
+
+std::string status_label(const RunRow& run) {
+  if (run.status != RunStatus::running) return std::string(to_string(run.status));
+  return status_label(run, liveness(run));
+}
+
 }  // namespace ts::store

@@ -41,4 +41,9 @@ LivenessVerdict liveness(const RunRow& run);  // here and now
 
 int64_t unix_time_ms();
 
+// What `runs`, `show`, reports and the viewer call a run: its stored status once finished, else
+// "running", "lost" or "running?" (no heartbeat to tell).
+std::string status_label(const RunRow& run, const LivenessVerdict& verdict);
+std::string status_label(const RunRow& run);  // here and now
+
 }  // namespace ts::store
