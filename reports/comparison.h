@@ -42,6 +42,7 @@ struct MemoryComparison {
 struct PairComparison {
   RunKey key;
   std::vector<int64_t> base_runs, new_runs;   // run ids (completed ones; the others are listed in `skipped`)
+  std::vector<double> base_run_throughput, new_run_throughput;   // each run's median, in run order
   std::vector<MetricComparison> metrics;      // throughput first, then iteration time, phases, exposed comm
   std::vector<MemoryComparison> memory;       // total peak first, then each category
   std::vector<std::string> notes;             // e.g. runs of one side that failed
@@ -62,6 +63,7 @@ struct Comparison {
   // The gate: regressions found (empty: pass). Filled when GateOptions asks for a gate.
   bool gated = false;
   std::vector<std::string> regressions;
+  std::vector<std::string> notes;   // significant slowdowns the gate did not count, and why
 };
 
 // Throws std::invalid_argument when no key is in both selections (nothing to compare).

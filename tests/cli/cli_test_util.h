@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -58,6 +60,14 @@ inline std::string read_file(const std::filesystem::path& p) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+// The suite into `db` (`rounds` times); TS_TEST_SLOW_OP plants a slowdown when `slow` is set.
+inline void run_suite(const TempDir& dir, const std::filesystem::path& db, const std::string& suite_text, const std::string& slow = "") {
+  std::ofstream(dir / "s.toml") << suite_text;
+  const auto r = run_command((slow.empty() ? std::string() : "TS_TEST_SLOW_OP='" + slow + "' ") + TRAINSCOPE_BIN + " suite " +
+                             (dir / "s.toml").string() + " --db " + db.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
 }
 
 }  // namespace ts::testing

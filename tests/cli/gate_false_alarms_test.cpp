@@ -1,0 +1,46 @@
+// How often `compare --fail-on-regression` cries wolf on this machine (docs/ci.md).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "cli_test_util.h"
+
+using namespace ts::testing;
+
+// The gate's false alarms: the same build against itself, 20 small comparisons run as CI would
+// (alternating rounds), should pass at least 19 times at a 10% threshold. A measurement of the
+// machine as much as of the gate (label `measurement`, left out of scripts/test): on the 2-vCPU
+// development VM it gave 20/20 for days, then 16/20 and 18/20 on a noisier day, whole runs of
+// one side 10-25% slower. Run it with `ctest --test-dir build/default -L measurement`.
+TEST(Compare, TheSameBuildAgainstItselfPassesTheGateNineteenTimesInTwenty) {
+  const std::string suite = R"(
+name = "aa"
+[[run]]
+workload = "resnet50"
+preset = "tiny"
+batch = 4
+iterations = 15
+warmup = 2
+threads = 1
+eval_batches = 0
+)";
+  int passed = 0;
+  std::string alarms;
+  for (int trial = 0; trial < 20; ++trial) {
+    TempDir dir;
+    for (int round = 0; round < 2; ++round) {
+      run_suite(dir, dir / "a.db", suite);
+      run_suite(dir, dir / "b.db", suite);
+    }
+    const auto r = run_trainscope("compare " + (dir / "a.db").string() + " " + (dir / "b.db").string() + " --fail-on-regression 10");
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
+    if (r.exit_code == 0) {
+      ++passed;
+    } else {
+      alarms += r.out.substr(r.out.find("trainscope: regression"));
+    }
+  }
+  std::fprintf(stderr, "A/A: %d of 20 comparisons passed the gate\n", passed);
+  EXPECT_GE(passed, 19) << alarms;
+}
