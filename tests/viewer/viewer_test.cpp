@@ -1,0 +1,223 @@
+// trainscope-viewer's window and models on real runs (made by the trainscope command), under
+// the offscreen platform: what the models hold is what the store holds, filtering and sorting,
+// a selected run's overview and tables, refreshing a database that gained a run, clear errors
+// for missing, foreign, corrupt and newer files, and every view rendered to a non-blank image.
+#include <QAbstractItemModel>
+#include <QDir>
+#include <QImage>
+#include <QLineEdit>
+#include <QSet>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "store/reader.h"
+#include "viewer/main_window.h"
+#include "viewer/run_overview.h"
+#include "viewer/run_details.h"
+#include "viewer/run_table_model.h"
+
+using ts::viewer::MainWindow;
+using ts::viewer::RunTableModel;
+
+namespace {
+
+bool run_command(const std::string& command) { return std::system((command + " > /dev/null 2>&1").c_str()) == 0; }
+
+void sql(const QString& db, const std::string& statement) {
+  sqlite3* h = nullptr;
+  QCOMPARE(sqlite3_open(db.toStdString().c_str(), &h), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err);
+  const QString message = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(h);
+  QVERIFY2(rc == SQLITE_OK, qPrintable(message));
+}
+
+// Not blank: more than a handful of colours, and some share of the pixels not the background.
+int distinct_colours(const QImage& image) {
+  QSet<QRgb> seen;
+  for (int y = 0; y < image.height(); y += 2) {
+    for (int x = 0; x < image.width(); x += 2) seen.insert(image.pixel(x, y));
+  }
+  return static_cast<int>(seen.size());
+}
+
+}  // namespace
+
+class ViewerTest : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir dir_;
+  QString db_;
+
+  QString path(const QString& name) const { return dir_.filePath(name); }
+
+  void open(MainWindow& w, const QString& db) {
+    QSignalSpy loaded(&w, &MainWindow::database_loaded);
+    w.open_database(db);
+    QVERIFY(loaded.wait(20000));
+  }
+
+  void select(MainWindow& w, int row) {
+    QSignalSpy loaded(&w, &MainWindow::run_loaded);
+    w.select_run(row);
+    QVERIFY(loaded.wait(30000));
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    db_ = path("runs.db");
+    const std::string db = db_.toStdString();
+    for (const char* args : {"run resnet50 --preset tiny --iters 4 --warmup 1 --eval-batches 0 --threads 1",
+                             "run transformer --preset tiny --iters 4 --warmup 1 --eval-batches 0 --threads 1",
+                             "run wgan --preset tiny --iters 3 --warmup 1 --eval-batches 0 --threads 1"}) {
+      QVERIFY2(run_command(std::string(TRAINSCOPE_BIN) + " " + args + " --db " + db), args);
+    }
+    // Run 3 as a process killed mid-run leaves it: `running`, written by a pid that is gone.
+    sql(db_, "UPDATE runs SET status = 'running', ended_at = '', pid = 2147483000, pid_start = 1 WHERE id = 3");
+  }
+
+  void theRunsTableHoldsWhatTheStoreHolds() {
+    MainWindow w;
+    open(w, db_);
+    const RunTableModel& m = *w.runs_model();
+    ts::store::Reader reader(db_.toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(m.rowCount(), static_cast<int>(runs.size()));
+    for (int row = 0; row < m.rowCount(); ++row) {
+      const auto& e = m.entry(row);
+      const auto& r = runs[static_cast<size_t>(row)];
+      QCOMPARE(e.run.id, r.id);
+      QCOMPARE(m.data(m.index(row, RunTableModel::kWorkload), Qt::DisplayRole).toString(), QString::fromStdString(r.workload));
+      QCOMPARE(m.data(m.index(row, RunTableModel::kBatch), Qt::DisplayRole).toLongLong(), r.batch_size);
+      double stored = -1;
+      for (const auto& metric : reader.metrics(r.id)) {
+        if (metric.iteration < 0 && metric.name == "throughput_median") stored = metric.value;
+      }
+      if (r.id != 3) {
+        QVERIFY(e.throughput.has_value());
+        QCOMPARE(*e.throughput, stored);
+      }
+    }
+    QCOMPARE(m.data(m.index(0, RunTableModel::kStatus), Qt::DisplayRole).toString(), QString("completed"));
+    QCOMPARE(m.data(m.index(2, RunTableModel::kStatus), Qt::DisplayRole).toString(), QString("lost"));   // its writer is gone
+    QVERIFY(m.data(m.index(2, RunTableModel::kStatus), Qt::ForegroundRole).isValid());
+  }
+
+  void filteringAndSortingTheRuns() {
+    MainWindow w;
+    open(w, db_);
+    QAbstractItemModel* shown = w.runs_view()->model();
+    QCOMPARE(shown->rowCount(), 3);
+    w.runs_filter()->setText("TRANSFORMER");
+    QCOMPARE(shown->rowCount(), 1);
+    QCOMPARE(shown->data(shown->index(0, RunTableModel::kWorkload)).toString(), QString("transformer"));
+    w.runs_filter()->setText("lost");
+    QCOMPARE(shown->rowCount(), 1);
+    w.runs_filter()->clear();
+    w.runs_view()->sortByColumn(RunTableModel::kThroughput, Qt::DescendingOrder);
+    for (int row = 1; row < shown->rowCount(); ++row) {
+      QVERIFY(shown->data(shown->index(row - 1, RunTableModel::kThroughput), RunTableModel::kSortRole).toDouble() >=
+              shown->data(shown->index(row, RunTableModel::kThroughput), RunTableModel::kSortRole).toDouble());
+    }
+    w.runs_view()->sortByColumn(RunTableModel::kId, Qt::DescendingOrder);   // numbers as numbers
+    QCOMPARE(shown->data(shown->index(0, RunTableModel::kId), RunTableModel::kSortRole).toLongLong(), 3);
+  }
+
+  void aSelectedRunFillsTheOverviewAndTables() {
+    MainWindow w;
+    open(w, db_);
+    w.runs_view()->sortByColumn(RunTableModel::kId, Qt::AscendingOrder);
+    select(w, 0);
+    ts::store::Reader reader(db_.toStdString());
+    QCOMPARE(w.ops_model()->rowCount(), static_cast<int>(reader.op_summary(1).size()));
+    QCOMPARE(w.layers_model()->rowCount(), static_cast<int>(reader.layers(1).size()));
+    QVERIFY(w.ops_model()->rowCount() > 5);
+    QCOMPARE(w.ops_model()->rows().front().name, reader.op_summary(1).front().name);
+    const auto details = ts::viewer::load_run_details(db_.toStdString(), 1);
+    const QString html = ts::viewer::overview_html(details.digest);
+    for (const char* part : {"throughput", "Phases", "forward", "Memory at peak", "activations", "Environment", "Configuration"}) {
+      QVERIFY2(html.contains(part), part);
+    }
+    // The lost run: what it streamed, and its status.
+    select(w, 2);
+    QVERIFY(ts::viewer::overview_html(ts::viewer::load_run_details(db_.toStdString(), 3).digest).contains("lost"));
+  }
+
+  void refreshShowsRunsAddedSinceOpening() {
+    const QString db = path("growing.db");
+    QVERIFY(QFile::copy(db_, db));
+    MainWindow w;
+    open(w, db);
+    QCOMPARE(w.runs_model()->rowCount(), 3);
+    QVERIFY(run_command(std::string(TRAINSCOPE_BIN) + " run a3c --preset tiny --iters 2 --warmup 1 --eval-batches 0 --db " + db.toStdString()));
+    QSignalSpy loaded(&w, &MainWindow::database_loaded);
+    w.refresh();
+    QVERIFY(loaded.wait(20000));
+    QCOMPARE(w.runs_model()->rowCount(), 4);
+  }
+
+  void unreadableFilesAreReportedAndChangeNothing() {
+    std::ofstream(path("foreign.txt").toStdString()) << "not a database\n";
+    {
+      std::ofstream corrupt(path("corrupt.db").toStdString(), std::ios::binary);
+      corrupt << std::string("SQLite format 3\0", 16) << std::string(4096, '\x5a');
+    }
+    QVERIFY(QFile::copy(db_, path("newer.db")));
+    sql(path("newer.db"), "PRAGMA user_version = 9999");
+    sql(path("other_app.db"), "CREATE TABLE t(x)");
+    const std::vector<std::pair<QString, QString>> cases = {
+        {path("missing.db"), "missing"}, {path("foreign.txt"), ""}, {path("corrupt.db"), ""},
+        {path("newer.db"), "newer trainscope"}, {path("other_app.db"), "another application"}};
+    MainWindow w;
+    w.set_dialogs_enabled(false);
+    open(w, db_);
+    for (const auto& [file, words] : cases) {
+      QSignalSpy errors(&w, &MainWindow::error_reported);
+      w.open_database(file);
+      QVERIFY2(errors.wait(20000), qPrintable(file));
+      const QString message = errors.at(0).at(1).toString();
+      QVERIFY2(!message.isEmpty(), qPrintable(file));
+      QVERIFY2(words.isEmpty() || message.contains(words, Qt::CaseInsensitive), qPrintable(message));
+      QCOMPARE(w.runs_model()->rowCount(), 3);   // what was open stays
+    }
+    // With dialogs on, the error is a window-modal box that does not block the event loop.
+    w.set_dialogs_enabled(true);
+    QSignalSpy errors(&w, &MainWindow::error_reported);
+    w.open_database(path("newer.db"));
+    QVERIFY(errors.wait(20000));
+  }
+
+  void everyViewRendersSomething() {
+    MainWindow w;
+    w.resize(1400, 850);
+    w.show();
+    open(w, db_);
+    w.runs_view()->sortByColumn(RunTableModel::kId, Qt::AscendingOrder);
+    select(w, 0);
+    QDir().mkpath(VIEWER_SHOTS_DIR);
+    const QStringList names = {"overview", "ops", "layers"};
+    for (int tab = 0; tab < w.tabs()->count(); ++tab) {
+      w.tabs()->setCurrentIndex(tab);
+      QTest::qWait(50);
+      const QImage window = w.grab().toImage();
+      const QImage page = w.tabs()->currentWidget()->grab().toImage();
+      QVERIFY(window.save(QString(VIEWER_SHOTS_DIR) + "/" + names.value(tab, QString::number(tab)) + ".png"));
+      QVERIFY2(distinct_colours(page) > 8, qPrintable(names.value(tab)));
+    }
+  }
+};
+
+QTEST_MAIN(ViewerTest)
+#include "viewer_test.moc"

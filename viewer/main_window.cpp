@@ -1,0 +1,203 @@
+#include "viewer/main_window.h"
+
+#include <QAction>
+#include <QFileDialog>
+#include <QHeaderView>
+#include <QKeySequence>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "viewer/async_query.h"
+#include "viewer/run_list.h"
+#include "viewer/run_overview.h"
+#include "viewer/run_table_model.h"
+
+namespace ts::viewer {
+
+namespace {
+
+double ms(double ns) { return ns * 1e-6; }
+
+std::vector<RecordColumn<store::OpSummaryRow>> op_columns() {
+  using R = store::OpSummaryRow;
+  return {
+      {"op or kernel", [](const R& r) { return QVariant(QString::fromStdString(r.name)); }},
+      {"device", [](const R& r) { return QVariant(QString::fromStdString(r.device)); }},
+      {"count", [](const R& r) { return QVariant(static_cast<qlonglong>(r.count)); }},
+      {"self total ms", [](const R& r) { return QVariant(ms(static_cast<double>(r.total_ns))); }, 3},
+      {"mean ms", [](const R& r) { return QVariant(ms(r.mean_ns)); }, 4},
+      {"median ms", [](const R& r) { return QVariant(ms(r.median_ns)); }, 4},
+      {"max ms", [](const R& r) { return QVariant(ms(static_cast<double>(r.max_ns))); }, 4},
+  };
+}
+
+std::vector<RecordColumn<store::LayerRow>> layer_columns() {
+  using R = store::LayerRow;
+  return {
+      {"layer", [](const R& r) { return QVariant(QString::fromStdString(r.layer)); }},
+      {"forward ms", [](const R& r) { return QVariant(ms(r.forward_ns)); }, 4},
+      {"backward ms", [](const R& r) { return QVariant(ms(r.backward_ns)); }, 4},
+      {"activations KiB", [](const R& r) { return QVariant(static_cast<double>(r.activation_bytes) / 1024.0); }, 1},
+      {"parameters", [](const R& r) { return QVariant(static_cast<qlonglong>(r.parameter_count)); }},
+      {"ops", [](const R& r) { return QVariant(QString::fromStdString(r.op_types)); }},
+  };
+}
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      runs_(new RunTableModel(this)),
+      runs_proxy_(new QSortFilterProxyModel(this)),
+      runs_view_(new QTableView),
+      runs_filter_(new QLineEdit),
+      tabs_(new QTabWidget),
+      overview_(new RunOverview),
+      ops_(new RecordTableModel<store::OpSummaryRow>(op_columns(), this)),
+      layers_(new RecordTableModel<store::LayerRow>(layer_columns(), this)),
+      status_(new QLabel) {
+  setWindowTitle(tr("trainscope viewer"));
+  runs_proxy_->setSourceModel(runs_);
+  runs_proxy_->setSortRole(RunTableModel::kSortRole);
+  runs_proxy_->setFilterKeyColumn(-1);   // a filter matches any column
+  runs_proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  runs_filter_->setPlaceholderText(tr("Filter runs (workload, status, device, ...)"));
+  runs_filter_->setClearButtonEnabled(true);
+  connect(runs_filter_, &QLineEdit::textChanged, runs_proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  runs_view_->setModel(runs_proxy_);
+  runs_view_->setSortingEnabled(true);
+  runs_view_->sortByColumn(RunTableModel::kId, Qt::AscendingOrder);
+  runs_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  runs_view_->setSelectionMode(QAbstractItemView::SingleSelection);
+  runs_view_->verticalHeader()->hide();
+  runs_view_->horizontalHeader()->setStretchLastSection(true);
+  connect(runs_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+          [this](const QModelIndex& current) { if (current.isValid()) select_run(current.row()); });
+
+  auto* left = new QWidget;
+  auto* left_layout = new QVBoxLayout(left);
+  left_layout->setContentsMargins(0, 0, 0, 0);
+  left_layout->addWidget(runs_filter_);
+  left_layout->addWidget(runs_view_);
+
+  tabs_->addTab(overview_, tr("Overview"));
+  QWidget* page = nullptr;
+  ops_view_ = make_table(ops_, tr("Search ops and kernels"), &page);
+  tabs_->addTab(page, tr("Ops and kernels"));
+  layers_view_ = make_table(layers_, tr("Search layers"), &page);
+  tabs_->addTab(page, tr("Layers"));
+
+  auto* split = new QSplitter;
+  split->addWidget(left);
+  split->addWidget(tabs_);
+  split->setSizes({600, 800});   // the runs table's columns up to throughput in view
+  setCentralWidget(split);
+  statusBar()->addWidget(status_, 1);
+
+  auto* file = menuBar()->addMenu(tr("&File"));
+  auto* open = file->addAction(tr("&Open databases..."), this, &MainWindow::choose_databases);
+  open->setShortcut(QKeySequence::Open);
+  auto* reload = file->addAction(tr("&Refresh"), this, &MainWindow::refresh);
+  reload->setShortcut(QKeySequence::Refresh);
+  auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+  resize(1400, 850);
+}
+
+QTableView* MainWindow::make_table(QAbstractItemModel* model, const QString& search_hint, QWidget** page) {
+  auto* proxy = new QSortFilterProxyModel(this);
+  proxy->setSourceModel(model);
+  proxy->setSortRole(RecordTableModel<store::LayerRow>::kSortRole);
+  proxy->setFilterKeyColumn(0);
+  proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  auto* search = new QLineEdit;
+  search->setPlaceholderText(search_hint);
+  search->setClearButtonEnabled(true);
+  connect(search, &QLineEdit::textChanged, proxy, &QSortFilterProxyModel::setFilterFixedString);
+  auto* view = new QTableView;
+  view->setModel(proxy);
+  view->setSortingEnabled(true);
+  view->sortByColumn(-1, Qt::AscendingOrder);   // the model's order until a header is clicked
+  view->verticalHeader()->hide();
+  view->horizontalHeader()->setStretchLastSection(true);
+  view->setSelectionBehavior(QAbstractItemView::SelectRows);
+  *page = new QWidget;
+  auto* layout = new QVBoxLayout(*page);
+  layout->addWidget(search);
+  layout->addWidget(view);
+  return view;
+}
+
+void MainWindow::choose_databases() {
+  const QStringList files = QFileDialog::getOpenFileNames(this, tr("Open trainscope databases"), QString(),
+                                                          tr("trainscope databases (*.db *.sqlite);;All files (*)"));
+  for (const auto& f : files) open_database(f);
+}
+
+void MainWindow::open_database(const QString& path) {
+  status_->setText(tr("Reading %1 ...").arg(path));
+  run_query<std::vector<RunListEntry>>(
+      this, [p = path.toStdString()] { return list_runs(p); },
+      [this, path](QueryResult<std::vector<RunListEntry>> r) {
+        if (!r.value) {
+          status_->setText(tr("Could not open %1").arg(path));
+          report_error(tr("Cannot open %1").arg(path), r.error);
+          return;
+        }
+        const int n = static_cast<int>(r.value->size());
+        runs_->set_runs(path, std::move(*r.value));
+        runs_view_->resizeColumnsToContents();
+        status_->setText(tr("%1: %2 runs").arg(path).arg(n));
+        emit database_loaded(path, n);
+      });
+}
+
+void MainWindow::refresh() {
+  for (const auto& db : runs_->databases()) open_database(db);
+}
+
+void MainWindow::select_run(int row) {
+  const QModelIndex source = runs_proxy_->mapToSource(runs_proxy_->index(row, 0));
+  if (!source.isValid()) return;
+  const RunListEntry& e = runs_->entry(source.row());
+  const uint64_t request = ++details_request_;
+  overview_->show_message(tr("Reading run %1 ...").arg(e.run.id));
+  run_query<RunDetails>(
+      this, [db = e.db.toStdString(), id = e.run.id] { return load_run_details(db, id); },
+      [this, request, db = e.db, id = e.run.id](QueryResult<RunDetails> r) {
+        if (request != details_request_) return;   // the user has moved on
+        if (!r.value) {
+          overview_->show_message(tr("Run %1 of %2 could not be read: %3").arg(id).arg(db, r.error));
+          report_error(tr("Cannot read run %1").arg(id), r.error);
+          return;
+        }
+        show_details(*r.value);
+        emit run_loaded(id);
+      });
+}
+
+void MainWindow::show_details(const RunDetails& d) {
+  overview_->show_run(d.digest);
+  ops_->set_rows(d.ops);
+  layers_->set_rows(d.layers);
+  ops_view_->resizeColumnsToContents();
+  layers_view_->resizeColumnsToContents();
+}
+
+void MainWindow::report_error(const QString& title, const QString& message) {
+  emit error_reported(title, message);
+  if (!dialogs_) return;
+  auto* box = new QMessageBox(QMessageBox::Warning, title, message, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();   // not exec(): the window goes on
+}
+
+}  // namespace ts::viewer

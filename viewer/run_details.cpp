@@ -1,0 +1,20 @@
+#include "viewer/run_details.h"
+
+#include "memprof/category.h"
+#include "store/error.h"
+#include "store/reader.h"
+
+namespace ts::viewer {
+
+RunDetails load_run_details(const std::filesystem::path& db, int64_t run_id) {
+  store::Reader reader(db);
+  const auto run = reader.run(run_id);
+  if (!run) throw store::StoreError(store::StoreError::Kind::not_found, "run " + std::to_string(run_id) + " is not in " + db.string());
+  RunDetails d;
+  d.digest = reports::digest_run(reader, db, *run, memprof::tbd_class_of);
+  d.ops = reader.op_summary(run_id);
+  d.layers = reader.layers(run_id);
+  return d;
+}
+
+}  // namespace ts::viewer

@@ -1,0 +1,44 @@
+#include "viewer/run_list.h"
+
+#include <algorithm>
+
+#include "store/liveness.h"
+#include "store/reader.h"
+
+namespace ts::viewer {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<RunListEntry> list_runs(const std::filesystem::path& db) {
+  store::Reader reader(db);
+  std::vector<RunListEntry> out;
+  for (auto& run : reader.runs()) {
+    RunListEntry e;
+    e.db = QString::fromStdString(db.string());
+    e.status = QString::fromStdString(store::status_label(run));
+    for (const auto& m : reader.metrics(run.id)) {
+      if (m.iteration < 0 && m.name == "throughput_median") e.throughput = m.value;
+    }
+    if (!e.throughput) {   // a run that never reached its final write: what it streamed
+      std::vector<double> rates;
+      for (const auto& it : reader.iterations(run.id)) {
+        const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+        if (!it.warmup && secs > 0) rates.push_back(static_cast<double>(it.samples) / secs);
+      }
+      if (!rates.empty()) e.throughput = median(std::move(rates));
+    }
+    e.run = std::move(run);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace ts::viewer
