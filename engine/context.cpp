@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>

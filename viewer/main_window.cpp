@@ -66,7 +66,7 @@ MainWindow::MainWindow(QWidget* parent)
       status_(new QLabel) {
   setWindowTitle(tr("trainscope viewer"));
   runs_proxy_->setSourceModel(runs_);
-  runs_proxy_->setSortRole(RunTableModel::kSortRole);
+  runs_proxy_->setSortRole(kSortRole);
   runs_proxy_->setFilterKeyColumn(-1);   // a filter matches any column
   runs_proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
   runs_filter_->setPlaceholderText(tr("Filter runs (workload, status, device, ...)"));
@@ -115,7 +115,7 @@ MainWindow::MainWindow(QWidget* parent)
 QTableView* MainWindow::make_table(QAbstractItemModel* model, const QString& search_hint, QWidget** page) {
   auto* proxy = new QSortFilterProxyModel(this);
   proxy->setSourceModel(model);
-  proxy->setSortRole(RecordTableModel<store::LayerRow>::kSortRole);
+  proxy->setSortRole(kSortRole);
   proxy->setFilterKeyColumn(0);
   proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
   auto* search = new QLineEdit;

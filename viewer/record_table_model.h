@@ -11,6 +11,9 @@
 
 namespace ts::viewer {
 
+// The role every viewer table sorts by: numbers as numbers (the display role holds text).
+inline constexpr int kSortRole = Qt::UserRole + 1;
+
 template <class Row>
 struct RecordColumn {
   QString header;
@@ -21,8 +24,6 @@ struct RecordColumn {
 template <class Row>
 class RecordTableModel : public QAbstractTableModel {
  public:
-  static constexpr int kSortRole = Qt::UserRole + 1;
-
   explicit RecordTableModel(std::vector<RecordColumn<Row>> columns, QObject* parent = nullptr)
       : QAbstractTableModel(parent), columns_(std::move(columns)) {}
 

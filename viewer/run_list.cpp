@@ -1,21 +1,10 @@
 #include "viewer/run_list.h"
 
-#include <algorithm>
-
+#include "reports/statistics.h"
 #include "store/liveness.h"
 #include "store/reader.h"
 
 namespace ts::viewer {
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 std::vector<RunListEntry> list_runs(const std::filesystem::path& db) {
   store::Reader reader(db);
@@ -33,7 +22,7 @@ std::vector<RunListEntry> list_runs(const std::filesystem::path& db) {
         const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
         if (!it.warmup && secs > 0) rates.push_back(static_cast<double>(it.samples) / secs);
       }
-      if (!rates.empty()) e.throughput = median(std::move(rates));
+      if (!rates.empty()) e.throughput = reports::median(std::move(rates));
     }
     e.run = std::move(run);
     out.push_back(std::move(e));

@@ -1,10 +1,11 @@
 #pragma once
 // The runs of every open database, one row each, for a sortable, filterable table. Sorting uses
-// kSortRole (numbers as numbers); runs whose writer is gone (`lost`) are marked in red.
+// kSortRole (record_table_model.h); runs whose writer is gone (`lost`) are marked in red.
 #include <QAbstractTableModel>
 
 #include <vector>
 
+#include "viewer/record_table_model.h"
 #include "viewer/run_list.h"
 
 namespace ts::viewer {
@@ -14,7 +15,6 @@ class RunTableModel : public QAbstractTableModel {
 
  public:
   enum Column { kDb, kId, kWorkload, kPreset, kDevice, kRanks, kBatch, kStatus, kThroughput, kStarted, kColumnCount };
-  static constexpr int kSortRole = Qt::UserRole + 1;
 
   using QAbstractTableModel::QAbstractTableModel;
 

@@ -128,11 +128,11 @@ class ViewerTest : public QObject {
     w.runs_filter()->clear();
     w.runs_view()->sortByColumn(RunTableModel::kThroughput, Qt::DescendingOrder);
     for (int row = 1; row < shown->rowCount(); ++row) {
-      QVERIFY(shown->data(shown->index(row - 1, RunTableModel::kThroughput), RunTableModel::kSortRole).toDouble() >=
-              shown->data(shown->index(row, RunTableModel::kThroughput), RunTableModel::kSortRole).toDouble());
+      QVERIFY(shown->data(shown->index(row - 1, RunTableModel::kThroughput), ts::viewer::kSortRole).toDouble() >=
+              shown->data(shown->index(row, RunTableModel::kThroughput), ts::viewer::kSortRole).toDouble());
     }
     w.runs_view()->sortByColumn(RunTableModel::kId, Qt::DescendingOrder);   // numbers as numbers
-    QCOMPARE(shown->data(shown->index(0, RunTableModel::kId), RunTableModel::kSortRole).toLongLong(), 3);
+    QCOMPARE(shown->data(shown->index(0, RunTableModel::kId), ts::viewer::kSortRole).toLongLong(), 3);
   }
 
   void aSelectedRunFillsTheOverviewAndTables() {
