@@ -11,6 +11,7 @@
 
 #include "store/error.h"
 #include "store/reader.h"
+#include "store/timeline.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -72,6 +73,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       refused_or_answered([&] { (void)reader.gpu_activities(id); });
       refused_or_answered([&] { (void)reader.gpu_breakdown(id); });
       refused_or_answered([&] { (void)reader.copy_summary(id); });
+      refused_or_answered([&] { (void)reader.memory_changes(id); });
+      refused_or_answered([&] { (void)reader.memory_live_at(id, 0); });
+      refused_or_answered([&] {  // the viewer's timeline: stored index or one built from the events
+        ts::store::TimelineReader timeline(file, id);
+        (void)timeline.bands();
+        for (int pixels : {1, 1000}) {
+          const auto w = timeline.window(timeline.start_ns(), timeline.end_ns(), pixels);
+          if (!w.events.empty()) (void)timeline.details(w.events.front());
+        }
+      });
     }
   } catch (const ts::store::StoreError&) {
     // Not ours, corrupt, newer, or a table it cannot read: refused with a message.

@@ -110,6 +110,26 @@ std::vector<Snapshot> Ledger::timeline_since(TimelineCursor& cursor, size_t max_
   return out;
 }
 
+std::vector<Ledger::OwnedChange> Ledger::changes_since(ChangeCursor& cursor, size_t max_changes) const {
+  std::vector<Change> fresh;
+  std::vector<std::string> owners;
+  {
+    // Copy out under the lock (24 bytes a change, and the owners, a few hundred names); the
+    // names are attached without it, so the training threads are not held up.
+    std::lock_guard lock(mutex_);
+    if (cursor.next_change > changes_.size()) cursor = {};  // clear() since: start again
+    const size_t n = std::min(max_changes, changes_.size() - cursor.next_change);
+    const auto first = changes_.begin() + static_cast<std::ptrdiff_t>(cursor.next_change);
+    fresh.assign(first, first + static_cast<std::ptrdiff_t>(n));
+    cursor.next_change += n;
+    owners.assign(owners_.begin(), owners_.end());
+  }
+  std::vector<OwnedChange> out;
+  out.reserve(fresh.size());
+  for (const Change& c : fresh) out.push_back({c.t_ns, c.delta, c.category, owners[c.owner]});
+  return out;
+}
+
 std::vector<Snapshot> Ledger::downsample(const Change* changes, size_t n, Bytes bytes, size_t max_points) {
   if (n == 0 || max_points == 0) return {};
   int64_t start_total = 0;

@@ -4,6 +4,7 @@
 // its split, a change log for timelines, and per-owner bytes. Thread-safe (one mutex: the
 // allocation rate is thousands per second, not millions).
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -63,6 +64,20 @@ class Ledger {
     Bytes bytes{};
   };
   std::vector<Snapshot> timeline_since(TimelineCursor& cursor, size_t max_points) const;
+
+  // The change log itself, owners named, for storing it: the changes since `cursor` in the
+  // order they were made, at most max_changes of them (so a caller can write a long log in
+  // pieces); advances the cursor past what it returns. After clear() a cursor starts again.
+  struct OwnedChange {
+    int64_t t_ns = 0;
+    int64_t delta = 0;  // bytes: > 0 an allocation, < 0 a free
+    Category category = Category::other;
+    std::string owner;  // the layer path the allocation was made under ("" for none)
+  };
+  struct ChangeCursor {
+    size_t next_change = 0;
+  };
+  std::vector<OwnedChange> changes_since(ChangeCursor& cursor, size_t max_changes = SIZE_MAX) const;
 
   struct OwnerBytes {
     std::string owner;

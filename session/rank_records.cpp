@@ -79,6 +79,9 @@ std::vector<uint8_t> to_bytes(const RankPayload& p) {
   a = json::array();
   for (const auto& r : p.memory_peak) a.push_back({r.category, r.bytes, r.t_ns});
   j["pk"] = std::move(a);
+  a = json::array();
+  for (const auto& r : p.memory_changes) a.push_back({r.t_ns, r.category, r.owner, r.delta});
+  j["mc"] = std::move(a);
   return json::to_cbor(j);
 }
 
@@ -120,6 +123,7 @@ RankPayload from_bytes(const std::vector<uint8_t>& bytes) {
     }
     for (const auto& r : j.at("me")) p.metrics.push_back({r.at(0), r.at(1), r.at(2), r.at(3)});
     for (const auto& r : j.at("pk")) p.memory_peak.push_back({r.at(0), r.at(1), r.at(2)});
+    for (const auto& r : j.at("mc")) p.memory_changes.push_back({r.at(0), r.at(1), r.at(2), r.at(3)});
     return p;
   } catch (const json::exception& e) {
     throw std::runtime_error(std::string("a rank's records did not parse: ") + e.what());
@@ -138,6 +142,7 @@ void stamp_rank(RankPayload& p) {
   for (auto& x : p.comm_ops) x.rank = r;
   for (auto& x : p.metrics) x.rank = r;
   for (auto& x : p.memory_peak) x.rank = r;
+  for (auto& x : p.memory_changes) x.rank = r;
 }
 
 }  // namespace ts::session

@@ -20,6 +20,7 @@ struct RankPayload {
   std::vector<store::CommOpRow> comm_ops;
   std::vector<store::MetricRow> metrics;
   std::vector<store::MemoryPeakRow> memory_peak;
+  std::vector<store::MemoryChangeRow> memory_changes;  // the ledger's change log (record.h's limit)
   std::string error;             // the rank's failure, if it failed
 };
 

@@ -42,6 +42,35 @@ store::IterationRow to_iteration_row(const workloads::IterationResult& it) {
   return {it.index, it.warmup, it.start_ns, it.end_ns, it.samples, it.loss};
 }
 
+std::vector<store::MemoryChangeRow> memory_change_rows(const memprof::Ledger& ledger,
+                                                       memprof::Ledger::ChangeCursor& cursor, size_t max,
+                                                       int64_t rank) {
+  std::vector<store::MemoryChangeRow> rows;
+  for (auto& c : ledger.changes_since(cursor, max)) {
+    rows.push_back({c.t_ns, std::string(memprof::to_string(c.category)), std::move(c.owner), c.delta, rank});
+  }
+  return rows;
+}
+
+std::vector<store::MetricRow> memory_change_counts(size_t logged, size_t kept, int64_t rank) {
+  return {{"memory_changes_stored", static_cast<double>(kept), "count", -1, rank},
+          {"memory_changes_dropped", static_cast<double>(logged - kept), "count", -1, rank}};
+}
+
+std::vector<store::MetricRow> store_memory_changes(store::Writer& writer, int64_t run, const memprof::Ledger& ledger,
+                                                   int64_t rank, size_t limit) {
+  const size_t logged = ledger.change_count();
+  const size_t kept = std::min(logged, limit);
+  memprof::Ledger::ChangeCursor cursor;
+  for (size_t written = 0; written < kept;) {
+    const auto rows = memory_change_rows(ledger, cursor, std::min(store::Writer::kChunkRows, kept - written), rank);
+    if (rows.empty()) break;
+    writer.add_memory_changes(run, rows);
+    written += rows.size();
+  }
+  return memory_change_counts(logged, kept, rank);
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -138,12 +167,15 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   if (everything) {
     writer_.add_memory_timeline(run_, points);
   } else {
-    writer_.replace_memory_timeline(run_, points);
+    writer_.replace_memory_timeline(run_, points, 0);   // rank 0's: the other ranks' streamed timelines stay
   }
   // The training loop's peak: evaluation afterwards (detection's test-time RoIs outnumber the
   // training ones) must not stand in for it. The ledger's own when the loop never ran.
   const memprof::Snapshot peak = loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak();
   writer_.add_memory_peak(run_, memory_peak_rows(peak));
+  // And every change with its owner, so what was live at any time can be told by layer (not
+  // streamed: a killed run keeps its timeline and peak, not this).
+  const auto change_counts = store_memory_changes(writer_, run_, ledger);
 
   std::vector<store::SampleRow> sample_rows;
   double rss_first = -1, rss_peak = 0;
@@ -163,6 +195,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
       {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(memprof::Category::weights)]), "bytes", -1},
       {"trace_events", static_cast<double>(events.size()), "count", -1},
   };
+  metrics.insert(metrics.end(), change_counts.begin(), change_counts.end());
   if (rss_first >= 0) {
     // What the operating system saw: comparable with frameworks that keep no allocator books.
     metrics.push_back({"rss_peak_bytes", rss_peak, "bytes", -1});

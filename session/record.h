@@ -1,6 +1,7 @@
 #pragma once
 // Turns what a run measured (loop results, tracer events, the memory ledger, samples) into
 // the store's rows: the one place where profiler/memprof results meet the store's records.
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "dist/communicator.h"
 #include "collectors/process_sampler.h"
 #include "engine/nn/module.h"
+#include "memprof/ledger.h"
 #include "profiler/analysis.h"
 #include "profiler/event.h"
 #include "profiler/gpu_tracer.h"
@@ -25,6 +27,24 @@ void append_event_rows(std::span<const profiler::Event> events, const profiler::
 // Ledger snapshots as timeline rows: one per category per snapshot.
 void append_memory_points(const std::vector<memprof::Snapshot>& snapshots, std::vector<store::MemoryPoint>& rows);
 store::IterationRow to_iteration_row(const workloads::IterationResult& it);
+
+// At most this many of a rank's memory changes are stored, the first ones (docs/schema.md,
+// memory_changes). Measured: a change costs about 44 bytes of db (row and index), so this caps a
+// rank's at about 85 MB, and what was live at the last of them takes about 2 s to sum on two
+// shared cores; resnet50 makes 1,880 changes per iteration (tiny or small alike), so about 1,000
+// iterations fit, and the ledger holds the log in memory anyway (24 bytes a change).
+inline constexpr size_t kMaxStoredMemoryChanges = 2'000'000;
+// The ledger's changes after `cursor`, at most `max` of them, as the store's rows of `rank`.
+std::vector<store::MemoryChangeRow> memory_change_rows(const memprof::Ledger& ledger,
+                                                       memprof::Ledger::ChangeCursor& cursor, size_t max,
+                                                       int64_t rank = 0);
+// The metrics saying how many of the `logged` changes were stored (`kept`, the first ones) and
+// how many were dropped: memory_changes_stored, memory_changes_dropped.
+std::vector<store::MetricRow> memory_change_counts(size_t logged, size_t kept, int64_t rank = 0);
+// Stores the ledger's change log as `rank`'s, the first `limit` changes, in pieces (a long log is
+// never in memory twice over); returns memory_change_counts.
+std::vector<store::MetricRow> store_memory_changes(store::Writer& writer, int64_t run, const memprof::Ledger& ledger,
+                                                   int64_t rank = 0, size_t limit = kMaxStoredMemoryChanges);
 // The ledger's breakdown at its peak, one row per category.
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak);
 // A communicator's recorded calls as the store's collective rows.
@@ -37,7 +57,8 @@ std::vector<store::CommOpRow> comm_op_rows(const std::vector<dist::CollectiveRec
                                            int ranks);
 
 // What record() writes: everything (a run stored at its end, or spilled to a side file), or
-// what a RunStream did not (the summaries; the streamed memory timeline replaced by the whole run's).
+// what a RunStream did not (the summaries; rank 0's streamed memory timeline replaced by its whole
+// run's, the other ranks' left as they streamed it). Both write the memory change log, rank 0's.
 enum class RecordScope { everything, after_streaming };
 
 class RunRecorder {

@@ -397,6 +397,11 @@ RunOutcome RunSession::run() {
     last.comm_ops = std::move(mine.comm_ops);
     last.metrics = std::move(mine.metrics);
     last.memory_peak = memory_peak_rows(loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak());
+    // The ledger's change log with owners (the first kMaxStoredMemoryChanges), stored as this rank's.
+    const size_t logged = ledger.change_count();
+    memprof::Ledger::ChangeCursor from_start;
+    last.memory_changes = memory_change_rows(ledger, from_start, kMaxStoredMemoryChanges);
+    for (auto& m : memory_change_counts(logged, last.memory_changes.size())) last.metrics.push_back(std::move(m));
     last.error = error;
     channel->send(last);
     RunOutcome out;
@@ -435,6 +440,7 @@ RunOutcome RunSession::run() {
       w.add_comm_ops(id, p.comm_ops);
       w.add_metrics(id, p.metrics);
       w.add_memory_peak(id, p.memory_peak);
+      w.add_memory_changes(id, p.memory_changes);
     }
   };
 

@@ -20,6 +20,7 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   to.add_op_summary(copy, from.op_summary(id));
   to.add_memory_timeline(copy, from.memory_timeline(id, all_ranks));
   to.add_memory_peak(copy, from.memory_peak(id, all_ranks));
+  to.add_memory_changes(copy, from.memory_changes(id, all_ranks));
   to.add_metrics(copy, from.metrics(id, all_ranks));
   to.add_samples(copy, from.samples(id, all_ranks));
   to.add_gpu_activities(copy, from.gpu_activities(id));

@@ -339,6 +339,34 @@ std::vector<MemoryPeakRow> Reader::memory_peak(int64_t run, std::optional<int64_
       [&](Stmt& s) { r.bind(s); });
 }
 
+std::vector<MemoryChangeRow> Reader::memory_changes(int64_t run, std::optional<int64_t> rank) {
+  if (impl_->version < 5) return {};
+  const RankSql r = rank_sql(impl_->version, rank, "m", 2);
+  return impl_->query<MemoryChangeRow>(
+      fmt::format("SELECT m.t_ns, c.value, o.value, m.delta, m.rank FROM memory_changes m "
+                  "JOIN strings c ON c.id = m.category_id JOIN strings o ON o.id = m.owner_id "
+                  "WHERE m.run_id = ?1{} ORDER BY {}m.t_ns, m.id",
+                  r.filter, r.order),
+      run,
+      [](const Stmt& s) {
+        return MemoryChangeRow{s.col_int(0), s.col_text(1), s.col_text(2), s.col_int(3), s.col_int(4)};
+      },
+      [&](Stmt& s) { r.bind(s); });
+}
+
+std::vector<MemoryLiveRow> Reader::memory_live_at(int64_t run, int64_t t_ns, int64_t rank) {
+  if (impl_->version < 5) return {};
+  // Summed by ids over the (run_id, rank, t_ns) index range, then named: the strings are joined
+  // once per category and owner, not once per change.
+  return impl_->query<MemoryLiveRow>(
+      "SELECT c.value, o.value, s.bytes FROM (SELECT category_id, owner_id, sum(delta) AS bytes FROM memory_changes "
+      "WHERE run_id = ?1 AND rank = ?2 AND t_ns <= ?3 GROUP BY category_id, owner_id) s "
+      "JOIN strings c ON c.id = s.category_id JOIN strings o ON o.id = s.owner_id "
+      "WHERE s.bytes <> 0 ORDER BY s.bytes DESC, c.value, o.value",
+      run, [](const Stmt& s) { return MemoryLiveRow{s.col_text(0), s.col_text(1), s.col_int(2)}; },
+      [&](Stmt& s) { s.bind(2, rank).bind(3, t_ns); });
+}
+
 std::vector<MetricRow> Reader::metrics(int64_t run, std::optional<int64_t> rank) {
   const RankSql r = rank_sql(impl_->version, rank, "", 2);
   if (r.none) return {};

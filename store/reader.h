@@ -46,6 +46,11 @@ class Reader {
   std::vector<OpSummaryRow> op_summary(int64_t run);   // insertion order
   std::vector<MemoryPoint> memory_timeline(int64_t run, std::optional<int64_t> rank = 0);  // by time
   std::vector<MemoryPeakRow> memory_peak(int64_t run, std::optional<int64_t> rank = 0);    // insertion order
+  // The memory ledger's changes (schema v5; empty for older files and runs without them): by
+  // time, then insertion order. memory_live_at: what was live at t_ns, the sum of the changes
+  // at or before it per category and owner, zero sums left out, by bytes descending.
+  std::vector<MemoryChangeRow> memory_changes(int64_t run, std::optional<int64_t> rank = 0);
+  std::vector<MemoryLiveRow> memory_live_at(int64_t run, int64_t t_ns, int64_t rank = 0);
   std::vector<MetricRow> metrics(int64_t run, std::optional<int64_t> rank = 0);            // insertion order
   std::vector<SampleRow> samples(int64_t run, std::optional<int64_t> rank = 0);            // by time
   // GPU profiler (schema v2; empty for files of version 1). Activities as events() does.

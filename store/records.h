@@ -50,6 +50,11 @@ struct LayerRow {
 struct OpSummaryRow { std::string device, name; int64_t count = 0; int64_t total_ns = 0; double mean_ns = 0, median_ns = 0; int64_t min_ns = 0, max_ns = 0; };
 struct MemoryPoint { int64_t t_ns = 0; std::string category; int64_t live_bytes = 0; int64_t rank = 0; };
 struct MemoryPeakRow { std::string category; int64_t bytes = 0; int64_t t_ns = 0; int64_t rank = 0; };
+// The memory ledger's change log (schema v5): one allocation (delta > 0) or free (delta < 0) of
+// a category under its owner (a layer path or a parameter's name, "" for none), on the rank's clock.
+struct MemoryChangeRow { int64_t t_ns = 0; std::string category, owner; int64_t delta = 0; int64_t rank = 0; };
+// What was live at a time, per category and owner: the sum of the changes up to it.
+struct MemoryLiveRow { std::string category, owner; int64_t bytes = 0; };
 struct MetricRow { std::string name; double value = 0; std::string unit; int64_t iteration = -1; /* -1: whole run */ int64_t rank = 0; };
 // GPU profiler (schema v2). kind: kernel, comm, memcpy, memset, sync, api, marker, memory, overhead.
 struct GpuActivityRow {

@@ -291,7 +291,67 @@ CREATE TABLE collective_bench (
 CREATE INDEX collective_bench_run ON collective_bench(run_id);
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4};
+// v5: the viewer (issue 17). The timeline's level of detail, written at a run's final write
+// (store/timeline_index.h): per lane (a rank's thread, a GPU stream), depth and level, buckets
+// summarising the events shorter than a bucket, and the longer events listed by size class so a
+// window finds them without scanning from the run's start. And the memory ledger's changes with
+// their owner, so the live bytes at any time can be split by category and layer.
+constexpr std::string_view kV4ToV5 = R"sql(
+CREATE TABLE timeline_index (
+  run_id    INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  origin_ns INTEGER NOT NULL,
+  end_ns    INTEGER NOT NULL,
+  base_ns   INTEGER NOT NULL,
+  levels    INTEGER NOT NULL,
+  events    INTEGER NOT NULL
+);
+CREATE TABLE timeline_lanes (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  lane    INTEGER NOT NULL,
+  source  TEXT    NOT NULL CHECK (source IN ('cpu', 'gpu')),
+  rank    INTEGER NOT NULL,
+  thread  INTEGER NOT NULL,
+  label   TEXT    NOT NULL,
+  depths  INTEGER NOT NULL,
+  events  INTEGER NOT NULL,
+  PRIMARY KEY (run_id, lane)
+) WITHOUT ROWID;
+CREATE TABLE timeline_tiles (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  level   INTEGER NOT NULL,
+  bucket  INTEGER NOT NULL,
+  lane    INTEGER NOT NULL,
+  depth   INTEGER NOT NULL,
+  events  INTEGER NOT NULL,
+  busy_ns INTEGER NOT NULL,
+  name_id INTEGER NOT NULL,
+  PRIMARY KEY (run_id, level, bucket, lane, depth)
+) WITHOUT ROWID;
+CREATE TABLE timeline_spans (
+  id         INTEGER PRIMARY KEY,
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  size_class INTEGER NOT NULL,
+  lane       INTEGER NOT NULL,
+  depth      INTEGER NOT NULL,
+  start_ns   INTEGER NOT NULL,
+  end_ns     INTEGER NOT NULL,
+  source_id  INTEGER NOT NULL,
+  name_id    INTEGER NOT NULL
+);
+CREATE INDEX timeline_spans_run_class ON timeline_spans(run_id, size_class, start_ns);
+CREATE TABLE memory_changes (
+  id          INTEGER PRIMARY KEY,
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank        INTEGER NOT NULL,
+  t_ns        INTEGER NOT NULL,
+  category_id INTEGER NOT NULL,
+  owner_id    INTEGER NOT NULL,
+  delta       INTEGER NOT NULL
+);
+CREATE INDEX memory_changes_run_rank_t ON memory_changes(run_id, rank, t_ns);
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -12,6 +12,7 @@
 
 #include "store/liveness.h"
 #include "store/open.h"
+#include "store/timeline_index.h"
 
 namespace ts::store {
 namespace fs = std::filesystem;
@@ -79,6 +80,13 @@ struct Writer::Impl {
   Stmt finish_running{db,
                       "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1 AND status = 'running'"};
   Stmt remove{db, "DELETE FROM runs WHERE id = ?1"};
+  // Events written after a run's timeline index was built make it stale: readers then build
+  // their own until the next final write (store/timeline.h).
+  Stmt forget_timeline{db, "DELETE FROM timeline_index WHERE run_id = ?1"};
+  void timeline_changed(int64_t run) {
+    Stmt::Use use(forget_timeline);
+    forget_timeline.bind(1, run).run();
+  }
   Stmt environment{db,
                    "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3) "
                    "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value"};
@@ -108,6 +116,9 @@ struct Writer::Impl {
   Stmt memory{db,
               "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
   Stmt peak{db, "INSERT INTO memory_peak (run_id, category, bytes, t_ns, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
+  Stmt memory_change{db,
+                     "INSERT INTO memory_changes (run_id, rank, t_ns, category_id, owner_id, delta) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt metric{db,
               "INSERT INTO metrics (run_id, name, value, unit, iteration, rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt sample{db, "INSERT INTO samples (run_id, t_ns, name, value, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
@@ -287,10 +298,14 @@ void Writer::in_one_transaction(const std::function<void()>& write) {
 }
 
 void Writer::finish_run(int64_t run, RunStatus status, std::string_view ended_at, std::string_view error) {
-  auto& s = impl_->finish;
-  Stmt::Use use(s);
-  s.bind(1, run).bind(2, to_string(status)).bind(3, ended_at).bind(4, error).run();
-  if (impl_->db.changes() == 0) throw StoreError(StoreError::Kind::not_found, fmt::format("no run with id {}", run));
+  in_one_transaction([&] {
+    auto& s = impl_->finish;
+    Stmt::Use use(s);
+    s.bind(1, run).bind(2, to_string(status)).bind(3, ended_at).bind(4, error).run();
+    if (impl_->db.changes() == 0) throw StoreError(StoreError::Kind::not_found, fmt::format("no run with id {}", run));
+    // The final write: the viewer's level of detail over everything the run traced.
+    detail::build_timeline_index(impl_->db, impl_->db, run);
+  });
 }
 
 bool Writer::finish_if_running(int64_t run, RunStatus status, std::string_view ended_at, std::string_view error) {
@@ -326,6 +341,7 @@ void Writer::add_phases(int64_t run, std::span<const PhaseRow> rows) {
 
 void Writer::add_events(int64_t run, std::span<const EventRow> rows) {
   Impl& im = *impl_;
+  if (!rows.empty()) im.timeline_changed(run);
   im.bulk(run, rows, im.event, [&im](Stmt& s, const EventRow& r) {
     // Interning runs other statements, so resolve ids before binding this one.
     const int64_t name = im.intern(r.name), layer = im.intern(r.layer), kind = im.intern(r.kind),
@@ -344,6 +360,7 @@ void Writer::add_layers(int64_t run, std::span<const LayerRow> rows) {
 
 void Writer::add_gpu_activities(int64_t run, std::span<const GpuActivityRow> rows) {
   Impl& im = *impl_;
+  if (!rows.empty()) im.timeline_changed(run);
   im.bulk(run, rows, im.gpu_activity, [&im](Stmt& s, const GpuActivityRow& r) {
     const int64_t kind = im.intern(r.kind), name = im.intern(r.name), detail = im.intern(r.detail),
                   layer = im.intern(r.layer), op = im.intern(r.op), pass = im.intern(r.pass);
@@ -385,6 +402,14 @@ void Writer::add_memory_timeline(int64_t run, std::span<const MemoryPoint> rows)
 void Writer::add_memory_peak(int64_t run, std::span<const MemoryPeakRow> rows) {
   impl_->bulk(run, rows, impl_->peak, [](Stmt& s, const MemoryPeakRow& r) {
     s.bind(2, r.category).bind(3, r.bytes).bind(4, r.t_ns).bind(5, r.rank);
+  });
+}
+
+void Writer::add_memory_changes(int64_t run, std::span<const MemoryChangeRow> rows) {
+  Impl& im = *impl_;
+  im.bulk(run, rows, im.memory_change, [&im](Stmt& s, const MemoryChangeRow& r) {
+    const int64_t category = im.intern(r.category), owner = im.intern(r.owner);
+    s.bind(2, r.rank).bind(3, r.t_ns).bind(4, category).bind(5, owner).bind(6, r.delta);
   });
 }
 

@@ -69,6 +69,8 @@ class Writer {
   void add_op_summary(int64_t run, std::span<const OpSummaryRow> rows);
   void add_memory_timeline(int64_t run, std::span<const MemoryPoint> rows);
   void add_memory_peak(int64_t run, std::span<const MemoryPeakRow> rows);
+  // The memory ledger's changes with their owners (schema v5), category and owner interned.
+  void add_memory_changes(int64_t run, std::span<const MemoryChangeRow> rows);
   void add_metrics(int64_t run, std::span<const MetricRow> rows);
   void add_samples(int64_t run, std::span<const SampleRow> rows);
   // The GPU profiler's records (schema v2).

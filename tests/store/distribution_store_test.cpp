@@ -16,10 +16,12 @@
 #include "store/reader.h"
 #include "store/schema.h"
 #include "store/writer.h"
+#include "tests/store/raw_sqlite.h"
 #include "tests/support/files.h"
 
 namespace fs = std::filesystem;
 using namespace ts::store;
+using ts::store::test_support::Raw;
 
 namespace {
 
@@ -30,42 +32,6 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 struct Dir {
   ts::testing::ScratchDir scratch{"ts_dist_store"};
   fs::path operator/(const std::string& name) const { return scratch.path() / name; }
-};
-
-// Raw SQLite, around the code under test.
-struct Raw {
-  explicit Raw(const fs::path& p) {
-    if (sqlite3_open(p.c_str(), &db) != SQLITE_OK) throw std::runtime_error("open failed");
-  }
-  ~Raw() { sqlite3_close(db); }
-  Raw(const Raw&) = delete;
-  Raw& operator=(const Raw&) = delete;
-  void exec(const std::string& sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-      const std::string msg = err != nullptr ? err : "?";
-      sqlite3_free(err);
-      throw std::runtime_error(msg + " in " + sql);
-    }
-  }
-  int64_t integer(const std::string& sql) {
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) throw std::runtime_error(sqlite3_errmsg(db));
-    const int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
-    sqlite3_finalize(s);
-    return v;
-  }
-  // EXPLAIN QUERY PLAN's details, joined.
-  std::string plan(const std::string& sql) {
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db, ("EXPLAIN QUERY PLAN " + sql).c_str(), -1, &s, nullptr) != SQLITE_OK)
-      throw std::runtime_error(sqlite3_errmsg(db));
-    std::string out;
-    while (sqlite3_step(s) == SQLITE_ROW) out += std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 3))) + "; ";
-    sqlite3_finalize(s);
-    return out;
-  }
-  sqlite3* db = nullptr;
 };
 
 RunInfo dp_run(int64_t ranks, int64_t batch_size = 32) {
@@ -527,7 +493,7 @@ TEST(StoreRanks, AVersionThreeFileIsReadAndMigratedAsRankZero) {
   { Writer w(db); }  // migrates
   {
     Raw raw(db);
-    EXPECT_EQ(raw.integer("PRAGMA user_version"), 4);
+    EXPECT_EQ(raw.integer("PRAGMA user_version"), kSchemaVersion);  // v3 -> v4 -> the newest
     EXPECT_EQ(raw.integer("SELECT global_batch_size FROM runs WHERE id = 1"), 8);
     EXPECT_EQ(raw.integer("SELECT ranks FROM runs WHERE id = 1"), 1);
     for (const char* table :

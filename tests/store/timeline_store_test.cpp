@@ -1,0 +1,295 @@
+// The timeline's level of detail (store/timeline.h): summaries keep every lane's time exactly
+// (per pixel, at every level), raw windows return exactly the events that overlap them with the
+// right depth, an index built in memory answers as the stored one does, and a run written to
+// after its final write is not drawn from a stale index.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "store/timeline.h"
+#include "store/writer.h"
+#include "tests/support/files.h"
+
+namespace fs = std::filesystem;
+using namespace ts::store;
+
+namespace {
+
+// An event as generated: where it was drawn (lane key, depth) and its row.
+struct Truth {
+  bool gpu = false;
+  int64_t rank = 0, thread = 0;
+  int depth = 0;
+  int64_t start = 0, end = 0;
+  std::string name, layer;
+};
+
+// A training trace: per rank a training thread (run > iterations > forward/backward > ops, a
+// quarter of the ops with two nested children) and a communication thread, plus a GPU stream.
+std::vector<Truth> make_trace(uint32_t seed, int iterations) {
+  std::mt19937_64 rng(seed);
+  auto between = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  std::vector<Truth> out;
+  const int64_t origin = 1'000'000'000;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    int64_t t = origin + between(0, 5000);
+    const size_t run_at = out.size();
+    out.push_back({false, rank, 0, 0, t, 0, "run", ""});
+    for (int i = 0; i < iterations; ++i) {
+      const size_t it_at = out.size();
+      out.push_back({false, rank, 0, 1, t, 0, "iteration", ""});
+      for (const char* phase : {"forward", "backward"}) {
+        const size_t ph_at = out.size();
+        out.push_back({false, rank, 0, 2, t, 0, phase, ""});
+        const int ops = static_cast<int>(between(5, 40));
+        for (int k = 0; k < ops; ++k) {
+          t += between(0, 20'000);
+          const int64_t d = between(1'000, 300'000);
+          const std::string layer = "layer" + std::to_string(k % 7);
+          out.push_back({false, rank, 0, 3, t, t + d, k % 3 == 0 ? "conv" : "matmul", layer});
+          if (k % 4 == 0 && d > 100) {
+            out.push_back({false, rank, 0, 4, t, t + d / 3, "pack", layer});
+            out.push_back({false, rank, 0, 4, t + d / 2, t + d / 2 + d / 4, "gemm", layer});
+          }
+          t += d;
+        }
+        t += between(1, 1000);
+        out[ph_at].end = t;
+      }
+      out[it_at].end = t;
+      // The communication thread: a few all-reduces around the end of the iteration.
+      int64_t c = t - between(100'000, 400'000);
+      for (int k = 0; k < 3; ++k) {
+        const int64_t d = between(10'000, 150'000);
+        out.push_back({false, rank, 1, 0, c, c + d, "all_reduce", ""});
+        c += d + between(0, 50'000);
+      }
+      t = std::max(t, c) + between(1000, 10'000);
+    }
+    out[run_at].end = t;
+  }
+  int64_t g = origin + 50'000;
+  for (int k = 0; k < 3000; ++k) {
+    g += between(0, 30'000);
+    const int64_t d = between(500, 200'000);
+    out.push_back({true, 0, 7, 0, g, g + d, k % 2 == 0 ? "sgemm_kernel" : "relu_kernel", "layer1"});
+    g += d;
+  }
+  return out;
+}
+
+RunInfo synthetic_run() {
+  RunInfo info;
+  info.workload = "synthetic";
+  info.preset = "tiny";
+  info.device = "cpu";
+  info.started_at = "2026-11-24T00:00:00Z";
+  return info;
+}
+
+int64_t write_run(const fs::path& db, const std::vector<Truth>& trace, bool finish) {
+  Writer w(db);
+  const int64_t run = w.begin_run(synthetic_run());
+  std::vector<EventRow> events;
+  std::vector<GpuActivityRow> gpu;
+  std::vector<CollectiveRow> collectives;
+  for (const auto& t : trace) {
+    if (t.gpu) {
+      GpuActivityRow a;
+      a.start_ns = t.start;
+      a.end_ns = t.end;
+      a.kind = "kernel";
+      a.name = t.name;
+      a.layer = t.layer;
+      a.op = "conv2d";
+      a.stream = t.thread;
+      gpu.push_back(a);
+      continue;
+    }
+    const std::string kind = t.depth <= 2 && t.thread == 0 ? (t.depth == 0 ? "run" : t.depth == 1 ? "iteration" : "phase")
+                             : t.thread == 1                ? "comm"
+                                                            : "op";
+    events.push_back({t.start, t.end, t.name, t.layer, kind, "none", -1, t.thread, t.rank});
+    if (kind == "comm") collectives.push_back({t.rank, -1, t.thread, "all_reduce", "bucket 0", 4096, t.start, t.end});
+  }
+  // Streamed order: an enclosing range is written after what it encloses (it ends later).
+  std::stable_sort(events.begin(), events.end(), [](const EventRow& a, const EventRow& b) { return a.end_ns < b.end_ns; });
+  w.add_events(run, events);
+  w.add_gpu_activities(run, gpu);
+  w.add_collectives(run, collectives);
+  if (finish) w.finish_run(run, RunStatus::completed, "2026-11-24T00:01:00Z", "");
+  return run;
+}
+
+struct TimelineStore : ::testing::Test {
+  ts::testing::ScratchDir dir{"ts_timeline"};
+  fs::path db = dir.path() / "t.db";
+  std::vector<Truth> trace = make_trace(7, 160);  // ~36k events: three levels of buckets
+};
+
+// The lane a truth event should be drawn in.
+int lane_of(const std::vector<TimelineLane>& lanes, const Truth& t) {
+  for (const auto& l : lanes)
+    if ((l.source == "gpu") == t.gpu && l.rank == t.rank && l.thread == t.thread) return l.lane;
+  return -1;
+}
+
+int64_t overlap(int64_t s, int64_t e, int64_t from, int64_t to) { return std::max<int64_t>(0, std::min(e, to) - std::max(s, from)); }
+
+}  // namespace
+
+TEST_F(TimelineStore, LanesAreTheThreadsAndStreamsWithTheirRolesAndDepths) {
+  const int64_t run = write_run(db, trace, true);
+  TimelineReader r(db, run);
+  EXPECT_TRUE(r.index_stored());
+  ASSERT_EQ(r.lanes().size(), 5u);
+  EXPECT_EQ(r.lanes()[0].label, "training");
+  EXPECT_EQ(r.lanes()[0].depths, 5);
+  EXPECT_EQ(r.lanes()[1].label, "communication");
+  EXPECT_EQ(r.lanes()[2].rank, 1);
+  EXPECT_EQ(r.lanes()[4].source, "gpu");
+  EXPECT_EQ(r.lanes()[4].thread, 7);
+  EXPECT_EQ(r.event_count(), static_cast<int64_t>(trace.size()));
+  int64_t first = INT64_MAX, last = 0;
+  for (const auto& t : trace) first = std::min(first, t.start), last = std::max(last, t.end);
+  EXPECT_EQ(r.start_ns(), first);
+  EXPECT_EQ(r.end_ns(), last);
+}
+
+// Per lane and pixel: summarised time + the time of the events drawn alone = the time of every
+// event underneath, at each level the zoom reaches.
+TEST_F(TimelineStore, SummariesKeepEveryLanesTimePerPixelAtEveryLevel) {
+  const int64_t run = write_run(db, trace, true);
+  TimelineReader r(db, run);
+  std::set<int> levels_seen;
+  for (int pixels : {40, 150, 600, 2500, 10000, 40000}) {
+    const TimelineWindow probe = r.window(r.start_ns(), r.end_ns(), pixels);
+    if (probe.level < 0) continue;
+    const int64_t w = probe.bucket_ns;
+    for (int64_t offset : {int64_t{0}, int64_t{37}}) {  // the whole run, and a window inside it
+      const int64_t from = r.start_ns() + offset * w;
+      const int count = std::min<int64_t>(pixels, (r.end_ns() - from) / w + 1);
+      const TimelineWindow win = r.window(from, from + count * w, count);
+      ASSERT_EQ(win.level, probe.level);
+      levels_seen.insert(win.level);
+      std::map<std::pair<int, int64_t>, int64_t> drawn, truth;
+      for (const auto& tile : win.tiles) drawn[{tile.lane, (tile.start_ns - from) / w}] += tile.busy_ns;
+      for (const auto& e : win.events)
+        for (int64_t p = std::max<int64_t>(0, (e.start_ns - from) / w); p < count && from + p * w < e.end_ns; ++p)
+          drawn[{e.lane, p}] += overlap(e.start_ns, e.end_ns, from + p * w, from + (p + 1) * w);
+      for (const auto& t : trace)
+        for (int64_t p = std::max<int64_t>(0, (t.start - from) / w); p < count && from + p * w < t.end; ++p)
+          truth[{lane_of(r.lanes(), t), p}] += overlap(t.start, t.end, from + p * w, from + (p + 1) * w);
+      std::erase_if(drawn, [](auto& kv) { return kv.second == 0; });
+      std::erase_if(truth, [](auto& kv) { return kv.second == 0; });
+      ASSERT_EQ(drawn, truth) << "pixels " << pixels << " level " << win.level << " offset " << offset;
+      // A bucket never holds more time than it is wide where a lane's depth has no overlaps.
+      for (const auto& tile : win.tiles) EXPECT_LE(tile.busy_ns, w);
+    }
+  }
+  EXPECT_GE(levels_seen.size(), 3u) << "the zooms tried reach too few levels to test the pyramid";
+}
+
+TEST_F(TimelineStore, ZoomedInWindowsHoldExactlyTheOverlappingEventsAtTheirDepth) {
+  const int64_t run = write_run(db, trace, true);
+  TimelineReader r(db, run);
+  const int64_t span = r.end_ns() - r.start_ns();
+  int raw_windows = 0;
+  for (int64_t at : {span / 10, span / 3, span / 2, span - span / 50}) {
+    const int64_t from = r.start_ns() + at, to = from + 400'000;
+    const TimelineWindow win = r.window(from, to, 1000);
+    if (win.level >= 0) continue;
+    ++raw_windows;
+    std::multiset<std::tuple<int, int, int64_t, int64_t, std::string>> got, want;
+    for (const auto& e : win.events) got.insert({e.lane, e.depth, e.start_ns, e.end_ns, e.name});
+    for (const auto& t : trace)
+      if (t.start <= to && t.end >= from) want.insert({lane_of(r.lanes(), t), t.depth, t.start, t.end, t.name});
+    EXPECT_EQ(got, want) << "window at " << at;
+  }
+  EXPECT_EQ(raw_windows, 4) << "400 us over 1000 pixels should be past level 0";
+}
+
+TEST_F(TimelineStore, ARunWithoutAStoredIndexIsDrawnTheSameFromOneBuiltInMemory) {
+  const int64_t done = write_run(db, trace, true);
+  const int64_t running = write_run(db, trace, false);
+  TimelineReader stored(db, done), built(db, running);
+  EXPECT_TRUE(stored.index_stored());
+  EXPECT_FALSE(built.index_stored());
+  EXPECT_EQ(built.event_count(), stored.event_count());
+  for (int pixels : {200, 3000, 100000}) {
+    const auto a = stored.window(stored.start_ns(), stored.end_ns(), pixels);
+    const auto b = built.window(built.start_ns(), built.end_ns(), pixels);
+    ASSERT_EQ(a.tiles.size(), b.tiles.size());
+    for (size_t i = 0; i < a.tiles.size(); ++i) {
+      EXPECT_EQ(std::tie(a.tiles[i].lane, a.tiles[i].depth, a.tiles[i].start_ns, a.tiles[i].busy_ns, a.tiles[i].events),
+                std::tie(b.tiles[i].lane, b.tiles[i].depth, b.tiles[i].start_ns, b.tiles[i].busy_ns, b.tiles[i].events));
+      EXPECT_EQ(a.tiles[i].top_name, b.tiles[i].top_name);
+    }
+    ASSERT_EQ(a.events.size(), b.events.size());
+  }
+}
+
+TEST_F(TimelineStore, EventsWrittenAfterTheFinalWriteAreNotHiddenByAStaleIndex) {
+  const int64_t run = write_run(db, trace, true);
+  int64_t late = 0;
+  for (const auto& t : trace) late = std::max(late, t.end);
+  {
+    Writer w(db);
+    w.add_events(run, std::vector<EventRow>{{late + 1000, late + 1010, "late", "", "op", "none", -1, 3, 0}});
+  }
+  TimelineReader r(db, run);
+  EXPECT_FALSE(r.index_stored());
+  EXPECT_EQ(r.event_count(), static_cast<int64_t>(trace.size()) + 1);
+  EXPECT_EQ(r.lanes().size(), 6u);
+}
+
+TEST_F(TimelineStore, DetailsNameTheBytesOfACollectiveAndTheOpThatLaunchedAKernel) {
+  const int64_t run = write_run(db, trace, true);
+  TimelineReader r(db, run);
+  const TimelineWindow win = r.window(r.start_ns(), r.end_ns(), 10'000'000);  // raw: everything
+  bool comm = false, kernel = false;
+  for (const auto& e : win.events) {
+    if (!comm && e.name == "all_reduce") {
+      const auto d = r.details(e);
+      EXPECT_EQ(d.kind, "comm");
+      EXPECT_EQ(d.bytes, 4096);
+      EXPECT_EQ(d.detail, "all_reduce bucket 0");
+      EXPECT_EQ(d.source_label, "rank " + std::to_string(d.rank) + " · communication (thread 1)");
+      comm = true;
+    }
+    if (!kernel && e.gpu) {
+      const auto d = r.details(e);
+      EXPECT_EQ(d.kind, "kernel");
+      EXPECT_EQ(d.launched_by, "conv2d");
+      EXPECT_EQ(d.layer, "layer1");
+      EXPECT_EQ(d.source_label, "GPU 0 · stream 7");
+      kernel = true;
+    }
+  }
+  EXPECT_TRUE(comm && kernel);
+}
+
+TEST_F(TimelineStore, MarksFindEveryEventOfANameOrLayer) {
+  const int64_t run = write_run(db, trace, true);
+  TimelineReader r(db, run);
+  const auto count = [&](auto pred) { return std::count_if(trace.begin(), trace.end(), pred); };
+  EXPECT_EQ(static_cast<int64_t>(r.marks("gemm", false).size()), count([](const Truth& t) { return t.name == "gemm"; }));
+  EXPECT_EQ(static_cast<int64_t>(r.marks("layer1", true).size()),
+            count([](const Truth& t) { return t.layer == "layer1"; }));
+  EXPECT_TRUE(r.marks("no such op", false).empty());
+}
+
+TEST_F(TimelineStore, AnUntracedRunHasAnEmptyTimelineAndAMissingRunIsAnError) {
+  Writer w(db);
+  const int64_t run = w.begin_run(synthetic_run());
+  w.finish_run(run, RunStatus::completed, "2026-11-24T00:01:00Z", "");
+  TimelineReader r(db, run);
+  EXPECT_TRUE(r.lanes().empty());
+  EXPECT_TRUE(r.window(0, 100, 10).tiles.empty());
+  EXPECT_THROW(TimelineReader(db, run + 5), StoreError);
+}
