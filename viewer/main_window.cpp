@@ -16,9 +16,13 @@
 #include <QVBoxLayout>
 
 #include "viewer/async_query.h"
+#include "viewer/comparison_view.h"
+#include "viewer/memory_view.h"
 #include "viewer/run_list.h"
 #include "viewer/run_overview.h"
 #include "viewer/run_table_model.h"
+#include "viewer/searchable_table.h"
+#include "viewer/timeline_view.h"
 
 namespace ts::viewer {
 
@@ -61,6 +65,9 @@ MainWindow::MainWindow(QWidget* parent)
       runs_filter_(new QLineEdit),
       tabs_(new QTabWidget),
       overview_(new RunOverview),
+      timeline_(new TimelineView),
+      memory_(new MemoryView),
+      comparison_(new ComparisonView),
       ops_(new RecordTableModel<store::OpSummaryRow>(op_columns(), this)),
       layers_(new RecordTableModel<store::LayerRow>(layer_columns(), this)),
       status_(new QLabel) {
@@ -76,7 +83,7 @@ MainWindow::MainWindow(QWidget* parent)
   runs_view_->setSortingEnabled(true);
   runs_view_->sortByColumn(RunTableModel::kId, Qt::AscendingOrder);
   runs_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  runs_view_->setSelectionMode(QAbstractItemView::SingleSelection);
+  runs_view_->setSelectionMode(QAbstractItemView::ExtendedSelection);   // two rows: compare them
   runs_view_->verticalHeader()->hide();
   runs_view_->horizontalHeader()->setStretchLastSection(true);
   connect(runs_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
@@ -89,11 +96,23 @@ MainWindow::MainWindow(QWidget* parent)
   left_layout->addWidget(runs_view_);
 
   tabs_->addTab(overview_, tr("Overview"));
-  QWidget* page = nullptr;
-  ops_view_ = make_table(ops_, tr("Search ops and kernels"), &page);
-  tabs_->addTab(page, tr("Ops and kernels"));
-  layers_view_ = make_table(layers_, tr("Search layers"), &page);
-  tabs_->addTab(page, tr("Layers"));
+  tabs_->addTab(timeline_, tr("Timeline"));
+  tabs_->addTab(memory_, tr("Memory"));
+  const auto ops = make_searchable_table(ops_, new QSortFilterProxyModel(this), tr("Search ops and kernels"));
+  ops_view_ = ops.view;
+  tabs_->addTab(ops.page, tr("Ops and kernels"));
+  const auto layers = make_searchable_table(layers_, new QSortFilterProxyModel(this), tr("Search layers"));
+  layers_view_ = layers.view;
+  tabs_->addTab(layers.page, tr("Layers"));
+  tabs_->addTab(comparison_, tr("Compare"));
+  connect(timeline_, &TimelineView::error_reported, this, &MainWindow::report_error);
+  connect(comparison_, &ComparisonView::error_reported, this, &MainWindow::report_error);
+  connect(memory_, &MemoryView::error_reported, this, &MainWindow::report_error);
+  // A table's row marks its events on the timeline.
+  connect(ops_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+          [this](const QModelIndex& current) { highlight_row(ops_view_, current); });
+  connect(layers_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+          [this](const QModelIndex& current) { highlight_row(layers_view_, current); });
 
   auto* split = new QSplitter;
   split->addWidget(left);
@@ -109,31 +128,13 @@ MainWindow::MainWindow(QWidget* parent)
   reload->setShortcut(QKeySequence::Refresh);
   auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
+  auto* run_menu = menuBar()->addMenu(tr("&Run"));
+  compare_action_ = run_menu->addAction(tr("&Compare the two selected runs"), this, &MainWindow::compare_selected);
+  compare_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
+  compare_action_->setEnabled(false);
+  connect(runs_view_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          [this] { compare_action_->setEnabled(runs_view_->selectionModel()->selectedRows().size() == 2); });
   resize(1400, 850);
-}
-
-QTableView* MainWindow::make_table(QAbstractItemModel* model, const QString& search_hint, QWidget** page) {
-  auto* proxy = new QSortFilterProxyModel(this);
-  proxy->setSourceModel(model);
-  proxy->setSortRole(kSortRole);
-  proxy->setFilterKeyColumn(0);
-  proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
-  auto* search = new QLineEdit;
-  search->setPlaceholderText(search_hint);
-  search->setClearButtonEnabled(true);
-  connect(search, &QLineEdit::textChanged, proxy, &QSortFilterProxyModel::setFilterFixedString);
-  auto* view = new QTableView;
-  view->setModel(proxy);
-  view->setSortingEnabled(true);
-  view->sortByColumn(-1, Qt::AscendingOrder);   // the model's order until a header is clicked
-  view->verticalHeader()->hide();
-  view->horizontalHeader()->setStretchLastSection(true);
-  view->setSelectionBehavior(QAbstractItemView::SelectRows);
-  *page = new QWidget;
-  auto* layout = new QVBoxLayout(*page);
-  layout->addWidget(search);
-  layout->addWidget(view);
-  return view;
 }
 
 void MainWindow::choose_databases() {
@@ -170,6 +171,8 @@ void MainWindow::select_run(int row) {
   const RunListEntry& e = runs_->entry(source.row());
   const uint64_t request = ++details_request_;
   overview_->show_message(tr("Reading run %1 ...").arg(e.run.id));
+  timeline_->show_run(e.db, e.run.id);
+  memory_->show_run(e.db, e.run.id);
   run_query<RunDetails>(
       this, [db = e.db.toStdString(), id = e.run.id] { return load_run_details(db, id); },
       [this, request, db = e.db, id = e.run.id](QueryResult<RunDetails> r) {
@@ -182,6 +185,41 @@ void MainWindow::select_run(int row) {
         show_details(*r.value);
         emit run_loaded(id);
       });
+}
+
+void MainWindow::compare_selected() {
+  const auto rows = runs_view_->selectionModel()->selectedRows();
+  if (rows.size() != 2) {
+    report_error(tr("Compare"), tr("Select exactly two runs (Ctrl+click) to compare them."));
+    return;
+  }
+  compare_rows(rows[0].row(), rows[1].row());
+}
+
+void MainWindow::compare_rows(int base_row, int new_row) {
+  auto ref = [this](int row) -> std::optional<RunRef> {
+    const QModelIndex source = runs_proxy_->mapToSource(runs_proxy_->index(row, 0));
+    if (!source.isValid()) return std::nullopt;
+    const RunListEntry& e = runs_->entry(source.row());
+    return RunRef{e.db, e.run.id};
+  };
+  auto base = ref(base_row), next = ref(new_row);
+  if (!base || !next) return;
+  // The older run is the base, as `trainscope compare BASE NEW` reads.
+  if (base->db == next->db && base->run > next->run) std::swap(base, next);
+  comparison_->compare(*base, *next);
+  tabs_->setCurrentWidget(comparison_);
+}
+
+void MainWindow::highlight_row(QTableView* view, const QModelIndex& current) {
+  const auto* proxy = static_cast<const QSortFilterProxyModel*>(view->model());
+  const QModelIndex source = proxy->mapToSource(current);
+  if (!source.isValid()) return timeline_->highlight({}, false);
+  const auto row = static_cast<size_t>(source.row());
+  if (view == ops_view_ && row < ops_->rows().size())
+    timeline_->highlight(QString::fromStdString(ops_->rows()[row].name), false);
+  else if (view == layers_view_ && row < layers_->rows().size())
+    timeline_->highlight(QString::fromStdString(layers_->rows()[row].layer), true);
 }
 
 void MainWindow::show_details(const RunDetails& d) {

@@ -1,7 +1,8 @@
 #pragma once
 // The viewer's window: the runs of every open database on the left (sortable, filterable), the
-// selected run on the right (overview, ops and kernels, layers). Every read runs off the GUI
-// thread (async_query.h); a database that cannot be read gets a dialog saying why, never a crash.
+// selected run on the right (overview, timeline, memory, ops and kernels, layers) and two
+// selected runs side by side (compare). Every read runs off the GUI thread (async_query.h); a
+// database that cannot be read gets a dialog saying why, never a crash.
 #include <QMainWindow>
 #include <QString>
 
@@ -10,7 +11,9 @@
 #include "viewer/record_table_model.h"
 #include "viewer/run_details.h"
 
+class QAction;
 class QLabel;
+class QModelIndex;
 class QLineEdit;
 class QSortFilterProxyModel;
 class QTableView;
@@ -18,8 +21,11 @@ class QTabWidget;
 
 namespace ts::viewer {
 
+class ComparisonView;
+class MemoryView;
 class RunOverview;
 class RunTableModel;
+class TimelineView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -30,11 +36,18 @@ class MainWindow : public QMainWindow {
   void open_database(const QString& path);   // async; adds its runs, or reports why it cannot
   void refresh();                            // re-reads every open database (runs being written)
   void select_run(int row);                  // a row of the runs table as shown (sorted, filtered)
+  void compare_rows(int base_row, int new_row);   // rows as shown; the older run is the base
+  void compare_selected();                   // the two selected rows (Run > Compare, Ctrl+D)
   void set_dialogs_enabled(bool on) { dialogs_ = on; }   // tests: errors as signals only
 
   QTableView* runs_view() const { return runs_view_; }
   QLineEdit* runs_filter() const { return runs_filter_; }
   QTabWidget* tabs() const { return tabs_; }
+  TimelineView* timeline() const { return timeline_; }
+  ComparisonView* comparison() const { return comparison_; }
+  MemoryView* memory() const { return memory_; }
+  QTableView* ops_view() const { return ops_view_; }
+  QTableView* layers_view() const { return layers_view_; }
   RunTableModel* runs_model() const { return runs_; }
   const RecordTableModel<store::OpSummaryRow>* ops_model() const { return ops_; }
   const RecordTableModel<store::LayerRow>* layers_model() const { return layers_; }
@@ -48,7 +61,7 @@ class MainWindow : public QMainWindow {
   void report_error(const QString& title, const QString& message);
   void choose_databases();
   void show_details(const RunDetails& details);
-  QTableView* make_table(QAbstractItemModel* model, const QString& search_hint, QWidget** page);
+  void highlight_row(QTableView* view, const QModelIndex& current);
 
   RunTableModel* runs_;
   QSortFilterProxyModel* runs_proxy_;
@@ -56,6 +69,10 @@ class MainWindow : public QMainWindow {
   QLineEdit* runs_filter_;
   QTabWidget* tabs_;
   RunOverview* overview_;
+  TimelineView* timeline_;
+  MemoryView* memory_;
+  ComparisonView* comparison_;
+  QAction* compare_action_ = nullptr;
   RecordTableModel<store::OpSummaryRow>* ops_;
   RecordTableModel<store::LayerRow>* layers_;
   QTableView* ops_view_ = nullptr;

@@ -20,39 +20,19 @@
 #include <string>
 
 #include "store/reader.h"
+#include "viewer/comparison_view.h"
 #include "viewer/main_window.h"
+#include "viewer/memory_view.h"
 #include "viewer/run_overview.h"
 #include "viewer/run_details.h"
 #include "viewer/run_table_model.h"
+#include "viewer/timeline_view.h"
+#include "tests/viewer/viewer_test_support.h"
 
 using ts::viewer::MainWindow;
 using ts::viewer::RunTableModel;
 
-namespace {
-
-bool run_command(const std::string& command) { return std::system((command + " > /dev/null 2>&1").c_str()) == 0; }
-
-void sql(const QString& db, const std::string& statement) {
-  sqlite3* h = nullptr;
-  QCOMPARE(sqlite3_open(db.toStdString().c_str(), &h), SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err);
-  const QString message = err ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(h);
-  QVERIFY2(rc == SQLITE_OK, qPrintable(message));
-}
-
-// Not blank: more than a handful of colours, and some share of the pixels not the background.
-int distinct_colours(const QImage& image) {
-  QSet<QRgb> seen;
-  for (int y = 0; y < image.height(); y += 2) {
-    for (int x = 0; x < image.width(); x += 2) seen.insert(image.pixel(x, y));
-  }
-  return static_cast<int>(seen.size());
-}
-
-}  // namespace
+using namespace ts::viewer::testing;
 
 class ViewerTest : public QObject {
   Q_OBJECT
@@ -205,17 +185,46 @@ class ViewerTest : public QObject {
     w.show();
     open(w, db_);
     w.runs_view()->sortByColumn(RunTableModel::kId, Qt::AscendingOrder);
+    QSignalSpy timeline(w.timeline(), &ts::viewer::TimelineView::loaded);
+    QSignalSpy memory(w.memory(), &ts::viewer::MemoryView::loaded);
     select(w, 0);
+    QVERIFY(timeline.count() > 0 || timeline.wait(30000));
+    QVERIFY(memory.count() > 0 || memory.wait(30000));
+    QSignalSpy compared(w.comparison(), &ts::viewer::ComparisonView::compared);
+    w.compare_rows(0, 1);
+    QVERIFY(compared.wait(30000));
     QDir().mkpath(VIEWER_SHOTS_DIR);
-    const QStringList names = {"overview", "ops", "layers"};
     for (int tab = 0; tab < w.tabs()->count(); ++tab) {
       w.tabs()->setCurrentIndex(tab);
       QTest::qWait(50);
+      const QString name = w.tabs()->tabText(tab).toLower().replace(' ', '_');
       const QImage window = w.grab().toImage();
       const QImage page = w.tabs()->currentWidget()->grab().toImage();
-      QVERIFY(window.save(QString(VIEWER_SHOTS_DIR) + "/" + names.value(tab, QString::number(tab)) + ".png"));
-      QVERIFY2(distinct_colours(page) > 8, qPrintable(names.value(tab)));
+      QVERIFY(window.save(QString(VIEWER_SHOTS_DIR) + "/window_" + name + ".png"));
+      QVERIFY2(distinct_colours(page) > 8, qPrintable(name));
     }
+  }
+
+  void twoSelectedRunsAreComparedOlderFirst() {
+    MainWindow w;
+    w.set_dialogs_enabled(false);
+    open(w, db_);
+    w.runs_view()->sortByColumn(RunTableModel::kId, Qt::DescendingOrder);
+    QSignalSpy compared(w.comparison(), &ts::viewer::ComparisonView::compared);
+    w.runs_view()->selectRow(0);   // run 3
+    w.runs_view()->selectionModel()->select(w.runs_view()->model()->index(1, 0),
+                                            QItemSelectionModel::Select | QItemSelectionModel::Rows);   // run 2
+    w.compare_selected();
+    QVERIFY(compared.wait(30000));
+    QCOMPARE(w.tabs()->currentWidget(), static_cast<QWidget*>(w.comparison()));
+    QVERIFY(w.comparison()->comparison().has_value());
+    QCOMPARE(w.comparison()->comparison()->base_ref.run, 2);
+    QCOMPARE(w.comparison()->comparison()->new_ref.run, 3);
+    // One selected run is not a comparison: said, not guessed.
+    w.runs_view()->selectRow(0);
+    QSignalSpy errors(&w, &MainWindow::error_reported);
+    w.compare_selected();
+    QCOMPARE(errors.count(), 1);
   }
 };
 

@@ -1,0 +1,234 @@
+// The timeline view on real traced runs (made by the trainscope command), offscreen: it draws
+// what the store holds (every lane's time at the whole-run zoom), zoom and pan keep the point
+// under the cursor and stay on the run, clicking an event shows that event, a table's row marks
+// its events, a run without a final write is drawn from an index built on opening, and the view
+// renders to a non-blank image at both ends of the zoom.
+#include <QDir>
+#include <QImage>
+#include <QSet>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "store/reader.h"
+#include "store/timeline.h"
+#include "viewer/main_window.h"
+#include "viewer/timeline_view.h"
+#include "tests/viewer/viewer_test_support.h"
+
+using ts::viewer::MainWindow;
+using ts::viewer::TimelineCanvas;
+using ts::viewer::TimelineView;
+
+using namespace ts::viewer::testing;
+
+class TimelineViewTest : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir dir_;
+  QString db_;
+
+  void open(TimelineView& v, qint64 run) {
+    QSignalSpy loaded(&v, &TimelineView::loaded);
+    v.show_run(db_, run);
+    QVERIFY(loaded.wait(30000));
+  }
+  void settle(TimelineView& v) {
+    QSignalSpy ready(&v, &TimelineView::window_ready);
+    QVERIFY(ready.wait(20000));
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    db_ = dir_.filePath("runs.db");
+    const std::string db = db_.toStdString();
+    for (const char* args : {"run resnet50 --preset tiny --iters 3 --warmup 1 --eval-batches 0 --threads 1",
+                             "run transformer --preset tiny --iters 3 --warmup 1 --eval-batches 0 --threads 1"})
+      QVERIFY2(run_command(std::string(TRAINSCOPE_BIN) + " " + args + " --db " + db), args);
+  }
+
+  // At the whole-run zoom, each lane's summarised and drawn time is the time of its events.
+  void theWholeRunShowsEveryLanesTime() {
+    TimelineView v;
+    v.resize(1200, 600);
+    open(v, 1);
+    ts::store::TimelineReader reader(db_.toStdString(), 1);
+    QVERIFY(reader.index_stored());   // written at the run's final write
+    const auto* w = v.window();
+    QVERIFY(w != nullptr);
+    QVERIFY(!w->tiles.empty() || !w->events.empty());
+    QCOMPARE(v.view_from(), reader.start_ns());
+    std::map<int, int64_t> drawn, stored;
+    for (const auto& t : w->tiles) drawn[t.lane] += t.busy_ns;
+    for (const auto& e : w->events) drawn[e.lane] += e.end_ns - e.start_ns;
+    ts::store::Reader r(db_.toStdString());
+    std::map<int64_t, int> lane_of_thread;
+    for (const auto& lane : reader.lanes()) lane_of_thread[lane.thread] = lane.lane;
+    for (const auto& e : r.events(1)) stored[lane_of_thread.at(e.thread)] += e.end_ns - e.start_ns;
+    QCOMPARE(drawn, stored);
+  }
+
+  void zoomKeepsThePointUnderTheCursorAndPanStaysOnTheRun() {
+    TimelineView v;
+    v.resize(1200, 600);
+    v.show();
+    open(v, 1);
+    const int64_t from = v.view_from(), to = v.view_to();
+    const int64_t anchor = from + (to - from) / 4;
+    v.zoom(4, anchor);
+    settle(v);
+    QVERIFY(std::abs((v.view_to() - v.view_from()) - (to - from) / 4) <= 2);
+    // The anchor is a quarter of the way across before and after.
+    QVERIFY(std::abs((anchor - v.view_from()) * 4 - (anchor - from)) <= 8);
+    const int level_before = v.window()->level;
+    for (int i = 0; i < 6; ++i) v.zoom(8, anchor);
+    settle(v);
+    QVERIFY2(v.window()->level < level_before || level_before < 0, "zooming in reaches a finer level");
+    QVERIFY(v.window()->level == -1);   // 8^6 deeper: the events themselves
+    // Keys: Home shows the whole run; '-' zooms out; panning stops at the run's end.
+    QTest::keyClick(v.canvas(), Qt::Key_Home);
+    settle(v);
+    QCOMPARE(v.view_from(), from);
+    QTest::keyClick(v.canvas(), Qt::Key_Plus);
+    settle(v);
+    QVERIFY(v.view_to() - v.view_from() < to - from);
+    for (int i = 0; i < 20; ++i) QTest::keyClick(v.canvas(), Qt::Key_Right);
+    settle(v);
+    const int64_t margin = (to - from) / 20 + 2;
+    QVERIFY(v.view_to() <= to + margin);
+    QVERIFY(v.view_to() >= to);
+    // Dragging right moves the view left, by the dragged distance.
+    const int64_t before = v.view_from();
+    const double ns_per_px = v.canvas()->ns_per_pixel();
+    QTest::mousePress(v.canvas(), Qt::LeftButton, {}, QPoint(600, 60));
+    QTest::mouseMove(v.canvas(), QPoint(700, 60));
+    QTest::mouseRelease(v.canvas(), Qt::LeftButton, {}, QPoint(700, 60));
+    QVERIFY(std::abs(static_cast<double>(before - v.view_from()) - 100 * ns_per_px) <= ns_per_px * 2);
+  }
+
+  void clickingAnEventShowsThatEvent() {
+    TimelineView v;
+    v.resize(1200, 700);
+    v.show();
+    open(v, 1);
+    // An op well inside the run, from the store: zoom to it and click its middle.
+    ts::store::Reader r(db_.toStdString());
+    const auto events = r.events(1);
+    const ts::store::EventRow* op = nullptr;
+    for (const auto& e : events)
+      if (e.kind == "op" && !e.layer.empty() && e.end_ns - e.start_ns > 1000) {
+        op = &e;
+        if (e.start_ns > v.view_from() + (v.view_to() - v.view_from()) / 2) break;
+      }
+    QVERIFY(op != nullptr);
+    const int64_t d = op->end_ns - op->start_ns;
+    v.set_view(op->start_ns - d, op->end_ns + d);
+    settle(v);
+    const ts::store::TimelineEvent* drawn = nullptr;
+    for (const auto& e : v.window()->events)
+      if (e.start_ns == op->start_ns && e.end_ns == op->end_ns && e.name == op->name) drawn = &e;
+    QVERIFY2(drawn != nullptr, "the op is drawn alone at this zoom");
+    const auto& canvas = *v.canvas();
+    const int top = canvas.lane_top(drawn->lane);
+    QVERIFY(top > 0);
+    const int x = canvas.plot_left() +
+                  static_cast<int>((static_cast<double>(op->start_ns + d / 2) - v.view_from()) / canvas.ns_per_pixel());
+    const int y = top + drawn->depth * TimelineCanvas::kRowHeight + TimelineCanvas::kRowHeight / 2;
+    QSignalSpy selected(&v, &TimelineView::selection_changed);
+    QTest::mouseClick(v.canvas(), Qt::LeftButton, {}, QPoint(x, y));
+    QVERIFY(selected.wait(10000));
+    QVERIFY(v.selected().has_value());
+    QCOMPARE(v.selected()->event.name, op->name);
+    QCOMPARE(v.selected()->layer, op->layer);
+    QCOMPARE(v.selected()->kind, std::string("op"));
+    QVERIFY(v.details_text().contains(QString::fromStdString(op->layer)));
+    // Empty space selects nothing.
+    QVERIFY(!v.select_at(QPoint(5, 5)));
+  }
+
+  void aTableRowMarksItsEventsOnTheTimeline() {
+    MainWindow w;
+    w.set_dialogs_enabled(false);
+    w.resize(1400, 850);
+    QSignalSpy db_loaded(&w, &MainWindow::database_loaded);
+    w.open_database(db_);
+    QVERIFY(db_loaded.wait(20000));
+    QSignalSpy timeline_loaded(w.timeline(), &TimelineView::loaded);
+    QSignalSpy run_loaded(&w, &MainWindow::run_loaded);
+    w.select_run(0);
+    QVERIFY(run_loaded.wait(30000));
+    QVERIFY(timeline_loaded.count() > 0 || timeline_loaded.wait(30000));
+    ts::store::Reader r(db_.toStdString());
+    const auto events = r.events(1);
+    // The ops table's first row, as shown: its events in the store and on the timeline.
+    QSignalSpy marked(w.timeline(), &TimelineView::highlighted);
+    w.ops_view()->selectRow(0);
+    QVERIFY(marked.wait(20000));
+    const QString name = w.ops_view()->model()->index(0, 0).data().toString();
+    const auto expected = std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.name == name.toStdString(); });
+    QVERIFY(expected > 0);
+    QCOMPARE(marked.at(0).at(0).toInt(), static_cast<int>(expected));
+    QCOMPARE(static_cast<int64_t>(w.timeline()->marks().size()), static_cast<int64_t>(expected));
+    // A layer's row: the events it owns.
+    w.layers_view()->selectRow(0);
+    QVERIFY(marked.wait(20000));
+    const QString layer = w.layers_view()->model()->index(0, 0).data().toString();
+    const auto owned = std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.layer == layer.toStdString(); });
+    QCOMPARE(static_cast<int64_t>(w.timeline()->marks().size()), static_cast<int64_t>(owned));
+  }
+
+  void aRunWithoutItsFinalWriteIsDrawnFromAnIndexBuiltOnOpening() {
+    const QString copy = dir_.filePath("unfinished.db");
+    QVERIFY(QFile::copy(db_, copy));
+    sqlite3* h = nullptr;
+    QCOMPARE(sqlite3_open(copy.toStdString().c_str(), &h), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(h, "DELETE FROM timeline_index WHERE run_id = 2", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(h);
+    TimelineView v;
+    v.resize(1200, 600);
+    QSignalSpy loaded(&v, &TimelineView::loaded);
+    v.show_run(copy, 2);
+    QVERIFY(loaded.wait(30000));
+    QVERIFY(!v.window()->tiles.empty() || !v.window()->events.empty());
+    TimelineView stored;
+    stored.resize(1200, 600);
+    QSignalSpy loaded_stored(&stored, &TimelineView::loaded);
+    stored.show_run(db_, 2);
+    QVERIFY(loaded_stored.wait(30000));
+    QCOMPARE(v.window()->tiles.size(), stored.window()->tiles.size());
+    QCOMPARE(v.window()->events.size(), stored.window()->events.size());
+    // A missing run is an error signal, not a crash.
+    QSignalSpy errors(&v, &TimelineView::error_reported);
+    v.show_run(db_, 99);
+    QVERIFY(errors.wait(10000));
+  }
+
+  void theViewRendersAtBothEndsOfTheZoom() {
+    TimelineView v;
+    v.resize(1400, 700);
+    v.show();
+    open(v, 2);
+    QDir().mkpath(VIEWER_SHOTS_DIR);
+    QImage whole = v.grab().toImage();
+    QVERIFY(whole.save(QString(VIEWER_SHOTS_DIR) + "/timeline.png"));
+    QVERIFY(distinct_colours(whole) > 20);
+    v.zoom(300, v.view_from() + (v.view_to() - v.view_from()) / 2);
+    settle(v);
+    QVERIFY(v.window()->level == -1);
+    QImage zoomed = v.grab().toImage();
+    QVERIFY(zoomed.save(QString(VIEWER_SHOTS_DIR) + "/timeline_zoomed.png"));
+    QVERIFY(distinct_colours(zoomed) > 20);
+  }
+};
+
+QTEST_MAIN(TimelineViewTest)
+#include "timeline_view_test.moc"

@@ -1,0 +1,40 @@
+#pragma once
+// What the viewer's QTest programs share: making runs with the trainscope command, editing a
+// database behind the viewer's back, and telling a rendered view from a blank one.
+#include <QImage>
+#include <QSet>
+#include <QString>
+#include <QtTest>
+
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace ts::viewer::testing {
+
+inline bool run_command(const std::string& command) {
+  return std::system((command + " > /dev/null 2>&1").c_str()) == 0;
+}
+
+// Runs `statement` on `db` (a QTest check: call it from a test function).
+inline void sql(const QString& db, const std::string& statement) {
+  sqlite3* h = nullptr;
+  QCOMPARE(sqlite3_open(db.toStdString().c_str(), &h), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err);
+  const QString message = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(h);
+  QVERIFY2(rc == SQLITE_OK, qPrintable(message));
+}
+
+// Not blank: more than a handful of colours (sampled every other pixel).
+inline int distinct_colours(const QImage& image) {
+  QSet<QRgb> seen;
+  for (int y = 0; y < image.height(); y += 2)
+    for (int x = 0; x < image.width(); x += 2) seen.insert(image.pixel(x, y));
+  return static_cast<int>(seen.size());
+}
+
+}  // namespace ts::viewer::testing
