@@ -185,11 +185,16 @@ std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& 
     if (n.parent >= 0) self[static_cast<size_t>(n.parent)] -= duration(events[n.event]);
   }
   std::unordered_map<StringId, std::vector<int64_t>> by_name;
+  std::unordered_map<std::string, int64_t> inclusive;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Event& e = events[nodes[i].event];
-    if (counted(e.iteration)) by_name[e.name].push_back(std::max<int64_t>(0, self[i]));
+    if (!counted(e.iteration)) continue;
+    by_name[e.name].push_back(std::max<int64_t>(0, self[i]));
+    inclusive[std::string(lookup(e.name))] += duration(e);
   }
-  return duration_stats(std::move(by_name), lookup);
+  auto stats = duration_stats(std::move(by_name), lookup);
+  for (OpStat& s : stats) s.inclusive_ns = inclusive[s.name];
+  return stats;
 }
 
 std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name, const NameLookup& lookup) {
@@ -202,6 +207,7 @@ std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int6
     s.name = std::string(lookup(name));
     s.count = static_cast<int64_t>(times.size());
     for (int64_t t : times) s.total_ns += t;
+    s.inclusive_ns = s.total_ns;   // durations without nesting; op_summary sets its own
     s.mean_ns = static_cast<double>(s.total_ns) / static_cast<double>(s.count);
     const size_t mid = times.size() / 2;
     s.median_ns = times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;

@@ -65,11 +65,14 @@ std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLook
 
 // Per op name, over op events of counted iterations: statistics of SELF time (inclusive time
 // minus the inclusive time of the op events directly nested in it on the same thread), so the
-// totals add up to the op time without double counting.
+// totals add up to the op time without double counting; and the inclusive total beside it.
 struct OpStat {
   std::string name;
   int64_t count = 0;
   int64_t total_ns = 0;
+  // The op events' own durations, what they ran included (an op nested in one of the same
+  // name counts in both, as profilers' "total" columns do). Kernels: their total_ns.
+  int64_t inclusive_ns = 0;
   double mean_ns = 0;
   int64_t median_ns = 0;  // mean of the two middle values when count is even
   int64_t min_ns = 0;

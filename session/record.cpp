@@ -125,7 +125,8 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   // Per-op summary (CPU "kernels") and per-layer times over the timed iterations.
   std::vector<store::OpSummaryRow> ops;
   for (const auto& s : profiler::op_summary(events, lookup, counted)) {
-    ops.push_back({"cpu", s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns), s.min_ns, s.max_ns});
+    ops.push_back({"cpu", s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns), s.min_ns, s.max_ns,
+                   s.inclusive_ns});
   }
   writer_.add_op_summary(run_, ops);
 

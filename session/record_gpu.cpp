@@ -70,7 +70,7 @@ void RunRecorder::record_gpu(const profiler::IterationFilter& counted, std::vect
     }
     for (const auto& s : profiler::kernel_summary(on_device, lookup, counted)) {
       kernels.push_back({device_name(d), s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns),
-                         s.min_ns, s.max_ns});
+                         s.min_ns, s.max_ns, s.inclusive_ns});
     }
     for (const auto& s : profiler::copy_summary(on_device, lookup, counted)) {
       copies.push_back({device_name(d), s.name, s.count, s.bytes, s.total_ns});

@@ -310,11 +310,12 @@ std::vector<CopySummaryRow> Reader::copy_summary(int64_t run) {
 
 std::vector<OpSummaryRow> Reader::op_summary(int64_t run) {
   return impl_->query<OpSummaryRow>(
-      "SELECT device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns FROM kernel_summary "
-      "WHERE run_id = ?1 ORDER BY id",
+      fmt::format("SELECT device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, {} FROM kernel_summary "
+                  "WHERE run_id = ?1 ORDER BY id",
+                  impl_->version >= 5 ? "inclusive_ns" : "0"),
       run, [](const Stmt& s) {
-        return OpSummaryRow{s.col_text(0),   s.col_text(1),   s.col_int(2), s.col_int(3),
-                            s.col_double(4), s.col_double(5), s.col_int(6), s.col_int(7)};
+        return OpSummaryRow{s.col_text(0),   s.col_text(1), s.col_int(2), s.col_int(3), s.col_double(4),
+                            s.col_double(5), s.col_int(6),  s.col_int(7), s.col_int(8)};
       });
 }
 

@@ -47,7 +47,8 @@ struct LayerRow {
   std::string layer; std::string op_types; int64_t calls = 0; double forward_ns = 0, backward_ns = 0; int64_t activation_bytes = 0; int64_t parameter_count = 0;
   double gpu_forward_ns = 0, gpu_backward_ns = 0;  // device time its ops launched (GPU runs)
 };
-struct OpSummaryRow { std::string device, name; int64_t count = 0; int64_t total_ns = 0; double mean_ns = 0, median_ns = 0; int64_t min_ns = 0, max_ns = 0; };
+// total_ns and the statistics: self time; inclusive_ns: with what the op ran (v5; 0 in older files).
+struct OpSummaryRow { std::string device, name; int64_t count = 0; int64_t total_ns = 0; double mean_ns = 0, median_ns = 0; int64_t min_ns = 0, max_ns = 0; int64_t inclusive_ns = 0; };
 struct MemoryPoint { int64_t t_ns = 0; std::string category; int64_t live_bytes = 0; int64_t rank = 0; };
 struct MemoryPeakRow { std::string category; int64_t bytes = 0; int64_t t_ns = 0; int64_t rank = 0; };
 // The memory ledger's change log (schema v5): one allocation (delta > 0) or free (delta < 0) of

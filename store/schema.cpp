@@ -295,7 +295,8 @@ CREATE INDEX collective_bench_run ON collective_bench(run_id);
 // (store/timeline_index.h): per lane (a rank's thread, a GPU stream), depth and level, buckets
 // summarising the events shorter than a bucket, and the longer events listed by size class so a
 // window finds them without scanning from the run's start. And the memory ledger's changes with
-// their owner, so the live bytes at any time can be split by category and layer.
+// their owner, so the live bytes at any time can be split by category and layer. And an op's
+// inclusive total beside its self time.
 constexpr std::string_view kV4ToV5 = R"sql(
 CREATE TABLE timeline_index (
   run_id    INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
@@ -349,6 +350,7 @@ CREATE TABLE memory_changes (
   delta       INTEGER NOT NULL
 );
 CREATE INDEX memory_changes_run_rank_t ON memory_changes(run_id, rank, t_ns);
+ALTER TABLE kernel_summary ADD COLUMN inclusive_ns INTEGER NOT NULL DEFAULT 0;
 )sql";
 
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5};

@@ -111,8 +111,8 @@ struct Writer::Impl {
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
   Stmt copy{db, "INSERT INTO copy_summary (run_id, device, name, count, bytes, total_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt kernel{db,
-              "INSERT INTO kernel_summary (run_id, device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
+              "INSERT INTO kernel_summary (run_id, device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, "
+              "inclusive_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
   Stmt memory{db,
               "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
   Stmt peak{db, "INSERT INTO memory_peak (run_id, category, bytes, t_ns, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
@@ -387,7 +387,7 @@ void Writer::add_copy_summary(int64_t run, std::span<const CopySummaryRow> rows)
 void Writer::add_op_summary(int64_t run, std::span<const OpSummaryRow> rows) {
   impl_->bulk(run, rows, impl_->kernel, [](Stmt& s, const OpSummaryRow& r) {
     s.bind(2, r.device).bind(3, r.name).bind(4, r.count).bind(5, r.total_ns).bind(6, r.mean_ns);
-    s.bind(7, r.median_ns).bind(8, r.min_ns).bind(9, r.max_ns);
+    s.bind(7, r.median_ns).bind(8, r.min_ns).bind(9, r.max_ns).bind(10, r.inclusive_ns);
   });
 }
 

@@ -36,7 +36,10 @@ std::vector<RecordColumn<store::OpSummaryRow>> op_columns() {
       {"op or kernel", [](const R& r) { return QVariant(QString::fromStdString(r.name)); }},
       {"device", [](const R& r) { return QVariant(QString::fromStdString(r.device)); }},
       {"count", [](const R& r) { return QVariant(static_cast<qlonglong>(r.count)); }},
-      {"self total ms", [](const R& r) { return QVariant(ms(static_cast<double>(r.total_ns))); }, 3},
+      // With what the op ran (its nested ops); blank for files before schema v5.
+      {"total ms",
+       [](const R& r) { return r.inclusive_ns > 0 ? QVariant(ms(static_cast<double>(r.inclusive_ns))) : QVariant(); }, 3},
+      {"self ms", [](const R& r) { return QVariant(ms(static_cast<double>(r.total_ns))); }, 3},
       {"mean ms", [](const R& r) { return QVariant(ms(r.mean_ns)); }, 4},
       {"median ms", [](const R& r) { return QVariant(ms(r.median_ns)); }, 4},
       {"max ms", [](const R& r) { return QVariant(ms(static_cast<double>(r.max_ns))); }, 4},

@@ -126,6 +126,11 @@ TEST(OpSummary, SelfTimeStatsSortedByTotal) {
   int64_t sum = 0;
   for (const auto& s : stats) sum += s.total_ns;
   EXPECT_EQ(sum, 150);  // the op time, no double counting
+  // Inclusive: each op event's own duration, what it ran included (the filtered one left out).
+  EXPECT_EQ(stats[0].inclusive_ns, 40 + 20 + 30);
+  EXPECT_EQ(stats[1].inclusive_ns, 100);
+  EXPECT_EQ(stats[2].inclusive_ns, 10);
+  EXPECT_EQ(stats[3].inclusive_ns, 5);
 }
 
 TEST(OpSummary, EvenCountMedian) {

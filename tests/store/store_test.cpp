@@ -181,8 +181,8 @@ TEST(StoreWriter, RoundTripsEveryRecordType) {
                                         {1, 4, "relu", "", "op", "", -1, 0}};
   const std::vector<LayerRow> layers = {{"fc1", "Linear", 20, 1.5e6, 3.25e6, 1 << 20, 4160},
                                         {"act", "ReLU", 20, 2e5, 1e5, 0, 0}};
-  const std::vector<OpSummaryRow> ops = {{"cpu", "gemm", 40, 9000, 225.0, 200.5, 100, 900},
-                                         {"cuda:0", "sgemm_kernel", 7, 700, 100.0, 99.0, 90, 120}};
+  const std::vector<OpSummaryRow> ops = {{"cpu", "gemm", 40, 9000, 225.0, 200.5, 100, 900, 12000},
+                                         {"cuda:0", "sgemm_kernel", 7, 700, 100.0, 99.0, 90, 120, 700}};
   const std::vector<MemoryPoint> mem = {{20, "activations", 4096}, {10, "parameters", 1024}};
   const std::vector<MemoryPeakRow> peaks = {{"activations", 8192, 30}, {"total", 9216, 30}};
   const std::vector<MetricRow> metrics = {{"throughput", 1234.5, "samples/s", -1}, {"loss", 0.5, "", 3}};
@@ -292,6 +292,7 @@ TEST(StoreWriter, RoundTripsEveryRecordType) {
   EXPECT_EQ(op[0].name, "gemm");
   EXPECT_EQ(op[0].count, 40);
   EXPECT_EQ(op[0].total_ns, 9000);
+  EXPECT_EQ(op[0].inclusive_ns, 12000);
   EXPECT_DOUBLE_EQ(op[0].mean_ns, 225.0);
   EXPECT_DOUBLE_EQ(op[0].median_ns, 200.5);
   EXPECT_EQ(op[0].min_ns, 100);

@@ -125,6 +125,15 @@ class ViewerTest : public QObject {
     QCOMPARE(w.layers_model()->rowCount(), static_cast<int>(reader.layers(1).size()));
     QVERIFY(w.ops_model()->rowCount() > 5);
     QCOMPARE(w.ops_model()->rows().front().name, reader.op_summary(1).front().name);
+    // Total (inclusive) and self time side by side: never less, and more where an op ran others.
+    bool nested = false;
+    for (const auto& o : reader.op_summary(1)) {
+      QVERIFY2(o.inclusive_ns >= o.total_ns, o.name.c_str());
+      nested = nested || o.inclusive_ns > o.total_ns;
+    }
+    QVERIFY(nested);
+    QCOMPARE(w.ops_model()->headerData(3, Qt::Horizontal, Qt::DisplayRole).toString(), QString("total ms"));
+    QCOMPARE(w.ops_model()->headerData(4, Qt::Horizontal, Qt::DisplayRole).toString(), QString("self ms"));
     const auto details = ts::viewer::load_run_details(db_.toStdString(), 1);
     const QString html = ts::viewer::overview_html(details.digest);
     for (const char* part : {"throughput", "Phases", "forward", "Memory at peak", "activations", "Environment", "Configuration"}) {
