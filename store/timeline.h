@@ -17,7 +17,8 @@
 namespace ts::store {
 
 // A row of the timeline: a rank's thread (source "cpu": rank, thread) or a GPU stream (source
-// "gpu": rank = device, thread = stream). label: training, communication, worker, stream.
+// "gpu": rank = device, thread = stream). label: training (the thread with the loop's iterations),
+// learner (phases of its own beside it, as A3C's), communication, worker (any other), stream.
 struct TimelineLane {
   int lane = 0;
   std::string source, label;

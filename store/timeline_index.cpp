@@ -226,20 +226,32 @@ void build_timeline_index(Db& source, Db& target, int64_t run) {
   {
     Stmt s(source, fmt::format(
                        "SELECT {0}, thread, min(start_ns), max(end_ns), count(*), "
-                       "max(kind_id IN (SELECT id FROM strings WHERE value IN ('run', 'iteration', 'phase'))), "
+                       "max(kind_id IN (SELECT id FROM strings WHERE value IN ('run', 'iteration'))), "
+                       "max(kind_id = (SELECT id FROM strings WHERE value = 'phase')), "
                        "max(kind_id = (SELECT id FROM strings WHERE value = 'comm')) "
                        "FROM events WHERE run_id = ?1 GROUP BY {0}, thread ORDER BY {0}, thread",
                        rank));
     Stmt::Use use(s);
     s.bind(1, run);
+    // A thread's role from what it recorded: the loop's (iterations), a learner's (phases of its
+    // own while another thread runs the loop, as A3C's), communication, or another worker.
+    std::map<int64_t, bool> rank_has_loop;
+    std::vector<std::pair<bool, bool>> loop_and_phases;
     while (s.step()) {
       Lane lane;
       lane.rank = s.col_int(0);
       lane.thread = s.col_int(1);
-      lane.label = s.col_int(5) != 0 ? "training" : s.col_int(6) != 0 ? "communication" : "worker";
+      lane.label = s.col_int(7) != 0 ? "communication" : "worker";
+      loop_and_phases.emplace_back(s.col_int(5) != 0, s.col_int(6) != 0);
+      rank_has_loop[lane.rank] = rank_has_loop[lane.rank] || s.col_int(5) != 0;
       cpu_lane[{lane.rank, lane.thread}] = lanes.size();
       lanes.push_back(std::move(lane));
       extend(s);
+    }
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      const auto [loop, phases] = loop_and_phases[i];
+      if (loop || (phases && !rank_has_loop[lanes[i].rank])) lanes[i].label = "training";
+      else if (phases) lanes[i].label = "learner";
     }
   }
   if (gpu) {

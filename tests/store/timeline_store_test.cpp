@@ -30,7 +30,8 @@ struct Truth {
 };
 
 // A training trace: per rank a training thread (run > iterations > forward/backward > ops, a
-// quarter of the ops with two nested children) and a communication thread, plus a GPU stream.
+// quarter of the ops with two nested children) and a communication thread, a learner thread on
+// rank 0, plus a GPU stream.
 std::vector<Truth> make_trace(uint32_t seed, int iterations) {
   std::mt19937_64 rng(seed);
   auto between = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -73,6 +74,8 @@ std::vector<Truth> make_trace(uint32_t seed, int iterations) {
     }
     out[run_at].end = t;
   }
+  // A learner thread on rank 0 (as A3C's): phases of its own, no iterations.
+  for (int64_t k = 0, l = origin; k < 50; ++k, l += 40'000) out.push_back({false, 0, 2, 0, l, l + 30'000, "rollout", ""});
   int64_t g = origin + 50'000;
   for (int k = 0; k < 3000; ++k) {
     g += between(0, 30'000);
@@ -113,6 +116,7 @@ int64_t write_run(const fs::path& db, const std::vector<Truth>& trace, bool fini
     }
     const std::string kind = t.depth <= 2 && t.thread == 0 ? (t.depth == 0 ? "run" : t.depth == 1 ? "iteration" : "phase")
                              : t.thread == 1                ? "comm"
+                             : t.thread == 2                ? "phase"
                                                             : "op";
     events.push_back({t.start, t.end, t.name, t.layer, kind, "none", -1, t.thread, t.rank});
     if (kind == "comm") collectives.push_back({t.rank, -1, t.thread, "all_reduce", "bucket 0", 4096, t.start, t.end});
@@ -147,13 +151,15 @@ TEST_F(TimelineStore, LanesAreTheThreadsAndStreamsWithTheirRolesAndDepths) {
   const int64_t run = write_run(db, trace, true);
   TimelineReader r(db, run);
   EXPECT_TRUE(r.index_stored());
-  ASSERT_EQ(r.lanes().size(), 5u);
+  ASSERT_EQ(r.lanes().size(), 6u);
   EXPECT_EQ(r.lanes()[0].label, "training");
   EXPECT_EQ(r.lanes()[0].depths, 5);
   EXPECT_EQ(r.lanes()[1].label, "communication");
-  EXPECT_EQ(r.lanes()[2].rank, 1);
-  EXPECT_EQ(r.lanes()[4].source, "gpu");
-  EXPECT_EQ(r.lanes()[4].thread, 7);
+  EXPECT_EQ(r.lanes()[2].label, "learner");
+  EXPECT_EQ(r.lanes()[3].rank, 1);
+  EXPECT_EQ(r.lanes()[3].label, "training");
+  EXPECT_EQ(r.lanes()[5].source, "gpu");
+  EXPECT_EQ(r.lanes()[5].thread, 7);
   EXPECT_EQ(r.event_count(), static_cast<int64_t>(trace.size()));
   int64_t first = INT64_MAX, last = 0;
   for (const auto& t : trace) first = std::min(first, t.start), last = std::max(last, t.end);
@@ -245,7 +251,7 @@ TEST_F(TimelineStore, EventsWrittenAfterTheFinalWriteAreNotHiddenByAStaleIndex) 
   TimelineReader r(db, run);
   EXPECT_FALSE(r.index_stored());
   EXPECT_EQ(r.event_count(), static_cast<int64_t>(trace.size()) + 1);
-  EXPECT_EQ(r.lanes().size(), 6u);
+  EXPECT_EQ(r.lanes().size(), 7u);
 }
 
 TEST_F(TimelineStore, DetailsNameTheBytesOfACollectiveAndTheOpThatLaunchedAKernel) {
