@@ -58,7 +58,8 @@ std::vector<store::CommOpRow> comm_op_rows(const std::vector<dist::CollectiveRec
 
 // What record() writes: everything (a run stored at its end, or spilled to a side file), or
 // what a RunStream did not (the summaries; rank 0's streamed memory timeline replaced by its whole
-// run's, the other ranks' left as they streamed it). Both write the memory change log, rank 0's.
+// run's, the other ranks' left as they streamed it). Both write rank 0's memory change log (the
+// other ranks' arrive in their final message).
 enum class RecordScope { everything, after_streaming };
 
 class RunRecorder {

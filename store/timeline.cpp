@@ -25,6 +25,7 @@ struct TimelineReader::Impl {
     }
     has_rank = detail::has_column(file, "events", "rank");
     has_gpu = detail::has_table(file, "gpu_activities");
+    has_collectives = detail::has_table(file, "collectives");
     stored = version >= 5 && read_geometry(file);
     if (!stored) {
       // No index written for this run (running, lost, or a file before v5): build one beside it.
@@ -82,7 +83,7 @@ struct TimelineReader::Impl {
   Db file;
   std::unique_ptr<Db> memory;
   int64_t run;
-  bool has_rank = false, has_gpu = false, stored = false;
+  bool has_rank = false, has_gpu = false, has_collectives = false, stored = false;
   detail::TimelineGeometry geo;
   int64_t events = 0, end = 0;
   std::vector<TimelineLane> lanes;
@@ -254,7 +255,7 @@ TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
     d.rank = s.col_int(4);
     d.thread = s.col_int(5);
     d.event.name = m.name(s.col_int(6));
-    if (d.kind == "comm" && detail::has_table(m.file, "collectives")) {
+    if (d.kind == "comm" && m.has_collectives) {
       Stmt c(m.file,
              "SELECT bytes, collective, label FROM collectives WHERE run_id = ?1 AND rank = ?2 AND thread = ?3 "
              "AND start_ns = ?4 LIMIT 1");

@@ -24,7 +24,6 @@ namespace ts::viewer {
 struct TimelineView::Session {
   std::mutex mutex;
   std::unique_ptr<store::TimelineReader> reader;
-  std::vector<store::TimelineBand> bands;
   template <class F>
   auto use(F f) {
     std::lock_guard lock(mutex);
@@ -113,6 +112,7 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
   const int pixels = canvas_->plot_width();
   struct Opened {
     std::shared_ptr<Session> session;
+    std::vector<store::TimelineBand> bands;
     store::TimelineWindow window;
     qint64 window_ms = 0;
   };
@@ -122,7 +122,7 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
         Opened o;
         o.session = std::make_shared<Session>();
         o.session->reader = std::make_unique<store::TimelineReader>(path, run_id);
-        o.session->bands = o.session->reader->bands();
+        o.bands = o.session->reader->bands();
         auto& r = *o.session->reader;
         QElapsedTimer timer;
         timer.start();
@@ -141,7 +141,7 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
         last_query_ms_ = r.value->window_ms;
         auto& reader = *session_->reader;
         canvas_->lanes_ = reader.lanes();
-        canvas_->bands_ = session_->bands;
+        canvas_->bands_ = std::move(r.value->bands);
         canvas_->run_start_ = reader.start_ns();
         canvas_->run_end_ = std::max(reader.end_ns(), reader.start_ns() + 1);
         canvas_->from_ = static_cast<double>(r.value->window.from_ns);
@@ -271,24 +271,14 @@ void TimelineView::highlight(const QString& name, bool layer) {
 }
 
 bool TimelineView::select_at(QPoint pos) {
-  const auto& c = *canvas_;
-  if (!c.window_ || pos.x() < c.plot_left()) return false;
-  for (const auto& row : c.rows_) {
-    if (row.lane < 0 || pos.y() < row.top || pos.y() >= row.top + row.height) continue;
-    const int depth = (pos.y() - row.top) / TimelineCanvas::kRowHeight;
-    const int64_t t = c.time_at(pos.x());
-    const int64_t slack = std::llround(2 * c.ns_per_pixel());
-    for (const auto& e : c.window_->events)
-      if (e.lane == row.lane && e.depth == depth && e.start_ns - slack <= t && t <= e.end_ns + slack) {
-        on_selected(e, std::nullopt);
-        return true;
-      }
-    for (const auto& tile : c.window_->tiles)
-      if (tile.lane == row.lane && tile.depth == depth && tile.start_ns <= t && t < tile.end_ns) {
-        on_selected(std::nullopt, tile);
-        return true;
-      }
-    return false;
+  const auto hit = canvas_->hit_at(pos);
+  if (hit.event != nullptr) {
+    on_selected(*hit.event, std::nullopt);
+    return true;
+  }
+  if (hit.tile != nullptr) {
+    on_selected(std::nullopt, *hit.tile);
+    return true;
   }
   return false;
 }
@@ -365,25 +355,62 @@ int TimelineCanvas::x_of(int64_t t) const {
 
 void TimelineCanvas::layout_rows() {
   rows_.clear();
+  lane_rows_.assign(lanes_.size(), -1);
+  band_rows_.clear();
   int y = kRulerHeight;
   std::optional<int64_t> rank;
   for (const auto& lane : lanes_) {
     if (lane.source == "cpu" && rank != lane.rank) {
       rank = lane.rank;
+      band_rows_[lane.rank] = static_cast<int>(rows_.size());
       rows_.push_back({-1, lane.rank, y, kBandHeight});
       y += kBandHeight;
     }
     const int height = std::clamp(lane.depths, 1, kMaxDepths) * kRowHeight;
+    if (lane.lane >= 0 && lane.lane < static_cast<int>(lane_rows_.size()))
+      lane_rows_[lane.lane] = static_cast<int>(rows_.size());
     rows_.push_back({lane.lane, lane.rank, y, height});
     y += height + 4;
   }
   setMinimumHeight(y + 4);
 }
 
+const TimelineCanvas::RowLayout* TimelineCanvas::lane_row(int lane) const {
+  if (lane < 0 || lane >= static_cast<int>(lane_rows_.size()) || lane_rows_[lane] < 0) return nullptr;
+  return &rows_[static_cast<size_t>(lane_rows_[lane])];
+}
+
+const TimelineCanvas::RowLayout* TimelineCanvas::band_row(int64_t rank) const {
+  const auto it = band_rows_.find(rank);
+  return it == band_rows_.end() ? nullptr : &rows_[static_cast<size_t>(it->second)];
+}
+
 int TimelineCanvas::lane_top(int lane) const {
-  for (const auto& row : rows_)
-    if (row.lane == lane) return row.top;
-  return -1;
+  const RowLayout* row = lane_row(lane);
+  return row != nullptr ? row->top : -1;
+}
+
+TimelineCanvas::Hit TimelineCanvas::hit_at(QPoint pos) const {
+  Hit hit;
+  if (!window_ || pos.x() < plot_left()) return hit;
+  for (const auto& row : rows_) {
+    if (row.lane < 0 || pos.y() < row.top || pos.y() >= row.top + row.height) continue;
+    const int depth = (pos.y() - row.top) / kRowHeight;
+    const int64_t t = time_at(pos.x());
+    const int64_t slack = std::llround(2 * ns_per_pixel());
+    for (const auto& e : window_->events)
+      if (e.lane == row.lane && e.depth == depth && e.start_ns - slack <= t && t <= e.end_ns + slack) {
+        hit.event = &e;
+        return hit;
+      }
+    for (const auto& tile : window_->tiles)
+      if (tile.lane == row.lane && tile.depth == depth && tile.start_ns <= t && t < tile.end_ns) {
+        hit.tile = &tile;
+        return hit;
+      }
+    return hit;
+  }
+  return hit;
 }
 
 void TimelineCanvas::paintEvent(QPaintEvent*) {
@@ -436,8 +463,8 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
   // Iterations (alternate shades) and phases on each rank's band row.
   for (const auto& band : bands_) {
     if (static_cast<double>(band.end_ns) < from_ || static_cast<double>(band.start_ns) > to_) continue;
-    const auto row = std::find_if(rows_.begin(), rows_.end(), [&](const RowLayout& r) { return r.lane < 0 && r.rank == band.rank; });
-    if (row == rows_.end()) continue;
+    const RowLayout* row = band_row(band.rank);
+    if (row == nullptr) continue;
     const int x0 = x_of(band.start_ns), x1 = std::max(x0 + 1, x_of(band.end_ns));
     if (band.phase.empty()) {
       QColor c = band.iteration % 2 == 0 ? QColor(190, 190, 190) : QColor(150, 150, 150);
@@ -487,8 +514,7 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
   for (auto it = marks.begin(); it != marks.end();) {
     const int lane = it->lane;
     const auto lane_end = std::partition_point(it, marks.end(), [&](const store::TimelineMark& m) { return m.lane == lane; });
-    const auto row = std::find_if(rows_.begin(), rows_.end(), [&](const RowLayout& r) { return r.lane == lane; });
-    if (row != rows_.end()) {
+    if (const RowLayout* row = lane_row(lane); row != nullptr) {
       const auto first = std::partition_point(it, lane_end, [&](const store::TimelineMark& m) {
         return static_cast<double>(m.start_ns) < from_ - (to_ - from_);
       });
@@ -537,19 +563,13 @@ void TimelineCanvas::mouseReleaseEvent(QMouseEvent* e) {
 
 void TimelineCanvas::mouseDoubleClickEvent(QMouseEvent* e) {
   if (!window_) return;
-  // Zoom to the event under the cursor, with a margin either side.
-  const int64_t t = time_at(e->pos().x());
-  for (const auto& row : rows_) {
-    if (row.lane < 0 || e->pos().y() < row.top || e->pos().y() >= row.top + row.height) continue;
-    const int depth = (e->pos().y() - row.top) / kRowHeight;
-    for (const auto& ev : window_->events)
-      if (ev.lane == row.lane && ev.depth == depth && ev.start_ns <= t && t <= ev.end_ns) {
-        const int64_t margin = std::max<int64_t>(1, (ev.end_ns - ev.start_ns) / 10);
-        view_->set_view(ev.start_ns - margin, ev.end_ns + margin);
-        return;
-      }
+  // Zoom to the event under the cursor, with a margin either side; elsewhere 4x about it.
+  if (const auto hit = hit_at(e->pos()); hit.event != nullptr) {
+    const int64_t margin = std::max<int64_t>(1, (hit.event->end_ns - hit.event->start_ns) / 10);
+    view_->set_view(hit.event->start_ns - margin, hit.event->end_ns + margin);
+    return;
   }
-  view_->zoom(4, t);
+  view_->zoom(4, time_at(e->pos().x()));
 }
 
 void TimelineCanvas::keyPressEvent(QKeyEvent* e) {

@@ -11,6 +11,7 @@
 #include <QWidget>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -110,7 +111,15 @@ class TimelineCanvas : public QWidget {
     int64_t rank = 0;
     int top = 0, height = 0;
   };
+  // What is drawn at a point: an event (within 2 px) or else a summary; both null: nothing.
+  struct Hit {
+    const store::TimelineEvent* event = nullptr;
+    const store::TimelineTile* tile = nullptr;
+  };
+  Hit hit_at(QPoint pos) const;
   void layout_rows();
+  const RowLayout* lane_row(int lane) const;
+  const RowLayout* band_row(int64_t rank) const;
   int x_of(int64_t t) const;
 
   TimelineView* view_;
@@ -118,6 +127,8 @@ class TimelineCanvas : public QWidget {
   std::vector<store::TimelineBand> bands_;
   std::optional<store::TimelineWindow> window_;
   std::vector<RowLayout> rows_;
+  std::vector<int> lane_rows_;              // lane -> its index in rows_ (-1: none)
+  std::map<int64_t, int> band_rows_;        // rank -> its band row's index in rows_
   int64_t run_start_ = 0, run_end_ = 0;
   double from_ = 0, to_ = 1;   // the view (ns); doubles so deep zooms keep fractions
   std::optional<QPoint> drag_from_;

@@ -240,7 +240,7 @@ class MemoryViewTest : public QObject {
 
   void aSecondRankIsChosen() {
     // Rank 1 as a copy of rank 0's timeline and peak at twice the bytes (a real two-rank run
-    // needs mpirun); it has no change log, as ranks other than 0 do not yet.
+    // needs mpirun); it is given no change log, so a click there finds no owners.
     const QString db = dir_.filePath("ranks.db");
     QVERIFY(QFile::copy(db_, db));
     sql(db,
