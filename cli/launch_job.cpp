@@ -46,6 +46,12 @@ LaunchedJob launch_job(const JobLaunch& job) {
     if (!job.hosts.empty()) r.hosts = dist::parse_hosts(job.hosts);
     if (!job.hostfile.empty()) r.hosts = dist::read_hostfile(job.hostfile);
     dist::check_hosts_resolve(r.hosts);
+    r.servers = static_cast<int>(job.servers);
+    r.dedicated_servers = job.dedicated_servers;
+    if (!job.server_hosts.empty()) {
+      r.server_hosts = dist::parse_hosts(job.server_hosts);
+      dist::check_hosts_resolve(r.server_hosts);
+    }
     r.mca = job.mca;
     r.executable = std::filesystem::read_symlink("/proc/self/exe");
     r.rank_args = job.rank_args;
@@ -53,7 +59,13 @@ LaunchedJob launch_job(const JobLaunch& job) {
     r.env = {{"TS_LAUNCH_TOKEN", token}};
     const dist::LaunchPlan plan = dist::plan_launch(r);
     store::Writer::check_target(job.db);   // a db that cannot be written: refused before any rank starts
-    fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
+    if (plan.servers > 0) {
+      fmt::print(stderr, "trainscope: starting {} ranks ({} worker{}, then {} parameter server{}): {}\n", plan.nproc,
+                 plan.workers, plan.workers == 1 ? "" : "s", plan.servers, plan.servers == 1 ? "" : "s",
+                 fmt::join(plan.argv, " "));
+    } else {
+      fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
+    }
     LaunchedJob out;
     out.mpirun_status = dist::run_launch(plan, set_job_launcher);   // Ctrl-C reaches the ranks
     out.run_id = find_launched_run(job.db, token);

@@ -91,32 +91,79 @@ int main(int argc, char** argv) {
   // Distribution (docs/distributed.md).
   auto* nproc_opt =
       run->add_option("--nproc", rc.nproc,
-                      "Ranks (processes) to train with, data parallel, started through mpirun (with --hosts: one per slot)")
+                      "Ranks (processes) to train with, started through mpirun (with --hosts: one per slot); with "
+                      "--strategy ps the workers, dedicated servers coming on top")
           ->capture_default_str()
       ->transform(int64_text);
   run->add_option("--hosts", rc.hosts, "Hosts and their slots for the ranks, e.g. h1:2,h2:2 (default: this machine)");
   run->add_option("--hostfile", rc.hostfile, "File of hosts (`host slots=N` per line), instead of --hosts");
   std::vector<std::string> mca;
   run->add_option("--mca", mca, "NAME=VALUE passed to mpirun as --mca NAME VALUE (repeatable)");
-  run->add_option("--bucket-mb", rc.data_parallel.bucket_mb, "Gradient bucket size in MiB for the all-reduce")
+  // How the ranks share what they learn (docs/cli.md, "Strategies"): all-reduce data parallelism
+  // (the default) or a parameter server. Each strategy's own options are refused with the other.
+  StrategyInput strategy_input;
+  std::string strategy = "allreduce";
+  auto* strategy_opt = run->add_option("--strategy", strategy,
+                                       "allreduce (data parallel: gradients averaged by all-reduce) | ps (parameter "
+                                       "server: workers push gradients to server shards and pull parameters)")
+                           ->capture_default_str();
+  // The all-reduce's options (--strategy allreduce).
+  auto* bucket_mb_opt = run->add_option("--bucket-mb", rc.data_parallel.bucket_mb, "Gradient bucket size in MiB for the all-reduce")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();
   std::string bucket_order = "arrival";
-  run->add_option("--bucket-order", bucket_order,
-                  "arrival (rebuilt from the first iteration's gradient order, as DDP) | reverse_registration")
-      ->check(CLI::IsMember({"arrival", "reverse_registration"}))
-      ->capture_default_str();
+  auto* bucket_order_opt =
+      run->add_option("--bucket-order", bucket_order,
+                      "arrival (rebuilt from the first iteration's gradient order, as DDP) | reverse_registration")
+          ->check(CLI::IsMember({"arrival", "reverse_registration"}))
+          ->capture_default_str();
   bool no_overlap = false;
-  run->add_flag("--no-overlap", no_overlap, "All-reduce the gradients after backward instead of during it");
+  auto* no_overlap_opt = run->add_flag("--no-overlap", no_overlap, "All-reduce the gradients after backward instead of during it");
   run->add_flag("--priority", rc.data_parallel.priority,
-                "Partition gradients and send the front layers' first (ByteScheduler/P3)");
+                "Partition gradients and send the front layers' first (ByteScheduler/P3); with --strategy ps: push "
+                "and pull the front layers' keys first");
   bool no_cross_barrier = false;
-  run->add_flag("--no-cross-barrier", no_cross_barrier,
-                "With --priority: run the optimizer after every gradient is averaged, not per parameter as each "
-                "arrives (the next forward then waits for the whole step)");
-  run->add_option("--partition-mb", rc.data_parallel.partition_mb, "With --priority: partition size in MiB")
-      ->check(CLI::Range(0.001, 4096.0))
-      ->capture_default_str();
+  auto* no_cross_barrier_opt =
+      run->add_flag("--no-cross-barrier", no_cross_barrier,
+                    "With --priority: run the optimizer after every gradient is averaged, not per parameter as each "
+                    "arrives (the next forward then waits for the whole step)");
+  auto* partition_mb_opt =
+      run->add_option("--partition-mb", rc.data_parallel.partition_mb, "With --priority: partition size in MiB")
+          ->check(CLI::Range(0.001, 4096.0))
+          ->capture_default_str();
+  // The parameter server's options (--strategy ps).
+  int64_t servers = 1;
+  auto* servers_opt =
+      run->add_option("--servers", servers,
+                      "With --strategy ps: server shards (1 to 4096); co-located servers run beside workers 0..S-1, "
+                      "so there are at most as many as workers")
+          ->capture_default_str()
+          ->transform(int64_text);
+  bool dedicated_servers = false;
+  auto* dedicated_opt = run->add_flag("--dedicated-servers", dedicated_servers,
+                "With --strategy ps: the servers are ranks of their own, started after the --nproc workers");
+  std::string server_hosts;
+  auto* server_hosts_opt =
+      run->add_option("--server-hosts", server_hosts,
+                      "With --strategy ps: the dedicated servers' hosts and their slots, e.g. s1:1,s2:1 (as --hosts; "
+                      "implies --dedicated-servers)");
+  std::string ps_mode = "sync";
+  auto* ps_mode_opt = run->add_option("--ps-mode", ps_mode,
+                                      "With --strategy ps: sync | async | bounded (at most --staleness steps ahead of "
+                                      "the slowest worker) | eager (servers push new values as they update)")
+                          ->capture_default_str();
+  int64_t staleness = 0;
+  auto* staleness_opt =
+      run->add_option("--staleness", staleness,
+                      "With --strategy ps: the most steps a worker may run ahead of the slowest, 0 to 1000000 (implies "
+                      "--ps-mode bounded)")
+          ->capture_default_str()
+          ->transform(int64_text);
+  double chunk_mb = 1.0;
+  auto* chunk_mb_opt = run->add_option("--chunk-mb", chunk_mb,
+                                       "With --strategy ps: tensors larger than this are cut into keys of this size, MiB "
+                                       "(more than 0.001, at most 4096)")
+                           ->capture_default_str();
   // The launcher hands its own command line to the ranks, so the run records what the user typed.
   run->add_option("--command-line", rc.command_line)->group("");
   // A suite's run launched over ranks: which suite, entry and repeat (hidden: the suite sets them).
@@ -258,6 +305,17 @@ int main(int argc, char** argv) {
       rc.mca = parse_mca(mca);
       if (!*nproc_opt && (!rc.hosts.empty() || !rc.hostfile.empty())) rc.nproc = 0;   // one rank per slot
       if (*learners_opt) rc.learners = learners;
+      if (*strategy_opt) strategy_input.strategy = strategy;
+      if (*servers_opt) strategy_input.servers = servers;
+      if (*dedicated_opt) strategy_input.dedicated_servers = dedicated_servers;
+      if (*server_hosts_opt) strategy_input.server_hosts = server_hosts;
+      if (*ps_mode_opt) strategy_input.ps_mode = ps_mode;
+      if (*staleness_opt) strategy_input.staleness = staleness;
+      if (*chunk_mb_opt) strategy_input.chunk_mb = chunk_mb;
+      for (const auto* o : {bucket_mb_opt, bucket_order_opt, no_overlap_opt, no_cross_barrier_opt, partition_mb_opt}) {
+        if (*o) strategy_input.allreduce_only.push_back(o->get_name());
+      }
+      apply_strategy(strategy_input, rc);
       // CLI::Range lets NaN through (every comparison with it is false).
       if (!std::isfinite(flush_seconds) || !std::isfinite(lock_wait_seconds))
         throw UsageError("--flush-interval and --lock-wait must be numbers of seconds");

@@ -66,17 +66,28 @@ std::vector<std::string> rank_arguments(const RunConfig& c) {
                                 "--seed", std::to_string(c.seed), "--eval-batches", std::to_string(c.eval_batches),
                                 "--db", std::filesystem::absolute(c.db).string(),
                                 "--flush-interval", fmt::format("{}", c.flush_interval.count() / 1000.0),
-                                "--lock-wait", fmt::format("{}", c.lock_wait.count() / 1000.0),
-                                "--bucket-mb", fmt::format("{}", c.data_parallel.bucket_mb),
-                                "--bucket-order", std::string(dist::to_string(c.data_parallel.order)),
-                                "--partition-mb", fmt::format("{}", c.data_parallel.partition_mb)};
+                                "--lock-wait", fmt::format("{}", c.lock_wait.count() / 1000.0)};
   if (c.batch) a.insert(a.end(), {"--batch", std::to_string(*c.batch)});
   if (c.learners) a.insert(a.end(), {"--learners", std::to_string(*c.learners)});
   if (c.threads > 0) a.insert(a.end(), {"--threads", std::to_string(c.threads)});
   if (!c.trace) a.push_back("--no-trace");
-  if (!c.data_parallel.overlap) a.push_back("--no-overlap");
-  if (c.data_parallel.priority) a.push_back("--priority");
-  if (!c.data_parallel.cross_barrier) a.push_back("--no-cross-barrier");
+  // The chosen strategy's options only: a rank refuses the other strategy's, as the user's command does.
+  if (c.strategy == RunConfig::Strategy::ps) {
+    const auto& ps = c.ps;
+    a.insert(a.end(), {"--strategy", "ps", "--servers", std::to_string(ps.servers), "--ps-mode",
+                       std::string(dist::ps::to_string(ps.mode)), "--chunk-mb", fmt::format("{}", ps.chunk_mb)});
+    if (ps.mode == dist::ps::PsMode::bounded) a.insert(a.end(), {"--staleness", std::to_string(ps.staleness)});
+    if (ps.dedicated) a.push_back("--dedicated-servers");
+    if (!ps.server_hosts.empty()) a.insert(a.end(), {"--server-hosts", ps.server_hosts});
+    if (ps.priority || c.data_parallel.priority) a.push_back("--priority");
+  } else {
+    a.insert(a.end(), {"--bucket-mb", fmt::format("{}", c.data_parallel.bucket_mb), "--bucket-order",
+                       std::string(dist::to_string(c.data_parallel.order)), "--partition-mb",
+                       fmt::format("{}", c.data_parallel.partition_mb)});
+    if (!c.data_parallel.overlap) a.push_back("--no-overlap");
+    if (c.data_parallel.priority) a.push_back("--priority");
+    if (!c.data_parallel.cross_barrier) a.push_back("--no-cross-barrier");
+  }
   a.insert(a.end(), {"--command-line", c.command_line});
   if (!c.suite.name.empty()) {
     a.insert(a.end(), {"--suite-name", c.suite.name, "--suite-entry", std::to_string(c.suite.entry),
@@ -91,6 +102,11 @@ RunOutcome launch_ranks(const RunConfig& c) {
   job.nproc = c.nproc;
   job.hosts = c.hosts;
   job.hostfile = c.hostfile;
+  if (c.strategy == RunConfig::Strategy::ps) {
+    job.servers = c.ps.servers;
+    job.dedicated_servers = c.ps.dedicated;
+    job.server_hosts = c.ps.server_hosts;
+  }
   job.mca = c.mca;
   job.rank_args = rank_arguments(c);
   job.db = c.db;
@@ -109,7 +125,7 @@ RunOutcome launch_ranks(const RunConfig& c) {
 RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   validate(c);
   if (dist::launched_as_rank()) return run_as_rank(c, progress_label);
-  if (c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty()) return launch_ranks(c);
+  if (launches_ranks(c)) return launch_ranks(c);
   return run_session(c, progress_label, nullptr);
 }
 

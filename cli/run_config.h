@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "session/run_config.h"
 
@@ -32,12 +33,40 @@ inline constexpr int64_t kMaxWarmup = 1'000'000'000;
 inline constexpr int64_t kMaxEvalBatches = 1'000'000;
 inline constexpr int64_t kMaxLearners = 4096;
 inline constexpr int64_t kMaxRanks = 4096;
+// The parameter server's (--strategy ps) ranges.
+inline constexpr int64_t kMaxServers = 4096;
+inline constexpr int64_t kMaxStaleness = 1'000'000;
+inline constexpr double kMinChunkMb = 0.001;   // exclusive: --chunk-mb must be more than this
+inline constexpr double kMaxChunkMb = 4096.0;
 
 // CPU cores online on this machine (at least 1): the most --threads may ask for.
 using session::online_cores;
 
 // Checks everything that can be checked before anything is written; throws UsageError.
 void validate(const RunConfig& config);
+
+// Whether the run starts ranks through mpirun: several workers, hosts, or dedicated parameter
+// servers (ranks of their own even beside a single worker).
+bool launches_ranks(const RunConfig& config);
+
+// The strategy options as written on the command line or in a suite entry: those given, with
+// their values, before they are checked and set in a RunConfig.
+struct StrategyInput {
+  std::optional<std::string> strategy;          // "allreduce" | "ps"
+  std::optional<int64_t> servers;
+  std::optional<bool> dedicated_servers;        // --dedicated-servers: true
+  std::optional<std::string> server_hosts;
+  std::optional<std::string> ps_mode;
+  std::optional<int64_t> staleness;
+  std::optional<double> chunk_mb;
+  // The all-reduce-only options given (--bucket-mb, ...; in a suite, their keys), in the form the
+  // user wrote them, for the message that refuses them with --strategy ps.
+  std::vector<std::string> allreduce_only;
+};
+// Checks `in` (UsageError naming the option and its value) and sets config.strategy and
+// config.ps; --priority (config.data_parallel.priority, set before) also sets ps.priority under
+// --strategy ps. `suite` names the options as a suite's keys ("key 'servers'") rather than flags.
+void apply_strategy(const StrategyInput& in, RunConfig& config, bool suite = false);
 
 // "--iters must be from 1 to 1000000000 (got 0)": UsageError unless min <= value <= max.
 void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note = "");

@@ -168,6 +168,8 @@ class TableReader {
     return out;
   }
 
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+
   // The table's own line (its [[run]] header), for what concerns the table as a whole.
   uint32_t line() const { return table_.source().begin.line; }
 
@@ -199,12 +201,18 @@ const std::vector<std::string_view> kRunKeys = {
     "workload", "preset", "device", "batch", "iterations", "warmup", "repeats", "threads", "seed", "data", "trace",
     "eval_batches", "learners",
     // Distribution, as `trainscope run`'s options (docs/distributed.md).
-    "nproc", "hosts", "hostfile", "mca", "bucket_mb", "bucket_order", "overlap", "priority", "cross_barrier", "partition_mb"};
+    "nproc", "hosts", "hostfile", "mca", "strategy", "bucket_mb", "bucket_order", "overlap", "priority", "cross_barrier",
+    "partition_mb", "servers", "dedicated_servers", "server_hosts", "ps_mode", "staleness", "chunk_mb"};
+
+// The all-reduce's own keys (strategy = "allreduce"), refused with strategy = "ps".
+const std::vector<std::string_view> kAllreduceOnlyKeys = {"bucket_mb", "bucket_order", "overlap", "cross_barrier",
+                                                          "partition_mb"};
 
 SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db) {
   t.allow_only(kRunKeys, "known: workload, preset, device, batch, iterations, warmup, repeats, threads, seed, "
-                         "data, trace, eval_batches, learners, nproc, hosts, hostfile, mca, bucket_mb, bucket_order, "
-                         "overlap, priority, cross_barrier, partition_mb");
+                         "data, trace, eval_batches, learners, nproc, hosts, hostfile, mca, strategy, bucket_mb, "
+                         "bucket_order, overlap, priority, cross_barrier, partition_mb, servers, dedicated_servers, "
+                         "server_hosts, ps_mode, staleness, chunk_mb");
   SuiteEntry e;
   RunConfig& c = e.config;
   const auto workload = t.string("workload");
@@ -245,6 +253,23 @@ SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t inde
     } else {
       t.fail(t.line(), "key 'bucket_order' must be \"arrival\" or \"reverse_registration\" (got \"" + printable(*order) + "\")");
     }
+  }
+  // The parameter server (strategy = "ps"): types and ranges here, the rest as `trainscope run`'s.
+  StrategyInput strategy;
+  strategy.strategy = t.string("strategy");
+  strategy.servers = t.integer("servers", 1, kMaxServers);
+  strategy.dedicated_servers = t.boolean("dedicated_servers");
+  strategy.server_hosts = t.string("server_hosts");
+  strategy.ps_mode = t.string("ps_mode");
+  strategy.staleness = t.integer("staleness", 0, kMaxStaleness);
+  strategy.chunk_mb = t.number("chunk_mb", kMinChunkMb, kMaxChunkMb);
+  for (const auto key : kAllreduceOnlyKeys) {
+    if (t.has(key)) strategy.allreduce_only.emplace_back(key);
+  }
+  try {
+    apply_strategy(strategy, c, true);
+  } catch (const UsageError& err) {
+    t.fail(t.line(), err.what());
   }
   e.batches = t.integers("batch", 1, std::numeric_limits<int32_t>::max()).value_or(std::vector<int64_t>{});
   c.db = db;
@@ -377,10 +402,14 @@ int run_suite(const Suite& suite, bool json) {
     const RunConfig c = suite.run_at(i);
     std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
                                     c.batch ? std::to_string(*c.batch) : "default");
-    if (c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty()) {
+    if (launches_ranks(c)) {
       label += !c.hosts.empty() ? " on " + c.hosts
                : !c.hostfile.empty() ? " on the hosts of " + c.hostfile.string()
                                      : fmt::format(" x{} ranks", c.nproc);
+      if (c.strategy == RunConfig::Strategy::ps) {
+        label += fmt::format(" + {} {}server{} ({})", c.ps.servers, c.ps.dedicated ? "dedicated " : "co-located ",
+                             c.ps.servers == 1 ? "" : "s", dist::ps::to_string(c.ps.mode));
+      }
       fmt::print(stderr, "trainscope: {}\n", label);   // the ranks' progress lines do not carry the label
     }
     const RunOutcome out = execute_run(c, label);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -12,12 +13,13 @@
 #include <type_traits>
 
 #include "cli/run_config.h"
+#include "dist/launch.h"
 #include "dist/mpi_runtime.h"
-#include "engine/device.h"
 #include "engine/device.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/device_memory.h"
 #endif
+#include "fmt/format.h"
 #include "store/error.h"
 #include "store/writer.h"
 #include "workloads/workload.h"
@@ -49,7 +51,180 @@ std::string check_integer_text(std::string& text) {
   return "";
 }
 
+using Strategy = RunConfig::Strategy;
+
+// An option as the user wrote it: "--server-hosts", or in a suite "key 'server_hosts'".
+std::string option_name(std::string_view flag, bool suite) {
+  if (!suite) return "--" + std::string(flag);
+  std::string key(flag);
+  std::replace(key.begin(), key.end(), '-', '_');
+  return "key '" + key + "'";
+}
+
+// An option with its value as the user wrote it: "--ps-mode sync", or ps_mode = "sync".
+std::string setting(std::string_view flag, std::string_view value, bool suite) {
+  if (!suite) return "--" + std::string(flag) + " " + std::string(value);
+  std::string key(flag);
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key + " = \"" + std::string(value) + "\"";
+}
+
+void check_chunk_mb(double mb, std::string_view name) {
+  if (std::isfinite(mb) && mb > kMinChunkMb && mb <= kMaxChunkMb) return;
+  throw UsageError(fmt::format("{} must be more than {} and at most {} MiB (got {})", name, kMinChunkMb, kMaxChunkMb, mb));
+}
+
+std::vector<dist::HostSlots> server_hosts_of(const std::string& spec, bool suite) {
+  try {
+    return dist::parse_hosts(spec);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(option_name("server-hosts", suite) + ": " + e.what());
+  }
+}
+
+// The workers a launch will start, where known before it: --nproc, or with hosts and --nproc 0
+// their slots (less the dedicated servers that share them). Unknown inside a rank (its launcher
+// checked) and when the hosts cannot be read (the launcher says why).
+std::optional<int64_t> known_workers(const RunConfig& c) {
+  if (dist::launched_as_rank()) return std::nullopt;
+  if (c.nproc > 0) return c.nproc;
+  std::vector<dist::HostSlots> hosts;
+  try {
+    if (!c.hosts.empty()) {
+      hosts = dist::parse_hosts(c.hosts);
+    } else if (!c.hostfile.empty()) {
+      hosts = dist::read_hostfile(c.hostfile);
+    } else {
+      return std::nullopt;
+    }
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+  int64_t slots = 0;
+  for (const auto& h : hosts) slots += h.slots;
+  if (c.strategy == Strategy::ps && c.ps.dedicated && c.ps.server_hosts.empty()) slots -= c.ps.servers;
+  return slots;
+}
+
+// The parameter-server checks on a whole config (whatever made it: the command line, a suite,
+// a rank's own arguments).
+void validate_ps(const RunConfig& c, const engine::Device& device) {
+  const dist::ps::PsOptions defaults;
+  const auto& ps = c.ps;
+  if (c.strategy != Strategy::ps) {
+    if (ps.servers != defaults.servers || ps.dedicated || !ps.server_hosts.empty() || ps.mode != defaults.mode ||
+        ps.staleness != defaults.staleness || ps.priority || ps.chunk_mb != defaults.chunk_mb) {
+      throw UsageError("the parameter-server options (--servers, --dedicated-servers, --server-hosts, --ps-mode, "
+                       "--staleness, --chunk-mb) need --strategy ps");
+    }
+    return;
+  }
+  const dist::DataParallelOptions dp_defaults;
+  const auto& dp = c.data_parallel;
+  if (dp.bucket_mb != dp_defaults.bucket_mb || dp.order != dp_defaults.order || dp.overlap != dp_defaults.overlap ||
+      dp.partition_mb != dp_defaults.partition_mb || dp.cross_barrier != dp_defaults.cross_barrier) {
+    throw UsageError("the all-reduce options (--bucket-mb, --bucket-order, --no-overlap, --partition-mb, "
+                     "--no-cross-barrier) do not apply with --strategy ps");
+  }
+  check_range("--servers", ps.servers, 1, kMaxServers);
+  check_range("--staleness", ps.staleness, 0, kMaxStaleness);
+  check_chunk_mb(ps.chunk_mb, "--chunk-mb");
+  if (ps.staleness != 0 && ps.mode != dist::ps::PsMode::bounded) {
+    throw UsageError(fmt::format("--staleness {} applies to --ps-mode bounded only (got --ps-mode {})", ps.staleness,
+                                 dist::ps::to_string(ps.mode)));
+  }
+  if (!ps.server_hosts.empty()) {
+    if (!ps.dedicated) throw UsageError("--server-hosts places dedicated servers: it needs --dedicated-servers");
+    server_hosts_of(ps.server_hosts, false);
+  }
+  if (!device.is_cpu()) {
+    throw UsageError("the parameter server trains on the CPU: --device cpu (got --device " + c.device + ")");
+  }
+  const auto workers = known_workers(c);
+  if (workers && !ps.dedicated) {
+    if (*workers == 1) {
+      throw UsageError("--strategy ps needs --nproc 2 or more, or --dedicated-servers: its workers and servers are "
+                       "MPI ranks, and this run has a single rank");
+    }
+    if (ps.servers > *workers) {
+      throw UsageError(fmt::format("--servers {} asks for more co-located servers than there are workers ({}{}): each "
+                                   "server runs beside one worker; use fewer servers, more workers or --dedicated-servers",
+                                   ps.servers, c.nproc > 0 ? "--nproc " : "host slots: ", *workers));
+    }
+  }
+}
+
 }  // namespace
+
+bool launches_ranks(const RunConfig& c) {
+  return c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty() || (c.strategy == Strategy::ps && c.ps.dedicated);
+}
+
+void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
+  const std::string strategy_ps = suite ? "strategy = \"ps\"" : "--strategy ps";
+  if (in.strategy) {
+    if (*in.strategy == "allreduce") {
+      c.strategy = Strategy::allreduce;
+    } else if (*in.strategy == "ps") {
+      c.strategy = Strategy::ps;
+    } else {
+      throw UsageError(option_name("strategy", suite) + " must be allreduce or ps (got '" + *in.strategy + "')");
+    }
+  }
+  // Which option names the first problem: in the order the help lists them.
+  const std::pair<const char*, bool> ps_given[] = {
+      {"servers", in.servers.has_value()},       {"dedicated-servers", in.dedicated_servers.has_value()},
+      {"server-hosts", in.server_hosts.has_value()}, {"ps-mode", in.ps_mode.has_value()},
+      {"staleness", in.staleness.has_value()},   {"chunk-mb", in.chunk_mb.has_value()}};
+  if (c.strategy != Strategy::ps) {
+    for (const auto& [flag, given] : ps_given) {
+      if (given) throw UsageError(option_name(flag, suite) + " needs " + strategy_ps);
+    }
+    return;
+  }
+  if (!in.allreduce_only.empty()) {
+    const std::string& first = in.allreduce_only.front();
+    throw UsageError((suite ? "key '" + first + "'" : first) + " is an all-reduce option: it does not apply with " +
+                     strategy_ps);
+  }
+  auto& ps = c.ps;
+  if (in.servers) {
+    check_range(option_name("servers", suite), *in.servers, 1, kMaxServers);
+    ps.servers = static_cast<int>(*in.servers);
+  }
+  if (in.dedicated_servers) ps.dedicated = *in.dedicated_servers;
+  if (in.server_hosts) {
+    if (in.dedicated_servers == false) {
+      throw UsageError(option_name("server-hosts", suite) + " places dedicated servers: it contradicts " +
+                       (suite ? "dedicated_servers = false" : "--dedicated-servers=false"));
+    }
+    server_hosts_of(*in.server_hosts, suite);
+    ps.server_hosts = *in.server_hosts;
+    ps.dedicated = true;   // servers placed on hosts are ranks of their own
+  }
+  if (in.ps_mode) {
+    const auto mode = dist::ps::parse_ps_mode(*in.ps_mode);
+    if (!mode) {
+      throw UsageError(option_name("ps-mode", suite) + " must be sync, async, bounded or eager (got '" + *in.ps_mode + "')");
+    }
+    ps.mode = *mode;
+  }
+  if (in.staleness) {
+    check_range(option_name("staleness", suite), *in.staleness, 0, kMaxStaleness);
+    if (!in.ps_mode) {
+      ps.mode = dist::ps::PsMode::bounded;   // a bound on staleness asks for bounded staleness
+    } else if (ps.mode != dist::ps::PsMode::bounded) {
+      throw UsageError(fmt::format("{} {} applies to {} only (got {})", option_name("staleness", suite), *in.staleness,
+                                   setting("ps-mode", "bounded", suite), setting("ps-mode", *in.ps_mode, suite)));
+    }
+    ps.staleness = *in.staleness;
+  }
+  if (in.chunk_mb) {
+    check_chunk_mb(*in.chunk_mb, option_name("chunk-mb", suite));
+    ps.chunk_mb = *in.chunk_mb;
+  }
+  ps.priority = c.data_parallel.priority;   // --priority: the front layers' keys first
+}
 
 void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note) {
   if (value >= min && value <= max) return;
@@ -96,14 +271,27 @@ void validate(const RunConfig& c) {
     }
   }
   validate_launch(c.nproc, c.hosts, c.hostfile);
-  const bool hosts_given = !c.hosts.empty() || !c.hostfile.empty();
-  const bool several_ranks = c.nproc > 1 || hosts_given || dist::launched_as_rank();
-  if (several_ranks && spec->has_learners) {
-    throw UsageError("workload " + c.workload +
-                     "'s actor-learners are asynchronous by design: across processes they belong with a parameter "
-                     "server, which trainscope does not have yet; run it with --nproc 1 (threads: --learners)");
+  engine::Device device;
+  try {
+    device = engine::parse_device(c.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
-  if (several_ranks && engine::parse_device(c.device).type != engine::DeviceType::cpu) {
+  const bool hosts_given = !c.hosts.empty() || !c.hostfile.empty();
+  const bool several_ranks = c.nproc > 1 || hosts_given || dist::launched_as_rank() ||
+                             (c.strategy == Strategy::ps && c.ps.dedicated);
+  if (several_ranks && spec->has_learners && c.strategy == Strategy::allreduce) {
+    throw UsageError(c.workload + "'s actor-learners are asynchronous: run it across ranks with --strategy ps "
+                                  "(or on one rank, with threads: --learners)");
+  }
+  if (spec->has_learners && c.strategy == Strategy::ps) {
+    // Its gradients live in each learner thread's own network, which the parameter server's
+    // worker does not see yet: refused rather than trained without them.
+    throw UsageError(c.workload + " does not run on the parameter server yet: its learners' gradients are per thread; "
+                                  "run it on one rank (--learners)");
+  }
+  validate_ps(c, device);
+  if (several_ranks && c.strategy == Strategy::allreduce && device.type != engine::DeviceType::cpu) {
     throw UsageError("data parallelism runs on the CPU for now (--device cpu); GPU ranks over NCCL are not built yet");
   }
   check_range("--iters", c.iterations, 1, kMaxIterations);
@@ -115,12 +303,6 @@ void validate(const RunConfig& c) {
   const int64_t cores = online_cores();
   check_range("--threads", c.threads, 0, cores,
               " (0: all cores; this machine has " + std::to_string(cores) + " CPU cores online)");
-  engine::Device device;
-  try {
-    device = engine::parse_device(c.device);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
   if (device.type == engine::DeviceType::cuda) {
 #ifdef TS_HAVE_CUDA
     std::string why;

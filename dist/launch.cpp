@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -37,6 +38,41 @@ void check_name(std::string_view host) {
     if (!ok) throw std::invalid_argument("host '" + std::string(host) + "': only letters, digits, '-', '_' and '.' are allowed");
   }
 }
+
+int total_slots(const std::vector<HostSlots>& hosts) {
+  int n = 0;
+  for (const auto& h : hosts) n += h.slots;
+  return n;
+}
+
+// `count` ranks filling the hosts' slots in order: one entry (the host) per rank, appended to `out`.
+void fill_slots(const std::vector<HostSlots>& hosts, int count, std::vector<std::string>& out) {
+  for (const auto& h : hosts) {
+    for (int i = 0; i < h.slots && count > 0; ++i, --count) out.push_back(h.host);
+  }
+}
+
+// This machine under any of its names (localhost, a loopback address, its host name) is one host.
+std::string host_key(const std::string& host) {
+  static const std::string self = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return std::string();
+    return std::string(name);
+  }();
+  const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "ip6-localhost";
+  const bool self_name = !self.empty() && (host == self || self.rfind(host + ".", 0) == 0 || host.rfind(self + ".", 0) == 0);
+  return loopback || self_name ? std::string("\0self", 5) : host;
+}
+
+int most_ranks_on_one_host(const std::vector<std::string>& rank_hosts) {
+  std::map<std::string, int> per_host;
+  int most = 0;
+  for (const auto& h : rank_hosts) most = std::max(most, ++per_host[host_key(h)]);
+  return most;
+}
+
+// The longest --host argument given to mpirun: Linux refuses a single argument over 128 KiB.
+constexpr size_t kMaxHostArgument = 120'000;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -150,30 +186,86 @@ std::vector<std::pair<std::string, std::string>> default_mca() {
 
 LaunchPlan plan_launch(const LaunchRequest& r) {
   LaunchPlan plan;
-  int slots = 0;
-  for (const auto& h : r.hosts) slots += h.slots;
-  plan.nproc = r.nproc > 0 ? r.nproc : slots;
-  if (plan.nproc < 1) throw std::invalid_argument("--nproc must be at least 1");
-  if (!r.hosts.empty() && plan.nproc > slots) {
-    throw std::invalid_argument("--nproc " + std::to_string(plan.nproc) + " asks for more ranks than the hosts offer (" +
-                                std::to_string(slots) + " slots)");
+  if (r.servers < 0) throw std::invalid_argument("--servers must be at least 1");
+  if (!r.server_hosts.empty() && !(r.dedicated_servers && r.servers > 0)) {
+    throw std::invalid_argument("--server-hosts places dedicated parameter servers: it needs --strategy ps");
   }
-  if (r.hosts.empty()) {
+  const int slots = total_slots(r.hosts);
+  const int dedicated = r.dedicated_servers ? r.servers : 0;
+  // Dedicated servers without hosts of their own take the hosts' slots after the workers.
+  const bool servers_share_slots = dedicated > 0 && r.server_hosts.empty();
+  if (r.nproc > 0) {
+    plan.workers = r.nproc;
+  } else if (!r.hosts.empty()) {
+    plan.workers = slots - (servers_share_slots ? dedicated : 0);
+    if (plan.workers < 1) {
+      throw std::invalid_argument("the hosts' " + std::to_string(slots) + " slots leave no worker beside the " +
+                                  std::to_string(dedicated) + " dedicated server" + (dedicated == 1 ? "" : "s") +
+                                  " (give the servers --server-hosts, or the hosts more slots)");
+    }
+  }
+  if (plan.workers < 1) throw std::invalid_argument("--nproc must be at least 1");
+  if (r.servers > 0 && !r.dedicated_servers && r.servers > plan.workers) {
+    throw std::invalid_argument("--servers " + std::to_string(r.servers) +
+                                " asks for more co-located servers than there are workers (" +
+                                std::to_string(plan.workers) +
+                                "): each server runs beside one worker; use fewer servers, more workers or "
+                                "--dedicated-servers");
+  }
+  plan.servers = dedicated;
+  plan.nproc = plan.workers + plan.servers;
+  if (!r.hosts.empty()) {
+    if (servers_share_slots && plan.nproc > slots) {
+      throw std::invalid_argument("--nproc " + std::to_string(plan.workers) + " and " + std::to_string(dedicated) +
+                                  " dedicated server" + (dedicated == 1 ? "" : "s") + " ask for " +
+                                  std::to_string(plan.nproc) + " ranks, more than the hosts offer (" +
+                                  std::to_string(slots) + " slots; --server-hosts places the servers elsewhere)");
+    }
+    if (plan.workers > slots) {
+      throw std::invalid_argument("--nproc " + std::to_string(plan.workers) + " asks for more ranks than the hosts offer (" +
+                                  std::to_string(slots) + " slots)");
+    }
+  }
+  if (!r.server_hosts.empty() && dedicated > total_slots(r.server_hosts)) {
+    throw std::invalid_argument("--servers " + std::to_string(dedicated) +
+                                " asks for more servers than --server-hosts offer (" +
+                                std::to_string(total_slots(r.server_hosts)) + " slots)");
+  }
+  if (!r.server_hosts.empty()) {
+    // Every rank's host, in rank order: the workers fill the hosts' slots (this machine without
+    // hosts), the servers the server hosts'. A host in both lists holds both.
+    if (r.hosts.empty()) {
+      plan.rank_hosts.assign(static_cast<size_t>(plan.workers), "localhost");
+    } else {
+      fill_slots(r.hosts, plan.workers, plan.rank_hosts);
+    }
+    fill_slots(r.server_hosts, plan.servers, plan.rank_hosts);
+    plan.ranks_per_host = most_ranks_on_one_host(plan.rank_hosts);
+  } else if (r.hosts.empty()) {
     plan.ranks_per_host = plan.nproc;
   } else {  // mpirun fills each host's slots in order
-    int left = plan.nproc;
-    for (const auto& h : r.hosts) {
-      const int here = std::min(left, h.slots);
-      plan.ranks_per_host = std::max(plan.ranks_per_host, here);
-      left -= here;
-    }
+    std::vector<std::string> placed;
+    fill_slots(r.hosts, plan.nproc, placed);
+    plan.ranks_per_host = most_ranks_on_one_host(placed);
   }
   plan.argv.push_back(find_mpirun().string());
   plan.argv.insert(plan.argv.end(), {"-np", std::to_string(plan.nproc)});
   if (::geteuid() == 0) plan.argv.push_back("--allow-run-as-root");  // OpenMPI refuses root otherwise
   // OpenMPI binds each rank to one core when np <= 2: a rank's OpenMP threads would share it.
   plan.argv.insert(plan.argv.end(), {"--bind-to", "none"});
-  if (r.hosts.empty()) {
+  if (!plan.rank_hosts.empty()) {
+    // Exact placement: OpenMPI's sequential mapper puts rank i on the i-th host of the --host
+    // list, whose repeats are that host's slots (its by-slot mapper would start with mpirun's own
+    // host and merge a host named twice). In this form (not a hostfile) it also knows localhost.
+    std::string spec;
+    for (const auto& h : plan.rank_hosts) spec += (spec.empty() ? "" : ",") + h;
+    if (spec.size() > kMaxHostArgument) {
+      throw std::invalid_argument("the placement of " + std::to_string(plan.nproc) +
+                                  " ranks on their hosts is longer (" + std::to_string(spec.size()) +
+                                  " characters) than one mpirun argument may be: use fewer ranks or shorter host names");
+    }
+    plan.argv.insert(plan.argv.end(), {"--map-by", "seq", "--host", spec});
+  } else if (r.hosts.empty()) {
     plan.argv.push_back("--oversubscribe");  // more local ranks than cores is the user's call
   } else {
     std::string spec;

@@ -31,8 +31,17 @@ void check_hosts_resolve(const std::vector<HostSlots>& hosts);
 std::filesystem::path find_mpirun();
 
 struct LaunchRequest {
-  int nproc = 0;                          // 0: the hosts' slots
+  int nproc = 0;                          // workers; 0: the hosts' slots (less dedicated servers sharing them)
   std::vector<HostSlots> hosts;           // empty: N local ranks
+  // Parameter-server shards (0: none). Co-located (not dedicated): threads of workers 0..servers-1,
+  // no ranks of their own, so there may be no more of them than workers. Dedicated: ranks of their
+  // own, nproc..nproc+servers-1, started after the workers.
+  int servers = 0;
+  bool dedicated_servers = false;
+  // Where the dedicated servers run, each host's slots being the servers' own (a host may also be
+  // one of `hosts`: its ranks add up). Empty: after the workers, in the hosts' next slots (local
+  // ranks when there are no hosts). Given: every rank is placed exactly (mpirun --map-by seq).
+  std::vector<HostSlots> server_hosts;
   std::filesystem::path executable;       // this program
   std::vector<std::string> rank_args;     // the ranks' arguments (the run's, without the launch flags)
   std::string rsh_agent;                  // OpenMPI's plm_rsh_agent (network-namespace hosts), or empty
@@ -42,12 +51,16 @@ struct LaunchRequest {
 };
 
 struct LaunchPlan {
-  int nproc = 0;
-  int ranks_per_host = 0;                 // the most ranks on one host: threads per rank = cores / this
+  int nproc = 0;                          // the ranks mpirun starts: workers, then dedicated servers
+  int workers = 0;                        // ranks 0..workers-1
+  int servers = 0;                        // dedicated server ranks, workers..nproc-1 (0: none)
+  int ranks_per_host = 0;                 // the most ranks on one host, servers included: threads per rank = cores / this
+  std::vector<std::string> rank_hosts;    // with server hosts: rank i's host (mpirun --map-by seq); else empty
   std::vector<std::string> argv;          // mpirun and its arguments
 };
 
-// The mpirun command for `request` (mpirun located by find_mpirun). Validates ranks against slots.
+// The mpirun command for `request` (mpirun located by find_mpirun). Validates ranks against slots
+// (workers and dedicated servers alike) and co-located servers against the workers.
 LaunchPlan plan_launch(const LaunchRequest& request);
 
 // The all-reduce settings that keep busbw near the link rate over TCP (docs/distributed.md).

@@ -75,6 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       refused_or_answered([&] { (void)reader.copy_summary(id); });
       refused_or_answered([&] { (void)reader.memory_changes(id); });
       refused_or_answered([&] { (void)reader.memory_live_at(id, 0); });
+      refused_or_answered([&] { (void)reader.rank_breakdown(id); });
+      refused_or_answered([&] { (void)reader.ps_staleness(id); });
+      refused_or_answered([&] { (void)reader.ps_servers(id); });
       refused_or_answered([&] {  // the viewer's timeline: stored index or one built from the events
         ts::store::TimelineReader timeline(file, id);
         (void)timeline.bands();

@@ -305,6 +305,7 @@ std::vector<IterationCommBreakdown> comm_breakdown(std::span<const Event> events
     bool seen = false;
     int64_t start = 0, end = 0;
     std::vector<Interval> phases, comm, wait;
+    std::map<StringId, std::vector<Interval>> wait_by_name;
   };
   std::map<int32_t, Parts> by_iteration;
   for (const Event& e : events) {
@@ -318,7 +319,10 @@ std::vector<IterationCommBreakdown> comm_breakdown(std::span<const Event> events
         break;
       case EventKind::phase: p.phases.push_back({e.start_ns, e.end_ns}); break;
       case EventKind::comm: p.comm.push_back({e.start_ns, e.end_ns}); break;
-      case EventKind::wait: p.wait.push_back({e.start_ns, e.end_ns}); break;
+      case EventKind::wait:
+        p.wait.push_back({e.start_ns, e.end_ns});
+        p.wait_by_name[e.name].push_back({e.start_ns, e.end_ns});
+        break;
       default: break;
     }
   }
@@ -333,6 +337,7 @@ std::vector<IterationCommBreakdown> comm_breakdown(std::span<const Event> events
     const auto comm = clip(p.comm, p.start, p.end);
     b.time = breakdown(compute, comm, p.start, p.end);
     b.wait_ns = union_length(clip(p.wait, p.start, p.end));
+    for (const auto& [name, waits] : p.wait_by_name) b.wait_by_name[name] = union_length(clip(waits, p.start, p.end));
     out.push_back(std::move(b));
   }
   return out;

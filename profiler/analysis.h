@@ -4,6 +4,7 @@
 // (docs/formulas.md). Nothing here reads the tracer except through a name lookup.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -129,12 +130,14 @@ std::vector<Interval> subtract(std::vector<Interval> a, std::vector<Interval> b)
 // "Communication breakdown"): compute = the phases' time on the training threads minus the
 // time they waited for communication (`wait` events), comm = the collectives (`comm` events,
 // on the communication thread), then breakdown() over the iteration's span. wait_ns: |U wait|,
-// the wait for the gradients at the end of backward.
+// the wait for the gradients at the end of backward; wait_by_name: |U wait| per wait's name (a
+// parameter-server worker's "pull wait" and "push wait").
 struct IterationCommBreakdown {
   int32_t iteration = 0;
   int64_t start_ns = 0, end_ns = 0;
   Breakdown time;
   int64_t wait_ns = 0;
+  std::map<StringId, int64_t> wait_by_name;
 };
 // Sorted by iteration; iterations without an `iteration` event are left out.
 std::vector<IterationCommBreakdown> comm_breakdown(std::span<const Event> events);

@@ -64,7 +64,7 @@ std::vector<uint8_t> to_bytes(const RankPayload& p) {
   json a = json::array();
   for (const auto& r : p.breakdown) {
     a.push_back({r.iteration, r.start_ns, r.end_ns, r.compute_ns, r.comm_ns, r.overlap_ns, r.exposed_comm_ns, r.idle_ns,
-                 r.backward_wait_ns});
+                 r.backward_wait_ns, r.pull_wait_ns, r.push_wait_ns});
   }
   j["bd"] = std::move(a);
   a = json::array();
@@ -82,6 +82,15 @@ std::vector<uint8_t> to_bytes(const RankPayload& p) {
   a = json::array();
   for (const auto& r : p.memory_changes) a.push_back({r.t_ns, r.category, r.owner, r.delta});
   j["mc"] = std::move(a);
+  a = json::array();
+  for (const auto& r : p.ps_staleness) a.push_back({r.rank, r.iteration, r.kind, r.staleness, r.count});
+  j["pst"] = std::move(a);
+  a = json::array();
+  for (const auto& r : p.ps_servers) {
+    a.push_back({r.server, r.rank, r.keys, r.bytes_held, r.bytes_in, r.bytes_out, r.pushes, r.pulls, r.updates,
+                 r.busy_ns, r.queue_max, r.queue_mean});
+  }
+  j["pss"] = std::move(a);
   return json::to_cbor(j);
 }
 
@@ -104,6 +113,8 @@ RankPayload from_bytes(const std::vector<uint8_t>& bytes) {
       b.exposed_comm_ns = r.at(6);
       b.idle_ns = r.at(7);
       b.backward_wait_ns = r.at(8);
+      b.pull_wait_ns = r.at(9);
+      b.push_wait_ns = r.at(10);
       p.breakdown.push_back(b);
     }
     for (const auto& r : j.at("ops")) {
@@ -124,6 +135,31 @@ RankPayload from_bytes(const std::vector<uint8_t>& bytes) {
     for (const auto& r : j.at("me")) p.metrics.push_back({r.at(0), r.at(1), r.at(2), r.at(3)});
     for (const auto& r : j.at("pk")) p.memory_peak.push_back({r.at(0), r.at(1), r.at(2)});
     for (const auto& r : j.at("mc")) p.memory_changes.push_back({r.at(0), r.at(1), r.at(2), r.at(3)});
+    for (const auto& r : j.at("pst")) {
+      store::PsStalenessRow s;
+      s.rank = r.at(0);
+      s.iteration = r.at(1);
+      s.kind = r.at(2);
+      s.staleness = r.at(3);
+      s.count = r.at(4);
+      p.ps_staleness.push_back(std::move(s));
+    }
+    for (const auto& r : j.at("pss")) {
+      store::PsServerRow s;
+      s.server = r.at(0);
+      s.rank = r.at(1);
+      s.keys = r.at(2);
+      s.bytes_held = r.at(3);
+      s.bytes_in = r.at(4);
+      s.bytes_out = r.at(5);
+      s.pushes = r.at(6);
+      s.pulls = r.at(7);
+      s.updates = r.at(8);
+      s.busy_ns = r.at(9);
+      s.queue_max = r.at(10);
+      s.queue_mean = r.at(11);
+      p.ps_servers.push_back(s);
+    }
     return p;
   } catch (const json::exception& e) {
     throw std::runtime_error(std::string("a rank's records did not parse: ") + e.what());
@@ -143,6 +179,7 @@ void stamp_rank(RankPayload& p) {
   for (auto& x : p.metrics) x.rank = r;
   for (auto& x : p.memory_peak) x.rank = r;
   for (auto& x : p.memory_changes) x.rank = r;
+  // p.ps_staleness and p.ps_servers keep their producer's rank (rank_records.h).
 }
 
 }  // namespace ts::session

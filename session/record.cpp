@@ -268,6 +268,11 @@ std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profile
     r.exposed_comm_ns = b.time.exposed_comm_ns;
     r.idle_ns = b.time.idle_ns;
     r.backward_wait_ns = b.wait_ns;
+    // A parameter-server worker's waits (dist/ps/worker.cpp names them).
+    static const profiler::StringId pull_wait = profiler::Tracer::global().intern("pull wait");
+    static const profiler::StringId push_wait = profiler::Tracer::global().intern("push wait");
+    if (const auto it = b.wait_by_name.find(pull_wait); it != b.wait_by_name.end()) r.pull_wait_ns = it->second;
+    if (const auto it = b.wait_by_name.find(push_wait); it != b.wait_by_name.end()) r.push_wait_ns = it->second;
     rows.push_back(r);
   }
   return rows;

@@ -49,7 +49,8 @@ std::vector<store::MetricRow> store_memory_changes(store::Writer& writer, int64_
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak);
 // A communicator's recorded calls as the store's collective rows.
 void append_collective_rows(const std::vector<dist::CollectiveRecord>& records, std::vector<store::CollectiveRow>& rows);
-// The per-iteration communication breakdown of this process's events (counted iterations only).
+// The per-iteration communication breakdown of this process's events (counted iterations only),
+// with a parameter-server worker's pull and push waits.
 std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profiler::Event> events,
                                                          const profiler::IterationFilter& counted);
 // A communicator's calls summarised per collective and size, as nccl-tests reports them.

@@ -14,6 +14,7 @@
 #include "collectors/process_sampler.h"
 #include "dist/data_parallel.h"
 #include "dist/mpi_communicator.h"
+#include "dist/ps/ps_job.h"
 #include "dist/rank_hosts.h"
 #include "engine/context.h"
 #include "engine/cpu/host_allocator.h"
@@ -103,7 +104,30 @@ struct RankSummary {
   std::vector<store::RankBreakdownRow> breakdown;
   std::vector<store::CommOpRow> comm_ops;
   std::vector<store::MetricRow> metrics;
+  std::vector<store::PsStalenessRow> ps_staleness;   // what this rank's server applied
+  std::vector<store::PsServerRow> ps_servers;
 };
+
+// A parameter server's figures on this rank: its worker's pushes, its server's work and the
+// staleness of what that server applied (per worker and iteration), the layout's balance.
+void summarise_ps(const dist::ps::PsJob& job, int rank, RankSummary& s) {
+  if (rank == 0) {
+    s.metrics.push_back({"ps_keys", static_cast<double>(job.layout().keys.size()), "keys", -1});
+    s.metrics.push_back({"ps_server_imbalance", job.layout().imbalance(), "max/mean bytes", -1});
+  }
+  if (const dist::ps::PsWorker* w = job.worker()) {
+    s.metrics.push_back({"ps_pushes", static_cast<double>(w->pushes()), "messages", -1});
+    s.metrics.push_back({"ps_bytes_pushed", static_cast<double>(w->bytes_pushed()), "bytes", -1});
+  }
+  for (const auto& st : job.server_stats()) {
+    s.ps_servers.push_back({st.server, st.rank, st.keys, st.bytes_held, st.bytes_in, st.bytes_out, st.pushes, st.pulls,
+                            st.updates, st.busy_ns, st.queue_max, st.queue_mean});
+  }
+  for (const auto& [what, count] : job.staleness()) {
+    const auto& [worker, iteration, clock_gap, staleness] = what;
+    s.ps_staleness.push_back({worker, iteration, clock_gap ? "clock_gap" : "updates", staleness, count});
+  }
+}
 
 RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std::vector<dist::CollectiveRecord>& calls,
                            const dist::Communicator& comm, const dist::DataParallel* dp, int64_t warmup) {
@@ -152,6 +176,18 @@ RunOutcome RunSession::run() {
   const int ranks = world_ ? world_->size : 1;
   const bool distributed = ranks > 1;
   const bool writes_db = rank == 0;
+  // A parameter server: workers are ranks 0..W-1; dedicated servers, if any, the ranks after.
+  const bool on_ps = distributed && c.strategy == RunConfig::Strategy::ps;
+  dist::ps::Topology topology;
+  if (on_ps) {
+    try {
+      topology = dist::ps::Topology::of(ranks, c.ps);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(std::string("parameter server: ") + e.what());
+    }
+  }
+  const bool trains = !on_ps || topology.is_worker(rank);   // a dedicated server rank only serves
+  const int workers = on_ps ? topology.workers : ranks;
   // A rank's share of its host's cores unless told.
   const int local = world_ ? std::max(1, world_->local_size) : 1;
   const int threads = static_cast<int>(c.threads > 0 ? c.threads : std::max<int64_t>(1, online_cores() / local));
@@ -174,8 +210,8 @@ RunOutcome RunSession::run() {
   wc.learners = c.learners.value_or(0);
   wc.seed = c.seed;
   wc.data = c.data;
-  wc.rank = rank;
-  wc.world_size = ranks;
+  wc.rank = trains ? rank : 0;   // a dedicated server builds worker 0's model: the same parameters
+  wc.world_size = workers;
 
   store::RunInfo info;
   info.workload = c.workload;
@@ -183,7 +219,7 @@ RunOutcome RunSession::run() {
   info.device = c.device;
   info.batch_size = c.batch.value_or(preset.default_batch);
   info.ranks = ranks;
-  info.global_batch_size = info.batch_size * ranks;
+  info.global_batch_size = info.batch_size * workers;
   info.iterations = c.iterations;
   info.warmup = c.warmup;
   info.threads = threads;
@@ -203,7 +239,22 @@ RunOutcome RunSession::run() {
     cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
   }
   cfg["preset_table"] = table;
-  if (distributed) {
+  if (on_ps) {
+    const auto& o = c.ps;
+    cfg["distributed"] = {{"ranks", ranks},
+                          {"global_batch", info.global_batch_size},
+                          {"strategy", "parameter_server"},
+                          {"backend", "mpi"},
+                          {"workers", topology.workers},
+                          {"servers", topology.servers},
+                          {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
+                          {"mode", std::string(dist::ps::to_string(o.mode))},
+                          {"staleness", o.staleness},
+                          {"priority", o.priority},
+                          {"chunk_mb", o.chunk_mb},
+                          {"batch_norm_statistics", "per worker (not synchronised)"}};
+    if (!o.server_hosts.empty()) cfg["distributed"]["server_hosts"] = o.server_hosts;
+  } else if (distributed) {
     const auto& o = c.data_parallel;
     cfg["distributed"] = {{"ranks", ranks},
                           {"global_batch", info.global_batch_size},
@@ -296,6 +347,7 @@ RunOutcome RunSession::run() {
   workloads::LoopResult loop;
   std::unique_ptr<workloads::Workload> workload;
   std::unique_ptr<dist::DataParallel> dp;
+  std::unique_ptr<dist::ps::PsJob> ps_job;
   std::string failure;
   bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
   workloads::Quality quality;
@@ -307,7 +359,13 @@ RunOutcome RunSession::run() {
     }
     const int64_t params = workload->model().parameter_count();
     if (recorder) recorder->set_parameter_count(params);
-    if (distributed) {
+    if (on_ps) {
+      auto recipes = workload->optimizer_recipes();
+      if (recipes.empty()) throw std::runtime_error(c.workload + " cannot train on a parameter server (it describes no optimizer for the servers)");
+      ps_job = std::make_unique<dist::ps::PsJob>(MPI_COMM_WORLD, c.ps, workload->gradient_groups(), std::move(recipes));
+      ps_job->start_server();   // a dedicated server rank serves here until every worker is done
+      if (ps_job->worker() != nullptr) ps_job->worker()->initialize();
+    } else if (distributed) {
       dp = std::make_unique<dist::DataParallel>(*comm, *control, workload->gradient_groups(), c.data_parallel);
       if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
         auto split = workload->split_step();
@@ -327,6 +385,7 @@ RunOutcome RunSession::run() {
     lo.warmup = c.warmup;
     lo.stop = &stop;
     lo.data_parallel = dp.get();
+    lo.parameter_server = ps_job ? ps_job->worker() : nullptr;
     lo.on_iteration = [&](const workloads::IterationResult& it) {
       stream->add_iteration(it);
       const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
@@ -334,10 +393,12 @@ RunOutcome RunSession::run() {
       const double rate = secs > 0 ? static_cast<double>(it.samples) * ranks / secs : 0.0;
       if (hooks_.progress) hooks_.progress(it.index + 1, rate, it.warmup);
     };
-    if (!stop.load() || distributed) {  // distributed: the ranks decide together, in the loop
+    if (trains && (!stop.load() || distributed)) {  // distributed: the ranks decide together, in the loop
       profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
       loop = workloads::run_training(*workload, lo);
     }
+    // The servers' final model in every worker (evaluation reads it), this rank's server done.
+    if (ps_job && !loop.failed) ps_job->finish();
     stop_gpu();  // evaluation is not traced on the GPU
     if (hooks_.progress_end) {
       hooks_.progress_end(loop.failed ? "failed" : (loop.interrupted || stop.load()) ? "interrupted" : "done");
@@ -386,6 +447,7 @@ RunOutcome RunSession::run() {
   // This rank's communication figures (distributed runs), from every call the stream saw.
   RankSummary mine;
   if (comm) mine = summarise_rank(events, stream->collectives(), *comm, dp.get(), c.warmup);
+  if (ps_job) summarise_ps(*ps_job, rank, mine);
 
   if (!writes_db) {
     // This rank's last rows and its summaries, to rank 0, which writes them into the run.
@@ -396,6 +458,8 @@ RunOutcome RunSession::run() {
     last.breakdown = std::move(mine.breakdown);
     last.comm_ops = std::move(mine.comm_ops);
     last.metrics = std::move(mine.metrics);
+    last.ps_staleness = std::move(mine.ps_staleness);
+    last.ps_servers = std::move(mine.ps_servers);
     last.memory_peak = memory_peak_rows(loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak());
     // The ledger's change log with owners (the first kMaxStoredMemoryChanges), stored as this rank's.
     const size_t logged = ledger.change_count();
@@ -434,6 +498,8 @@ RunOutcome RunSession::run() {
     w.add_rank_breakdown(id, mine.breakdown);
     w.add_comm_ops(id, mine.comm_ops);
     w.add_metrics(id, mine.metrics);
+    w.add_ps_staleness(id, mine.ps_staleness);
+    w.add_ps_servers(id, mine.ps_servers);
     for (const auto& p : remote) {
       w.flush(id, p.flush);
       w.add_rank_breakdown(id, p.breakdown);
@@ -441,6 +507,8 @@ RunOutcome RunSession::run() {
       w.add_metrics(id, p.metrics);
       w.add_memory_peak(id, p.memory_peak);
       w.add_memory_changes(id, p.memory_changes);
+      w.add_ps_staleness(id, p.ps_staleness);
+      w.add_ps_servers(id, p.ps_servers);
     }
   };
 

@@ -421,11 +421,13 @@ std::vector<CommOpRow> Reader::comm_ops(int64_t run) {
 std::vector<RankBreakdownRow> Reader::rank_breakdown(int64_t run) {
   if (impl_->version < 4) return {};
   return impl_->query<RankBreakdownRow>(
-      "SELECT rank, iteration, start_ns, end_ns, compute_ns, comm_ns, overlap_ns, exposed_comm_ns, idle_ns, "
-      "backward_wait_ns FROM rank_breakdown WHERE run_id = ?1 ORDER BY rank, iteration, id",
+      fmt::format("SELECT rank, iteration, start_ns, end_ns, compute_ns, comm_ns, overlap_ns, exposed_comm_ns, "
+                  "idle_ns, backward_wait_ns, {} FROM rank_breakdown WHERE run_id = ?1 ORDER BY rank, iteration, id",
+                  impl_->version >= 6 ? "pull_wait_ns, push_wait_ns" : "0, 0"),
       run, [](const Stmt& s) {
-        return RankBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4),
-                                s.col_int(5), s.col_int(6), s.col_int(7), s.col_int(8), s.col_int(9)};
+        return RankBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2),  s.col_int(3),  s.col_int(4), s.col_int(5),
+                                s.col_int(6), s.col_int(7), s.col_int(8),  s.col_int(9),  s.col_int(10),
+                                s.col_int(11)};
       });
 }
 
@@ -437,6 +439,39 @@ std::vector<CollectiveBenchRow> Reader::collective_bench(int64_t run) {
       run, [](const Stmt& s) {
         return CollectiveBenchRow{s.col_text(0),   s.col_text(1),   s.col_int(2),    s.col_int(3), s.col_int(4),
                                   s.col_double(5), s.col_double(6), s.col_double(7), s.col_int(8), s.col_int(9)};
+      });
+}
+
+std::vector<PsStalenessRow> Reader::ps_staleness(int64_t run) {
+  if (impl_->version < 6) return {};
+  return impl_->query<PsStalenessRow>(
+      "SELECT rank, iteration, kind, staleness, count FROM ps_staleness WHERE run_id = ?1 "
+      "ORDER BY kind, rank, iteration, staleness, id",
+      run, [](const Stmt& s) {
+        return PsStalenessRow{s.col_int(0), s.col_int(1), s.col_text(2), s.col_int(3), s.col_int(4)};
+      });
+}
+
+std::vector<PsServerRow> Reader::ps_servers(int64_t run) {
+  if (impl_->version < 6) return {};
+  return impl_->query<PsServerRow>(
+      "SELECT server, rank, keys, bytes_held, bytes_in, bytes_out, pushes, pulls, updates, busy_ns, queue_max, "
+      "queue_mean FROM ps_servers WHERE run_id = ?1 ORDER BY server, id",
+      run, [](const Stmt& s) {
+        PsServerRow r;
+        r.server = s.col_int(0);
+        r.rank = s.col_int(1);
+        r.keys = s.col_int(2);
+        r.bytes_held = s.col_int(3);
+        r.bytes_in = s.col_int(4);
+        r.bytes_out = s.col_int(5);
+        r.pushes = s.col_int(6);
+        r.pulls = s.col_int(7);
+        r.updates = s.col_int(8);
+        r.busy_ns = s.col_int(9);
+        r.queue_max = s.col_int(10);
+        r.queue_mean = s.col_double(11);
+        return r;
       });
 }
 

@@ -62,8 +62,12 @@ class Reader {
   // Distribution (schema v4; empty for older files).
   std::vector<CollectiveRow> collectives(int64_t run, std::optional<int64_t> rank = std::nullopt);  // by start
   std::vector<CommOpRow> comm_ops(int64_t run);                // by rank, collective, bytes
-  std::vector<RankBreakdownRow> rank_breakdown(int64_t run);   // by rank, iteration
+  // by rank, iteration; pull_wait_ns / push_wait_ns (v6) are 0 in older files
+  std::vector<RankBreakdownRow> rank_breakdown(int64_t run);
   std::vector<CollectiveBenchRow> collective_bench(int64_t run);  // insertion order
+  // Parameter servers (schema v6; empty for older files and runs without them).
+  std::vector<PsStalenessRow> ps_staleness(int64_t run);  // by kind, rank, iteration, staleness
+  std::vector<PsServerRow> ps_servers(int64_t run);       // by server
 
  private:
   struct Impl;

@@ -90,9 +90,12 @@ struct CommOpRow {
 };
 // A rank's time in one iteration, split as the time breakdown splits it (DESIGN, "Time breakdown");
 // backward_wait_ns: how long the optimizer waited for gradients' communication after backward.
+// Parameter-server runs (v6): pull_wait_ns, how long the worker waited for parameters it pulled
+// (its forward's layers, the step's start); push_wait_ns, for its pushes to be taken.
 struct RankBreakdownRow {
   int64_t rank = 0, iteration = 0, start_ns = 0, end_ns = 0;
   int64_t compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, idle_ns = 0, backward_wait_ns = 0;
+  int64_t pull_wait_ns = 0, push_wait_ns = 0;
 };
 // One line of a collectives benchmark (a run whose workload is "collectives"): time_ns is the
 // mean per call over `iterations` calls.
@@ -101,6 +104,19 @@ struct CollectiveBenchRow {
   int64_t bytes = 0, ranks = 0, iterations = 0;
   double time_ns = 0, algbw_gbps = 0, busbw_gbps = 0;
   int64_t min_time_ns = 0, max_time_ns = 0;
+};
+// Parameter server (schema v6). How stale the gradients a server applied were, counted per worker
+// (`rank`) and its iteration: kind "updates", the key's updates between the worker's read of the
+// value and the gradient's update (0 in sync mode); kind "clock_gap", at each read the server
+// answered, how many steps the reader was ahead of the slowest worker (bounded mode's bound).
+struct PsStalenessRow { int64_t rank = 0, iteration = -1; std::string kind; int64_t staleness = 0, count = 0; };
+// One server shard over the run: where it ran, what it held, what crossed it, how busy it was.
+// queue: the messages waiting for it, sampled each time it takes one.
+struct PsServerRow {
+  int64_t server = 0, rank = 0, keys = 0, bytes_held = 0;
+  int64_t bytes_in = 0, bytes_out = 0, pushes = 0, pulls = 0, updates = 0, busy_ns = 0;
+  int64_t queue_max = 0;
+  double queue_mean = 0;
 };
 struct SampleRow { int64_t t_ns = 0; std::string name; double value = 0; int64_t rank = 0; };  // system samplers (rss, cpu%)
 

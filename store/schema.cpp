@@ -353,7 +353,44 @@ CREATE INDEX memory_changes_run_rank_t ON memory_changes(run_id, rank, t_ns);
 ALTER TABLE kernel_summary ADD COLUMN inclusive_ns INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5};
+// v6: parameter servers (dist/ps). A worker's waits for its pulls and pushes beside the other
+// parts of its breakdown (0 for every row before and for all-reduce runs); how stale the
+// gradients the servers applied were, a histogram per worker (rank) and iteration, read one
+// run's kind at a time; and each server shard's totals over the run (rank: the rank hosting it).
+constexpr std::string_view kV5ToV6 = R"sql(
+ALTER TABLE rank_breakdown ADD COLUMN pull_wait_ns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE rank_breakdown ADD COLUMN push_wait_ns INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE ps_staleness (
+  id        INTEGER PRIMARY KEY,
+  run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank      INTEGER NOT NULL,
+  iteration INTEGER NOT NULL,
+  kind      TEXT    NOT NULL,
+  staleness INTEGER NOT NULL,
+  count     INTEGER NOT NULL
+);
+CREATE INDEX ps_staleness_run_kind ON ps_staleness(run_id, kind, rank, iteration, staleness);
+CREATE TABLE ps_servers (
+  id         INTEGER PRIMARY KEY,
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  server     INTEGER NOT NULL,
+  rank       INTEGER NOT NULL,
+  keys       INTEGER NOT NULL,
+  bytes_held INTEGER NOT NULL,
+  bytes_in   INTEGER NOT NULL,
+  bytes_out  INTEGER NOT NULL,
+  pushes     INTEGER NOT NULL,
+  pulls      INTEGER NOT NULL,
+  updates    INTEGER NOT NULL,
+  busy_ns    INTEGER NOT NULL,
+  queue_max  INTEGER NOT NULL,
+  queue_mean REAL    NOT NULL
+);
+CREATE INDEX ps_servers_run ON ps_servers(run_id, server);
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3,
+                                                                      kV3ToV4, kV4ToV5, kV5ToV6};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -131,12 +131,20 @@ struct Writer::Impl {
                "min_ns, max_ns, algbw_gbps, busbw_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
   Stmt rank_breakdown{db,
                       "INSERT INTO rank_breakdown (run_id, rank, iteration, start_ns, end_ns, compute_ns, comm_ns, "
-                      "overlap_ns, exposed_comm_ns, idle_ns, backward_wait_ns) "
-                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
+                      "overlap_ns, exposed_comm_ns, idle_ns, backward_wait_ns, pull_wait_ns, push_wait_ns) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
   Stmt collective_bench{db,
                         "INSERT INTO collective_bench (run_id, backend, collective, bytes, ranks, iterations, time_ns, "
                         "algbw_gbps, busbw_gbps, min_time_ns, max_time_ns) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
+  // Parameter servers (schema v6).
+  Stmt ps_staleness{db,
+                    "INSERT INTO ps_staleness (run_id, rank, iteration, kind, staleness, count) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  Stmt ps_server{db,
+                 "INSERT INTO ps_servers (run_id, server, rank, keys, bytes_held, bytes_in, bytes_out, pushes, pulls, "
+                 "updates, busy_ns, queue_max, queue_mean) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
 
   // Committed string ids; entries added by a transaction that rolls back are dropped (clear()).
   std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> strings;
@@ -444,7 +452,7 @@ void Writer::add_rank_breakdown(int64_t run, std::span<const RankBreakdownRow> r
   impl_->bulk(run, rows, impl_->rank_breakdown, [](Stmt& s, const RankBreakdownRow& r) {
     s.bind(2, r.rank).bind(3, r.iteration).bind(4, r.start_ns).bind(5, r.end_ns).bind(6, r.compute_ns);
     s.bind(7, r.comm_ns).bind(8, r.overlap_ns).bind(9, r.exposed_comm_ns).bind(10, r.idle_ns);
-    s.bind(11, r.backward_wait_ns);
+    s.bind(11, r.backward_wait_ns).bind(12, r.pull_wait_ns).bind(13, r.push_wait_ns);
   });
 }
 
@@ -453,6 +461,20 @@ void Writer::add_collective_bench(int64_t run, std::span<const CollectiveBenchRo
     s.bind(2, r.backend).bind(3, r.collective).bind(4, r.bytes).bind(5, r.ranks).bind(6, r.iterations);
     s.bind(7, r.time_ns).bind(8, r.algbw_gbps).bind(9, r.busbw_gbps).bind(10, r.min_time_ns);
     s.bind(11, r.max_time_ns);
+  });
+}
+
+void Writer::add_ps_staleness(int64_t run, std::span<const PsStalenessRow> rows) {
+  impl_->bulk(run, rows, impl_->ps_staleness, [](Stmt& s, const PsStalenessRow& r) {
+    s.bind(2, r.rank).bind(3, r.iteration).bind(4, r.kind).bind(5, r.staleness).bind(6, r.count);
+  });
+}
+
+void Writer::add_ps_servers(int64_t run, std::span<const PsServerRow> rows) {
+  impl_->bulk(run, rows, impl_->ps_server, [](Stmt& s, const PsServerRow& r) {
+    s.bind(2, r.server).bind(3, r.rank).bind(4, r.keys).bind(5, r.bytes_held).bind(6, r.bytes_in);
+    s.bind(7, r.bytes_out).bind(8, r.pushes).bind(9, r.pulls).bind(10, r.updates).bind(11, r.busy_ns);
+    s.bind(12, r.queue_max).bind(13, r.queue_mean);
   });
 }
 

@@ -78,11 +78,16 @@ class Writer {
   void add_gpu_breakdown(int64_t run, std::span<const GpuBreakdownRow> rows);
   void add_copy_summary(int64_t run, std::span<const CopySummaryRow> rows);
   // Distribution (schema v4): collective calls (streamed in RunFlush too), the per-rank
-  // nccl-tests-style summary, the per-rank per-iteration breakdown, a collectives benchmark.
+  // nccl-tests-style summary, the per-rank per-iteration breakdown (v6: with a parameter-server
+  // worker's pull and push waits), a collectives benchmark.
   void add_collectives(int64_t run, std::span<const CollectiveRow> rows);
   void add_comm_ops(int64_t run, std::span<const CommOpRow> rows);
   void add_rank_breakdown(int64_t run, std::span<const RankBreakdownRow> rows);
   void add_collective_bench(int64_t run, std::span<const CollectiveBenchRow> rows);
+  // Parameter servers (schema v6): the staleness histograms and the server shards' totals.
+  // Rows are stored as given (each row's rank is the producer's: the worker, the hosting rank).
+  void add_ps_staleness(int64_t run, std::span<const PsStalenessRow> rows);
+  void add_ps_servers(int64_t run, std::span<const PsServerRow> rows);
 
   static constexpr size_t kChunkRows = 50'000;
 

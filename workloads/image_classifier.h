@@ -37,6 +37,9 @@ class ImageClassifier : public Workload {
   void optimizer_step() override { sgd_.step(); }
   void zero_grad() override { sgd_.zero_grad(); }
   std::optional<engine::optim::SplitStep> split_step() override { return sgd_.split_step(); }
+  std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
+    return {engine::optim::sgd_recipe(sgd_.options())};   // no clipping in optimizer_step()
+  }
   double learning_rate() const override { return sgd_.current_lr(); }
   Quality evaluate(int64_t batches) override;   // batches < 0: the whole held-out set
 

@@ -29,7 +29,7 @@ const PhaseIds& phase_ids() {
 
 class LoopPhases final : public Phases {
  public:
-  explicit LoopPhases(dist::DataParallel* dp) : dp_(dp), cross_barrier_(dp && dp->cross_barrier()) {}
+  LoopPhases(dist::DataParallel* dp, dist::ps::PsWorker* ps) : dp_(dp), ps_(ps), cross_barrier_(dp && dp->cross_barrier()) {}
   void data(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().data, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::inputs);
@@ -39,15 +39,19 @@ class LoopPhases final : public Phases {
     profiler::Range r(phase_ids().forward, profiler::EventKind::phase);
     engine::PassScope pass(profiler::Pass::forward);
     engine::CategoryScope category(memprof::Category::activations);
-    // Cross-barrier: each layer waits for its own parameters' update, not for the whole step.
-    engine::nn::ParameterGateScope gate(cross_barrier_ ? dp_ : nullptr);
+    // Cross-barrier, or a parameter server: each layer waits for its own parameters' update,
+    // not for the whole step.
+    if (ps_) ps_->begin_forward();
+    engine::nn::ParameterGateScope gate(ps_ ? static_cast<engine::nn::ParameterGate*>(ps_) : cross_barrier_ ? dp_ : nullptr);
     f();
   }
   void backward(const std::function<void()>& f, int group) override {
     profiler::Range r(phase_ids().backward, profiler::EventKind::phase);
     if (dp_) dp_->begin_backward(group);
+    if (ps_) ps_->begin_backward(group);
     f();
     if (dp_) dp_->end_backward();   // the gradients' all-reduce started during f; what is left, and the wait
+    if (ps_) ps_->end_backward();   // pushes what is left; the gradients are dropped
   }
   void optimizer(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
@@ -56,11 +60,13 @@ class LoopPhases final : public Phases {
       dp_->begin_updates();   // the split step (Workload::split_step) does f's work, parameter by parameter
       return;
     }
+    if (ps_) return;   // the servers run the workload's optimizer (its recipes) on what was pushed
     f();
   }
 
  private:
   dist::DataParallel* dp_;
+  dist::ps::PsWorker* ps_;
   bool cross_barrier_;
 };
 
@@ -99,6 +105,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   for (int64_t i = 0; i < total; ++i) {
     bool stop = options.stop && options.stop->load();
     if (options.data_parallel) stop = options.data_parallel->any_rank(stop, "stop flag");  // all ranks, or none
+    if (options.parameter_server) stop = options.parameter_server->stop_requested(stop);
     if (stop) {
       result.interrupted = true;
       break;
@@ -112,7 +119,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     try {
       it.start_ns = profiler::now_ns();
       profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
-      LoopPhases phases(options.data_parallel);
+      LoopPhases phases(options.data_parallel, options.parameter_server);
       const StepResult r = w.step(phases);
       // The last step's updates belong to its iteration (cross-barrier leaves them running).
       if (options.data_parallel && i + 1 == total) options.data_parallel->flush();

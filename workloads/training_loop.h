@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dist/data_parallel.h"
+#include "dist/ps/worker.h"
 #include "memprof/ledger.h"
 #include "workloads/workload.h"
 
@@ -33,6 +34,10 @@ struct LoopOptions {
   // Distributed runs: averages each backward's gradients across ranks (dist/), and makes the
   // ranks agree, before each iteration, whether any of them was asked to stop.
   dist::DataParallel* data_parallel = nullptr;
+  // Or a parameter server (dist/ps/): each backward's gradients are pushed to the servers, which
+  // run the optimizer (the workload's optimizer phase does not run its own), and the forward's
+  // layers install the values the servers send back.
+  dist::ps::PsWorker* parameter_server = nullptr;
 };
 
 struct LoopResult {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/nn/module.h"
+#include "engine/optim/optimizer_recipe.h"
 #include "engine/optim/split_step.h"
 #include "engine/tensor.h"
 
@@ -114,6 +115,12 @@ class Workload {
   // clipping) or an iteration has several steps. When data parallelism takes it, the optimizer
   // phase no longer runs the function the step passes to it: the split step does that work.
   virtual std::optional<engine::optim::SplitStep> split_step() { return std::nullopt; }
+
+  // How the parameter server updates each gradient group (gradient_groups()): one recipe per
+  // group, the same optimizer the workload's own step runs, so a server's update of a key is the
+  // workload's update of that part of the parameter. Empty: the workload cannot train on a
+  // parameter server.
+  virtual std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() { return {}; }
 
   // Extra metrics: asked for after every step() (stored with that iteration) and once after
   // the last one (stored for the whole run). None by default.

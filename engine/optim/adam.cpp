@@ -1,5 +1,8 @@
 #include "engine/optim/adam.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "engine/backend.h"
 #include "engine/context.h"
 
@@ -8,15 +11,15 @@ namespace ts::engine::optim {
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     : params_(std::move(params)), m_(params_.size()), v_(params_.size()), options_(options) {}
 
-void Adam::begin_step() {
-  step_lr_ = static_cast<float>(current_lr());
+void Adam::begin_step(double lr_scale) {
+  // Scaled in double before the one rounding to float: at scale 1 this is step()'s rate exactly.
+  step_lr_ = static_cast<float>(current_lr() * lr_scale);
   // Bias correction counts from 1 at the first update (every parameter updates each step here).
   step_count_ = ++step_;
 }
 
-void Adam::update(size_t i) {
+void Adam::update(size_t i, const Tensor& g) {
   Tensor& p = params_[i];
-  const Tensor g = p.grad();
   if (!g.defined()) return;
   if (!m_[i].defined()) {
     OwnerScope owner(&p.name(), 0);
@@ -31,13 +34,22 @@ void Adam::update(size_t i) {
 
 void Adam::step() {
   begin_step();
-  for (size_t i = 0; i < params_.size(); ++i) update(i);
+  for (size_t i = 0; i < params_.size(); ++i) update(i, params_[i].grad());
+}
+
+void Adam::step(const std::vector<Tensor>& grads, double lr_scale) {
+  if (grads.size() != params_.size()) {
+    throw std::invalid_argument("Adam::step: " + std::to_string(grads.size()) + " gradients for " +
+                                std::to_string(params_.size()) + " parameters");
+  }
+  begin_step(lr_scale);
+  for (size_t i = 0; i < params_.size(); ++i) update(i, grads[i]);
 }
 
 SplitStep Adam::split_step() {
   return {params_, [this] { begin_step(); },
           [this](size_t i) {
-            update(i);
+            update(i, params_[i].grad());
             params_[i].zero_grad();
           }};
 }

@@ -22,6 +22,10 @@ class Adam {
   Adam(std::vector<Tensor> params, AdamOptions options);
   // One update with the learning rate of the current step; then the step advances.
   void step();
+  // The same update from gradients held elsewhere: grads[i] for params[i] (same shape; undefined:
+  // skipped), the step's learning rate times `lr_scale` (a parameter server's shard of a
+  // parameter, optimizer_recipe.h). The step advances as in step().
+  void step(const std::vector<Tensor>& grads, double lr_scale = 1.0);
   // The same step cut per parameter (split_step.h); the gradients are dropped as they are used.
   SplitStep split_step();
   void zero_grad();
@@ -37,8 +41,8 @@ class Adam {
   float step_lr_ = 0;      // what begin_step() fixed: the learning rate
   int64_t step_count_ = 0; // and the bias correction's step (from 1)
 
-  void begin_step();
-  void update(size_t i);
+  void begin_step(double lr_scale = 1.0);
+  void update(size_t i, const Tensor& grad);
 };
 
 }  // namespace ts::engine::optim

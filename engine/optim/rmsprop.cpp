@@ -27,12 +27,13 @@ void RmsProp::step() {
   step(grads);
 }
 
-void RmsProp::step(const std::vector<Tensor>& grads) {
+void RmsProp::step(const std::vector<Tensor>& grads, double lr_scale) {
   if (grads.size() != params_.size()) {
     throw std::invalid_argument("RmsProp::step: " + std::to_string(grads.size()) + " gradients for " +
                                 std::to_string(params_.size()) + " parameters");
   }
-  const auto lr = static_cast<float>(options_.lr.at(step_.fetch_add(1, std::memory_order_relaxed)));
+  // Scaled in double before the one rounding to float: at scale 1 this is the schedule's rate exactly.
+  const auto lr = static_cast<float>(options_.lr.at(step_.fetch_add(1, std::memory_order_relaxed)) * lr_scale);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!grads[i].defined()) continue;
     backend_of(params_[i])

@@ -31,8 +31,8 @@ class RmsProp {
   void step();
   // One update with grads[i] for params[i] (same shapes; undefined: skipped). Thread-safe in
   // the Hogwild sense (see above). The learning rate is the schedule's at the number of steps
-  // all callers have begun so far.
-  void step(const std::vector<Tensor>& grads);
+  // all callers have begun so far, times `lr_scale` (a parameter server's, optimizer_recipe.h).
+  void step(const std::vector<Tensor>& grads, double lr_scale = 1.0);
   void zero_grad();
   double current_lr() const { return options_.lr.at(steps()); }
   int64_t steps() const { return step_.load(std::memory_order_relaxed); }

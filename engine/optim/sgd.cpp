@@ -1,5 +1,8 @@
 #include "engine/optim/sgd.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "engine/backend.h"
 #include "engine/context.h"
 
@@ -8,14 +11,14 @@ namespace ts::engine::optim {
 Sgd::Sgd(std::vector<Tensor> params, SgdOptions options)
     : params_(std::move(params)), momentum_(params_.size()), options_(options) {}
 
-void Sgd::begin_step() {
-  step_lr_ = static_cast<float>(current_lr());
+void Sgd::begin_step(double lr_scale) {
+  // Scaled in double before the one rounding to float: at scale 1 this is step()'s rate exactly.
+  step_lr_ = static_cast<float>(current_lr() * lr_scale);
   ++step_;
 }
 
-void Sgd::update(size_t i) {
+void Sgd::update(size_t i, const Tensor& g) {
   Tensor& p = params_[i];
-  const Tensor g = p.grad();
   if (!g.defined()) return;
   if (!momentum_[i].defined()) {
     OwnerScope owner(&p.name(), 0);
@@ -28,13 +31,22 @@ void Sgd::update(size_t i) {
 
 void Sgd::step() {
   begin_step();
-  for (size_t i = 0; i < params_.size(); ++i) update(i);
+  for (size_t i = 0; i < params_.size(); ++i) update(i, params_[i].grad());
+}
+
+void Sgd::step(const std::vector<Tensor>& grads, double lr_scale) {
+  if (grads.size() != params_.size()) {
+    throw std::invalid_argument("Sgd::step: " + std::to_string(grads.size()) + " gradients for " +
+                                std::to_string(params_.size()) + " parameters");
+  }
+  begin_step(lr_scale);
+  for (size_t i = 0; i < params_.size(); ++i) update(i, grads[i]);
 }
 
 SplitStep Sgd::split_step() {
   return {params_, [this] { begin_step(); },
           [this](size_t i) {
-            update(i);
+            update(i, params_[i].grad());
             params_[i].zero_grad();
           }};
 }

@@ -21,6 +21,10 @@ class Sgd {
   Sgd(std::vector<Tensor> params, SgdOptions options);
   // One update with the learning rate of the current step; then the step advances.
   void step();
+  // The same update from gradients held elsewhere: grads[i] for params[i] (same shape; undefined:
+  // skipped), the step's learning rate times `lr_scale` (a parameter server's shard of a
+  // parameter, optimizer_recipe.h). The step advances as in step().
+  void step(const std::vector<Tensor>& grads, double lr_scale = 1.0);
   // The same step cut per parameter (split_step.h); the gradients are dropped as they are used.
   SplitStep split_step();
   // Drops the gradients (they are allocated again by the next backward).
@@ -36,8 +40,8 @@ class Sgd {
   int64_t step_ = 0;
   float step_lr_ = 0;  // the learning rate begin_step() fixed
 
-  void begin_step();
-  void update(size_t i);
+  void begin_step(double lr_scale = 1.0);
+  void update(size_t i, const Tensor& grad);
 };
 
 }  // namespace ts::engine::optim

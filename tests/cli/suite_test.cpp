@@ -404,7 +404,68 @@ TEST(Suite, BadDistributedKeysAreRefused) {
       {kRun + "mca = [\"novalue\"]\n", "key 'mca' takes \"NAME=VALUE\" strings"},
       {kRun + "mca = [1]\n", "key 'mca' element 1 must be a string"},
       {kRun + "hosts = \"127.0.0.1\"\nhostfile = \"h\"\n", "give --hosts or --hostfile, not both"},
-      {kA3c + "nproc = 2\n", "asynchronous by design"},
+      {kA3c + "nproc = 2\n", "a3c's actor-learners are asynchronous: run it across ranks with --strategy ps"},
+  });
+}
+
+TEST(Suite, ParameterServerKeysSetTheStrategy) {
+  TempDir dir;
+  const auto suite = cli::load_suite(kRun + "strategy = \"ps\"\nnproc = 4\nservers = 2\nstaleness = 3\nchunk_mb = 0.5\n"
+                                            "priority = true\n" +
+                                         kRun + "strategy = \"ps\"\nnproc = 2\nserver_hosts = \"127.0.0.1:2\"\nservers = 2\n"
+                                                "ps_mode = \"eager\"\n" +
+                                         kRun + "strategy = \"ps\"\nnproc = 1\ndedicated_servers = true\nps_mode = \"sync\"\n" +
+                                         kRun + "strategy = \"allreduce\"\nnproc = 2\nbucket_mb = 5\n",
+                                     "ps.toml", dir / "s.db");
+  ASSERT_EQ(suite.entries.size(), 4u);
+  using Strategy = cli::RunConfig::Strategy;
+  const auto& a = suite.entries[0].config;
+  EXPECT_EQ(a.strategy, Strategy::ps);
+  EXPECT_EQ(a.ps.servers, 2);
+  EXPECT_FALSE(a.ps.dedicated);
+  EXPECT_EQ(a.ps.mode, dist::ps::PsMode::bounded) << "a staleness alone asks for bounded staleness";
+  EXPECT_EQ(a.ps.staleness, 3);
+  EXPECT_DOUBLE_EQ(a.ps.chunk_mb, 0.5);
+  EXPECT_TRUE(a.ps.priority) << "priority also orders the servers' keys";
+  const auto& b = suite.entries[1].config;
+  EXPECT_TRUE(b.ps.dedicated) << "server_hosts implies dedicated servers";
+  EXPECT_EQ(b.ps.server_hosts, "127.0.0.1:2");
+  EXPECT_EQ(b.ps.mode, dist::ps::PsMode::eager);
+  const auto& c = suite.entries[2].config;
+  EXPECT_EQ(c.strategy, Strategy::ps);
+  EXPECT_TRUE(c.ps.dedicated);
+  EXPECT_TRUE(cli::launches_ranks(c)) << "one worker and a dedicated server are two ranks";
+  const auto& d = suite.entries[3].config;
+  EXPECT_EQ(d.strategy, Strategy::allreduce);
+  EXPECT_DOUBLE_EQ(d.data_parallel.bucket_mb, 5.0);
+  EXPECT_EQ(d.ps.servers, 1);
+}
+
+TEST(Suite, BadParameterServerKeysAreRefused) {
+  const std::string ps = "strategy = \"ps\"\nnproc = 2\n";   // lines 3-4
+  expect_refusals({
+      {kRun + "strategy = \"ring\"\n", "bad.toml:1: run #1: key 'strategy' must be allreduce or ps (got 'ring')"},
+      {kRun + "strategy = 1\n", "bad.toml:3: run #1: key 'strategy' must be a string (got integer 1)"},
+      {kRun + ps + "servers = 0\n", "bad.toml:5: run #1: key 'servers' must be an integer in 1..4096 (got integer 0)"},
+      {kRun + ps + "servers = 3\n", "bad.toml:1: run #1: --servers 3 asks for more co-located servers than there are workers"},
+      {kRun + ps + "staleness = -1\n", "key 'staleness' must be an integer in 0..1000000 (got integer -1)"},
+      {kRun + ps + "staleness = 1.5\n", "key 'staleness' must be an integer"},
+      {kRun + ps + "ps_mode = \"bogus\"\n", "key 'ps_mode' must be sync, async, bounded or eager (got 'bogus')"},
+      {kRun + ps + "staleness = 2\nps_mode = \"async\"\n",
+       "key 'staleness' 2 applies to ps_mode = \"bounded\" only (got ps_mode = \"async\")"},
+      {kRun + ps + "chunk_mb = 0.001\n", "key 'chunk_mb' must be more than 0.001 and at most 4096 MiB (got 0.001)"},
+      {kRun + ps + "chunk_mb = 5000\n", "key 'chunk_mb' must be a number from 0.001 to 4096"},
+      {kRun + ps + "dedicated_servers = \"yes\"\n", "key 'dedicated_servers' must be a boolean"},
+      {kRun + ps + "dedicated_servers = false\nserver_hosts = \"127.0.0.1:1\"\n",
+       "key 'server_hosts' places dedicated servers: it contradicts dedicated_servers = false"},
+      {kRun + ps + "server_hosts = \"a:0\"\n", "key 'server_hosts': host 'a': slots must be"},
+      {kRun + ps + "bucket_mb = 5\n", "key 'bucket_mb' is an all-reduce option: it does not apply with strategy = \"ps\""},
+      {kRun + ps + "overlap = true\n", "key 'overlap' is an all-reduce option"},
+      {kRun + ps + "device = \"cuda\"\n", "the parameter server trains on the CPU"},
+      {kRun + "strategy = \"ps\"\n", "--strategy ps needs --nproc 2 or more, or --dedicated-servers"},
+      {kRun + "nproc = 2\nservers = 2\n", "bad.toml:1: run #1: key 'servers' needs strategy = \"ps\""},
+      {kRun + "nproc = 2\nchunk_mb = 2\n", "key 'chunk_mb' needs strategy = \"ps\""},
+      {kRun + "nproc = 2\ndedicated_servers = false\n", "key 'dedicated_servers' needs strategy = \"ps\""},
   });
 }
 

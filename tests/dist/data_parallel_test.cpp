@@ -19,66 +19,13 @@
 #include "engine/random.h"
 #include "profiler/tracer.h"
 #include "tests/dist/forwarding_communicator.h"
+#include "tests/dist/tiny_mlp.h"
 
 namespace ts::dist {
 namespace {
 
 using engine::Device;
 using engine::Tensor;
-
-class Mlp : public engine::nn::Module {
- public:
-  explicit Mlp(uint64_t seed) : Module(Device::cpu()) {
-    engine::Rng rng(seed);
-    fc1 = register_module("fc1", std::make_shared<engine::nn::Linear>(8, 32, Device::cpu(), rng));
-    fc2 = register_module("fc2", std::make_shared<engine::nn::Linear>(32, 4, Device::cpu(), rng));
-  }
-  Tensor loss(const std::pair<Tensor, Tensor>& batch) const {
-    const Tensor y = fc2->forward(engine::ops::relu(fc1->forward(batch.first)));
-    const Tensor d = engine::ops::add(y, engine::ops::scale(batch.second, -1.0f));
-    return engine::ops::mean(engine::ops::mul(d, d));
-  }
-  std::shared_ptr<engine::nn::Linear> fc1, fc2;
-};
-
-std::pair<Tensor, Tensor> make_batch(uint64_t seed) {
-  engine::Rng rng(seed);
-  std::vector<float> x(16 * 8), t(16 * 4);
-  for (auto& v : x) v = static_cast<float>(rng.uniform(-1, 1));
-  for (auto& v : t) v = static_cast<float>(rng.uniform(-1, 1));
-  return {Tensor::from_vector({16, 8}, x), Tensor::from_vector({16, 4}, t)};
-}
-
-engine::optim::Sgd make_sgd(const Mlp& m) {
-  engine::optim::SgdOptions o;
-  o.lr.base_lr = 0.05;
-  o.momentum = 0.9;
-  o.weight_decay = 0;
-  return engine::optim::Sgd(m.parameters(), o);
-}
-
-std::vector<std::vector<float>> values(const std::vector<Tensor>& ts) {
-  std::vector<std::vector<float>> out;
-  for (const auto& t : ts) out.push_back(t.to_vector());
-  return out;
-}
-
-std::vector<std::vector<float>> grads(const std::vector<Tensor>& ts) {
-  std::vector<std::vector<float>> out;
-  for (const auto& t : ts) out.push_back(t.grad().to_vector());
-  return out;
-}
-
-void expect_near(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, double tol,
-                 const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].size(), b[i].size()) << what;
-    for (size_t j = 0; j < a[i].size(); ++j) {
-      ASSERT_NEAR(a[i][j], b[i][j], tol * (1.0 + std::fabs(b[i][j]))) << what << ": tensor " << i << " element " << j;
-    }
-  }
-}
 
 // k steps of SGD on `batch(step)`; with `dp` the gradients are averaged across ranks.
 std::vector<std::vector<float>> train(Mlp& m, int steps, DataParallel* dp,

@@ -144,6 +144,11 @@ TEST(StoreWriter, NewFileGetsIdentitySchemaAndParentDirectory) {
     EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"),
               1)
         << table;
+  for (const char* table : {"timeline_index", "timeline_lanes", "timeline_tiles", "timeline_spans", "memory_changes",
+                            "ps_staleness", "ps_servers"})  // v5, v6
+    EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"),
+              1)
+        << table;
   EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name='events_run_rank_start'"), 1);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name='events_run_start'"), 0);  // replaced in v4
   EXPECT_EQ(Reader(db).schema_version(), kSchemaVersion);

@@ -353,6 +353,10 @@ class A3cWorkload final : public Workload {
   nn::Module& model() override { return *model_; }
   int64_t batch_size() const override { return cfg_.t_max; }
   double learning_rate() const override { return opt_.current_lr(); }
+  // The shared RMSProp; each learner clips its own gradient before applying it.
+  std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
+    return {engine::optim::rmsprop_recipe(opt_.options(), cfg_.max_grad_norm)};
+  }
 
   // Mean score over `batches` episodes (10 when 0) of the shared network's most likely actions,
   // 5% of them random (DQN's evaluation: what the policy has learned, without the noise of its

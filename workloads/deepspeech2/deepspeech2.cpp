@@ -207,6 +207,9 @@ class DeepSpeech2Workload final : public Workload {
   nn::Module& model() override { return *model_; }
   int64_t batch_size() const override { return batch_; }
   double learning_rate() const override { return sgd_.current_lr(); }
+  std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
+    return {engine::optim::sgd_recipe(sgd_.options(), cfg_.max_grad_norm > 0 ? cfg_.max_grad_norm : 0.0)};
+  }
 
   // The data phase's draw as a Batch (features, concatenated CTC targets): what step() draws next.
   Batch next_batch() override {

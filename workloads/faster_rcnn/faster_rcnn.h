@@ -204,6 +204,11 @@ class FasterRcnnWorkload : public Workload {
   void optimizer_step() override { sgd_.step(); }
   void zero_grad() override { sgd_.zero_grad(); }
   std::optional<engine::optim::SplitStep> split_step() override { return sgd_.split_step(); }
+  // Over every parameter (the one gradient group): the frozen ones never get a gradient, and an
+  // undefined gradient leaves its tensor alone, as the step's Sgd (trainable ones only) does.
+  std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
+    return {engine::optim::sgd_recipe(sgd_.options())};
+  }
   double learning_rate() const override { return sgd_.current_lr(); }
   // mAP@0.5 over `batches` held-out batches (< 0: the whole held-out set of a finite source).
   Quality evaluate(int64_t batches) override;

@@ -296,6 +296,9 @@ class Seq2SeqWorkload final : public Workload {
   nn::Module& model() override { return *model_; }
   int64_t batch_size() const override { return cfg_.batch; }
   double learning_rate() const override { return adam_.current_lr(); }
+  std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
+    return {engine::optim::adam_recipe(adam_.options(), cfg_.max_gradient_norm)};
+  }
 
   // The data phase's draw as a Batch (source ids, target ids to predict): what step() draws next.
   Batch next_batch() override { return as_batch(batcher_.next_train()); }

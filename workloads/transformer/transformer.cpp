@@ -238,6 +238,9 @@ class TransformerWorkload final : public Workload {
   int64_t batch_size() const override { return cfg_.max_tokens; }
   double learning_rate() const override { return adam_.current_lr(); }
   std::optional<engine::optim::SplitStep> split_step() override { return adam_.split_step(); }
+  std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
+    return {engine::optim::adam_recipe(adam_.options())};   // the step does not clip
+  }
 
   // The data phase's draw as a Batch (source ids, target ids to predict): what step() draws next.
   Batch next_batch() override { return as_batch(batcher_.next_train()); }

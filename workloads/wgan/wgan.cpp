@@ -193,6 +193,10 @@ class WganWorkload final : public Workload {
     return {model_->critic().parameters(), model_->generator().parameters()};
   }
   static constexpr int kCriticGroup = 0, kGeneratorGroup = 1;
+  // In gradient_groups()' order; neither step clips.
+  std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
+    return {engine::optim::adam_recipe(c_opt_.options()), engine::optim::adam_recipe(g_opt_.options())};
+  }
 
   // A critic step's real images (labels undefined): what the next critic step draws.
   Batch next_batch() override { return Batch{data_.next_train(batch_), Tensor(), batch_}; }

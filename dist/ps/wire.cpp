@@ -1,0 +1,43 @@
+#include "dist/ps/wire.h"
+
+#include <cstring>
+#include <string>
+
+#include "dist/error.h"
+#include "dist/mpi_check.h"
+
+namespace ts::dist::ps {
+
+void send_message(MPI_Comm comm, int dest, const MessageHeader& header, const float* data, int64_t count) {
+  const size_t bytes = sizeof(MessageHeader) + static_cast<size_t>(count) * sizeof(float);
+  if (bytes > static_cast<size_t>(INT32_MAX)) {
+    throw DistError("parameter server: a message of " + std::to_string(bytes) + " bytes is over MPI's count limit; use a smaller --chunk-mb");
+  }
+  std::vector<unsigned char> buffer(bytes);
+  std::memcpy(buffer.data(), &header, sizeof(MessageHeader));
+  if (count > 0) std::memcpy(buffer.data() + sizeof(MessageHeader), data, static_cast<size_t>(count) * sizeof(float));
+  TS_MPI_CHECK(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, dest, kTag, comm));
+}
+
+Message receive_message(MPI_Comm comm, int& source) {
+  // Matched probe and receive: another thread of this process receiving on the same
+  // communicator cannot take the message between the probe and the receive.
+  MPI_Message handle;
+  MPI_Status status;
+  TS_MPI_CHECK(MPI_Mprobe(MPI_ANY_SOURCE, kTag, comm, &handle, &status));
+  int bytes = 0;
+  TS_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &bytes));
+  std::vector<unsigned char> buffer(static_cast<size_t>(bytes));
+  TS_MPI_CHECK(MPI_Mrecv(buffer.data(), bytes, MPI_BYTE, &handle, &status));
+  source = status.MPI_SOURCE;
+  if (static_cast<size_t>(bytes) < sizeof(MessageHeader) || (static_cast<size_t>(bytes) - sizeof(MessageHeader)) % sizeof(float) != 0) {
+    throw DistError("parameter server: a malformed message of " + std::to_string(bytes) + " bytes from rank " + std::to_string(source));
+  }
+  Message m;
+  std::memcpy(&m.header, buffer.data(), sizeof(MessageHeader));
+  m.data.resize((static_cast<size_t>(bytes) - sizeof(MessageHeader)) / sizeof(float));
+  if (!m.data.empty()) std::memcpy(m.data.data(), buffer.data() + sizeof(MessageHeader), m.data.size() * sizeof(float));
+  return m;
+}
+
+}  // namespace ts::dist::ps

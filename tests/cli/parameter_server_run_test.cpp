@@ -1,0 +1,84 @@
+// `trainscope run --strategy ps` end to end: every workload with a plain gradient step trains on
+// co-located servers and stores one run with every rank's records, the servers' figures and the
+// staleness of what they applied (0 in sync mode); dedicated servers in bounded mode keep the
+// bound in what they store.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "store/reader.h"
+#include "tests/cli/cli_test_util.h"
+#include "tests/cli/distributed_checks.h"
+
+namespace {
+
+using ts::testing::TempDir;
+using ts::testing::run_trainscope;
+
+TEST(ParameterServerRun, SyncOnCoLocatedServersStoresTheServersAndNoStaleness) {
+  ASSERT_EQ(std::system("command -v mpirun > /dev/null 2>&1"), 0) << "mpirun not installed (scripts/setup installs it)";
+  TempDir dir;
+  const auto db = dir / "ps.db";
+  for (const std::string workload : {"resnet50", "transformer", "wgan"}) {
+    const auto res = run_trainscope("run " + workload + " --preset tiny --iters 3 --warmup 1 --eval-batches 1 --nproc 2 "
+                                    "--strategy ps --servers 2 --chunk-mb 0.01 --db " + db.string() + " 2>&1");
+    ASSERT_EQ(res.exit_code, 0) << res.out;
+  }
+  ts::store::Reader r(db);
+  for (const auto& run : r.runs()) {
+    SCOPED_TRACE(run.workload);
+    EXPECT_EQ(run.status, ts::store::RunStatus::completed);
+    EXPECT_NE(run.config_json.find("\"parameter_server\""), std::string::npos);
+    ts::testing::expect_every_ranks_records(r, run.id, 2, 4, /*collectives=*/false);   // point-to-point, not collectives
+    const auto servers = r.ps_servers(run.id);
+    ASSERT_EQ(servers.size(), 2u);
+    int64_t keys = 0;
+    for (const auto& s : servers) {
+      EXPECT_EQ(s.rank, s.server);   // co-located: server s on worker s
+      EXPECT_GT(s.pushes, 0);
+      EXPECT_EQ(s.pushes % 2, 0);    // every key from both workers, each step
+      EXPECT_GT(s.bytes_out, 0);
+      keys += s.keys;
+    }
+    double stored_keys = 0;
+    for (const auto& m : r.metrics(run.id)) {
+      if (m.name == "ps_keys") stored_keys = m.value;
+    }
+    EXPECT_EQ(static_cast<double>(keys), stored_keys);
+    const auto staleness = r.ps_staleness(run.id);
+    ASSERT_FALSE(staleness.empty());
+    for (const auto& s : staleness) {
+      EXPECT_EQ(s.kind, "updates");
+      EXPECT_EQ(s.staleness, 0);   // sync: every gradient meets the value it was computed from
+    }
+    bool waited = false;
+    for (const auto& b : r.rank_breakdown(run.id)) waited = waited || b.pull_wait_ns > 0;
+    EXPECT_TRUE(waited) << "no worker ever waited for a pulled value";
+  }
+}
+
+TEST(ParameterServerRun, BoundedStalenessOnADedicatedServerKeepsItsBound) {
+  TempDir dir;
+  const auto db = dir / "ps.db";
+  const auto res = run_trainscope("run resnet50 --preset tiny --iters 6 --warmup 1 --eval-batches 1 --nproc 2 "
+                                  "--strategy ps --dedicated-servers --staleness 1 --db " + db.string() + " 2>&1");
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  ts::store::Reader r(db);
+  const auto run = r.runs().at(0);
+  EXPECT_EQ(run.ranks, 3);
+  EXPECT_EQ(run.global_batch_size, 2 * run.batch_size);   // two workers
+  const auto servers = r.ps_servers(run.id);
+  ASSERT_EQ(servers.size(), 1u);
+  EXPECT_EQ(servers[0].rank, 2);   // after the workers
+  int64_t reads = 0;
+  for (const auto& s : r.ps_staleness(run.id)) {
+    if (s.kind != "clock_gap") continue;
+    EXPECT_LE(s.staleness, 1);
+    EXPECT_GE(s.staleness, 0);
+    reads += s.count;
+  }
+  EXPECT_GT(reads, 0);
+}
+
+}  // namespace
