@@ -17,7 +17,6 @@ KeyLayout plan_keys(const std::vector<std::vector<TensorSpec>>& groups, int serv
   if (servers < 1) throw std::invalid_argument("a parameter server needs at least one server");
   if (chunk_elements < 1) throw std::invalid_argument("the chunk size must be at least one element");
   KeyLayout layout;
-  layout.servers = servers;
   layout.of_tensor.resize(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
     layout.of_tensor[g].resize(groups[g].size());
@@ -47,13 +46,11 @@ KeyLayout plan_keys(const std::vector<std::vector<TensorSpec>>& groups, int serv
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return layout.keys[static_cast<size_t>(a)].count > layout.keys[static_cast<size_t>(b)].count; });
   layout.server_bytes.assign(static_cast<size_t>(servers), 0);
-  layout.keys_of_server_count.assign(static_cast<size_t>(servers), 0);
   for (int id : order) {
     const auto least = std::min_element(layout.server_bytes.begin(), layout.server_bytes.end()) - layout.server_bytes.begin();
     Key& k = layout.keys[static_cast<size_t>(id)];
     k.server = static_cast<int>(least);
     layout.server_bytes[static_cast<size_t>(least)] += k.bytes();
-    layout.keys_of_server_count[static_cast<size_t>(least)] += 1;
   }
   return layout;
 }

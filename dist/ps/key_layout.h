@@ -31,11 +31,9 @@ struct Key {
 };
 
 struct KeyLayout {
-  int servers = 1;
   std::vector<Key> keys;                                // by id
   std::vector<std::vector<std::vector<int>>> of_tensor; // [group][tensor]: its keys, by offset
   std::vector<int64_t> server_bytes;                    // what each server holds
-  std::vector<int> keys_of_server_count;
 
   // The largest server's bytes over the mean: 1 is perfect balance.
   double imbalance() const;

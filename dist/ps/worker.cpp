@@ -129,16 +129,12 @@ PsWorker::PsWorker(int worker, const KeyLayout& layout, std::vector<std::vector<
       });
     }
   }
-  st.sender = std::thread([this] { send_thread(); });
-  st.receiver = std::thread([this] { receive_thread(); });
+  st.sender = std::thread([s = state_] { send_thread(s); });
+  st.receiver = std::thread([s = state_] { receive_thread(s); });
 }
 
 PsWorker::~PsWorker() {
-  try {
-    finish();
-  } catch (const std::exception&) {
-    // A failed job ends through MPI's abort; nothing more to say here.
-  }
+  // finish() joined them; otherwise the job is failing, and finish()'s collective would hang.
   State& st = *state_;
   if (st.sender.joinable()) st.sender.detach();
   if (st.receiver.joinable()) st.receiver.detach();
@@ -154,8 +150,8 @@ int64_t PsWorker::bytes_pushed() const {
   return state_->bytes_pushed;
 }
 
-void PsWorker::send_thread() {
-  State& st = *state_;
+void PsWorker::send_thread(const std::shared_ptr<State>& state) {
+  State& st = *state;
   auto& tracer = profiler::Tracer::global();
   try {
     for (;;) {
@@ -188,8 +184,8 @@ void PsWorker::send_thread() {
   }
 }
 
-void PsWorker::receive_thread() {
-  State& st = *state_;
+void PsWorker::receive_thread(const std::shared_ptr<State>& state) {
+  State& st = *state;
   try {
     while (true) {
       {

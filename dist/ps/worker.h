@@ -49,8 +49,9 @@ class PsWorker final : public engine::nn::ParameterGate {
   // Whether any worker was asked to stop (sync: all of them decide together; otherwise each
   // worker for itself, and the servers stop waiting for a worker that is done).
   bool stop_requested(bool local);
-  // Installs the newest values (waiting for the last answers), says done to every server and
-  // waits for them to acknowledge. Rethrows a failure of the network threads. Idempotent.
+  // Installs the newest values (waiting for the last answers), waits for every worker, reads the
+  // servers' final values, says done to every server and waits for them to acknowledge.
+  // Rethrows a failure of the network threads. Idempotent; every worker must call it.
   void finish();
 
   const KeyLayout& layout() const;
@@ -59,8 +60,10 @@ class PsWorker final : public engine::nn::ParameterGate {
 
  private:
   struct State;
-  void send_thread();
-  void receive_thread();
+  // The network threads hold the state themselves: a worker destroyed without finish() (a
+  // failing job, which MPI's abort ends) leaves them nothing dangling.
+  static void send_thread(const std::shared_ptr<State>& st);
+  static void receive_thread(const std::shared_ptr<State>& st);
   void push_tensor(int group, int tensor, bool has_gradient);
   // Installs `key`'s newest value; with `wait`, first waits for the answer to its last push
   // (eager mode: the one before, unless `even_eager`). A key never installed is always waited for.
