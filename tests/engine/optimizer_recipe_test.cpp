@@ -112,6 +112,20 @@ optim::LrSchedule warming(double base) {
   return lr;
 }
 
+// The recipe's chunks against the whole parameter, stepped 3 times from the values of `seed`:
+// the same bits, and the same learning rate at the end.
+template <class Optimizer, class Options>
+void expect_chunks_match_whole(const optim::OptimizerRecipe& r, const Options& o, uint64_t seed) {
+  const auto init = uniform(kN, seed);
+  const auto grads = gradients(3);
+  double lr_whole = 0, lr_chunked = 0;
+  const auto want = whole<Optimizer>(o, init, grads, &lr_whole);
+  const auto got = chunked(r, init, grads, &lr_chunked);
+  EXPECT_EQ(first_difference(got, want), "");
+  EXPECT_NE(first_difference(got, init), "") << "nothing moved";
+  EXPECT_EQ(lr_chunked, lr_whole);
+}
+
 }  // namespace
 
 TEST(OptimizerRecipe, SgdChunksMatchTheWholeParameter) {
@@ -125,14 +139,7 @@ TEST(OptimizerRecipe, SgdChunksMatchTheWholeParameter) {
     const auto r = optim::sgd_recipe(o, 3.5);
     EXPECT_EQ(r.name, "sgd");
     EXPECT_EQ(r.max_grad_norm, 3.5);
-    const auto init = uniform(kN, 7);
-    const auto grads = gradients(3);
-    double lr_whole = 0, lr_chunked = 0;
-    const auto want = whole<optim::Sgd>(o, init, grads, &lr_whole);
-    const auto got = chunked(r, init, grads, &lr_chunked);
-    EXPECT_EQ(first_difference(got, want), "");
-    EXPECT_NE(first_difference(got, init), "") << "nothing moved";
-    EXPECT_EQ(lr_chunked, lr_whole);
+    expect_chunks_match_whole<optim::Sgd>(r, o, 7);
   }
 }
 
@@ -146,14 +153,7 @@ TEST(OptimizerRecipe, AdamChunksMatchTheWholeParameter) {
   const auto r = optim::adam_recipe(o);
   EXPECT_EQ(r.name, "adam");
   EXPECT_EQ(r.max_grad_norm, 0);
-  const auto init = uniform(kN, 8);
-  const auto grads = gradients(3);
-  double lr_whole = 0, lr_chunked = 0;
-  const auto want = whole<optim::Adam>(o, init, grads, &lr_whole);
-  const auto got = chunked(r, init, grads, &lr_chunked);
-  EXPECT_EQ(first_difference(got, want), "");
-  EXPECT_NE(first_difference(got, init), "") << "nothing moved";
-  EXPECT_EQ(lr_chunked, lr_whole);
+  expect_chunks_match_whole<optim::Adam>(r, o, 8);
 }
 
 TEST(OptimizerRecipe, RmsPropChunksMatchTheWholeParameter) {
@@ -167,14 +167,7 @@ TEST(OptimizerRecipe, RmsPropChunksMatchTheWholeParameter) {
     const auto r = optim::rmsprop_recipe(o, 40);
     EXPECT_EQ(r.name, "rmsprop");
     EXPECT_EQ(r.max_grad_norm, 40);
-    const auto init = uniform(kN, 9);
-    const auto grads = gradients(3);
-    double lr_whole = 0, lr_chunked = 0;
-    const auto want = whole<optim::RmsProp>(o, init, grads, &lr_whole);
-    const auto got = chunked(r, init, grads, &lr_chunked);
-    EXPECT_EQ(first_difference(got, want), "");
-    EXPECT_NE(first_difference(got, init), "") << "nothing moved";
-    EXPECT_EQ(lr_chunked, lr_whole);
+    expect_chunks_match_whole<optim::RmsProp>(r, o, 9);
   }
 }
 
