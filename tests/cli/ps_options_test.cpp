@@ -168,11 +168,11 @@ TEST(CliPs, PsOptionsReachTheRanksAndServerHostsPlaceTheServerRanks) {
   std::tie(argv, out) = launch("--strategy ps --nproc 1 --dedicated-servers");
   EXPECT_TRUE(has(argv, {"-np", "2"}));
 
-  // Server hosts: rank i on the i-th host of the list (this machine under two names).
-  std::tie(argv, out) = launch("--strategy ps --hosts 127.0.0.1:2 --servers 2 --server-hosts localhost:1,127.0.0.2:1");
+  // Server hosts: rank i on the i-th host of the list (addresses of this machine; a fresh machine may not resolve "localhost").
+  std::tie(argv, out) = launch("--strategy ps --hosts 127.0.0.1:2 --servers 2 --server-hosts 127.0.0.3:1,127.0.0.2:1");
   EXPECT_TRUE(has(argv, {"-np", "4"}));
-  EXPECT_TRUE(has(argv, {"--map-by", "seq", "--host", "127.0.0.1,127.0.0.1,localhost,127.0.0.2"}));
-  EXPECT_TRUE(has(argv, {"--server-hosts", "localhost:1,127.0.0.2:1"}));
+  EXPECT_TRUE(has(argv, {"--map-by", "seq", "--host", "127.0.0.1,127.0.0.1,127.0.0.3,127.0.0.2"}));
+  EXPECT_TRUE(has(argv, {"--server-hosts", "127.0.0.3:1,127.0.0.2:1"}));
   EXPECT_TRUE(contains(argv, "--dedicated-servers")) << "--server-hosts implies it";
 
   // a3c is refused on the parameter server until its learners' gradients reach the worker.
