@@ -284,11 +284,13 @@ void validate(const RunConfig& c) {
     throw UsageError(c.workload + "'s actor-learners are asynchronous: run it across ranks with --strategy ps "
                                   "(or on one rank, with threads: --learners)");
   }
-  if (spec->has_learners && c.strategy == Strategy::ps) {
-    // Its gradients live in each learner thread's own network, which the parameter server's
-    // worker does not see yet: refused rather than trained without them.
-    throw UsageError(c.workload + " does not run on the parameter server yet: its learners' gradients are per thread; "
-                                  "run it on one rank (--learners)");
+  if (spec->has_learners && c.strategy == Strategy::ps &&
+      (c.ps.mode == dist::ps::PsMode::sync || c.ps.mode == dist::ps::PsMode::bounded)) {
+    // Each learner pushes when its rollout is done and reads whatever the servers hold then:
+    // there are no steps for all workers to agree on or to bound.
+    throw UsageError(fmt::format("{}'s actor-learners push to the parameter server asynchronously: use --ps-mode async "
+                                 "or eager (got {})",
+                                 c.workload, dist::ps::to_string(c.ps.mode)));
   }
   validate_ps(c, device);
   if (several_ranks && c.strategy == Strategy::allreduce && device.type != engine::DeviceType::cpu) {

@@ -366,6 +366,8 @@ RunOutcome RunSession::run() {
       ps_job->start_server();   // a dedicated server rank serves here until every worker is done
       if (ps_job->worker() != nullptr) ps_job->worker()->initialize();
     } else if (distributed) {
+      // Its learners' gradients never reach the phases that average them (validate() refuses it).
+      if (spec.has_learners) throw std::runtime_error(c.workload + "'s actor-learners cannot train data-parallel: --strategy ps");
       dp = std::make_unique<dist::DataParallel>(*comm, *control, workload->gradient_groups(), c.data_parallel);
       if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
         auto split = workload->split_step();

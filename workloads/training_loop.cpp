@@ -102,6 +102,10 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   const int64_t total = options.warmup + options.iterations;
   w.model().train(true);
   ledger.reset_peak();  // the training peak: what was allocated before (and freed) is not training's
+  // The parameter server as the phases see it: not at all when the workload's learners read and
+  // push themselves.
+  dist::ps::PsWorker* phases_ps = options.parameter_server;
+  if (phases_ps && w.take_parameter_service(*phases_ps)) phases_ps = nullptr;
   for (int64_t i = 0; i < total; ++i) {
     bool stop = options.stop && options.stop->load();
     if (options.data_parallel) stop = options.data_parallel->any_rank(stop, "stop flag");  // all ranks, or none
@@ -119,7 +123,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     try {
       it.start_ns = profiler::now_ns();
       profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
-      LoopPhases phases(options.data_parallel, options.parameter_server);
+      LoopPhases phases(options.data_parallel, phases_ps);
       const StepResult r = w.step(phases);
       // The last step's updates belong to its iteration (cross-barrier leaves them running).
       if (options.data_parallel && i + 1 == total) options.data_parallel->flush();

@@ -12,6 +12,7 @@
 
 #include "engine/nn/module.h"
 #include "engine/optim/optimizer_recipe.h"
+#include "engine/optim/parameter_service.h"
 #include "engine/optim/split_step.h"
 #include "engine/tensor.h"
 
@@ -121,6 +122,13 @@ class Workload {
   // workload's update of that part of the parameter. Empty: the workload cannot train on a
   // parameter server.
   virtual std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() { return {}; }
+
+  // A workload whose learners update asynchronously from threads of their own (a3c) takes the
+  // parameter server's worker here and reads and pushes through it from those threads
+  // (engine/optim/parameter_service.h); the loop's phases then neither gate its forwards nor
+  // push its backwards' gradients, and its optimizer phase runs (the learners' pushes). The
+  // service outlives every step. Others return false: the phases do the pushing.
+  virtual bool take_parameter_service(engine::optim::ParameterService& /*service*/) { return false; }
 
   // Extra metrics: asked for after every step() (stored with that iteration) and once after
   // the last one (stored for the whole run). None by default.

@@ -65,6 +65,7 @@ struct PsWorker::State {
   std::multimap<std::pair<int64_t, int64_t>, Outgoing> outbox;
   int64_t sequence = 0;
   int64_t in_flight = 0;         // queued or being sent
+  int64_t queued_push_floats = 0;   // gradient values queued or being sent
   bool closing = false;
   int byes = 0;
   bool finished = false;
@@ -79,12 +80,45 @@ struct PsWorker::State {
 
   void enqueue(int key, MessageHeader header, std::vector<float> data, int dest) {
     const int64_t order = options.priority && key >= 0 ? layout.keys[static_cast<size_t>(key)].priority : 0;
+    if (header.kind == MessageKind::push) queued_push_floats += static_cast<int64_t>(data.size());
     outbox.emplace(std::make_pair(order, sequence++), Outgoing{header, std::move(data), dest});
     ++in_flight;
     cv.notify_all();
   }
   void check() {
     if (error) std::rethrow_exception(error);
+  }
+  // Under the lock: key `id`'s part of `grad` (undefined: a push without a gradient), computed
+  // on the key's value of version `version`, as this worker's next push of that key.
+  void enqueue_push(int id, const engine::Tensor& grad, int64_t version) {
+    const Key& spec = layout.keys[static_cast<size_t>(id)];
+    KeyState& k = keys[static_cast<size_t>(id)];
+    k.pushed += 1;
+    std::vector<float> data;
+    if (grad.defined()) data.assign(grad.data() + spec.offset, grad.data() + spec.offset + spec.count);
+    enqueue(id, MessageHeader{MessageKind::push, id, worker, profiler::Tracer::global().iteration(), k.pushed, std::max<int64_t>(0, version)},
+            std::move(data), topology.server_rank(spec.server));
+  }
+  // Group `group`'s parameters, once `tensors` are shown to match them (a learner's copy of the
+  // network, or its gradients, where `may_be_undefined`).
+  const std::vector<engine::Tensor>& checked_group(int group, const std::vector<engine::Tensor>& tensors, const char* what,
+                                                   bool may_be_undefined = false) const {
+    if (group < 0 || static_cast<size_t>(group) >= groups.size()) {
+      throw DistError(std::string("parameter server: ") + what + " of gradient group " + std::to_string(group) + ", which does not exist");
+    }
+    const auto& params = groups[static_cast<size_t>(group)];
+    if (tensors.size() != params.size()) {
+      throw DistError(std::string("parameter server: ") + what + " of " + std::to_string(tensors.size()) +
+                      " tensors for gradient group " + std::to_string(group) + " of " + std::to_string(params.size()));
+    }
+    for (size_t t = 0; t < params.size(); ++t) {
+      if (may_be_undefined && !tensors[t].defined()) continue;
+      if (!tensors[t].defined() || tensors[t].layout() != params[t].layout() || tensors[t].device().type != engine::DeviceType::cpu) {
+        throw DistError(std::string("parameter server: ") + what + ": tensor " + std::to_string(t) + " is not laid out as '" +
+                        params[t].name() + "' on the CPU");
+      }
+    }
+    return params;
   }
 };
 
@@ -172,6 +206,7 @@ void PsWorker::send_thread(const std::shared_ptr<State>& state) {
       std::lock_guard lock(st.mutex);
       --st.in_flight;
       if (is_push) {
+        st.queued_push_floats -= static_cast<int64_t>(out.data.size());
         st.pushes += 1;
         st.bytes_pushed += static_cast<int64_t>(sizeof(MessageHeader) + out.data.size() * sizeof(float));
       }
@@ -344,17 +379,69 @@ void PsWorker::push_tensor(int group, int tensor, bool has_gradient) {
   if (grad.defined() && grad.layout() != p.layout()) {
     throw DistError("parameter server: the gradient of '" + p.name() + "' has another layout than the parameter");
   }
-  const int32_t iteration = profiler::Tracer::global().iteration();
   std::lock_guard lock(st.mutex);
   for (int id : st.layout.of_tensor[static_cast<size_t>(group)][static_cast<size_t>(tensor)]) {
-    const Key& spec = st.layout.keys[static_cast<size_t>(id)];
-    State::KeyState& k = st.keys[static_cast<size_t>(id)];
-    k.pushed += 1;
-    std::vector<float> data;
-    if (grad.defined()) data.assign(grad.data() + spec.offset, grad.data() + spec.offset + spec.count);
-    st.enqueue(id, MessageHeader{MessageKind::push, id, st.worker, iteration, k.pushed, std::max<int64_t>(0, k.installed_version)},
-               std::move(data), st.topology.server_rank(spec.server));
+    st.enqueue_push(id, grad, st.keys[static_cast<size_t>(id)].installed_version);
   }
+}
+
+engine::optim::ParameterService::Versions PsWorker::read(int group, const std::vector<engine::Tensor>& into) {
+  State& st = *state_;
+  const auto& params = st.checked_group(group, into, "read");
+  std::unique_lock lock(st.mutex);
+  const auto arrived = [&] {
+    if (st.error) return true;
+    for (size_t t = 0; t < params.size(); ++t) {
+      for (int id : st.layout.of_tensor[static_cast<size_t>(group)][t]) {
+        if (st.keys[static_cast<size_t>(id)].arrived_version < 0) return false;
+      }
+    }
+    return true;
+  };
+  if (!arrived()) {
+    profiler::Range r(names().pull_wait, profiler::EventKind::wait);
+    st.cv.wait(lock, arrived);
+  }
+  st.check();
+  Versions versions;
+  for (size_t t = 0; t < params.size(); ++t) {
+    for (int id : st.layout.of_tensor[static_cast<size_t>(group)][t]) {
+      const Key& spec = st.layout.keys[static_cast<size_t>(id)];
+      const State::KeyState& k = st.keys[static_cast<size_t>(id)];
+      std::memcpy(into[t].data() + spec.offset, k.arrived.data(), static_cast<size_t>(spec.count) * sizeof(float));
+      versions.push_back(k.arrived_version);
+    }
+  }
+  return versions;
+}
+
+void PsWorker::push(int group, const std::vector<engine::Tensor>& gradients, const Versions& versions) {
+  State& st = *state_;
+  const auto& params = st.checked_group(group, gradients, "push", true);
+  int64_t keys = 0, floats = 0;
+  for (size_t t = 0; t < params.size(); ++t) {
+    keys += static_cast<int64_t>(st.layout.of_tensor[static_cast<size_t>(group)][t].size());
+    floats += params[t].numel();
+  }
+  if (static_cast<int64_t>(versions.size()) != keys) {
+    throw DistError("parameter server: a push of group " + std::to_string(group) + " with " +
+                    std::to_string(versions.size()) + " versions for its " + std::to_string(keys) + " keys");
+  }
+  std::unique_lock lock(st.mutex);
+  const auto room = [&] { return st.error || st.queued_push_floats < 2 * floats; };
+  if (!room()) {
+    profiler::Range r(names().push_wait, profiler::EventKind::wait);
+    st.cv.wait(lock, room);
+  }
+  st.check();
+  size_t v = 0;
+  for (size_t t = 0; t < params.size(); ++t) {
+    for (int id : st.layout.of_tensor[static_cast<size_t>(group)][t]) st.enqueue_push(id, gradients[t], versions[v++]);
+  }
+}
+
+void PsWorker::refresh_model() {
+  for (const Key& k : state_->layout.keys) install(k.id, true, true);
 }
 
 bool PsWorker::stop_requested(bool local) {

@@ -8,6 +8,9 @@
 // bounded), or (eager) the newest that has arrived as long as it answers the push before that.
 // Two threads: one sends (in priority order when asked: the front layers' keys first), one
 // receives.
+// A workload whose learners update asynchronously from threads of their own (a3c) does not go
+// through the phases' hooks and gate: it reads and pushes through the ParameterService side
+// (engine/optim/parameter_service.h), from any of its threads.
 #include <mpi.h>
 
 #include <cstdint>
@@ -19,11 +22,12 @@
 #include "dist/ps/topology.h"
 #include "engine/nn/module.h"
 #include "engine/nn/parameter_gate.h"
+#include "engine/optim/parameter_service.h"
 #include "engine/tensor.h"
 
 namespace ts::dist::ps {
 
-class PsWorker final : public engine::nn::ParameterGate {
+class PsWorker final : public engine::nn::ParameterGate, public engine::optim::ParameterService {
  public:
   // `groups`: the workload's gradient groups (the tensors the layout was planned from);
   // `clip_norms[g]`: group g's global-norm clipping before its push (0: none). `workers` is a
@@ -49,6 +53,14 @@ class PsWorker final : public engine::nn::ParameterGate {
   // Whether any worker was asked to stop (sync: all of them decide together; otherwise each
   // worker for itself, and the servers stop waiting for a worker that is done).
   bool stop_requested(bool local);
+  // The learners' side (parameter_service.h): the newest values that have arrived, and pushes
+  // stamped with the versions they were computed on. At most two updates of a group wait to
+  // be sent; a third push waits (a `push wait`) rather than let memory grow with a slow link.
+  Versions read(int group, const std::vector<engine::Tensor>& into) override;
+  void push(int group, const std::vector<engine::Tensor>& gradients, const Versions& versions) override;
+  // Installs every key's newest value, first waiting for the answers to this worker's last
+  // pushes: the model as this worker's servers hold it, for an evaluation between steps.
+  void refresh_model();
   // Installs the newest values (waiting for the last answers), waits for every worker, reads the
   // servers' final values, says done to every server and waits for them to acknowledge.
   // Rethrows a failure of the network threads. Idempotent; every worker must call it.

@@ -1,7 +1,7 @@
 // `trainscope run --strategy ps` end to end: every workload with a plain gradient step trains on
 // co-located servers and stores one run with every rank's records, the servers' figures and the
 // staleness of what they applied (0 in sync mode); dedicated servers in bounded mode keep the
-// bound in what they store.
+// bound in what they store; a3c's learners push every update of every worker to the servers.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -79,6 +79,49 @@ TEST(ParameterServerRun, BoundedStalenessOnADedicatedServerKeepsItsBound) {
     reads += s.count;
   }
   EXPECT_GT(reads, 0);
+}
+
+TEST(ParameterServerRun, A3cLearnersOnEveryWorkerPushEachUpdateAsynchronously) {
+  TempDir dir;
+  const auto db = dir / "ps.db";
+  // tiny: 2 learners per worker take 8 updates per iteration between them; 1 + 3 iterations.
+  constexpr int64_t kUpdatesPerWorker = 8 * 4;
+  for (const std::string mode : {"async", "eager"}) {
+    const auto res = run_trainscope("run a3c --preset tiny --iters 3 --warmup 1 --eval-batches 1 --nproc 2 --strategy ps "
+                                    "--servers 2 --chunk-mb 0.25 --ps-mode " + mode + " --db " + db.string() + " 2>&1");
+    ASSERT_EQ(res.exit_code, 0) << res.out;
+  }
+  ts::store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) {
+    SCOPED_TRACE(run.config_json);
+    EXPECT_EQ(run.status, ts::store::RunStatus::completed);
+    ts::testing::expect_every_ranks_records(r, run.id, 2, 4, /*collectives=*/false);
+    int64_t pushes = 0, keys = 0;
+    for (const auto& s : r.ps_servers(run.id)) {
+      // Every key of every learner's update, from both workers: none lost, none twice.
+      EXPECT_EQ(s.pushes, s.keys * 2 * kUpdatesPerWorker) << "server " << s.server;
+      EXPECT_EQ(s.updates, s.pushes);
+      pushes += s.pushes;
+      keys += s.keys;
+    }
+    EXPECT_GT(keys, 2) << "the chunk size should split the network into several keys";
+    int64_t recorded = 0, stale = 0;
+    for (const auto& s : r.ps_staleness(run.id)) {
+      ASSERT_EQ(s.kind, "updates");
+      EXPECT_GE(s.staleness, 0);
+      recorded += s.count;
+      if (s.staleness > 0) stale += s.count;
+    }
+    EXPECT_EQ(recorded, pushes) << "every applied push has its staleness stored";
+    // Four learners in two processes push without waiting for one another: some gradient always
+    // meets a value newer than the one it was computed on.
+    EXPECT_GT(stale, 0);
+    bool quality = false;
+    for (const auto& m : r.metrics(run.id)) quality = quality || m.name == "mean_episode_score";
+    EXPECT_TRUE(quality) << "the servers' final network was not evaluated";
+  }
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // at the tiny preset, the ranks of one world draw different training batches, rank 0 of a world
 // of one draws exactly what the default config draws, every rank builds the same model, and a
 // rank's batches are deterministic. Then wgan's two gradient groups (and which parameters each
-// backward reaches), a3c refusing a world of several processes, rank/world checks in every
+// backward reaches), a3c's workers seeded apart, rank/world checks in every
 // spec, and the sharding of the finite data sets (Fashion-MNIST, parallel text, speech).
 #include <gtest/gtest.h>
 
@@ -20,6 +20,7 @@
 #include "workloads/data/shard.h"
 #include "workloads/data/speech_data.h"
 #include "workloads/data/text_data.h"
+#include "workloads/training_loop.h"
 #include "workloads/workload.h"
 
 using namespace ts;
@@ -210,21 +211,25 @@ TEST(Shard, OtherWorkloadsHaveOneGroupOfEveryParameter) {
 
 // ---------------------------------------------------------------- a3c
 
-TEST(Shard, A3cRefusesSeveralProcesses) {
-  const WorkloadSpec* spec = find_workload("a3c");
-  ASSERT_NE(spec, nullptr);
-  for (const auto& f : {spec->check, std::function<void(const WorkloadConfig&)>(
-                                         [&](const WorkloadConfig& wc) { spec->create(wc); })}) {
-    try {
-      f(tiny(0, 2));
-      ADD_FAILURE() << "a3c accepted a world of 2";
-    } catch (const std::invalid_argument& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find("asynchronous"), std::string::npos) << m;
-      EXPECT_NE(m.find("parameter server"), std::string::npos) << m;
-    }
-  }
-  EXPECT_NO_THROW(spec->check(tiny(0, 1)));
+// On a parameter server each worker's learners play their own games from the same network.
+TEST(Shard, A3cWorkersShareTheNetworkAndPlayGamesOfTheirOwn) {
+  const auto first_iteration_loss = [](int rank, std::vector<std::vector<float>>* params) {
+    WorkloadConfig wc = tiny(rank, 2);
+    wc.learners = 1;   // one learner: the iteration is deterministic
+    auto w = build("a3c", wc);
+    for (const Tensor& p : w->model().parameters()) params->push_back(p.to_vector());
+    LoopOptions o;
+    o.iterations = 1;
+    o.warmup = 0;
+    const LoopResult r = run_training(*w, o);
+    if (r.failed || r.iterations.size() != 1) throw std::runtime_error("a3c did not train: " + r.error);
+    return r.iterations[0].loss;
+  };
+  std::vector<std::vector<float>> p0, p0_again, p1;
+  const double loss0 = first_iteration_loss(0, &p0);
+  EXPECT_EQ(first_iteration_loss(0, &p0_again), loss0) << "the same rank should play the same games";
+  EXPECT_NE(first_iteration_loss(1, &p1), loss0) << "rank 1 played rank 0's games";
+  EXPECT_EQ(p0, p1) << "the network must not depend on the rank";
 }
 
 // ---------------------------------------------------------------- the helpers and the finite sets

@@ -244,8 +244,10 @@ class Learner {
 
   LearnerStats stats;
 
-  // One rollout and update (the paper's Algorithm S3, one pass of its loop).
-  void update(Phases& phases, engine::optim::RmsProp& shared_opt) {
+  // One rollout and update (the paper's Algorithm S3, one pass of its loop): against the shared
+  // network and optimizer of this process, or, with a parameter server (`service`), against
+  // the servers' parameters, whose RMSProp runs there.
+  void update(Phases& phases, engine::optim::RmsProp& shared_opt, engine::optim::ParameterService* service) {
     const auto& names = phase_names();
     Rollout r;
     const int64_t t0 = profiler::now_ns();
@@ -253,7 +255,11 @@ class Learner {
       profiler::Range acting(names.acting, profiler::EventKind::phase);
       engine::NoGradScope no_grad;
       engine::CategoryScope category(memprof::Category::activations);
-      sync(shared_opt.params());
+      if (service) {
+        versions_ = service->read(0, params_);
+      } else {
+        sync(shared_opt.params());
+      }
       act(r);
     }
     const int64_t t1 = profiler::now_ns();
@@ -266,7 +272,11 @@ class Learner {
       std::vector<Tensor> grads;
       grads.reserve(params_.size());
       for (const Tensor& p : params_) grads.push_back(p.grad());
-      shared_opt.step(grads);
+      if (service) {
+        service->push(0, grads, versions_);
+      } else {
+        shared_opt.step(grads);
+      }
       for (Tensor& p : params_) p.zero_grad();
     });
     stats.acting_ns += t1 - t0;
@@ -316,6 +326,7 @@ class Learner {
   engine::Rng rng_;
   A3cNet net_;
   std::vector<Tensor> params_;
+  engine::optim::ParameterService::Versions versions_;   // of the servers' values params_ holds
   std::vector<float> obs_;
 };
 
@@ -330,9 +341,10 @@ engine::optim::RmsPropOptions rmsprop_options(const A3cConfig& c) {
 
 class A3cWorkload final : public Workload {
  public:
-  A3cWorkload(const A3cConfig& cfg, uint64_t seed, Device device)
+  A3cWorkload(const A3cConfig& cfg, uint64_t seed, Device device, const DataShard& shard)
       : cfg_(cfg),
         seed_(seed),
+        learner_seed_(shard_seed(seed, shard)),
         device_(device),
         model_(std::make_shared<A3cNet>(cfg, device, seed)),
         opt_(model_->parameters(), rmsprop_options(cfg)) {
@@ -356,6 +368,13 @@ class A3cWorkload final : public Workload {
   // The shared RMSProp; each learner clips its own gradient before applying it.
   std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
     return {engine::optim::rmsprop_recipe(opt_.options(), cfg_.max_grad_norm)};
+  }
+  // On a parameter server the learners read the servers' parameters and push their clipped
+  // gradients there (asynchronously: no learner waits for another's update, in this process
+  // or any other); the servers' RMSProp takes the place of the shared one.
+  bool take_parameter_service(engine::optim::ParameterService& service) override {
+    service_ = &service;
+    return true;
   }
 
   // Mean score over `batches` episodes (10 when 0) of the shared network's most likely actions,
@@ -430,7 +449,7 @@ class A3cWorkload final : public Workload {
     engine::backend_for(device_);  // made on this thread first: its set-up (denormals) is inherited
     for (int64_t i = 0; i < cfg_.learners; ++i) {
       learners_.push_back(
-          std::make_unique<Learner>(cfg_, device_, mix(seed_ * 1315423911ULL + static_cast<uint64_t>(i))));
+          std::make_unique<Learner>(cfg_, device_, mix(learner_seed_ * 1315423911ULL + static_cast<uint64_t>(i))));
     }
     learner_split_.assign(learners_.size(), Split{});
     for (auto& l : learners_) threads_.emplace_back([this, learner = l.get()] { learner_main(*learner); });
@@ -452,7 +471,7 @@ class A3cWorkload final : public Workload {
       }
       while (!failed_.load() && tickets_.fetch_sub(1) > 0) {
         try {
-          learner.update(*phases, opt_);
+          learner.update(*phases, opt_, service_);
         } catch (const std::exception& e) {
           std::lock_guard lock(mutex_);
           if (error_.empty()) error_ = e.what();
@@ -526,9 +545,11 @@ class A3cWorkload final : public Workload {
 
   A3cConfig cfg_;
   uint64_t seed_;
+  uint64_t learner_seed_;  // the games and policies: apart on each parameter-server worker
   Device device_;
   std::shared_ptr<A3cNet> model_;  // the shared parameters
   engine::optim::RmsProp opt_;     // the shared optimizer (its square averages are shared too)
+  engine::optim::ParameterService* service_ = nullptr;   // or the parameter server's
   std::vector<std::unique_ptr<Learner>> learners_;
   std::vector<std::thread> threads_;
 
@@ -589,24 +610,10 @@ Preset make_preset(const std::string& name, const std::string& summary) {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_a3c_workload(const A3cConfig& config, uint64_t seed, Device device) {
-  return std::make_unique<A3cWorkload>(config, seed, device);
+std::unique_ptr<Workload> make_a3c_workload(const A3cConfig& config, uint64_t seed, Device device,
+                                            const DataShard& shard) {
+  return std::make_unique<A3cWorkload>(config, seed, device, shard);
 }
-
-namespace {
-
-// No data parallelism: the learners update one shared network asynchronously (Hogwild), which
-// averaging gradients at the end of a synchronous backward phase cannot express.
-void check_a3c_world(const WorkloadConfig& wc) {
-  data_shard(wc, "a3c");
-  if (wc.world_size > 1) {
-    throw std::invalid_argument("a3c cannot train data-parallel (world size " + std::to_string(wc.world_size) +
-                                "): its learners are asynchronous (Hogwild updates to one shared network), and "
-                                "distributed a3c needs the parameter server, a later feature");
-  }
-}
-
-}  // namespace
 
 WorkloadSpec a3c_spec() {
   WorkloadSpec s;
@@ -621,18 +628,18 @@ WorkloadSpec a3c_spec() {
   s.has_learners = true;
   s.check = [](const WorkloadConfig& wc) {
     a3c_config(wc.preset);
-    check_a3c_world(wc);
+    data_shard(wc, "a3c");
     if (wc.learners < 0) throw std::invalid_argument("a3c: learners must be positive");
     if (wc.data != "synthetic") {
       throw std::invalid_argument("a3c plays its own Breakout game (--data synthetic), got '" + wc.data + "'");
     }
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
-    check_a3c_world(wc);
+    const DataShard shard = data_shard(wc, "a3c");
     A3cConfig cfg = a3c_config(wc.preset);
     if (wc.batch > 0) cfg.t_max = wc.batch;  // --batch is the rollout length
     if (wc.learners > 0) cfg.learners = wc.learners;
-    return make_a3c_workload(cfg, wc.seed, wc.device);
+    return make_a3c_workload(cfg, wc.seed, wc.device, shard);
   };
   return s;
 }

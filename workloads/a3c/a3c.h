@@ -17,6 +17,7 @@
 
 #include "engine/nn/layers.h"
 #include "workloads/a3c/breakout.h"
+#include "workloads/data/shard.h"
 #include "workloads/workload.h"
 
 namespace ts::workloads {
@@ -93,8 +94,11 @@ double mean_episode_score(const BreakoutConfig& game, const A3cNet* net, int64_t
                           EvalActing acting = EvalActing::epsilon_greedy);
 
 // The workload for a configuration (a3c_spec()'s create() makes it from a preset's). Learner
-// threads start at the first step() and stop when it is destroyed.
-std::unique_ptr<Workload> make_a3c_workload(const A3cConfig& config, uint64_t seed, engine::Device device);
+// threads start at the first step() and stop when it is destroyed. `shard`: this process among
+// a parameter server's workers; its learners' games and policies are seeded apart from the
+// other workers' (shard_seed), the network alike on all.
+std::unique_ptr<Workload> make_a3c_workload(const A3cConfig& config, uint64_t seed, engine::Device device,
+                                            const DataShard& shard = {});
 
 WorkloadSpec a3c_spec();
 
