@@ -166,13 +166,15 @@ int find_pid(const std::filesystem::path& db, int rank) {
   return -1;
 }
 
-// A two-rank run that would train for hours, started in the background: its exit status goes
-// to `rc` once it ends. Returns when both ranks' iterations reach the db.
+// A two-worker run that would train for hours (`args`: how it is distributed), started in the
+// background: its exit status goes to `rc` once it ends. Returns when both workers' iterations
+// reach the db.
 struct EndlessJob {
   std::filesystem::path db, rc, log;
-  explicit EndlessJob(const TempDir& dir) : db(dir / "k.db"), rc(dir / "rc"), log(dir / "log") {
+  explicit EndlessJob(const TempDir& dir, const std::string& args = "")
+      : db(dir / "k.db"), rc(dir / "rc"), log(dir / "log") {
     const std::string cmd = std::string(TRAINSCOPE_BIN) + " run resnet50 --iters 1000000 --nproc 2 --eval-batches 0 " +
-                            "--flush-interval 0.2 --db " + db.string();
+                            "--flush-interval 0.2 " + args + " --db " + db.string();
     EXPECT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
     for (int i = 0; i < 600; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -196,28 +198,26 @@ struct EndlessJob {
   int exit_status() const { return std::stoi(ts::testing::read_file(rc)); }
 };
 
-TEST(DistributedRun, AKilledRankStopsTheOthersAndTheRunIsMarkedFailed) {
-  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
-  TempDir dir;
-  const EndlessJob job(dir);
-  const auto& db = job.db;
-  const auto& log = job.log;
-  const int pid = find_pid(db, 1);
-  ASSERT_GT(pid, 0) << "rank 1 never showed up";
+// Kills rank `victim` of `job` and checks what a death must leave: the others stopped within a
+// bounded time, the job failed, the run marked failed with an error and what was measured, the
+// db intact.
+void expect_a_death_fails_the_run(const EndlessJob& job, int victim) {
+  const int pid = find_pid(job.db, victim);
+  ASSERT_GT(pid, 0) << "rank " << victim << " never showed up";
   const auto killed = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   const double seconds = job.wait_since(killed);
   ASSERT_TRUE(job.ended()) << "the job did not end within 60 s of the kill";
-  // mpirun's SIGTERM comes 5 s after the death, the survivor gives up 4 s later (~9 s).
-  EXPECT_LT(seconds, 20.0) << "the other rank took " << seconds << " s to stop";
-  EXPECT_EQ(job.exit_status(), 1) << ts::testing::read_file(log);
-  ts::store::Reader r(db);
+  // mpirun's SIGTERM comes 5 s after the death, the survivors give up 4 s later (~9 s).
+  EXPECT_LT(seconds, 20.0) << "the other ranks took " << seconds << " s to stop";
+  EXPECT_EQ(job.exit_status(), 1) << ts::testing::read_file(job.log);
+  ts::store::Reader r(job.db);
   const auto run = r.runs().at(0);
-  EXPECT_EQ(run.status, ts::store::RunStatus::failed) << ts::testing::read_file(log);
+  EXPECT_EQ(run.status, ts::store::RunStatus::failed) << ts::testing::read_file(job.log);
   EXPECT_FALSE(run.error.empty());
   EXPECT_GE(r.iteration_count(run.id, 0), 2) << "what was measured is kept";
   sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(job.db.c_str(), &h), SQLITE_OK);
   std::string verdict;
   sqlite3_exec(
       h, "PRAGMA integrity_check",
@@ -228,6 +228,24 @@ TEST(DistributedRun, AKilledRankStopsTheOthersAndTheRunIsMarkedFailed) {
       &verdict, nullptr);
   sqlite3_close(h);
   EXPECT_EQ(verdict, "ok");
+}
+
+TEST(DistributedRun, AKilledRankStopsTheOthersAndTheRunIsMarkedFailed) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  TempDir dir;
+  expect_a_death_fails_the_run(EndlessJob(dir), 1);
+}
+
+// On a parameter server (two workers, rank 2 a dedicated server): a dead server leaves the
+// workers waiting for values that never come, a dead worker leaves the server, and in sync
+// mode the other worker, waiting for its pushes.
+TEST(DistributedRun, ADeadParameterServerOrWorkerStopsTheOthersAndTheRunIsMarkedFailed) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  for (const int victim : {2, 1}) {
+    SCOPED_TRACE(victim == 2 ? "the server killed" : "a worker killed");
+    TempDir dir;
+    expect_a_death_fails_the_run(EndlessJob(dir, "--strategy ps --dedicated-servers"), victim);
+  }
 }
 
 // Ctrl-C (here SIGTERM: a background job of a non-interactive shell ignores SIGINT, and the
