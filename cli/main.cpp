@@ -75,6 +75,16 @@ int main(int argc, char** argv) {
   run->add_option("--eval-batches", rc.eval_batches, "Held-out batches for the quality metric (0: none)")
       ->capture_default_str()
       ->transform(int64_text);
+  run->add_option("--eval-every", rc.eval_every,
+                  "Also evaluate after every N timed iterations, outside the timed figures: the quality curve (0: "
+                  "only at the end)")
+      ->capture_default_str()
+      ->transform(int64_text);
+  double quality_target = 0;
+  auto* quality_target_opt = run->add_option(
+      "--quality-target", quality_target,
+      "The quality (the workload's metric) whose first evaluation at or past it gives the run's time to quality; "
+      "needs --eval-every");
   run->add_option("--db", rc.db, "SQLite file to store into")->capture_default_str();
   run->add_flag("--no-trace{false}", rc.trace, "Do not record per-op events (phases are still timed)");
   double flush_seconds = 2.0, lock_wait_seconds = 60.0;
@@ -305,6 +315,7 @@ int main(int argc, char** argv) {
       rc.mca = parse_mca(mca);
       if (!*nproc_opt && (!rc.hosts.empty() || !rc.hostfile.empty())) rc.nproc = 0;   // one rank per slot
       if (*learners_opt) rc.learners = learners;
+      if (*quality_target_opt) rc.quality_target = quality_target;
       if (*strategy_opt) strategy_input.strategy = strategy;
       if (*servers_opt) strategy_input.servers = servers;
       if (*dedicated_opt) strategy_input.dedicated_servers = dedicated_servers;

@@ -69,6 +69,8 @@ std::vector<std::string> rank_arguments(const RunConfig& c) {
                                 "--lock-wait", fmt::format("{}", c.lock_wait.count() / 1000.0)};
   if (c.batch) a.insert(a.end(), {"--batch", std::to_string(*c.batch)});
   if (c.learners) a.insert(a.end(), {"--learners", std::to_string(*c.learners)});
+  if (c.eval_every > 0) a.insert(a.end(), {"--eval-every", std::to_string(c.eval_every)});
+  if (c.quality_target) a.insert(a.end(), {"--quality-target", fmt::format("{}", *c.quality_target)});
   if (c.threads > 0) a.insert(a.end(), {"--threads", std::to_string(c.threads)});
   if (!c.trace) a.push_back("--no-trace");
   // The chosen strategy's options only: a rank refuses the other strategy's, as the user's command does.

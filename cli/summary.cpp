@@ -258,6 +258,12 @@ std::string format_summary(const nlohmann::json& j) {
   }
   if (j["metrics"].contains("accuracy")) s += fmt::format("  accuracy       {:.1f}% (held-out)\n", 100 * metric("accuracy"));
   if (j["metrics"].contains("bleu")) s += fmt::format("  BLEU           {:.2f} (held-out, greedy)\n", metric("bleu"));
+  if (j["metrics"].contains("quality_target")) {   // --eval-every with --quality-target
+    s += j["metrics"].contains("time_to_quality_s")
+             ? fmt::format("  to quality     {:.2f} s of training ({:.0f} iterations) to reach {:g}\n",
+                           metric("time_to_quality_s"), metric("iterations_to_quality"), metric("quality_target"))
+             : fmt::format("  to quality     {:g} not reached in any evaluation\n", metric("quality_target"));
+  }
   if (j["metrics"].contains("image_stat_distance")) {
     s += fmt::format("  image stats    {:.4f} distance to held-out images (lower is better)\n",
                      metric("image_stat_distance"));

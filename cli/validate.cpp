@@ -299,6 +299,12 @@ void validate(const RunConfig& c) {
   check_range("--iters", c.iterations, 1, kMaxIterations);
   check_range("--warmup", c.warmup, 0, kMaxWarmup);
   check_range("--eval-batches", c.eval_batches, 0, kMaxEvalBatches);
+  check_range("--eval-every", c.eval_every, 0, kMaxIterations);
+  if (c.eval_every > 0 && c.eval_batches == 0) throw UsageError("--eval-every needs held-out batches: --eval-batches 1 or more");
+  if (c.quality_target) {
+    if (!std::isfinite(*c.quality_target)) throw UsageError("--quality-target must be a finite number");
+    if (c.eval_every == 0) throw UsageError("--quality-target needs --eval-every: the quality is measured during training");
+  }
   // More threads than cores are refused, not capped with a warning: the threads are OpenMP's,
   // whose barriers spin, so 1000 threads on 2 cores never finished; and a capped run would store
   // a thread count other than the one asked for.

@@ -26,6 +26,11 @@ struct RunConfig {
   int64_t threads = 0;      // 0: all cores
   uint64_t seed = 1;
   int64_t eval_batches = 2;
+  // Evaluations during training (session/quality_curve.h): after every `eval_every` timed
+  // iterations (0: only at the end), outside the timed spans; the first to reach
+  // `quality_target` (the workload's metric, in its direction) gives the run's time to quality.
+  int64_t eval_every = 0;
+  std::optional<double> quality_target;
   bool trace = true;
   bool json = false;
   std::filesystem::path db = "results/trainscope.db";

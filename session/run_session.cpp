@@ -27,6 +27,7 @@
 #include "nlohmann/json.hpp"
 #include "profiler/gpu_tracer.h"
 #include "profiler/tracer.h"
+#include "session/quality_curve.h"
 #include "session/rank_channel.h"
 #include "session/rank_records.h"
 #include "session/record.h"
@@ -235,6 +236,8 @@ RunOutcome RunSession::run() {
   nlohmann::json table = nlohmann::json::object();
   for (const auto& [k, v] : preset.table) table[k] = v;
   if (c.learners) cfg["learners"] = *c.learners;
+  if (c.eval_every > 0) cfg["eval_every"] = c.eval_every;
+  if (c.quality_target) cfg["quality_target"] = *c.quality_target;
   if (!c.suite.name.empty()) {
     cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
   }
@@ -388,7 +391,16 @@ RunOutcome RunSession::run() {
     lo.stop = &stop;
     lo.data_parallel = dp.get();
     lo.parameter_server = ps_job ? ps_job->worker() : nullptr;
-    lo.on_iteration = [&](const workloads::IterationResult& it) {
+    QualityCurve curve(c.warmup, c.eval_every, c.quality_target);
+    lo.on_iteration = [&](workloads::IterationResult& it) {
+      if (curve.count(it)) {
+        // The model as this rank trains it: updates still pending applied, the servers' newest values installed.
+        if (dp) dp->flush();
+        if (ps_job && ps_job->worker()) ps_job->worker()->refresh_model();
+        const workloads::Quality q = workloads::run_evaluation(*workload, c.eval_batches);
+        curve.add(q);
+        it.metrics.push_back({q.metric, q.value, q.unit});
+      }
       stream->add_iteration(it);
       const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
       // The job's rate: every rank trains on its own batch of the same size.
@@ -398,6 +410,7 @@ RunOutcome RunSession::run() {
     if (trains && (!stop.load() || distributed)) {  // distributed: the ranks decide together, in the loop
       profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
       loop = workloads::run_training(*workload, lo);
+      for (auto& m : curve.run_metrics()) loop.metrics.push_back(std::move(m));
     }
     // The servers' final model in every worker (evaluation reads it), this rank's server done.
     if (ps_job && !loop.failed) ps_job->finish();

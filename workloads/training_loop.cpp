@@ -137,8 +137,14 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
       break;
     }
     it.end_ns = profiler::now_ns();
+    try {
+      if (options.on_iteration) options.on_iteration(it);
+    } catch (const std::exception& e) {
+      result.failed = true;
+      result.error = "after iteration " + std::to_string(i) + ": " + e.what();
+    }
     result.iterations.push_back(it);
-    if (options.on_iteration) options.on_iteration(it);
+    if (result.failed) break;
   }
   if (options.data_parallel) {
     try {

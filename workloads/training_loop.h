@@ -30,7 +30,9 @@ struct LoopOptions {
   int64_t iterations = 10;   // timed iterations
   int64_t warmup = 2;        // before them, marked and excluded from the figures
   const std::atomic<bool>* stop = nullptr;   // set asynchronously (signal handler) to stop after this iteration
-  std::function<void(const IterationResult&)> on_iteration;   // progress display
+  // After each iteration, outside its span: progress display, evaluation (whose quality it may
+  // add to the iteration's metrics).
+  std::function<void(IterationResult&)> on_iteration;
   // Distributed runs: averages each backward's gradients across ranks (dist/), and makes the
   // ranks agree, before each iteration, whether any of them was asked to stop.
   dist::DataParallel* data_parallel = nullptr;

@@ -195,6 +195,42 @@ TEST(Cli, LearnersFlagSetsA3csThreads) {
   }
 }
 
+// --eval-every: the quality after every 3rd timed iteration, stored with that iteration; the time
+// to quality is the training time (warm-up in, evaluations out) up to the first evaluation at
+// or past the target. BLEU is never below 0 (reached at the first) nor above 1 (never reached).
+TEST(Cli, EvalEveryStoresTheQualityCurveAndTheTimeToQuality) {
+  TempDir dir;
+  const auto db = dir / "q.db";
+  for (const std::string target : {"0", "1.5"}) {
+    const auto res = run_trainscope("run transformer --preset tiny --iters 6 --warmup 1 --eval-batches 1 --eval-every 3 "
+                                    "--quality-target " + target + " --db " + db.string());
+    ASSERT_EQ(res.exit_code, 0) << res.out;
+    EXPECT_NE(res.out.find(target == "0" ? "to quality     " : "1.5 not reached in any evaluation"), std::string::npos)
+        << res.out;
+  }
+  store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) {
+    std::vector<int64_t> evaluated;
+    for (const auto& m : r.metrics(run.id)) {
+      if (m.name == "bleu" && m.iteration >= 0) evaluated.push_back(m.iteration);
+    }
+    EXPECT_EQ(evaluated, (std::vector<int64_t>{3, 6})) << "after timed iterations 3 and 6";
+    EXPECT_NE(run.config_json.find("\"eval_every\":3"), std::string::npos) << run.config_json;
+  }
+  const auto reached = metrics_of(r, runs[0].id), missed = metrics_of(r, runs[1].id);
+  double first_four_s = 0;   // iterations 0..3: the warm-up and three timed
+  for (const auto& it : r.iterations(runs[0].id)) {
+    if (it.index <= 3) first_four_s += static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+  }
+  EXPECT_EQ(reached.at("quality_target"), 0);
+  EXPECT_EQ(reached.at("iterations_to_quality"), 4);
+  EXPECT_NEAR(reached.at("time_to_quality_s"), first_four_s, 1e-6);
+  EXPECT_EQ(missed.at("quality_target"), 1.5);
+  EXPECT_FALSE(missed.contains("time_to_quality_s"));
+}
+
 TEST(Cli, BadInputExitsTwoAndWritesNothing) {
   TempDir dir;
   const auto db = dir / "sub" / "t.db";

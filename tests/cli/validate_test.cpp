@@ -66,6 +66,17 @@ TEST(CliValidate, IterationsAndWarmupBeyondTheirRangesAreRefused) {
   });
 }
 
+// Evaluations during training and the time to quality (session/quality_curve.h).
+TEST(CliValidate, EvalEveryAndQualityTargetAreChecked) {
+  expect_refused({
+      {"--eval-every -1", "--eval-every must be from 0 to 1000000000"},
+      {"--eval-every 5 --eval-batches 0", "--eval-every needs held-out batches: --eval-batches 1 or more"},
+      {"--quality-target 0.5", "--quality-target needs --eval-every"},
+      {"--eval-every 5 --quality-target nan", "--quality-target must be a finite number"},
+      {"--eval-every 5 --quality-target inf", "--quality-target must be a finite number"},
+  });
+}
+
 // The largest values of every range pass the range checks: the refusal that comes is the last
 // check's (a db path that cannot be created), so nothing is run.
 TEST(CliValidate, EdgesOfTheRangesAreAccepted) {
