@@ -469,6 +469,31 @@ TEST(Suite, BadParameterServerKeysAreRefused) {
   });
 }
 
+// The parameter-server experiments (docs/experiments.md): seven ways to train, per workload,
+// twice each, in two interleaved rounds; transformer's runs measure the time to BLEU 30.
+TEST(Suite, PsHostsSuiteParsesWithItsSevenWays) {
+  TempDir dir;
+  const auto suite = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/ps_hosts.toml", dir / "d.db");
+  ASSERT_EQ(suite.run_count(), 28u);
+  using Strategy = session::RunConfig::Strategy;
+  std::vector<std::string> ways;
+  for (uint64_t i = 0; i < 7; ++i) {
+    const auto c = suite.run_at(i);
+    EXPECT_EQ(c.workload, "transformer");
+    EXPECT_EQ(c.eval_every, 10);
+    EXPECT_EQ(c.quality_target, 30.0);
+    EXPECT_EQ(c.hosts, "tsh1:2,tsh2:2");
+    std::string way = c.strategy == Strategy::allreduce ? "allreduce" : std::string(dist::ps::to_string(c.ps.mode));
+    if (c.strategy == Strategy::ps && c.ps.dedicated) way += " dedicated";
+    if (c.strategy == Strategy::ps && c.ps.priority) way += " priority";
+    ways.push_back(way);
+  }
+  EXPECT_EQ(ways, (std::vector<std::string>{"allreduce", "sync", "sync dedicated", "async", "bounded", "eager",
+                                            "sync priority"}));
+  EXPECT_EQ(suite.run_at(7).workload, "resnet50");
+  EXPECT_EQ(suite.run_at(14).workload, "transformer") << "the second round begins";
+}
+
 TEST(Suite, ScalingSuitesParse) {
   TempDir dir;
   const auto one_host = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/scaling.toml", dir / "d.db");
