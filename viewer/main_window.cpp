@@ -160,6 +160,7 @@ void MainWindow::open_database(const QString& path) {
         runs_->set_runs(path, std::move(*r.value));
         runs_view_->resizeColumnsToContents();
         status_->setText(tr("%1: %2 runs").arg(path).arg(n));
+        reselect_shown_run(path);
         emit database_loaded(path, n);
       });
 }
@@ -168,10 +169,25 @@ void MainWindow::refresh() {
   for (const auto& db : runs_->databases()) open_database(db);
 }
 
+void MainWindow::reselect_shown_run(const QString& db) {
+  if (!shown_ || shown_->db != db) return;
+  for (int row = 0; row < runs_->rowCount(); ++row) {
+    const RunListEntry& e = runs_->entry(row);
+    if (e.db != db || e.run.id != shown_->run) continue;
+    const QModelIndex shown = runs_proxy_->mapFromSource(runs_->index(row, 0));
+    if (!shown.isValid()) return;   // filtered out: the views keep what they show
+    // Resetting the model cleared the current row; setting it again reads the run anew.
+    runs_view_->selectionModel()->setCurrentIndex(
+        shown, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    return;
+  }
+}
+
 void MainWindow::select_run(int row) {
   const QModelIndex source = runs_proxy_->mapToSource(runs_proxy_->index(row, 0));
   if (!source.isValid()) return;
   const RunListEntry& e = runs_->entry(source.row());
+  shown_ = RunRef{e.db, e.run.id};
   const uint64_t request = ++details_request_;
   overview_->show_message(tr("Reading run %1 ...").arg(e.run.id));
   timeline_->show_run(e.db, e.run.id);

@@ -7,8 +7,10 @@
 #include <QString>
 
 #include <cstdint>
+#include <optional>
 
 #include "viewer/record_table_model.h"
+#include "viewer/run_comparison.h"
 #include "viewer/run_details.h"
 
 class QAction;
@@ -34,7 +36,9 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
 
   void open_database(const QString& path);   // async; adds its runs, or reports why it cannot
-  void refresh();                            // re-reads every open database (runs being written)
+  // Re-reads every open database (runs being written); the run shown stays selected and its views
+  // are read again (the timeline keeps its zoom).
+  void refresh();
   void select_run(int row);                  // a row of the runs table as shown (sorted, filtered)
   void compare_rows(int base_row, int new_row);   // rows as shown; the older run is the base
   void compare_selected();                   // the two selected rows (Run > Compare, Ctrl+D)
@@ -62,6 +66,7 @@ class MainWindow : public QMainWindow {
   void choose_databases();
   void show_details(const RunDetails& details);
   void highlight_row(QTableView* view, const QModelIndex& current);
+  void reselect_shown_run(const QString& db);   // after `db`'s runs were read again
 
   RunTableModel* runs_;
   QSortFilterProxyModel* runs_proxy_;
@@ -79,6 +84,7 @@ class MainWindow : public QMainWindow {
   QTableView* layers_view_ = nullptr;
   QLabel* status_;
   uint64_t details_request_ = 0;   // a newer selection makes an older answer stale
+  std::optional<RunRef> shown_;    // the run the views show
   bool dialogs_ = true;
 };
 

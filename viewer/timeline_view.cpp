@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <utility>
 
 #include "viewer/async_query.h"
 #include "viewer/nice_step.h"
@@ -22,6 +23,8 @@ namespace ts::viewer {
 // The open run. Window, details and marks queries may overlap on the worker threads, and a
 // reader (one SQLite connection) serves one of them at a time.
 struct TimelineView::Session {
+  QString db_path;
+  qint64 run_id = 0;
   std::mutex mutex;
   std::unique_ptr<store::TimelineReader> reader;
   template <class F>
@@ -107,6 +110,12 @@ void TimelineView::show_message(const QString& text) {
 }
 
 void TimelineView::show_run(const QString& db_path, qint64 run_id) {
+  // The same run read again (a refresh while it is written) keeps a zoomed-in view where it was;
+  // a view of the whole run shows the whole run again, now longer.
+  std::optional<std::pair<int64_t, int64_t>> kept_view;
+  if (session_ && session_->db_path == db_path && session_->run_id == run_id &&
+      (view_from() > canvas_->run_start_ || view_to() < canvas_->run_end_))
+    kept_view = {view_from(), view_to()};
   show_message(tr("Opening the timeline of run %1…").arg(run_id));
   const uint64_t generation = generation_;
   const int pixels = canvas_->plot_width();
@@ -118,15 +127,18 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
   };
   run_query<Opened>(
       this,
-      [path = db_path.toStdString(), run_id, pixels] {
+      [db_path, run_id, pixels, kept_view] {
         Opened o;
         o.session = std::make_shared<Session>();
-        o.session->reader = std::make_unique<store::TimelineReader>(path, run_id);
+        o.session->db_path = db_path;
+        o.session->run_id = run_id;
+        o.session->reader = std::make_unique<store::TimelineReader>(db_path.toStdString(), run_id);
         o.bands = o.session->reader->bands();
         auto& r = *o.session->reader;
         QElapsedTimer timer;
         timer.start();
-        o.window = r.window(r.start_ns(), std::max(r.end_ns(), r.start_ns() + 1), pixels);
+        o.window = kept_view ? r.window(kept_view->first, kept_view->second, pixels)
+                             : r.window(r.start_ns(), std::max(r.end_ns(), r.start_ns() + 1), pixels);
         o.window_ms = timer.elapsed();
         return o;
       },
@@ -163,6 +175,10 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
         canvas_->update();
         emit loaded();
       });
+}
+
+int64_t TimelineView::event_count() const {
+  return session_ ? session_->use([](store::TimelineReader& r) { return r.event_count(); }) : 0;
 }
 
 int64_t TimelineView::view_from() const { return std::llround(canvas_->from_); }

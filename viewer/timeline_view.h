@@ -37,6 +37,8 @@ class TimelineView : public QWidget {
   // Marks every event of an op or kernel (`layer` false) or of a layer; empty: none.
   void highlight(const QString& name, bool layer);
 
+  int64_t event_count() const;   // the open run's traced events; 0: none open
+
   // The view, in the run's nanoseconds.
   int64_t view_from() const;
   int64_t view_to() const;

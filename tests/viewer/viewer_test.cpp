@@ -1,11 +1,13 @@
 // trainscope-viewer's window and models on real runs (made by the trainscope command), under
 // the offscreen platform: what the models hold is what the store holds, filtering and sorting,
-// a selected run's overview and tables, refreshing a database that gained a run, clear errors
+// a selected run's overview and tables, refreshing a database that gained a run or a run still
+// being written (it stays selected, its timeline grows and keeps its zoom), clear errors
 // for missing, foreign, corrupt and newer files, and every view rendered to a non-blank image.
 #include <QAbstractItemModel>
 #include <QDir>
 #include <QImage>
 #include <QLineEdit>
+#include <QProcess>
 #include <QSet>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -155,6 +157,47 @@ class ViewerTest : public QObject {
     w.refresh();
     QVERIFY(loaded.wait(20000));
     QCOMPARE(w.runs_model()->rowCount(), 4);
+  }
+
+  // A run the trainscope command is still writing: F5 reads it again, the run stays selected, the
+  // timeline holds the events streamed since and keeps a zoomed-in view where it was.
+  void aRunBeingWrittenIsRefreshedInPlace() {
+    const QString db = path("live.db");
+    QProcess run;
+    run.start(QString(TRAINSCOPE_BIN), {"run", "resnet50", "--preset", "tiny", "--iters", "1000000", "--warmup", "1",
+                                        "--eval-batches", "0", "--threads", "1", "--flush-interval", "0.2", "--db", db});
+    QVERIFY(run.waitForStarted());
+    const std::string streamed_events = "SELECT count(*) FROM events WHERE run_id = 1";
+    QTRY_VERIFY_WITH_TIMEOUT(query_number(db, "SELECT count(*) FROM iterations WHERE run_id = 1") >= 2, 60000);
+
+    MainWindow w;
+    open(w, db);
+    QSignalSpy timeline_loaded(w.timeline(), &ts::viewer::TimelineView::loaded);
+    select(w, 0);
+    QVERIFY(timeline_loaded.count() > 0 || timeline_loaded.wait(30000));
+    QCOMPARE(w.runs_model()->entry(0).status, QString("running"));
+    const int64_t events_before = w.timeline()->event_count();
+    QVERIFY(events_before > 0);
+    const int64_t from = w.timeline()->view_from(), to = w.timeline()->view_to();
+    QSignalSpy window_ready(w.timeline(), &ts::viewer::TimelineView::window_ready);
+    w.timeline()->set_view(from + (to - from) / 4, from + (to - from) / 2);
+    QVERIFY(window_ready.wait(10000));
+    const int64_t zoomed_from = w.timeline()->view_from(), zoomed_to = w.timeline()->view_to();
+
+    QTRY_VERIFY_WITH_TIMEOUT(query_number(db, streamed_events) > events_before + 100, 60000);
+    QSignalSpy details_loaded(&w, &MainWindow::run_loaded);
+    timeline_loaded.clear();
+    w.refresh();
+    QVERIFY(details_loaded.wait(30000));
+    QVERIFY(timeline_loaded.count() > 0 || timeline_loaded.wait(30000));
+    QCOMPARE(w.runs_view()->selectionModel()->currentIndex().row(), 0);
+    QVERIFY2(w.timeline()->event_count() > events_before + 100,
+             qPrintable(QString("%1 events after the refresh, %2 before").arg(w.timeline()->event_count()).arg(events_before)));
+    QCOMPARE(w.timeline()->view_from(), zoomed_from);
+    QCOMPARE(w.timeline()->view_to(), zoomed_to);
+
+    run.terminate();   // SIGTERM: the run ends `interrupted` after its step
+    QVERIFY(run.waitForFinished(60000));
   }
 
   void unreadableFilesAreReportedAndChangeNothing() {

@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -27,6 +28,20 @@ inline void sql(const QString& db, const std::string& statement) {
   sqlite3_free(err);
   sqlite3_close(h);
   QVERIFY2(rc == SQLITE_OK, qPrintable(message));
+}
+
+// The first column of the first row `query` returns on `db`, as a number; -1 when it fails (the
+// file is locked by its writer for a moment, or not there yet).
+inline int64_t query_number(const QString& db, const std::string& query) {
+  sqlite3* h = nullptr;
+  int64_t value = -1;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_open_v2(db.toStdString().c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, query.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    value = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return value;
 }
 
 // Not blank: more than a handful of colours (sampled every other pixel).
