@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/context.h"
+#include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
 
 namespace ts::engine::cpu {
@@ -111,39 +112,6 @@ memory CpuBackend::Impl::scratchpad(const md& d) {
     buffer = temp_buffer(bytes, memprof::Category::workspace);
   }
   return memory(d, eng, buffer.data());
-}
-
-// ---------------------------------------------------------------- helpers
-
-namespace {
-
-constexpr int64_t kParallelThreshold = 1 << 15;
-
-void check_cpu(const Tensor& t, const char* op) {
-  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
-  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": tensor on " + t.device().str());
-}
-
-void check_same(const Tensor& a, const Tensor& b, const char* op) {
-  check_cpu(a, op);
-  check_cpu(b, op);
-  if (a.shape() != b.shape()) {
-    throw std::invalid_argument(std::string(op) + ": shapes differ: " + shape_str(a.shape()) + " vs " +
-                                shape_str(b.shape()));
-  }
-}
-
-template <class F>
-void parallel_for(int64_t n, F&& f) {
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-  for (int64_t i = 0; i < n; ++i) f(i);
-}
-
-}  // namespace
-
-// Brings `x` to `layout` (shares storage when it already is there).
-static Tensor as_layout(CpuBackend& b, const Tensor& x, const Layout& layout) {
-  return x.layout() == layout ? x : b.to_layout(x, layout);
 }
 
 // ---------------------------------------------------------------- memory and layout

@@ -102,8 +102,6 @@ Shape nchw_shape(const Shape& s, const char* op) {
   throw std::invalid_argument(std::string(op) + ": expected [N, C, H, W] or [N, C], got " + shape_str(s));
 }
 
-namespace {
-
 void check_same(const Tensor& a, const Tensor& b, int device, const char* op) {
   check_on(a, device, op, "first operand");
   check_on(b, device, op, "second operand");
@@ -117,12 +115,24 @@ bool has_padded_channels(const Tensor& t) {
   return t.layout().kind == Layout::Kind::channel_blocked && t.dim() >= 2 && t.size(1) % t.layout().block != 0;
 }
 
-// Brings `x` to `layout` (shares storage when it already is there).
 Tensor in_layout(CudaBackend& b, const Tensor& x, const Layout& layout) {
   return x.layout() == layout ? x : b.to_layout(x, layout);
 }
 
-}  // namespace
+bool usable_plain(const Tensor& t, int device, int64_t rank) {
+  return t.defined() && t.device().type == DeviceType::cuda && t.device().index == device && t.layout().is_plain() &&
+         (rank < 0 || t.dim() == rank);
+}
+
+void check_plain_2d(const Tensor& t, int device, const char* op) {
+  if (!usable_plain(t, device, 2)) fail(op, "needs a plain 2-D tensor on cuda:" + std::to_string(device));
+}
+
+std::vector<float> to_host(const Tensor& t, int device) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  copy_to_host(v.data(), t.data(), v.size() * sizeof(float), device);
+  return v;
+}
 
 // ---------------------------------------------------------------- memory and layout
 

@@ -6,8 +6,10 @@
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/cuda/check.h"
 #include "engine/cuda/cuda_backend.h"
@@ -83,6 +85,14 @@ class ConvDesc {
 void set_nchw(const TensorDesc& d, int64_t n, int64_t c, int64_t h, int64_t w, const char* op);
 
 // --- checks ---
+[[noreturn]] inline void fail(const char* op, const std::string& msg) {
+  throw std::invalid_argument(std::string(op) + ": " + msg);
+}
+// Both on cuda:`device`, of one shape.
+void check_same(const Tensor& a, const Tensor& b, int device, const char* op);
+// Plain, on cuda:`device`, of rank `rank` (< 0: any).
+bool usable_plain(const Tensor& t, int device, int64_t rank);
+void check_plain_2d(const Tensor& t, int device, const char* op);
 // Defined, on cuda:`device`.
 void check_on(const Tensor& t, int device, const char* op, const char* what);
 // check_on plus 1-D [c], plain.
@@ -91,6 +101,12 @@ void check_channel_vec(const Tensor& t, int device, int64_t c, const char* op, c
 int to_int(int64_t v, const char* op, const char* what);
 
 // --- tensors ---
+// Channel-blocked with channels past C (padding that holds zeros).
+bool has_padded_channels(const Tensor& t);
+// `x` in `layout` (shares storage when it already is there).
+Tensor in_layout(CudaBackend& b, const Tensor& x, const Layout& layout);
+// A device tensor's values on the host (a synchronous copy).
+std::vector<float> to_host(const Tensor& t, int device);
 inline Device cuda_device(int device) { return Device{DeviceType::cuda, device}; }
 // `t` in plain layout (shares storage when it already is).
 Tensor as_plain(CudaBackend& b, const Tensor& t);

@@ -14,16 +14,6 @@ namespace ts::engine::cuda {
 
 namespace {
 
-[[noreturn]] void fail(const char* op, const std::string& msg) {
-  throw std::invalid_argument(std::string(op) + ": " + msg);
-}
-
-std::vector<float> to_host(const Tensor& t, int device) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  copy_to_host(v.data(), t.data(), v.size() * sizeof(float), device);
-  return v;
-}
-
 // A 4-D tensor's storage as [outer][H][W][vec]: plain (N C, H, W, 1), channels-last
 // (N, H, W, C), channel-blocked (N C/b, H, W, b), as the CPU backend sees it.
 struct SpatialView {

@@ -9,23 +9,6 @@
 
 namespace ts::engine::cuda {
 
-namespace {
-
-[[noreturn]] void fail(const char* op, const std::string& msg) {
-  throw std::invalid_argument(std::string(op) + ": " + msg);
-}
-
-bool usable_plain(const Tensor& t, int device, int64_t rank) {
-  return t.defined() && t.device().type == DeviceType::cuda && t.device().index == device && t.layout().is_plain() &&
-         (rank < 0 || t.dim() == rank);
-}
-
-void check_plain_2d(const Tensor& t, int device, const char* op) {
-  if (!usable_plain(t, device, 2)) fail(op, "needs a plain 2-D tensor on cuda:" + std::to_string(device));
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------- clipped ReLU (Deep Speech 2)
 
 Tensor CudaBackend::clipped_relu_forward(const Tensor& x, float ceiling) {
