@@ -376,18 +376,4 @@ Tensor CudaBackend::softmax_cross_entropy_backward(const Tensor& dloss, const Te
 
 // ---------------------------------------------------------------- optimizer
 
-void CudaBackend::sgd_step(const Tensor& param, const Tensor& grad_in, const Tensor& buf, float lr, float momentum,
-                           float weight_decay, bool nesterov) {
-  check_same(param, grad_in, device_, "sgd_step");
-  const Tensor grad = in_layout(*this, grad_in, param.layout());
-  if (buf.defined()) {
-    check_same(param, buf, device_, "sgd_step");
-    if (buf.layout() != param.layout())
-      throw std::invalid_argument("sgd_step: momentum buffer layout differs from param");
-  }
-  Env env(*impl_);
-  TS_CUDA_CHECK(kernels::sgd_step(param.data(), grad.data(), buf.defined() ? buf.data() : nullptr,
-                                  param.storage_numel(), lr, momentum, weight_decay, nesterov, env.stream));
-}
-
 }  // namespace ts::engine::cuda

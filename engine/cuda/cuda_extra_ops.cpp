@@ -174,27 +174,6 @@ Tensor CudaBackend::norm_penalty_backward(const Tensor& dloss, const Tensor& x_i
 
 // ---------------------------------------------------------------- Adam
 
-void CudaBackend::adam_step(const Tensor& param, const Tensor& grad_in, const Tensor& m, const Tensor& v, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, int64_t step) {
-  const char* op = "adam_step";
-  for (const Tensor* t : {&param, &grad_in, &m, &v}) check_on(*t, device_, op, "tensor");
-  if (grad_in.shape() != param.shape() || m.shape() != param.shape() || v.shape() != param.shape()) {
-    fail(op, "shapes differ: param " + shape_str(param.shape()) + ", grad " + shape_str(grad_in.shape()) + ", m " +
-                 shape_str(m.shape()) + ", v " + shape_str(v.shape()));
-  }
-  if (m.layout() != param.layout() || v.layout() != param.layout()) {
-    fail(op, "moment buffer layout differs from param");
-  }
-  if (step < 1) fail(op, "step counts from 1, got " + std::to_string(step));
-  const Tensor grad = grad_in.layout() == param.layout() ? grad_in : to_layout(grad_in, param.layout());
-  // The bias corrections as the CPU backend computes them (in double, then rounded).
-  const float step_size = lr / static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), step));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), step)));
-  Env env(*impl_);
-  TS_CUDA_CHECK(kernels::adam_step(param.data(), grad.data(), m.data(), v.data(), param.storage_numel(), beta1, beta2,
-                                   eps, weight_decay, step_size, bc2_sqrt, env.stream));
-}
-
 // ---------------------------------------------------------------- RoIAlign, RoIPool
 
 Tensor CudaBackend::roi_align_forward(const Tensor& x_in, const Tensor& rois_in, int64_t pooled_h, int64_t pooled_w,

@@ -66,21 +66,4 @@ Tensor CudaBackend::exp_forward(const Tensor& x) {
 
 // ---------------------------------------------------------------- RMSProp (A3C's shared optimizer)
 
-void CudaBackend::rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr,
-                               float alpha, float eps, bool eps_inside_sqrt) {
-  const char* op = "rmsprop_step";
-  for (const Tensor* t : {&param, &grad, &square_avg}) {
-    if (!usable_plain(*t, device_, -1)) fail(op, "needs plain tensors on cuda:" + std::to_string(device_));
-  }
-  if (grad.shape() != param.shape() || square_avg.shape() != param.shape()) {
-    fail(op, "param " + shape_str(param.shape()) + ", grad " + shape_str(grad.shape()) + " and square_avg " +
-                 shape_str(square_avg.shape()) + " differ");
-  }
-  // Concurrent callers (Hogwild learners) each queue one launch on the device's one stream:
-  // the updates run one after another and none is lost.
-  Env env(*impl_);
-  TS_CUDA_CHECK(kernels::rmsprop_step(param.data(), grad.data(), square_avg.data(), param.numel(), lr, alpha, eps,
-                                      eps_inside_sqrt, env.stream));
-}
-
 }  // namespace ts::engine::cuda

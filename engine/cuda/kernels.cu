@@ -110,20 +110,6 @@ __global__ void add_inplace_kernel(float* acc, const float* x, float alpha, int6
   for (int64_t i = global_index(); i < n; i += grid_stride()) acc[i] += alpha * x[i];
 }
 
-__global__ void sgd_plain_kernel(float* w, const float* g, int64_t n, float lr, float wd) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) w[i] -= lr * (g[i] + wd * w[i]);
-}
-
-__global__ void sgd_momentum_kernel(float* w, const float* g, float* b, int64_t n, float lr, float momentum, float wd,
-                                    bool nesterov) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float gi = g[i] + wd * w[i];
-    const float bi = momentum * b[i] + gi;
-    b[i] = bi;
-    w[i] -= lr * (nesterov ? gi + momentum * bi : bi);
-  }
-}
-
 // ------------------------------------------------------------------ reductions
 
 __global__ void sum_partials_kernel(const float* x, int64_t n, double* partials) {
@@ -445,18 +431,6 @@ cudaError_t scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t
 cudaError_t add_inplace(float* acc, const float* x, float alpha, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(acc, x, alpha, n);
-  return cudaGetLastError();
-}
-
-cudaError_t sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
-                     float weight_decay, bool nesterov, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  if (momentum_buf) {
-    sgd_momentum_kernel<<<blocks_for(n), kThreads, 0, s>>>(param, grad, momentum_buf, n, lr, momentum, weight_decay,
-                                                           nesterov);
-  } else {
-    sgd_plain_kernel<<<blocks_for(n), kThreads, 0, s>>>(param, grad, n, lr, weight_decay);
-  }
   return cudaGetLastError();
 }
 

@@ -31,9 +31,6 @@ cudaError_t add(const float* a, const float* b, float* y, int64_t n, cudaStream_
 cudaError_t mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
 cudaError_t scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t s);
 cudaError_t add_inplace(float* acc, const float* x, float alpha, int64_t n, cudaStream_t s);  // may alias
-// momentum_buf may be null (plain SGD step).
-cudaError_t sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
-                     float weight_decay, bool nesterov, cudaStream_t s);
 
 // --- reductions ---
 // Partial sums kept in double (like the CPU backend's total): how many doubles `partials`
@@ -111,9 +108,6 @@ cudaError_t norm_penalty_forward(const float* x, int64_t n, int64_t d, float tar
 // dx_i = dloss[0] 2 (norm_i - target) / (n norm_i) x_i, 0 where norm_i = 0; dloss read on the device.
 cudaError_t norm_penalty_backward(const float* dloss, const float* x, const float* norms, int64_t n, int64_t d,
                                   float target, float* dx, cudaStream_t s);
-// Adam with step_size = lr / (1 - beta1^t) and bc2_sqrt = sqrt(1 - beta2^t) computed by the caller.
-cudaError_t adam_step(float* param, const float* grad, float* m, float* v, int64_t n, float beta1, float beta2,
-                      float eps, float weight_decay, float step_size, float bc2_sqrt, cudaStream_t s);
 
 struct RoiGeom {
   int64_t rois = 0, channels = 0;

@@ -116,18 +116,6 @@ __global__ void norm_penalty_backward_kernel(const float* dloss, const float* x,
   }
 }
 
-__global__ void adam_kernel(float* w, const float* g, float* pm, float* pv, int64_t n, float beta1, float beta2,
-                            float eps, float wd, float step_size, float bc2_sqrt) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float gi = g[i] + wd * w[i];
-    const float mi = beta1 * pm[i] + (1.0f - beta1) * gi;
-    const float vi = beta2 * pv[i] + (1.0f - beta2) * gi * gi;
-    pm[i] = mi;
-    pv[i] = vi;
-    w[i] -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
-  }
-}
-
 // ------------------------------------------------------------------ RoIAlign
 
 struct Sample {
@@ -432,14 +420,6 @@ cudaError_t norm_penalty_backward(const float* dloss, const float* x, const floa
   const int64_t total = n * d;
   if (total <= 0) return cudaSuccess;
   norm_penalty_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dloss, x, norms, n, d, target, dx);
-  return cudaGetLastError();
-}
-
-cudaError_t adam_step(float* param, const float* grad, float* m, float* v, int64_t n, float beta1, float beta2,
-                      float eps, float weight_decay, float step_size, float bc2_sqrt, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(param, grad, m, v, n, beta1, beta2, eps, weight_decay, step_size,
-                                                 bc2_sqrt);
   return cudaGetLastError();
 }
 

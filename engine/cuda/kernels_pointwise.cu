@@ -89,17 +89,6 @@ __global__ void exp_forward_kernel(const float* x, float* y, int64_t n) {
 // Several host threads may queue this on the same tensors (A3C's Hogwild learners): the
 // device's one stream runs the launches one after another, so none loses another's update.
 
-__global__ void rmsprop_kernel(float* p, const float* g, float* s, int64_t n, float lr, float alpha,
-                               float one_minus_alpha, float eps, bool inside) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float gi = g[i];
-    const float si = alpha * s[i] + one_minus_alpha * gi * gi;
-    s[i] = si;
-    const float d = inside ? sqrtf(si + eps) : sqrtf(si) + eps;
-    p[i] -= lr * gi / d;
-  }
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
@@ -132,15 +121,6 @@ cudaError_t log_softmax_backward(const float* dy, const float* y, int64_t m, int
 cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   exp_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t rmsprop_step(float* param, const float* grad, float* square_avg, int64_t n, float lr, float alpha,
-                         float eps, bool eps_inside_sqrt, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  const float one_minus_alpha = 1.0f - alpha;  // in float, as the CPU backend
-  rmsprop_kernel<<<blocks_for(n), kThreads, 0, s>>>(param, grad, square_avg, n, lr, alpha, one_minus_alpha, eps,
-                                                    eps_inside_sqrt);
   return cudaGetLastError();
 }
 

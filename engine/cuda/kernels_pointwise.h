@@ -24,9 +24,4 @@ cudaError_t log_softmax_forward(const float* x, int64_t m, int64_t k, float* y, 
 cudaError_t log_softmax_backward(const float* dy, const float* y, int64_t m, int64_t k, float* dx, cudaStream_t s);
 cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 
-// In place over n elements: square_avg = alpha square_avg + (1 - alpha) g^2; param -= lr g / d
-// with d = sqrt(square_avg + eps) (eps_inside_sqrt) or sqrt(square_avg) + eps.
-cudaError_t rmsprop_step(float* param, const float* grad, float* square_avg, int64_t n, float lr, float alpha,
-                         float eps, bool eps_inside_sqrt, cudaStream_t s);
-
 }  // namespace ts::engine::cuda::kernels
