@@ -11,6 +11,16 @@ namespace ts::engine::cpu {
 // Below this many elements a loop runs on the calling thread (OpenMP's start-up costs more).
 inline constexpr int64_t kParallelThreshold = 1 << 15;
 
+[[noreturn]] inline void fail(const char* op, const std::string& msg) {
+  throw std::invalid_argument(std::string(op) + ": " + msg);
+}
+
+// `what` names the argument in the message.
+inline void check_cpu(const Tensor& t, const char* op, const char* what) {
+  if (!t.defined()) fail(op, std::string(what) + " is undefined");
+  if (!t.device().is_cpu()) fail(op, std::string(what) + " is on " + t.device().str());
+}
+
 inline void check_cpu(const Tensor& t, const char* op) {
   if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
   if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": tensor on " + t.device().str());
@@ -29,6 +39,10 @@ template <class F>
 void parallel_for(int64_t n, F&& f) {
 #pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
   for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+inline Tensor plain(CpuBackend& b, const Tensor& t) {
+  return t.layout().is_plain() ? t : b.to_layout(t, Layout::plain());
 }
 
 // Brings `x` to `layout` (shares storage when it already is there).

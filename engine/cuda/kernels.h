@@ -109,24 +109,6 @@ cudaError_t norm_penalty_forward(const float* x, int64_t n, int64_t d, float tar
 cudaError_t norm_penalty_backward(const float* dloss, const float* x, const float* norms, int64_t n, int64_t d,
                                   float target, float* dx, cudaStream_t s);
 
-struct RoiGeom {
-  int64_t rois = 0, channels = 0;
-  int height = 0, width = 0, pooled_h = 0, pooled_w = 0;
-  float spatial_scale = 1.0f;
-  int sampling_ratio = 0;
-  bool aligned = false;
-};
-// x [N, C, H, W] plain, rois [R, 5] -> y [R, C, ph, pw].
-cudaError_t roi_align_forward(const float* x, const float* rois, const RoiGeom& g, float* y, cudaStream_t s);
-// dx (zeroed by the caller) += the adjoint of roi_align_forward applied to dy (atomic adds).
-cudaError_t roi_align_backward(const float* dy, const float* rois, const RoiGeom& g, float* dx, cudaStream_t s);
-// y and argmax (flat h * W + w as fp32, -1 for an empty bin).
-cudaError_t roi_pool_forward(const float* x, const float* rois, const RoiGeom& g, float* y, float* argmax,
-                             cudaStream_t s);
-// dx (zeroed by the caller) += dy at each argmax (atomic adds).
-cudaError_t roi_pool_backward(const float* dy, const float* argmax, const float* rois, const RoiGeom& g, float* dx,
-                              cudaStream_t s);
-
 // out[0] = scale * sum_i w_i l(|x_i - t_i|) in double; weights may be null (ones).
 // `partials` holds sum_partials(n) doubles.
 cudaError_t smooth_l1_forward(const float* x, const float* t, const float* w, int64_t n, float beta, float scale,
