@@ -242,19 +242,6 @@ void CpuBackend::add_inplace(const Tensor& acc, const Tensor& x_in, float alpha)
   parallel_for(acc.storage_numel(), [=](int64_t i) { d[i] += alpha * p[i]; });
 }
 
-Tensor CpuBackend::sum_all(const Tensor& x) {
-  check_cpu(x, "sum");
-  // Padded channels are zero, so the storage sum is the logical sum.
-  const float* p = x.data();
-  const int64_t n = x.storage_numel();
-  double total = 0.0;
-#pragma omp parallel for reduction(+ : total) if (n > kParallelThreshold) schedule(static)
-  for (int64_t i = 0; i < n; ++i) total += p[i];
-  Tensor y = Tensor::empty({1}, x.device());
-  y.data()[0] = static_cast<float>(total);
-  return y;
-}
-
 // ---------------------------------------------------------------- tanh, upsampling, norm penalty
 
 Tensor CpuBackend::tanh_forward(const Tensor& x) {

@@ -344,17 +344,4 @@ Tensor CpuBackend::label_smoothed_ce_backward(const Tensor& dloss, const Tensor&
   return dx;
 }
 
-Tensor CpuBackend::sum_squares(const Tensor& x) {
-  if (!x.defined() || !x.device().is_cpu()) throw std::invalid_argument("sum_squares: needs a CPU tensor");
-  // Padded channels of blocked layouts are zero, so the storage sum is the logical one.
-  const float* p = x.data();
-  const int64_t n = x.storage_numel();
-  double total = 0;
-#pragma omp parallel for reduction(+ : total) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) total += static_cast<double>(p[i]) * p[i];
-  Tensor y = Tensor::empty({1}, x.device());
-  y.data()[0] = static_cast<float>(total);
-  return y;
-}
-
 }  // namespace ts::engine::cpu

@@ -233,17 +233,6 @@ void CudaBackend::add_inplace(const Tensor& acc, const Tensor& x_in, float alpha
   TS_CUDA_CHECK(kernels::add_inplace(acc.data(), x.data(), alpha, acc.storage_numel(), env.stream));
 }
 
-Tensor CudaBackend::sum_all(const Tensor& x) {
-  check_on(x, device_, "sum", "x");
-  Env env(*impl_);
-  // Padded channels are zero, so the storage sum is the logical sum.
-  const int64_t n = x.storage_numel();
-  Tensor partials = workspace_tensor(kernels::sum_partials(n) * static_cast<int64_t>(sizeof(double)), device_);
-  Tensor y = Tensor::empty({1}, x.device());
-  TS_CUDA_CHECK(kernels::sum_all(x.data(), n, reinterpret_cast<double*>(partials.data()), 1.0f, y.data(), env.stream));
-  return y;
-}
-
 // ---------------------------------------------------------------- concat / slice
 
 namespace {

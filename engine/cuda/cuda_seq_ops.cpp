@@ -280,17 +280,6 @@ Tensor CudaBackend::label_smoothed_ce_backward(const Tensor& dloss, const Tensor
   return dx;
 }
 
-Tensor CudaBackend::sum_squares(const Tensor& x) {
-  check_on(x, device_, "sum_squares", "x");
-  Env env(*impl_);
-  // Padded channels of blocked layouts are zero, so the storage sum is the logical one.
-  const int64_t n = x.storage_numel();
-  Tensor partials = workspace_tensor(kernels::sum_partials(n) * static_cast<int64_t>(sizeof(double)), device_);
-  Tensor y = Tensor::empty({1}, x.device());
-  TS_CUDA_CHECK(kernels::sum_squares(x.data(), n, reinterpret_cast<double*>(partials.data()), y.data(), env.stream));
-  return y;
-}
-
 // ---------------------------------------------------------------- CTC
 
 namespace {

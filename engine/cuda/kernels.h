@@ -32,22 +32,6 @@ cudaError_t mul(const float* a, const float* b, float* y, int64_t n, cudaStream_
 cudaError_t scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t s);
 cudaError_t add_inplace(float* acc, const float* x, float alpha, int64_t n, cudaStream_t s);  // may alias
 
-// --- reductions ---
-// Partial sums kept in double (like the CPU backend's total): how many doubles `partials`
-// must hold for n elements.
-int sum_partials(int64_t n);
-// out[0] = scale * sum(x[0..n)), deterministic (fixed partition and order).
-cudaError_t sum_all(const float* x, int64_t n, double* partials, float scale, float* out, cudaStream_t s);
-
-// Per-channel sums of a [n, c, hw] tensor: out1[c] = sum dy; when x is non-null also
-// out2[c] = sum dy * (x - mean[c]) * out2_scale[c] (mean and out2_scale are [c]).
-// `partials` holds channel_partials(n, c, hw) doubles.
-int channel_splits(int64_t n, int64_t c, int64_t hw);
-int64_t channel_partials(int64_t n, int64_t c, int64_t hw);
-cudaError_t channel_sums(const float* dy, const float* x, const float* mean, const float* out2_scale, int64_t n,
-                         int64_t c, int64_t hw, double* partials, float* out1, float* out2, cudaStream_t s);
-// out[j] = sum over rows i of a [rows, cols] matrix (linear's bias gradient).
-cudaError_t column_sums(const float* a, int64_t rows, int64_t cols, float* out, cudaStream_t s);
 // y[n, c, hw] += bias[c].
 cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
 
@@ -160,8 +144,6 @@ cudaError_t label_smoothed_ce_forward(const float* logits, const float* labels, 
 cudaError_t label_smoothed_ce_backward(const float* dloss, const float* logits, const float* lse, const float* labels,
                                        int64_t n, int64_t vocab, float eps, int64_t ignore_index, float normalizer,
                                        float* dx, cudaStream_t s);
-// out[0] = sum x_i^2 in double. `partials` holds sum_partials(n) doubles.
-cudaError_t sum_squares(const float* x, int64_t n, double* partials, float* out, cudaStream_t s);
 
 // CTC over logits [t_max, n, k]. Per sample i: frames[i], lengths[i], offsets[i] (into labels)
 // and weight[i]; labels are validated class ids. Workspace (doubles): lp n * t_max * k,

@@ -6,42 +6,13 @@
 #include <cfloat>
 #include <cmath>
 
+#include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
-
-constexpr int kSumBlocks = 1024;  // as in kernels.cu
-
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = shared[0];
-  __syncthreads();
-  return r;
-}
-
-int sum_blocks(int64_t n) {
-  int64_t b = (n + int64_t{kThreads} * 4 - 1) / (int64_t{kThreads} * 4);
-  if (b < 1) b = 1;
-  if (b > kSumBlocks) b = kSumBlocks;
-  return static_cast<int>(b);
-}
-
-// out[0] = (sum of count doubles) * scale, or / divisor when divisor > 0.
-__global__ void finish_sum_kernel(const double* partials, int64_t count, double scale, double divisor, float* out) {
-  __shared__ double shared[kThreads];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
-  const double total = block_sum(acc, shared);
-  if (threadIdx.x == 0) out[0] = static_cast<float>(divisor > 0.0 ? total / divisor : total * scale);
-}
 
 // ------------------------------------------------------------------ tanh, upsampling
 
@@ -215,7 +186,7 @@ cudaError_t norm_penalty_forward(const float* x, int64_t n, int64_t d, float tar
   norm_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(x, d, target, norms, terms);
   cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess) return rc;
-  finish_sum_kernel<<<1, kThreads, 0, s>>>(terms, n, 1.0, static_cast<double>(n), loss);
+  finish_sum(terms, n, 1.0, static_cast<double>(n), loss, s);
   return cudaGetLastError();
 }
 
@@ -233,7 +204,7 @@ cudaError_t smooth_l1_forward(const float* x, const float* t, const float* w, in
   smooth_l1_partials_kernel<<<blocks, kThreads, 0, s>>>(x, t, w, n < 0 ? 0 : n, static_cast<double>(beta), partials);
   cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess) return rc;
-  finish_sum_kernel<<<1, kThreads, 0, s>>>(partials, blocks, static_cast<double>(scale), 0.0, out);
+  finish_sum(partials, blocks, static_cast<double>(scale), 0.0, out, s);
   return cudaGetLastError();
 }
 

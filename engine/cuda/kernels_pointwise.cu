@@ -5,6 +5,7 @@
 // log-softmax differs only in the order of its double sums and in expf's last bits.
 #include <cmath>
 
+#include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels_pointwise.h"
 
@@ -19,16 +20,6 @@ unsigned blocks_for_rows(int64_t rows) {
   if (b < 1) b = 1;
   if (b > kMaxBlocks) b = kMaxBlocks;
   return static_cast<unsigned>(b);
-}
-
-// Butterfly reductions: every lane ends with the same value (a + b and b + a round alike).
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-  return v;
-}
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
 }
 
 // ------------------------------------------------------------------ clipped ReLU

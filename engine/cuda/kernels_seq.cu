@@ -6,54 +6,13 @@
 #include <cfloat>
 #include <cmath>
 
+#include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/kernels.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
-
-constexpr int kSumBlocks = 1024;
-
-int sum_blocks(int64_t n) {
-  int64_t b = (n + int64_t{kThreads} * 4 - 1) / (int64_t{kThreads} * 4);
-  if (b < 1) b = 1;
-  if (b > kSumBlocks) b = kSumBlocks;
-  return static_cast<int>(b);
-}
-
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = shared[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ float block_max(float v, float* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = shared[0];
-  __syncthreads();
-  return r;
-}
-
-// out[0] = (sum of count doubles) / divisor (divisor > 0) or * scale.
-__global__ void finish_sum_kernel(const double* partials, int64_t count, double scale, double divisor, float* out) {
-  __shared__ double shared[kThreads];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
-  const double total = block_sum(acc, shared);
-  if (threadIdx.x == 0) out[0] = static_cast<float>(divisor > 0.0 ? total / divisor : total * scale);
-}
 
 // ------------------------------------------------------------------ element-wise
 
@@ -241,14 +200,6 @@ __global__ void label_smoothed_ce_backward_kernel(const float* dloss, const floa
     if (k == y) v -= g * (1.0f - eps);
     dx[idx] = v;
   }
-}
-
-__global__ void sum_squares_partials_kernel(const float* x, int64_t n, double* partials) {
-  __shared__ double shared[kThreads];
-  double acc = 0.0;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) acc += static_cast<double>(x[i]) * x[i];
-  const double total = block_sum(acc, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
 // ------------------------------------------------------------------ CTC
@@ -461,7 +412,7 @@ cudaError_t label_smoothed_ce_forward(const float* logits, const float* labels, 
     const cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
   }
-  finish_sum_kernel<<<1, kThreads, 0, s>>>(terms, n, 1.0, static_cast<double>(normalizer), loss);
+  finish_sum(terms, n, 1.0, static_cast<double>(normalizer), loss, s);
   return cudaGetLastError();
 }
 
@@ -472,15 +423,6 @@ cudaError_t label_smoothed_ce_backward(const float* dloss, const float* logits, 
   if (total <= 0) return cudaSuccess;
   label_smoothed_ce_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dloss, logits, lse, labels, n, vocab, eps,
                                                                            ignore_index, normalizer, dx);
-  return cudaGetLastError();
-}
-
-cudaError_t sum_squares(const float* x, int64_t n, double* partials, float* out, cudaStream_t s) {
-  const int blocks = sum_blocks(n);
-  sum_squares_partials_kernel<<<blocks, kThreads, 0, s>>>(x, n < 0 ? 0 : n, partials);
-  const cudaError_t rc = cudaGetLastError();
-  if (rc != cudaSuccess) return rc;
-  finish_sum_kernel<<<1, kThreads, 0, s>>>(partials, blocks, 1.0, 0.0, out);
   return cudaGetLastError();
 }
 

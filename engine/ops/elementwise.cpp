@@ -103,21 +103,6 @@ struct ScaleBackward : Node {
   std::string name() const override { return "ScaleBackward"; }
 };
 
-struct SumBackward : Node {
-  Shape shape;
-  Layout layout;
-  SumBackward(Shape s, Layout l) : shape(std::move(s)), layout(l) {}
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    return {detail::expand_scalar(g[0], shape, layout)};
-  }
-  std::string name() const override { return "SumBackward"; }
-};
-
-struct ExpandScalarBackward : Node {
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::sum(g[0])}; }
-  std::string name() const override { return "ExpandScalarBackward"; }
-};
-
 void check_binary(const Tensor& a, const Tensor& b, const char* op) {
   check_defined(a, op, "a");
   check_defined(b, op, "b");
@@ -251,35 +236,7 @@ Tensor scale(const Tensor& x, float s) {
   return y;
 }
 
-Tensor sum(const Tensor& x) {
-  static const auto name = op_name("sum");
-  check_defined(x, "sum", "x");
-  OpScope scope(name);
-  Tensor y = backend_of(x).sum_all(x);
-  if (needs_grad({&x})) connect(std::make_shared<SumBackward>(x.shape(), x.layout()), {&x}, {&y});
-  return y;
-}
-
-Tensor mean(const Tensor& x) {
-  static const auto name = op_name("mean");
-  check_defined(x, "mean", "x");
-  if (x.numel() == 0) fail("mean", "empty tensor " + shape_str(x.shape()));
-  OpScope scope(name);
-  return scale(sum(x), 1.0f / static_cast<float>(x.numel()));
-}
-
 namespace detail {
-
-Tensor expand_scalar(const Tensor& g, const Shape& shape, const Layout& layout) {
-  static const auto name = op_name("expand_scalar");
-  check_defined(g, "expand_scalar", "g");
-  if (g.numel() != 1) fail("expand_scalar", "needs a single value, got " + shape_str(g.shape()));
-  OpScope scope(name);
-  Tensor y = Tensor::empty(shape, g.device(), layout);
-  backend_of(g).fill(y, g.item());
-  if (needs_grad({&g})) connect(std::make_shared<ExpandScalarBackward>(), {&g}, {&y});
-  return y;
-}
 
 }  // namespace detail
 
