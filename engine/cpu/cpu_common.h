@@ -41,6 +41,16 @@ void parallel_for(int64_t n, F&& f) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
+// Defined, on the CPU, plain and of rank `rank` (0: any).
+inline void check_plain(const Tensor& t, const char* op, const char* what, int64_t rank) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": " + what + " is undefined");
+  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": " + what + " on " + t.device().str());
+  if (!t.layout().is_plain() || (rank > 0 && t.dim() != rank)) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain " + std::to_string(rank) + "-D, got " +
+                                shape_str(t.shape()) + " " + t.layout().str());
+  }
+}
+
 inline Tensor plain(CpuBackend& b, const Tensor& t) {
   return t.layout().is_plain() ? t : b.to_layout(t, Layout::plain());
 }

@@ -10,23 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_common.h"
 #include "engine/cpu/fast_math.h"
 
 namespace ts::engine::cpu {
 
 namespace {
-
-constexpr int64_t kParallelThreshold = 1 << 15;
-
-void check_plain(const Tensor& t, const char* op, const char* what, int64_t rank) {
-  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": " + what + " is undefined");
-  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": " + what + " on " + t.device().str());
-  if (!t.layout().is_plain() || (rank > 0 && t.dim() != rank)) {
-    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain " + std::to_string(rank) + "-D, got " +
-                                shape_str(t.shape()) + " " + t.layout().str());
-  }
-}
 
 // Row-major C = alpha op(A) op(B) + beta C through oneDNN's sgemm. Called inside our own
 // parallel loops, where oneDNN runs it on the calling thread.
@@ -251,97 +240,5 @@ Backend::AttentionGrads CpuBackend::attention_backward(const Tensor& dout, const
 }
 
 // ---------------------------------------------------------------- label-smoothed cross-entropy
-
-namespace {
-
-// The label-smoothed loss's rows, vectorized (libm's exp is scalar and was 5% of a transformer
-// step): fast_exp's terms (relative error 1e-7) summed in double. AVX2 where the machine has it.
-struct RowSums {
-  float max;
-  double exp_sum;   // sum_k exp(x_k - max)
-  double sum;       // sum_k x_k
-};
-
-__attribute__((target_clones("avx2", "default"))) RowSums row_sums(const float* row, int64_t n) {
-  float mx = row[0];
-#pragma omp simd reduction(max : mx)
-  for (int64_t k = 1; k < n; ++k) mx = std::max(mx, row[k]);
-  double s = 0, sx = 0;
-#pragma omp simd reduction(+ : s, sx)
-  for (int64_t k = 0; k < n; ++k) {
-    s += static_cast<double>(fast_exp(row[k] - mx));
-    sx += static_cast<double>(row[k]);
-  }
-  return {mx, s, sx};
-}
-
-// out_k = g (exp(x_k - lse) - off): the gradient of one row before its label's term.
-__attribute__((target_clones("avx2", "default"))) void row_gradient(const float* row, int64_t n, float lse, float g,
-                                                                    float off, float* out) {
-#pragma omp simd
-  for (int64_t k = 0; k < n; ++k) out[k] = g * (fast_exp(row[k] - lse) - off);
-}
-
-}  // namespace
-
-Backend::SmoothedCrossEntropy CpuBackend::label_smoothed_ce_forward(const Tensor& logits, const Tensor& labels,
-                                                                    float eps, int64_t ignore_index, float normalizer) {
-  check_plain(logits, "label_smoothed_ce", "logits", 2);
-  check_plain(labels, "label_smoothed_ce", "labels", 1);
-  const int64_t n = logits.size(0), vocab = logits.size(1);
-  if (labels.size(0) != n) throw std::invalid_argument("label_smoothed_ce: labels must be [N] for logits [N, V]");
-  if (!(normalizer > 0.0f)) throw std::invalid_argument("label_smoothed_ce: normalizer must be positive");
-  const float *x = logits.data(), *lab = labels.data();
-  for (int64_t i = 0; i < n; ++i) {
-    const auto y = static_cast<int64_t>(lab[i]);
-    if (static_cast<float>(y) != lab[i] || ((y < 0 || y >= vocab) && y != ignore_index)) {
-      throw std::invalid_argument("label_smoothed_ce: label " + std::to_string(lab[i]) + " at row " + std::to_string(i) +
-                                  " is not in [0, " + std::to_string(vocab) + ") nor the ignored index");
-    }
-  }
-  SmoothedCrossEntropy r{Tensor::empty({1}, logits.device()), Tensor::empty({n}, logits.device())};
-  float* lse = r.lse.data();
-  double total = 0;
-#pragma omp parallel for reduction(+ : total) if (n * vocab > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    const auto y = static_cast<int64_t>(lab[i]);
-    if (y == ignore_index) {
-      lse[i] = 0.0f;
-      continue;
-    }
-    const float* row = x + i * vocab;
-    const RowSums rs = row_sums(row, vocab);
-    const double sum_x = rs.sum;
-    const double l = rs.max + std::log(rs.exp_sum);
-    lse[i] = static_cast<float>(l);
-    // -sum_k q_k log p_k with log p_k = x_k - lse.
-    total += (1.0 - eps) * (l - row[y]) + eps * (l - sum_x / static_cast<double>(vocab));
-  }
-  r.loss.data()[0] = static_cast<float>(total / normalizer);
-  return r;
-}
-
-Tensor CpuBackend::label_smoothed_ce_backward(const Tensor& dloss, const Tensor& logits, const Tensor& lse,
-                                              const Tensor& labels, float eps, int64_t ignore_index, float normalizer) {
-  check_plain(logits, "label_smoothed_ce_backward", "logits", 2);
-  const int64_t n = logits.size(0), vocab = logits.size(1);
-  Tensor dx = Tensor::empty({n, vocab}, logits.device());
-  const float g = dloss.item() / normalizer;
-  const float *x = logits.data(), *l = lse.data(), *lab = labels.data();
-  float* d = dx.data();
-  const float off = eps / static_cast<float>(vocab);
-#pragma omp parallel for if (n * vocab > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    const auto y = static_cast<int64_t>(lab[i]);
-    float* out = d + i * vocab;
-    if (y == ignore_index) {
-      std::fill(out, out + vocab, 0.0f);
-      continue;
-    }
-    row_gradient(x + i * vocab, vocab, l[i], g, off, out);
-    out[y] -= g * (1.0f - eps);
-  }
-  return dx;
-}
 
 }  // namespace ts::engine::cpu

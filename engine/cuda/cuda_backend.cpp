@@ -119,6 +119,14 @@ Tensor in_layout(CudaBackend& b, const Tensor& x, const Layout& layout) {
   return x.layout() == layout ? x : b.to_layout(x, layout);
 }
 
+void check_plain(const Tensor& t, int device, const char* op, const char* what, int64_t rank) {
+  check_on(t, device, op, what);
+  if (!t.layout().is_plain() || (rank > 0 && t.dim() != rank)) {
+    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain " + std::to_string(rank) + "-D, got " +
+                                shape_str(t.shape()) + " " + t.layout().str());
+  }
+}
+
 bool usable_plain(const Tensor& t, int device, int64_t rank) {
   return t.defined() && t.device().type == DeviceType::cuda && t.device().index == device && t.layout().is_plain() &&
          (rank < 0 || t.dim() == rank);
@@ -303,65 +311,6 @@ Tensor CudaBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_
 }
 
 // ---------------------------------------------------------------- loss
-
-CrossEntropyResult CudaBackend::softmax_cross_entropy_forward(const Tensor& logits_in, const Tensor& labels_in) {
-  check_on(logits_in, device_, "softmax_cross_entropy", "logits");
-  check_on(labels_in, device_, "softmax_cross_entropy", "labels");
-  if (logits_in.dim() != 2 || labels_in.dim() != 1 || labels_in.size(0) != logits_in.size(0)) {
-    throw std::invalid_argument("softmax_cross_entropy: expected logits [N, K] and labels [N], got " +
-                                shape_str(logits_in.shape()) + " and " + shape_str(labels_in.shape()));
-  }
-  const Tensor logits = as_plain(*this, logits_in);
-  const Tensor labels = as_plain(*this, labels_in);
-  const int64_t n = logits.size(0), k = logits.size(1);
-  // Bad labels are an error with the CPU backend's message, not an out-of-bounds read: the
-  // labels (N floats) are checked on the host, which waits for the forward pass queued so far.
-  {
-    std::vector<float> lab(static_cast<size_t>(n));
-    copy_to_host(lab.data(), labels.data(), lab.size() * sizeof(float), device_);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = lab[static_cast<size_t>(i)];
-      if (!(v >= 0.0f) || v >= static_cast<float>(k) || v != std::floor(v)) {
-        throw std::invalid_argument("softmax_cross_entropy: label " + std::to_string(v) + " at index " +
-                                    std::to_string(i) + " is not a class index in [0, " + std::to_string(k) + ")");
-      }
-    }
-  }
-  Env env(*impl_);
-  CrossEntropyResult r;
-  r.probs = Tensor::empty({n, k}, logits.device());
-  r.loss = Tensor::empty({1}, logits.device());
-  if (n == 0) {
-    TS_CUDA_CHECK(kernels::fill(r.loss.data(), 1, 0.0f, env.stream));
-    return r;
-  }
-  Tensor row_loss = workspace_tensor(n * static_cast<int64_t>(sizeof(float)), device_);
-  TS_CUDA_CHECK(
-      kernels::softmax_xent_forward(logits.data(), labels.data(), n, k, r.probs.data(), row_loss.data(), env.stream));
-  Tensor partials = workspace_tensor(kernels::sum_partials(n) * static_cast<int64_t>(sizeof(double)), device_);
-  TS_CUDA_CHECK(kernels::sum_all(row_loss.data(), n, reinterpret_cast<double*>(partials.data()),
-                                 static_cast<float>(1.0 / static_cast<double>(n)), r.loss.data(), env.stream));
-  return r;
-}
-
-Tensor CudaBackend::softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs_in,
-                                                   const Tensor& labels_in) {
-  const char* op = "softmax_cross_entropy_backward";
-  check_on(dloss, device_, op, "dloss");
-  check_on(probs_in, device_, op, "probs");
-  check_on(labels_in, device_, op, "labels");
-  if (dloss.numel() != 1 || probs_in.dim() != 2 || labels_in.dim() != 1 || labels_in.size(0) != probs_in.size(0)) {
-    throw std::invalid_argument(std::string(op) + ": bad shapes " + shape_str(dloss.shape()) + ", " +
-                                shape_str(probs_in.shape()) + ", " + shape_str(labels_in.shape()));
-  }
-  const Tensor probs = as_plain(*this, probs_in), labels = as_plain(*this, labels_in);
-  const int64_t n = probs.size(0), k = probs.size(1);
-  Env env(*impl_);
-  Tensor dx = Tensor::empty({n, k}, probs.device());
-  // dloss stays on the device: no host round trip in the backward pass.
-  TS_CUDA_CHECK(kernels::softmax_xent_backward(dloss.data(), probs.data(), labels.data(), n, k, dx.data(), env.stream));
-  return dx;
-}
 
 // ---------------------------------------------------------------- optimizer
 

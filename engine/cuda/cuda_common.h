@@ -91,6 +91,8 @@ void set_nchw(const TensorDesc& d, int64_t n, int64_t c, int64_t h, int64_t w, c
 }
 // Both on cuda:`device`, of one shape.
 void check_same(const Tensor& a, const Tensor& b, int device, const char* op);
+// Defined, on cuda:`device`, plain and of rank `rank` (0: any).
+void check_plain(const Tensor& t, int device, const char* op, const char* what, int64_t rank);
 // Plain, on cuda:`device`, of rank `rank` (< 0: any).
 bool usable_plain(const Tensor& t, int device, int64_t rank);
 void check_plain_2d(const Tensor& t, int device, const char* op);

@@ -104,94 +104,11 @@ Tensor CudaBackend::upsample_nearest2d_backward(const Tensor& dy, int64_t f) {
 
 // ---------------------------------------------------------------- norm penalty
 
-Backend::NormPenaltyResult CudaBackend::norm_penalty_forward(const Tensor& x_in, float target) {
-  const char* op = "norm_penalty";
-  check_on(x_in, device_, op, "x");
-  if (x_in.dim() != 2 || x_in.size(0) < 1) fail(op, "expected [N, D] with N >= 1, got " + shape_str(x_in.shape()));
-  const Tensor x = as_plain(*this, x_in);
-  const int64_t n = x.size(0), d = x.size(1);
-  Env env(*impl_);
-  NormPenaltyResult r{Tensor::empty({1}, x.device()), Tensor::empty({n}, x.device())};
-  Tensor terms = workspace_tensor(n * static_cast<int64_t>(sizeof(double)), device_);
-  TS_CUDA_CHECK(kernels::norm_penalty_forward(x.data(), n, d, target, r.norms.data(),
-                                              reinterpret_cast<double*>(terms.data()), r.loss.data(), env.stream));
-  return r;
-}
-
-Tensor CudaBackend::norm_penalty_backward(const Tensor& dloss, const Tensor& x_in, const Tensor& norms, float target) {
-  const char* op = "norm_penalty_backward";
-  check_on(dloss, device_, op, "dloss");
-  check_on(norms, device_, op, "norms");
-  check_on(x_in, device_, op, "x");
-  const Tensor x = as_plain(*this, x_in);
-  if (x.dim() != 2) fail(op, "expected [N, D], got " + shape_str(x.shape()));
-  const int64_t n = x.size(0), d = x.size(1);
-  if (norms.numel() != n || dloss.numel() != 1) {
-    fail(op, "norms " + shape_str(norms.shape()) + " / dloss " + shape_str(dloss.shape()) + " for input " +
-                 shape_str(x.shape()));
-  }
-  Env env(*impl_);
-  Tensor dx = Tensor::empty(x.shape(), x.device());
-  TS_CUDA_CHECK(
-      kernels::norm_penalty_backward(dloss.data(), x.data(), norms.data(), n, d, target, dx.data(), env.stream));
-  return dx;
-}
-
 // ---------------------------------------------------------------- Adam
 
 // ---------------------------------------------------------------- RoIAlign, RoIPool
 
 // ---------------------------------------------------------------- smooth L1
-
-namespace {
-
-void check_smooth_l1(const Tensor& x, const Tensor& target, const Tensor* weights, float beta, int device,
-                     const char* op) {
-  check_on(x, device, op, "input");
-  check_on(target, device, op, "target");
-  if (x.shape() != target.shape()) {
-    fail(op, "input " + shape_str(x.shape()) + " and target " + shape_str(target.shape()));
-  }
-  if (weights) {
-    check_on(*weights, device, op, "weights");
-    if (weights->shape() != x.shape()) {
-      fail(op, "weights " + shape_str(weights->shape()) + " for input " + shape_str(x.shape()));
-    }
-  }
-  if (!(beta >= 0.0f)) fail(op, "beta must be >= 0");
-}
-
-}  // namespace
-
-Tensor CudaBackend::smooth_l1_forward(const Tensor& x_in, const Tensor& target_in, const Tensor* weights_in, float beta,
-                                      float scale) {
-  const char* op = "smooth_l1";
-  check_smooth_l1(x_in, target_in, weights_in, beta, device_, op);
-  const Tensor x = as_plain(*this, x_in), t = as_plain(*this, target_in);
-  const Tensor w = weights_in ? as_plain(*this, *weights_in) : Tensor();
-  const int64_t n = x.numel();
-  Env env(*impl_);
-  Tensor partials = workspace_tensor(kernels::sum_partials(n) * static_cast<int64_t>(sizeof(double)), device_);
-  Tensor y = Tensor::empty({1}, x.device());
-  TS_CUDA_CHECK(kernels::smooth_l1_forward(x.data(), t.data(), w.defined() ? w.data() : nullptr, n, beta, scale,
-                                           reinterpret_cast<double*>(partials.data()), y.data(), env.stream));
-  return y;
-}
-
-Tensor CudaBackend::smooth_l1_backward(const Tensor& dloss, const Tensor& x_in, const Tensor& target_in,
-                                       const Tensor* weights_in, float beta, float scale) {
-  const char* op = "smooth_l1_backward";
-  check_smooth_l1(x_in, target_in, weights_in, beta, device_, op);
-  check_on(dloss, device_, op, "dloss");
-  if (dloss.numel() != 1) fail(op, "dloss must hold one value, got " + shape_str(dloss.shape()));
-  const Tensor x = as_plain(*this, x_in), t = as_plain(*this, target_in);
-  const Tensor w = weights_in ? as_plain(*this, *weights_in) : Tensor();
-  Env env(*impl_);
-  Tensor dx = Tensor::empty(x.shape(), x.device());
-  TS_CUDA_CHECK(kernels::smooth_l1_backward(dloss.data(), x.data(), t.data(), w.defined() ? w.data() : nullptr,
-                                            x.numel(), beta, scale, dx.data(), env.stream));
-  return dx;
-}
 
 // ---------------------------------------------------------------- rows: gather and scatter-add
 

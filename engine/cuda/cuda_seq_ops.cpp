@@ -16,14 +16,6 @@ namespace ts::engine::cuda {
 
 namespace {
 
-void check_plain(const Tensor& t, int device, const char* op, const char* what, int64_t rank) {
-  check_on(t, device, op, what);
-  if (!t.layout().is_plain() || (rank > 0 && t.dim() != rank)) {
-    throw std::invalid_argument(std::string(op) + ": " + what + " must be plain " + std::to_string(rank) + "-D, got " +
-                                shape_str(t.shape()) + " " + t.layout().str());
-  }
-}
-
 // Host pointers uploaded once as a device array (cuBLAS's batched GEMMs take arrays of
 // device pointers).
 class PointerArrays {
@@ -231,54 +223,6 @@ Backend::AttentionGrads CudaBackend::attention_backward(const Tensor& dout, cons
 }
 
 // ---------------------------------------------------------------- label-smoothed cross-entropy
-
-Backend::SmoothedCrossEntropy CudaBackend::label_smoothed_ce_forward(const Tensor& logits, const Tensor& labels,
-                                                                     float eps, int64_t ignore_index,
-                                                                     float normalizer) {
-  const char* op = "label_smoothed_ce";
-  check_plain(logits, device_, op, "logits", 2);
-  check_plain(labels, device_, op, "labels", 1);
-  const int64_t n = logits.size(0), vocab = logits.size(1);
-  if (labels.size(0) != n) throw std::invalid_argument("label_smoothed_ce: labels must be [N] for logits [N, V]");
-  if (!(normalizer > 0.0f)) throw std::invalid_argument("label_smoothed_ce: normalizer must be positive");
-  const std::vector<float> lab = labels.to_vector();  // checked on the host, as on the CPU
-  for (int64_t i = 0; i < n; ++i) {
-    const float li = lab[static_cast<size_t>(i)];
-    const auto y = static_cast<int64_t>(li);
-    if (static_cast<float>(y) != li || ((y < 0 || y >= vocab) && y != ignore_index)) {
-      throw std::invalid_argument("label_smoothed_ce: label " + std::to_string(li) + " at row " + std::to_string(i) +
-                                  " is not in [0, " + std::to_string(vocab) + ") nor the ignored index");
-    }
-  }
-  Env env(*impl_);
-  SmoothedCrossEntropy r{Tensor::empty({1}, logits.device()), Tensor::empty({n}, logits.device())};
-  Tensor terms = workspace_tensor(std::max<int64_t>(n, 1) * static_cast<int64_t>(sizeof(double)), device_);
-  TS_CUDA_CHECK(kernels::label_smoothed_ce_forward(logits.data(), labels.data(), n, vocab, eps, ignore_index,
-                                                   normalizer, r.lse.data(), reinterpret_cast<double*>(terms.data()),
-                                                   r.loss.data(), env.stream));
-  return r;
-}
-
-Tensor CudaBackend::label_smoothed_ce_backward(const Tensor& dloss, const Tensor& logits, const Tensor& lse,
-                                               const Tensor& labels, float eps, int64_t ignore_index,
-                                               float normalizer) {
-  const char* op = "label_smoothed_ce_backward";
-  check_plain(logits, device_, op, "logits", 2);
-  check_on(dloss, device_, op, "dloss");
-  check_on(lse, device_, op, "lse");
-  check_on(labels, device_, op, "labels");
-  const int64_t n = logits.size(0), vocab = logits.size(1);
-  if (dloss.numel() != 1 || lse.numel() != n || labels.numel() != n) {
-    throw std::invalid_argument("label_smoothed_ce_backward: dloss " + shape_str(dloss.shape()) + ", lse " +
-                                shape_str(lse.shape()) + ", labels " + shape_str(labels.shape()) + " for logits " +
-                                shape_str(logits.shape()));
-  }
-  Env env(*impl_);
-  Tensor dx = Tensor::empty({n, vocab}, logits.device());
-  TS_CUDA_CHECK(kernels::label_smoothed_ce_backward(dloss.data(), logits.data(), lse.data(), labels.data(), n, vocab,
-                                                    eps, ignore_index, normalizer, dx.data(), env.stream));
-  return dx;
-}
 
 // ---------------------------------------------------------------- CTC
 

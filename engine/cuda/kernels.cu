@@ -248,43 +248,6 @@ __global__ void copy_rows_kernel(float* dst, int64_t dst_pitch, const float* src
 
 // ------------------------------------------------------------------ loss
 
-__global__ void softmax_xent_forward_kernel(const float* logits, const float* labels, int64_t k, float* probs,
-                                            float* row_loss) {
-  __shared__ float fshared[kThreads];
-  __shared__ double dshared[kThreads];
-  const int64_t row = blockIdx.x;
-  const float* z = logits + row * k;
-  float* p = probs + row * k;
-  float m = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) m = fmaxf(m, z[j]);
-  m = block_reduce(m, MaxOp{}, fshared);
-  double s = 0.0;
-  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
-    const float e = expf(z[j] - m);
-    p[j] = e;
-    s += e;
-  }
-  s = block_reduce(s, SumOp{}, dshared);
-  const float inv = static_cast<float>(1.0 / s);
-  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) p[j] *= inv;
-  if (threadIdx.x == 0) {
-    int64_t c = static_cast<int64_t>(labels[row]);
-    if (c < 0 || c >= k) c = 0;  // validated on the host; never read out of bounds regardless
-    row_loss[row] = static_cast<float>(log(s) + static_cast<double>(m) - static_cast<double>(z[c]));
-  }
-}
-
-__global__ void softmax_xent_backward_kernel(const float* dloss, const float* probs, const float* labels, int64_t n,
-                                             int64_t k, float* dx) {
-  const float g = dloss[0] / static_cast<float>(n > 0 ? n : 1);
-  const int64_t total = n * k;
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t row = i / k, j = i % k;
-    const float v = g * probs[i];
-    dx[i] = j == static_cast<int64_t>(labels[row]) ? v - g : v;
-  }
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
@@ -414,21 +377,6 @@ cudaError_t copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t s
   const int64_t total = width * rows;
   if (total <= 0) return cudaSuccess;
   copy_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(dst, dst_pitch, src, src_pitch, width, rows);
-  return cudaGetLastError();
-}
-
-cudaError_t softmax_xent_forward(const float* logits, const float* labels, int64_t n, int64_t k, float* probs,
-                                 float* row_loss, cudaStream_t s) {
-  if (n <= 0 || k <= 0) return cudaSuccess;
-  softmax_xent_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, labels, k, probs, row_loss);
-  return cudaGetLastError();
-}
-
-cudaError_t softmax_xent_backward(const float* dloss, const float* probs, const float* labels, int64_t n, int64_t k,
-                                  float* dx, cudaStream_t s) {
-  const int64_t total = n * k;
-  if (total <= 0) return cudaSuccess;
-  softmax_xent_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dloss, probs, labels, n, k, dx);
   return cudaGetLastError();
 }
 

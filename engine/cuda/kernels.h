@@ -65,14 +65,6 @@ cudaError_t avg_pool_backward(const float* dy, const PoolGeom& g, bool count_inc
 cudaError_t copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width, int64_t rows,
                       cudaStream_t s);
 
-// --- softmax cross-entropy over [n, k] logits, labels [n] as fp32 class indices ---
-// probs = softmax(logits); row_loss[i] = logsumexp(z_i) - z_i[label_i].
-cudaError_t softmax_xent_forward(const float* logits, const float* labels, int64_t n, int64_t k, float* probs,
-                                 float* row_loss, cudaStream_t s);
-// dx = (dloss[0] / n) * (probs - onehot(labels)); dloss is read on the device.
-cudaError_t softmax_xent_backward(const float* dloss, const float* probs, const float* labels, int64_t n, int64_t k,
-                                  float* dx, cudaStream_t s);
-
 // ------------------------------------------------------------------ kernels_extra.cu
 // (compiled without FMA contraction, so that the arithmetic rounds as the CPU backend's does)
 
@@ -85,21 +77,6 @@ cudaError_t upsample_nearest_forward(const float* x, int64_t outer, int64_t h, i
 // dx [outer][h][w][vec] from dy [outer][h f][w f][vec]: each f x f window summed.
 cudaError_t upsample_nearest_backward(const float* dy, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
                                       float* dx, cudaStream_t s);
-// x [n, d]: norms[i] = ||x_i|| (double sums); loss[0] = mean_i (norms_i - target)^2.
-// `terms` holds n doubles.
-cudaError_t norm_penalty_forward(const float* x, int64_t n, int64_t d, float target, float* norms, double* terms,
-                                 float* loss, cudaStream_t s);
-// dx_i = dloss[0] 2 (norm_i - target) / (n norm_i) x_i, 0 where norm_i = 0; dloss read on the device.
-cudaError_t norm_penalty_backward(const float* dloss, const float* x, const float* norms, int64_t n, int64_t d,
-                                  float target, float* dx, cudaStream_t s);
-
-// out[0] = scale * sum_i w_i l(|x_i - t_i|) in double; weights may be null (ones).
-// `partials` holds sum_partials(n) doubles.
-cudaError_t smooth_l1_forward(const float* x, const float* t, const float* w, int64_t n, float beta, float scale,
-                              double* partials, float* out, cudaStream_t s);
-// dx_i = dloss[0] scale w_i dl/dd, dloss read on the device.
-cudaError_t smooth_l1_backward(const float* dloss, const float* x, const float* t, const float* w, int64_t n,
-                               float beta, float scale, float* dx, cudaStream_t s);
 
 // y[i, :] = x[index[i], :] (index fp32, validated by the caller), rows of k floats.
 cudaError_t index_select_rows(const float* x, const float* index, int64_t m, int64_t k, float* y, cudaStream_t s);
@@ -137,13 +114,6 @@ cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t t
                               bool causal, cudaStream_t s);
 // ds = p * (ds - rowsum(p * ds)) per row of tk.
 cudaError_t attention_softmax_backward(const float* p, float* ds, int64_t rows, int64_t tk, cudaStream_t s);
-// Label-smoothed cross-entropy: lse [n]; loss[0] = sum of row terms / normalizer. `terms` holds n doubles.
-cudaError_t label_smoothed_ce_forward(const float* logits, const float* labels, int64_t n, int64_t vocab, float eps,
-                                      int64_t ignore_index, float normalizer, float* lse, double* terms, float* loss,
-                                      cudaStream_t s);
-cudaError_t label_smoothed_ce_backward(const float* dloss, const float* logits, const float* lse, const float* labels,
-                                       int64_t n, int64_t vocab, float eps, int64_t ignore_index, float normalizer,
-                                       float* dx, cudaStream_t s);
 
 // CTC over logits [t_max, n, k]. Per sample i: frames[i], lengths[i], offsets[i] (into labels)
 // and weight[i]; labels are validated class ids. Workspace (doubles): lp n * t_max * k,

@@ -61,61 +61,11 @@ __global__ void upsample_backward_kernel(const float* dy, int64_t outer, int64_t
 
 // ------------------------------------------------------------------ gradient penalty, Adam
 
-__global__ void norm_rows_kernel(const float* x, int64_t d, float target, float* norms, double* terms) {
-  __shared__ double shared[kThreads];
-  const int64_t row = blockIdx.x;
-  const float* p = x + row * d;
-  double ss = 0.0;
-  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) ss += static_cast<double>(p[k]) * p[k];
-  ss = block_sum(ss, shared);
-  if (threadIdx.x == 0) {
-    const double norm = sqrt(ss);
-    norms[row] = static_cast<float>(norm);
-    terms[row] = (norm - target) * (norm - target);
-  }
-}
-
-__global__ void norm_penalty_backward_kernel(const float* dloss, const float* x, const float* norms, int64_t n,
-                                             int64_t d, float target, float* dx) {
-  const float g = dloss[0];
-  const int64_t total = n * d;
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const float nm = norms[i / d];
-    // The norm's gradient is undefined at 0; 0 there, as on the CPU and in PyTorch.
-    const float coef = nm > 0.0f ? g * 2.0f * (nm - target) / (static_cast<float>(n) * nm) : 0.0f;
-    dx[i] = coef * x[i];
-  }
-}
-
 // ------------------------------------------------------------------ RoIAlign
 
 // ------------------------------------------------------------------ RoIPool
 
 // ------------------------------------------------------------------ smooth L1
-
-__global__ void smooth_l1_partials_kernel(const float* x, const float* t, const float* w, int64_t n, double beta,
-                                          double* partials) {
-  __shared__ double shared[kThreads];
-  const double half_beta = 0.5 * beta;
-  double acc = 0.0;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const double d = fabs(static_cast<double>(x[i]) - t[i]);
-    const double l = d < beta ? 0.5 * d * d / beta : d - half_beta;
-    acc += w ? w[i] * l : l;
-  }
-  const double total = block_sum(acc, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
-}
-
-__global__ void smooth_l1_backward_kernel(const float* dloss, const float* x, const float* t, const float* w, int64_t n,
-                                          float beta, float scale, float* dx) {
-  const float g = dloss[0] * scale;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float d = x[i] - t[i];
-    const float dl = fabsf(d) < beta ? d / beta : static_cast<float>((d > 0.0f) - (d < 0.0f));
-    dx[i] = g * (w ? w[i] : 1.0f) * dl;
-  }
-}
 
 // ------------------------------------------------------------------ rows, permute
 
@@ -177,41 +127,6 @@ cudaError_t upsample_nearest_backward(const float* dy, int64_t outer, int64_t h,
   const int64_t total = outer * h * w * vec;
   if (total <= 0) return cudaSuccess;
   upsample_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, outer, h, w, vec, f, dx);
-  return cudaGetLastError();
-}
-
-cudaError_t norm_penalty_forward(const float* x, int64_t n, int64_t d, float target, float* norms, double* terms,
-                                 float* loss, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  norm_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(x, d, target, norms, terms);
-  cudaError_t rc = cudaGetLastError();
-  if (rc != cudaSuccess) return rc;
-  finish_sum(terms, n, 1.0, static_cast<double>(n), loss, s);
-  return cudaGetLastError();
-}
-
-cudaError_t norm_penalty_backward(const float* dloss, const float* x, const float* norms, int64_t n, int64_t d,
-                                  float target, float* dx, cudaStream_t s) {
-  const int64_t total = n * d;
-  if (total <= 0) return cudaSuccess;
-  norm_penalty_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dloss, x, norms, n, d, target, dx);
-  return cudaGetLastError();
-}
-
-cudaError_t smooth_l1_forward(const float* x, const float* t, const float* w, int64_t n, float beta, float scale,
-                              double* partials, float* out, cudaStream_t s) {
-  const int blocks = sum_blocks(n);
-  smooth_l1_partials_kernel<<<blocks, kThreads, 0, s>>>(x, t, w, n < 0 ? 0 : n, static_cast<double>(beta), partials);
-  cudaError_t rc = cudaGetLastError();
-  if (rc != cudaSuccess) return rc;
-  finish_sum(partials, blocks, static_cast<double>(scale), 0.0, out, s);
-  return cudaGetLastError();
-}
-
-cudaError_t smooth_l1_backward(const float* dloss, const float* x, const float* t, const float* w, int64_t n,
-                               float beta, float scale, float* dx, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  smooth_l1_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dloss, x, t, w, n, beta, scale, dx);
   return cudaGetLastError();
 }
 

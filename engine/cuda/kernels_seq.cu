@@ -152,56 +152,6 @@ __global__ void attention_softmax_backward_kernel(const float* p, float* ds, int
 
 // ------------------------------------------------------------------ label-smoothed cross-entropy
 
-__global__ void label_smoothed_ce_forward_kernel(const float* logits, const float* labels, int64_t vocab, float eps,
-                                                 int64_t ignore_index, float* lse, double* terms) {
-  __shared__ float fshared[kThreads];
-  __shared__ double dshared[kThreads];
-  const int64_t i = blockIdx.x;
-  const auto y = static_cast<int64_t>(labels[i]);
-  if (y == ignore_index) {
-    if (threadIdx.x == 0) {
-      lse[i] = 0.0f;
-      terms[i] = 0.0;
-    }
-    return;  // the whole block takes this branch
-  }
-  const float* row = logits + i * vocab;
-  float mx = -INFINITY;
-  for (int64_t k = threadIdx.x; k < vocab; k += blockDim.x) mx = fmaxf(mx, row[k]);
-  mx = block_max(mx, fshared);
-  double s = 0, sum_x = 0;
-  for (int64_t k = threadIdx.x; k < vocab; k += blockDim.x) {
-    s += exp(static_cast<double>(row[k] - mx));
-    sum_x += row[k];
-  }
-  s = block_sum(s, dshared);
-  sum_x = block_sum(sum_x, dshared);
-  if (threadIdx.x == 0) {
-    const double l = mx + log(s);
-    lse[i] = static_cast<float>(l);
-    terms[i] = (1.0 - eps) * (l - row[y]) + eps * (l - sum_x / static_cast<double>(vocab));
-  }
-}
-
-__global__ void label_smoothed_ce_backward_kernel(const float* dloss, const float* logits, const float* lse,
-                                                  const float* labels, int64_t n, int64_t vocab, float eps,
-                                                  int64_t ignore_index, float normalizer, float* dx) {
-  const float g = dloss[0] / normalizer;
-  const float off = eps / static_cast<float>(vocab);
-  const int64_t total = n * vocab;
-  for (int64_t idx = global_index(); idx < total; idx += grid_stride()) {
-    const int64_t i = idx / vocab, k = idx % vocab;
-    const auto y = static_cast<int64_t>(labels[i]);
-    if (y == ignore_index) {
-      dx[idx] = 0.0f;
-      continue;
-    }
-    float v = g * (expf(logits[idx] - lse[i]) - off);
-    if (k == y) v -= g * (1.0f - eps);
-    dx[idx] = v;
-  }
-}
-
 // ------------------------------------------------------------------ CTC
 
 __device__ __forceinline__ double log_add(double a, double b) {
@@ -400,29 +350,6 @@ cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t t
 cudaError_t attention_softmax_backward(const float* p, float* ds, int64_t rows, int64_t tk, cudaStream_t s) {
   if (rows <= 0 || tk <= 0) return cudaSuccess;
   attention_softmax_backward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(p, ds, tk);
-  return cudaGetLastError();
-}
-
-cudaError_t label_smoothed_ce_forward(const float* logits, const float* labels, int64_t n, int64_t vocab, float eps,
-                                      int64_t ignore_index, float normalizer, float* lse, double* terms, float* loss,
-                                      cudaStream_t s) {
-  if (n > 0) {
-    label_smoothed_ce_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, labels, vocab, eps,
-                                                                                   ignore_index, lse, terms);
-    const cudaError_t rc = cudaGetLastError();
-    if (rc != cudaSuccess) return rc;
-  }
-  finish_sum(terms, n, 1.0, static_cast<double>(normalizer), loss, s);
-  return cudaGetLastError();
-}
-
-cudaError_t label_smoothed_ce_backward(const float* dloss, const float* logits, const float* lse, const float* labels,
-                                       int64_t n, int64_t vocab, float eps, int64_t ignore_index, float normalizer,
-                                       float* dx, cudaStream_t s) {
-  const int64_t total = n * vocab;
-  if (total <= 0) return cudaSuccess;
-  label_smoothed_ce_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dloss, logits, lse, labels, n, vocab, eps,
-                                                                           ignore_index, normalizer, dx);
   return cudaGetLastError();
 }
 

@@ -25,19 +25,6 @@ void check_index(const Tensor& index, const Tensor& x, const char* op) {
 
 // ---------------------------------------------------------------- smooth L1
 
-struct SmoothL1Backward : Node {
-  Tensor x, target, weights;  // x and target with history, so a second backward fails loudly
-  float beta = 1, scale = 1;
-  bool need_x = false, need_t = false;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    Tensor dx = backend_of(x).smooth_l1_backward(g[0], x, target, weights.defined() ? &weights : nullptr, beta, scale);
-    mark_not_differentiable("smooth_l1_backward", {&g[0], &x, &target}, {&dx});
-    return {need_x ? dx : Tensor(), need_t ? ops::scale(dx, -1.0f) : Tensor()};
-  }
-  void release_saved() override { x = target = weights = Tensor(); }
-  std::string name() const override { return "SmoothL1Backward"; }
-};
-
 // ---------------------------------------------------------------- rows, permute
 
 struct IndexSelectBackward : Node {
@@ -64,39 +51,6 @@ struct PermuteBackward : Node {
 };
 
 }  // namespace
-
-Tensor smooth_l1_loss(const Tensor& x, const Tensor& target, const Tensor& weights, float beta, float normalizer) {
-  static const auto name = op_name("smooth_l1_loss");
-  const char* op = "smooth_l1_loss";
-  check_defined(x, op, "input");
-  check_defined(target, op, "target");
-  check_same_device(x, target, op);
-  if (x.shape() != target.shape()) fail(op, "input and target differ: " + detail::shapes({&x, &target}));
-  if (weights.defined()) {
-    check_same_device(x, weights, op);
-    if (weights.shape() != x.shape())
-      fail(op, "weights " + shape_str(weights.shape()) + " for input " + shape_str(x.shape()));
-    if (weights.requires_grad() && thread_context().grad_enabled) fail(op, "weights are constants and get no gradient");
-  }
-  if (!(beta >= 0.0f)) fail(op, "beta must be >= 0, got " + std::to_string(beta));
-  if (!(normalizer > 0.0f)) fail(op, "normalizer must be positive, got " + std::to_string(normalizer));
-  OpScope scope(name);
-  const float s = 1.0f / normalizer;
-  const Tensor w = weights.defined() ? weights.detach() : Tensor();
-  Tensor y = backend_of(x).smooth_l1_forward(x, target, w.defined() ? &w : nullptr, beta, s);
-  if (needs_grad({&x, &target})) {
-    auto n = std::make_shared<SmoothL1Backward>();
-    n->x = x;
-    n->target = target;
-    n->weights = w;
-    n->beta = beta;
-    n->scale = s;
-    n->need_x = x.requires_grad();
-    n->need_t = target.requires_grad();
-    connect(n, {&x, &target}, {&y});
-  }
-  return y;
-}
 
 Tensor index_select_rows(const Tensor& x, const Tensor& index) {
   static const auto name = op_name("index_select_rows");

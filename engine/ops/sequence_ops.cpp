@@ -51,20 +51,6 @@ struct AttentionBackward : Node {
   std::string name() const override { return "AttentionBackward"; }
 };
 
-struct SmoothedCrossEntropyBackward : Node {
-  Tensor logits, lse, labels;
-  float eps, normalizer;
-  int64_t ignore_index;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    Tensor dx = backend_of(logits).label_smoothed_ce_backward(g[0], logits.detach(), lse, labels, eps, ignore_index,
-                                                             normalizer);
-    mark_not_differentiable("label_smoothed_cross_entropy_backward", {&g[0], &logits}, {&dx});
-    return {dx};
-  }
-  void release_saved() override { logits = lse = labels = Tensor(); }
-  std::string name() const override { return "LabelSmoothedCrossEntropyBackward"; }
-};
-
 }  // namespace
 
 Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, float eps) {
@@ -160,35 +146,6 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, con
     connect(n, {&q, &k, &v}, {&r.out});
   }
   return r.out;
-}
-
-Tensor label_smoothed_cross_entropy(const Tensor& logits_in, const Tensor& labels, float eps, int64_t ignore_index,
-                                    float normalizer) {
-  static const auto name = op_name("label_smoothed_cross_entropy");
-  check_defined(logits_in, "label_smoothed_cross_entropy", "logits");
-  check_defined(labels, "label_smoothed_cross_entropy", "labels");
-  check_same_device(logits_in, labels, "label_smoothed_cross_entropy");
-  if (logits_in.dim() != 2 || labels.dim() != 1 || labels.size(0) != logits_in.size(0)) {
-    fail("label_smoothed_cross_entropy", "expected logits [N, V] and labels [N], got " +
-                                             detail::shapes({&logits_in, &labels}));
-  }
-  if (!(eps >= 0.0f && eps < 1.0f)) fail("label_smoothed_cross_entropy", "eps must be in [0, 1)");
-  if (!(normalizer > 0.0f)) fail("label_smoothed_cross_entropy", "normalizer must be positive");
-  OpScope scope(name);
-  const Tensor logits = to_layout(logits_in, Layout::plain());
-  Backend::SmoothedCrossEntropy r =
-      backend_of(logits).label_smoothed_ce_forward(logits, labels, eps, ignore_index, normalizer);
-  if (needs_grad({&logits})) {
-    auto n = std::make_shared<SmoothedCrossEntropyBackward>();
-    n->logits = logits;   // the probabilities are recomputed from it: no second [N, V] buffer
-    n->lse = r.lse;
-    n->labels = labels.detach();
-    n->eps = eps;
-    n->normalizer = normalizer;
-    n->ignore_index = ignore_index;
-    connect(n, {&logits}, {&r.loss});
-  }
-  return r.loss;
 }
 
 }  // namespace ts::engine::ops
