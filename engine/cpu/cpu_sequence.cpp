@@ -27,14 +27,6 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   }
 }
 
-// splitmix64: a counter-based generator, so element i's draw depends only on (seed, i).
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- layer norm
@@ -110,51 +102,6 @@ BatchNormGrads CpuBackend::layer_norm_backward(const Tensor& dy, const Tensor& x
 }
 
 // ---------------------------------------------------------------- GELU, dropout
-
-Tensor CpuBackend::gelu_forward(const Tensor& x) {
-  check_plain(x, "gelu", "x", 0);
-  Tensor y = Tensor::empty(x.shape(), x.device());
-  const float* s = x.data();
-  float* d = y.data();
-  const int64_t n = x.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) d[i] = 0.5f * s[i] * (1.0f + std::erf(s[i] * static_cast<float>(M_SQRT1_2)));
-  return y;
-}
-
-Tensor CpuBackend::gelu_backward(const Tensor& dy, const Tensor& x) {
-  check_plain(x, "gelu_backward", "x", 0);
-  check_plain(dy, "gelu_backward", "dy", 0);
-  if (dy.shape() != x.shape()) throw std::invalid_argument("gelu_backward: dy and x shapes differ");
-  Tensor dx = Tensor::empty(x.shape(), x.device());
-  const float *s = x.data(), *g = dy.data();
-  float* d = dx.data();
-  const int64_t n = x.numel();
-  const auto inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-#pragma omp parallel for simd if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    const float cdf = 0.5f * (1.0f + std::erf(s[i] * static_cast<float>(M_SQRT1_2)));
-    const float pdf = inv_sqrt_2pi * std::exp(-0.5f * s[i] * s[i]);
-    d[i] = g[i] * (cdf + s[i] * pdf);
-  }
-  return dx;
-}
-
-Tensor CpuBackend::dropout_mask(const Shape& shape, float p, uint64_t seed) {
-  if (!(p >= 0.0f && p < 1.0f)) throw std::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p));
-  Tensor m = Tensor::empty(shape, Device::cpu());
-  float* d = m.data();
-  const int64_t n = m.numel();
-  const float keep = 1.0f / (1.0f - p);
-  const uint64_t base = mix(seed);
-#pragma omp parallel for if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    // 24 random bits -> a uniform float in [0, 1) that is exact on every backend.
-    const float u = static_cast<float>(mix(base + static_cast<uint64_t>(i)) >> 40) * (1.0f / 16777216.0f);
-    d[i] = u >= p ? keep : 0.0f;
-  }
-  return m;
-}
 
 // ---------------------------------------------------------------- attention
 

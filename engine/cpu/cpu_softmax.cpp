@@ -61,17 +61,4 @@ Tensor CpuBackend::log_softmax_backward(const Tensor& dy, const Tensor& y) {
   return dx;
 }
 
-Tensor CpuBackend::exp_forward(const Tensor& x) {
-  if (!x.defined() || !x.device().is_cpu() || !x.layout().is_plain()) {
-    throw std::invalid_argument("exp: needs a plain CPU tensor");
-  }
-  Tensor y = Tensor::empty(x.shape(), Device::cpu());
-  const float* xp = x.data();
-  float* yp = y.data();
-  const int64_t n = x.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-  for (int64_t i = 0; i < n; ++i) yp[i] = std::exp(xp[i]);
-  return y;
-}
-
 }  // namespace ts::engine::cpu

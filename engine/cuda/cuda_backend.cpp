@@ -191,56 +191,6 @@ Tensor CudaBackend::to_layout(const Tensor& x, const Layout& layout) {
 
 // ---------------------------------------------------------------- element-wise
 
-Tensor CudaBackend::relu_forward(const Tensor& x) {
-  check_on(x, device_, "relu", "x");
-  Env env(*impl_);
-  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
-  TS_CUDA_CHECK(kernels::relu_forward(x.data(), y.data(), x.storage_numel(), env.stream));
-  return y;
-}
-
-Tensor CudaBackend::relu_backward(const Tensor& dy_in, const Tensor& y) {
-  check_same(dy_in, y, device_, "relu_backward");
-  const Tensor dy = in_layout(*this, dy_in, y.layout());
-  Env env(*impl_);
-  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
-  TS_CUDA_CHECK(kernels::relu_backward(dy.data(), y.data(), dx.data(), y.storage_numel(), env.stream));
-  return dx;
-}
-
-Tensor CudaBackend::add(const Tensor& a, const Tensor& b_in) {
-  check_same(a, b_in, device_, "add");
-  const Tensor b = in_layout(*this, b_in, a.layout());
-  Env env(*impl_);
-  Tensor y = Tensor::empty(a.shape(), a.device(), a.layout());
-  TS_CUDA_CHECK(kernels::add(a.data(), b.data(), y.data(), a.storage_numel(), env.stream));
-  return y;
-}
-
-Tensor CudaBackend::mul(const Tensor& a, const Tensor& b_in) {
-  check_same(a, b_in, device_, "mul");
-  const Tensor b = in_layout(*this, b_in, a.layout());
-  Env env(*impl_);
-  Tensor y = Tensor::empty(a.shape(), a.device(), a.layout());
-  TS_CUDA_CHECK(kernels::mul(a.data(), b.data(), y.data(), a.storage_numel(), env.stream));
-  return y;
-}
-
-Tensor CudaBackend::scale(const Tensor& x, float s) {
-  check_on(x, device_, "scale", "x");
-  Env env(*impl_);
-  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
-  TS_CUDA_CHECK(kernels::scale(x.data(), s, y.data(), x.storage_numel(), env.stream));
-  return y;
-}
-
-void CudaBackend::add_inplace(const Tensor& acc, const Tensor& x_in, float alpha) {
-  check_same(acc, x_in, device_, "add_inplace");
-  const Tensor x = in_layout(*this, x_in, acc.layout());
-  Env env(*impl_);
-  TS_CUDA_CHECK(kernels::add_inplace(acc.data(), x.data(), alpha, acc.storage_numel(), env.stream));
-}
-
 // ---------------------------------------------------------------- concat / slice
 
 namespace {

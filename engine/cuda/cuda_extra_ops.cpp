@@ -55,28 +55,6 @@ void check_row_indices(const Tensor& index, int64_t rows, int device, const char
 
 // ---------------------------------------------------------------- tanh, upsampling
 
-Tensor CudaBackend::tanh_forward(const Tensor& x) {
-  check_on(x, device_, "tanh", "x");
-  Env env(*impl_);
-  Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
-  // tanh(0) = 0 keeps padded channels zero.
-  TS_CUDA_CHECK(kernels::tanh_forward(x.data(), y.data(), x.storage_numel(), env.stream));
-  return y;
-}
-
-Tensor CudaBackend::tanh_backward(const Tensor& dy_in, const Tensor& y) {
-  check_on(dy_in, device_, "tanh_backward", "dy");
-  check_on(y, device_, "tanh_backward", "y");
-  if (dy_in.shape() != y.shape()) {
-    fail("tanh_backward", "shapes differ: " + shape_str(dy_in.shape()) + " vs " + shape_str(y.shape()));
-  }
-  const Tensor dy = dy_in.layout() == y.layout() ? dy_in : to_layout(dy_in, y.layout());
-  Env env(*impl_);
-  Tensor dx = Tensor::empty(y.shape(), y.device(), y.layout());
-  TS_CUDA_CHECK(kernels::tanh_backward(dy.data(), y.data(), dx.data(), y.storage_numel(), env.stream));
-  return dx;
-}
-
 Tensor CudaBackend::upsample_nearest2d_forward(const Tensor& x, int64_t f) {
   const char* op = "upsample_nearest2d";
   check_on(x, device_, op, "x");

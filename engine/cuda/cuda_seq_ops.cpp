@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/cuda/cuda_common.h"
+#include "engine/cuda/pointwise_kernels.h"
 #include "engine/cuda/device_memory.h"
 
 namespace ts::engine::cuda {
@@ -88,33 +89,6 @@ BatchNormGrads CudaBackend::layer_norm_backward(const Tensor& dy, const Tensor& 
 }
 
 // ---------------------------------------------------------------- GELU, dropout
-
-Tensor CudaBackend::gelu_forward(const Tensor& x) {
-  check_plain(x, device_, "gelu", "x", 0);
-  Env env(*impl_);
-  Tensor y = Tensor::empty(x.shape(), x.device());
-  TS_CUDA_CHECK(kernels::gelu_forward(x.data(), y.data(), x.numel(), env.stream));
-  return y;
-}
-
-Tensor CudaBackend::gelu_backward(const Tensor& dy, const Tensor& x) {
-  check_plain(x, device_, "gelu_backward", "x", 0);
-  check_plain(dy, device_, "gelu_backward", "dy", 0);
-  if (dy.shape() != x.shape()) throw std::invalid_argument("gelu_backward: dy and x shapes differ");
-  Env env(*impl_);
-  Tensor dx = Tensor::empty(x.shape(), x.device());
-  const auto inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-  TS_CUDA_CHECK(kernels::gelu_backward(dy.data(), x.data(), inv_sqrt_2pi, dx.data(), x.numel(), env.stream));
-  return dx;
-}
-
-Tensor CudaBackend::dropout_mask(const Shape& shape, float p, uint64_t seed) {
-  if (!(p >= 0.0f && p < 1.0f)) throw std::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p));
-  Env env(*impl_);
-  Tensor m = Tensor::empty(shape, cuda_device(device_));
-  TS_CUDA_CHECK(kernels::dropout_mask(m.data(), m.numel(), p, 1.0f / (1.0f - p), seed, env.stream));
-  return m;
-}
 
 // ---------------------------------------------------------------- attention
 

@@ -58,31 +58,6 @@ __global__ void reorder4d_kernel(const float* src, Layout4 from, float* dst, Lay
 
 // ------------------------------------------------------------------ element-wise
 
-__global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
-__global__ void relu_backward_kernel(const float* dy, const float* y, float* dx, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-}
-
-__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = a[i] + b[i];
-}
-
-__global__ void mul_kernel(const float* a, const float* b, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = a[i] * b[i];
-}
-
-__global__ void scale_kernel(const float* x, float s, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = x[i] * s;
-}
-
-// acc and x may be the same array (running statistics decay in place).
-__global__ void add_inplace_kernel(float* acc, const float* x, float alpha, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) acc[i] += alpha * x[i];
-}
-
 // ------------------------------------------------------------------ reductions
 
 __global__ void add_channel_bias_kernel(float* y, const float* bias, int64_t total, int64_t c, int64_t hw) {
@@ -270,42 +245,6 @@ cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, in
   const int64_t total = n * c * h * w;
   if (total <= 0) return cudaSuccess;
   reorder4d_kernel<<<blocks_for(total), kThreads, 0, s>>>(src, from, dst, to, n, c, h, w);
-  return cudaGetLastError();
-}
-
-cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  relu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t relu_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  relu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, y, dx, n);
-  return cudaGetLastError();
-}
-
-cudaError_t add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  mul_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, alpha, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t add_inplace(float* acc, const float* x, float alpha, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(acc, x, alpha, n);
   return cudaGetLastError();
 }
 

@@ -24,14 +24,6 @@ cudaError_t fill_blocked(float* p, int64_t n, int64_t c, int64_t inner, int bloc
 cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, int64_t n, int64_t c, int64_t h,
                       int64_t w, cudaStream_t s);
 
-// --- element-wise over n storage elements ---
-cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s);
-cudaError_t relu_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
-cudaError_t add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
-cudaError_t mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
-cudaError_t scale(const float* x, float alpha, float* y, int64_t n, cudaStream_t s);
-cudaError_t add_inplace(float* acc, const float* x, float alpha, int64_t n, cudaStream_t s);  // may alias
-
 // y[n, c, hw] += bias[c].
 cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
 
@@ -68,8 +60,6 @@ cudaError_t copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t s
 // ------------------------------------------------------------------ kernels_extra.cu
 // (compiled without FMA contraction, so that the arithmetic rounds as the CPU backend's does)
 
-cudaError_t tanh_forward(const float* x, float* y, int64_t n, cudaStream_t s);
-cudaError_t tanh_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
 // Storage seen as [outer][h][w][vec] (plain: outer = N C, vec 1; channels-last: N, C;
 // blocked: N ceil(C/b), b). y is [outer][h f][w f][vec].
 cudaError_t upsample_nearest_forward(const float* x, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
@@ -95,12 +85,6 @@ cudaError_t permute(const float* x, const PermuteGeom& g, int64_t n, float* y, c
 // ------------------------------------------------------------------ kernels_seq.cu
 // (sequence models and CTC; also without FMA contraction)
 
-// dst[i] = scalar[0] * src[i], the scalar read on the device.
-cudaError_t scale_by_device_scalar(const float* src, const float* scalar, float* dst, int64_t n, cudaStream_t s);
-cudaError_t gelu_forward(const float* x, float* y, int64_t n, cudaStream_t s);
-cudaError_t gelu_backward(const float* dy, const float* x, float inv_sqrt_2pi, float* dx, int64_t n, cudaStream_t s);
-// mask[i] = u(seed, i) >= p ? keep : 0 with the CPU backend's counter-based hash.
-cudaError_t dropout_mask(float* mask, int64_t n, float p, float keep, uint64_t seed, cudaStream_t s);
 // x [m, d]: y, mean [m], rstd [m].
 cudaError_t layer_norm_forward(const float* x, const float* gamma, const float* beta, int64_t m, int64_t d, float eps,
                                float* y, float* mean, float* rstd, cudaStream_t s);

@@ -16,14 +16,6 @@ namespace {
 
 // ------------------------------------------------------------------ tanh, upsampling
 
-__global__ void tanh_forward_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = tanhf(x[i]);
-}
-
-__global__ void tanh_backward_kernel(const float* dy, const float* y, float* dx, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
-}
-
 __global__ void upsample_forward_kernel(const float* x, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
                                         float* y) {
   const int64_t oh = h * f, ow = w * f;
@@ -101,18 +93,6 @@ __global__ void permute_kernel(const float* x, PermuteGeom g, int64_t n, float* 
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
-
-cudaError_t tanh_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  tanh_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t tanh_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  tanh_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, y, dx, n);
-  return cudaGetLastError();
-}
 
 cudaError_t upsample_nearest_forward(const float* x, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
                                      float* y, cudaStream_t s) {

@@ -24,20 +24,6 @@ unsigned blocks_for_rows(int64_t rows) {
 
 // ------------------------------------------------------------------ clipped ReLU
 
-__global__ void clipped_relu_forward_kernel(const float* x, float c, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float v = x[i];
-    y[i] = v > 0.0f ? (v < c ? v : c) : 0.0f;
-  }
-}
-
-__global__ void clipped_relu_backward_kernel(const float* dy, const float* y, float c, float* dx, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float v = y[i];
-    dx[i] = v > 0.0f && v < c ? dy[i] : 0.0f;
-  }
-}
-
 // ------------------------------------------------------------------ log-softmax, exp
 // Rows are short (A3C: one per state, k = the game's actions), so a warp per row; the row loop
 // is uniform across a warp, as the shuffles need. fmaxf skips NaN where the CPU's std::max may
@@ -72,10 +58,6 @@ __global__ void log_softmax_backward_kernel(const float* dy, const float* y, int
   }
 }
 
-__global__ void exp_forward_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = expf(x[i]);
-}
-
 // ------------------------------------------------------------------ RMSProp
 // Several host threads may queue this on the same tensors (A3C's Hogwild learners): the
 // device's one stream runs the launches one after another, so none loses another's update.
@@ -83,19 +65,6 @@ __global__ void exp_forward_kernel(const float* x, float* y, int64_t n) {
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
-
-cudaError_t clipped_relu_forward(const float* x, float ceiling, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  clipped_relu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, ceiling, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t clipped_relu_backward(const float* dy, const float* y, float ceiling, float* dx, int64_t n,
-                                  cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  clipped_relu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, y, ceiling, dx, n);
-  return cudaGetLastError();
-}
 
 cudaError_t log_softmax_forward(const float* x, int64_t m, int64_t k, float* y, cudaStream_t s) {
   if (m <= 0 || k <= 0) return cudaSuccess;
@@ -106,12 +75,6 @@ cudaError_t log_softmax_forward(const float* x, int64_t m, int64_t k, float* y, 
 cudaError_t log_softmax_backward(const float* dy, const float* y, int64_t m, int64_t k, float* dx, cudaStream_t s) {
   if (m <= 0 || k <= 0) return cudaSuccess;
   log_softmax_backward_kernel<<<blocks_for_rows(m), kThreads, 0, s>>>(dy, y, m, k, dx);
-  return cudaGetLastError();
-}
-
-cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  exp_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
   return cudaGetLastError();
 }
 

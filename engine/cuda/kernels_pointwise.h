@@ -10,18 +10,10 @@
 
 namespace ts::engine::cuda::kernels {
 
-// y = min(max(x, 0), ceiling) over n storage elements (0 stays 0, so padded channels stay zero;
-// NaN gives 0, as on the CPU).
-cudaError_t clipped_relu_forward(const float* x, float ceiling, float* y, int64_t n, cudaStream_t s);
-// dx = dy where 0 < y < ceiling, else 0 (hardtanh's convention at the clips).
-cudaError_t clipped_relu_backward(const float* dy, const float* y, float ceiling, float* dx, int64_t n,
-                                  cudaStream_t s);
-
 // Rows of x [m, k], one warp per row: y = x - lse, lse = max + log(sum_j exp(x_j - max)) with
 // the sum, exp and log in double, rounded to float once.
 cudaError_t log_softmax_forward(const float* x, int64_t m, int64_t k, float* y, cudaStream_t s);
 // dx = dy - exp(y) sum_j dy_j per row (the row sum in double).
 cudaError_t log_softmax_backward(const float* dy, const float* y, int64_t m, int64_t k, float* dx, cudaStream_t s);
-cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 
 }  // namespace ts::engine::cuda::kernels

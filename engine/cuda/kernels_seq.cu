@@ -16,40 +16,6 @@ namespace {
 
 // ------------------------------------------------------------------ element-wise
 
-__global__ void scale_by_device_scalar_kernel(const float* src, const float* scalar, float* dst, int64_t n) {
-  const float g = scalar[0];
-  for (int64_t i = global_index(); i < n; i += grid_stride()) dst[i] = g * src[i];
-}
-
-__global__ void gelu_forward_kernel(const float* x, float* y, int64_t n) {
-  const float r = static_cast<float>(M_SQRT1_2);
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * r));
-}
-
-__global__ void gelu_backward_kernel(const float* dy, const float* x, float inv_sqrt_2pi, float* dx, int64_t n) {
-  const float r = static_cast<float>(M_SQRT1_2);
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float cdf = 0.5f * (1.0f + erff(x[i] * r));
-    const float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
-    dx[i] = dy[i] * (cdf + x[i] * pdf);
-  }
-}
-
-// splitmix64, as the CPU backend: element i's draw depends only on (seed, i).
-__host__ __device__ __forceinline__ uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-__global__ void dropout_mask_kernel(float* mask, int64_t n, float p, float keep, uint64_t base) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float u = static_cast<float>(mix(base + static_cast<uint64_t>(i)) >> 40) * (1.0f / 16777216.0f);
-    mask[i] = u >= p ? keep : 0.0f;
-  }
-}
-
 // ------------------------------------------------------------------ layer norm
 
 __global__ void layer_norm_forward_kernel(const float* x, const float* gamma, const float* beta, int64_t d, float eps,
@@ -294,30 +260,6 @@ __global__ void ctc_finish_kernel(const double* contrib, int64_t n, float* loss)
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
-
-cudaError_t scale_by_device_scalar(const float* src, const float* scalar, float* dst, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  scale_by_device_scalar_kernel<<<blocks_for(n), kThreads, 0, s>>>(src, scalar, dst, n);
-  return cudaGetLastError();
-}
-
-cudaError_t gelu_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t gelu_backward(const float* dy, const float* x, float inv_sqrt_2pi, float* dx, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, x, inv_sqrt_2pi, dx, n);
-  return cudaGetLastError();
-}
-
-cudaError_t dropout_mask(float* mask, int64_t n, float p, float keep, uint64_t seed, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  dropout_mask_kernel<<<blocks_for(n), kThreads, 0, s>>>(mask, n, p, keep, mix(seed));
-  return cudaGetLastError();
-}
 
 cudaError_t layer_norm_forward(const float* x, const float* gamma, const float* beta, int64_t m, int64_t d, float eps,
                                float* y, float* mean, float* rstd, cudaStream_t s) {

@@ -24,18 +24,6 @@ struct LayerNormBackward : Node {
   std::string name() const override { return "LayerNormBackward"; }
 };
 
-struct GeluBackward : Node {
-  Tensor x;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    const Tensor dy = ops::to_layout(g[0], Layout::plain());
-    Tensor dx = backend_of(x).gelu_backward(dy, x.detach());
-    mark_not_differentiable("gelu_backward", {&dy, &x}, {&dx});
-    return {dx};
-  }
-  void release_saved() override { x = Tensor(); }
-  std::string name() const override { return "GeluBackward"; }
-};
-
 struct AttentionBackward : Node {
   Tensor q, k, v, probs;
   int64_t heads;
@@ -77,41 +65,6 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, f
     connect(n, {&x, &gamma, &beta}, {&r.y});
   }
   return x_in.dim() == 2 ? r.y : reshape(r.y, x_in.shape());
-}
-
-Tensor gelu(const Tensor& x_in) {
-  static const auto name = op_name("gelu");
-  check_defined(x_in, "gelu", "x");
-  OpScope scope(name);
-  const Tensor x = to_layout(x_in, Layout::plain());
-  Tensor y = backend_of(x).gelu_forward(x);
-  if (needs_grad({&x})) {
-    auto n = std::make_shared<GeluBackward>();
-    n->x = x;
-    connect(n, {&x}, {&y});
-  }
-  return y;
-}
-
-Tensor dropout(const Tensor& x, float p, uint64_t seed, bool training) {
-  static const auto name = op_name("dropout");
-  check_defined(x, "dropout", "x");
-  if (!(p >= 0.0f && p < 1.0f)) fail("dropout", "p must be in [0, 1), got " + std::to_string(p));
-  if (!training || p == 0.0f) return x;
-  OpScope scope(name);
-  const Tensor xp = to_layout(x, Layout::plain());
-  Tensor mask;
-  {
-    NoGradScope no_grad;
-    mask = backend_of(xp).dropout_mask(xp.shape(), p, seed);
-    if (!xp.device().is_cpu()) {
-      Tensor m = Tensor::empty(mask.shape(), xp.device());
-      backend_of(m).copy(mask, m);
-      mask = m;
-    }
-  }
-  // y = x * mask: mul's backward is the mask again, and is twice differentiable.
-  return mul(xp, mask);
 }
 
 Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& key_lengths, int64_t heads,

@@ -24,18 +24,6 @@ struct LogSoftmaxBackward : Node {
   std::string name() const override { return "LogSoftmaxBackward"; }
 };
 
-struct ExpBackward : Node {
-  Tensor x, y;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    const Tensor dy = to_layout(g[0], Layout::plain());
-    Tensor dx = backend_of(y).mul(dy, y);  // d exp(x) = exp(x) dx
-    detail::mark_not_differentiable("exp_backward", {&dy, &x}, {&dx});
-    return {dx};
-  }
-  void release_saved() override { x = y = Tensor(); }
-  std::string name() const override { return "ExpBackward"; }
-};
-
 }  // namespace
 
 Tensor log_softmax(const Tensor& x) {
@@ -48,21 +36,6 @@ Tensor log_softmax(const Tensor& x) {
   Tensor y = backend_of(xp).log_softmax_forward(xp);
   if (needs_grad({&xp})) {
     auto n = std::make_shared<LogSoftmaxBackward>();
-    n->x = xp;
-    n->y = y.detach();
-    connect(n, {&xp}, {&y});
-  }
-  return y;
-}
-
-Tensor exp(const Tensor& x) {
-  static const auto name = op_name("exp");
-  detail::check_defined(x, "exp", "x");
-  OpScope scope(name);
-  const Tensor xp = to_layout(x, Layout::plain());
-  Tensor y = backend_of(xp).exp_forward(xp);
-  if (needs_grad({&xp})) {
-    auto n = std::make_shared<ExpBackward>();
     n->x = xp;
     n->y = y.detach();
     connect(n, {&xp}, {&y});
