@@ -70,11 +70,12 @@ class CpuBackend final : public Backend {
   Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor) override;
   NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) override;
   Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) override;
-  // --- clipped ReLU (Deep Speech 2): cpu_backend.cpp ---
+  // --- clipped ReLU (Deep Speech 2): cpu/pointwise.cpp ---
   Tensor clipped_relu_forward(const Tensor& x, float ceiling) override;
   Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) override;
 
-  // --- sequence models: cpu_sequence.cpp ---
+  // --- sequence models: cpu_sequence.cpp (GELU and dropout: cpu/pointwise.cpp; label-smoothed
+  // cross-entropy: cpu/loss.cpp; the sum of squares: cpu/reduce.cpp) ---
   LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
   BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                      const Tensor& rstd) override;
@@ -96,14 +97,15 @@ class CpuBackend final : public Backend {
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,
                  float beta2, float eps, float weight_decay, int64_t step) override;
 
-  // --- A3C's learner: cpu_softmax.cpp (log-softmax, exp) and cpu_rmsprop.cpp ---
+  // --- A3C's learner: cpu_softmax.cpp (log-softmax), cpu/pointwise.cpp (exp), cpu/optim.cpp (RMSProp) ---
   Tensor log_softmax_forward(const Tensor& x) override;
   Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) override;
   Tensor exp_forward(const Tensor& x) override;
   void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha, float eps,
                     bool eps_inside_sqrt) override;
 
-  // --- detection (Faster R-CNN): cpu_detection.cpp, plain C++ with OpenMP ---
+  // --- detection (Faster R-CNN), plain C++ with OpenMP: RoIAlign and RoIPool in cpu/roi.cpp,
+  // smooth-L1 in cpu/loss.cpp, the row gather/scatter and permute in cpu_detection.cpp ---
   Tensor roi_align_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
                            float spatial_scale, int64_t sampling_ratio, bool aligned) override;
   Tensor roi_align_backward(const Tensor& dy, const Tensor& rois, const Shape& x_shape, float spatial_scale,

@@ -72,7 +72,7 @@ class CudaBackend final : public Backend {
   CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels) override;
   Tensor softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels) override;
 
-  // --- cuda_extra_ops.cpp ---
+  // --- tanh: pointwise.cpp; upsampling: cuda_extra_ops.cpp; the norm penalty: loss.cpp; Adam: optim.cpp ---
   Tensor tanh_forward(const Tensor& x) override;
   Tensor tanh_backward(const Tensor& dy, const Tensor& y) override;
   Tensor upsample_nearest2d_forward(const Tensor& x, int64_t factor) override;
@@ -80,7 +80,8 @@ class CudaBackend final : public Backend {
   NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) override;
   Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) override;
 
-  // --- cuda_seq_ops.cpp: sequence models (plain layout) and CTC ---
+  // --- sequence models (plain layout) and CTC: cuda_seq_ops.cpp (GELU and dropout: pointwise.cpp;
+  // label-smoothed cross-entropy: loss.cpp; the sum of squares: reduce.cpp) ---
   LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
   BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                      const Tensor& rstd) override;
@@ -119,7 +120,8 @@ class CudaBackend final : public Backend {
                                                      const Tensor& values, const Tensor& v,
                                                      const Tensor& probs) override;
 
-  // --- cuda_pointwise_ops.cpp: clipped ReLU (deepspeech2), log-softmax, exp and RMSProp (a3c) ---
+  // --- clipped ReLU (deepspeech2) and exp: pointwise.cpp; log-softmax: cuda_pointwise_ops.cpp;
+  // RMSProp (a3c): optim.cpp ---
   Tensor clipped_relu_forward(const Tensor& x, float ceiling) override;
   Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) override;
   Tensor log_softmax_forward(const Tensor& x) override;
@@ -133,7 +135,7 @@ class CudaBackend final : public Backend {
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,
                  float beta2, float eps, float weight_decay, int64_t step) override;
 
-  // Detection ops (cuda_extra_ops.cpp). RoIs and row indices are checked on the host first
+  // Detection ops (RoIAlign, RoIPool: roi.cpp; smooth-L1: loss.cpp; rows and permute: cuda_extra_ops.cpp). RoIs and row indices are checked on the host first
   // (a small copy that waits for the queued work), so a bad index is the CPU backend's error,
   // never an out-of-bounds access. The backward scatters use atomic adds (RoIAlign, RoIPool):
   // their sums may differ from run to run in the last bits.

@@ -1,6 +1,5 @@
-// Deep Speech 2's clipped ReLU and A3C's log-softmax, exp and RMSProp on the GPU (kernels in
-// kernels_pointwise.cu). Checks follow the CPU backend's (cpu_backend.cpp, cpu_softmax.cpp,
-// cpu_rmsprop.cpp): the same arguments are refused, with std::invalid_argument.
+// A3C's log-softmax on the GPU (kernels in kernels_pointwise.cu). Checks follow the CPU
+// backend's (cpu_softmax.cpp): the same arguments are refused, with std::invalid_argument.
 #include <stdexcept>
 #include <string>
 

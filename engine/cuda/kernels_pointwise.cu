@@ -1,8 +1,6 @@
-// Clipped ReLU, log-softmax, exp and RMSProp on the GPU. Compiled with --fmad=false and written
-// in the CPU backend's order of operations and precision (cpu_backend.cpp, cpu_softmax.cpp,
-// cpu_rmsprop.cpp): the element-wise kernels then give the CPU's bits (division and square root
-// are correctly rounded on both; only denormals differ, which the CPU flushes to zero), and
-// log-softmax differs only in the order of its double sums and in expf's last bits.
+// Log-softmax on the GPU, one warp per row, written in the CPU backend's order of operations and
+// precision (cpu_softmax.cpp): it differs only in the order of its double sums and in expf's
+// last bits.
 #include <cmath>
 
 #include "engine/cuda/block_reduce.cuh"

@@ -1,9 +1,9 @@
 #pragma once
-// Internal to engine/cuda/: launchers of kernels_pointwise.cu, Deep Speech 2's clipped ReLU and
-// A3C's log-softmax, exp and RMSProp (cuda_pointwise_ops.cpp). As in kernels.h, each queues its
+// Internal to engine/cuda/: launchers of kernels_pointwise.cu, A3C's log-softmax
+// (cuda_pointwise_ops.cpp). As in kernels.h, each queues its
 // work on `stream` and returns the launch's error for the caller's TS_CUDA_CHECK; pointers are
 // device pointers, sizes element counts. The arithmetic is the CPU backend's, in its order
-// (cpu_backend.cpp, cpu_softmax.cpp, cpu_rmsprop.cpp), compiled without FMA contraction.
+// (cpu_softmax.cpp), compiled without FMA contraction.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

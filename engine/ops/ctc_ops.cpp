@@ -8,11 +8,6 @@
 
 namespace ts::engine::ops {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 namespace {
 
 // The backend computes d loss / d logits with the loss (one pass over alpha and beta), so

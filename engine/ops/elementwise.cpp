@@ -7,10 +7,6 @@
 
 namespace ts::engine::ops {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-
 namespace {
 
 struct ToLayoutBackward : Node {

@@ -39,3 +39,13 @@ Tensor linear_backward_data(const Tensor& dy, const Tensor& w);
 WeightGrads linear_backward_weights(const Tensor& x, const Tensor& dy, bool bias);
 
 }  // namespace ts::engine::ops::detail
+
+namespace ts::engine::ops {
+
+// Every op file checks its arguments with these.
+using detail::check_defined;
+using detail::check_same_device;
+using detail::fail;
+using detail::mark_not_differentiable;
+
+}  // namespace ts::engine::ops

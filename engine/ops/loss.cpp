@@ -9,11 +9,6 @@ namespace ts::engine::ops {
 
 namespace {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 struct CrossEntropyBackward : Node {
   Tensor probs, labels;
   Tensor logits;   // only so that a second backward through this one fails loudly

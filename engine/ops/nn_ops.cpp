@@ -5,11 +5,6 @@
 
 namespace ts::engine::ops {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 namespace {
 
 void check_4d(const Tensor& t, const char* op, const char* what) {

@@ -10,11 +10,6 @@ namespace ts::engine::ops {
 
 namespace {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 struct ReluBackward : Node {
   Tensor y;
   explicit ReluBackward(Tensor y_) : y(std::move(y_)) {}

@@ -9,11 +9,6 @@ namespace ts::engine::ops {
 
 namespace {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 struct SumBackward : Node {
   Shape shape;
   Layout layout;

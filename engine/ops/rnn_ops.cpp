@@ -8,11 +8,6 @@
 
 namespace ts::engine::ops {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 namespace {
 
 // Inputs in connect order: x, h0, c0, w_ih, w_hh, b_ih, b_hh (c0 undefined for the GRU).

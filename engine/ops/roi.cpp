@@ -8,11 +8,6 @@ namespace ts::engine::ops {
 
 namespace {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 void check_rois_arg(const Tensor& x, const Tensor& rois, const char* op) {
   check_defined(x, op, "input");
   check_defined(rois, op, "rois");

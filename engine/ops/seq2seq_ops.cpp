@@ -7,11 +7,6 @@
 
 namespace ts::engine::ops {
 
-using detail::check_defined;
-using detail::check_same_device;
-using detail::fail;
-using detail::mark_not_differentiable;
-
 namespace {
 
 struct SplitBackward : Node {

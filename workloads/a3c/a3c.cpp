@@ -289,7 +289,7 @@ class Learner {
 
  private:
   // The local network takes the shared parameters (read while other learners may write them:
-  // Hogwild, see engine/cpu/cpu_rmsprop.cpp).
+  // Hogwild, see engine/cpu/optim.cpp).
   void sync(const std::vector<Tensor>& shared) {
     for (size_t i = 0; i < params_.size(); ++i) engine::backend_of(params_[i]).copy(shared[i], params_[i]);
   }
