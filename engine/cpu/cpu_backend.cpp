@@ -1,5 +1,5 @@
-// CpuBackend: construction, the oneDNN glue shared by every kernel, and the kernels written
-// as plain OpenMP loops (element-wise, reductions, loss, optimizer step, fill/copy/layout).
+// CpuBackend: construction, the oneDNN glue shared by every kernel, fill/copy/layout, and
+// nearest upsampling (the op families have files of their own: cpu/<family>.cpp).
 #include "engine/cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -181,11 +181,7 @@ Tensor CpuBackend::to_layout(const Tensor& x, const Layout& layout) {
   return y;
 }
 
-// ---------------------------------------------------------------- element-wise
-
-// ---------------------------------------------------------------- tanh, upsampling, norm penalty
-
-// ---------------------------------------------------------------- clipped ReLU (Deep Speech 2)
+// ---------------------------------------------------------------- nearest upsampling (WGAN-GP)
 
 namespace {
 
@@ -264,7 +260,5 @@ Tensor CpuBackend::upsample_nearest2d_backward(const Tensor& dy, int64_t f) {
   }
   return dx;
 }
-
-// ---------------------------------------------------------------- loss
 
 }  // namespace ts::engine::cpu

@@ -1,8 +1,6 @@
-// The detection kernels (Faster R-CNN): RoIAlign, RoIPool, smooth-L1, row gather/scatter and
-// permute, as plain loops with OpenMP. Inputs in a blocked layout are reordered to plain first
-// (RoIAlign's feature map to channels-last); every result is plain. Backward passes that
-// scatter (RoI pooling, index_add) parallelise over channels or columns, so no two threads ever
-// add into the same element.
+// Faster R-CNN's row gather/scatter and permute, as plain loops with OpenMP (RoIAlign and RoIPool:
+// cpu/roi.cpp; smooth-L1: cpu/loss.cpp). Every result is plain; index_add parallelises over
+// columns, so no two threads ever add into the same element.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -31,10 +29,6 @@ int64_t row_index(float v, int64_t rows, int64_t i, const char* op) {
 // Both directions work on the feature map in channels-last (a oneDNN reorder, none when it
 // already is): each bilinear corner is then a contiguous run of C values, so the inner loops
 // are vector FMAs over channels.
-
-// ---------------------------------------------------------------- RoIPool
-
-// ---------------------------------------------------------------- smooth L1
 
 // ---------------------------------------------------------------- rows: gather and scatter-add
 

@@ -1,6 +1,6 @@
-// The sequence models' kernels on the CPU: layer norm, GELU, dropout masks, multi-head
-// attention (oneDNN's sgemm per head, heads in parallel), label-smoothed cross-entropy and the
-// sum of squares for gradient clipping. Plain OpenMP loops except the attention GEMMs.
+// The sequence models' kernels on the CPU: layer norm and multi-head attention (oneDNN's sgemm
+// per head, heads in parallel). GELU and dropout: cpu/pointwise.cpp; label-smoothed
+// cross-entropy: cpu/loss.cpp; the sum of squares: cpu/reduce.cpp.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -101,8 +101,6 @@ BatchNormGrads CpuBackend::layer_norm_backward(const Tensor& dy, const Tensor& x
   return r;
 }
 
-// ---------------------------------------------------------------- GELU, dropout
-
 // ---------------------------------------------------------------- attention
 
 Backend::AttentionResult CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -185,7 +183,5 @@ Backend::AttentionGrads CpuBackend::attention_backward(const Tensor& dout, const
   }
   return r;
 }
-
-// ---------------------------------------------------------------- label-smoothed cross-entropy
 
 }  // namespace ts::engine::cpu

@@ -189,8 +189,6 @@ Tensor CudaBackend::to_layout(const Tensor& x, const Layout& layout) {
   return y;
 }
 
-// ---------------------------------------------------------------- element-wise
-
 // ---------------------------------------------------------------- concat / slice
 
 namespace {
@@ -259,9 +257,5 @@ Tensor CudaBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_
                                    length * inner, outer, env.stream));
   return y;
 }
-
-// ---------------------------------------------------------------- loss
-
-// ---------------------------------------------------------------- optimizer
 
 }  // namespace ts::engine::cuda

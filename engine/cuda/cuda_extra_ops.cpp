@@ -1,7 +1,7 @@
-// The later Backend methods on the GPU: tanh, nearest upsampling, WGAN-GP's norm penalty, Adam
-// and the detection ops (kernels in kernels_extra.cu). Argument checks and error messages
-// follow the CPU backend's (cpu_backend.cpp, cpu_detection.cpp), so an op fails the same way
-// on either device.
+// Nearest upsampling, the row gather/scatter and permute on the GPU (kernels in
+// kernels_extra.cu); the other families have files of their own. Argument checks and error
+// messages follow the CPU backend's (cpu_backend.cpp, cpu_detection.cpp), so an op fails the
+// same way on either device.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -53,7 +53,7 @@ void check_row_indices(const Tensor& index, int64_t rows, int device, const char
 
 }  // namespace
 
-// ---------------------------------------------------------------- tanh, upsampling
+// ---------------------------------------------------------------- nearest upsampling
 
 Tensor CudaBackend::upsample_nearest2d_forward(const Tensor& x, int64_t f) {
   const char* op = "upsample_nearest2d";
@@ -79,14 +79,6 @@ Tensor CudaBackend::upsample_nearest2d_backward(const Tensor& dy, int64_t f) {
   TS_CUDA_CHECK(kernels::upsample_nearest_backward(dy.data(), v.outer, v.h, v.w, v.vec, f, dx.data(), env.stream));
   return dx;
 }
-
-// ---------------------------------------------------------------- norm penalty
-
-// ---------------------------------------------------------------- Adam
-
-// ---------------------------------------------------------------- RoIAlign, RoIPool
-
-// ---------------------------------------------------------------- smooth L1
 
 // ---------------------------------------------------------------- rows: gather and scatter-add
 

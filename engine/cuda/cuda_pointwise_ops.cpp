@@ -8,8 +8,6 @@
 
 namespace ts::engine::cuda {
 
-// ---------------------------------------------------------------- clipped ReLU (Deep Speech 2)
-
 // ---------------------------------------------------------------- log-softmax, exp (A3C's policy)
 
 Tensor CudaBackend::log_softmax_forward(const Tensor& x) {
@@ -30,7 +28,5 @@ Tensor CudaBackend::log_softmax_backward(const Tensor& dy, const Tensor& y) {
   TS_CUDA_CHECK(kernels::log_softmax_backward(dy.data(), y.data(), y.size(0), y.size(1), dx.data(), env.stream));
   return dx;
 }
-
-// ---------------------------------------------------------------- RMSProp (A3C's shared optimizer)
 
 }  // namespace ts::engine::cuda

@@ -1,5 +1,5 @@
-// The sequence models' Backend methods (layer norm, GELU, dropout masks, multi-head
-// attention, label-smoothed cross-entropy, the sum of squares) and the CTC loss on the GPU.
+// The sequence models' Backend methods (layer norm, multi-head attention) and the CTC loss on
+// the GPU (GELU, dropout, label-smoothed cross-entropy and the sum of squares: their families).
 // Kernels in kernels_seq.cu; the attention GEMMs are batched cuBLAS calls. Checks and error
 // messages follow the CPU backend's (cpu_sequence.cpp, cpu_ctc.cpp).
 #include <cmath>
@@ -87,8 +87,6 @@ BatchNormGrads CudaBackend::layer_norm_backward(const Tensor& dy, const Tensor& 
                                              r.dx.data(), r.dgamma.data(), r.dbeta.data(), env.stream));
   return r;
 }
-
-// ---------------------------------------------------------------- GELU, dropout
 
 // ---------------------------------------------------------------- attention
 
@@ -195,8 +193,6 @@ Backend::AttentionGrads CudaBackend::attention_backward(const Tensor& dout, cons
                bh_count, op);
   return r;
 }
-
-// ---------------------------------------------------------------- label-smoothed cross-entropy
 
 // ---------------------------------------------------------------- CTC
 

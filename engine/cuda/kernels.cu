@@ -1,5 +1,5 @@
-// Our own kernels: element-wise ops, layout reorders, reductions, pooling, the loss and the
-// optimizer step. Simple grid-stride kernels: these ops are memory-bound, and the first aim is
+// Our own kernels for layout reorders, batch norm's helpers, pooling and concat/slice (the other
+// families have files of their own). Simple grid-stride kernels: these ops are memory-bound, and the first aim is
 // exact agreement with the CPU backend; reductions use a fixed partition and order so that
 // results do not change from run to run.
 #include <cfloat>
@@ -55,8 +55,6 @@ __global__ void reorder4d_kernel(const float* src, Layout4 from, float* dst, Lay
     dst[offset4(to, n, c, h, w, C, H, W)] = src[offset4(from, n, c, h, w, C, H, W)];
   }
 }
-
-// ------------------------------------------------------------------ element-wise
 
 // ------------------------------------------------------------------ reductions
 
@@ -220,8 +218,6 @@ __global__ void copy_rows_kernel(float* dst, int64_t dst_pitch, const float* src
     dst[r * dst_pitch + col] = src[r * src_pitch + col];
   }
 }
-
-// ------------------------------------------------------------------ loss
 
 }  // namespace
 

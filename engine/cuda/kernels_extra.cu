@@ -1,8 +1,5 @@
-// Kernels of the later Backend methods: tanh, nearest upsampling, the gradient penalty, Adam,
-// and the detection ops (RoIAlign, RoIPool, smooth-L1, row gather/scatter, permute). This file
-// is compiled with --fmad=false (engine/CMakeLists.txt): the arithmetic is written in the CPU
-// backend's order and rounds as it does, which keeps RoIAlign's sample positions (and so
-// which cells are read) the same on both backends.
+// Kernels of nearest upsampling, the row gather/scatter and permute (the other families have
+// files of their own), written in the CPU backend's order of operations.
 #include <cfloat>
 #include <cmath>
 
@@ -50,14 +47,6 @@ __global__ void upsample_backward_kernel(const float* dy, int64_t outer, int64_t
     dx[i] = acc;
   }
 }
-
-// ------------------------------------------------------------------ gradient penalty, Adam
-
-// ------------------------------------------------------------------ RoIAlign
-
-// ------------------------------------------------------------------ RoIPool
-
-// ------------------------------------------------------------------ smooth L1
 
 // ------------------------------------------------------------------ rows, permute
 

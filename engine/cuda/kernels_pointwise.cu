@@ -20,8 +20,6 @@ unsigned blocks_for_rows(int64_t rows) {
   return static_cast<unsigned>(b);
 }
 
-// ------------------------------------------------------------------ clipped ReLU
-
 // ------------------------------------------------------------------ log-softmax, exp
 // Rows are short (A3C: one per state, k = the game's actions), so a warp per row; the row loop
 // is uniform across a warp, as the shuffles need. fmaxf skips NaN where the CPU's std::max may

@@ -1,6 +1,5 @@
-// Kernels of the sequence models (layer norm, GELU, dropout masks, the attention softmax,
-// label-smoothed cross-entropy, the sum of squares) and of the CTC loss. Like
-// kernels_extra.cu, compiled with --fmad=false and written in the CPU backend's
+// Kernels of the sequence models (layer norm, the attention softmax) and of the CTC loss,
+// written in the CPU backend's
 // (cpu_sequence.cpp, cpu_ctc.cpp) order of operations and precision (double where it sums in
 // double), so that both backends agree to a few ulps.
 #include <cfloat>
@@ -13,8 +12,6 @@
 namespace ts::engine::cuda::kernels {
 
 namespace {
-
-// ------------------------------------------------------------------ element-wise
 
 // ------------------------------------------------------------------ layer norm
 
@@ -115,8 +112,6 @@ __global__ void attention_softmax_backward_kernel(const float* p, float* ds, int
   dot = block_sum(dot, shared);
   for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
 }
-
-// ------------------------------------------------------------------ label-smoothed cross-entropy
 
 // ------------------------------------------------------------------ CTC
 

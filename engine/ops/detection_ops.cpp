@@ -16,10 +16,6 @@ void check_index(const Tensor& index, const Tensor& x, const char* op) {
   if (index.requires_grad() && thread_context().grad_enabled) fail(op, "index cannot require grad");
 }
 
-// ---------------------------------------------------------------- RoIAlign / RoIPool
-
-// ---------------------------------------------------------------- smooth L1
-
 // ---------------------------------------------------------------- rows, permute
 
 struct IndexSelectBackward : Node {

@@ -604,8 +604,4 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   return y;
 }
 
-// ---------------------------------------------------------------- loss
-
-// ---------------------------------------------------------------- gradient penalty
-
 }  // namespace ts::engine::ops
