@@ -204,24 +204,11 @@ PoolResult CpuBackend::roi_pool_forward(const Tensor& x_in, const Tensor& rois_i
   for (int64_t r = 0; r < n_rois; ++r) {
     const float* roi = pr + r * 5;
     const auto n = static_cast<int64_t>(roi[0]);
-    // Fast R-CNN's rounding: inclusive cell ranges, at least one cell.
-    auto cell = [&](float v) {
-      const float s = std::round(v * spatial_scale);
-      return std::isfinite(s) ? static_cast<int64_t>(std::clamp(s, -1e9f, 1e9f)) : int64_t{0};
-    };
-    const int64_t x1 = cell(roi[1]), y1 = cell(roi[2]), x2 = cell(roi[3]), y2 = cell(roi[4]);
-    const float bin_h = static_cast<float>(std::max<int64_t>(y2 - y1 + 1, 1)) / static_cast<float>(pooled_h);
-    const float bin_w = static_cast<float>(std::max<int64_t>(x2 - x1 + 1, 1)) / static_cast<float>(pooled_w);
+    const numerics::RoiPoolBox box = numerics::roi_pool_box(roi, spatial_scale, pooled_h, pooled_w);
     for (int64_t ph = 0; ph < pooled_h; ++ph) {
-      const int64_t hs =
-          std::clamp(static_cast<int64_t>(std::floor(static_cast<float>(ph) * bin_h)) + y1, int64_t{0}, height);
-      const int64_t he =
-          std::clamp(static_cast<int64_t>(std::ceil(static_cast<float>(ph + 1) * bin_h)) + y1, int64_t{0}, height);
+      const auto [hs, he] = numerics::roi_pool_range(ph, box.bin_h, box.y1, height);
       for (int64_t pw = 0; pw < pooled_w; ++pw) {
-        const int64_t ws =
-            std::clamp(static_cast<int64_t>(std::floor(static_cast<float>(pw) * bin_w)) + x1, int64_t{0}, width);
-        const int64_t we =
-            std::clamp(static_cast<int64_t>(std::ceil(static_cast<float>(pw + 1) * bin_w)) + x1, int64_t{0}, width);
+        const auto [ws, we] = numerics::roi_pool_range(pw, box.bin_w, box.x1, width);
         const bool empty = he <= hs || we <= ws;
         for (int64_t c = 0; c < channels; ++c) {
           const float* src = px + (n * channels + c) * plane;

@@ -61,16 +61,6 @@ __global__ void roi_align_backward_kernel(const float* dy, const float* rois, Ro
   }
 }
 
-// Fast R-CNN's rounding of a coordinate to a cell, as the CPU backend.
-__device__ __forceinline__ int64_t roi_cell(float v, float scale) {
-  const float s = roundf(v * scale);
-  return isfinite(s) ? static_cast<int64_t>(fminf(fmaxf(s, -1e9f), 1e9f)) : int64_t{0};
-}
-
-__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : (v > hi ? hi : v);
-}
-
 __global__ void roi_pool_forward_kernel(const float* x, const float* rois, RoiGeom g, float* y, float* argmax) {
   const int64_t bins = static_cast<int64_t>(g.pooled_h) * g.pooled_w;
   const int64_t total = g.rois * g.channels * bins;
@@ -82,15 +72,9 @@ __global__ void roi_pool_forward_kernel(const float* x, const float* rois, RoiGe
     const int64_t r = i / (bins * g.channels);
     const float* roi = rois + r * 5;
     const int64_t n = static_cast<int64_t>(roi[0]);
-    const int64_t x1 = roi_cell(roi[1], g.spatial_scale), y1 = roi_cell(roi[2], g.spatial_scale);
-    const int64_t x2 = roi_cell(roi[3], g.spatial_scale), y2 = roi_cell(roi[4], g.spatial_scale);
-    const int64_t rh = y2 - y1 + 1 > 1 ? y2 - y1 + 1 : 1, rw = x2 - x1 + 1 > 1 ? x2 - x1 + 1 : 1;
-    const float bin_h = static_cast<float>(rh) / static_cast<float>(g.pooled_h);
-    const float bin_w = static_cast<float>(rw) / static_cast<float>(g.pooled_w);
-    const int64_t hs = clamp64(static_cast<int64_t>(floorf(static_cast<float>(ph) * bin_h)) + y1, 0, height);
-    const int64_t he = clamp64(static_cast<int64_t>(ceilf(static_cast<float>(ph + 1) * bin_h)) + y1, 0, height);
-    const int64_t ws = clamp64(static_cast<int64_t>(floorf(static_cast<float>(pw) * bin_w)) + x1, 0, width);
-    const int64_t we = clamp64(static_cast<int64_t>(ceilf(static_cast<float>(pw + 1) * bin_w)) + x1, 0, width);
+    const numerics::RoiPoolBox box = numerics::roi_pool_box(roi, g.spatial_scale, g.pooled_h, g.pooled_w);
+    const auto [hs, he] = numerics::roi_pool_range(ph, box.bin_h, box.y1, height);
+    const auto [ws, we] = numerics::roi_pool_range(pw, box.bin_w, box.x1, width);
     if (he <= hs || we <= ws) {
       y[i] = 0.0f;
       argmax[i] = -1.0f;

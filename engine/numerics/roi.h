@@ -1,9 +1,10 @@
 #pragma once
-// RoIAlign's sampling (He et al. 2017), shared by cpu/roi.cpp and cuda/roi.cu: where a RoI's
-// bins sample the feature map and the bilinear weights of each sample. Both backends compute
+// RoIAlign's sampling (He et al. 2017) and RoIPool's windows, shared by cpu/roi.cpp and
+// cuda/roi.cu: where a RoI's bins sample the feature map, the bilinear weights of each sample,
+// and the cells each RoIPool bin covers. Both backends compute
 // these with this code, in this order (the kernels without FMA contraction), so they read the
 // same cells with the same weights.
-#include <math.h>   // ceilf, on the host and in kernels
+#include <math.h>   // ceilf, floorf, roundf: on the host and in kernels
 
 #include <cstdint>
 
@@ -99,6 +100,38 @@ TS_HD float sample_y(const RoiBox& b, int64_t ph, int64_t iy) {
 TS_HD float sample_x(const RoiBox& b, int64_t pw, int64_t ix) {
   return b.x0 + static_cast<float>(pw) * b.bin_w +
          (static_cast<float>(ix) + 0.5f) * b.bin_w / static_cast<float>(b.grid_w);
+}
+
+// RoIPool (Girshick 2015): a RoI rounded to whole cells as Fast R-CNN does (inclusive ranges, at
+// least one cell), and the window of cells each bin takes its maximum over.
+TS_HD int64_t roi_pool_cell(float v, float spatial_scale) {
+  const float s = roundf(v * spatial_scale);
+  if (!is_finite(s)) return 0;
+  return static_cast<int64_t>(s < -1e9f ? -1e9f : (s > 1e9f ? 1e9f : s));
+}
+
+struct RoiPoolBox {
+  int64_t y1, x1;      // the first cell
+  float bin_h, bin_w;  // cells per bin
+};
+
+TS_HD RoiPoolBox roi_pool_box(const float* roi, float spatial_scale, int64_t pooled_h, int64_t pooled_w) {
+  const int64_t x1 = roi_pool_cell(roi[1], spatial_scale), y1 = roi_pool_cell(roi[2], spatial_scale);
+  const int64_t x2 = roi_pool_cell(roi[3], spatial_scale), y2 = roi_pool_cell(roi[4], spatial_scale);
+  const int64_t rh = y2 - y1 + 1 > 1 ? y2 - y1 + 1 : 1, rw = x2 - x1 + 1 > 1 ? x2 - x1 + 1 : 1;
+  return {y1, x1, static_cast<float>(rh) / static_cast<float>(pooled_h),
+          static_cast<float>(rw) / static_cast<float>(pooled_w)};
+}
+
+// Bin p's cells along one side, [begin, end) within [0, size); empty when end <= begin.
+struct CellRange {
+  int64_t begin, end;
+};
+
+TS_HD CellRange roi_pool_range(int64_t p, float bin, int64_t first, int64_t size) {
+  auto clamp = [size](int64_t v) { return v < 0 ? int64_t{0} : (v > size ? size : v); };
+  return {clamp(static_cast<int64_t>(floorf(static_cast<float>(p) * bin)) + first),
+          clamp(static_cast<int64_t>(ceilf(static_cast<float>(p + 1) * bin)) + first)};
 }
 
 }  // namespace ts::engine::numerics
