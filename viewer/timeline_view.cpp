@@ -97,6 +97,7 @@ TimelineView::~TimelineView() = default;
 
 void TimelineView::show_message(const QString& text) {
   session_.reset();
+  event_count_ = 0;
   ++generation_;
   canvas_->lanes_.clear();
   canvas_->bands_.clear();
@@ -152,6 +153,7 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
         session_ = r.value->session;
         last_query_ms_ = r.value->window_ms;
         auto& reader = *session_->reader;
+        event_count_ = reader.event_count();
         canvas_->lanes_ = reader.lanes();
         canvas_->bands_ = std::move(r.value->bands);
         canvas_->run_start_ = reader.start_ns();
@@ -175,10 +177,6 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
         canvas_->update();
         emit loaded();
       });
-}
-
-int64_t TimelineView::event_count() const {
-  return session_ ? session_->use([](store::TimelineReader& r) { return r.event_count(); }) : 0;
 }
 
 int64_t TimelineView::view_from() const { return std::llround(canvas_->from_); }

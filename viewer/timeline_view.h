@@ -37,7 +37,7 @@ class TimelineView : public QWidget {
   // Marks every event of an op or kernel (`layer` false) or of a layer; empty: none.
   void highlight(const QString& name, bool layer);
 
-  int64_t event_count() const;   // the open run's traced events; 0: none open
+  int64_t event_count() const { return event_count_; }   // the open run's traced events; 0: none open
 
   // The view, in the run's nanoseconds.
   int64_t view_from() const;
@@ -78,6 +78,7 @@ class TimelineView : public QWidget {
   std::optional<store::TimelineEventDetails> selected_;
   std::vector<store::TimelineMark> marks_;
   qint64 last_query_ms_ = 0;
+  int64_t event_count_ = 0;   // read when the run opened: never a query on the GUI thread
 };
 
 // The painted area; owned by TimelineView, which holds the data it draws.
