@@ -86,7 +86,7 @@ Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& labels, 
 // per-sample norms go to `norms` when given. First order only (x is itself a gradient). ---
 Tensor norm_penalty(const Tensor& x, float target, Tensor* norms = nullptr);
 
-// --- detection (Faster R-CNN); engine/ops/detection_ops.cpp ---
+// --- detection (Faster R-CNN): the roi family (ops/roi.cpp); the rows and permute are the layout family's ---
 // rois [R, 5]: (batch index, x1, y1, x2, y2) in input-image pixels; they get no gradient (as in
 // Faster R-CNN's approximate joint training). x in any layout; results plain.
 // RoIAlign -> [R, C, pooled_h, pooled_w]; backward is first order only.

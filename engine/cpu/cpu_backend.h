@@ -105,7 +105,7 @@ class CpuBackend final : public Backend {
                     bool eps_inside_sqrt) override;
 
   // --- detection (Faster R-CNN), plain C++ with OpenMP: RoIAlign and RoIPool in cpu/roi.cpp,
-  // smooth-L1 in cpu/loss.cpp, the row gather/scatter and permute in cpu_detection.cpp ---
+  // smooth-L1 in cpu/loss.cpp, the row gather/scatter and permute in cpu/layout.cpp ---
   Tensor roi_align_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
                            float spatial_scale, int64_t sampling_ratio, bool aligned) override;
   Tensor roi_align_backward(const Tensor& dy, const Tensor& rois, const Shape& x_shape, float spatial_scale,

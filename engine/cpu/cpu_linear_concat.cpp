@@ -1,4 +1,4 @@
-// Fully connected layers (oneDNN sgemm, plain 2-D), concatenation and slicing.
+// Fully connected layers (oneDNN sgemm, plain 2-D).
 #include <dnnl.h>
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 namespace ts::engine::cpu {
 
 namespace {
-
 
 void check_t(const Tensor& t, const char* op) {
   if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
@@ -24,7 +23,6 @@ void check_plain2d(const Tensor& t, const char* op, const char* what) {
                                 " " + t.layout().str());
   }
 }
-
 
 // Row-major GEMM through oneDNN's sgemm. Linear layers use it rather than inner-product
 // primitives: those are created per shape, and the sequence workloads change the row count
@@ -106,106 +104,5 @@ WeightGrads CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& d
 }
 
 // ---------------------------------------------------------------- concat / slice
-
-namespace {
-
-// The layout a concat/slice along `dim` can keep: blocked layouts only when the channel
-// boundaries fall on block boundaries.
-bool layout_keeps(const Layout& l, int64_t dim, const std::vector<int64_t>& channel_counts) {
-  if (l.kind != Layout::Kind::channel_blocked || dim != 1) return true;
-  for (auto c : channel_counts) {
-    if (c % l.block != 0) return false;
-  }
-  return true;
-}
-
-struct ConcatEntry {
-  dnnl::concat::primitive_desc pd;
-  dnnl::concat prim;
-  std::vector<md> srcs;
-};
-
-struct SliceEntry {
-  Reorder r;
-};
-
-}  // namespace
-
-Tensor CpuBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
-  if (xs.empty()) throw std::invalid_argument("concat: no inputs");
-  for (const auto& t : xs) check_t(t, "concat");
-  const int64_t rank = xs[0].dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank) throw std::invalid_argument("concat: dim out of range for " + shape_str(xs[0].shape()));
-  Shape out = xs[0].shape();
-  out[static_cast<size_t>(dim)] = 0;
-  std::vector<int64_t> sizes;
-  bool same_layout = true;
-  for (const auto& t : xs) {
-    bool ok = t.dim() == rank;
-    for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || t.size(d) == xs[0].size(d);
-    if (!ok) {
-      throw std::invalid_argument("concat: shape " + shape_str(t.shape()) + " does not match " +
-                                  shape_str(xs[0].shape()) + " along dim " + std::to_string(dim));
-    }
-    out[static_cast<size_t>(dim)] += t.size(dim);
-    sizes.push_back(t.size(dim));
-    same_layout = same_layout && t.layout() == xs[0].layout();
-  }
-  Layout l = xs[0].layout();
-  if (!same_layout || !layout_keeps(l, dim, sizes)) l = Layout::plain();
-  std::vector<Tensor> in;
-  in.reserve(xs.size());
-  for (const auto& t : xs) in.push_back(t.layout() == l ? t : to_layout(t, l));
-
-  auto& im = *impl_;
-  Key key("concat");
-  key << dim << l;
-  for (const auto& t : in) key << t.shape();
-  auto e = im.get<ConcatEntry>(key, [&] {
-    std::vector<md> srcs;
-    for (const auto& t : in) srcs.push_back(md_for(t.shape(), l));
-    dnnl::concat::primitive_desc pd(md_for(out, l), static_cast<int>(dim), srcs, im.eng, CpuBackend::Impl::attr());
-    return std::make_shared<ConcatEntry>(ConcatEntry{pd, dnnl::concat(pd), srcs});
-  });
-  Tensor y = Tensor::empty(out, xs[0].device(), l);
-  std::unordered_map<int, memory> args{{DNNL_ARG_DST, memory(e->pd.dst_desc(), im.eng, y.data())},
-                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
-  for (size_t k = 0; k < in.size(); ++k) {
-    args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), memory(e->srcs[k], im.eng, in[k].data()));
-  }
-  im.run(e->prim, args);
-  return y;
-}
-
-Tensor CpuBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
-  check_t(x_in, "slice");
-  const int64_t rank = x_in.dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank || start < 0 || length < 0 || start + length > x_in.size(dim)) {
-    throw std::invalid_argument("slice: dim " + std::to_string(dim) + " [" + std::to_string(start) + ", +" +
-                                std::to_string(length) + ") out of range for " + shape_str(x_in.shape()));
-  }
-  Layout l = x_in.layout();
-  if (!layout_keeps(l, dim, {start, length})) l = Layout::plain();
-  const Tensor x = x_in.layout() == l ? x_in : to_layout(x_in, l);
-  Shape out = x.shape();
-  out[static_cast<size_t>(dim)] = length;
-  Tensor y = Tensor::empty(out, x.device(), l);
-  if (length == 0) return y;
-  auto& im = *impl_;
-  auto e = im.get<SliceEntry>(Key("slice") << x.shape() << l << dim << start << length, [&] {
-    memory::dims offsets(static_cast<size_t>(rank), 0);
-    offsets[static_cast<size_t>(dim)] = start;
-    const md sub = md_for(x.shape(), l).submemory_desc(to_dims(out), offsets);
-    auto s = std::make_shared<SliceEntry>();
-    s->r.from = sub;
-    s->r.to = md_for(out, l);
-    s->r.prim = dnnl::reorder(dnnl::reorder::primitive_desc(im.eng, sub, im.eng, s->r.to));
-    return s;
-  });
-  im.reorder(e->r, x.data(), y.data());
-  return y;
-}
 
 }  // namespace ts::engine::cpu

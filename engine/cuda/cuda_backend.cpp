@@ -1,6 +1,5 @@
-// CudaBackend: the registry of per-device backends, the shared helpers, and the methods built
-// on our own kernels (memory and layout, element-wise, reductions, concat/slice, the loss and
-// the optimizer step).
+// CudaBackend: the registry of per-device backends, the shared helpers, and what is the
+// backend's own: fill, copy and layout conversion.
 #include "engine/cuda/cuda_backend.h"
 
 #include <cmath>
@@ -190,72 +189,5 @@ Tensor CudaBackend::to_layout(const Tensor& x, const Layout& layout) {
 }
 
 // ---------------------------------------------------------------- concat / slice
-
-namespace {
-
-// [outer, size(dim), inner] view of a plain tensor.
-void split_at(const Shape& s, int64_t dim, int64_t& outer, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= s[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(dim) + 1; d < s.size(); ++d) inner *= s[d];
-}
-
-}  // namespace
-
-Tensor CudaBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
-  if (xs.empty()) throw std::invalid_argument("concat: no inputs");
-  for (const auto& t : xs) check_on(t, device_, "concat", "input");
-  const int64_t rank = xs[0].dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank) throw std::invalid_argument("concat: dim out of range for " + shape_str(xs[0].shape()));
-  Shape out = xs[0].shape();
-  out[static_cast<size_t>(dim)] = 0;
-  for (const auto& t : xs) {
-    bool ok = t.dim() == rank;
-    for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || t.size(d) == xs[0].size(d);
-    if (!ok) {
-      throw std::invalid_argument("concat: shape " + shape_str(t.shape()) + " does not match " +
-                                  shape_str(xs[0].shape()) + " along dim " + std::to_string(dim));
-    }
-    out[static_cast<size_t>(dim)] += t.size(dim);
-  }
-  std::vector<Tensor> in;
-  in.reserve(xs.size());
-  for (const auto& t : xs) in.push_back(as_plain(*this, t));
-  Env env(*impl_);
-  Tensor y = Tensor::empty(out, xs[0].device());
-  int64_t outer = 0, inner = 0;
-  split_at(out, dim, outer, inner);
-  const int64_t total = out[static_cast<size_t>(dim)];
-  int64_t off = 0;
-  for (const auto& t : in) {
-    const int64_t len = t.size(dim);
-    TS_CUDA_CHECK(kernels::copy_rows(y.data() + off * inner, total * inner, t.data(), len * inner, len * inner, outer,
-                                     env.stream));
-    off += len;
-  }
-  return y;
-}
-
-Tensor CudaBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
-  check_on(x_in, device_, "slice", "x");
-  const int64_t rank = x_in.dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank || start < 0 || length < 0 || start + length > x_in.size(dim)) {
-    throw std::invalid_argument("slice: dim " + std::to_string(dim) + " [" + std::to_string(start) + ", +" +
-                                std::to_string(length) + ") out of range for " + shape_str(x_in.shape()));
-  }
-  const Tensor x = as_plain(*this, x_in);
-  Shape out = x.shape();
-  out[static_cast<size_t>(dim)] = length;
-  Env env(*impl_);
-  Tensor y = Tensor::empty(out, x.device());
-  int64_t outer = 0, inner = 0;
-  split_at(x.shape(), dim, outer, inner);
-  TS_CUDA_CHECK(kernels::copy_rows(y.data(), length * inner, x.data() + start * inner, x.size(dim) * inner,
-                                   length * inner, outer, env.stream));
-  return y;
-}
 
 }  // namespace ts::engine::cuda

@@ -135,7 +135,7 @@ class CudaBackend final : public Backend {
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,
                  float beta2, float eps, float weight_decay, int64_t step) override;
 
-  // Detection ops (RoIAlign, RoIPool: roi.cpp; smooth-L1: loss.cpp; rows and permute: cuda_extra_ops.cpp). RoIs and row indices are checked on the host first
+  // Detection ops (RoIAlign, RoIPool: roi.cpp; smooth-L1: loss.cpp; rows and permute: layout.cpp). RoIs and row indices are checked on the host first
   // (a small copy that waits for the queued work), so a bad index is the CPU backend's error,
   // never an out-of-bounds access. The backward scatters use atomic adds (RoIAlign, RoIPool):
   // their sums may differ from run to run in the last bits.

@@ -210,15 +210,6 @@ __global__ void avg_pool_backward_kernel(const float* dy, PoolGeom g, bool inclu
 
 // ------------------------------------------------------------------ concat / slice
 
-__global__ void copy_rows_kernel(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width,
-                                 int64_t rows) {
-  const int64_t total = width * rows;
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t r = i / width, col = i % width;
-    dst[r * dst_pitch + col] = src[r * src_pitch + col];
-  }
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
@@ -304,14 +295,6 @@ cudaError_t avg_pool_backward(const float* dy, const PoolGeom& g, bool count_inc
   const int64_t total = g.planes * g.h * g.w;
   if (total <= 0) return cudaSuccess;
   avg_pool_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, g, count_include_pad, dx);
-  return cudaGetLastError();
-}
-
-cudaError_t copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width, int64_t rows,
-                      cudaStream_t s) {
-  const int64_t total = width * rows;
-  if (total <= 0) return cudaSuccess;
-  copy_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(dst, dst_pitch, src, src_pitch, width, rows);
   return cudaGetLastError();
 }
 

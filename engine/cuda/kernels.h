@@ -53,10 +53,6 @@ cudaError_t max_pool_backward(const float* dy, const int32_t* argmax, const Pool
 cudaError_t avg_pool_forward(const float* x, const PoolGeom& g, bool count_include_pad, float* y, cudaStream_t s);
 cudaError_t avg_pool_backward(const float* dy, const PoolGeom& g, bool count_include_pad, float* dx, cudaStream_t s);
 
-// --- concat / slice: rows of `width` floats ---
-cudaError_t copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t width, int64_t rows,
-                      cudaStream_t s);
-
 // ------------------------------------------------------------------ kernels_extra.cu
 // (compiled without FMA contraction, so that the arithmetic rounds as the CPU backend's does)
 
@@ -67,20 +63,6 @@ cudaError_t upsample_nearest_forward(const float* x, int64_t outer, int64_t h, i
 // dx [outer][h][w][vec] from dy [outer][h f][w f][vec]: each f x f window summed.
 cudaError_t upsample_nearest_backward(const float* dy, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
                                       float* dx, cudaStream_t s);
-
-// y[i, :] = x[index[i], :] (index fp32, validated by the caller), rows of k floats.
-cudaError_t index_select_rows(const float* x, const float* index, int64_t m, int64_t k, float* y, cudaStream_t s);
-// y (zeroed by the caller) [index[i], :] += src[i, :], in order of i (one thread per column:
-// deterministic, the CPU's summation order).
-cudaError_t index_add_rows(const float* src, const float* index, int64_t m, int64_t k, float* y, cudaStream_t s);
-
-inline constexpr int kMaxPermuteRank = 8;
-struct PermuteGeom {
-  int rank = 0;
-  int64_t out_shape[kMaxPermuteRank] = {};
-  int64_t src_strides[kMaxPermuteRank] = {};  // stride in x of each output dimension
-};
-cudaError_t permute(const float* x, const PermuteGeom& g, int64_t n, float* y, cudaStream_t s);
 
 // ------------------------------------------------------------------ kernels_seq.cu
 // (sequence models and CTC; also without FMA contraction)

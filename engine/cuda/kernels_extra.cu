@@ -1,5 +1,5 @@
-// Kernels of nearest upsampling, the row gather/scatter and permute (the other families have
-// files of their own), written in the CPU backend's order of operations.
+// Kernels of nearest upsampling (the other families have files of their own), written in the
+// CPU backend's order of operations.
 #include <cfloat>
 #include <cmath>
 
@@ -50,35 +50,6 @@ __global__ void upsample_backward_kernel(const float* dy, int64_t outer, int64_t
 
 // ------------------------------------------------------------------ rows, permute
 
-__global__ void index_select_rows_kernel(const float* x, const float* index, int64_t m, int64_t k, float* y) {
-  const int64_t total = m * k;
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t row = static_cast<int64_t>(index[i / k]);
-    y[i] = x[row * k + i % k];
-  }
-}
-
-__global__ void index_add_rows_kernel(const float* src, const float* index, int64_t m, int64_t k, float* y) {
-  for (int64_t j = global_index(); j < k; j += grid_stride()) {
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t row = static_cast<int64_t>(index[i]);
-      y[row * k + j] += src[i * k + j];
-    }
-  }
-}
-
-__global__ void permute_kernel(const float* x, PermuteGeom g, int64_t n, float* y) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    int64_t rem = i, src = 0;
-    for (int d = g.rank - 1; d >= 0; --d) {
-      const int64_t sz = g.out_shape[d];
-      src += (rem % sz) * g.src_strides[d];
-      rem /= sz;
-    }
-    y[i] = x[src];
-  }
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
@@ -96,25 +67,6 @@ cudaError_t upsample_nearest_backward(const float* dy, int64_t outer, int64_t h,
   const int64_t total = outer * h * w * vec;
   if (total <= 0) return cudaSuccess;
   upsample_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, outer, h, w, vec, f, dx);
-  return cudaGetLastError();
-}
-
-cudaError_t index_select_rows(const float* x, const float* index, int64_t m, int64_t k, float* y, cudaStream_t s) {
-  const int64_t total = m * k;
-  if (total <= 0) return cudaSuccess;
-  index_select_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, index, m, k, y);
-  return cudaGetLastError();
-}
-
-cudaError_t index_add_rows(const float* src, const float* index, int64_t m, int64_t k, float* y, cudaStream_t s) {
-  if (m <= 0 || k <= 0) return cudaSuccess;
-  index_add_rows_kernel<<<blocks_for(k), kThreads, 0, s>>>(src, index, m, k, y);
-  return cudaGetLastError();
-}
-
-cudaError_t permute(const float* x, const PermuteGeom& g, int64_t n, float* y, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, g, n, y);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// conv2d, batch_norm, pooling, linear, concat/slice and the loss.
+// conv2d, batch_norm, pooling and linear (concat and slice: ops/layout.cpp).
 #include <algorithm>
 
 #include "engine/ops/internal.h"
@@ -508,100 +508,5 @@ WeightGrads linear_backward_weights(const Tensor& x_in, const Tensor& dy_in, boo
 }  // namespace detail
 
 // ---------------------------------------------------------------- concat / slice
-
-namespace {
-
-struct ConcatBackward : Node {
-  int64_t dim;
-  std::vector<int64_t> sizes;
-  std::vector<Layout> layouts;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    std::vector<Tensor> r;
-    int64_t off = 0;
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      r.push_back(ops::to_layout(ops::slice(g[0], dim, off, sizes[k]), layouts[k]));
-      off += sizes[k];
-    }
-    return r;
-  }
-  std::string name() const override { return "ConcatBackward"; }
-};
-
-struct SliceBackward : Node {
-  Shape x_shape;
-  Layout x_layout;
-  int64_t dim, start;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    const int64_t len = g[0].size(dim);
-    const int64_t after = x_shape[static_cast<size_t>(dim)] - start - len;
-    std::vector<Tensor> parts;
-    auto zeros = [&](int64_t n) {
-      Shape s = x_shape;
-      s[static_cast<size_t>(dim)] = n;
-      return Tensor::zeros(s, g[0].device());
-    };
-    if (start > 0) parts.push_back(zeros(start));
-    parts.push_back(g[0]);
-    if (after > 0) parts.push_back(zeros(after));
-    Tensor full = parts.size() == 1 ? g[0] : ops::concat(parts, dim);
-    return {ops::to_layout(full, x_layout)};
-  }
-  std::string name() const override { return "SliceBackward"; }
-};
-
-}  // namespace
-
-Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
-  static const auto name = op_name("concat");
-  if (xs.empty()) fail("concat", "no inputs");
-  for (const auto& t : xs) {
-    check_defined(t, "concat", "input");
-    check_same_device(xs[0], t, "concat");
-  }
-  const int64_t rank = xs[0].dim();
-  const int64_t d = dim < 0 ? dim + rank : dim;
-  if (d < 0 || d >= rank) fail("concat", "dim " + std::to_string(dim) + " for rank " + std::to_string(rank));
-  for (const auto& t : xs) {
-    bool ok = t.dim() == rank;
-    for (int64_t k = 0; ok && k < rank; ++k) ok = k == d || t.size(k) == xs[0].size(k);
-    if (!ok) fail("concat", "shapes " + shape_str(xs[0].shape()) + " and " + shape_str(t.shape()) +
-                                " differ outside dim " + std::to_string(d));
-  }
-  OpScope scope(name);
-  Tensor y = backend_of(xs[0]).concat(xs, d);
-  if (needs_grad(xs)) {
-    auto n = std::make_shared<ConcatBackward>();
-    n->dim = d;
-    std::vector<const Tensor*> ins;
-    for (const auto& t : xs) {
-      n->sizes.push_back(t.size(d));
-      n->layouts.push_back(t.layout());
-      ins.push_back(&t);
-    }
-    connect(n, ins, {&y});
-  }
-  return y;
-}
-
-Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  static const auto name = op_name("slice");
-  check_defined(x, "slice", "input");
-  const int64_t d = dim < 0 ? dim + x.dim() : dim;
-  if (d < 0 || d >= x.dim() || start < 0 || length < 0 || start + length > x.size(d)) {
-    fail("slice", "dim " + std::to_string(dim) + " start " + std::to_string(start) + " length " +
-                      std::to_string(length) + " out of range for " + shape_str(x.shape()));
-  }
-  OpScope scope(name);
-  Tensor y = backend_of(x).slice(x, d, start, length);
-  if (needs_grad({&x})) {
-    auto n = std::make_shared<SliceBackward>();
-    n->x_shape = x.shape();
-    n->x_layout = x.layout();
-    n->dim = d;
-    n->start = start;
-    connect(n, {&x}, {&y});
-  }
-  return y;
-}
 
 }  // namespace ts::engine::ops

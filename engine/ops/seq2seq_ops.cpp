@@ -1,5 +1,5 @@
-// The ops of seq2seq's step-by-step decoder: split (one node for a sequence cut into steps) and
-// additive (Bahdanau) attention, fused into one op per decoder step.
+// seq2seq's additive (Bahdanau) attention, fused into one op per decoder step (split:
+// ops/layout.cpp).
 #include <stdexcept>
 #include <string>
 
@@ -8,30 +8,6 @@
 namespace ts::engine::ops {
 
 namespace {
-
-struct SplitBackward : Node {
-  Shape x_shape;
-  Layout x_layout;
-  Device device = Device::cpu();
-  int64_t dim = 0;
-  std::vector<int64_t> sizes;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    std::vector<Tensor> parts;
-    parts.reserve(sizes.size());
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      if (k < g.size() && g[k].defined()) {
-        parts.push_back(ops::to_layout(g[k], Layout::plain()));
-      } else {
-        Shape s = x_shape;
-        s[static_cast<size_t>(dim)] = sizes[k];
-        parts.push_back(Tensor::zeros(s, device));
-      }
-    }
-    const Tensor full = parts.size() == 1 ? parts[0] : ops::concat(parts, dim);
-    return {ops::to_layout(full, x_layout)};
-  }
-  std::string name() const override { return "SplitBackward"; }
-};
 
 struct AdditiveAttentionBackward : Node {
   Tensor query, keys, values, v, probs;
@@ -49,44 +25,6 @@ struct AdditiveAttentionBackward : Node {
 };
 
 }  // namespace
-
-std::vector<Tensor> split(const Tensor& x_in, int64_t dim, const std::vector<int64_t>& sizes) {
-  static const auto name = op_name("split");
-  check_defined(x_in, "split", "input");
-  const int64_t d = dim < 0 ? dim + x_in.dim() : dim;
-  if (d < 0 || d >= x_in.dim()) fail("split", "dim " + std::to_string(dim) + " for " + shape_str(x_in.shape()));
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    if (s < 0) fail("split", "negative part size " + std::to_string(s));
-    total += s;
-  }
-  if (sizes.empty() || total != x_in.size(d)) {
-    fail("split", std::to_string(sizes.size()) + " parts of " + std::to_string(total) + " along dim " +
-                      std::to_string(d) + " of " + shape_str(x_in.shape()));
-  }
-  OpScope scope(name);
-  const Tensor x = to_layout(x_in, Layout::plain());
-  std::vector<Tensor> parts;
-  parts.reserve(sizes.size());
-  int64_t start = 0;
-  for (int64_t s : sizes) {
-    parts.push_back(backend_of(x).slice(x, d, start, s));
-    start += s;
-  }
-  if (needs_grad({&x})) {
-    auto n = std::make_shared<SplitBackward>();
-    n->x_shape = x.shape();
-    n->x_layout = x.layout();
-    n->dim = d;
-    n->sizes = sizes;
-    n->device = x.device();
-    std::vector<Tensor*> outs;
-    outs.reserve(parts.size());
-    for (auto& p : parts) outs.push_back(&p);
-    connect(n, {&x}, outs);
-  }
-  return parts;
-}
 
 Tensor additive_attention(const Tensor& query_in, const Tensor& keys_in, const Tensor& values_in, const Tensor& v_in,
                           const Tensor& lengths, Tensor* probs) {

@@ -1,4 +1,4 @@
-// The detection ops (engine/ops/roi.cpp, loss.cpp, detection_ops.cpp): known answers worked out by hand and
+// The detection ops (engine/ops/roi.cpp, loss.cpp, layout.cpp): known answers worked out by hand and
 // finite-difference gradient checks of every differentiable one.
 #include <gtest/gtest.h>
 
