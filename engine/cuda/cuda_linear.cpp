@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/cuda/cuda_common.h"
+#include "engine/cuda/pointwise_kernels.h"
 
 namespace ts::engine::cuda {
 

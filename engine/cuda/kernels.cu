@@ -58,10 +58,6 @@ __global__ void reorder4d_kernel(const float* src, Layout4 from, float* dst, Lay
 
 // ------------------------------------------------------------------ reductions
 
-__global__ void add_channel_bias_kernel(float* y, const float* bias, int64_t total, int64_t c, int64_t hw) {
-  for (int64_t i = global_index(); i < total; i += grid_stride()) y[i] += bias[(i / hw) % c];
-}
-
 // ------------------------------------------------------------------ batch norm helpers
 
 __global__ void inv_std_kernel(const float* var, float eps, float* inv, int64_t c) {
@@ -232,13 +228,6 @@ cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, in
   const int64_t total = n * c * h * w;
   if (total <= 0) return cudaSuccess;
   reorder4d_kernel<<<blocks_for(total), kThreads, 0, s>>>(src, from, dst, to, n, c, h, w);
-  return cudaGetLastError();
-}
-
-cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
-  const int64_t total = n * c * hw;
-  if (total <= 0) return cudaSuccess;
-  add_channel_bias_kernel<<<blocks_for(total), kThreads, 0, s>>>(y, bias, total, c, hw);
   return cudaGetLastError();
 }
 

@@ -24,9 +24,6 @@ cudaError_t fill_blocked(float* p, int64_t n, int64_t c, int64_t inner, int bloc
 cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, int64_t n, int64_t c, int64_t h,
                       int64_t w, cudaStream_t s);
 
-// y[n, c, hw] += bias[c].
-cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
-
 // --- batch normalisation helpers ---
 // inv_std[c] = 1 / sqrt(var[c] + eps)
 cudaError_t inv_std(const float* var, float eps, float* inv, int64_t c, cudaStream_t s);

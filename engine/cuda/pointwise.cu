@@ -87,6 +87,10 @@ __global__ void dropout_mask_kernel(float* mask, int64_t n, float p, float keep,
   }
 }
 
+__global__ void add_channel_bias_kernel(float* y, const float* bias, int64_t total, int64_t c, int64_t hw) {
+  for (int64_t i = global_index(); i < total; i += grid_stride()) y[i] += bias[(i / hw) % c];
+}
+
 }  // namespace
 
 cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
@@ -177,6 +181,13 @@ cudaError_t gelu_backward(const float* dy, const float* x, float inv_sqrt_2pi, f
 cudaError_t dropout_mask(float* mask, int64_t n, float p, float keep, uint64_t seed, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   dropout_mask_kernel<<<blocks_for(n), kThreads, 0, s>>>(mask, n, p, keep, numerics::splitmix64(seed));
+  return cudaGetLastError();
+}
+
+cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  const int64_t total = n * c * hw;
+  if (total <= 0) return cudaSuccess;
+  add_channel_bias_kernel<<<blocks_for(total), kThreads, 0, s>>>(y, bias, total, c, hw);
   return cudaGetLastError();
 }
 

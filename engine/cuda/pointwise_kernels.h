@@ -44,4 +44,7 @@ cudaError_t clipped_relu_backward(const float* dy, const float* y, float ceiling
 
 cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 
+// The bias of a convolution or linear layer: y[n, c, hw] += bias[c].
+cudaError_t add_channel_bias(float* y, const float* bias, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
+
 }  // namespace ts::engine::cuda::kernels

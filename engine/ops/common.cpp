@@ -15,6 +15,11 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
   if (a.device() != b.device()) fail(op, "tensors on different devices: " + a.device().str() + " and " + b.device().str());
 }
 
+void check_4d(const Tensor& t, const char* op, const char* what) {
+  check_defined(t, op, what);
+  if (t.dim() != 4) fail(op, std::string(what) + " must be 4-D [N, C, H, W], got " + shape_str(t.shape()));
+}
+
 std::string shapes(std::initializer_list<const Tensor*> ts) {
   std::string s;
   for (const Tensor* t : ts) {

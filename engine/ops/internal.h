@@ -17,6 +17,8 @@ namespace ts::engine::ops::detail {
 // Defined, and not on the meta device unless allowed.
 void check_defined(const Tensor& t, const char* op, const char* what);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+// Defined and 4-D [N, C, H, W] (conv, pool).
+void check_4d(const Tensor& t, const char* op, const char* what);
 std::string shapes(std::initializer_list<const Tensor*> ts);
 
 // A backward piece without a backward of its own: recorded when grad mode is on so that a
@@ -43,6 +45,7 @@ WeightGrads linear_backward_weights(const Tensor& x, const Tensor& dy, bool bias
 namespace ts::engine::ops {
 
 // Every op file checks its arguments with these.
+using detail::check_4d;
 using detail::check_defined;
 using detail::check_same_device;
 using detail::fail;

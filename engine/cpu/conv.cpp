@@ -1,6 +1,6 @@
-// Convolution on oneDNN: `any` formats everywhere so the primitive picks its layout (blocked on
-// AVX2/AVX-512), inputs reordered only when theirs differs, weights kept plain OIHW and
-// reordered per call, gradients returned in the layout of what they are gradients of.
+// The conv family on the CPU, on oneDNN: `any` formats everywhere so the primitive picks its
+// layout (blocked on AVX2/AVX-512), inputs reordered only when theirs differs, weights kept plain
+// OIHW and reordered per call, gradients returned in the layout of what they are gradients of.
 #include <stdexcept>
 
 #include "engine/cpu/dnnl_common.h"

@@ -1,14 +1,15 @@
-// Convolution on cuDNN 9's legacy convolution API (still shipped, marked deprecated), plain
-// NCHW. The algorithm of each (direction, shapes, parameters, TF32 setting) is chosen once by
-// cudnnFind*AlgorithmEx, which times the candidates on the real buffers, among those needing at
-// most kMaxConvWorkspaceBytes of workspace, and cached with its descriptors. Workspace is a
-// temporary tensor in memprof's workspace category.
+// The conv family on the GPU, on cuDNN 9's legacy convolution API (still shipped, marked
+// deprecated), plain NCHW. The algorithm of each (direction, shapes, parameters, TF32 setting)
+// is chosen once by cudnnFind*AlgorithmEx, which times the candidates on the real buffers, among
+// those needing at most kMaxConvWorkspaceBytes of workspace, and cached with its descriptors.
+// Workspace is a temporary tensor in memprof's workspace category.
 #include <array>
 #include <sstream>
 #include <stdexcept>
 
 #include "engine/cuda/cuda_common.h"
 #include "engine/cuda/device_memory.h"
+#include "engine/cuda/pointwise_kernels.h"
 
 namespace ts::engine::cuda {
 
