@@ -55,39 +55,6 @@ void gemm_batched(Env& env, char ta, char tb, int64_t m, int64_t n, int64_t k, f
 
 // ---------------------------------------------------------------- layer norm
 
-Backend::LayerNormResult CudaBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                                         float eps) {
-  check_plain(x, device_, "layer_norm", "x", 2);
-  check_plain(gamma, device_, "layer_norm", "gamma", 1);
-  check_plain(beta, device_, "layer_norm", "beta", 1);
-  const int64_t m = x.size(0), d = x.size(1);
-  if (gamma.size(0) != d || beta.size(0) != d) {
-    throw std::invalid_argument("layer_norm: gamma/beta " + shape_str(gamma.shape()) + " for x " +
-                                shape_str(x.shape()));
-  }
-  Env env(*impl_);
-  LayerNormResult r{Tensor::empty({m, d}, x.device()), Tensor::empty({m}, x.device()), Tensor::empty({m}, x.device())};
-  TS_CUDA_CHECK(kernels::layer_norm_forward(x.data(), gamma.data(), beta.data(), m, d, eps, r.y.data(), r.mean.data(),
-                                            r.rstd.data(), env.stream));
-  return r;
-}
-
-BatchNormGrads CudaBackend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                                const Tensor& mean, const Tensor& rstd) {
-  check_plain(dy, device_, "layer_norm_backward", "dy", 2);
-  check_plain(x, device_, "layer_norm_backward", "x", 2);
-  if (dy.shape() != x.shape()) throw std::invalid_argument("layer_norm_backward: dy and x shapes differ");
-  const int64_t m = x.size(0), d = x.size(1);
-  check_channel_vec(gamma, device_, d, "layer_norm_backward", "gamma");
-  check_channel_vec(mean, device_, m, "layer_norm_backward", "mean");
-  check_channel_vec(rstd, device_, m, "layer_norm_backward", "rstd");
-  Env env(*impl_);
-  BatchNormGrads r{Tensor::empty({m, d}, x.device()), Tensor::empty({d}, x.device()), Tensor::empty({d}, x.device())};
-  TS_CUDA_CHECK(kernels::layer_norm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), m, d,
-                                             r.dx.data(), r.dgamma.data(), r.dbeta.data(), env.stream));
-  return r;
-}
-
 // ---------------------------------------------------------------- attention
 
 Backend::AttentionResult CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -60,34 +60,6 @@ __global__ void reorder4d_kernel(const float* src, Layout4 from, float* dst, Lay
 
 // ------------------------------------------------------------------ batch norm helpers
 
-__global__ void inv_std_kernel(const float* var, float eps, float* inv, int64_t c) {
-  for (int64_t i = global_index(); i < c; i += grid_stride()) inv[i] = 1.0f / sqrtf(var[i] + eps);
-}
-
-__global__ void var_from_inv_std_kernel(const float* inv, float eps, float* var, int64_t c) {
-  for (int64_t i = global_index(); i < c; i += grid_stride()) {
-    const double iv = inv[i];
-    const double v = 1.0 / (iv * iv) - static_cast<double>(eps);
-    var[i] = v > 0.0 ? static_cast<float>(v) : 0.0f;
-  }
-}
-
-__global__ void bn_eval_forward_kernel(const float* x, const float* gamma, const float* beta, const float* mean,
-                                       const float* inv, float* y, int64_t total, int64_t c, int64_t hw) {
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t ch = (i / hw) % c;
-    y[i] = (x[i] - mean[ch]) * inv[ch] * gamma[ch] + beta[ch];
-  }
-}
-
-__global__ void bn_eval_backward_data_kernel(const float* dy, const float* gamma, const float* inv, float* dx,
-                                             int64_t total, int64_t c, int64_t hw) {
-  for (int64_t i = global_index(); i < total; i += grid_stride()) {
-    const int64_t ch = (i / hw) % c;
-    dx[i] = dy[i] * gamma[ch] * inv[ch];
-  }
-}
-
 // ------------------------------------------------------------------ pooling
 
 __global__ void max_pool_forward_kernel(const float* x, PoolGeom g, float* y, int32_t* argmax) {
@@ -228,34 +200,6 @@ cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, in
   const int64_t total = n * c * h * w;
   if (total <= 0) return cudaSuccess;
   reorder4d_kernel<<<blocks_for(total), kThreads, 0, s>>>(src, from, dst, to, n, c, h, w);
-  return cudaGetLastError();
-}
-
-cudaError_t inv_std(const float* var, float eps, float* inv, int64_t c, cudaStream_t s) {
-  if (c <= 0) return cudaSuccess;
-  inv_std_kernel<<<blocks_for(c), kThreads, 0, s>>>(var, eps, inv, c);
-  return cudaGetLastError();
-}
-
-cudaError_t var_from_inv_std(const float* inv, float eps, float* var, int64_t c, cudaStream_t s) {
-  if (c <= 0) return cudaSuccess;
-  var_from_inv_std_kernel<<<blocks_for(c), kThreads, 0, s>>>(inv, eps, var, c);
-  return cudaGetLastError();
-}
-
-cudaError_t bn_eval_forward(const float* x, const float* gamma, const float* beta, const float* mean, const float* inv,
-                            float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
-  const int64_t total = n * c * hw;
-  if (total <= 0) return cudaSuccess;
-  bn_eval_forward_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, gamma, beta, mean, inv, y, total, c, hw);
-  return cudaGetLastError();
-}
-
-cudaError_t bn_eval_backward_data(const float* dy, const float* gamma, const float* inv, float* dx, int64_t n,
-                                  int64_t c, int64_t hw, cudaStream_t s) {
-  const int64_t total = n * c * hw;
-  if (total <= 0) return cudaSuccess;
-  bn_eval_backward_data_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, gamma, inv, dx, total, c, hw);
   return cudaGetLastError();
 }
 

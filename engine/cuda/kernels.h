@@ -24,18 +24,6 @@ cudaError_t fill_blocked(float* p, int64_t n, int64_t c, int64_t inner, int bloc
 cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, int64_t n, int64_t c, int64_t h,
                       int64_t w, cudaStream_t s);
 
-// --- batch normalisation helpers ---
-// inv_std[c] = 1 / sqrt(var[c] + eps)
-cudaError_t inv_std(const float* var, float eps, float* inv, int64_t c, cudaStream_t s);
-// var[c] = 1 / inv_std[c]^2 - eps  (the biased variance cuDNN normalised with)
-cudaError_t var_from_inv_std(const float* inv, float eps, float* var, int64_t c, cudaStream_t s);
-// y = (x - mean) * inv_std * gamma + beta, per channel of [n, c, hw].
-cudaError_t bn_eval_forward(const float* x, const float* gamma, const float* beta, const float* mean, const float* inv,
-                            float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
-// dx = dy * gamma * inv_std.
-cudaError_t bn_eval_backward_data(const float* dy, const float* gamma, const float* inv, float* dx, int64_t n,
-                                  int64_t c, int64_t hw, cudaStream_t s);
-
 // --- pooling over planes = n * c planes of h x w (plain NCHW) ---
 struct PoolGeom {
   int64_t planes = 0;
@@ -64,13 +52,6 @@ cudaError_t upsample_nearest_backward(const float* dy, int64_t outer, int64_t h,
 // ------------------------------------------------------------------ kernels_seq.cu
 // (sequence models and CTC; also without FMA contraction)
 
-// x [m, d]: y, mean [m], rstd [m].
-cudaError_t layer_norm_forward(const float* x, const float* gamma, const float* beta, int64_t m, int64_t d, float eps,
-                               float* y, float* mean, float* rstd, cudaStream_t s);
-// dx [m, d]; dgamma, dbeta [d] (column sums over the rows).
-cudaError_t layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
-                                const float* rstd, int64_t m, int64_t d, float* dx, float* dgamma, float* dbeta,
-                                cudaStream_t s);
 // Masked softmax in place over rows of tk scores, rows ordered [b][heads][tq]; key_lengths
 // (fp32 [b]) may be null; causal hides keys j > i.
 cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,

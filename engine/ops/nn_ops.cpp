@@ -1,4 +1,4 @@
-// batch_norm, pooling and linear (conv2d: ops/conv.cpp; concat and slice: ops/layout.cpp).
+// pooling and linear (conv2d: ops/conv.cpp; batch_norm: ops/norm.cpp; concat, slice: ops/layout.cpp).
 #include <algorithm>
 
 #include "engine/ops/internal.h"
@@ -12,82 +12,6 @@ namespace {
 }  // namespace
 
 // ---------------------------------------------------------------- batch norm
-
-namespace {
-
-struct BatchNormBackward : Node {
-  Tensor x, gamma, mean, var;
-  float eps = 0;
-  bool global_stats = false;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    BatchNormGrads r = backend_of(x).batch_norm_backward(g[0], x, gamma, mean, var, eps, global_stats);
-    mark_not_differentiable("batch_norm_backward", {&g[0], &x, &gamma}, {&r.dx, &r.dgamma, &r.dbeta});
-    return {r.dx, r.dgamma, r.dbeta};
-  }
-  void release_saved() override { x = gamma = mean = var = Tensor(); }
-  std::string name() const override { return "BatchNormBackward"; }
-};
-
-}  // namespace
-
-Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, float momentum, float eps) {
-  static const auto name = op_name("batch_norm");
-  check_defined(x, "batch_norm", "input");
-  check_defined(gamma, "batch_norm", "gamma");
-  check_defined(beta, "batch_norm", "beta");
-  if (x.dim() != 4 && x.dim() != 2) fail("batch_norm", "input must be [N, C, H, W] or [N, C], got " + shape_str(x.shape()));
-  const int64_t c = x.size(1);
-  for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var}) {
-    if (!t->defined()) continue;
-    check_same_device(x, *t, "batch_norm");
-    if (t->dim() != 1 || t->size(0) != c) {
-      fail("batch_norm", "per-channel tensor " + shape_str(t->shape()) + " for input " + shape_str(x.shape()));
-    }
-  }
-  if (!training && (!running_mean.defined() || !running_var.defined())) {
-    fail("batch_norm", "eval mode needs running_mean and running_var");
-  }
-  OpScope scope(name);
-  Backend& be = backend_of(x);
-  auto node = std::make_shared<BatchNormBackward>();
-  node->eps = eps;
-  Tensor y;
-  if (training) {
-    int64_t count = x.size(0);
-    for (int64_t d = 2; d < x.dim(); ++d) count *= x.size(d);
-    if (count < 2) fail("batch_norm", "training needs more than one value per channel, got " + shape_str(x.shape()));
-    BatchNormStats s = be.batch_norm_forward_train(x, gamma, beta, eps);
-    y = s.y;
-    if (running_mean.defined() && running_var.defined()) {
-      NoGradScope no_grad;
-      const float unbias = static_cast<float>(count) / static_cast<float>(count - 1);
-      be.add_inplace(running_mean, running_mean, -momentum);
-      be.add_inplace(running_mean, s.mean, momentum);
-      be.add_inplace(running_var, running_var, -momentum);
-      be.add_inplace(running_var, s.var, momentum * unbias);
-    }
-    node->mean = s.mean;
-    node->var = s.var;
-  } else {
-    y = be.batch_norm_forward_eval(x, gamma, beta, running_mean, running_var, eps);
-    node->global_stats = true;
-  }
-  if (needs_grad({&x, &gamma, &beta})) {
-    if (!training) {
-      // Copies: the running stats change in place if a training step runs before backward.
-      NoGradScope no_grad;
-      node->mean = Tensor::empty({c}, x.device());
-      node->var = Tensor::empty({c}, x.device());
-      be.copy(running_mean, node->mean);
-      be.copy(running_var, node->var);
-    }
-    node->x = x;   // with history: a second backward through BN's backward must fail loudly
-    node->gamma = gamma;
-    connect(node, {&x, &gamma, &beta}, {&y});
-  }
-  return y;
-}
 
 // ---------------------------------------------------------------- pooling
 

@@ -7,18 +7,6 @@ namespace ts::engine::ops {
 
 namespace {
 
-struct LayerNormBackward : Node {
-  Tensor x, gamma, mean, rstd;   // x is the [M, D] view the kernel saw
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    const Tensor dy = ops::reshape(g[0], x.shape());
-    BatchNormGrads r = backend_of(x).layer_norm_backward(dy, x.detach(), gamma.detach(), mean, rstd);
-    mark_not_differentiable("layer_norm_backward", {&dy, &x, &gamma}, {&r.dx, &r.dgamma, &r.dbeta});
-    return {r.dx, r.dgamma, r.dbeta};
-  }
-  void release_saved() override { x = gamma = mean = rstd = Tensor(); }
-  std::string name() const override { return "LayerNormBackward"; }
-};
-
 struct AttentionBackward : Node {
   Tensor q, k, v, probs;
   int64_t heads;
@@ -35,32 +23,6 @@ struct AttentionBackward : Node {
 };
 
 }  // namespace
-
-Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, float eps) {
-  static const auto name = op_name("layer_norm");
-  check_defined(x_in, "layer_norm", "x");
-  check_defined(gamma, "layer_norm", "gamma");
-  check_defined(beta, "layer_norm", "beta");
-  check_same_device(x_in, gamma, "layer_norm");
-  check_same_device(x_in, beta, "layer_norm");
-  if (x_in.dim() < 1) fail("layer_norm", "needs at least one dimension");
-  const int64_t d = x_in.size(-1);
-  if (gamma.dim() != 1 || gamma.size(0) != d || beta.shape() != gamma.shape()) {
-    fail("layer_norm", "gamma/beta " + detail::shapes({&gamma, &beta}) + " for input " + shape_str(x_in.shape()));
-  }
-  OpScope scope(name);
-  const Tensor x = reshape(x_in, {x_in.numel() / std::max<int64_t>(d, 1), d});
-  Backend::LayerNormResult r = backend_of(x).layer_norm_forward(x, gamma, beta, eps);
-  if (needs_grad({&x, &gamma, &beta})) {
-    auto n = std::make_shared<LayerNormBackward>();
-    n->x = x;   // with history: a second backward through this one must fail loudly
-    n->gamma = gamma;
-    n->mean = r.mean;
-    n->rstd = r.rstd;
-    connect(n, {&x, &gamma, &beta}, {&r.y});
-  }
-  return x_in.dim() == 2 ? r.y : reshape(r.y, x_in.shape());
-}
 
 Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& key_lengths, int64_t heads,
                  float scale, bool causal) {
