@@ -24,30 +24,8 @@ cudaError_t fill_blocked(float* p, int64_t n, int64_t c, int64_t inner, int bloc
 cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, int64_t n, int64_t c, int64_t h,
                       int64_t w, cudaStream_t s);
 
-// --- pooling over planes = n * c planes of h x w (plain NCHW) ---
-struct PoolGeom {
-  int64_t planes = 0;
-  int h = 0, w = 0, oh = 0, ow = 0;
-  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-};
-// y and argmax ([planes, oh, ow]; the index h * w + w of the first maximum in the window).
-cudaError_t max_pool_forward(const float* x, const PoolGeom& g, float* y, int32_t* argmax, cudaStream_t s);
-// dx (every element written) from dy and argmax, gathering over the windows that cover
-// each input element (deterministic; no atomics).
-cudaError_t max_pool_backward(const float* dy, const int32_t* argmax, const PoolGeom& g, float* dx, cudaStream_t s);
-cudaError_t avg_pool_forward(const float* x, const PoolGeom& g, bool count_include_pad, float* y, cudaStream_t s);
-cudaError_t avg_pool_backward(const float* dy, const PoolGeom& g, bool count_include_pad, float* dx, cudaStream_t s);
-
 // ------------------------------------------------------------------ kernels_extra.cu
 // (compiled without FMA contraction, so that the arithmetic rounds as the CPU backend's does)
-
-// Storage seen as [outer][h][w][vec] (plain: outer = N C, vec 1; channels-last: N, C;
-// blocked: N ceil(C/b), b). y is [outer][h f][w f][vec].
-cudaError_t upsample_nearest_forward(const float* x, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
-                                     float* y, cudaStream_t s);
-// dx [outer][h][w][vec] from dy [outer][h f][w f][vec]: each f x f window summed.
-cudaError_t upsample_nearest_backward(const float* dy, int64_t outer, int64_t h, int64_t w, int64_t vec, int64_t f,
-                                      float* dx, cudaStream_t s);
 
 // ------------------------------------------------------------------ kernels_seq.cu
 // (sequence models and CTC; also without FMA contraction)

@@ -1,13 +1,18 @@
-// Batch normalisation (training forward and backward on cuDNN, spatial mode; eval forward and
-// the eval-mode gradient on our kernels) and pooling (our kernels: max pooling keeps argmax
-// indices for backward, which receives no x).
+// The pool family on the GPU: max and average pooling (max pooling keeps argmax indices for
+// backward, which receives no x) and nearest upsampling, on our kernels (pool.cu). Checks and
+// messages follow the CPU backend's (cpu/pool.cpp).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "engine/cuda/cuda_common.h"
+#include "engine/cuda/pool_kernels.h"
 
 namespace ts::engine::cuda {
-
-// ---------------------------------------------------------------- pooling
 
 namespace {
 
@@ -41,6 +46,32 @@ void check_dy(const Tensor& dy, const Shape& want, const char* op) {
     throw std::invalid_argument(std::string(op) + ": dy " + shape_str(dy.shape()) + " does not match output " +
                                 shape_str(want));
   }
+}
+
+// A 4-D tensor's storage as [outer][H][W][vec]: plain (N C, H, W, 1), channels-last
+// (N, H, W, C), channel-blocked (N C/b, H, W, b), as the CPU backend sees it.
+struct SpatialView {
+  int64_t outer, h, w, vec;
+};
+
+SpatialView spatial_view(const Tensor& t, const char* op) {
+  if (t.dim() != 4) fail(op, "needs [N, C, H, W], got " + shape_str(t.shape()));
+  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  switch (t.layout().kind) {
+    case Layout::Kind::plain:
+      return {n * c, h, w, 1};
+    case Layout::Kind::channels_last:
+      return {n, h, w, c};
+    case Layout::Kind::channel_blocked: {
+      const int64_t b = t.layout().block;
+      return {n * ((c + b - 1) / b), h, w, b};
+    }
+  }
+  throw std::logic_error("unknown layout");
+}
+
+void check_factor(int64_t factor, const char* op) {
+  if (factor < 1) fail(op, "factor must be >= 1, got " + std::to_string(factor));
 }
 
 }  // namespace
@@ -106,6 +137,31 @@ Tensor CudaBackend::avg_pool2d_backward(const Tensor& dy_in, const Shape& x_shap
     TS_CUDA_CHECK(kernels::avg_pool_backward(dy.data(), g, p.count_include_pad, dx.data(), env.stream));
   }
   return x_layout.is_plain() ? dx : to_layout(dx, x_layout);
+}
+
+Tensor CudaBackend::upsample_nearest2d_forward(const Tensor& x, int64_t f) {
+  const char* op = "upsample_nearest2d";
+  check_on(x, device_, op, "x");
+  check_factor(f, op);
+  const SpatialView v = spatial_view(x, op);
+  Env env(*impl_);
+  Tensor y = Tensor::empty({x.size(0), x.size(1), x.size(2) * f, x.size(3) * f}, x.device(), x.layout());
+  TS_CUDA_CHECK(kernels::upsample_nearest_forward(x.data(), v.outer, v.h, v.w, v.vec, f, y.data(), env.stream));
+  return y;
+}
+
+Tensor CudaBackend::upsample_nearest2d_backward(const Tensor& dy, int64_t f) {
+  const char* op = "upsample_nearest2d_backward";
+  check_on(dy, device_, op, "dy");
+  check_factor(f, op);
+  if (dy.dim() != 4 || dy.size(2) % f != 0 || dy.size(3) % f != 0) {
+    fail(op, shape_str(dy.shape()) + " is not a multiple of the factor " + std::to_string(f));
+  }
+  Env env(*impl_);
+  Tensor dx = Tensor::empty({dy.size(0), dy.size(1), dy.size(2) / f, dy.size(3) / f}, dy.device(), dy.layout());
+  const SpatialView v = spatial_view(dx, op);
+  TS_CUDA_CHECK(kernels::upsample_nearest_backward(dy.data(), v.outer, v.h, v.w, v.vec, f, dx.data(), env.stream));
+  return dx;
 }
 
 }  // namespace ts::engine::cuda

@@ -1,6 +1,14 @@
-// Batch normalisation and pooling on oneDNN, in whatever layout the input has.
+// The pool family on the CPU: max and average pooling on oneDNN, in whatever layout the input
+// has; nearest upsampling as plain loops over the storage, which keep the layout.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
 
 namespace ts::engine::cpu {
@@ -9,17 +17,6 @@ namespace {
 
 using dnnl::algorithm;
 using dnnl::prop_kind;
-
-void check_t(const Tensor& t, const char* op) {
-  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
-  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": tensor on " + t.device().str());
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------- pooling
-
-namespace {
 
 struct PoolGeom {
   memory::dims src, dst, strides, kernel, pad_l, pad_r;
@@ -57,6 +54,7 @@ struct PoolFwdEntry {
   Layout out_layout;   // the primitive's dst is md_for(y_shape, out_layout)
   Shape y_shape;
 };
+
 struct PoolBwdEntry {
   dnnl::pooling_backward::primitive_desc pd;
   dnnl::pooling_backward prim;
@@ -100,10 +98,34 @@ std::shared_ptr<PoolBwdEntry> pool_bwd_entry(CpuBackend::Impl& im, const Shape& 
   });
 }
 
+// A 4-D tensor's storage as [outer][H][W][vec]: plain is (N C, H, W, 1), channels-last
+// (N, H, W, C), channel-blocked (N C/b, H, W, b). Spatial ops then never reorder.
+struct SpatialView {
+  int64_t outer, h, w, vec;
+};
+
+SpatialView spatial_view(const Tensor& t, const char* op) {
+  if (t.dim() != 4) throw std::invalid_argument(std::string(op) + ": needs [N, C, H, W], got " + shape_str(t.shape()));
+  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  switch (t.layout().kind) {
+    case Layout::Kind::plain: return {n * c, h, w, 1};
+    case Layout::Kind::channels_last: return {n, h, w, c};
+    case Layout::Kind::channel_blocked: {
+      const int64_t b = t.layout().block;
+      return {n * ((c + b - 1) / b), h, w, b};
+    }
+  }
+  throw std::logic_error("unknown layout");
+}
+
+void check_factor(int64_t factor, const char* op) {
+  if (factor < 1) throw std::invalid_argument(std::string(op) + ": factor must be >= 1, got " + std::to_string(factor));
+}
+
 }  // namespace
 
 PoolResult CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
-  check_t(x, "max_pool2d");
+  check_cpu(x, "max_pool2d");
   auto& im = *impl_;
   auto e = pool_fwd_entry(im, x.shape(), x.layout(), p, algorithm::pooling_max, "max_pool2d");
   PoolResult r;
@@ -119,8 +141,8 @@ PoolResult CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p
 
 Tensor CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& workspace, const Shape& x_shape,
                                        const Layout& x_layout, const Pool2dParams& p) {
-  check_t(dy, "max_pool2d_backward");
-  check_t(workspace, "max_pool2d_backward");
+  check_cpu(dy, "max_pool2d_backward");
+  check_cpu(workspace, "max_pool2d_backward");
   auto& im = *impl_;
   auto e = pool_bwd_entry(im, dy.shape(), dy.layout(), x_shape, x_layout, p, algorithm::pooling_max,
                           "max_pool2d_backward");
@@ -139,7 +161,7 @@ Tensor CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& workspace
 }
 
 Tensor CpuBackend::avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
-  check_t(x, "avg_pool2d");
+  check_cpu(x, "avg_pool2d");
   auto& im = *impl_;
   auto e = pool_fwd_entry(im, x.shape(), x.layout(), p, avg_algo(p), "avg_pool2d");
   Tensor y = Tensor::empty(e->y_shape, x.device(), e->out_layout);
@@ -151,7 +173,7 @@ Tensor CpuBackend::avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
 
 Tensor CpuBackend::avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Layout& x_layout,
                                        const Pool2dParams& p) {
-  check_t(dy, "avg_pool2d_backward");
+  check_cpu(dy, "avg_pool2d_backward");
   auto& im = *impl_;
   auto e = pool_bwd_entry(im, dy.shape(), dy.layout(), x_shape, x_layout, p, avg_algo(p), "avg_pool2d_backward");
   Tensor dy_tmp;
@@ -160,6 +182,56 @@ Tensor CpuBackend::avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, c
   im.run(e->prim, {{DNNL_ARG_DIFF_DST, memory(e->pd.diff_dst_desc(), im.eng, dyp)},
                    {DNNL_ARG_DIFF_SRC, memory(e->pd.diff_src_desc(), im.eng, dx.data())},
                    {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  return dx;
+}
+
+Tensor CpuBackend::upsample_nearest2d_forward(const Tensor& x, int64_t f) {
+  check_cpu(x, "upsample_nearest2d");
+  check_factor(f, "upsample_nearest2d");
+  const SpatialView v = spatial_view(x, "upsample_nearest2d");
+  Tensor y = Tensor::empty({x.size(0), x.size(1), x.size(2) * f, x.size(3) * f}, x.device(), x.layout());
+  const float* s = x.data();
+  float* d = y.data();
+  const int64_t oh = v.h * f, ow = v.w * f, vec = v.vec;
+#pragma omp parallel for collapse(2) if (v.outer * oh * ow * vec > kParallelThreshold)
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < oh; ++i) {
+      const float* src = s + ((o * v.h + i / f) * v.w) * vec;
+      float* dst = d + ((o * oh + i) * ow) * vec;
+      for (int64_t j = 0; j < ow; ++j) std::memcpy(dst + j * vec, src + (j / f) * vec, sizeof(float) * vec);
+    }
+  }
+  return y;
+}
+
+Tensor CpuBackend::upsample_nearest2d_backward(const Tensor& dy, int64_t f) {
+  check_cpu(dy, "upsample_nearest2d_backward");
+  check_factor(f, "upsample_nearest2d_backward");
+  if (dy.dim() != 4 || dy.size(2) % f != 0 || dy.size(3) % f != 0) {
+    throw std::invalid_argument("upsample_nearest2d_backward: " + shape_str(dy.shape()) +
+                                " is not a multiple of the factor " + std::to_string(f));
+  }
+  Tensor dx = Tensor::empty({dy.size(0), dy.size(1), dy.size(2) / f, dy.size(3) / f}, dy.device(), dy.layout());
+  const SpatialView v = spatial_view(dx, "upsample_nearest2d_backward");
+  const float* g = dy.data();
+  float* d = dx.data();
+  const int64_t oh = v.h * f, ow = v.w * f, vec = v.vec;
+#pragma omp parallel for collapse(2) if (v.outer * oh * ow * vec > kParallelThreshold)
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.h; ++i) {
+      float* dst = d + ((o * v.h + i) * v.w) * vec;
+      for (int64_t j = 0; j < v.w; ++j) {
+        for (int64_t k = 0; k < vec; ++k) {
+          float acc = 0.0f;
+          for (int64_t a = 0; a < f; ++a) {
+            const float* row = g + ((o * oh + i * f + a) * ow + j * f) * vec + k;
+            for (int64_t b = 0; b < f; ++b) acc += row[b * vec];
+          }
+          dst[j * vec + k] = acc;
+        }
+      }
+    }
+  }
   return dx;
 }
 
