@@ -1,23 +1,10 @@
-// linear (conv2d: ops/conv.cpp; batch_norm: ops/norm.cpp; pooling: ops/pool.cpp; concat, slice: ops/layout.cpp).
+// The linear family's op: the fully connected layer y = x w^T + b on [N, I]; its backward
+// pieces (detail::linear_backward_data/weights, ops/internal.h) are differentiable again.
 #include <algorithm>
 
 #include "engine/ops/internal.h"
 
 namespace ts::engine::ops {
-
-namespace {
-
-// ---------------------------------------------------------------- conv
-
-}  // namespace
-
-// ---------------------------------------------------------------- batch norm
-
-// ---------------------------------------------------------------- pooling
-
-// ---------------------------------------------------------------- nearest upsampling
-
-// ---------------------------------------------------------------- linear
 
 namespace {
 
@@ -140,7 +127,5 @@ WeightGrads linear_backward_weights(const Tensor& x_in, const Tensor& dy_in, boo
 }
 
 }  // namespace detail
-
-// ---------------------------------------------------------------- concat / slice
 
 }  // namespace ts::engine::ops

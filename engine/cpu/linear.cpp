@@ -1,23 +1,19 @@
-// Fully connected layers (oneDNN sgemm, plain 2-D).
+// The linear family on the CPU: fully connected layers on oneDNN's sgemm, plain 2-D.
 #include <dnnl.h>
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
 
 namespace ts::engine::cpu {
 
 namespace {
 
-void check_t(const Tensor& t, const char* op) {
-  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
-  if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": tensor on " + t.device().str());
-}
-
 void check_plain2d(const Tensor& t, const char* op, const char* what) {
-  check_t(t, op);
+  check_cpu(t, op);
   if (t.dim() != 2 || !t.layout().is_plain()) {
     throw std::invalid_argument(std::string(op) + ": " + what + " must be plain 2-D, got " + shape_str(t.shape()) +
                                 " " + t.layout().str());
@@ -102,7 +98,5 @@ WeightGrads CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& d
   }
   return r;
 }
-
-// ---------------------------------------------------------------- concat / slice
 
 }  // namespace ts::engine::cpu
