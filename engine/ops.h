@@ -42,7 +42,7 @@ Tensor tanh(const Tensor& x);
 Tensor clipped_relu(const Tensor& x, float ceiling);
 Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling);
 
-// --- A3C's policy (engine/ops/softmax_ops.cpp): log-softmax over the last dimension of
+// --- A3C's policy (engine/ops/softmax.cpp): log-softmax over the last dimension of
 // x [M, K] (plain result) and element-wise exp (plain result); first order only ---
 Tensor log_softmax(const Tensor& x);
 Tensor exp(const Tensor& x);

@@ -97,7 +97,7 @@ class CpuBackend final : public Backend {
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr, float beta1,
                  float beta2, float eps, float weight_decay, int64_t step) override;
 
-  // --- A3C's learner: cpu_softmax.cpp (log-softmax), cpu/pointwise.cpp (exp), cpu/optim.cpp (RMSProp) ---
+  // --- A3C's learner: cpu/softmax.cpp (log-softmax), cpu/pointwise.cpp (exp), cpu/optim.cpp (RMSProp) ---
   Tensor log_softmax_forward(const Tensor& x) override;
   Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) override;
   Tensor exp_forward(const Tensor& x) override;

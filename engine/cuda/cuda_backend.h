@@ -120,7 +120,7 @@ class CudaBackend final : public Backend {
                                                      const Tensor& values, const Tensor& v,
                                                      const Tensor& probs) override;
 
-  // --- clipped ReLU (deepspeech2) and exp: pointwise.cpp; log-softmax: cuda_pointwise_ops.cpp;
+  // --- clipped ReLU (deepspeech2) and exp: pointwise.cpp; log-softmax: softmax.cpp;
   // RMSProp (a3c): optim.cpp ---
   Tensor clipped_relu_forward(const Tensor& x, float ceiling) override;
   Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) override;

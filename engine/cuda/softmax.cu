@@ -1,11 +1,11 @@
-// Log-softmax on the GPU, one warp per row, written in the CPU backend's order of operations and
-// precision (cpu_softmax.cpp): it differs only in the order of its double sums and in expf's
-// last bits.
+// The softmax family's kernels: log-softmax, one warp per row, written in the CPU backend's order
+// of operations and precision (cpu/softmax.cpp): it differs only in the order of its double sums
+// and in expf's last bits.
 #include <cmath>
 
 #include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
-#include "engine/cuda/kernels_pointwise.h"
+#include "engine/cuda/softmax_kernels.h"
 
 namespace ts::engine::cuda::kernels {
 
@@ -20,7 +20,6 @@ unsigned blocks_for_rows(int64_t rows) {
   return static_cast<unsigned>(b);
 }
 
-// ------------------------------------------------------------------ log-softmax, exp
 // Rows are short (A3C: one per state, k = the game's actions), so a warp per row; the row loop
 // is uniform across a warp, as the shuffles need. fmaxf skips NaN where the CPU's std::max may
 // keep one, but a NaN anywhere in a row makes the sum, and so every output of the row, NaN on both.

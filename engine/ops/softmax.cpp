@@ -1,6 +1,6 @@
-// log_softmax and exp: what A3C's policy loss is built from (log pi(a|s) for the policy
-// gradient, pi = exp(log pi) for the entropy bonus). Both first order: their backward pieces
-// are backend kernels recorded as not differentiable again.
+// The softmax family's op: log_softmax over rows, what A3C's policy loss is built from (log pi(a|s)
+// for the policy gradient; pi = exp(log pi), the pointwise family's exp, for the entropy bonus).
+// First order: its backward piece is a backend kernel recorded as not differentiable again.
 #include <stdexcept>
 #include <string>
 

@@ -1,9 +1,7 @@
 #pragma once
-// Internal to engine/cuda/: launchers of kernels_pointwise.cu, A3C's log-softmax
-// (cuda_pointwise_ops.cpp). As in kernels.h, each queues its
-// work on `stream` and returns the launch's error for the caller's TS_CUDA_CHECK; pointers are
-// device pointers, sizes element counts. The arithmetic is the CPU backend's, in its order
-// (cpu_softmax.cpp), compiled without FMA contraction.
+// Internal to engine/cuda/: launchers of softmax.cu. Each queues its work on `stream` and returns
+// the launch's error for the caller's TS_CUDA_CHECK; pointers are device pointers, sizes
+// element counts. The arithmetic is the CPU backend's, in its order (cpu/softmax.cpp).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

@@ -1,17 +1,15 @@
-// Log-softmax over rows and element-wise exp (A3C's policy): plain loops, OpenMP over rows
-// when there are many. Rows are short (one per state, K = the game's actions), so each row is
+// The softmax family on the CPU: log-softmax over rows (A3C's policy), plain loops, OpenMP over
+// rows when there are many. Rows are short (one per state, K = the game's actions), so each row is
 // done by one thread in double precision for the normaliser.
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_common.h"
 
 namespace ts::engine::cpu {
 
 namespace {
-
-constexpr int64_t kParallelThreshold = 1 << 15;
 
 void check_plain_2d(const Tensor& t, const char* op) {
   if (!t.defined() || !t.device().is_cpu() || !t.layout().is_plain() || t.dim() != 2) {

@@ -1,14 +1,12 @@
-// A3C's log-softmax on the GPU (kernels in kernels_pointwise.cu). Checks follow the CPU
-// backend's (cpu_softmax.cpp): the same arguments are refused, with std::invalid_argument.
+// The softmax family on the GPU: log-softmax over rows (A3C's policy; kernels in softmax.cu).
+// Checks follow the CPU backend's (cpu/softmax.cpp): the same arguments are refused, with std::invalid_argument.
 #include <stdexcept>
 #include <string>
 
 #include "engine/cuda/cuda_common.h"
-#include "engine/cuda/kernels_pointwise.h"
+#include "engine/cuda/softmax_kernels.h"
 
 namespace ts::engine::cuda {
-
-// ---------------------------------------------------------------- log-softmax, exp (A3C's policy)
 
 Tensor CudaBackend::log_softmax_forward(const Tensor& x) {
   check_plain_2d(x, device_, "log_softmax");
