@@ -281,7 +281,7 @@ class Backend {
   virtual RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
                                 const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need) = 0;
 
-  // --- additive (Bahdanau) attention, one decoder step (seq2seq); cpu/cpu_additive_attention.cpp.
+  // --- additive (Bahdanau) attention, one decoder step (seq2seq); the attention family.
   // query [B, A] (the projected decoder state), keys [B, S, A] (the projected memory), values
   // [B, S, D] (the memory), v [A]; all plain. score_j = v . tanh(query + keys_j) for j <
   // lengths[b] (fp32 [B]; nullptr: all S), probs = softmax over those (0 elsewhere; a row with

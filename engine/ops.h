@@ -66,7 +66,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 
 // --- loss: mean softmax cross-entropy; labels [N] hold class indices as fp32, never need grad ---
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
-// --- sequence models (engine/ops/sequence_ops.cpp); backward pieces first order only ---
+// --- sequence models: layer norm (ops/norm.cpp), attention (ops/attention.cpp); backward pieces first order only ---
 // Layer norm over the last dimension (biased variance, eps inside the square root).
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
 Tensor gelu(const Tensor& x);   // exact: x Phi(x)
@@ -146,7 +146,7 @@ RnnOutput lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor
 RnnOutput gru(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
               const Tensor& b_hh, const Tensor& lengths, bool reverse = false);
 
-// --- seq2seq's step-by-step decoder; engine/ops/seq2seq_ops.cpp ---
+// --- seq2seq's step-by-step decoder: split (ops/layout.cpp), additive attention (ops/attention.cpp) ---
 // x cut along `dim` into consecutive parts of `sizes` (which sum to x.size(dim)); plain results.
 // One node for all parts: backward concatenates their gradients once (zeros for parts that got
 // none), where a slice per part would build a full-size gradient per part. Twice differentiable.

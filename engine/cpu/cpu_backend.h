@@ -74,7 +74,7 @@ class CpuBackend final : public Backend {
   Tensor clipped_relu_forward(const Tensor& x, float ceiling) override;
   Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) override;
 
-  // --- sequence models: cpu_sequence.cpp (GELU and dropout: cpu/pointwise.cpp; label-smoothed
+  // --- sequence models: cpu/norm.cpp, cpu/attention.cpp (GELU and dropout: cpu/pointwise.cpp; label-smoothed
   // cross-entropy: cpu/loss.cpp; the sum of squares: cpu/reduce.cpp) ---
   LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
   BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
@@ -134,7 +134,7 @@ class CpuBackend final : public Backend {
   RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
                         const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need) override;
 
-  // --- additive attention (seq2seq): cpu_additive_attention.cpp, OpenMP over the batch, the tanh
+  // --- additive attention (seq2seq): cpu/attention.cpp, OpenMP over the batch, the tanh
   // vectorized (fast_math.h) ---
   AdditiveAttentionResult additive_attention_forward(const Tensor& query, const Tensor& keys, const Tensor& values,
                                                      const Tensor& v, const Tensor* lengths) override;

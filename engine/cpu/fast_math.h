@@ -1,7 +1,7 @@
 #pragma once
 // exp, sigmoid and tanh in plain float arithmetic, so that the loops calling them vectorize
 // (libm's expf/tanhf do not without -ffast-math): the recurrent gate kernels (cpu_rnn.cpp) and
-// additive attention (cpu_additive_attention.cpp). Internal to the CPU backend.
+// additive attention (cpu/attention.cpp). Internal to the CPU backend.
 #include <bit>
 #include <cmath>
 #include <cstdint>

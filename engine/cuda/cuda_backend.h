@@ -80,7 +80,7 @@ class CudaBackend final : public Backend {
   NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) override;
   Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) override;
 
-  // --- sequence models (plain layout) and CTC: cuda_seq_ops.cpp (GELU and dropout: pointwise.cpp;
+  // --- sequence models (plain layout; norm.cpp, attention.cpp) and CTC: cuda_seq_ops.cpp (GELU and dropout: pointwise.cpp;
   // label-smoothed cross-entropy: loss.cpp; the sum of squares: reduce.cpp) ---
   LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
   BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
@@ -113,7 +113,7 @@ class CudaBackend final : public Backend {
   RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dh_n,
                         const Tensor& dc_n, const RnnNeed& need) override;
 
-  // --- cuda_additive_attention.cpp: Bahdanau attention for one decoder step (seq2seq) ---
+  // --- attention.cpp: Bahdanau attention for one decoder step (seq2seq) ---
   AdditiveAttentionResult additive_attention_forward(const Tensor& query, const Tensor& keys, const Tensor& values,
                                                      const Tensor& v, const Tensor* lengths) override;
   AdditiveAttentionGrads additive_attention_backward(const Tensor& dcontext, const Tensor& query, const Tensor& keys,

@@ -30,13 +30,6 @@ cudaError_t reorder4d(const float* src, Layout4 from, float* dst, Layout4 to, in
 // ------------------------------------------------------------------ kernels_seq.cu
 // (sequence models and CTC; also without FMA contraction)
 
-// Masked softmax in place over rows of tk scores, rows ordered [b][heads][tq]; key_lengths
-// (fp32 [b]) may be null; causal hides keys j > i.
-cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
-                              bool causal, cudaStream_t s);
-// ds = p * (ds - rowsum(p * ds)) per row of tk.
-cudaError_t attention_softmax_backward(const float* p, float* ds, int64_t rows, int64_t tk, cudaStream_t s);
-
 // CTC over logits [t_max, n, k]. Per sample i: frames[i], lengths[i], offsets[i] (into labels)
 // and weight[i]; labels are validated class ids. Workspace (doubles): lp n * t_max * k,
 // alpha n * t_max * s_max, beta n * 2 * s_max, contrib n; s_max = 2 max(lengths) + 1.

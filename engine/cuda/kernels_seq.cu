@@ -17,43 +17,6 @@ namespace {
 
 // ------------------------------------------------------------------ attention
 
-__global__ void attention_softmax_kernel(float* scores, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
-                                         bool causal) {
-  __shared__ float fshared[kThreads];
-  __shared__ double dshared[kThreads];
-  const int64_t r = blockIdx.x;
-  const int64_t n = r / (heads * tq), i = r % tq;
-  float* row = scores + r * tk;
-  int64_t len = tk;
-  if (key_lengths) {
-    len = static_cast<int64_t>(key_lengths[n]);
-    len = len < 0 ? 0 : (len > tk ? tk : len);
-  }
-  const int64_t valid = causal ? (len < i + 1 ? len : i + 1) : len;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) mx = fmaxf(mx, row[j]);
-  mx = block_max(mx, fshared);
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) {
-    row[j] = expf(row[j] - mx);
-    sum += row[j];
-  }
-  sum = block_sum(sum, dshared);
-  const float inv = valid > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = j < valid ? row[j] * inv : 0.0f;
-}
-
-__global__ void attention_softmax_backward_kernel(const float* p, float* ds, int64_t tk) {
-  __shared__ double shared[kThreads];
-  const int64_t r = blockIdx.x;
-  const float* prow = p + r * tk;
-  float* row = ds + r * tk;
-  double dot = 0;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) dot += static_cast<double>(prow[j]) * row[j];
-  dot = block_sum(dot, shared);
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
-}
-
 // ------------------------------------------------------------------ CTC
 
 __device__ __forceinline__ double log_add(double a, double b) {
@@ -196,20 +159,6 @@ __global__ void ctc_finish_kernel(const double* contrib, int64_t n, float* loss)
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
-
-cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
-                              bool causal, cudaStream_t s) {
-  const int64_t rows = b * heads * tq;
-  if (rows <= 0 || tk <= 0) return cudaSuccess;
-  attention_softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(scores, heads, tq, tk, key_lengths, causal);
-  return cudaGetLastError();
-}
-
-cudaError_t attention_softmax_backward(const float* p, float* ds, int64_t rows, int64_t tk, cudaStream_t s) {
-  if (rows <= 0 || tk <= 0) return cudaSuccess;
-  attention_softmax_backward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(p, ds, tk);
-  return cudaGetLastError();
-}
 
 cudaError_t ctc_loss(const CtcArgs& a, cudaStream_t s) {
   if (a.n <= 0) {

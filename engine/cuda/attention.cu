@@ -1,87 +1,68 @@
-// Additive (Bahdanau) attention for one decoder step. Compiled with --fmad=false and written
-// in the CPU backend's order of operations and precision (cpu_additive_attention.cpp): float
-// dot products over the attention units and the memory width, the softmax normaliser and the
-// weighted sum of its backward in double, the context and dquery summed over keys in key order.
-// They differ from the CPU in the order of the float dot products' additions (the CPU's SIMD
-// lanes, a warp's butterfly here), in tanh (CUDA's tanhf against the CPU's polynomial, both
-// within a few 1e-7) and in expf's last bits. Deterministic: no atomics; dv is summed from
-// per-row partial sums in row order.
+// The attention family's kernels, written in the CPU backend's order of operations and precision
+// (cpu/attention.cpp). Multi-head attention's masked softmax over the key rows. Additive
+// (Bahdanau) attention for one decoder step: float dot products over the attention units and the
+// memory width, the softmax normaliser and the weighted sum of its backward in double, the
+// context and dquery summed over keys in key order. They differ from the CPU in the order of the
+// float dot products' additions (the CPU's SIMD lanes, a warp's butterfly here), in tanh (CUDA's
+// tanhf against the CPU's polynomial, both within a few 1e-7) and in expf's last bits.
+// Deterministic: no atomics; dv is summed from per-row partial sums in row order.
+#include <cfloat>
 #include <cmath>
 
 #include "engine/cuda/kernel_grid.cuh"
-#include "engine/cuda/kernels_additive_attention.h"
+#include "engine/cuda/attention_kernels.h"
+#include "engine/cuda/block_reduce.cuh"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
 
-constexpr int kWarps = kThreads / kWarp;
+__global__ void attention_softmax_kernel(float* scores, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
+                                         bool causal) {
+  __shared__ float fshared[kThreads];
+  __shared__ double dshared[kThreads];
+  const int64_t r = blockIdx.x;
+  const int64_t n = r / (heads * tq), i = r % tq;
+  float* row = scores + r * tk;
+  int64_t len = tk;
+  if (key_lengths) {
+    len = static_cast<int64_t>(key_lengths[n]);
+    len = len < 0 ? 0 : (len > tk ? tk : len);
+  }
+  const int64_t valid = causal ? (len < i + 1 ? len : i + 1) : len;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) mx = fmaxf(mx, row[j]);
+  mx = block_max(mx, fshared);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) {
+    row[j] = expf(row[j] - mx);
+    sum += row[j];
+  }
+  sum = block_sum(sum, dshared);
+  const float inv = valid > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = j < valid ? row[j] * inv : 0.0f;
+}
+
+__global__ void attention_softmax_backward_kernel(const float* p, float* ds, int64_t tk) {
+  __shared__ double shared[kThreads];
+  const int64_t r = blockIdx.x;
+  const float* prow = p + r * tk;
+  float* row = ds + r * tk;
+  double dot = 0;
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) dot += static_cast<double>(prow[j]) * row[j];
+  dot = block_sum(dot, shared);
+  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
+}
 
 unsigned blocks_for_warps(int64_t warps) { return blocks_for(warps * kWarp); }
 
 // One block per row (rows looped when there are more than kMaxBlocks).
 unsigned blocks_for_rows(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
-// Butterfly reductions: every lane ends with the same value.
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-  return v;
-}
-__device__ __forceinline__ int64_t warp_max(int64_t v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(kFullMask, v, o);
-    v = u > v ? u : v;
-  }
-  return v;
-}
-
-// Block reductions over kThreads threads (all of them call): warp results through `shared`
-// (kWarps entries), combined by every thread in warp order; the trailing barrier lets the
-// caller reuse `shared` at once.
-__device__ float block_max(float v, float* shared) {
-  v = warp_max(v);
-  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  float r = shared[0];
-  for (int w = 1; w < kWarps; ++w) r = fmaxf(r, shared[w]);
-  __syncthreads();
-  return r;
-}
-
-__device__ double block_sum(double v, double* shared) {
-  v = warp_sum(v);
-  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  double r = shared[0];
-  for (int w = 1; w < kWarps; ++w) r += shared[w];
-  __syncthreads();
-  return r;
-}
-
-__device__ int64_t block_max(int64_t v, int64_t* shared) {
-  v = warp_max(v);
-  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  int64_t r = shared[0];
-  for (int w = 1; w < kWarps; ++w) r = shared[w] > r ? shared[w] : r;
-  __syncthreads();
-  return r;
-}
-
 // The caller checked the lengths on the host: integers in [0, s].
 __device__ __forceinline__ int64_t row_length(const float* lengths, int64_t b, int64_t s) {
   return lengths != nullptr ? static_cast<int64_t>(lengths[b]) : s;
 }
-
-// ------------------------------------------------------------------ forward
 
 // One warp per (row, key) pair w = b s + j below the row's length: the score v . tanh(q + k_j)
 // over the a units, written into probs (the softmax then works in place, as on the CPU).
@@ -110,14 +91,14 @@ __global__ void softmax_kernel(const float* lengths, int64_t B, int64_t S, float
     float* p = probs + b * S;
     float mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, p[j]);
-    mx = block_max(mx, fshared);
+    mx = block_reduce_by_warps(mx, MaxOp{}, fshared);
     double sum = 0.0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       const float e = expf(p[j] - mx);
       p[j] = e;
       sum += e;
     }
-    sum = block_sum(sum, dshared);
+    sum = block_reduce_by_warps(sum, SumOp{}, dshared);
     const float inv = n > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
     // Each thread rescales the entries it wrote itself.
     for (int64_t j = threadIdx.x; j < S; j += blockDim.x) p[j] = j < n ? p[j] * inv : 0.0f;
@@ -138,8 +119,6 @@ __global__ void context_kernel(const float* probs, const float* values, const fl
   }
 }
 
-// ------------------------------------------------------------------ backward
-
 // One block per row. n: one past the last nonzero probability (keys past the length have
 // p = 0, and so no gradient; the CPU's rule). ds_j = p_j (dc . values_j - sum_k p_k dc .
 // values_k) (the softmax's Jacobian; the dots a warp per key, the weighted sum in double)
@@ -158,7 +137,7 @@ __global__ void backward_rows_kernel(const float* dcontext, const float* values,
     for (int64_t j = threadIdx.x; j < S; j += blockDim.x) {
       if (p[j] != 0.0f) last = j + 1;
     }
-    const int64_t n = block_max(last, ishared);
+    const int64_t n = block_reduce_by_warps(last, MaxOp{}, ishared);
     for (int64_t j = warp; j < n; j += kWarps) {
       const float* val = values + (b * S + j) * D;
       float acc = 0.0f;
@@ -169,7 +148,7 @@ __global__ void backward_rows_kernel(const float* dcontext, const float* values,
     __syncthreads();  // the dots, written by lane 0 of their warps, are read by other threads below
     double weighted = 0.0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) weighted += static_cast<double>(p[j]) * dsb[j];
-    const auto wf = static_cast<float>(block_sum(weighted, dshared));
+    const auto wf = static_cast<float>(block_reduce_by_warps(weighted, SumOp{}, dshared));
     for (int64_t j = threadIdx.x; j < S; j += blockDim.x) dsb[j] = j < n ? p[j] * (dsb[j] - wf) : 0.0f;
     float* dvb = dvalues + b * S * D;
     for (int64_t idx = threadIdx.x; idx < S * D; idx += blockDim.x) {
@@ -219,7 +198,19 @@ __global__ void backward_dv_kernel(const float* dv_part, int64_t B, int64_t A, f
 
 }  // namespace
 
-// ------------------------------------------------------------------ launchers
+cudaError_t attention_softmax(float* scores, int64_t b, int64_t heads, int64_t tq, int64_t tk, const float* key_lengths,
+                              bool causal, cudaStream_t s) {
+  const int64_t rows = b * heads * tq;
+  if (rows <= 0 || tk <= 0) return cudaSuccess;
+  attention_softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(scores, heads, tq, tk, key_lengths, causal);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_softmax_backward(const float* p, float* ds, int64_t rows, int64_t tk, cudaStream_t s) {
+  if (rows <= 0 || tk <= 0) return cudaSuccess;
+  attention_softmax_backward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(p, ds, tk);
+  return cudaGetLastError();
+}
 
 cudaError_t additive_attention_forward(const float* query, const float* keys, const float* values, const float* v,
                                        const float* lengths, const AdditiveAttentionDims& dims, float* probs,

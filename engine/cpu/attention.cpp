@@ -1,26 +1,39 @@
-// Additive (Bahdanau) attention for one decoder step on the CPU: OpenMP over the batch, the
-// inner loops over the attention units (score, tanh, their gradients) vectorized with the
-// polynomial tanh of fast_math.h. The work per step is B S A tanh in forward and again in
-// backward (recomputed there instead of keeping [B, S, A] per step), plus B S D for the context.
+// The attention family on the CPU. Multi-head attention: oneDNN's sgemm per head, heads in
+// parallel. Additive (Bahdanau) attention for one decoder step: OpenMP over the batch, the inner
+// loops over the attention units (score, tanh, their gradients) vectorized with the polynomial
+// tanh of fast_math.h. Its work per step is B S A tanh in forward and again in backward
+// (recomputed there instead of keeping [B, S, A] per step), plus B S D for the context.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_common.h"
 #include "engine/cpu/fast_math.h"
+#include "engine/cpu/dnnl_common.h"
 
 namespace ts::engine::cpu {
 
 namespace {
 
-constexpr int64_t kParallelThreshold = 1 << 14;   // B S A below this: one thread
+// Row-major C = alpha op(A) op(B) + beta C through oneDNN's sgemm. Called inside our own
+// parallel loops, where oneDNN runs it on the calling thread.
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success) {
+    throw std::runtime_error("dnnl_sgemm failed (" + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                             std::to_string(k) + ")");
+  }
+}
 
-void check_plain(const Tensor& t, const char* op, const char* what, const Shape& shape) {
+constexpr int64_t kAdditiveParallelThreshold = 1 << 14;   // B S A below this: one thread
+
+void check_plain_shape(const Tensor& t, const char* op, const char* what, const Shape& shape) {
   if (!t.defined()) throw std::invalid_argument(std::string(op) + ": " + what + " is undefined");
   if (!t.device().is_cpu()) throw std::invalid_argument(std::string(op) + ": " + what + " on " + t.device().str());
   if (!t.layout().is_plain() || t.shape() != shape) {
@@ -28,9 +41,6 @@ void check_plain(const Tensor& t, const char* op, const char* what, const Shape&
                                 shape_str(t.shape()) + " " + t.layout().str());
   }
 }
-
-// --- one (b, j) pair over the A attention units. target_clones: the build targets plain x86-64,
-// and AVX2 doubles the width where the machine has it. ---
 
 // v . tanh(q + k)
 __attribute__((target_clones("avx2", "default"))) float score_row(int64_t A, const float* __restrict q,
@@ -83,14 +93,95 @@ Dims check_args(const char* op, const Tensor& query, const Tensor& keys, const T
     throw std::invalid_argument(std::string(op) + ": query [B, A], keys [B, S, A], values [B, S, D], v [A] expected");
   }
   const Dims d{query.size(0), keys.size(1), query.size(1), values.size(2)};
-  check_plain(query, op, "query", {d.B, d.A});
-  check_plain(keys, op, "keys", {d.B, d.S, d.A});
-  check_plain(values, op, "values", {d.B, d.S, d.D});
-  check_plain(v, op, "v", {d.A});
+  check_plain_shape(query, op, "query", {d.B, d.A});
+  check_plain_shape(keys, op, "keys", {d.B, d.S, d.A});
+  check_plain_shape(values, op, "values", {d.B, d.S, d.D});
+  check_plain_shape(v, op, "v", {d.A});
   return d;
 }
 
 }  // namespace
+
+Backend::AttentionResult CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const Tensor* key_lengths, int64_t heads, float scale,
+                                                       bool causal) {
+  check_plain(q, "attention", "q", 3);
+  check_plain(k, "attention", "k", 3);
+  check_plain(v, "attention", "v", 3);
+  const int64_t b = q.size(0), tq = q.size(1), hd = q.size(2), tk = k.size(1);
+  if (heads < 1 || hd % heads != 0 || k.size(0) != b || v.shape() != k.shape() || k.size(2) != hd) {
+    throw std::invalid_argument("attention: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
+                                shape_str(v.shape()) + " with " + std::to_string(heads) + " heads");
+  }
+  const float* lengths = nullptr;
+  if (key_lengths && key_lengths->defined()) {
+    check_plain(*key_lengths, "attention", "key_lengths", 1);
+    if (key_lengths->size(0) != b) throw std::invalid_argument("attention: key_lengths must be [B]");
+    lengths = key_lengths->data();
+  }
+  const int64_t dh = hd / heads;
+  AttentionResult r{Tensor::empty({b, tq, hd}, q.device()), Tensor::empty({b, heads, tq, tk}, q.device())};
+  const float *pq = q.data(), *pk = k.data(), *pv = v.data();
+  float *po = r.out.data(), *pp = r.probs.data();
+#pragma omp parallel for schedule(dynamic) if (b * heads > 1)
+  for (int64_t bh = 0; bh < b * heads; ++bh) {
+    const int64_t n = bh / heads, h = bh % heads;
+    float* p = pp + bh * tq * tk;
+    gemm('N', 'T', tq, tk, dh, scale, pq + n * tq * hd + h * dh, hd, pk + n * tk * hd + h * dh, hd, 0.0f, p, tk);
+    const int64_t len = lengths ? std::clamp<int64_t>(static_cast<int64_t>(lengths[n]), 0, tk) : tk;
+    for (int64_t i = 0; i < tq; ++i) {
+      float* row = p + i * tk;
+      const int64_t valid = causal ? std::min(len, i + 1) : len;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < valid; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+      }
+      const float inv = valid > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+      for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+      for (int64_t j = valid; j < tk; ++j) row[j] = 0.0f;
+    }
+    gemm('N', 'N', tq, dh, tk, 1.0f, p, tk, pv + n * tk * hd + h * dh, hd, 0.0f, po + n * tq * hd + h * dh, hd);
+  }
+  return r;
+}
+
+Backend::AttentionGrads CpuBackend::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const Tensor& probs, int64_t heads,
+                                                       float scale) {
+  check_plain(dout, "attention_backward", "dout", 3);
+  check_plain(probs, "attention_backward", "probs", 4);
+  if (dout.shape() != q.shape()) throw std::invalid_argument("attention_backward: dout and q shapes differ");
+  const int64_t b = q.size(0), tq = q.size(1), hd = q.size(2), tk = k.size(1), dh = hd / heads;
+  AttentionGrads r{Tensor::empty(q.shape(), q.device()), Tensor::empty(k.shape(), k.device()),
+                   Tensor::empty(v.shape(), v.device())};
+  const float *pdo = dout.data(), *pq = q.data(), *pk = k.data(), *pv = v.data(), *pp = probs.data();
+  float *dq = r.dq.data(), *dk = r.dk.data(), *dv = r.dv.data();
+#pragma omp parallel if (b * heads > 1)
+  {
+    std::vector<float> ds(static_cast<size_t>(tq * tk));
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < b * heads; ++bh) {
+      const int64_t n = bh / heads, h = bh % heads;
+      const float* p = pp + bh * tq * tk;
+      const int64_t qo = n * tq * hd + h * dh, ko = n * tk * hd + h * dh;
+      gemm('T', 'N', tk, dh, tq, 1.0f, p, tk, pdo + qo, hd, 0.0f, dv + ko, hd);              // dV = P^T dO
+      gemm('N', 'T', tq, tk, dh, 1.0f, pdo + qo, hd, pv + ko, hd, 0.0f, ds.data(), tk);      // dP = dO V^T
+      for (int64_t i = 0; i < tq; ++i) {   // dS = P (dP - rowsum(P dP)); hidden keys have P = 0
+        const float* prow = p + i * tk;
+        float* row = ds.data() + i * tk;
+        double dot = 0;
+        for (int64_t j = 0; j < tk; ++j) dot += static_cast<double>(prow[j]) * row[j];
+        for (int64_t j = 0; j < tk; ++j) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
+      }
+      gemm('N', 'N', tq, dh, tk, scale, ds.data(), tk, pk + ko, hd, 0.0f, dq + qo, hd);      // dQ = s dS K
+      gemm('T', 'N', tk, dh, tq, scale, ds.data(), tk, pq + qo, hd, 0.0f, dk + ko, hd);      // dK = s dS^T Q
+    }
+  }
+  return r;
+}
 
 Backend::AdditiveAttentionResult CpuBackend::additive_attention_forward(const Tensor& query, const Tensor& keys,
                                                                         const Tensor& values, const Tensor& v,
@@ -99,7 +190,7 @@ Backend::AdditiveAttentionResult CpuBackend::additive_attention_forward(const Te
   const Dims d = check_args(op, query, keys, values, v);
   std::vector<int64_t> len(static_cast<size_t>(d.B), d.S);
   if (lengths && lengths->defined()) {
-    check_plain(*lengths, op, "lengths", {d.B});
+    check_plain_shape(*lengths, op, "lengths", {d.B});
     const float* p = lengths->data();
     for (int64_t b = 0; b < d.B; ++b) {
       if (!(p[b] >= 0.0f && p[b] <= static_cast<float>(d.S)) || p[b] != std::floor(p[b])) {
@@ -112,7 +203,7 @@ Backend::AdditiveAttentionResult CpuBackend::additive_attention_forward(const Te
   AdditiveAttentionResult r{Tensor::empty({d.B, d.D}, query.device()), Tensor::empty({d.B, d.S}, query.device())};
   const float *pq = query.data(), *pk = keys.data(), *pvals = values.data(), *pv = v.data();
   float *pc = r.context.data(), *pp = r.probs.data();
-#pragma omp parallel for schedule(static) if (d.B * d.S * d.A > kParallelThreshold)
+#pragma omp parallel for schedule(static) if (d.B * d.S * d.A > kAdditiveParallelThreshold)
   for (int64_t b = 0; b < d.B; ++b) {
     const int64_t n = len[static_cast<size_t>(b)];
     float* p = pp + b * d.S;
@@ -141,8 +232,8 @@ Backend::AdditiveAttentionGrads CpuBackend::additive_attention_backward(const Te
                                                                         const Tensor& v, const Tensor& probs) {
   const char* op = "additive_attention_backward";
   const Dims d = check_args(op, query, keys, values, v);
-  check_plain(dcontext, op, "dcontext", {d.B, d.D});
-  check_plain(probs, op, "probs", {d.B, d.S});
+  check_plain_shape(dcontext, op, "dcontext", {d.B, d.D});
+  check_plain_shape(probs, op, "probs", {d.B, d.S});
   AdditiveAttentionGrads g{Tensor::empty({d.B, d.A}, query.device()), Tensor::empty({d.B, d.S, d.A}, query.device()),
                            Tensor::empty({d.B, d.S, d.D}, query.device()), Tensor::empty({d.A}, query.device())};
   const float *pdc = dcontext.data(), *pq = query.data(), *pk = keys.data(), *pvals = values.data(), *pv = v.data(),
@@ -150,7 +241,7 @@ Backend::AdditiveAttentionGrads CpuBackend::additive_attention_backward(const Te
   float *dq = g.dquery.data(), *dk = g.dkeys.data(), *dvals = g.dvalues.data(), *dv = g.dv.data();
   // dv sums over the whole batch: one partial sum per thread, added in thread order afterwards,
   // so that a given thread count always gives the same bits.
-  const bool parallel = d.B * d.S * d.A > kParallelThreshold;
+  const bool parallel = d.B * d.S * d.A > kAdditiveParallelThreshold;
   const int threads = parallel ? omp_get_max_threads() : 1;
   std::vector<float> dv_parts(static_cast<size_t>(threads * d.A), 0.0f);
 #pragma omp parallel num_threads(threads) if (parallel)
