@@ -1,5 +1,5 @@
 // One recurrent layer, one direction, training step (forward that keeps what backward needs,
-// then backward for every input and weight): our CPU kernels (engine/cpu/cpu_rnn.cpp) against
+// then backward for every input and weight): our CPU kernels (engine/cpu/rnn.cpp) against
 // oneDNN's RNN primitives (lstm_forward/lstm_backward, lbr_gru_forward/lbr_gru_backward, the
 // GRU that matches PyTorch and cuDNN), at seq2seq's shape (T 50, B 128, I = H = 512) and
 // Deep Speech 2's (B 32, I = H = 1760; T 50 here, as per-step cost does not depend on T).

@@ -244,7 +244,7 @@ class Backend {
   virtual Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) = 0;
 
   // --- recurrent layers (seq2seq's LSTM, Deep Speech 2's GRU): one layer, one direction;
-  // cpu/cpu_rnn.cpp and cuda/cuda_rnn.cpp (one schedule, rnn_schedule.h). PyTorch's weight
+  // cpu/rnn.cpp and cuda/rnn.cpp (one schedule, rnn_schedule.h). PyTorch's weight
   // layout and gate order: LSTM (i, f, g, o), GRU (r, z, n) with n = tanh(W_in x + b_in + r (W_hn
   // h + b_hn)) as torch.nn.GRU and cuDNN define it (oneDNN's lbr_gru). G = 4 (LSTM) or 3 (GRU).
   // All plain; results plain.

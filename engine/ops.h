@@ -127,7 +127,7 @@ int64_t edit_distance(const std::vector<int64_t>& hypothesis, const std::vector<
 double error_rate(const std::vector<std::vector<int64_t>>& hypotheses,
                   const std::vector<std::vector<int64_t>>& references);
 
-// --- recurrent layers, one layer and one direction (seq2seq, Deep Speech 2); engine/ops/rnn_ops.cpp ---
+// --- recurrent layers, one layer and one direction (seq2seq, Deep Speech 2); engine/ops/rnn.cpp ---
 // x [T, B, I] time-major; weights in PyTorch's layout and gate order: LSTM w_ih [4H, I], w_hh
 // [4H, H], gates (i, f, g, o); GRU w_ih [3H, I], w_hh [3H, H], gates (r, z, n) with
 // n = tanh(W_in x + b_in + r (W_hn h + b_hn)) (torch.nn.GRU, cuDNN). Two biases b_ih, b_hh as

@@ -1,5 +1,5 @@
 #pragma once
-// What the backends' recurrent layers (cpu/cpu_rnn.cpp, cuda/cuda_rnn.cpp) share: the argument
+// What the backends' recurrent layers (cpu/rnn.cpp, cuda/rnn.cpp) share: the argument
 // checks and the packed-step schedule. Both walk the batch in order of decreasing length, so
 // the sequences with a real step at time t are rows [0, active[t]) of the state buffers, and
 // pack every per-step row (the reserve, the gate gradients, the big GEMMs' operands) as

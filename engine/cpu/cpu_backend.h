@@ -127,7 +127,7 @@ class CpuBackend final : public Backend {
                              bool want_grad) override;
   Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) override;
 
-  // --- recurrent layers (LSTM, GRU): cpu_rnn.cpp. One sgemm for every step's input projection,
+  // --- recurrent layers (LSTM, GRU): cpu/rnn.cpp. One sgemm for every step's input projection,
   // one sgemm per step for the recurrent one plus a fused OpenMP gate kernel; backward likewise,
   // with the weight gradients as a few big sgemms over all steps at the end ---
   RnnForwardResult rnn_forward(const RnnArgs& a, bool training) override;

@@ -1,6 +1,6 @@
 #pragma once
 // exp, sigmoid and tanh in plain float arithmetic, so that the loops calling them vectorize
-// (libm's expf/tanhf do not without -ffast-math): the recurrent gate kernels (cpu_rnn.cpp) and
+// (libm's expf/tanhf do not without -ffast-math): the recurrent gate kernels (cpu/rnn.cpp) and
 // additive attention (cpu/attention.cpp). Internal to the CPU backend.
 #include <bit>
 #include <cmath>

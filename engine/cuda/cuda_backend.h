@@ -107,8 +107,8 @@ class CudaBackend final : public Backend {
                              bool want_grad) override;
   Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) override;
 
-  // --- cuda_rnn.cpp: LSTM/GRU, the CPU backend's algorithm (cpu_rnn.cpp) on cuBLAS with fused
-  // gate kernels (kernels_rnn.cu). Lengths are read on the host to plan the packed steps.
+  // --- cuda/rnn.cpp: LSTM/GRU, the CPU backend's algorithm (cpu/rnn.cpp) on cuBLAS with fused
+  // gate kernels (rnn.cu). Lengths are read on the host to plan the packed steps.
   RnnForwardResult rnn_forward(const RnnArgs& a, bool training) override;
   RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dh_n,
                         const Tensor& dc_n, const RnnNeed& need) override;

@@ -1,5 +1,5 @@
-// Recurrent layers (LSTM, GRU) on the GPU: the CPU backend's algorithm (cpu_rnn.cpp) with
-// cuBLAS for the GEMMs and fused gate kernels (kernels_rnn.cu) for each step. Forward: one
+// Recurrent layers (LSTM, GRU) on the GPU: the CPU backend's algorithm (cpu/rnn.cpp) with
+// cuBLAS for the GEMMs and fused gate kernels (rnn.cu) for each step. Forward: one
 // GEMM for the input projections of every real step, then per step one GEMM for h W_hh^T and
 // one gate kernel; backward mirrors it, and dx and the weight gradients are a few big GEMMs
 // at the end. The reserve and the packed layout are the CPU's, byte for byte in size, so the
@@ -22,7 +22,7 @@
 
 #include "engine/cuda/cuda_common.h"
 #include "engine/cuda/device_memory.h"
-#include "engine/cuda/kernels_rnn.h"
+#include "engine/cuda/rnn_kernels.h"
 #include "engine/rnn_schedule.h"
 
 namespace ts::engine::cuda {

@@ -1,5 +1,5 @@
 #pragma once
-// Internal to engine/cuda/: the recurrent layers' kernels (kernels_rnn.cu) for cuda_rnn.cpp.
+// Internal to engine/cuda/: the recurrent layers' kernels (rnn.cu) for cuda/rnn.cpp.
 // The schedule is the CPU backend's (engine/rnn_schedule.h): state rows j = 0..n-1 are the
 // sequences still running at a step, and every per-step row is packed (row = offset[t] + j).
 #include <cuda_runtime_api.h>

@@ -1,9 +1,9 @@
 // The recurrent layers' kernels: row gathers and scatters for the packed layout, and the fused
 // gate kernels of one step. One thread per (sequence, hidden unit); the order of operations is
-// the CPU backend's (cpu_rnn.cpp), compiled with --fmad=false, so the two differ only by
+// the CPU backend's (cpu/rnn.cpp), compiled with --fmad=false, so the two differ only by
 // expf/tanhf against the CPU's vectorized approximations and by the GEMMs' summation order.
 #include "engine/cuda/kernel_grid.cuh"
-#include "engine/cuda/kernels_rnn.h"
+#include "engine/cuda/rnn_kernels.h"
 
 namespace ts::engine::cuda::kernels {
 
