@@ -221,7 +221,7 @@ class Backend {
   // y.shape[i] = x.shape[perm[i]] (x plain, y plain).
   virtual Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) = 0;
 
-  // --- CTC loss (Graves et al. 2006), Deep Speech 2's loss; cpu/cpu_ctc.cpp ---
+  // --- CTC loss (Graves et al. 2006), Deep Speech 2's loss; the ctc family ---
   // logits [T, N, K] plain, time-major (log-softmax over K is applied inside, so the gradient
   // w.r.t. the logits is softmax - occupancy). targets [sum_n L_n]: the label sequences
   // concatenated; input_lengths [N] (frames used, <= T) and target_lengths [N] (L_n); all fp32

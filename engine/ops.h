@@ -105,7 +105,7 @@ Tensor index_add_rows(const Tensor& src, const Tensor& index, int64_t rows);
 // y.shape[i] = x.shape[perm[i]]; e.g. {0, 2, 3, 1}: NCHW -> NHWC. Plain result, twice differentiable.
 Tensor permute(const Tensor& x, const std::vector<int64_t>& perm);
 
-// --- CTC (Deep Speech 2); engine/ops/ctc_ops.cpp ---
+// --- CTC (Deep Speech 2); engine/ops/ctc.cpp ---
 struct CtcLossOptions {
   int64_t blank = 0;
   Backend::CtcReduction reduction = Backend::CtcReduction::mean;   // PyTorch's 'mean' (see backend.h)

@@ -121,7 +121,7 @@ class CpuBackend final : public Backend {
   Tensor index_add_rows(const Tensor& src, const Tensor& index, int64_t rows) override;
   Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) override;
 
-  // --- CTC loss (Deep Speech 2): cpu_ctc.cpp, log-space alpha/beta in double, OpenMP over the batch ---
+  // --- CTC loss (Deep Speech 2): cpu/ctc.cpp, log-space alpha/beta in double, OpenMP over the batch ---
   CtcResult ctc_loss_forward(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths,
                              const Tensor& target_lengths, int64_t blank, CtcReduction reduction, bool zero_infinity,
                              bool want_grad) override;

@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA backend: cuDNN for convolution and training-mode batch norm, cuBLAS for the fully
-// connected GEMMs, our own kernels (kernels.cu) for everything else. One backend per device;
+// connected GEMMs, our own kernels (cuda/<family>.cu) for everything else. One backend per device;
 // all work is queued on that device's stream (device_context.h), so a method returns before
 // the GPU has finished, and host reads (Tensor::to_vector) wait for it.
 //
@@ -80,7 +80,7 @@ class CudaBackend final : public Backend {
   NormPenaltyResult norm_penalty_forward(const Tensor& x, float target) override;
   Tensor norm_penalty_backward(const Tensor& dloss, const Tensor& x, const Tensor& norms, float target) override;
 
-  // --- sequence models (plain layout; norm.cpp, attention.cpp) and CTC: cuda_seq_ops.cpp (GELU and dropout: pointwise.cpp;
+  // --- sequence models (plain layout; norm.cpp, attention.cpp) and CTC: ctc.cpp (GELU and dropout: pointwise.cpp;
   // label-smoothed cross-entropy: loss.cpp; the sum of squares: reduce.cpp) ---
   LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
   BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,

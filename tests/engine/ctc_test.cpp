@@ -1,4 +1,4 @@
-// CTC loss (engine/ops/ctc_ops.cpp, engine/cpu/cpu_ctc.cpp) against a brute-force reference
+// CTC loss (engine/ops/ctc.cpp, engine/cpu/ctc.cpp) against a brute-force reference
 // that enumerates every alignment of small cases, plus finite-difference gradient checks, and
 // the greedy decoder and edit distance.
 #include <gtest/gtest.h>

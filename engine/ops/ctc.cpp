@@ -1,5 +1,5 @@
-// CTC (Deep Speech 2): the loss op, and the host-side greedy decoder and edit distance its
-// quality metric (character error rate) needs.
+// The ctc family's ops (Deep Speech 2): the loss, and the host-side greedy decoder and edit
+// distance its quality metric (character error rate) needs.
 #include <algorithm>
 #include <stdexcept>
 #include <string>

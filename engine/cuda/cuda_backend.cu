@@ -1,13 +1,10 @@
-// Our own kernels for layout reorders, batch norm's helpers, pooling and concat/slice (the other
-// families have files of their own). Simple grid-stride kernels: these ops are memory-bound, and the first aim is
-// exact agreement with the CPU backend; reductions use a fixed partition and order so that
-// results do not change from run to run.
+// The backend's own kernels: fill (channel-blocked padding kept zero) and 4-D layout
+// reorders, simple grid-stride loops (memory-bound).
 #include <cfloat>
 #include <cmath>
 
-#include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/cuda_backend_kernels.h"
 
 namespace ts::engine::cuda::kernels {
 
@@ -55,14 +52,6 @@ __global__ void reorder4d_kernel(const float* src, Layout4 from, float* dst, Lay
     dst[offset4(to, n, c, h, w, C, H, W)] = src[offset4(from, n, c, h, w, C, H, W)];
   }
 }
-
-// ------------------------------------------------------------------ reductions
-
-// ------------------------------------------------------------------ batch norm helpers
-
-// ------------------------------------------------------------------ pooling
-
-// ------------------------------------------------------------------ concat / slice
 
 }  // namespace
 

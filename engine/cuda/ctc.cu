@@ -1,39 +1,20 @@
-// Kernels of the sequence models (layer norm, the attention softmax) and of the CTC loss,
-// written in the CPU backend's
-// (cpu_sequence.cpp, cpu_ctc.cpp) order of operations and precision (double where it sums in
-// double), so that both backends agree to a few ulps.
+// The ctc family's kernel: the CTC loss, one block per sample, written in the CPU backend's
+// (cpu/ctc.cpp) order of operations and precision (double), with its log-space sums from
+// numerics/ctc.h, so that both backends agree to a few ulps.
 #include <cfloat>
 #include <cmath>
 
 #include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/ctc_kernels.h"
+#include "engine/numerics/ctc.h"
 
 namespace ts::engine::cuda::kernels {
 
 namespace {
 
-// ------------------------------------------------------------------ layer norm
-
-// ------------------------------------------------------------------ attention
-
-// ------------------------------------------------------------------ CTC
-
-__device__ __forceinline__ double log_add(double a, double b) {
-  if (a < b) {
-    const double t = a;
-    a = b;
-    b = t;
-  }
-  if (b == -INFINITY) return a;
-  return a + log1p(exp(b - a));
-}
-
-__device__ __forceinline__ double log_add3(double a, double b, double c) {
-  const double m = fmax(a, fmax(b, c));
-  if (m == -INFINITY) return -INFINITY;
-  return m + log(exp(a - m) + exp(b - m) + exp(c - m));
-}
+using numerics::log_add;
+using numerics::log_add3;
 
 // One block per sample: log-softmax (a thread per frame), the alpha recursion (threads over
 // states, a barrier per frame), then beta backwards with each frame's gradient written as

@@ -1,6 +1,6 @@
-// CTC loss (Graves et al. 2006) on the CPU: log-softmax fused in, alpha/beta recursions in log
-// space, in double. One sample per OpenMP task (samples differ in length, so dynamic
-// schedule). The gradient is produced in the same pass as the loss, like cuDNN's CTC: the
+// The ctc family on the CPU: the CTC loss (Graves et al. 2006), log-softmax fused in, alpha/beta
+// recursions in log space, in double. One sample per OpenMP task (samples differ in length, so
+// dynamic schedule). The gradient is produced in the same pass as the loss, like cuDNN's CTC: the
 // beta recursion runs backwards over time and each frame's gradient is written as soon as its
 // beta row is known, so only alpha is stored in full (T_n x (2 L_n + 1) doubles per sample).
 #include <algorithm>
@@ -11,51 +11,21 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/ctc_plan.h"
+#include "engine/numerics/ctc.h"
 
 namespace ts::engine::cpu {
 
 namespace {
 
+using numerics::log_add;
+using numerics::log_add3;
+
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument("ctc_loss: " + msg); }
-
 void check_cpu(const Tensor& t, const char* what) {
-  if (!t.defined()) fail(std::string(what) + " is undefined");
-  if (!t.device().is_cpu()) fail(std::string(what) + " is on " + t.device().str());
-}
-
-// fp32 values that must be integers in [lo, hi].
-std::vector<int64_t> as_integers(const Tensor& t, const char* what, int64_t lo, int64_t hi) {
-  const std::vector<float> v = t.to_vector();
-  std::vector<int64_t> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float x = v[i];
-    if (!(x == std::floor(x)) || x < static_cast<float>(lo) || x > static_cast<float>(hi)) {
-      fail(std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(x) + " is not an integer in [" +
-           std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    }
-    r[i] = static_cast<int64_t>(x);
-  }
-  return r;
-}
-
-inline double log_add(double a, double b) {
-  if (a < b) std::swap(a, b);
-  if (b == kNegInf) return a;
-  return a + std::log1p(std::exp(b - a));
-}
-
-// log(e^a + e^b + e^c) with the largest term factored out: at most two exp and one log (the
-// recursions' inner loop, so no transcendental is spent on exp(0) or exp(-inf)).
-inline double log_add3(double a, double b, double c) {
-  if (a < b) std::swap(a, b);
-  if (a < c) std::swap(a, c);
-  if (a == kNegInf) return kNegInf;
-  double sum = 1.0;
-  if (b != kNegInf) sum += std::exp(b - a);
-  if (c != kNegInf) sum += std::exp(c - a);
-  return a + std::log(sum);
+  if (!t.defined()) throw std::invalid_argument(std::string("ctc_loss: ") + what + " is undefined");
+  if (!t.device().is_cpu()) throw std::invalid_argument(std::string("ctc_loss: ") + what + " is on " + t.device().str());
 }
 
 struct Sample {
@@ -166,36 +136,11 @@ Backend::CtcResult CpuBackend::ctc_loss_forward(const Tensor& logits_in, const T
   check_cpu(targets, "targets");
   check_cpu(input_lengths, "input_lengths");
   check_cpu(target_lengths, "target_lengths");
-  if (logits_in.dim() != 3) fail("logits must be [T, N, K], got " + shape_str(logits_in.shape()));
-  const int64_t t_max = logits_in.size(0), n = logits_in.size(1), k_count = logits_in.size(2);
-  if (k_count < 1) fail("logits have no classes: " + shape_str(logits_in.shape()));
-  if (blank < 0 || blank >= k_count) {
-    fail("blank " + std::to_string(blank) + " is not a class in [0, " + std::to_string(k_count) + ")");
-  }
-  if (input_lengths.dim() != 1 || input_lengths.size(0) != n || target_lengths.dim() != 1 ||
-      target_lengths.size(0) != n) {
-    fail("input_lengths " + shape_str(input_lengths.shape()) + " and target_lengths " +
-         shape_str(target_lengths.shape()) + " must both be [N] = [" + std::to_string(n) + "]");
-  }
-  if (targets.dim() != 1)
-    fail("targets must be 1-D (the label sequences concatenated), got " + shape_str(targets.shape()));
-
-  const std::vector<int64_t> frames = as_integers(input_lengths, "input_lengths", 0, t_max);
-  const std::vector<int64_t> lengths =
-      as_integers(target_lengths, "target_lengths", 0, std::numeric_limits<int32_t>::max());
+  const ctc::Plan plan = ctc::plan(logits_in, targets, input_lengths, target_lengths, blank);
+  const int64_t t_max = plan.t_max, n = plan.n, k_count = plan.k;
+  const std::vector<int64_t>& labels = plan.labels;
   std::vector<Sample> samples(static_cast<size_t>(n));
-  int64_t total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    samples[static_cast<size_t>(i)] = {frames[static_cast<size_t>(i)], lengths[static_cast<size_t>(i)], total};
-    total += lengths[static_cast<size_t>(i)];
-  }
-  if (total != targets.size(0)) {
-    fail("target_lengths add up to " + std::to_string(total) + " but targets hold " + std::to_string(targets.size(0)));
-  }
-  const std::vector<int64_t> labels = as_integers(targets, "targets", 0, k_count - 1);
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (labels[i] == blank) fail("targets[" + std::to_string(i) + "] is the blank label " + std::to_string(blank));
-  }
+  for (size_t i = 0; i < samples.size(); ++i) samples[i] = {plan.frames[i], plan.lengths[i], plan.offsets[i]};
 
   const Tensor logits = logits_in.layout().is_plain() ? logits_in : to_layout(logits_in, Layout::plain());
   CtcResult r;
@@ -212,9 +157,7 @@ Backend::CtcResult CpuBackend::ctc_loss_forward(const Tensor& logits_in, const T
 #pragma omp parallel for schedule(dynamic, 1) if (n > 1)
   for (int64_t i = 0; i < n; ++i) {
     const Sample& s = samples[static_cast<size_t>(i)];
-    const double weight = reduction == CtcReduction::mean
-                              ? 1.0 / (static_cast<double>(n) * static_cast<double>(std::max<int64_t>(s.length, 1)))
-                              : 1.0;
+    const double weight = plan.weight(i, reduction);
     float* g = grad ? grad + i * k_count : nullptr;
     double nll = ctc_sample(z + i * k_count, stride, k_count, labels.data() + s.offset, s, blank, g, weight);
     const bool infeasible = std::isinf(nll);   // NaN (from NaN logits) is not zeroed
@@ -239,10 +182,7 @@ Backend::CtcResult CpuBackend::ctc_loss_forward(const Tensor& logits_in, const T
 Tensor CpuBackend::ctc_loss_backward(const Tensor& dloss, const Tensor& grad) {
   check_cpu(dloss, "dloss");
   check_cpu(grad, "grad");
-  if (dloss.numel() != 1 || grad.dim() != 3) {
-    fail("backward: dloss must be [1] and grad [T, N, K], got " + shape_str(dloss.shape()) + " and " +
-         shape_str(grad.shape()));
-  }
+  ctc::check_backward(dloss, grad);
   const float g = dloss.data()[0];
   Tensor dx = Tensor::empty(grad.shape(), Device::cpu());
   const float* src = grad.data();
