@@ -15,6 +15,7 @@
 #include "dist/collective_bench.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_runtime.h"
+#include "dist/nccl_rank.h"
 #include "dist/rank_hosts.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -22,11 +23,6 @@
 #include "session/utc_time.h"
 #include "store/liveness.h"
 #include "store/writer.h"
-#ifdef TS_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "dist/nccl_communicator.h"
-#endif
 
 namespace ts::cli {
 
@@ -64,15 +60,8 @@ Validated validate(const CollectivesBenchConfig& c) {
     throw UsageError("--backend must be mpi (host memory) or nccl (GPU memory) (got '" + c.backend + "')");
   }
   if (c.backend == "nccl") {
-#ifndef TS_HAVE_CUDA
-    throw UsageError("--backend nccl needs a CUDA build (configure with -DTS_CUDA=ON where nvcc, cuDNN, CUPTI and "
-                     "NCCL are installed; see docs/gpu-machine.md)");
-#else
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      throw UsageError("--backend nccl needs a GPU per rank; this machine has none that CUDA can use");
-    }
-#endif
+    const std::string why = dist::nccl_unavailable_reason();
+    if (!why.empty()) throw UsageError(why);
   }
   Validated v;
   v.options.collectives = parse_collectives(c.collectives);
@@ -234,15 +223,11 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     if (world.rank == 0) record.emplace(c, v, world, hosts);
     std::unique_ptr<dist::Communicator> nccl;
     std::unique_ptr<dist::BenchMemory> memory = dist::host_memory();
-#ifdef TS_HAVE_CUDA
     if (c.backend == "nccl") {
-      int devices = 0;
-      if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) throw std::runtime_error("no usable GPU");
-      const int device = world.local_rank % devices;
-      nccl = std::make_unique<dist::NcclCommunicator>(MPI_COMM_WORLD, device);
-      memory = dist::cuda_memory(device);
+      dist::NcclRank rank = dist::nccl_rank(MPI_COMM_WORLD, world.local_rank);
+      nccl = std::move(rank.communicator);
+      memory = std::move(rank.memory);
     }
-#endif
     dist::Communicator& measured = nccl ? *nccl : static_cast<dist::Communicator&>(host);
     if (record && !c.json) {
       fmt::print("# trainscope bench collectives: {} backend, {} ranks, float32 sum, {} timed calls per size after {} "

@@ -16,9 +16,7 @@
 #include "dist/launch.h"
 #include "dist/mpi_runtime.h"
 #include "engine/device.h"
-#ifdef TS_HAVE_CUDA
-#include "engine/cuda/device_memory.h"
-#endif
+#include "engine/device_memory.h"
 #include "fmt/format.h"
 #include "store/error.h"
 #include "store/writer.h"
@@ -312,16 +310,8 @@ void validate(const RunConfig& c) {
   check_range("--threads", c.threads, 0, cores,
               " (0: all cores; this machine has " + std::to_string(cores) + " CPU cores online)");
   if (device.type == engine::DeviceType::cuda) {
-#ifdef TS_HAVE_CUDA
     std::string why;
-    if (!engine::cuda::device_usable(device.index, &why)) {
-      throw UsageError("device '" + c.device + "' is not usable: " + why);
-    }
-#else
-    throw UsageError("device '" + c.device +
-                     "' is not available: this build has no CUDA (configure with -DTS_CUDA=ON where nvcc, cuDNN, "
-                     "CUPTI and NCCL are installed; see docs/gpu-machine.md)");
-#endif
+    if (!engine::device_usable(device, &why)) throw UsageError("device '" + c.device + "' is not usable: " + why);
   } else if (!device.is_cpu()) {
     throw UsageError("device '" + c.device + "' cannot run a workload (use cpu, cuda or cuda:N)");
   }

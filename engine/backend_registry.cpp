@@ -1,12 +1,18 @@
-// backend_for(Device): the one place that knows every backend of this build (the backends
-// themselves never include one another). cpu always; cuda when the build has CUDA.
+// backend_for(Device) and memory_for(Device): the one place that knows every backend of this
+// build (the backends themselves never include one another). cpu always; cuda when the build has
+// CUDA.
+#include <map>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/device_memory.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/device_memory.h"
 #endif
 
 namespace ts::engine {
@@ -33,6 +39,64 @@ Backend& backend_for(Device device) {
   if (device.type == DeviceType::cuda) return cuda::cuda_backend(device.index);
 #endif
   throw std::runtime_error("no backend for device " + device.str() + " in this build");
+}
+
+namespace {
+
+#ifdef TS_HAVE_CUDA
+class CudaMemory final : public DeviceMemory {
+ public:
+  explicit CudaMemory(int device) : device_(device) {}
+  // The caching allocator throws (naming the request and the ledger's breakdown) when the device
+  // is out of memory even after emptying its cache.
+  void* allocate(int64_t bytes, memprof::Category category, std::string_view owner) override {
+    return cuda::device_allocate(bytes, device_, category, owner);
+  }
+  void release(void* p) noexcept override { cuda::device_free(p, device_); }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    cuda::copy_to_device(dst, src, bytes, device_);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { cuda::copy_to_host(dst, src, bytes, device_); }
+  void zero(void* p, size_t bytes) override { cuda::zero_fill(p, bytes, device_); }
+
+ private:
+  int device_;
+};
+#endif
+
+}  // namespace
+
+DeviceMemory& memory_for(Device device) {
+#ifdef TS_HAVE_CUDA
+  if (device.type == DeviceType::cuda) {
+    // Never destroyed: tensors in static storage may be freed after the registry's statics.
+    static auto* const memories = new std::map<int, std::unique_ptr<CudaMemory>>();
+    static std::mutex mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& m = (*memories)[device.index];
+    if (!m) m = std::make_unique<CudaMemory>(device.index);
+    return *m;
+  }
+#endif
+  if (device.type == DeviceType::cuda) throw std::runtime_error("this build has no CUDA backend for device " + device.str());
+  throw std::runtime_error("no device memory for " + device.str() + " (host memory is the CPU backend's)");
+}
+
+bool device_usable(Device device, std::string* why) {
+  if (device.is_cpu()) return true;
+  if (device.type == DeviceType::cuda) {
+#ifdef TS_HAVE_CUDA
+    return cuda::device_usable(device.index, why);
+#else
+    if (why) {
+      *why = "this build has no CUDA (configure with -DTS_CUDA=ON where nvcc, cuDNN, CUPTI and NCCL are installed; "
+             "see docs/gpu-machine.md)";
+    }
+    return false;
+#endif
+  }
+  if (why) *why = device.str() + " holds shapes only and runs no work";
+  return false;
 }
 
 }  // namespace ts::engine

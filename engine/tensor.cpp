@@ -9,9 +9,7 @@
 #include "engine/backend.h"
 #include "engine/context.h"
 #include "engine/cpu/host_allocator.h"
-#ifdef TS_HAVE_CUDA
-#include "engine/cuda/device_memory.h"
-#endif
+#include "engine/device_memory.h"
 
 namespace ts::engine {
 
@@ -116,15 +114,9 @@ Storage::Storage(int64_t bytes, Device device, memprof::Category category, std::
       return;
     }
     case DeviceType::cuda: {
-#ifdef TS_HAVE_CUDA
-      // The caching allocator throws (naming the request and the ledger's breakdown) when
-      // the device is out of memory even after emptying its cache.
-      data_ = cuda::device_allocate(bytes, device.index, category, owner);
+      data_ = memory_for(device).allocate(bytes, category, owner);
       ledger_id_ = memprof::Ledger::global().on_alloc(bytes, category, owner);
       return;
-#else
-      throw std::runtime_error("this build has no CUDA backend for device " + device.str());
-#endif
     }
   }
 }
@@ -132,9 +124,7 @@ Storage::Storage(int64_t bytes, Device device, memprof::Category category, std::
 Storage::~Storage() {
   if (ledger_id_) memprof::Ledger::global().on_free(ledger_id_);
   if (device_.is_cpu()) cpu::host_free(data_, static_cast<size_t>(bytes_));
-#ifdef TS_HAVE_CUDA
-  if (device_.type == DeviceType::cuda) cuda::device_free(data_, device_.index);
-#endif
+  if (device_.type == DeviceType::cuda) memory_for(device_).release(data_);
 }
 
 void Storage::retag(memprof::Category category, std::string_view owner) {
@@ -182,9 +172,7 @@ Tensor Tensor::empty(const Shape& shape, Device device, Layout layout, memprof::
 Tensor Tensor::zeros(const Shape& shape, Device device, Layout layout) {
   Tensor t = empty(shape, device, layout);
   if (device.is_cpu()) std::memset(t.data(), 0, static_cast<size_t>(t.nbytes()));
-#ifdef TS_HAVE_CUDA
-  if (device.type == DeviceType::cuda) cuda::zero_fill(t.data(), static_cast<size_t>(t.nbytes()), device.index);
-#endif
+  if (device.type == DeviceType::cuda) memory_for(device).zero(t.data(), static_cast<size_t>(t.nbytes()));
   return t;
 }
 
@@ -199,12 +187,10 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values,
     throw std::invalid_argument("from_vector: " + std::to_string(values.size()) + " values for shape " + shape_str(shape));
   }
   Tensor t = empty(shape, device);
-#ifdef TS_HAVE_CUDA
   if (device.type == DeviceType::cuda) {
-    cuda::copy_to_device(t.data(), values.data(), values.size() * sizeof(float), device.index);
+    memory_for(device).copy_from_host(t.data(), values.data(), values.size() * sizeof(float));
     return t;
   }
-#endif
   if (!device.is_cpu()) throw std::invalid_argument("from_vector: no host data path for device " + device.str());
   if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(float));  // memcpy(null, ...) is UB
   return t;
@@ -223,15 +209,13 @@ float* Tensor::data() const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-#ifdef TS_HAVE_CUDA
   if (device().type == DeviceType::cuda) {
     // Waits for the work queued on the device's stream.
     Tensor plain = layout().is_plain() ? *this : backend_of(*this).to_layout(*this, Layout::plain());
     std::vector<float> v(static_cast<size_t>(numel()));
-    cuda::copy_to_host(v.data(), plain.data(), v.size() * sizeof(float), device().index);
+    memory_for(device()).copy_to_host(v.data(), plain.data(), v.size() * sizeof(float));
     return v;
   }
-#endif
   if (!device().is_cpu()) throw std::logic_error("to_vector: only cpu tensors");
   Tensor plain = layout().is_plain() ? *this : backend_of(*this).to_layout(*this, Layout::plain());
   const float* p = plain.data();

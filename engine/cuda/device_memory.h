@@ -1,7 +1,7 @@
 #pragma once
-// The small interface through which code outside engine/cuda/ (Storage and Tensor's host
-// copies in tensor.cpp, the cli's device check, tests) reaches a CUDA device without
-// including any CUDA header. Only built when the build has CUDA (TS_HAVE_CUDA).
+// The CUDA backend's device memory and device queries, without any CUDA header: what
+// backend_registry.cpp wraps as engine/device_memory.h (Storage, Tensor's host copies, the cli's
+// device check) and what the CUDA tests call. Only built when the build has CUDA (TS_HAVE_CUDA).
 #include <cstddef>
 #include <cstdint>
 #include <string>
