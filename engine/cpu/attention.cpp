@@ -16,6 +16,7 @@
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/fast_math.h"
 #include "engine/cpu/dnnl_common.h"
+#include "engine/backend_checks.h"
 
 namespace ts::engine::cpu {
 
@@ -108,15 +109,12 @@ Backend::AttentionResult CpuBackend::attention_forward(const Tensor& q, const Te
   check_plain(q, "attention", "q", 3);
   check_plain(k, "attention", "k", 3);
   check_plain(v, "attention", "v", 3);
-  const int64_t b = q.size(0), tq = q.size(1), hd = q.size(2), tk = k.size(1);
-  if (heads < 1 || hd % heads != 0 || k.size(0) != b || v.shape() != k.shape() || k.size(2) != hd) {
-    throw std::invalid_argument("attention: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
-                                shape_str(v.shape()) + " with " + std::to_string(heads) + " heads");
-  }
+  const checks::AttentionDims dims = checks::attention_dims(q, k, v, heads);
+  const int64_t b = dims.b, tq = dims.tq, hd = dims.hd, tk = dims.tk;
   const float* lengths = nullptr;
   if (key_lengths && key_lengths->defined()) {
     check_plain(*key_lengths, "attention", "key_lengths", 1);
-    if (key_lengths->size(0) != b) throw std::invalid_argument("attention: key_lengths must be [B]");
+    checks::check_key_lengths(*key_lengths, b);
     lengths = key_lengths->data();
   }
   const int64_t dh = hd / heads;

@@ -12,6 +12,7 @@
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
+#include "engine/backend_checks.h"
 
 namespace ts::engine::cpu {
 
@@ -37,35 +38,14 @@ struct SliceEntry {
   Reorder r;
 };
 
-// Integer row index stored as fp32, checked against [0, rows).
-int64_t row_index(float v, int64_t rows, int64_t i, const char* op) {
-  if (!(v >= 0.0f) || v >= static_cast<float>(rows) || v != std::floor(v)) {
-    fail(op, "index " + std::to_string(v) + " at position " + std::to_string(i) + " is not a row in [0, " +
-                 std::to_string(rows) + ")");
-  }
-  return static_cast<int64_t>(v);
-}
-
 }  // namespace
 
 Tensor CpuBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
-  if (xs.empty()) throw std::invalid_argument("concat: no inputs");
   for (const auto& t : xs) check_cpu(t, "concat");
-  const int64_t rank = xs[0].dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank) throw std::invalid_argument("concat: dim out of range for " + shape_str(xs[0].shape()));
-  Shape out = xs[0].shape();
-  out[static_cast<size_t>(dim)] = 0;
+  const Shape out = checks::concat_shape(xs, dim);
   std::vector<int64_t> sizes;
   bool same_layout = true;
   for (const auto& t : xs) {
-    bool ok = t.dim() == rank;
-    for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || t.size(d) == xs[0].size(d);
-    if (!ok) {
-      throw std::invalid_argument("concat: shape " + shape_str(t.shape()) + " does not match " +
-                                  shape_str(xs[0].shape()) + " along dim " + std::to_string(dim));
-    }
-    out[static_cast<size_t>(dim)] += t.size(dim);
     sizes.push_back(t.size(dim));
     same_layout = same_layout && t.layout() == xs[0].layout();
   }
@@ -97,12 +77,8 @@ Tensor CpuBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
 
 Tensor CpuBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
   check_cpu(x_in, "slice");
+  checks::check_slice(x_in.shape(), dim, start, length);
   const int64_t rank = x_in.dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank || start < 0 || length < 0 || start + length > x_in.size(dim)) {
-    throw std::invalid_argument("slice: dim " + std::to_string(dim) + " [" + std::to_string(start) + ", +" +
-                                std::to_string(length) + ") out of range for " + shape_str(x_in.shape()));
-  }
   Layout l = x_in.layout();
   if (!layout_keeps(l, dim, {start, length})) l = Layout::plain();
   const Tensor x = x_in.layout() == l ? x_in : to_layout(x_in, l);
@@ -129,12 +105,10 @@ Tensor CpuBackend::index_select_rows(const Tensor& x_in, const Tensor& index_in)
   const char* op = "index_select_rows";
   check_cpu(x_in, op, "input");
   check_cpu(index_in, op, "index");
-  if (x_in.dim() < 1 || index_in.dim() != 1) {
-    fail(op, "expected input [N, ...] and index [M], got " + shape_str(x_in.shape()) + " and " +
-                 shape_str(index_in.shape()));
-  }
+  checks::check_select_rows(x_in, index_in);
   const Tensor x = plain(*this, x_in), index = plain(*this, index_in);
   const int64_t rows = x.size(0), m = index.size(0);
+  checks::check_row_indices(index.data(), m, rows, op);
   const int64_t k = rows > 0 ? x.numel() / rows : 0;
   Shape out = x.shape();
   out[0] = m;
@@ -143,7 +117,7 @@ Tensor CpuBackend::index_select_rows(const Tensor& x_in, const Tensor& index_in)
   const float* px = x.data();
   float* py = y.data();
   for (int64_t i = 0; i < m; ++i) {
-    const int64_t r = row_index(pi[i], rows, i, op);
+    const auto r = static_cast<int64_t>(pi[i]);
     std::copy(px + r * k, px + (r + 1) * k, py + i * k);
   }
   return y;
@@ -153,12 +127,10 @@ Tensor CpuBackend::index_add_rows(const Tensor& src_in, const Tensor& index_in, 
   const char* op = "index_add_rows";
   check_cpu(src_in, op, "src");
   check_cpu(index_in, op, "index");
-  if (src_in.dim() < 1 || index_in.dim() != 1 || index_in.size(0) != src_in.size(0) || rows < 0) {
-    fail(op, "expected src [M, ...], index [M] and rows >= 0, got " + shape_str(src_in.shape()) + ", " +
-                 shape_str(index_in.shape()) + ", " + std::to_string(rows));
-  }
+  checks::check_add_rows(src_in, index_in, rows);
   const Tensor src = plain(*this, src_in), index = plain(*this, index_in);
   const int64_t m = src.size(0);
+  checks::check_row_indices(index.data(), m, rows, op);
   const int64_t k = m > 0 ? src.numel() / m : 1;
   Shape out = src.shape();
   out[0] = rows;
@@ -167,7 +139,7 @@ Tensor CpuBackend::index_add_rows(const Tensor& src_in, const Tensor& index_in, 
   const float* ps = src.data();
   float* py = y.data();
   for (int64_t i = 0; i < m; ++i) {
-    const int64_t r = row_index(pi[i], rows, i, op);
+    const auto r = static_cast<int64_t>(pi[i]);
     for (int64_t j = 0; j < k; ++j) py[r * k + j] += ps[i * k + j];
   }
   return y;
@@ -176,14 +148,8 @@ Tensor CpuBackend::index_add_rows(const Tensor& src_in, const Tensor& index_in, 
 Tensor CpuBackend::permute(const Tensor& x_in, const std::vector<int64_t>& perm) {
   const char* op = "permute";
   check_cpu(x_in, op, "input");
+  checks::check_permutation(x_in.shape(), perm);
   const int64_t rank = x_in.dim();
-  if (static_cast<int64_t>(perm.size()) != rank)
-    fail(op, "permutation of rank " + std::to_string(perm.size()) + " for " + shape_str(x_in.shape()));
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) fail(op, "not a permutation of the dimensions");
-    seen[static_cast<size_t>(p)] = true;
-  }
   const Tensor x = plain(*this, x_in);
   Shape out(static_cast<size_t>(rank));
   std::vector<int64_t> in_strides(static_cast<size_t>(rank), 1);

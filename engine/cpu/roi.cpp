@@ -11,28 +11,19 @@
 #include <vector>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/backend_checks.h"
 #include "engine/numerics/roi.h"
 
 namespace ts::engine::cpu {
 
 namespace {
 
+using checks::check_pooled;
+
 void check_rois(const Tensor& rois, int64_t batch, const char* op) {
   check_cpu(rois, op, "rois");
-  if (rois.dim() != 2 || rois.size(1) != 5) fail(op, "rois must be [R, 5], got " + shape_str(rois.shape()));
-  const float* r = rois.data();
-  for (int64_t i = 0; i < rois.size(0); ++i) {
-    const float b = r[i * 5];
-    if (!(b >= 0.0f) || b >= static_cast<float>(batch) || b != std::floor(b)) {
-      fail(op, "roi " + std::to_string(i) + " has batch index " + std::to_string(b) + ", feature batch is " +
-                   std::to_string(batch));
-    }
-  }
-}
-
-void check_pooled(int64_t pooled_h, int64_t pooled_w, float spatial_scale, const char* op) {
-  if (pooled_h < 1 || pooled_w < 1) fail(op, "pooled size must be positive");
-  if (!(spatial_scale > 0.0f) || !std::isfinite(spatial_scale)) fail(op, "spatial_scale must be positive");
+  checks::check_rois_shape(rois, op);
+  checks::check_roi_batches(rois.data(), rois.size(0), batch, op);
 }
 
 // Where each RoIAlign bin samples, for one RoI: pooled_h * pooled_w * grid_h * grid_w samples
@@ -218,17 +209,7 @@ PoolResult CpuBackend::roi_pool_forward(const Tensor& x_in, const Tensor& rois_i
             parg[o] = -1.0f;
             continue;
           }
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t arg = hs * width + ws;
-          for (int64_t h = hs; h < he; ++h) {
-            for (int64_t w = ws; w < we; ++w) {
-              const float v = src[h * width + w];
-              if (v > best) {
-                best = v;
-                arg = h * width + w;
-              }
-            }
-          }
+          const int64_t arg = numerics::roi_pool_argmax(src, width, hs, he, ws, we);
           py[o] = src[arg];
           parg[o] = static_cast<float>(arg);
         }

@@ -15,6 +15,7 @@
 #include "engine/cuda/cuda_common.h"
 #include "engine/cuda/attention_kernels.h"
 #include "engine/cuda/device_memory.h"
+#include "engine/backend_checks.h"
 
 namespace ts::engine::cuda {
 
@@ -90,15 +91,12 @@ Backend::AttentionResult CudaBackend::attention_forward(const Tensor& q, const T
   check_plain(q, device_, op, "q", 3);
   check_plain(k, device_, op, "k", 3);
   check_plain(v, device_, op, "v", 3);
-  const int64_t b = q.size(0), tq = q.size(1), hd = q.size(2), tk = k.size(1);
-  if (heads < 1 || hd % heads != 0 || k.size(0) != b || v.shape() != k.shape() || k.size(2) != hd) {
-    throw std::invalid_argument("attention: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
-                                shape_str(v.shape()) + " with " + std::to_string(heads) + " heads");
-  }
+  const checks::AttentionDims dims = checks::attention_dims(q, k, v, heads);
+  const int64_t b = dims.b, tq = dims.tq, hd = dims.hd, tk = dims.tk;
   const float* lengths = nullptr;
   if (key_lengths && key_lengths->defined()) {
     check_plain(*key_lengths, device_, op, "key_lengths", 1);
-    if (key_lengths->size(0) != b) throw std::invalid_argument("attention: key_lengths must be [B]");
+    checks::check_key_lengths(*key_lengths, b);
     lengths = key_lengths->data();
   }
   const int64_t dh = hd / heads, bh_count = b * heads;

@@ -11,6 +11,7 @@
 
 #include "engine/cuda/cuda_common.h"
 #include "engine/cuda/layout_kernels.h"
+#include "engine/backend_checks.h"
 #include "engine/cuda/device_memory.h"
 
 namespace ts::engine::cuda {
@@ -28,33 +29,14 @@ void split_at(const Shape& s, int64_t dim, int64_t& outer, int64_t& inner) {
 // Integer row indices stored as fp32, checked on the host against [0, rows).
 void check_row_indices(const Tensor& index, int64_t rows, int device, const char* op) {
   const std::vector<float> v = to_host(index, device);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!(v[i] >= 0.0f) || v[i] >= static_cast<float>(rows) || v[i] != std::floor(v[i])) {
-      fail(op, "index " + std::to_string(v[i]) + " at position " + std::to_string(i) + " is not a row in [0, " +
-                   std::to_string(rows) + ")");
-    }
-  }
+  checks::check_row_indices(v.data(), static_cast<int64_t>(v.size()), rows, op);
 }
 
 }  // namespace
 
 Tensor CudaBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
-  if (xs.empty()) throw std::invalid_argument("concat: no inputs");
   for (const auto& t : xs) check_on(t, device_, "concat", "input");
-  const int64_t rank = xs[0].dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank) throw std::invalid_argument("concat: dim out of range for " + shape_str(xs[0].shape()));
-  Shape out = xs[0].shape();
-  out[static_cast<size_t>(dim)] = 0;
-  for (const auto& t : xs) {
-    bool ok = t.dim() == rank;
-    for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || t.size(d) == xs[0].size(d);
-    if (!ok) {
-      throw std::invalid_argument("concat: shape " + shape_str(t.shape()) + " does not match " +
-                                  shape_str(xs[0].shape()) + " along dim " + std::to_string(dim));
-    }
-    out[static_cast<size_t>(dim)] += t.size(dim);
-  }
+  const Shape out = checks::concat_shape(xs, dim);
   std::vector<Tensor> in;
   in.reserve(xs.size());
   for (const auto& t : xs) in.push_back(as_plain(*this, t));
@@ -75,12 +57,7 @@ Tensor CudaBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
 
 Tensor CudaBackend::slice(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
   check_on(x_in, device_, "slice", "x");
-  const int64_t rank = x_in.dim();
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank || start < 0 || length < 0 || start + length > x_in.size(dim)) {
-    throw std::invalid_argument("slice: dim " + std::to_string(dim) + " [" + std::to_string(start) + ", +" +
-                                std::to_string(length) + ") out of range for " + shape_str(x_in.shape()));
-  }
+  checks::check_slice(x_in.shape(), dim, start, length);
   const Tensor x = as_plain(*this, x_in);
   Shape out = x.shape();
   out[static_cast<size_t>(dim)] = length;
@@ -97,10 +74,7 @@ Tensor CudaBackend::index_select_rows(const Tensor& x_in, const Tensor& index_in
   const char* op = "index_select_rows";
   check_on(x_in, device_, op, "input");
   check_on(index_in, device_, op, "index");
-  if (x_in.dim() < 1 || index_in.dim() != 1) {
-    fail(op, "expected input [N, ...] and index [M], got " + shape_str(x_in.shape()) + " and " +
-                 shape_str(index_in.shape()));
-  }
+  checks::check_select_rows(x_in, index_in);
   const Tensor x = as_plain(*this, x_in), index = as_plain(*this, index_in);
   const int64_t rows = x.size(0), m = index.size(0);
   const int64_t k = rows > 0 ? x.numel() / rows : 0;
@@ -117,10 +91,7 @@ Tensor CudaBackend::index_add_rows(const Tensor& src_in, const Tensor& index_in,
   const char* op = "index_add_rows";
   check_on(src_in, device_, op, "src");
   check_on(index_in, device_, op, "index");
-  if (src_in.dim() < 1 || index_in.dim() != 1 || index_in.size(0) != src_in.size(0) || rows < 0) {
-    fail(op, "expected src [M, ...], index [M] and rows >= 0, got " + shape_str(src_in.shape()) + ", " +
-                 shape_str(index_in.shape()) + ", " + std::to_string(rows));
-  }
+  checks::check_add_rows(src_in, index_in, rows);
   const Tensor src = as_plain(*this, src_in), index = as_plain(*this, index_in);
   const int64_t m = src.size(0);
   const int64_t k = m > 0 ? src.numel() / m : 1;
@@ -136,15 +107,8 @@ Tensor CudaBackend::index_add_rows(const Tensor& src_in, const Tensor& index_in,
 Tensor CudaBackend::permute(const Tensor& x_in, const std::vector<int64_t>& perm) {
   const char* op = "permute";
   check_on(x_in, device_, op, "input");
+  checks::check_permutation(x_in.shape(), perm);
   const int64_t rank = x_in.dim();
-  if (static_cast<int64_t>(perm.size()) != rank) {
-    fail(op, "permutation of rank " + std::to_string(perm.size()) + " for " + shape_str(x_in.shape()));
-  }
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) fail(op, "not a permutation of the dimensions");
-    seen[static_cast<size_t>(p)] = true;
-  }
   if (rank > kernels::kMaxPermuteRank) {
     fail(op, "rank " + std::to_string(rank) + " is above the " + std::to_string(kernels::kMaxPermuteRank) +
                  " the CUDA kernel takes");

@@ -10,6 +10,7 @@
 
 #include "engine/cuda/cuda_common.h"
 #include "engine/cuda/roi_kernels.h"
+#include "engine/backend_checks.h"
 
 namespace ts::engine::cuda {
 
@@ -18,21 +19,12 @@ namespace {
 // rois [R, 5] with integer batch indices in [0, batch), checked on the host.
 void check_rois(const Tensor& rois, int64_t batch, int device, const char* op) {
   check_on(rois, device, op, "rois");
-  if (rois.dim() != 2 || rois.size(1) != 5) fail(op, "rois must be [R, 5], got " + shape_str(rois.shape()));
+  checks::check_rois_shape(rois, op);
   const std::vector<float> r = to_host(rois, device);
-  for (int64_t i = 0; i < rois.size(0); ++i) {
-    const float b = r[static_cast<size_t>(i * 5)];
-    if (!(b >= 0.0f) || b >= static_cast<float>(batch) || b != std::floor(b)) {
-      fail(op, "roi " + std::to_string(i) + " has batch index " + std::to_string(b) + ", feature batch is " +
-                   std::to_string(batch));
-    }
-  }
+  checks::check_roi_batches(r.data(), rois.size(0), batch, op);
 }
 
-void check_pooled(int64_t pooled_h, int64_t pooled_w, float spatial_scale, const char* op) {
-  if (pooled_h < 1 || pooled_w < 1) fail(op, "pooled size must be positive");
-  if (!(spatial_scale > 0.0f) || !std::isfinite(spatial_scale)) fail(op, "spatial_scale must be positive");
-}
+using checks::check_pooled;
 
 kernels::RoiGeom roi_geom(int64_t n_rois, const Shape& x_shape, int64_t pooled_h, int64_t pooled_w, float spatial_scale,
                           int64_t sampling_ratio, bool aligned, const char* op) {

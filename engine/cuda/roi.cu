@@ -81,17 +81,7 @@ __global__ void roi_pool_forward_kernel(const float* x, const float* rois, RoiGe
       continue;
     }
     const float* src = x + (n * g.channels + c) * plane;
-    float best = -INFINITY;
-    int64_t arg = hs * width + ws;
-    for (int64_t h = hs; h < he; ++h) {
-      for (int64_t w = ws; w < we; ++w) {
-        const float v = src[h * width + w];
-        if (v > best) {
-          best = v;
-          arg = h * width + w;
-        }
-      }
-    }
+    const int64_t arg = numerics::roi_pool_argmax(src, width, hs, he, ws, we);
     y[i] = src[arg];
     argmax[i] = static_cast<float>(arg);
   }

@@ -134,4 +134,21 @@ TS_HD CellRange roi_pool_range(int64_t p, float bin, int64_t first, int64_t size
           clamp(static_cast<int64_t>(ceilf(static_cast<float>(p + 1) * bin)) + first)};
 }
 
+// RoIPool's bin [hs, he) x [ws, we) of a plane `width` wide (not empty): the offset of its
+// maximum, the first one in row order on ties (a NaN is never taken).
+TS_HD int64_t roi_pool_argmax(const float* src, int64_t width, int64_t hs, int64_t he, int64_t ws, int64_t we) {
+  float best = -INFINITY;
+  int64_t arg = hs * width + ws;
+  for (int64_t h = hs; h < he; ++h) {
+    for (int64_t w = ws; w < we; ++w) {
+      const float v = src[h * width + w];
+      if (v > best) {
+        best = v;
+        arg = h * width + w;
+      }
+    }
+  }
+  return arg;
+}
+
 }  // namespace ts::engine::numerics
