@@ -264,7 +264,7 @@ def build_counted(c):
 # ------------------------------------------------------------------ --check-params
 
 def reference_attention(q, k, v, lengths, causal, scale):
-    """trainscope's kernel (cpu_sequence.cpp) row by row: keys j < min(length, i + 1 if causal)."""
+    """trainscope's kernel (engine/cpu/attention.cpp) row by row: keys j < min(length, i + 1 if causal)."""
     b, h, tq, _ = q.shape
     out = torch.zeros_like(q)
     for n in range(b):

@@ -72,7 +72,7 @@ class CudaBackend final : public Backend {
   CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels) override;
   Tensor softmax_cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels) override;
 
-  // --- tanh: pointwise.cpp; upsampling: cuda_extra_ops.cpp; the norm penalty: loss.cpp; Adam: optim.cpp ---
+  // --- tanh: pointwise.cpp; upsampling: pool.cpp; the norm penalty: loss.cpp; Adam: optim.cpp ---
   Tensor tanh_forward(const Tensor& x) override;
   Tensor tanh_backward(const Tensor& dy, const Tensor& y) override;
   Tensor upsample_nearest2d_forward(const Tensor& x, int64_t factor) override;
