@@ -8,6 +8,8 @@ namespace ts::workloads {
 using engine::Tensor;
 
 namespace {
+constexpr int64_t kReferenceBatch = 256;   // the batch the base learning rate is given for
+
 engine::optim::SgdOptions sgd_options(const engine::optim::LrSchedule& lr) {
   engine::optim::SgdOptions o;
   o.lr = lr;
@@ -19,14 +21,18 @@ engine::optim::SgdOptions sgd_options(const engine::optim::LrSchedule& lr) {
 
 engine::optim::LrSchedule default_lr_schedule(int64_t batch) {
   engine::optim::LrSchedule lr;
-  lr.base_lr = 0.1 * static_cast<double>(batch) / 256.0;
+  lr.base_lr = 0.1 * static_cast<double>(batch) / static_cast<double>(kReferenceBatch);
   lr.warmup_steps = 5;
   return lr;
 }
 
-std::vector<std::pair<std::string, std::string>> default_optimizer_rows() {
-  return {{"optimizer", "SGD momentum 0.9, weight decay 1e-4, nesterov off"},
-          {"learning_rate", "0.1 x batch/256, 5-iteration linear warm-up, constant"}};
+PresetTable default_optimizer_rows() {
+  // Read from the options the classifier builds, so that the rows state what runs.
+  const engine::optim::SgdOptions o = sgd_options(default_lr_schedule(kReferenceBatch));
+  return {{"optimizer", "SGD momentum " + table_number(o.momentum) + ", weight decay " +
+                            table_exponent(o.weight_decay) + ", nesterov " + (o.nesterov ? "on" : "off")},
+          {"learning_rate", table_number(o.lr.base_lr) + " x batch/" + std::to_string(kReferenceBatch) + ", " +
+                                std::to_string(o.lr.warmup_steps) + "-iteration linear warm-up, constant"}};
 }
 
 ImageClassifier::ImageClassifier(std::shared_ptr<engine::nn::Module> model, Forward forward,

@@ -13,7 +13,7 @@ namespace ts::workloads {
 // The classifiers' default recipe (Goyal et al.): lr 0.1 per 256 samples after a 5-step linear
 // warm-up, SGD momentum 0.9, weight decay 1e-4; and the presets-table rows that state it.
 engine::optim::LrSchedule default_lr_schedule(int64_t batch);
-std::vector<std::pair<std::string, std::string>> default_optimizer_rows();
+PresetTable default_optimizer_rows();
 
 class ImageClassifier : public Workload {
  public:

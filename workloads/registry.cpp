@@ -1,5 +1,6 @@
 #include "workloads/workload.h"
 
+#include <iomanip>
 #include <sstream>
 
 #include "workloads/a3c/a3c.h"
@@ -17,6 +18,40 @@ std::string table_number(double v) {
   std::ostringstream o;
   o << v;
   return o.str();
+}
+
+std::string table_exponent(double v) {
+  // table_number's six significant digits in scientific form, without the mantissa's trailing
+  // zeros or the exponent's plus sign and zero padding (1.00000e-04 -> 1e-4).
+  std::ostringstream o;
+  o << std::scientific << std::setprecision(5) << v;
+  const std::string s = o.str();
+  const size_t e = s.find('e');
+  std::string mantissa = s.substr(0, e);
+  if (mantissa.find('.') != std::string::npos) {
+    mantissa.erase(mantissa.find_last_not_of('0') + 1);
+    if (mantissa.back() == '.') mantissa.pop_back();
+  }
+  const int exponent = std::stoi(s.substr(e + 1));
+  return mantissa + "e" + std::to_string(exponent);
+}
+
+std::string table_list(std::span<const int64_t> values) {
+  std::string s;
+  for (const int64_t v : values) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
+std::string table_list(std::span<const float> values) {
+  std::string s;
+  for (const float v : values) s += (s.empty() ? "" : ",") + table_number(v);
+  return s;
+}
+
+std::string grouped_count(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  for (auto i = static_cast<int64_t>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+  return (n < 0 ? "-" : "") + digits;
 }
 
 const Preset* WorkloadSpec::preset(const std::string& n) const {

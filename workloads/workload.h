@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,17 +19,30 @@
 
 namespace ts::workloads {
 
+// A preset's hyper-parameters as rows of text: key, value.
+using PresetTable = std::vector<std::pair<std::string, std::string>>;
+
 // One preset: its architecture hyper-parameters as a table (written into the run record, so
-// that anyone can rebuild the same model elsewhere) and its default batch size.
+// that anyone can rebuild the same model elsewhere) and its default batch size. Each workload
+// writes a preset's values once, in its configuration (`<name>_config(preset)`); the table, the
+// default batch and the numbers in the summary are read from it, so they cannot disagree with
+// the model that is built.
 struct Preset {
   std::string name;          // tiny | small | full
   std::string summary;
   int64_t default_batch = 1;
-  std::vector<std::pair<std::string, std::string>> table;
+  PresetTable table;
 };
 
 // A number as a presets table shows it: shortest form, no trailing zeros (0.1, 1e-09, 64).
 std::string table_number(double v);
+// A small constant as papers write it, in powers of ten without padding (1e-4, 1e-9, 2.5e-4).
+std::string table_exponent(double v);
+// Numbers joined by commas, no spaces (blocks 3,4,6,3; anchor ratios 0.5,1,2).
+std::string table_list(std::span<const int64_t> values);
+std::string table_list(std::span<const float> values);
+// A count with its thousands grouped, as summaries write it (8,000; 17,191).
+std::string grouped_count(int64_t n);
 
 struct WorkloadConfig {
   std::string preset = "tiny";

@@ -571,13 +571,13 @@ class A3cWorkload final : public Workload {
   std::vector<Split> learner_split_;
 };
 
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const A3cConfig c = a3c_config(name);
+PresetTable describe(const A3cConfig& c) {
   const BreakoutConfig& g = c.game;
-  Preset p{name, summary, c.t_max, {}};
-  p.table = {
+  const std::string stack = std::to_string(Breakout::kStack);
+  return {
       {"architecture", "A3C feed-forward Atari network (Mnih et al. 2016, the DQN 2013 net), shared by the learners"},
-      {"input", "84x84 grayscale, 4 frames stacked, values in [0, 1]"},
+      {"input", std::to_string(Breakout::kSize) + "x" + std::to_string(Breakout::kSize) + " grayscale, " + stack +
+                    " frames stacked, values in [0, 1]"},
       {"conv1", std::to_string(c.conv1_channels) + " filters 8x8 stride 4, bias, ReLU"},
       {"conv2", std::to_string(c.conv2_channels) + " filters 4x4 stride 2, bias, ReLU"},
       {"fc", std::to_string(c.hidden) + ", ReLU"},
@@ -599,14 +599,22 @@ Preset make_preset(const std::string& name, const std::string& summary) {
                    std::to_string(g.paddle_width) + (g.shrink_paddle ? " (halves at the top wall)" : "") + ", ball " +
                    table_number(g.ball_speed) + " px/frame" + (g.speed_up ? " speeding up" : "") + ", " +
                    std::to_string(g.lives) + " lives, " + std::to_string(g.walls) + " wall(s)"},
-      {"frames", "frame skip " + std::to_string(g.frame_skip) + ", 4 stacked, up to " + std::to_string(g.noop_max) +
-                     " no-op steps at the start, episodes cut at " + std::to_string(g.max_frames) + " frames"},
+      {"frames", "frame skip " + std::to_string(g.frame_skip) + ", " + stack + " stacked, up to " +
+                     std::to_string(g.noop_max) + " no-op steps at the start, episodes cut at " +
+                     std::to_string(g.max_frames) + " frames"},
       {"actions", "NOOP, FIRE, RIGHT, LEFT (ALE's minimal set)"},
       {"samples", "environment steps (agent steps of frame_skip frames)"},
       {"quality", "mean episode score of the shared network's most likely actions (5% random) on fixed game seeds"},
       {"batch_size", std::to_string(c.t_max) + " (the rollout)"}};
-  return p;
 }
+
+// `summary` writes the one-line text around the configuration's numbers.
+Preset make_preset(const std::string& name, std::string (*summary)(const A3cConfig&)) {
+  const A3cConfig c = a3c_config(name);
+  return {name, summary(c), c.t_max, describe(c)};
+}
+
+std::string learners(const A3cConfig& c) { return std::to_string(c.learners) + " learners"; }
 
 }  // namespace
 
@@ -619,12 +627,21 @@ WorkloadSpec a3c_spec() {
   WorkloadSpec s;
   s.name = "a3c";
   s.domain = "reinforcement learning";
-  s.description =
-      "A3C: asynchronous actor-learner threads with Hogwild updates to a shared Atari network "
-      "(conv 16 8x8/4, conv 32 4x4/2, fc 256, policy + value), shared RMSProp, on a native Breakout";
-  s.presets = {make_preset("tiny", "half-width convolutions, 2 learners on an easy Breakout: tests"),
-               make_preset("small", "the Atari network, 2 learners: CPU benchmarking"),
-               make_preset("full", "the paper's setting: the Atari network (677,429 parameters), 8 learners")};
+  const A3cConfig full = a3c_config("full");
+  s.description = "A3C: asynchronous actor-learner threads with Hogwild updates to a shared Atari network (conv " +
+                  std::to_string(full.conv1_channels) + " 8x8/4, conv " + std::to_string(full.conv2_channels) +
+                  " 4x4/2, fc " + std::to_string(full.hidden) +
+                  ", policy + value), shared RMSProp, on a native Breakout";
+  s.presets = {
+      make_preset("tiny", [](const A3cConfig& c) {
+        return "half-width convolutions, " + learners(c) + " on an easy Breakout: tests";
+      }),
+      make_preset("small",
+                  [](const A3cConfig& c) { return "the Atari network, " + learners(c) + ": CPU benchmarking"; }),
+      make_preset("full", [](const A3cConfig& c) {
+        return "the paper's setting: the Atari network (" + grouped_count(a3c_parameter_count(c)) + " parameters), " +
+               learners(c);
+      })};
   s.has_learners = true;
   s.check = [](const WorkloadConfig& wc) {
     a3c_config(wc.preset);

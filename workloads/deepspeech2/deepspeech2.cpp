@@ -288,15 +288,13 @@ class DeepSpeech2Workload final : public Workload {
   engine::optim::Sgd sgd_;
 };
 
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const DeepSpeech2Config c = deepspeech2_config(name);
+PresetTable describe(const DeepSpeech2Config& c) {
   const int64_t bins = deepspeech2_conv_bins(c);
   const auto conv = [](int64_t kt, int64_t kf, int64_t st, int64_t sf) {
     return std::to_string(kt) + "x" + std::to_string(kf) + " stride " + std::to_string(st) + "x" + std::to_string(sf) +
            " pad " + std::to_string((kt - 1) / 2) + "x" + std::to_string((kf - 1) / 2);
   };
-  Preset p{name, summary, c.batch, {}};
-  p.table = {
+  return {
       {"architecture", "Deep Speech 2 (Amodei et al. 2016): 2 conv + bidirectional GRUs + fc, CTC"},
       {"input", std::to_string(c.frequency_bins) + "-bin log spectrograms (20 ms windows, 10 ms hop), [N, 1, T, " +
                     std::to_string(c.frequency_bins) + "]"},
@@ -330,8 +328,18 @@ Preset make_preset(const std::string& name, const std::string& summary) {
                "error rate of greedy CTC decoding"},
       {"tokens", "spectrogram frames (10 ms each, unpadded)"},
       {"batch_size", std::to_string(c.batch) + " utterances"}};
-  return p;
 }
+
+// `summary` writes the one-line text around the configuration's numbers.
+Preset make_preset(const std::string& name, std::string (*summary)(const DeepSpeech2Config&)) {
+  const DeepSpeech2Config c = deepspeech2_config(name);
+  return {name, summary(c), c.batch, describe(c)};
+}
+
+std::string grus(const DeepSpeech2Config& c) {
+  return std::to_string(c.rnn_layers) + " bidirectional GRUs of " + std::to_string(c.rnn_hidden);
+}
+std::string utterances(const DeepSpeech2Config& c) { return std::to_string(c.batch) + " utterances"; }
 
 }  // namespace
 
@@ -339,12 +347,23 @@ WorkloadSpec deepspeech2_spec() {
   WorkloadSpec s;
   s.name = "deepspeech2";
   s.domain = "speech recognition";
-  s.description = "Deep Speech 2: 2 conv (32 ch) + 7 bidirectional GRU x 1760 (summed) + fc, CTC over 29 characters, "
-                  "SGD with momentum";
-  s.presets = {make_preset("tiny", "2 conv at 8 channels (5x21, 5x11), 2 bidirectional GRUs of 128, 8 utterances: "
-                                   "tests"),
-               make_preset("small", "full's 2 conv, 7 bidirectional GRUs of 512, 8 utterances: CPU benchmarking"),
-               make_preset("full", "TBD's model: 2 conv at 32 channels, 7 bidirectional GRUs of 1760, 32 utterances")};
+  const DeepSpeech2Config full = deepspeech2_config("full");
+  s.description = "Deep Speech 2: 2 conv (" + std::to_string(full.conv_channels) + " ch) + " +
+                  std::to_string(full.rnn_layers) + " bidirectional GRU x " + std::to_string(full.rnn_hidden) +
+                  " (summed) + fc, CTC over " + std::to_string(full.classes) + " characters, SGD with momentum";
+  s.presets = {
+      make_preset("tiny", [](const DeepSpeech2Config& c) {
+        return "2 conv at " + std::to_string(c.conv_channels) + " channels (" + std::to_string(c.conv0_kernel_t) + "x" +
+               std::to_string(c.conv0_kernel_f) + ", " + std::to_string(c.conv1_kernel_t) + "x" +
+               std::to_string(c.conv1_kernel_f) + "), " + grus(c) + ", " + utterances(c) + ": tests";
+      }),
+      make_preset("small", [](const DeepSpeech2Config& c) {
+        return "full's 2 conv, " + grus(c) + ", " + utterances(c) + ": CPU benchmarking";
+      }),
+      make_preset("full", [](const DeepSpeech2Config& c) {
+        return "TBD's model: 2 conv at " + std::to_string(c.conv_channels) + " channels, " + grus(c) + ", " +
+               utterances(c);
+      })};
   s.check = [](const WorkloadConfig& wc) {
     deepspeech2_config(wc.preset);
     data_shard(wc, "deepspeech2");

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <stdexcept>
 
 #include "engine/context.h"
@@ -585,30 +584,16 @@ Quality FasterRcnnWorkload::evaluate(int64_t batches) {
 
 namespace {
 
-std::string join(const std::vector<float>& v) {
-  std::ostringstream s;
-  for (size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
-  return s.str();
-}
-
-std::string num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const FasterRcnnConfig c = faster_rcnn_config(name);
-  Preset p{name, summary, c.default_batch, {}};
+PresetTable describe(const FasterRcnnConfig& c) {
+  const auto num = table_number;   // short, for the many numbers below
   const auto& tp = c.train_proposals;
   const auto& ep = c.test_proposals;
   const auto& rs = c.roi_samples;
-  const std::string layers =
-      std::to_string(c.blocks[0]) + "," + std::to_string(c.blocks[1]) + "," + std::to_string(c.blocks[2]);
-  p.table = {
+  return {
       {"architecture", "Faster R-CNN, ResNet C4 (Detectron R-C4): conv1..layer3 shared, layer4 in the RoI head"},
-      {"backbone", c.backbone + ": bottlenecks " + layers + " (layer1..3) + " + std::to_string(c.head_blocks) +
-                       " (layer4 on RoIs); stride-2 in the first 1x1 (MSRA)"},
+      {"backbone", c.backbone + ": bottlenecks " + table_list(c.blocks) + " (layer1..3) + " +
+                       std::to_string(c.head_blocks) + " (layer4 on RoIs); stride-2 in the " +
+                       (c.stride_in_1x1 ? "first 1x1 (MSRA)" : "3x3 (torchvision)")},
       {"base_width", std::to_string(c.base_width) + " (trunk out " + std::to_string(c.trunk_channels()) +
                          ", head out " + std::to_string(c.head_channels()) + ")"},
       {"batch_norm", "frozen everywhere (fixed affine, eps " + num(c.bn_eps) + "); statistics averaged over " +
@@ -619,8 +604,8 @@ Preset make_preset(const std::string& name, const std::string& summary) {
                                            : "conv1, layer1"},
       {"image_size", "shorter side " + std::to_string(c.short_side) + ", longer at most " + std::to_string(c.max_side) +
                          "; synthetic " + std::to_string(c.short_side) + "x" + std::to_string(c.synthetic_width)},
-      {"anchors", std::to_string(c.num_anchors()) + ": sizes " + join(c.anchor_sizes) + " x ratios (h/w) " +
-                      join(c.anchor_ratios) + ", stride " + std::to_string(c.feature_stride)},
+      {"anchors", std::to_string(c.num_anchors()) + ": sizes " + table_list(c.anchor_sizes) + " x ratios (h/w) " +
+                      table_list(c.anchor_ratios) + ", stride " + std::to_string(c.feature_stride)},
       {"rpn_head", "3x3 conv " + std::to_string(c.trunk_channels()) + "->" + std::to_string(c.trunk_channels()) +
                        ", ReLU, 1x1 objectness (2 per anchor, softmax), 1x1 deltas (4 per anchor)"},
       {"rpn_targets", "IoU >= " + num(c.rpn_targets.positive_iou) + " positive (and each box's best anchor), < " +
@@ -642,12 +627,11 @@ Preset make_preset(const std::string& name, const std::string& summary) {
                                            (c.aligned ? ", aligned" : ", aligned=False"))},
       {"roi_head", "layer4 -> global avg pool -> cls_score (" + std::to_string(c.num_classes) + ") and bbox_pred (" +
                        std::to_string(4 * c.num_classes) + ", class-specific)"},
-      {"box_coder", "(dx, dy, dw, dh); RPN weights 1,1,1,1; head weights " + num(c.box_weights[0]) + "," +
-                        num(c.box_weights[1]) + "," + num(c.box_weights[2]) + "," + num(c.box_weights[3])},
-      {"losses",
-       "RPN: CE over sampled anchors + smooth-L1 (beta 1/9) / sampled; head: CE over RoIs + smooth-L1 "
-       "(beta " +
-           num(c.head_beta) + ") / RoIs"},
+      {"box_coder", "(dx, dy, dw, dh); RPN weights " + table_list(frcnn::BoxCoder{}.weights) + "; head weights " +
+                        table_list(c.box_weights)},
+      // The RPN's beta as Detectron writes it, 1/9.
+      {"losses", "RPN: CE over sampled anchors + smooth-L1 (beta 1/" + num(1 / c.rpn_beta) +
+                     ") / sampled; head: CE over RoIs + smooth-L1 (beta " + num(c.head_beta) + ") / RoIs"},
       {"test", "score > " + num(c.score_threshold) + ", per-class NMS " + num(c.test_nms) + ", at most " +
                    std::to_string(c.detections_per_image) + " per image; quality mAP@0.5 (VOC2010+ all-point)"},
       {"num_classes", std::to_string(c.num_classes) + " (background included)"},
@@ -656,8 +640,15 @@ Preset make_preset(const std::string& name, const std::string& summary) {
                         " (biases too), frozen layers excluded"},
       {"learning_rate",
        num(c.base_lr) + " x batch/16 after a " + std::to_string(c.warmup) + "-iteration linear warm-up, constant"}};
-  return p;
 }
+
+// `summary` writes the one-line text around the configuration's numbers.
+Preset make_preset(const std::string& name, std::string (*summary)(const FasterRcnnConfig&)) {
+  const FasterRcnnConfig c = faster_rcnn_config(name);
+  return {name, summary(c), c.default_batch, describe(c)};
+}
+
+std::string shorter_side(const FasterRcnnConfig& c) { return "shorter side " + std::to_string(c.short_side); }
 
 }  // namespace
 
@@ -667,9 +658,20 @@ WorkloadSpec faster_rcnn_spec() {
   s.domain = "object detection";
   s.description = "Faster R-CNN, ResNet C4 backbone, RPN + RoIAlign head, VOC classes; quality mAP@0.5";
   s.presets = {
-      make_preset("tiny", "72x96 input, widths /8, 1 block per stage, 6 synthetic classes: tests"),
-      make_preset("small", "ResNet-50 C4, shorter side 224, 16 RoIs per image: CPU benchmarking"),
-      make_preset("full", "ResNet-101 C4, shorter side 600 (max 1000), 21 classes, batch 1: the published model")};
+      make_preset("tiny", [](const FasterRcnnConfig& c) {
+        return std::to_string(c.short_side) + "x" + std::to_string(c.synthetic_width) +
+               " input, widths /8, 1 block per stage, " + std::to_string(c.num_classes - 1) +
+               " synthetic classes: tests";
+      }),
+      make_preset("small", [](const FasterRcnnConfig& c) {
+        return c.backbone + " C4, " + shorter_side(c) + ", " + std::to_string(c.roi_samples.batch) +
+               " RoIs per image: CPU benchmarking";
+      }),
+      make_preset("full", [](const FasterRcnnConfig& c) {
+        return c.backbone + " C4, " + shorter_side(c) + " (max " + std::to_string(c.max_side) + "), " +
+               std::to_string(c.num_classes) + " classes, batch " + std::to_string(c.default_batch) +
+               ": the published model";
+      })};
   s.check = [](const WorkloadConfig& wc) {
     faster_rcnn_config(wc.preset);
     data_shard(wc, "faster_rcnn");

@@ -68,8 +68,10 @@ InceptionConfig inception_v3_config(const std::string& preset) {
     c.width = 0.125;
     c.num_classes = 10;
     c.aux_logits = false;   // the aux head would force a 299x299 input
+    c.batch = 8;
   } else if (preset == "small") {
     c.width = 0.5;
+    c.batch = 8;
   } else if (preset != "full") {
     throw std::invalid_argument("inception_v3 has no preset '" + preset + "' (tiny, small, full)");
   }
@@ -347,13 +349,8 @@ InceptionOutputs InceptionV3::forward(const Tensor& x) const {
 
 namespace {
 
-int64_t default_batch(const std::string& preset) { return preset == "tiny" ? 8 : preset == "small" ? 8 : 32; }
-
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const InceptionConfig c = inception_v3_config(name);
-  const int64_t batch = default_batch(name);
-  Preset p{name, summary, batch, {}};
-  p.table = {
+PresetTable describe(const InceptionConfig& c) {
+  PresetTable t = {
       {"architecture", "Inception-v3 (torchvision Inception3 layout: stem, Mixed_5b-5d A, 6a B, 6b-6e C, 7a D, 7b-7c E)"},
       {"image_size", std::to_string(c.image_size)},
       {"in_channels", std::to_string(c.in_channels)},
@@ -374,10 +371,23 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"transform_input", "off"},
       {"init", "conv Kaiming-normal fan_out, linear uniform +-1/sqrt(fan_in) (torchvision: truncated normal)"},
       {"num_classes", std::to_string(c.num_classes)},
-      {"batch_size", std::to_string(batch)}};
-  for (auto& row : default_optimizer_rows()) p.table.push_back(std::move(row));
-  return p;
+      {"batch_size", std::to_string(c.batch)}};
+  for (auto& row : default_optimizer_rows()) t.push_back(std::move(row));
+  return t;
 }
+
+// `summary` writes the one-line text around the configuration's numbers.
+Preset make_preset(const std::string& name, std::string (*summary)(const InceptionConfig&)) {
+  const InceptionConfig c = inception_v3_config(name);
+  return {name, summary(c), c.batch, describe(c)};
+}
+
+std::string input(const InceptionConfig& c) {
+  return std::to_string(c.image_size) + "x" + std::to_string(c.image_size);
+}
+std::string classes(const InceptionConfig& c) { return std::to_string(c.num_classes) + " classes"; }
+// The presets' width multipliers are 1/n.
+std::string widths(const InceptionConfig& c) { return "x1/" + std::to_string(std::llround(1 / c.width)); }
 
 }  // namespace
 
@@ -387,16 +397,23 @@ WorkloadSpec inception_v3_spec() {
   s.domain = "image classification";
   s.description = "Inception-v3 with the auxiliary classifier (torchvision layout), softmax cross-entropy, SGD with momentum";
   s.presets = {
-      make_preset("tiny", "75x75 input, widths x1/8, no aux head, 10 classes: tests"),
-      make_preset("small", "full topology with the aux head, widths x1/2, 299x299, 1000 classes: CPU benchmarking"),
-      make_preset("full", "299x299, 1000 classes, aux head: the published model (27,161,264 parameters)")};
+      make_preset("tiny", [](const InceptionConfig& c) {
+        return input(c) + " input, widths " + widths(c) + ", no aux head, " + classes(c) + ": tests";
+      }),
+      make_preset("small", [](const InceptionConfig& c) {
+        return "full topology with the aux head, widths " + widths(c) + ", " + input(c) + ", " + classes(c) +
+               ": CPU benchmarking";
+      }),
+      make_preset("full", [](const InceptionConfig& c) {
+        return input(c) + ", " + classes(c) + ", aux head: the published model (27,161,264 parameters)";
+      })};
   s.check = [](const WorkloadConfig& wc) {
     data_shard(wc, "inception_v3");
     check_image_source(wc.data, inception_v3_config(wc.preset).num_classes);
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     InceptionConfig cfg = inception_v3_config(wc.preset);
-    const int64_t batch = wc.batch > 0 ? wc.batch : default_batch(wc.preset);
+    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
     std::unique_ptr<ImageSource> data = make_image_source(wc.data, cfg.image_size, cfg.in_channels, cfg.num_classes,
                                                           wc.seed, wc.device, data_shard(wc, "inception_v3"));
     cfg.in_channels = data->channels();

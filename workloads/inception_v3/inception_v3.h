@@ -24,6 +24,7 @@ struct InceptionConfig {
   double width = 1.0;
   bool aux_logits = true;
   float aux_weight = 0.4f;   // training loss = CE(logits) + aux_weight * CE(aux logits)
+  int64_t batch = 32;        // the preset's default images per iteration (--batch overrides)
 };
 
 // Throws std::invalid_argument for an unknown preset.

@@ -18,8 +18,10 @@ ResNetConfig resnet50_config(const std::string& preset) {
     c.image_size = 32;
     c.base_width = 16;
     c.num_classes = 10;
+    c.batch = 4;
   } else if (preset == "small") {
     c.image_size = 64;
+    c.batch = 16;
   } else if (preset != "full") {
     throw std::invalid_argument("resnet50 has no preset '" + preset + "' (tiny, small, full)");
   }
@@ -91,23 +93,27 @@ Tensor ResNet::forward(const Tensor& x) const {
 
 namespace {
 
-int64_t default_batch(const std::string& preset) { return preset == "tiny" ? 4 : preset == "small" ? 16 : 32; }
-
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const ResNetConfig c = resnet50_config(name);
-  const int64_t batch = default_batch(name);
-  Preset p{name, summary, batch, {}};
-  p.table = {{"architecture", "ResNet-50 v1.5"},
-             {"image_size", std::to_string(c.image_size)},
-             {"in_channels", std::to_string(c.in_channels)},
-             {"base_width", std::to_string(c.base_width)},
-             {"blocks", "3,4,6,3"},
-             {"bottleneck_expansion", std::to_string(ResNetConfig::expansion)},
-             {"num_classes", std::to_string(c.num_classes)},
-             {"batch_size", std::to_string(batch)}};
-  for (auto& row : default_optimizer_rows()) p.table.push_back(std::move(row));
-  return p;
+PresetTable describe(const ResNetConfig& c) {
+  PresetTable t = {{"architecture", "ResNet-50 v1.5"},
+                   {"image_size", std::to_string(c.image_size)},
+                   {"in_channels", std::to_string(c.in_channels)},
+                   {"base_width", std::to_string(c.base_width)},
+                   {"blocks", table_list(c.blocks)},
+                   {"bottleneck_expansion", std::to_string(ResNetConfig::expansion)},
+                   {"num_classes", std::to_string(c.num_classes)},
+                   {"batch_size", std::to_string(c.batch)}};
+  for (auto& row : default_optimizer_rows()) t.push_back(std::move(row));
+  return t;
 }
+
+// `summary` writes the one-line text around the configuration's numbers.
+Preset make_preset(const std::string& name, std::string (*summary)(const ResNetConfig&)) {
+  const ResNetConfig c = resnet50_config(name);
+  return {name, summary(c), c.batch, describe(c)};
+}
+
+std::string input(const ResNetConfig& c) { return std::to_string(c.image_size) + "x" + std::to_string(c.image_size); }
+std::string classes(const ResNetConfig& c) { return std::to_string(c.num_classes) + " classes"; }
 
 }  // namespace
 
@@ -116,16 +122,23 @@ WorkloadSpec resnet50_spec() {
   s.name = "resnet50";
   s.domain = "image classification";
   s.description = "ResNet-50 v1.5 (torchvision layout), softmax cross-entropy, SGD with momentum";
-  s.presets = {make_preset("tiny", "32x32 input, base width 16, 10 classes: tests"),
-               make_preset("small", "full topology and widths, 64x64 input, 1000 classes: CPU benchmarking"),
-               make_preset("full", "224x224, 1000 classes: the published model (25,557,032 parameters)")};
+  s.presets = {
+      make_preset("tiny", [](const ResNetConfig& c) {
+        return input(c) + " input, base width " + std::to_string(c.base_width) + ", " + classes(c) + ": tests";
+      }),
+      make_preset("small", [](const ResNetConfig& c) {
+        return "full topology and widths, " + input(c) + " input, " + classes(c) + ": CPU benchmarking";
+      }),
+      make_preset("full", [](const ResNetConfig& c) {
+        return input(c) + ", " + classes(c) + ": the published model (25,557,032 parameters)";
+      })};
   s.check = [](const WorkloadConfig& wc) {
     data_shard(wc, "resnet50");
     check_image_source(wc.data, resnet50_config(wc.preset).num_classes);
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     ResNetConfig cfg = resnet50_config(wc.preset);
-    const int64_t batch = wc.batch > 0 ? wc.batch : default_batch(wc.preset);
+    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
     std::unique_ptr<ImageSource> data = make_image_source(wc.data, cfg.image_size, cfg.in_channels, cfg.num_classes,
                                                           wc.seed, wc.device, data_shard(wc, "resnet50"));
     cfg.in_channels = data->channels();

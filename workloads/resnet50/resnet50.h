@@ -18,6 +18,7 @@ struct ResNetConfig {
   int64_t num_classes = 1000;
   std::array<int64_t, 4> blocks = {3, 4, 6, 3};
   static constexpr int64_t expansion = 4;
+  int64_t batch = 32;           // the preset's default images per iteration (--batch overrides)
 };
 
 ResNetConfig resnet50_config(const std::string& preset);   // throws std::invalid_argument for an unknown preset

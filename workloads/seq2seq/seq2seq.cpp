@@ -283,6 +283,14 @@ std::shared_ptr<const ParallelCorpus> load_corpus(const std::string& data, const
   return make_parallel_corpus(data, s, f);
 }
 
+// The workload's optimizer; describe() states it in the presets table.
+engine::optim::AdamOptions adam_options(const Seq2SeqConfig& c) {
+  engine::optim::AdamOptions o;
+  o.lr.kind = engine::optim::LrSchedule::Kind::constant;
+  o.lr.base_lr = c.learning_rate;
+  return o;
+}
+
 class Seq2SeqWorkload final : public Workload {
  public:
   Seq2SeqWorkload(Seq2SeqConfig cfg, std::shared_ptr<const ParallelCorpus> corpus, uint64_t seed, Device device)
@@ -362,12 +370,6 @@ class Seq2SeqWorkload final : public Workload {
     o.src_eos = false;   // TF NMT feeds sources without EOS
     return o;
   }
-  static engine::optim::AdamOptions adam_options(const Seq2SeqConfig& c) {
-    engine::optim::AdamOptions o;
-    o.lr.kind = engine::optim::LrSchedule::Kind::constant;
-    o.lr.base_lr = c.learning_rate;
-    return o;
-  }
 
   Seq2SeqConfig cfg_;
   Device device_;
@@ -377,11 +379,10 @@ class Seq2SeqWorkload final : public Workload {
   DropoutStream drop_;
 };
 
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const Seq2SeqConfig c = seq2seq_config(name);
-  Preset p{name, summary, c.batch, {}};
+PresetTable describe(const Seq2SeqConfig& c) {
   const std::string h = std::to_string(c.hidden);
-  p.table = {
+  const engine::optim::AdamOptions adam = adam_options(c);
+  return {
       {"architecture", "TF NMT attention model (Luong et al. 2017): LSTM encoder-decoder, Bahdanau attention, "
                        "input feeding"},
       {"layers", std::to_string(c.layers) + " encoder + " + std::to_string(c.layers) + " decoder LSTM layers, " + h +
@@ -394,14 +395,27 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"dropout", table_number(c.dropout) + " on every LSTM layer's input"},
       {"init", "U(-" + table_number(c.init_range) + ", " + table_number(c.init_range) +
                    ") for every weight; LSTM biases 0 with forget-gate bias 1"},
-      {"optimizer", "Adam " + table_number(c.learning_rate) +
-                        " (betas 0.9/0.999, eps 1e-8), gradient norm clipped at " + table_number(c.max_gradient_norm)},
+      {"optimizer", "Adam " + table_number(adam.lr.base_lr) + " (betas " + table_number(adam.beta1) + "/" +
+                        table_number(adam.beta2) + ", eps " + table_exponent(adam.eps) +
+                        "), gradient norm clipped at " + table_number(c.max_gradient_norm)},
       {"batch", std::to_string(c.batch) + " sentence pairs, " + std::to_string(c.buckets) + " length buckets"},
       {"max_length", std::to_string(c.max_length) + " tokens per side"},
       {"data", "synthetic parallel text from a fixed grammar (workloads/data/text_data.h), IWSLT15-sized; quality: "
                "BLEU of greedy decoding on held-out pairs"},
       {"batch_size", std::to_string(c.batch) + " pairs"}};
-  return p;
+}
+
+std::string lstm_layers(const Seq2SeqConfig& c) {
+  return std::to_string(c.layers) + "+" + std::to_string(c.layers) + " LSTM layers of " + std::to_string(c.hidden);
+}
+
+// The summary: the preset's shape from its configuration, then what it is for (`use`, may be empty).
+Preset make_preset(const std::string& name, const std::string& use) {
+  const Seq2SeqConfig c = seq2seq_config(name);
+  const std::string summary = lstm_layers(c) + ", vocabularies " + grouped_count(c.src_vocab) + "/" +
+                              grouped_count(c.tgt_vocab) + ", batches of " + std::to_string(c.batch) +
+                              (use.empty() ? "" : ": " + use);
+  return {name, summary, c.batch, describe(c)};
 }
 
 }  // namespace
@@ -410,12 +424,11 @@ WorkloadSpec seq2seq_spec() {
   WorkloadSpec s;
   s.name = "seq2seq";
   s.domain = "machine translation";
-  s.description = "TF NMT's IWSLT15 en-vi model: 2+2 LSTM layers of 512, Bahdanau attention with input feeding, "
-                  "Adam, gradient clipping, batches of 128 pairs";
-  s.presets = {make_preset("tiny", "2+2 LSTM layers of 32, vocabularies 64/40, batches of 32: tests"),
-               make_preset("small", "2+2 LSTM layers of 256, vocabularies 8,000/3,600, batches of 128: CPU "
-                                    "benchmarking"),
-               make_preset("full", "2+2 LSTM layers of 512, vocabularies 17,191/7,709, batches of 128")};
+  const Seq2SeqConfig full = seq2seq_config("full");
+  s.description = "TF NMT's IWSLT15 en-vi model: " + lstm_layers(full) +
+                  ", Bahdanau attention with input feeding, Adam, gradient clipping, batches of " +
+                  std::to_string(full.batch) + " pairs";
+  s.presets = {make_preset("tiny", "tests"), make_preset("small", "CPU benchmarking"), make_preset("full", "")};
   s.check = [](const WorkloadConfig& wc) {
     seq2seq_config(wc.preset);
     data_shard(wc, "seq2seq");

@@ -223,6 +223,18 @@ std::shared_ptr<const ParallelCorpus> load_corpus(const std::string& data, const
   return std::make_shared<ParallelCorpus>(read_parallel_text(parse_text_files_spec(data), o));
 }
 
+// The workload's optimizer; describe() states it in the presets table.
+engine::optim::AdamOptions adam_options(const TransformerConfig& c) {
+  engine::optim::AdamOptions o;
+  o.lr.kind = engine::optim::LrSchedule::Kind::inverse_sqrt;
+  o.lr.base_lr = c.lr_factor / std::sqrt(static_cast<double>(c.d_model));
+  o.lr.warmup_steps = c.warmup;
+  o.beta1 = 0.9;
+  o.beta2 = 0.98;
+  o.eps = 1e-9;
+  return o;
+}
+
 class TransformerWorkload final : public Workload {
  public:
   TransformerWorkload(TransformerConfig cfg, std::shared_ptr<const ParallelCorpus> corpus, int64_t max_tokens,
@@ -296,16 +308,6 @@ class TransformerWorkload final : public Workload {
     o.src_eos = true;   // fairseq appends EOS to sources
     return o;
   }
-  static engine::optim::AdamOptions adam_options(const TransformerConfig& c) {
-    engine::optim::AdamOptions o;
-    o.lr.kind = engine::optim::LrSchedule::Kind::inverse_sqrt;
-    o.lr.base_lr = c.lr_factor / std::sqrt(static_cast<double>(c.d_model));
-    o.lr.warmup_steps = c.warmup;
-    o.beta1 = 0.9;
-    o.beta2 = 0.98;
-    o.eps = 1e-9;
-    return o;
-  }
 
   // Greedy decoding: the decoder runs again on the whole prefix at every step (no cache), up
   // to the longest source + 10 tokens or until every row has produced EOS.
@@ -346,10 +348,9 @@ class TransformerWorkload final : public Workload {
   DropoutStream drop_;
 };
 
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const TransformerConfig c = transformer_config(name);
-  Preset p{name, summary, c.max_tokens, {}};
-  p.table = {
+PresetTable describe(const TransformerConfig& c) {
+  const engine::optim::AdamOptions adam = adam_options(c);
+  return {
       {"architecture", "Transformer (Vaswani et al. 2017), post-layer-norm encoder-decoder, fairseq module names"},
       {"layers", std::to_string(c.encoder_layers) + " encoder + " + std::to_string(c.decoder_layers) + " decoder"},
       {"d_model", std::to_string(c.d_model)},
@@ -359,7 +360,8 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"embedding", "N(0, d^-0.5), scaled by sqrt(d), plus interleaved sinusoidal positions"},
       {"dropout", table_number(c.dropout) + " on embeddings and every sub-layer output (none inside attention or the FFN)"},
       {"label_smoothing", table_number(c.label_smoothing) + ", padding ignored, loss per target token"},
-      {"optimizer", "Adam betas 0.9/0.98, eps 1e-9"},
+      {"optimizer", "Adam betas " + table_number(adam.beta1) + "/" + table_number(adam.beta2) + ", eps " +
+                        table_exponent(adam.eps)},
       {"learning_rate", table_number(c.lr_factor) + " x d^-0.5 x min(s^-0.5, s x " + std::to_string(c.warmup) + "^-1.5)"},
       {"batch", std::to_string(c.max_tokens) + " tokens (padded, the larger of source and target), by length"},
       {"max_length", std::to_string(c.max_length) + " tokens per side"},
@@ -367,8 +369,18 @@ Preset make_preset(const std::string& name, const std::string& summary) {
       {"data", "synthetic parallel text from a fixed grammar (workloads/data/text_data.h); quality: BLEU of greedy "
                "decoding on held-out pairs"},
       {"batch_size", std::to_string(c.max_tokens) + " tokens"}};
-  return p;
 }
+
+// `summary` writes the one-line text around the configuration's numbers.
+Preset make_preset(const std::string& name, std::string (*summary)(const TransformerConfig&)) {
+  const TransformerConfig c = transformer_config(name);
+  return {name, summary(c), c.max_tokens, describe(c)};
+}
+
+std::string layers(const TransformerConfig& c) {
+  return std::to_string(c.encoder_layers) + "+" + std::to_string(c.decoder_layers) + " layers";
+}
+std::string token_batches(const TransformerConfig& c) { return grouped_count(c.max_tokens) + "-token batches"; }
 
 }  // namespace
 
@@ -376,12 +388,24 @@ WorkloadSpec transformer_spec() {
   WorkloadSpec s;
   s.name = "transformer";
   s.domain = "machine translation";
-  s.description = "Transformer base (6+6 layers, d 512, 8 heads), shared embeddings, label smoothing, Adam with "
+  const TransformerConfig base = transformer_config("full");
+  s.description = "Transformer base (" + layers(base) + ", d " + std::to_string(base.d_model) + ", " +
+                  std::to_string(base.heads) + " heads), shared embeddings, label smoothing, Adam with "
                   "inverse-square-root warm-up, batches by token count";
-  s.presets = {make_preset("tiny", "2+2 layers, d 32, 200-word vocabulary, 256-token batches: tests"),
-               make_preset("small", "6+6 layers and 8 heads at d 256, ffn 1024, 8,000 words, 1,024-token batches: "
-                                    "CPU benchmarking"),
-               make_preset("full", "the base model: d 512, ffn 2048, 37,000 shared words, 4,096-token batches")};
+  s.presets = {
+      make_preset("tiny", [](const TransformerConfig& c) {
+        return layers(c) + ", d " + std::to_string(c.d_model) + ", " + grouped_count(c.vocab) + "-word vocabulary, " +
+               token_batches(c) + ": tests";
+      }),
+      make_preset("small", [](const TransformerConfig& c) {
+        return layers(c) + " and " + std::to_string(c.heads) + " heads at d " + std::to_string(c.d_model) + ", ffn " +
+               std::to_string(c.ffn) + ", " + grouped_count(c.vocab) + " words, " + token_batches(c) +
+               ": CPU benchmarking";
+      }),
+      make_preset("full", [](const TransformerConfig& c) {
+        return "the base model: d " + std::to_string(c.d_model) + ", ffn " + std::to_string(c.ffn) + ", " +
+               grouped_count(c.vocab) + " shared words, " + token_batches(c);
+      })};
   s.check = [](const WorkloadConfig& wc) {
     transformer_config(wc.preset);
     data_shard(wc, "transformer");

@@ -22,6 +22,7 @@ WganConfig wgan_config(const std::string& preset) {
   if (preset == "full") return c;   // the paper's 64x64 model, DIM 64
   if (preset == "small") {
     c.dim = 16;   // same topology at a quarter of the widths: 0.2-2 s per iteration on 2 cores
+    c.batch = 8;
     return c;
   }
   if (preset == "tiny") {
@@ -29,6 +30,7 @@ WganConfig wgan_config(const std::string& preset) {
     c.noise = 32;
     c.widths = {2, 2, 1};   // two blocks each: 16x16 images
     c.lr = 2e-4;
+    c.batch = 16;
     return c;
   }
   throw std::invalid_argument("unknown wgan preset '" + preset + "' (tiny, small, full)");
@@ -309,8 +311,6 @@ class WganWorkload final : public Workload {
   Rng rng_;
 };
 
-int64_t default_batch(const std::string& preset) { return preset == "full" ? 64 : preset == "small" ? 8 : 16; }
-
 std::string join_widths(const WganConfig& c, bool critic) {
   std::string s;
   const auto n = c.widths.size();
@@ -321,14 +321,15 @@ std::string join_widths(const WganConfig& c, bool critic) {
   return s;
 }
 
-Preset make_preset(const std::string& name, const std::string& summary) {
-  const WganConfig c = wgan_config(name);
-  const int64_t batch = default_batch(name);
-  Preset p{name, summary, batch, {}};
-  const std::string side = std::to_string(c.image_size());
-  p.table = {
+std::string image_side(const WganConfig& c) {
+  return std::to_string(c.image_size()) + "x" + std::to_string(c.image_size());
+}
+
+PresetTable describe(const WganConfig& c) {
+  const engine::optim::AdamOptions adam = adam_options(c);
+  return {
       {"architecture", "WGAN-GP ResNet generator and critic (Gulrajani et al. 2017, gan_64x64.py)"},
-      {"image_size", side + "x" + side + "x3, values in [-1, 1]"},
+      {"image_size", image_side(c) + "x3, values in [-1, 1]"},
       {"dim", std::to_string(c.dim)},
       {"noise", std::to_string(c.noise) + " standard normal"},
       {"generator_channels", "linear -> 4x4x" + std::to_string(c.widths.front() * c.dim) + ", blocks to " +
@@ -345,12 +346,18 @@ Preset make_preset(const std::string& name, const std::string& summary) {
                "e ~ U[0, 1] per sample; generator: -E[D(G(z))]"},
       {"lambda", table_number(c.lambda)},
       {"critic_steps", std::to_string(c.critic_steps) + " per generator step (one iteration)"},
-      {"optimizer", "Adam lr " + table_number(c.lr) + ", betas " + table_number(c.beta1) + "/" + table_number(c.beta2) +
-                        ", eps 1e-8, constant (separate for each network)"},
+      {"optimizer", "Adam lr " + table_number(adam.lr.base_lr) + ", betas " + table_number(adam.beta1) + "/" +
+                        table_number(adam.beta2) + ", eps " + table_exponent(adam.eps) +
+                        ", constant (separate for each network)"},
       {"samples_per_iteration", "batch x critic_steps real images"},
       {"data", "synthetic scenes (a sky gradient and a coloured disc); quality: image-statistics distance"},
-      {"batch_size", std::to_string(batch)}};
-  return p;
+      {"batch_size", std::to_string(c.batch)}};
+}
+
+// `summary` writes the one-line text around the configuration's numbers.
+Preset make_preset(const std::string& name, std::string (*summary)(const WganConfig&)) {
+  const WganConfig c = wgan_config(name);
+  return {name, summary(c), c.batch, describe(c)};
 }
 
 }  // namespace
@@ -359,11 +366,22 @@ WorkloadSpec wgan_spec() {
   WorkloadSpec s;
   s.name = "wgan";
   s.domain = "image generation";
-  s.description = "WGAN-GP with the ResNet generator and critic (64x64), gradient penalty through second-order "
-                  "gradients, 5 critic steps per generator step, Adam";
-  s.presets = {make_preset("tiny", "16x16 images, two blocks per network, dim 8: tests"),
-               make_preset("small", "the full topology (64x64, four blocks per network) at dim 16: CPU benchmarking"),
-               make_preset("full", "64x64, dim 64: the paper's model (generator 8,540,483, critic 7,488,001 parameters)")};
+  const WganConfig full = wgan_config("full");
+  s.description = "WGAN-GP with the ResNet generator and critic (" + image_side(full) +
+                  "), gradient penalty through second-order gradients, " + std::to_string(full.critic_steps) +
+                  " critic steps per generator step, Adam";
+  s.presets = {
+      make_preset("tiny", [](const WganConfig& c) {
+        return image_side(c) + " images, two blocks per network, dim " + std::to_string(c.dim) + ": tests";
+      }),
+      make_preset("small", [](const WganConfig& c) {
+        return "the full topology (" + image_side(c) + ", four blocks per network) at dim " + std::to_string(c.dim) +
+               ": CPU benchmarking";
+      }),
+      make_preset("full", [](const WganConfig& c) {
+        return image_side(c) + ", dim " + std::to_string(c.dim) +
+               ": the paper's model (generator 8,540,483, critic 7,488,001 parameters)";
+      })};
   s.check = [](const WorkloadConfig& wc) {
     data_shard(wc, "wgan");
     if (wc.data != "synthetic") {
@@ -372,7 +390,7 @@ WorkloadSpec wgan_spec() {
   };
   s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const WganConfig cfg = wgan_config(wc.preset);
-    const int64_t batch = wc.batch > 0 ? wc.batch : default_batch(wc.preset);
+    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
     return std::make_unique<WganWorkload>(cfg, batch, wc.seed, wc.device, data_shard(wc, "wgan"));
   };
   return s;

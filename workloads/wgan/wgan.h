@@ -26,6 +26,7 @@ struct WganConfig {
   int64_t critic_steps = 5;
   float lambda = 10.0f;
   double lr = 1e-4, beta1 = 0.0, beta2 = 0.9;
+  int64_t batch = 64;   // the preset's default images per critic step (--batch overrides)
 
   int64_t blocks() const { return static_cast<int64_t>(widths.size()) - 1; }
   int64_t image_size() const { return int64_t{4} << blocks(); }
