@@ -4,13 +4,11 @@
 #include <stdexcept>
 
 #include "engine/cpu/dnnl_common.h"
+#include "engine/cpu/dnnl_primitives.h"
 
 namespace ts::engine::cpu {
 
 namespace {
-
-using dnnl::algorithm;
-using dnnl::prop_kind;
 
 struct ConvGeom {
   memory::dims src, weights, bias, dst;
@@ -56,14 +54,14 @@ ConvGeom conv_geom(const Shape& x, const Shape& w, const Conv2dParams& p) {
 md any_md(const memory::dims& d) { return md(d, f32, tag::any); }
 md weights_plain_md(const ConvGeom& c) { return md(c.weights_plain_dims, f32, c.grouped ? tag::goihw : tag::oihw); }
 
-dnnl::convolution_forward::primitive_desc fwd_pd(const dnnl::engine& eng, const ConvGeom& c, bool bias) {
-  auto d = bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                  any_md(c.src), any_md(c.weights), md(c.bias, f32, tag::a),
-                                                  any_md(c.dst), c.strides, c.dilates, c.pad_l, c.pad_r)
-                : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                  any_md(c.src), any_md(c.weights), any_md(c.dst), c.strides,
-                                                  c.dilates, c.pad_l, c.pad_r);
-  return dnnl::convolution_forward::primitive_desc(d, CpuBackend::Impl::attr(), eng);
+// `any` formats for the data and weights, so the primitive picks its layout; a plain bias.
+dnnl_pd::ConvDescs descs(const ConvGeom& c, bool bias) {
+  return {any_md(c.src), any_md(c.weights), bias ? md(c.bias, f32, tag::a) : md(), any_md(c.dst),
+          c.strides,     c.dilates,         c.pad_l,                           c.pad_r};
+}
+
+dnnl_pd::ConvForward fwd_pd(const dnnl::engine& eng, const ConvGeom& c, bool bias) {
+  return dnnl_pd::conv_forward(eng, descs(c, bias));
 }
 
 Shape dst_shape(const ConvGeom& c) { return Shape(c.dst.begin(), c.dst.end()); }
@@ -135,9 +133,7 @@ std::shared_ptr<BwdDataEntry> bwd_data_entry(CpuBackend::Impl& im, const Shape& 
                                   shape_str(dst_shape(c)));
     }
     auto hint = fwd_pd(im.eng, c, false);
-    dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, any_md(c.src), any_md(c.weights),
-                                            any_md(c.dst), c.strides, c.dilates, c.pad_l, c.pad_r);
-    dnnl::convolution_backward_data::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+    const auto pd = dnnl_pd::conv_backward_data(im.eng, descs(c, false), hint);
     auto e = std::make_shared<BwdDataEntry>(
         BwdDataEntry{pd, dnnl::convolution_backward_data(pd), Reorder(), Reorder(), {}});
     e->dy = Reorder(im.eng, md_for(dy_shape, dyl), pd.diff_dst_desc());
@@ -158,14 +154,7 @@ std::shared_ptr<BwdWeightsEntry> bwd_weights_entry(CpuBackend::Impl& im, const S
                                       " does not match output " + shape_str(dst_shape(c)));
         }
         auto hint = fwd_pd(im.eng, c, bias);
-        auto d = bias ? dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any_md(c.src),
-                                                                 any_md(c.weights), md(c.bias, f32, tag::a),
-                                                                 any_md(c.dst), c.strides, c.dilates, c.pad_l,
-                                                                 c.pad_r)
-                      : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any_md(c.src),
-                                                                 any_md(c.weights), any_md(c.dst), c.strides,
-                                                                 c.dilates, c.pad_l, c.pad_r);
-        dnnl::convolution_backward_weights::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+        const auto pd = dnnl_pd::conv_backward_weights(im.eng, descs(c, bias), hint);
         auto e = std::make_shared<BwdWeightsEntry>(
             BwdWeightsEntry{pd, dnnl::convolution_backward_weights(pd), Reorder(), Reorder(), Reorder(), md()});
         e->x = Reorder(im.eng, md_for(x, xl), pd.src_desc());

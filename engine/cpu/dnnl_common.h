@@ -1,7 +1,8 @@
 #pragma once
 // Internal to engine/cpu/: the oneDNN engine/stream, the primitive cache and the helpers that
-// translate between our Shape/Layout and oneDNN memory descriptors. The one thin layer
-// through which oneDNN 2.x is reached.
+// translate between our Shape/Layout and oneDNN memory descriptors. With dnnl_primitives.h (the
+// primitive descriptors, where oneDNN 2.x and 3.x differ), the thin layer through which the
+// CPU backend reaches oneDNN.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 

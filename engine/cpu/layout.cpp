@@ -12,6 +12,7 @@
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
+#include "engine/cpu/dnnl_primitives.h"
 #include "engine/backend_checks.h"
 
 namespace ts::engine::cpu {
@@ -62,7 +63,7 @@ Tensor CpuBackend::concat(const std::vector<Tensor>& xs, int64_t dim) {
   auto e = im.get<ConcatEntry>(key, [&] {
     std::vector<md> srcs;
     for (const auto& t : in) srcs.push_back(md_for(t.shape(), l));
-    dnnl::concat::primitive_desc pd(md_for(out, l), static_cast<int>(dim), srcs, im.eng, CpuBackend::Impl::attr());
+    const auto pd = dnnl_pd::concat(im.eng, md_for(out, l), static_cast<int>(dim), srcs);
     return std::make_shared<ConcatEntry>(ConcatEntry{pd, dnnl::concat(pd), srcs});
   });
   Tensor y = Tensor::empty(out, xs[0].device(), l);

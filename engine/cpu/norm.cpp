@@ -11,13 +11,11 @@
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
+#include "engine/cpu/dnnl_primitives.h"
 
 namespace ts::engine::cpu {
 
 namespace {
-
-using dnnl::normalization_flags;
-using dnnl::prop_kind;
 
 // [N, C] is normalised as [N, C, 1, 1] (same memory).
 Shape bn_shape(const Shape& s, const char* op) {
@@ -36,8 +34,6 @@ void check_channel_vec(const Tensor& t, int64_t c, const char* op, const char* w
   }
 }
 
-const normalization_flags kScaleShift = normalization_flags::use_scale | normalization_flags::use_shift;
-
 struct BnTrainEntry {
   dnnl::batch_normalization_forward::primitive_desc pd;
   dnnl::batch_normalization_forward prim;
@@ -53,13 +49,9 @@ struct BnBwdEntry {
   dnnl::batch_normalization_backward prim;
 };
 
-dnnl::batch_normalization_forward::primitive_desc bn_fwd_pd(const dnnl::engine& eng, const md& data, float eps,
-                                                            bool training, bool global_stats) {
-  normalization_flags flags = kScaleShift;
-  if (global_stats) flags = flags | normalization_flags::use_global_stats;
-  dnnl::batch_normalization_forward::desc d(training ? prop_kind::forward_training : prop_kind::forward_inference,
-                                            data, eps, flags);
-  return dnnl::batch_normalization_forward::primitive_desc(d, CpuBackend::Impl::attr(), eng);
+dnnl_pd::BatchNormForward bn_fwd_pd(const dnnl::engine& eng, const md& data, float eps, bool training,
+                                    bool global_stats) {
+  return dnnl_pd::batch_norm_forward(eng, data, eps, training, global_stats);
 }
 
 md vec_md(int64_t c) { return md({c}, f32, tag::a); }
@@ -142,10 +134,7 @@ BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy_in, const Tensor
       Key("bn_bwd") << s << l << static_cast<int64_t>(eps * 1e9f) << static_cast<int64_t>(use_global_stats), [&] {
         const md data = md_for(s, l);
         auto hint = bn_fwd_pd(im.eng, data, eps, true, use_global_stats);
-        normalization_flags flags = kScaleShift;
-        if (use_global_stats) flags = flags | normalization_flags::use_global_stats;
-        dnnl::batch_normalization_backward::desc d(prop_kind::backward, data, data, eps, flags);
-        dnnl::batch_normalization_backward::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+        const auto pd = dnnl_pd::batch_norm_backward(im.eng, data, eps, use_global_stats, hint);
         return std::make_shared<BnBwdEntry>(BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)});
       });
   BatchNormGrads r;

@@ -10,13 +10,13 @@
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
+#include "engine/cpu/dnnl_primitives.h"
 
 namespace ts::engine::cpu {
 
 namespace {
 
 using dnnl::algorithm;
-using dnnl::prop_kind;
 
 struct PoolGeom {
   memory::dims src, dst, strides, kernel, pad_l, pad_r;
@@ -61,11 +61,8 @@ struct PoolBwdEntry {
   Reorder dy;   // the caller's dy layout -> the forward's dst md
 };
 
-dnnl::pooling_forward::primitive_desc pool_fwd_pd(const dnnl::engine& eng, const PoolGeom& g, const md& src,
-                                                  const Shape& y_shape, const Layout& out_layout, algorithm a) {
-  dnnl::pooling_forward::desc d(prop_kind::forward_training, a, src, md_for(y_shape, out_layout), g.strides,
-                                g.kernel, g.pad_l, g.pad_r);
-  return dnnl::pooling_forward::primitive_desc(d, CpuBackend::Impl::attr(), eng);
+dnnl_pd::PoolDescs pool_descs(const PoolGeom& g, const md& src, const md& dst, algorithm a) {
+  return {a, src, dst, g.strides, g.kernel, g.pad_l, g.pad_r};
 }
 
 std::shared_ptr<PoolFwdEntry> pool_fwd_entry(CpuBackend::Impl& im, const Shape& x, const Layout& xl,
@@ -74,7 +71,7 @@ std::shared_ptr<PoolFwdEntry> pool_fwd_entry(CpuBackend::Impl& im, const Shape& 
     const PoolGeom g = pool_geom(x, p, op);
     const Shape ys(g.dst.begin(), g.dst.end());
     // Pooling keeps the input's layout.
-    auto pd = pool_fwd_pd(im.eng, g, md_for(x, xl), ys, xl, a);
+    const auto pd = dnnl_pd::pool_forward(im.eng, pool_descs(g, md_for(x, xl), md_for(ys, xl), a));
     return std::make_shared<PoolFwdEntry>(PoolFwdEntry{pd, dnnl::pooling_forward(pd), xl, ys});
   });
 }
@@ -89,9 +86,8 @@ std::shared_ptr<PoolBwdEntry> pool_bwd_entry(CpuBackend::Impl& im, const Shape& 
       throw std::invalid_argument(std::string(op) + ": dy " + shape_str(dy_shape) + " does not match output " +
                                   shape_str(ys));
     }
-    auto hint = pool_fwd_pd(im.eng, g, md_for(x, xl), ys, xl, a);
-    dnnl::pooling_backward::desc d(a, md_for(x, xl), md_for(ys, xl), g.strides, g.kernel, g.pad_l, g.pad_r);
-    dnnl::pooling_backward::primitive_desc pd(d, CpuBackend::Impl::attr(), im.eng, hint);
+    const dnnl_pd::PoolDescs descs = pool_descs(g, md_for(x, xl), md_for(ys, xl), a);
+    const auto pd = dnnl_pd::pool_backward(im.eng, descs, dnnl_pd::pool_forward(im.eng, descs));
     auto e = std::make_shared<PoolBwdEntry>(PoolBwdEntry{pd, dnnl::pooling_backward(pd), Reorder()});
     e->dy = Reorder(im.eng, md_for(dy_shape, dyl), md_for(ys, xl));
     return e;
