@@ -1,9 +1,7 @@
 // backend_for(Device) and memory_for(Device): the one place that knows every backend of this
 // build (the backends themselves never include one another). cpu always; cuda when the build has
 // CUDA.
-#include <map>
-#include <memory>
-#include <mutex>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -69,13 +67,20 @@ class CudaMemory final : public DeviceMemory {
 DeviceMemory& memory_for(Device device) {
 #ifdef TS_HAVE_CUDA
   if (device.type == DeviceType::cuda) {
-    // Never destroyed: tensors in static storage may be freed after the registry's statics.
-    static auto* const memories = new std::map<int, std::unique_ptr<CudaMemory>>();
-    static std::mutex mutex;
-    std::lock_guard<std::mutex> lock(mutex);
-    auto& m = (*memories)[device.index];
-    if (!m) m = std::make_unique<CudaMemory>(device.index);
-    return *m;
+    // One per possible device, made once: every tensor allocation and free passes here, so no
+    // lock and no lookup. Never destroyed: tensors in static storage may be freed after the
+    // registry's statics.
+    constexpr int kMaxDevices = 64;
+    static std::vector<CudaMemory>* const memories = [] {
+      auto* all = new std::vector<CudaMemory>();
+      all->reserve(kMaxDevices);
+      for (int i = 0; i < kMaxDevices; ++i) all->emplace_back(i);
+      return all;
+    }();
+    if (device.index < 0 || device.index >= kMaxDevices) {
+      throw std::runtime_error("no device memory for " + device.str() + " (device index out of range)");
+    }
+    return (*memories)[static_cast<size_t>(device.index)];
   }
 #endif
   if (device.type == DeviceType::cuda) throw std::runtime_error("this build has no CUDA backend for device " + device.str());

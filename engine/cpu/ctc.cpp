@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_common.h"
 #include "engine/ctc_plan.h"
 #include "engine/numerics/ctc.h"
 
@@ -22,11 +22,6 @@ using numerics::log_add;
 using numerics::log_add3;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-void check_cpu(const Tensor& t, const char* what) {
-  if (!t.defined()) throw std::invalid_argument(std::string("ctc_loss: ") + what + " is undefined");
-  if (!t.device().is_cpu()) throw std::invalid_argument(std::string("ctc_loss: ") + what + " is on " + t.device().str());
-}
 
 struct Sample {
   int64_t frames = 0;  // T_n
@@ -132,10 +127,10 @@ Backend::CtcResult CpuBackend::ctc_loss_forward(const Tensor& logits_in, const T
                                                 const Tensor& input_lengths, const Tensor& target_lengths,
                                                 int64_t blank, CtcReduction reduction, bool zero_infinity,
                                                 bool want_grad) {
-  check_cpu(logits_in, "logits");
-  check_cpu(targets, "targets");
-  check_cpu(input_lengths, "input_lengths");
-  check_cpu(target_lengths, "target_lengths");
+  check_cpu(logits_in, "ctc_loss", "logits");
+  check_cpu(targets, "ctc_loss", "targets");
+  check_cpu(input_lengths, "ctc_loss", "input_lengths");
+  check_cpu(target_lengths, "ctc_loss", "target_lengths");
   const ctc::Plan plan = ctc::plan(logits_in, targets, input_lengths, target_lengths, blank);
   const int64_t t_max = plan.t_max, n = plan.n, k_count = plan.k;
   const std::vector<int64_t>& labels = plan.labels;
@@ -180,16 +175,15 @@ Backend::CtcResult CpuBackend::ctc_loss_forward(const Tensor& logits_in, const T
 }
 
 Tensor CpuBackend::ctc_loss_backward(const Tensor& dloss, const Tensor& grad) {
-  check_cpu(dloss, "dloss");
-  check_cpu(grad, "grad");
+  check_cpu(dloss, "ctc_loss", "dloss");
+  check_cpu(grad, "ctc_loss", "grad");
   ctc::check_backward(dloss, grad);
   const float g = dloss.data()[0];
   Tensor dx = Tensor::empty(grad.shape(), Device::cpu());
   const float* src = grad.data();
   float* dst = dx.data();
   const int64_t count = grad.numel();
-#pragma omp parallel for simd if (count > (1 << 15)) schedule(static)
-  for (int64_t i = 0; i < count; ++i) dst[i] = g * src[i];
+  parallel_for(count, [&](int64_t i) { dst[i] = g * src[i]; });
   return dx;
 }
 
