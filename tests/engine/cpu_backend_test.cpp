@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/context.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/device_memory.h"
 #include "engine/ops.h"
 #include "memprof/ledger.h"
 #include "test_util.h"
@@ -23,6 +24,27 @@ TEST(CpuBackend, BackendForDevices) {
   EXPECT_THROW(backend_for(Device::meta()), std::runtime_error);
 #ifndef TS_HAVE_CUDA
   EXPECT_THROW(backend_for(Device{DeviceType::cuda, 0}), std::runtime_error);   // the CUDA tests cover it otherwise
+#endif
+}
+
+// The device-memory interface beside backend_for: the CPU always runs work, meta never; a GPU
+// either can be used or says why not (no CUDA in the build, no driver, no device), on any machine.
+TEST(CpuBackend, DeviceUsableAndMemoryFor) {
+  std::string why = "unchanged";
+  EXPECT_TRUE(device_usable(Device::cpu(), &why));
+  EXPECT_FALSE(device_usable(Device::meta(), &why));
+  EXPECT_NE(why.find("shapes only"), std::string::npos) << why;
+  why.clear();
+  if (!device_usable(Device{DeviceType::cuda, 0}, &why)) {
+    EXPECT_FALSE(why.empty());
+  }
+  // Host memory is the CPU backend's, and no build has a 65th GPU.
+  EXPECT_THROW(memory_for(Device::cpu()), std::runtime_error);
+  EXPECT_THROW(memory_for(Device{DeviceType::cuda, 64}), std::runtime_error);
+#ifndef TS_HAVE_CUDA
+  EXPECT_THROW(memory_for(Device{DeviceType::cuda, 0}), std::runtime_error);
+#else
+  EXPECT_EQ(&memory_for(Device{DeviceType::cuda, 1}), &memory_for(Device{DeviceType::cuda, 1}));
 #endif
 }
 
