@@ -1,6 +1,6 @@
-// CTC loss (engine/ops/ctc.cpp, engine/cpu/ctc.cpp) against a brute-force reference
-// that enumerates every alignment of small cases, plus finite-difference gradient checks, and
-// the greedy decoder and edit distance.
+// The ctc family (engine/ops/ctc.cpp): the CTC loss against a brute-force reference that
+// enumerates every alignment of small cases, finite-difference gradient checks, and the greedy
+// decoder and edit distance.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,15 +11,15 @@
 #include "engine/context.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
+#include "on_every_device.h"
 #include "test_util.h"
 
 namespace ts::engine {
 namespace {
 
 using namespace testing;
-using Reduction = Backend::CtcReduction;
 
-// ---------------------------------------------------------------- brute-force reference
+using Reduction = Backend::CtcReduction;
 
 // B(path): merge repeats, then drop blanks.
 std::vector<int64_t> collapse(const std::vector<int64_t>& path, int64_t blank) {
@@ -174,21 +174,19 @@ void expect_matches_reference(const Case& c, uint64_t seed, int64_t blank = 0, b
   }
 }
 
-// ---------------------------------------------------------------- against the reference
-
-TEST(Ctc, MatchesBruteForceOnRandomCases) {
+TEST(CtcCpu, MatchesBruteForceOnRandomCases) {
   // T = 5, K = 4: distinct labels, a repeat (needs a blank between), a target that needs every
   // frame (L + repeats = T), a single label, and shorter inputs than T.
   const Case c{5, 4, {5, 5, 5, 4, 3, 5}, {{1, 2}, {1, 1}, {2, 2, 3, 3}, {3}, {1, 2, 3}, {3, 1, 3}}};
   expect_matches_reference(c, 11);
 }
 
-TEST(Ctc, MatchesBruteForceAtSixFramesThreeClasses) {
+TEST(CtcCpu, MatchesBruteForceAtSixFramesThreeClasses) {
   const Case c{6, 3, {6, 6, 6, 2}, {{1, 1, 1}, {2, 1, 2, 1}, {1, 2, 2}, {2, 2}}};
   expect_matches_reference(c, 12);
 }
 
-TEST(Ctc, EmptyTargetsAreAllBlank) {
+TEST(CtcCpu, EmptyTargetsAreAllBlank) {
   // p(empty) = prod_t y_t(blank); mean divides by max(L, 1) = 1.
   const Case c{4, 3, {4, 2, 0}, {{}, {}, {}}};
   expect_matches_reference(c, 13);
@@ -198,12 +196,12 @@ TEST(Ctc, EmptyTargetsAreAllBlank) {
   EXPECT_FLOAT_EQ(nll.to_vector()[2], 0.0f);  // no frames, nothing to emit: p = 1
 }
 
-TEST(Ctc, NonZeroBlankIndex) {
+TEST(CtcCpu, NonZeroBlankIndex) {
   const Case c{5, 4, {5, 5, 4}, {{0, 1}, {2, 2}, {1, 0, 2}}};
   expect_matches_reference(c, 14, /*blank=*/3);
 }
 
-TEST(Ctc, InfeasibleLengthsGiveInfinityOrZero) {
+TEST(CtcCpu, InfeasibleLengthsGiveInfinityOrZero) {
   // [1, 1, 2] needs 4 frames (a blank between the repeats); 3 are given. [2] with 0 frames.
   const Case c{4, 3, {3, 4, 0}, {{1, 1, 2}, {1, 2}, {2}}};
   expect_matches_reference(c, 15, 0, /*zero_infinity=*/false);
@@ -218,7 +216,7 @@ TEST(Ctc, InfeasibleLengthsGiveInfinityOrZero) {
   EXPECT_TRUE(std::isinf(v[2]));
 }
 
-TEST(Ctc, NanLogitsAreNotMistakenForInfeasible) {
+TEST(CtcCpu, NanLogitsAreNotMistakenForInfeasible) {
   // zero_infinity zeroes impossible alignments, never a NaN from the input.
   const Case c{4, 3, {4}, {{1, 2}}};
   Inputs in = make_inputs(c, 18);
@@ -231,7 +229,7 @@ TEST(Ctc, NanLogitsAreNotMistakenForInfeasible) {
   EXPECT_TRUE(std::isnan(loss.item()));
 }
 
-TEST(Ctc, PaddedFramesDoNotMatter) {
+TEST(CtcCpu, PaddedFramesDoNotMatter) {
   const Case c{6, 4, {3, 6}, {{1, 2}, {3, 3}}};
   Inputs a = make_inputs(c, 16);
   Inputs b = make_inputs(c, 16);
@@ -248,7 +246,7 @@ TEST(Ctc, PaddedFramesDoNotMatter) {
   EXPECT_FLOAT_EQ(na.to_vector()[0], nb.to_vector()[0]);
 }
 
-TEST(Ctc, MeanIsSumOverTargetLengthAndBatch) {
+TEST(CtcCpu, MeanIsSumOverTargetLengthAndBatch) {
   const Case c{6, 4, {6, 5, 6}, {{1, 2, 3}, {2}, {3, 1}}};
   const Inputs in = make_inputs(c, 17);
   NoGradScope no_grad;
@@ -262,9 +260,7 @@ TEST(Ctc, MeanIsSumOverTargetLengthAndBatch) {
   EXPECT_NEAR(mean, (v[0] / 3 + v[1] / 1 + v[2] / 2) / 3, 1e-5);
 }
 
-// ---------------------------------------------------------------- gradients
-
-TEST(Ctc, Gradcheck) {
+TEST(CtcCpu, Gradcheck) {
   const Case c{6, 4, {6, 5, 6, 4}, {{1, 2}, {1, 1}, {3}, {}}};
   for (Reduction red : {Reduction::mean, Reduction::sum}) {
     SCOPED_TRACE(red == Reduction::mean ? "mean" : "sum");
@@ -280,7 +276,7 @@ TEST(Ctc, Gradcheck) {
   }
 }
 
-TEST(Ctc, GradcheckThroughAScale) {
+TEST(CtcCpu, GradcheckThroughAScale) {
   // The incoming gradient scales d loss / d logits (backward is more than returning `grad`).
   const Case c{5, 3, {5, 5}, {{1, 2}, {2, 2}}};
   const Inputs in = make_inputs(c, 22);
@@ -291,7 +287,7 @@ TEST(Ctc, GradcheckThroughAScale) {
       {in.logits}));
 }
 
-TEST(Ctc, LongSequencesStayFiniteAndGradientsSumToZero) {
+TEST(CtcCpu, LongSequencesStayFiniteAndGradientsSumToZero) {
   // T = 300, L = 80 with large logits: probabilities of order exp(-1000) that only log space
   // keeps; per frame the gradient (softmax - occupancy) sums to zero over the classes.
   const int64_t t_max = 300, n = 3, k = 29;
@@ -326,7 +322,7 @@ TEST(Ctc, LongSequencesStayFiniteAndGradientsSumToZero) {
   }
 }
 
-TEST(Ctc, DeterministicAcrossCalls) {
+TEST(CtcCpu, DeterministicAcrossCalls) {
   const Case c{6, 4, {6, 6, 5, 6}, {{1, 2}, {3, 3}, {2}, {1, 2, 3}}};
   const Inputs in = make_inputs(c, 24);
   NoGradScope no_grad;
@@ -335,7 +331,7 @@ TEST(Ctc, DeterministicAcrossCalls) {
   EXPECT_EQ(a, b);
 }
 
-TEST(Ctc, RejectsBadArguments) {
+TEST(CtcCpu, RejectsBadArguments) {
   const Case c{4, 3, {4, 4}, {{1, 2}, {2}}};
   const Inputs in = make_inputs(c, 25);
   auto run = [&](const Tensor& logits, const Tensor& targets, const Tensor& il, const Tensor& tl,
@@ -363,7 +359,7 @@ TEST(Ctc, RejectsBadArguments) {
   EXPECT_THROW(run(in.logits, t, in.input_lengths, in.target_lengths), std::invalid_argument);
 }
 
-TEST(Ctc, SecondBackwardFailsLoudly) {
+TEST(CtcCpu, SecondBackwardFailsLoudly) {
   const Case c{4, 3, {4}, {{1, 2}}};
   const Inputs in = make_inputs(c, 26);
   const Tensor loss = ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths);
@@ -371,9 +367,7 @@ TEST(Ctc, SecondBackwardFailsLoudly) {
   EXPECT_THROW(grad({ops::sum(g)}, {in.logits}), std::logic_error);
 }
 
-// ---------------------------------------------------------------- decoding and error rate
-
-TEST(Ctc, GreedyDecodeCollapsesRepeatsAndDropsBlanks) {
+TEST(CtcCpu, GreedyDecodeCollapsesRepeatsAndDropsBlanks) {
   // Frame argmaxes: sample 0: 1 1 0 1 2 2 -> [1, 1, 2]; sample 1 (4 frames): 0 2 2 0 -> [2].
   const std::vector<std::vector<int64_t>> best{{1, 1, 0, 1, 2, 2}, {0, 2, 2, 0, 1, 1}};
   const int64_t t_max = 6, n = 2, k = 3;
@@ -391,7 +385,7 @@ TEST(Ctc, GreedyDecodeCollapsesRepeatsAndDropsBlanks) {
   EXPECT_THROW(ops::ctc_greedy_decode(logits, Tensor::from_vector({2}, {7, 4})), std::invalid_argument);
 }
 
-TEST(Ctc, EditDistanceAndErrorRate) {
+TEST(CtcCpu, EditDistanceAndErrorRate) {
   auto seq = [](const std::string& s) { return std::vector<int64_t>(s.begin(), s.end()); };
   EXPECT_EQ(ops::edit_distance(seq("kitten"), seq("sitting")), 3);
   EXPECT_EQ(ops::edit_distance(seq(""), seq("abc")), 3);

@@ -138,4 +138,30 @@ Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil, int64_t group
   return p;
 }
 
+Pool2dParams pool_params(int64_t k, int64_t s, int64_t pad, bool include_pad) {
+  Pool2dParams p;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_h = p.pad_w = pad;
+  p.count_include_pad = include_pad;
+  return p;
+}
+
+Tensor away_from_kinks(const Shape& shape, uint64_t seed, float ceiling, bool requires_grad) {
+  std::vector<float> v = uniform(shape_numel(shape), seed, -1.0f, 2.0f * ceiling);
+  for (float& e : v) {
+    if (std::abs(e) < 0.05f) e = e < 0.0f ? -0.05f - 0.3f : 0.05f + 0.1f;
+    if (std::abs(e - ceiling) < 0.05f) e = ceiling + (e < ceiling ? -0.1f : 0.1f);
+  }
+  Tensor t = Tensor::from_vector(shape, v);
+  t.set_requires_grad(requires_grad);
+  return t;
+}
+
+Tensor rois_of(const std::vector<std::vector<float>>& rows) {
+  std::vector<float> v;
+  for (const auto& r : rows) v.insert(v.end(), r.begin(), r.end());
+  return Tensor::from_vector({static_cast<int64_t>(rows.size()), 5}, v);
+}
+
 }  // namespace ts::engine::testing

@@ -33,6 +33,14 @@ std::vector<float> naive_linear(const std::vector<float>& x, int64_t n, int64_t 
 
 // Square stride, padding, dilation.
 Conv2dParams conv_params(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1);
+// Square kernel, stride and padding.
+Pool2dParams pool_params(int64_t k, int64_t s, int64_t pad, bool include_pad = false);
+
+// Deep Speech 2's clipped ReLU, min(max(x, 0), c): values kept 0.05 away from both kinks
+// (the finite-difference step is 0.01), so that the checks see the three pieces.
+Tensor away_from_kinks(const Shape& shape, uint64_t seed, float ceiling, bool requires_grad = true);
+// RoIs [R, 5] (image, x1, y1, x2, y2) from their rows.
+Tensor rois_of(const std::vector<std::vector<float>>& rows);
 
 // max |a - b| / (1 + |b|)
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b);

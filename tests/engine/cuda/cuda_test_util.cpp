@@ -1,8 +1,10 @@
 #include "cuda_test_util.h"
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 
 #include "../test_util.h"
@@ -10,35 +12,7 @@
 
 namespace ts::engine::testing {
 
-Tensor copy_to(const Tensor& x, Device device) { return Tensor::from_vector(x.shape(), x.to_vector(), device); }
-
-namespace {
-
-struct ToDeviceBackward : Node {
-  Device from;
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {transfer(g[0], from)}; }
-  std::string name() const override { return "ToDeviceBackward"; }
-};
-
-}  // namespace
-
-Tensor transfer(const Tensor& x, Device device) {
-  Tensor y = copy_to(x, device);
-  if (needs_grad({&x})) {
-    auto n = std::make_shared<ToDeviceBackward>();
-    n->from = x.device();
-    connect(n, {&x}, {&y});
-  }
-  return y;
-}
-
-GradFn on_gpu(GradFn f) {
-  return [f = std::move(f)](const std::vector<Tensor>& in) {
-    std::vector<Tensor> g;
-    for (const auto& t : in) g.push_back(t.defined() ? transfer(t, gpu()) : Tensor());
-    return transfer(f(g), Device::cpu());
-  };
-}
+GradFn on_gpu(GradFn f) { return on_device(std::move(f), gpu()); }
 
 ::testing::AssertionResult close_to_cpu(const Tensor& g, const Tensor& c, double tol) {
   if (!g.defined() || !c.defined()) {
@@ -67,6 +41,38 @@ GradFn on_gpu(GradFn f) {
   return ::testing::AssertionFailure() << "max |gpu - cpu| / (1 + |cpu|) = " << worst << " >= " << tol << " at element "
                                        << at << " (gpu " << gv[at] << ", cpu " << cv[at] << ") of "
                                        << shape_str(g.shape());
+}
+
+::testing::AssertionResult same_bits(const Tensor& g, const Tensor& c) {
+  if (!g.defined() || !c.defined()) return ::testing::AssertionFailure() << "undefined result";
+  if (g.device().type != DeviceType::cuda) return ::testing::AssertionFailure() << "result on " << g.device().str();
+  if (g.shape() != c.shape() || !(g.layout() == c.layout())) {
+    return ::testing::AssertionFailure() << shape_str(g.shape()) << " " << g.layout().str() << " vs cpu "
+                                         << shape_str(c.shape()) << " " << c.layout().str();
+  }
+  const auto gv = g.to_vector(), cv = c.to_vector();
+  for (size_t i = 0; i < gv.size(); ++i) {
+    if (std::memcmp(&gv[i], &cv[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure() << "element " << i << " of " << shape_str(g.shape()) << ": gpu " << gv[i]
+                                           << ", cpu " << cv[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Tensor rnd(const Shape& s, uint64_t seed, float lo, float hi) { return rand_tensor(s, seed, false, lo, hi); }
+
+Tensor up(const Tensor& t) { return t.defined() ? copy_to(t, gpu()) : Tensor(); }
+
+Tensor in_layout_gpu(const Tensor& cpu_tensor, const Layout& l) { return gpu_be().to_layout(up(cpu_tensor), l); }
+
+std::string invalid_argument_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(no std::invalid_argument)";
 }
 
 }  // namespace ts::engine::testing

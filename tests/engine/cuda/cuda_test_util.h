@@ -4,8 +4,10 @@
 // GPU result with the CPU backend's.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 
+#include "../on_every_device.h"
 #include "engine/backend.h"
 #include "engine/gradcheck.h"
 #include "engine/cuda/device_memory.h"
@@ -21,14 +23,39 @@
 
 namespace ts::engine::testing {
 
+// Tolerances of the parity tests, max |gpu - cpu| / (1 + |cpu|), with TF32 off (CudaTest):
+//   kExact          1e-6  copies, layouts, fill, relu, add/mul/scale, pooling, concat/slice, SGD,
+//                         the dropout mask (the same hash, bit for bit), the CTC backward's
+//                         scaling: the same float operations in the same order (at most an FMA's
+//                         rounding)
+//   kPointwise      1e-6  exp and log-softmax forward: CUDA's expf is within 2 ulp, glibc's
+//                         within 1; log-softmax's normaliser is a double sum (other order) rounded
+//                         once; also the storage sums (double) of clipped outputs, which check
+//                         padded channels
+//   kReduce         1e-5  sums in another order or precision: sum_all, softmax cross-entropy, bias
+//                         gradients, the eval-mode batch-norm gradient, layer norm, label-smoothed
+//                         cross-entropy, the sum of squares, the attention softmax (double sums in
+//                         another order, expf/erff against libm); log-softmax backward: exp(y) (a
+//                         few ulp apart) times the row sum of dy, which reaches ~20 for rows of 1000
+//   kTranscendental 1e-5  tanhf, sqrtf and expf on the GPU against the host's libm (an ulp or two)
+//   kAtomic         1e-5  backward passes that scatter with atomic adds (RoIAlign, RoIPool): the
+//                         summation order differs from the CPU's and from run to run
+//   kLibrary        1e-4  cuDNN convolution / batch norm and cuBLAS GEMM against oneDNN: other
+//                         algorithms and summation orders (batch norm's variance is recovered
+//                         from cuDNN's 1 / sqrt(var + eps)); attention's GEMMs
+//   kTf32           2e-2  convolution and GEMM with TF32 tensor cores (10-bit mantissa inputs)
+// A family's own (attention, CTC, the recurrent layers) are in its file.
+constexpr double kExact = 1e-6;
+constexpr double kPointwise = 1e-6;
+constexpr double kReduce = 1e-5;
+constexpr double kTranscendental = 1e-5;
+constexpr double kAtomic = 1e-5;
+constexpr double kLibrary = 1e-4;
+constexpr double kTf32 = 2e-2;
+
 inline Device gpu() { return Device{DeviceType::cuda, 0}; }
 inline Backend& cpu_be() { return backend_for(Device::cpu()); }
 inline Backend& gpu_be() { return backend_for(gpu()); }
-
-// A copy on `device` (plain layout), through the host; no autograd history.
-Tensor copy_to(const Tensor& x, Device device);
-// The same, recorded for autograd: its backward copies the gradient back to x's device.
-Tensor transfer(const Tensor& x, Device device);
 
 // f run on the GPU for the gradient checker: its inputs are transferred there and its result
 // back, both differentiably, so finite differences on the CPU check the GPU's backward.
@@ -36,6 +63,17 @@ GradFn on_gpu(GradFn f);
 
 // max |gpu - cpu| / (1 + |cpu|) over the logical values, with shapes checked.
 ::testing::AssertionResult close_to_cpu(const Tensor& gpu_result, const Tensor& cpu_result, double tol);
+// The same shape, layout and bits of every logical value (NaNs included), the GPU's on the GPU.
+::testing::AssertionResult same_bits(const Tensor& gpu_result, const Tensor& cpu_result);
+
+// Uniform in [lo, hi) on the CPU, without gradient; and a copy on the GPU (undefined stays so).
+Tensor rnd(const Shape& s, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+Tensor up(const Tensor& t);
+// A copy on the GPU in layout l (the GPU backend's own reorder).
+Tensor in_layout_gpu(const Tensor& cpu_tensor, const Layout& l);
+
+// What `f` throws as std::invalid_argument (its message), or a note that it did not.
+std::string invalid_argument_of(const std::function<void()>& f);
 
 // Fixture of the GPU tests: skips without a device, and turns TF32 off so that the GPU's
 // fp32 convolutions and GEMMs are compared with the CPU at fp32 tolerances.

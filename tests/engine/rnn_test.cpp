@@ -1,6 +1,7 @@
-// The recurrent layers (ops::lstm, ops::gru, nn::Lstm, nn::Gru) against a naive per-step
-// reference written here in double precision (PyTorch's equations), finite differences for
-// every input, and PyTorch's parameter counts and names.
+// The rnn family (engine/ops/rnn.cpp): ops::lstm, ops::gru, nn::Lstm, nn::Gru against a naive
+// per-step reference written here in double precision (PyTorch's equations), finite differences
+// for every input, length-1 steps chained through h0/c0 (seq2seq's decoder), and PyTorch's
+// parameter counts and names.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "engine/nn/recurrent.h"
 #include "engine/ops.h"
 #include "engine/random.h"
+#include "on_every_device.h"
 #include "test_util.h"
 
 namespace ts::engine {
@@ -148,7 +150,7 @@ void expect_matches_reference(bool lstm, const Sizes& s, const std::vector<int64
   }
 }
 
-TEST(RnnOps, LstmMatchesReference) {
+TEST(RnnCpu, LstmMatchesReference) {
   const Sizes s{6, 4, 5, 7};
   for (bool reverse : {false, true}) {
     expect_matches_reference(true, s, {6, 3, 0, 5}, reverse, true, true, 0.5f, 10);
@@ -157,7 +159,7 @@ TEST(RnnOps, LstmMatchesReference) {
   }
 }
 
-TEST(RnnOps, GruMatchesReference) {
+TEST(RnnCpu, GruMatchesReference) {
   const Sizes s{6, 4, 5, 7};
   for (bool reverse : {false, true}) {
     expect_matches_reference(false, s, {6, 3, 0, 5}, reverse, true, true, 0.5f, 40);
@@ -169,7 +171,7 @@ TEST(RnnOps, GruMatchesReference) {
 // Wider than a vector (tails of the gate loops), and saturating pre-activations (weights up to
 // +-3 over 13 inputs, pre-activations up to ~40): the gate functions' approximations hold across
 // their whole range. Few steps there: large recurrent weights amplify fp32 rounding step by step.
-TEST(RnnOps, WideAndSaturatedMatchReference) {
+TEST(RnnCpu, WideAndSaturatedMatchReference) {
   for (bool lstm : {true, false}) {
     for (bool reverse : {false, true}) {
       expect_matches_reference(lstm, {9, 5, 13, 37}, {9, 4, 7, 1, 9}, reverse, true, true, 0.3f, 70);
@@ -180,7 +182,7 @@ TEST(RnnOps, WideAndSaturatedMatchReference) {
 
 // Big enough for the gate kernels' parallel loops, run on 4 threads whatever the machine's core
 // count or OMP_NUM_THREADS (ctest sets 1).
-TEST(RnnOps, LargeBatchMatchesReference) {
+TEST(RnnCpu, LargeBatchMatchesReference) {
   OpThreadsScope threads(4);
   std::vector<int64_t> lens;
   for (int64_t b = 0; b < 48; ++b) lens.push_back(1 + (b * 7) % 5);
@@ -191,7 +193,7 @@ TEST(RnnOps, LargeBatchMatchesReference) {
 
 // W_hh above 16 MB (H = 1200): the forward steps read it from a transposed copy, backward as
 // stored (smaller ones the other way round; every other test covers those).
-TEST(RnnOps, LargeHiddenMatchesReference) {
+TEST(RnnCpu, LargeHiddenMatchesReference) {
   for (bool lstm : {true, false}) {
     for (bool reverse : {false, true}) {
       expect_matches_reference(lstm, {3, 2, 4, 1200}, {3, 2}, reverse, true, true, 0.05f, 87);
@@ -199,7 +201,7 @@ TEST(RnnOps, LargeHiddenMatchesReference) {
   }
 }
 
-TEST(RnnOps, FinalStatesAtEachSequencesOwnLastStep) {
+TEST(RnnCpu, FinalStatesAtEachSequencesOwnLastStep) {
   const Sizes s{5, 4, 3, 4};
   const std::vector<int64_t> lens{5, 2, 0, 4};
   NoGradScope no_grad;
@@ -239,7 +241,7 @@ TEST(RnnOps, FinalStatesAtEachSequencesOwnLastStep) {
   }
 }
 
-TEST(RnnOps, LstmGradients) {
+TEST(RnnCpu, LstmGradients) {
   const Sizes s{4, 3, 3, 4};
   const Tensor lens = lengths_tensor({4, 2, 3});
   for (bool reverse : {false, true}) {
@@ -257,7 +259,7 @@ TEST(RnnOps, LstmGradients) {
       {t[0], t[3], t[4]}));
 }
 
-TEST(RnnOps, GruGradients) {
+TEST(RnnCpu, GruGradients) {
   const Sizes s{4, 3, 3, 4};
   const Tensor lens = lengths_tensor({4, 2, 3});
   for (bool reverse : {false, true}) {
@@ -279,7 +281,7 @@ TEST(RnnOps, GruGradients) {
 }
 
 // A zero-length sequence passes its initial state (and that state's gradient) straight through.
-TEST(RnnOps, GradientsWithAnEmptySequence) {
+TEST(RnnCpu, GradientsWithAnEmptySequence) {
   const Sizes s{3, 3, 2, 3};
   const Tensor lens = lengths_tensor({3, 0, 1});
   for (bool lstm : {true, false}) {
@@ -294,7 +296,7 @@ TEST(RnnOps, GradientsWithAnEmptySequence) {
 }
 
 // Every sequence empty: the states pass through untouched, forward and backward.
-TEST(RnnOps, AllSequencesEmpty) {
+TEST(RnnCpu, AllSequencesEmpty) {
   const Sizes s{3, 2, 2, 3};
   for (bool lstm : {true, false}) {
     SCOPED_TRACE(lstm);
@@ -311,7 +313,7 @@ TEST(RnnOps, AllSequencesEmpty) {
 }
 
 // Asking for some inputs only (engine::grad tells the node) gives the same values.
-TEST(RnnOps, PartialGradientsAgree) {
+TEST(RnnCpu, PartialGradientsAgree) {
   const Sizes s{4, 3, 3, 4};
   const Tensor lens = lengths_tensor({4, 1, 3});
   for (bool lstm : {true, false}) {
@@ -330,7 +332,7 @@ TEST(RnnOps, PartialGradientsAgree) {
   }
 }
 
-TEST(RnnOps, SecondBackwardThrows) {
+TEST(RnnCpu, SecondBackwardThrows) {
   const Sizes s{3, 2, 2, 3};
   for (bool lstm : {true, false}) {
     const std::vector<Tensor> t = layer_inputs(lstm, s, 160);
@@ -342,7 +344,7 @@ TEST(RnnOps, SecondBackwardThrows) {
 }
 
 // A NaN in the input reaches the outputs (the gate functions' bit tricks must not hide divergence).
-TEST(RnnOps, NanPropagates) {
+TEST(RnnCpu, NanPropagates) {
   const Sizes s{2, 2, 3, 4};
   NoGradScope no_grad;
   for (bool lstm : {true, false}) {
@@ -354,7 +356,7 @@ TEST(RnnOps, NanPropagates) {
   }
 }
 
-TEST(RnnOps, BadArguments) {
+TEST(RnnCpu, BadArguments) {
   const Sizes s{3, 2, 2, 3};
   const std::vector<Tensor> t = layer_inputs(true, s, 170);
   NoGradScope no_grad;
@@ -369,8 +371,6 @@ TEST(RnnOps, BadArguments) {
   EXPECT_THROW(ops::lstm(rand_tensor({3, 2, 5}, 2), t[1], t[2], t[3], t[4], t[5], t[6], Tensor(), false),
                std::invalid_argument);
 }
-
-// ---------------------------------------------------------------- nn modules
 
 TEST(RnnModules, PyTorchParameterCounts) {
   Rng rng(1);
@@ -490,6 +490,35 @@ TEST(RnnModules, DropoutBetweenLayersInTrainingOnly) {
   const auto e = m.forward(x, Tensor(), {}, 1).y.to_vector();
   EXPECT_EQ(e, m.forward(x, Tensor(), {}, 2).y.to_vector());
   EXPECT_NE(a, e);
+}
+
+// seq2seq's decoder runs ops::lstm one step at a time, carrying h and c from step to step: the
+// gradient must reach the first step's h0/c0 and the shared weights through every step.
+TEST(RnnCpu, LstmStepsChainThroughInitialStates) {
+  const int64_t B = 2, I = 3, H = 4, steps = 3;
+  Tensor x = rand_tensor({steps, B, I}, 41), h0 = rand_tensor({B, H}, 42), c0 = rand_tensor({B, H}, 43),
+         w_ih = rand_tensor({4 * H, I}, 44, true, -0.5f, 0.5f), w_hh = rand_tensor({4 * H, H}, 45, true, -0.5f, 0.5f),
+         b = rand_tensor({4 * H}, 46);
+  auto stepwise = [&](const std::vector<Tensor>& t) {
+    const auto xs = ops::split(t[0], 0, std::vector<int64_t>(steps, 1));
+    Tensor h = t[1], c = t[2];
+    std::vector<Tensor> ys;
+    for (int64_t s = 0; s < steps; ++s) {
+      const ops::RnnOutput r = ops::lstm(xs[static_cast<size_t>(s)], h, c, t[3], t[4], t[5], Tensor(), Tensor());
+      h = r.h_n;
+      c = r.c_n;
+      ys.push_back(r.y);
+    }
+    ys.push_back(ops::reshape(c, {1, B, H}));
+    return ops::concat(ys, 0);
+  };
+  EXPECT_GRADCHECK(gradcheck(stepwise, {x, h0, c0, w_ih, w_hh, b}));
+  // And it is the same function as one call over the whole sequence.
+  NoGradScope no_grad;
+  const auto whole = ops::lstm(x, h0, c0, w_ih, w_hh, b, Tensor(), Tensor());
+  const auto y = stepwise({x, h0, c0, w_ih, w_hh, b}).to_vector(), yw = whole.y.to_vector(), cw = whole.c_n.to_vector();
+  for (size_t i = 0; i < yw.size(); ++i) EXPECT_NEAR(y[i], yw[i], 1e-6);
+  for (size_t i = 0; i < cw.size(); ++i) EXPECT_NEAR(y[yw.size() + i], cw[i], 1e-6);
 }
 
 }  // namespace

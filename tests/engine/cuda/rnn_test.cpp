@@ -1,38 +1,34 @@
-// CPU-versus-GPU parity of the recurrent layers' Backend methods (LSTM and GRU, forward and
-// backward, every option) and their gradient checks through the GPU. Both backends run the
-// same algorithm on the same packed layout, so even the reserve (the saved gates and cell
-// states) must agree element for element.
-// Tolerance, max |gpu - cpu| / (1 + |cpu|), TF32 off: 1e-4, cuBLAS GEMMs against oneDNN's
-// sgemm (other summation order) and expf/tanhf against the CPU's polynomial approximations
-// (3e-7 each), compounded over the steps of the recurrence.
+// The rnn family on the GPU: CPU-versus-GPU parity of the CUDA backend's methods (the same inputs
+// through both backends, compared element by element with cuda_test_util.h's tolerances), and
+// its argument checks. The family's test bodies run on the GPU too: ../rnn_test.cpp.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "../test_util.h"
 #include "cuda_test_util.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
+#include "../on_every_device.h"
+#include "../test_util.h"
 
 namespace ts::engine {
 namespace {
 
 using namespace testing;
+
+using CudaRnn = CudaTest;
+
 using Cell = Backend::RnnCell;
 
 constexpr double kTol = 1e-4;
-
-using CudaParityRnn = CudaTest;
 
 struct Case {
   bool lstm, reverse, state, bias;
   std::vector<float> lengths;   // empty: every sequence runs T steps
   bool lengths_on_gpu;
 };
-
-Tensor up(const Tensor& t) { return t.defined() ? copy_to(t, gpu()) : Tensor(); }
 
 Backend::RnnArgs make_args(const Case& c, int64_t T, int64_t B, int64_t I, int64_t H, uint64_t seed) {
   const int64_t G = c.lstm ? 4 : 3;
@@ -117,7 +113,7 @@ void expect_parity(const Case& c, int64_t T, int64_t B, int64_t I, int64_t H, ui
   EXPECT_TRUE(close_to_cpu(gw.dw_hh, w.dw_hh, kTol));
 }
 
-TEST_F(CudaParityRnn, EveryOptionMatchesTheCpu) {
+TEST_F(CudaRnn, EveryOptionMatchesTheCpu) {
   const std::vector<float> lengths{5, 2, 0, 5, 3};
   uint64_t seed = 100;
   for (bool lstm : {true, false}) {
@@ -131,7 +127,7 @@ TEST_F(CudaParityRnn, EveryOptionMatchesTheCpu) {
   }
 }
 
-TEST_F(CudaParityRnn, LargerLayersMatchTheCpu) {
+TEST_F(CudaRnn, LargerLayersMatchTheCpu) {
   // More threads than one block per step, and a batch whose lengths are all different.
   std::vector<float> lengths;
   for (int b = 0; b < 33; ++b) lengths.push_back(static_cast<float>(1 + (b * 7) % 20));
@@ -140,7 +136,7 @@ TEST_F(CudaParityRnn, LargerLayersMatchTheCpu) {
   expect_parity({true, true, false, true, {}, false}, 12, 64, 64, 128, 9);
 }
 
-TEST_F(CudaParityRnn, AllSequencesEmpty) {
+TEST_F(CudaRnn, AllSequencesEmpty) {
   // No step runs: y is zeros, the final states are the initial ones, the weight gradients zero.
   expect_parity({true, false, true, true, {0, 0, 0}, true}, 4, 3, 2, 5, 11);
   expect_parity({false, true, true, true, {0, 0, 0}, false}, 4, 3, 2, 5, 12);
@@ -152,7 +148,7 @@ Tensor all_outputs(const ops::RnnOutput& r) {
   return ops::concat(parts, 0);
 }
 
-TEST_F(CudaParityRnn, Gradchecks) {
+TEST_F(CudaRnn, Gradchecks) {
   const int64_t T = 4, B = 3, I = 3, H = 4;
   for (bool lstm : {true, false}) {
     for (bool reverse : {false, true}) {
@@ -172,7 +168,7 @@ TEST_F(CudaParityRnn, Gradchecks) {
   }
 }
 
-TEST_F(CudaParityRnn, BadArguments) {
+TEST_F(CudaRnn, BadArguments) {
   const Case c{true, false, true, true, {}, false};
   Backend::RnnArgs a = on_device(make_args(c, 3, 2, 2, 3, 300), false);
   Backend::RnnArgs bad = a;

@@ -1,21 +1,79 @@
-// seq2seq's ops: additive (Bahdanau) attention against a double-precision loop, its masking and
-// finite-difference gradients; split's parts, gradients (parts without one count as zeros) and
-// second order; a decoder-like chain of length-1 LSTM steps through h0/c0.
+// The attention family (engine/ops/attention.cpp): multi-head attention with padding and causal
+// masks, and additive (Bahdanau) attention, against double-precision loops and finite differences.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "engine/autograd.h"
 #include "engine/context.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
+#include "engine/optim/clip.h"
+#include "engine/optim/lr_schedule.h"
+#include "on_every_device.h"
 #include "test_util.h"
 
 namespace ts::engine {
 namespace {
 
 using namespace testing;
+
+// out[b, i, h] = sum_j softmax_j(scale q.k + mask) v, written out with plain loops.
+std::vector<float> naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int64_t>& lens,
+                                   int64_t heads, float scale, bool causal) {
+  const int64_t b = q.size(0), tq = q.size(1), hd = q.size(2), tk = k.size(1), dh = hd / heads;
+  const auto qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector();
+  std::vector<float> out(static_cast<size_t>(b * tq * hd), 0.0f);
+  for (int64_t n = 0; n < b; ++n) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < tq; ++i) {
+        std::vector<double> s(static_cast<size_t>(tk), -std::numeric_limits<double>::infinity());
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < tk; ++j) {
+          if (j >= lens[static_cast<size_t>(n)] || (causal && j > i)) continue;
+          double dot = 0;
+          for (int64_t d = 0; d < dh; ++d) dot += qv[(n * tq + i) * hd + h * dh + d] * kv[(n * tk + j) * hd + h * dh + d];
+          s[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::isinf(e) ? 0.0 : std::exp(e - mx));
+        for (int64_t d = 0; d < dh; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < tk; ++j) acc += s[static_cast<size_t>(j)] / sum * vv[(n * tk + j) * hd + h * dh + d];
+          out[static_cast<size_t>((n * tq + i) * hd + h * dh + d)] = static_cast<float>(acc);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(AttentionCpu, AttentionValues) {
+  Tensor q = rand_tensor({2, 4, 6}, 10, false), k = rand_tensor({2, 5, 6}, 11, false), v = rand_tensor({2, 5, 6}, 12, false);
+  Tensor lens = Tensor::from_vector({2}, {5, 3});
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    const auto y = ops::attention(q, k, v, lens, 3, 0.7f, causal).to_vector();
+    const auto ref = naive_attention(q, k, v, {5, 3}, 3, 0.7f, causal);
+    EXPECT_LT(max_rel_diff(y, ref), 1e-5);
+  }
+  const auto all = ops::attention(q, k, v, Tensor(), 2, 0.5f, false).to_vector();
+  EXPECT_LT(max_rel_diff(all, naive_attention(q, k, v, {5, 5}, 2, 0.5f, false)), 1e-5);
+  EXPECT_THROW(ops::attention(q, k, v, lens, 4, 1.0f, false), std::invalid_argument);   // 6 % 4 != 0
+}
+
+TEST(AttentionCpu, AttentionGradient) {
+  Tensor q = rand_tensor({2, 3, 4}, 13), k = rand_tensor({2, 4, 4}, 14), v = rand_tensor({2, 4, 4}, 15);
+  Tensor lens = Tensor::from_vector({2}, {4, 2});
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    EXPECT_GRADCHECK(gradcheck(
+        [&](const std::vector<Tensor>& t) { return ops::attention(t[0], t[1], t[2], lens, 2, 0.8f, causal); }, {q, k, v}));
+  }
+}
 
 // context [B, D] and probs [B, S] of additive attention, in double.
 void naive_additive_attention(const Tensor& q, const Tensor& k, const Tensor& val, const Tensor& v,
@@ -46,7 +104,7 @@ void naive_additive_attention(const Tensor& q, const Tensor& k, const Tensor& va
   }
 }
 
-TEST(AdditiveAttention, MatchesTheFormulaWithPaddedKeysHidden) {
+TEST(AttentionCpu, MatchesTheFormulaWithPaddedKeysHidden) {
   const int64_t B = 3, S = 5, A = 7, D = 4;
   Tensor q = rand_tensor({B, A}, 1), k = rand_tensor({B, S, A}, 2), val = rand_tensor({B, S, D}, 3),
          v = rand_tensor({A}, 4, true, -2.0f, 2.0f);
@@ -83,7 +141,7 @@ TEST(AdditiveAttention, MatchesTheFormulaWithPaddedKeysHidden) {
   EXPECT_THROW(ops::additive_attention(q, k, val, v, Tensor::from_vector({B}, {6, 1, 1})), std::invalid_argument);
 }
 
-TEST(AdditiveAttention, GradientsMatchFiniteDifferences) {
+TEST(AttentionCpu, GradientsMatchFiniteDifferences) {
   const int64_t B = 3, S = 4, A = 5, D = 3;
   Tensor q = rand_tensor({B, A}, 11), k = rand_tensor({B, S, A}, 12), val = rand_tensor({B, S, D}, 13),
          v = rand_tensor({A}, 14, true, -1.5f, 1.5f);
@@ -108,7 +166,7 @@ TEST(AdditiveAttention, GradientsMatchFiniteDifferences) {
 // B S A over the kernel's threshold for threading, where dv is summed from per-thread partial
 // sums (4 threads here, whatever the machine or OMP_NUM_THREADS); the sum over the batch must
 // still be right.
-TEST(AdditiveAttention, LargeBatchGradientOfV) {
+TEST(AttentionCpu, LargeBatchGradientOfV) {
   OpThreadsScope threads(4);
   const int64_t B = 64, S = 12, A = 32, D = 8;
   Tensor q = rand_tensor({B, A}, 21, false), k = rand_tensor({B, S, A}, 22, false),
@@ -120,62 +178,6 @@ TEST(AdditiveAttention, LargeBatchGradientOfV) {
   o.eps = 3e-3;
   EXPECT_GRADCHECK(gradcheck(
       [&](const std::vector<Tensor>& t) { return ops::additive_attention(q, k, val, t[0], lens); }, {v}, o));
-}
-
-TEST(Split, PartsAndGradients) {
-  Tensor x = rand_tensor({5, 3, 2}, 31);
-  {
-    NoGradScope no_grad;
-    const auto parts = ops::split(x, 0, {2, 1, 2});
-    ASSERT_EQ(parts.size(), 3u);
-    const auto xv = x.to_vector();
-    EXPECT_EQ(parts[1].shape(), (Shape{1, 3, 2}));
-    const auto p2 = parts[2].to_vector();
-    for (size_t i = 0; i < p2.size(); ++i) EXPECT_EQ(p2[i], xv[18 + i]);
-    const auto cols = ops::split(x, 1, {1, 2});
-    EXPECT_EQ(cols[1].shape(), (Shape{5, 2, 2}));
-    EXPECT_EQ(cols[1].to_vector()[0], xv[2]);
-  }
-  // Every part used, some twice, one not at all (its gradient counts as zeros).
-  auto f = [](const std::vector<Tensor>& t) {
-    const auto p = ops::split(t[0], 0, {1, 2, 1, 1});
-    return ops::concat({ops::mul(p[0], p[0]), ops::scale(p[1], 3.0f), p[3], p[0]}, 0);
-  };
-  EXPECT_GRADCHECK(gradcheck(f, {x}));
-  EXPECT_GRADCHECK(gradgradcheck(f, {x}));
-  const auto g = grad({ops::sum(ops::split(x, 0, {1, 2, 1, 1})[1])}, {x})[0].to_vector();
-  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], (i >= 6 && i < 18) ? 1.0f : 0.0f) << i;
-  EXPECT_THROW(ops::split(x, 0, {2, 2}), std::invalid_argument);
-  EXPECT_THROW(ops::split(x, 3, {5}), std::invalid_argument);
-}
-
-// seq2seq's decoder runs ops::lstm one step at a time, carrying h and c from step to step: the
-// gradient must reach the first step's h0/c0 and the shared weights through every step.
-TEST(Seq2SeqOps, LstmStepsChainThroughInitialStates) {
-  const int64_t B = 2, I = 3, H = 4, steps = 3;
-  Tensor x = rand_tensor({steps, B, I}, 41), h0 = rand_tensor({B, H}, 42), c0 = rand_tensor({B, H}, 43),
-         w_ih = rand_tensor({4 * H, I}, 44, true, -0.5f, 0.5f), w_hh = rand_tensor({4 * H, H}, 45, true, -0.5f, 0.5f),
-         b = rand_tensor({4 * H}, 46);
-  auto stepwise = [&](const std::vector<Tensor>& t) {
-    const auto xs = ops::split(t[0], 0, std::vector<int64_t>(steps, 1));
-    Tensor h = t[1], c = t[2];
-    std::vector<Tensor> ys;
-    for (int64_t s = 0; s < steps; ++s) {
-      const ops::RnnOutput r = ops::lstm(xs[static_cast<size_t>(s)], h, c, t[3], t[4], t[5], Tensor(), Tensor());
-      h = r.h_n;
-      c = r.c_n;
-      ys.push_back(r.y);
-    }
-    ys.push_back(ops::reshape(c, {1, B, H}));
-    return ops::concat(ys, 0);
-  };
-  EXPECT_GRADCHECK(gradcheck(stepwise, {x, h0, c0, w_ih, w_hh, b}));
-  // And it is the same function as one call over the whole sequence.
-  NoGradScope no_grad;
-  const auto whole = ops::lstm(x, h0, c0, w_ih, w_hh, b, Tensor(), Tensor());
-  const auto y = stepwise({x, h0, c0, w_ih, w_hh, b}).to_vector(), yw = whole.y.to_vector(), cw = whole.c_n.to_vector();
-  for (size_t i = 0; i < yw.size(); ++i) EXPECT_NEAR(y[i], yw[i], 1e-6);
-  for (size_t i = 0; i < cw.size(); ++i) EXPECT_NEAR(y[yw.size() + i], cw[i], 1e-6);
 }
 
 }  // namespace

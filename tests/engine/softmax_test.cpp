@@ -1,5 +1,5 @@
-// log_softmax and exp (A3C's policy): values against a double-precision reference, finite
-// differences, first order only, and the rows of exp(log_softmax) summing to one.
+// The softmax family (engine/ops/softmax.cpp): log_softmax (A3C's policy) against a double-precision
+// reference, finite differences, first order only, and the rows of exp(log_softmax) summing to one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,12 +8,15 @@
 #include "engine/autograd.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
+#include "on_every_device.h"
 #include "test_util.h"
 
-using namespace ts::engine;
-using namespace ts::engine::testing;
+namespace ts::engine {
+namespace {
 
-TEST(SoftmaxOps, LogSoftmaxMatchesAReference) {
+using namespace testing;
+
+TEST(SoftmaxCpu, LogSoftmaxMatchesAReference) {
   // Large logits too: the normaliser must not overflow.
   const Tensor x = Tensor::from_vector({3, 4}, {1, 2, 3, 4, -5, 0, 5, 0.5f, 90, 100, 80, 95});
   const std::vector<float> y = ops::log_softmax(x).to_vector();
@@ -28,7 +31,7 @@ TEST(SoftmaxOps, LogSoftmaxMatchesAReference) {
   EXPECT_THROW(ops::log_softmax(Tensor::from_vector({4}, {1, 2, 3, 4})), std::invalid_argument);
 }
 
-TEST(SoftmaxOps, GradientsMatchFiniteDifferences) {
+TEST(SoftmaxCpu, GradientsMatchFiniteDifferences) {
   Tensor x = rand_tensor({5, 4}, 301, true, -2.0f, 2.0f);
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::log_softmax(t[0]); }, {x}));
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::exp(t[0]); }, {x}));
@@ -45,10 +48,13 @@ TEST(SoftmaxOps, GradientsMatchFiniteDifferences) {
       gradcheck([](const std::vector<Tensor>& t) { return ops::exp(ops::to_layout(t[0], Layout::blocked(8))); }, {xb}));
 }
 
-TEST(SoftmaxOps, BackwardIsFirstOrderOnly) {
+TEST(SoftmaxCpu, BackwardIsFirstOrderOnly) {
   Tensor x = rand_tensor({2, 3}, 303);
   auto g = grad({ops::sum(ops::mul(ops::log_softmax(x), x))}, {x}, {}, /*create_graph=*/true);
   EXPECT_THROW(grad({ops::sum(g[0])}, {x}), std::logic_error);
   auto h = grad({ops::sum(ops::exp(x))}, {x}, {}, /*create_graph=*/true);
   EXPECT_THROW(grad({ops::sum(h[0])}, {x}), std::logic_error);
 }
+
+}  // namespace
+}  // namespace ts::engine

@@ -1,0 +1,51 @@
+// The linear family (engine/ops/linear.cpp): the fully connected layer against a naive loop and
+// finite differences (first and second order).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/context.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/device_memory.h"
+#include "engine/gradcheck.h"
+#include "engine/ops.h"
+#include "memprof/ledger.h"
+#include "on_every_device.h"
+#include "test_util.h"
+
+namespace ts::engine {
+namespace {
+
+using namespace testing;
+
+TEST(LinearCpu, Linear) {
+  Tensor x = rand_tensor({4, 5}, 70);
+  Tensor w = rand_tensor({3, 5}, 71);
+  Tensor b = rand_tensor({3}, 72);
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }, {x, w, b}));
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], Tensor()); }, {x, w}));
+  EXPECT_GRADCHECK(gradgradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }, {x, w, b}));
+  EXPECT_GRADCHECK(
+      gradgradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], Tensor()); }, {x, w}));
+  // A WGAN-GP-like penalty: || d(sum(relu(linear)))/dx ||^2 differentiated w.r.t. w.
+  Tensor xa = away_from_zero({4, 5}, 73);
+  EXPECT_GRADCHECK(gradgradcheck(
+      [](const std::vector<Tensor>& t) { return ops::relu(ops::linear(t[0], t[1], t[2])); }, {xa, w, b}));
+  EXPECT_THROW(ops::linear(x, rand_tensor({3, 4}, 1), Tensor()), std::invalid_argument);
+}
+
+TEST(LinearCpu, LinearMatchesNaive) {
+  Tensor x = rand_tensor({5, 7}, 21, false);
+  Tensor w = rand_tensor({4, 7}, 22, false);
+  Tensor b = rand_tensor({4}, 23, false);
+  const auto bv = b.to_vector();
+  EXPECT_LT(max_rel_diff(ops::linear(x, w, b).to_vector(), naive_linear(x.to_vector(), 5, 7, w.to_vector(), 4, &bv)),
+            1e-5);
+  EXPECT_LT(max_rel_diff(ops::linear(x, w, Tensor()).to_vector(),
+                         naive_linear(x.to_vector(), 5, 7, w.to_vector(), 4, nullptr)),
+            1e-5);
+}
+
+}  // namespace
+}  // namespace ts::engine
