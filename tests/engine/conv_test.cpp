@@ -19,6 +19,8 @@ namespace ts::engine {
 namespace {
 
 using namespace testing;
+
+class ConvOps : public OnDevice {};
 using cpu::cpu_backend;
 
 struct ConvCase {
@@ -41,7 +43,7 @@ std::vector<ConvCase> conv_cases() {
   };
 }
 
-TEST(ConvCpu, Conv2dConfigs) {
+TEST_P(ConvOps, Conv2dConfigs) {
   uint64_t seed = 10;
   for (const auto& c : conv_cases()) {
     SCOPED_TRACE(c.name);
@@ -76,7 +78,7 @@ TEST(ConvCpu, Conv2dBlockedInputGradientKeepsLayout) {
 }
 
 // Second order (WGAN-GP's penalty differentiates through the critic's backward).
-TEST(ConvCpu, Conv2dDoubleBackward) {
+TEST_P(ConvOps, Conv2dDoubleBackward) {
   uint64_t seed = 30;
   for (const auto& c : conv_cases()) {
     SCOPED_TRACE(c.name);
@@ -91,7 +93,7 @@ TEST(ConvCpu, Conv2dDoubleBackward) {
   }
 }
 
-TEST(ConvCpu, Conv2dBackwardPiecesAreDifferentiable) {
+TEST_P(ConvOps, Conv2dBackwardPiecesAreDifferentiable) {
   const auto p = conv_params(2, 1);
   Tensor dy = rand_tensor({2, 4, 3, 3}, 40);
   Tensor w = rand_tensor({4, 3, 3, 3}, 41, true, -0.5f, 0.5f);
@@ -111,16 +113,17 @@ TEST(ConvCpu, Conv2dBackwardPiecesAreDifferentiable) {
   }
 }
 
-TEST(ConvCpu, Conv2dRejectsBadShapes) {
+TEST_P(ConvOps, Conv2dRejectsBadShapes) {
   Tensor x = rand_tensor({1, 3, 4, 4}, 5, false);
   Tensor w = rand_tensor({2, 4, 3, 3}, 6, false);
-  EXPECT_THROW(ops::conv2d(x, w, Tensor(), conv_params(1, 1)), std::invalid_argument);
+  EXPECT_THROW(ops::conv2d(on(x), on(w), Tensor(), conv_params(1, 1)), std::invalid_argument);
   Tensor w2 = rand_tensor({2, 3, 5, 5}, 6, false);
-  EXPECT_THROW(ops::conv2d(x, w2, Tensor(), conv_params(1, 0)), std::invalid_argument);
-  EXPECT_THROW(ops::conv2d(rand_tensor({3, 4, 4}, 1, false), w, Tensor(), conv_params(1, 1)), std::invalid_argument);
+  EXPECT_THROW(ops::conv2d(on(x), on(w2), Tensor(), conv_params(1, 0)), std::invalid_argument);
+  EXPECT_THROW(ops::conv2d(on(rand_tensor({3, 4, 4}, 1, false)), on(w), Tensor(), conv_params(1, 1)),
+               std::invalid_argument);
 }
 
-TEST(ConvCpu, ConvForwardMatchesNaive) {
+TEST_P(ConvOps, ConvForwardMatchesNaive) {
   struct Case { Shape x, w; Conv2dParams p; bool bias; };
   const Case cases[] = {
       {{2, 3, 7, 7}, {5, 3, 3, 3}, conv_params(1, 1), true},
@@ -137,7 +140,7 @@ TEST(ConvCpu, ConvForwardMatchesNaive) {
     Tensor x = rand_tensor(c.x, seed++, false);
     Tensor w = rand_tensor(c.w, seed++, false);
     Tensor b = c.bias ? rand_tensor({c.w[0]}, seed++, false) : Tensor();
-    Tensor y = ops::conv2d(x, w, b, c.p);
+    Tensor y = ops::conv2d(on(x), on(w), on(b), c.p);
     const auto bv = c.bias ? b.to_vector() : std::vector<float>();
     Shape ys;
     const auto ref = naive_conv2d(x.to_vector(), c.x, w.to_vector(), c.w, c.bias ? &bv : nullptr, c.p, &ys);
@@ -216,6 +219,8 @@ TEST(ConvCpu, PrimitiveCacheIsReused) {
   ops::conv2d(x2, w, b, conv_params(1, 1));
   EXPECT_GT(be.cached_primitives(), after_first);
 }
+
+TS_ON_EVERY_DEVICE(ConvOps);
 
 }  // namespace
 }  // namespace ts::engine

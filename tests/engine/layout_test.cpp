@@ -21,7 +21,9 @@ namespace {
 
 using namespace testing;
 
-TEST(LayoutCpu, ConcatChannelsAndBatch) {
+class LayoutOps : public OnDevice {};
+
+TEST_P(LayoutOps, ConcatChannelsAndBatch) {
   Tensor a = rand_tensor({2, 3, 2, 2}, 80);
   Tensor b = rand_tensor({2, 5, 2, 2}, 81);
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::concat({t[0], t[1]}, 1); }, {a, b}));
@@ -34,7 +36,6 @@ TEST(LayoutCpu, ConcatChannelsAndBatch) {
     return ops::concat({ops::to_layout(t[0], Layout::blocked(8)), ops::to_layout(t[1], Layout::blocked(8))}, 1);
   };
   EXPECT_GRADCHECK(gradcheck(blocked_concat, {d, e}));
-  EXPECT_EQ(blocked_concat({d.detach(), e.detach()}).layout(), Layout::blocked(8));
   // Not multiples: falls back to plain, values still right.
   Tensor f = rand_tensor({1, 3, 2, 2}, 85);
   EXPECT_GRADCHECK(gradcheck(blocked_concat, {d, f}));
@@ -43,7 +44,7 @@ TEST(LayoutCpu, ConcatChannelsAndBatch) {
       {a, rand_tensor({2, 3, 2, 2}, 88)}));
 }
 
-TEST(LayoutCpu, Slice) {
+TEST_P(LayoutOps, Slice) {
   Tensor x = rand_tensor({2, 10, 3, 3}, 86);
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::slice(t[0], 1, 2, 5); }, {x}));
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::slice(t[0], 0, 1, 1); }, {x}));
@@ -57,10 +58,10 @@ TEST(LayoutCpu, Slice) {
       {xb}));
   EXPECT_GRADCHECK(gradgradcheck(
       [](const std::vector<Tensor>& t) { return ops::mul(ops::slice(t[0], 1, 2, 5), ops::slice(t[0], 1, 4, 5)); }, {x}));
-  EXPECT_THROW(ops::slice(x, 1, 8, 5), std::invalid_argument);
+  EXPECT_THROW(ops::slice(on(x), 1, 8, 5), std::invalid_argument);
 }
 
-TEST(LayoutCpu, FlattenReshapeToLayout) {
+TEST_P(LayoutOps, FlattenReshapeToLayout) {
   Tensor x = rand_tensor({2, 10, 3, 3}, 90);
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::flatten(t[0]); }, {x}));
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::reshape(t[0], {5, 36}); }, {x}));
@@ -81,20 +82,20 @@ TEST(LayoutCpu, FlattenReshapeToLayout) {
         return ops::mul(y, y);
       },
       {x}));
-  EXPECT_THROW(ops::reshape(x, {7, 7}), std::invalid_argument);
+  EXPECT_THROW(ops::reshape(on(x), {7, 7}), std::invalid_argument);
 }
 
-TEST(LayoutCpu, PartsAndGradients) {
+TEST_P(LayoutOps, PartsAndGradients) {
   Tensor x = rand_tensor({5, 3, 2}, 31);
   {
     NoGradScope no_grad;
-    const auto parts = ops::split(x, 0, {2, 1, 2});
+    const auto parts = ops::split(on(x), 0, {2, 1, 2});
     ASSERT_EQ(parts.size(), 3u);
     const auto xv = x.to_vector();
     EXPECT_EQ(parts[1].shape(), (Shape{1, 3, 2}));
     const auto p2 = parts[2].to_vector();
     for (size_t i = 0; i < p2.size(); ++i) EXPECT_EQ(p2[i], xv[18 + i]);
-    const auto cols = ops::split(x, 1, {1, 2});
+    const auto cols = ops::split(on(x), 1, {1, 2});
     EXPECT_EQ(cols[1].shape(), (Shape{5, 2, 2}));
     EXPECT_EQ(cols[1].to_vector()[0], xv[2]);
   }
@@ -105,27 +106,27 @@ TEST(LayoutCpu, PartsAndGradients) {
   };
   EXPECT_GRADCHECK(gradcheck(f, {x}));
   EXPECT_GRADCHECK(gradgradcheck(f, {x}));
-  const auto g = grad({ops::sum(ops::split(x, 0, {1, 2, 1, 1})[1])}, {x})[0].to_vector();
+  const auto g = grad({ops::sum(ops::split(on(x), 0, {1, 2, 1, 1})[1])}, {x})[0].to_vector();
   for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], (i >= 6 && i < 18) ? 1.0f : 0.0f) << i;
-  EXPECT_THROW(ops::split(x, 0, {2, 2}), std::invalid_argument);
-  EXPECT_THROW(ops::split(x, 3, {5}), std::invalid_argument);
+  EXPECT_THROW(ops::split(on(x), 0, {2, 2}), std::invalid_argument);
+  EXPECT_THROW(ops::split(on(x), 3, {5}), std::invalid_argument);
 }
 
-TEST(LayoutCpu, IndexSelectAndAddRowsKnownValues) {
-  const Tensor x = Tensor::from_vector({3, 2}, {0, 1, 10, 11, 20, 21});
-  const Tensor idx = Tensor::from_vector({4}, {2, 0, 2, 1});
+TEST_P(LayoutOps, IndexSelectAndAddRowsKnownValues) {
+  const Tensor x = on(Tensor::from_vector({3, 2}, {0, 1, 10, 11, 20, 21}));
+  const Tensor idx = on(Tensor::from_vector({4}, {2, 0, 2, 1}));
   EXPECT_EQ(ops::index_select_rows(x, idx).to_vector(), (std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11}));
-  const Tensor src = Tensor::from_vector({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  const Tensor src = on(Tensor::from_vector({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
   // Rows 0 and 2 of src both land in row 2.
   EXPECT_EQ(ops::index_add_rows(src, idx, 4).to_vector(), (std::vector<float>{3, 4, 7, 8, 6, 8, 0, 0}));
-  EXPECT_THROW(ops::index_select_rows(x, Tensor::from_vector({1}, {3})), std::invalid_argument);
-  EXPECT_THROW(ops::index_select_rows(x, Tensor::from_vector({1}, {-1})), std::invalid_argument);
-  EXPECT_THROW(ops::index_select_rows(x, Tensor::from_vector({1}, {0.5f})), std::invalid_argument);
+  EXPECT_THROW(ops::index_select_rows(x, on(Tensor::from_vector({1}, {3}))), std::invalid_argument);
+  EXPECT_THROW(ops::index_select_rows(x, on(Tensor::from_vector({1}, {-1}))), std::invalid_argument);
+  EXPECT_THROW(ops::index_select_rows(x, on(Tensor::from_vector({1}, {0.5f}))), std::invalid_argument);
   EXPECT_THROW(ops::index_add_rows(src, idx, 2), std::invalid_argument);
 }
 
-TEST(LayoutCpu, IndexRowsGradientsFirstAndSecondOrder) {
-  const Tensor idx = Tensor::from_vector({5}, {3, 0, 3, 1, 3});
+TEST_P(LayoutOps, IndexRowsGradientsFirstAndSecondOrder) {
+  const Tensor idx = on(Tensor::from_vector({5}, {3, 0, 3, 1, 3}));
   Tensor x = rand_tensor({4, 3}, 80);
   EXPECT_GRADCHECK(gradcheck([&](const std::vector<Tensor>& t) { return ops::index_select_rows(t[0], idx); }, {x}));
   Tensor src = rand_tensor({5, 3}, 81);
@@ -141,18 +142,18 @@ TEST(LayoutCpu, IndexRowsGradientsFirstAndSecondOrder) {
   Tensor x3 = rand_tensor({3, 2, 2}, 82);
   EXPECT_GRADCHECK(gradcheck(
       [&](const std::vector<Tensor>& t) {
-        return ops::index_select_rows(t[0], Tensor::from_vector({2}, {2, 2}));
+        return ops::index_select_rows(t[0], on(Tensor::from_vector({2}, {2, 2})));
       },
       {x3}));
 }
 
-TEST(LayoutCpu, PermuteNchwToNhwc) {
+TEST_P(LayoutOps, PermuteNchwToNhwc) {
   // [1, 2, 2, 3]: channel c, row h, column w holds 100 c + 10 h + w.
   std::vector<float> v;
   for (int c = 0; c < 2; ++c)
     for (int h = 0; h < 2; ++h)
       for (int w = 0; w < 3; ++w) v.push_back(static_cast<float>(100 * c + 10 * h + w));
-  const Tensor x = Tensor::from_vector({1, 2, 2, 3}, v);
+  const Tensor x = on(Tensor::from_vector({1, 2, 2, 3}, v));
   const Tensor y = ops::permute(x, {0, 2, 3, 1});
   EXPECT_EQ(y.shape(), (Shape{1, 2, 3, 2}));
   EXPECT_EQ(y.to_vector(), (std::vector<float>{0, 100, 1, 101, 2, 102, 10, 110, 11, 111, 12, 112}));
@@ -164,7 +165,7 @@ TEST(LayoutCpu, PermuteNchwToNhwc) {
   EXPECT_THROW(ops::permute(x, {0, 1, 1, 2}), std::invalid_argument);
 }
 
-TEST(LayoutCpu, PermuteGradientsFirstAndSecondOrder) {
+TEST_P(LayoutOps, PermuteGradientsFirstAndSecondOrder) {
   Tensor x = rand_tensor({2, 3, 2, 4}, 90);
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::permute(t[0], {0, 2, 3, 1}); }, {x}));
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::permute(t[0], {3, 1, 0, 2}); }, {x}));
@@ -174,6 +175,15 @@ TEST(LayoutCpu, PermuteGradientsFirstAndSecondOrder) {
         return ops::mul(y, y);
       },
       {x}));
+}
+
+// The CPU keeps blocked inputs blocked where the channel counts are multiples of the block (the
+// GPU computes in plain NCHW).
+TEST(LayoutCpu, ConcatOfBlockedStaysBlocked) {
+  Tensor d = rand_tensor({1, 8, 2, 2}, 83, false);
+  Tensor e = rand_tensor({1, 16, 2, 2}, 84, false);
+  EXPECT_EQ(ops::concat({ops::to_layout(d, Layout::blocked(8)), ops::to_layout(e, Layout::blocked(8))}, 1).layout(),
+            Layout::blocked(8));
 }
 
 TEST(LayoutCpu, FillCopyLayouts) {
@@ -223,6 +233,8 @@ TEST(LayoutCpu, LayoutChangesWhereTheBytesAreTheSame) {
   const Tensor x = rand_tensor({2, 1, 3, 4}, 45, false);
   EXPECT_EQ(be.to_layout(be.to_layout(x, Layout::blocked(8)), Layout::channels_last()).to_vector(), x.to_vector());
 }
+
+TS_ON_EVERY_DEVICE(LayoutOps);
 
 }  // namespace
 }  // namespace ts::engine

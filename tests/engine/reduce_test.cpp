@@ -15,7 +15,9 @@ namespace {
 
 using namespace testing;
 
-TEST(ReduceCpu, ScaleSumMean) {
+class ReduceOps : public OnDevice {};
+
+TEST_P(ReduceOps, ScaleSumMean) {
   Tensor a = rand_tensor({3, 4}, 56);
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::scale(t[0], -2.5f); }, {a}));
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::sum(t[0]); }, {a}));
@@ -25,8 +27,10 @@ TEST(ReduceCpu, ScaleSumMean) {
   Tensor b = rand_tensor({2, 10, 2, 2}, 57);
   EXPECT_GRADCHECK(gradcheck(
       [](const std::vector<Tensor>& t) { return ops::mean(ops::to_layout(t[0], Layout::blocked(8))); }, {b}));
-  EXPECT_NEAR(ops::sum(ops::to_layout(b.detach(), Layout::blocked(8))).item(), ops::sum(b.detach()).item(), 1e-4);
+  EXPECT_NEAR(ops::sum(ops::to_layout(on(b.detach()), Layout::blocked(8))).item(), ops::sum(on(b.detach())).item(), 1e-4);
 }
+
+TS_ON_EVERY_DEVICE(ReduceOps);
 
 }  // namespace
 }  // namespace ts::engine

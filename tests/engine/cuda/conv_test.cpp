@@ -121,41 +121,5 @@ TEST_F(CudaConv, Conv2dAndLinearWithTf32) {
                            cpu_be().linear_forward(a, lw, nullptr), kTf32));
 }
 
-TEST_F(CudaConv, GradcheckConv2d) {
-  struct Case {
-    Shape x, w;
-    Conv2dParams p;
-    bool bias;
-  };
-  const Case cases[] = {
-      {{2, 3, 6, 6}, {4, 3, 3, 3}, conv_params(1, 1), true},
-      {{2, 8, 5, 5}, {6, 8, 1, 1}, conv_params(1, 0), false},
-      {{1, 3, 11, 11}, {4, 3, 7, 7}, conv_params(2, 3), true},
-      {{2, 8, 5, 5}, {6, 4, 3, 3}, conv_params(1, 1, 1, 2), true},
-      {{2, 8, 6, 6}, {8, 1, 3, 3}, conv_params(1, 1, 1, 8), false},
-      {{1, 4, 9, 9}, {4, 4, 3, 3}, conv_params(1, 2, 2), true},
-  };
-  uint64_t seed = 10;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
-    Tensor x = rand_tensor(c.x, seed++);
-    Tensor w = rand_tensor(c.w, seed++, true, -0.5f, 0.5f);
-    std::vector<Tensor> in{x, w};
-    if (c.bias) in.push_back(rand_tensor({c.w[0]}, seed++));
-    const Conv2dParams p = c.p;
-    EXPECT_GRADCHECK(gradcheck(on_gpu([p](const std::vector<Tensor>& t) {
-                                 return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p);
-                               }),
-                               in));
-  }
-  // Second order through the backward pieces (WGAN-GP's penalty needs it).
-  Tensor x = rand_tensor({2, 3, 6, 6}, 40);
-  Tensor w = rand_tensor({4, 3, 3, 3}, 41, true, -0.5f, 0.5f);
-  Tensor b = rand_tensor({4}, 42);
-  const auto p = conv_params(2, 1);
-  EXPECT_GRADCHECK(
-      gradgradcheck(on_gpu([p](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t[2], p); }), {x, w, b}));
-}
-
 }  // namespace
 }  // namespace ts::engine

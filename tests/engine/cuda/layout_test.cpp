@@ -113,29 +113,5 @@ TEST_F(CudaLayout, Permute) {
   EXPECT_THROW(gpu_be().permute(copy_to(x4, gpu()), {0, 1, 1, 2}), std::invalid_argument);
 }
 
-TEST_F(CudaLayout, GradcheckLinearConcatSliceShape) {
-  Tensor x = rand_tensor({4, 5}, 70), w = rand_tensor({3, 5}, 71), b = rand_tensor({3}, 72);
-  EXPECT_GRADCHECK(
-      gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }), {x, w, b}));
-  EXPECT_GRADCHECK(
-      gradgradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }), {x, w, b}));
-  Tensor c1 = rand_tensor({2, 3, 2, 2}, 80), c2 = rand_tensor({2, 5, 2, 2}, 81);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) {
-                               return ops::concat({t[0], t[1]}, 1);
-                             }),
-                             {c1, c2}));
-  Tensor s = rand_tensor({2, 10, 3, 3}, 86);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::slice(t[0], 1, 2, 5); }), {s}));
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::flatten(t[0]); }), {s}));
-  EXPECT_GRADCHECK(
-      gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::to_layout(t[0], Layout::blocked(8)); }), {s}));
-  EXPECT_GRADCHECK(
-      gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::upsample_nearest2d(t[0], 2); }), {s}));
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) {
-                               return ops::permute(t[0], {0, 2, 3, 1});
-                             }),
-                             {s}));
-}
-
 }  // namespace
 }  // namespace ts::engine

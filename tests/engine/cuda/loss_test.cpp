@@ -110,18 +110,5 @@ TEST_F(CudaLoss, LabelSmoothedCrossEntropy) {
                std::invalid_argument);
 }
 
-TEST_F(CudaLoss, GradcheckLosses) {
-  Tensor logits = rand_tensor({4, 5}, 95, true, -2.0f, 2.0f);
-  Tensor labels = Tensor::from_vector({4}, {0, 3, 4, 1});
-  EXPECT_GRADCHECK(gradcheck(
-      on_gpu([](const std::vector<Tensor>& t) { return ops::softmax_cross_entropy(t[0], t[1]); }), {logits, labels}));
-  Tensor x = rand_tensor({4, 6}, 96);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::norm_penalty(t[0], 1.0f); }), {x}));
-  Tensor p = rand_tensor({5, 4}, 97, true, -2.0f, 2.0f), q = rand_tensor({5, 4}, 98, true, -2.0f, 2.0f);
-  EXPECT_GRADCHECK(gradcheck(
-      on_gpu([](const std::vector<Tensor>& t) { return ops::smooth_l1_loss(t[0], t[1], Tensor(), 1.0f / 9.0f, 4.0f); }),
-      {p, q}));
-}
-
 }  // namespace
 }  // namespace ts::engine

@@ -167,23 +167,5 @@ TEST_F(CudaPointwise, GeluDropoutSumSquares) {
                            cpu_be().sum_squares(xb), kReduce));
 }
 
-TEST_F(CudaPointwise, GradcheckElementWise) {
-  Tensor x = away_from_zero({2, 3, 4, 4}, 40);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::relu(t[0]); }), {x}));
-  EXPECT_GRADCHECK(gradgradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::relu(t[0]); }), {x}));
-  Tensor a = rand_tensor({2, 10, 3, 3}, 50), b = rand_tensor({2, 10, 3, 3}, 51);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::add(t[0], t[1]); }), {a, b}));
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) {
-                               return ops::add(ops::to_layout(t[0], Layout::channels_last()),
-                                               ops::to_layout(t[1], Layout::blocked(8)));
-                             }),
-                             {a, b}));
-  EXPECT_GRADCHECK(gradgradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::mul(t[0], t[1]); }), {a, b}));
-  EXPECT_GRADCHECK(gradcheck(
-      on_gpu([](const std::vector<Tensor>& t) { return ops::scale(ops::mul(ops::sum(t[0]), ops::mean(t[0])), 0.5f); }),
-      {a}));
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::tanh(t[0]); }), {a}));
-}
-
 }  // namespace
 }  // namespace ts::engine

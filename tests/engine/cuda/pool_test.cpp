@@ -88,19 +88,5 @@ TEST_F(CudaPool, UpsampleNearest) {
   EXPECT_THROW(gpu_be().upsample_nearest2d_forward(copy_to(x, gpu()), 0), std::invalid_argument);
 }
 
-TEST_F(CudaPool, GradcheckPooling) {
-  Tensor x = distinct_values({2, 3, 6, 6}, 60);
-  for (auto p : {pool_params(2, 2, 0), pool_params(3, 2, 1), pool_params(3, 1, 1)}) {
-    EXPECT_GRADCHECK(gradcheck(on_gpu([p](const std::vector<Tensor>& t) { return ops::max_pool2d(t[0], p); }), {x}));
-  }
-  Tensor y = rand_tensor({2, 3, 6, 6}, 62);
-  for (auto p : {pool_params(2, 2, 0), pool_params(3, 2, 1, false), pool_params(3, 2, 1, true)}) {
-    EXPECT_GRADCHECK(gradcheck(on_gpu([p](const std::vector<Tensor>& t) { return ops::avg_pool2d(t[0], p); }), {y}));
-    EXPECT_GRADCHECK(
-        gradgradcheck(on_gpu([p](const std::vector<Tensor>& t) { return ops::avg_pool2d(t[0], p); }), {y}));
-  }
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::global_avg_pool2d(t[0]); }), {y}));
-}
-
 }  // namespace
 }  // namespace ts::engine

@@ -65,31 +65,5 @@ TEST_F(CudaSoftmax, LogSoftmaxAndExpBadArguments) {
   EXPECT_THROW(gpu_be().exp_forward(x4), std::invalid_argument);
 }
 
-TEST_F(CudaSoftmax, Gradchecks) {
-  const float c = 0.6f;
-  Tensor x = away_from_kinks({2, 3, 4, 4}, 800, c);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([c](const std::vector<Tensor>& t) { return ops::clipped_relu(t[0], c); }), {x}));
-  EXPECT_GRADCHECK(
-      gradgradcheck(on_gpu([c](const std::vector<Tensor>& t) { return ops::clipped_relu(t[0], c); }), {x}));
-  // Blocked, with padded channels (C = 10 in blocks of 8).
-  Tensor xb = away_from_kinks({2, 10, 3, 3}, 801, c);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([c](const std::vector<Tensor>& t) {
-                               return ops::clipped_relu(ops::to_layout(t[0], Layout::blocked(8)), c);
-                             }),
-                             {xb}));
-
-  Tensor z = rand_tensor({5, 4}, 802, true, -2.0f, 2.0f);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::log_softmax(t[0]); }), {z}));
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::exp(t[0]); }), {z}));
-  // The policy entropy as the A3C loss builds it: -sum p log p.
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) {
-                               const Tensor logp = ops::log_softmax(t[0]);
-                               return ops::scale(ops::sum(ops::mul(ops::exp(logp), logp)), -1.0f);
-                             }),
-                             {z}));
-  Tensor wide = rand_tensor({3, 40}, 803, true, -2.0f, 2.0f);  // rows past a warp's lanes
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::log_softmax(t[0]); }), {wide}));
-}
-
 }  // namespace
 }  // namespace ts::engine
