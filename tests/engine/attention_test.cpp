@@ -20,6 +20,8 @@ namespace {
 
 using namespace testing;
 
+class AttentionOps : public OnDevice {};
+
 // out[b, i, h] = sum_j softmax_j(scale q.k + mask) v, written out with plain loops.
 std::vector<float> naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int64_t>& lens,
                                    int64_t heads, float scale, bool causal) {
@@ -51,9 +53,10 @@ std::vector<float> naive_attention(const Tensor& q, const Tensor& k, const Tenso
   return out;
 }
 
-TEST(AttentionCpu, AttentionValues) {
-  Tensor q = rand_tensor({2, 4, 6}, 10, false), k = rand_tensor({2, 5, 6}, 11, false), v = rand_tensor({2, 5, 6}, 12, false);
-  Tensor lens = Tensor::from_vector({2}, {5, 3});
+TEST_P(AttentionOps, AttentionValues) {
+  Tensor q = on(rand_tensor({2, 4, 6}, 10, false)), k = on(rand_tensor({2, 5, 6}, 11, false)),
+         v = on(rand_tensor({2, 5, 6}, 12, false));
+  Tensor lens = on(Tensor::from_vector({2}, {5, 3}));
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal);
     const auto y = ops::attention(q, k, v, lens, 3, 0.7f, causal).to_vector();
@@ -65,13 +68,14 @@ TEST(AttentionCpu, AttentionValues) {
   EXPECT_THROW(ops::attention(q, k, v, lens, 4, 1.0f, false), std::invalid_argument);   // 6 % 4 != 0
 }
 
-TEST(AttentionCpu, AttentionGradient) {
+TEST_P(AttentionOps, AttentionGradient) {
   Tensor q = rand_tensor({2, 3, 4}, 13), k = rand_tensor({2, 4, 4}, 14), v = rand_tensor({2, 4, 4}, 15);
   Tensor lens = Tensor::from_vector({2}, {4, 2});
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal);
     EXPECT_GRADCHECK(gradcheck(
-        [&](const std::vector<Tensor>& t) { return ops::attention(t[0], t[1], t[2], lens, 2, 0.8f, causal); }, {q, k, v}));
+        [&](const std::vector<Tensor>& t) { return ops::attention(t[0], t[1], t[2], on(lens), 2, 0.8f, causal); },
+        {q, k, v}));
   }
 }
 
@@ -104,11 +108,11 @@ void naive_additive_attention(const Tensor& q, const Tensor& k, const Tensor& va
   }
 }
 
-TEST(AttentionCpu, MatchesTheFormulaWithPaddedKeysHidden) {
+TEST_P(AttentionOps, MatchesTheFormulaWithPaddedKeysHidden) {
   const int64_t B = 3, S = 5, A = 7, D = 4;
-  Tensor q = rand_tensor({B, A}, 1), k = rand_tensor({B, S, A}, 2), val = rand_tensor({B, S, D}, 3),
-         v = rand_tensor({A}, 4, true, -2.0f, 2.0f);
-  const Tensor lens = Tensor::from_vector({B}, {5, 2, 0});   // a row with no key gives zeros
+  Tensor q = on(rand_tensor({B, A}, 1)), k = on(rand_tensor({B, S, A}, 2)), val = on(rand_tensor({B, S, D}, 3)),
+         v = on(rand_tensor({A}, 4, true, -2.0f, 2.0f));
+  const Tensor lens = on(Tensor::from_vector({B}, {5, 2, 0}));   // a row with no key gives zeros
   NoGradScope no_grad;
   Tensor probs;
   const auto ctx = ops::additive_attention(q, k, val, v, lens, &probs).to_vector();
@@ -126,8 +130,8 @@ TEST(AttentionCpu, MatchesTheFormulaWithPaddedKeysHidden) {
     for (int64_t a = 0; a < A; ++a) kv[(1 * S + j) * A + a] = 9.0f;
     for (int64_t d = 0; d < D; ++d) vv[(1 * S + j) * D + d] = -9.0f;
   }
-  const auto ctx2 = ops::additive_attention(q, Tensor::from_vector(k.shape(), kv), Tensor::from_vector(val.shape(), vv),
-                                            v, lens)
+  const auto ctx2 = ops::additive_attention(q, on(Tensor::from_vector(k.shape(), kv)),
+                                            on(Tensor::from_vector(val.shape(), vv)), v, lens)
                         .to_vector();
   for (size_t i = 0; i < ctx.size(); ++i) EXPECT_EQ(ctx[i], ctx2[i]) << i;
 
@@ -136,12 +140,12 @@ TEST(AttentionCpu, MatchesTheFormulaWithPaddedKeysHidden) {
   naive_additive_attention(q, k, val, v, {S, S, S}, ref_ctx, ref_probs);
   for (size_t i = 0; i < all.size(); ++i) EXPECT_NEAR(all[i], ref_ctx[i], 2e-6) << i;
 
-  EXPECT_THROW(ops::additive_attention(q, k, val, rand_tensor({A + 1}, 5), lens), std::invalid_argument);
-  EXPECT_THROW(ops::additive_attention(q, k, rand_tensor({B, S + 1, D}, 6), v, lens), std::invalid_argument);
-  EXPECT_THROW(ops::additive_attention(q, k, val, v, Tensor::from_vector({B}, {6, 1, 1})), std::invalid_argument);
+  EXPECT_THROW(ops::additive_attention(q, k, val, on(rand_tensor({A + 1}, 5)), lens), std::invalid_argument);
+  EXPECT_THROW(ops::additive_attention(q, k, on(rand_tensor({B, S + 1, D}, 6)), v, lens), std::invalid_argument);
+  EXPECT_THROW(ops::additive_attention(q, k, val, v, on(Tensor::from_vector({B}, {6, 1, 1}))), std::invalid_argument);
 }
 
-TEST(AttentionCpu, GradientsMatchFiniteDifferences) {
+TEST_P(AttentionOps, GradientsMatchFiniteDifferences) {
   const int64_t B = 3, S = 4, A = 5, D = 3;
   Tensor q = rand_tensor({B, A}, 11), k = rand_tensor({B, S, A}, 12), val = rand_tensor({B, S, D}, 13),
          v = rand_tensor({A}, 14, true, -1.5f, 1.5f);
@@ -149,24 +153,24 @@ TEST(AttentionCpu, GradientsMatchFiniteDifferences) {
   GradcheckOptions o;
   o.eps = 3e-3;
   EXPECT_GRADCHECK(gradcheck(
-      [&](const std::vector<Tensor>& t) { return ops::additive_attention(t[0], t[1], t[2], t[3], lens); },
+      [&](const std::vector<Tensor>& t) { return ops::additive_attention(t[0], t[1], t[2], t[3], on(lens)); },
       {q, k, val, v}, o));
   // Hidden keys and values get exactly zero gradient.
-  const auto g = grad({ops::sum(ops::additive_attention(q, k, val, v, lens))}, {k, val});
+  const auto g = grad({ops::sum(ops::additive_attention(on(q), on(k), on(val), on(v), on(lens)))}, {k, val});
   const auto dk = g[0].to_vector(), dval = g[1].to_vector();
   for (int64_t j = 1; j < S; ++j) {
     for (int64_t a = 0; a < A; ++a) EXPECT_EQ(dk[(1 * S + j) * A + a], 0.0f);
     for (int64_t d = 0; d < D; ++d) EXPECT_EQ(dval[(1 * S + j) * D + d], 0.0f);
   }
   // The backward is first order only: a second backward through it fails loudly.
-  const auto g2 = grad({ops::sum(ops::additive_attention(q, k, val, v, lens))}, {q}, {}, true);
+  const auto g2 = grad({ops::sum(ops::additive_attention(on(q), on(k), on(val), on(v), on(lens)))}, {q}, {}, true);
   EXPECT_THROW(grad({ops::sum(ops::mul(g2[0], g2[0]))}, {q}), std::logic_error);
 }
 
 // B S A over the kernel's threshold for threading, where dv is summed from per-thread partial
 // sums (4 threads here, whatever the machine or OMP_NUM_THREADS); the sum over the batch must
 // still be right.
-TEST(AttentionCpu, LargeBatchGradientOfV) {
+TEST_P(AttentionOps, LargeBatchGradientOfV) {
   OpThreadsScope threads(4);
   const int64_t B = 64, S = 12, A = 32, D = 8;
   Tensor q = rand_tensor({B, A}, 21, false), k = rand_tensor({B, S, A}, 22, false),
@@ -177,8 +181,31 @@ TEST(AttentionCpu, LargeBatchGradientOfV) {
   GradcheckOptions o;
   o.eps = 3e-3;
   EXPECT_GRADCHECK(gradcheck(
-      [&](const std::vector<Tensor>& t) { return ops::additive_attention(q, k, val, t[0], lens); }, {v}, o));
+      [&](const std::vector<Tensor>& t) { return ops::additive_attention(on(q), on(k), on(val), t[0], on(lens)); }, {v},
+      o));
 }
+
+TEST_P(AttentionOps, AdditiveGradientsWithEmptyRowsAndWithoutLengths) {
+  const int64_t B = 3, S = 4, A = 5, D = 3;
+  Tensor q = rand_tensor({B, A}, 900), k = rand_tensor({B, S, A}, 901), val = rand_tensor({B, S, D}, 902),
+         v = rand_tensor({A}, 903, true, -1.5f, 1.5f);
+  GradcheckOptions o;
+  o.eps = 3e-3;
+  for (const std::vector<float>& l : {std::vector<float>{4, 1, 3}, std::vector<float>{4, 0, 2}}) {
+    SCOPED_TRACE(std::to_string(l[1]));
+    const Tensor lens = Tensor::from_vector({B}, l);
+    EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) {
+                                 return ops::additive_attention(t[0], t[1], t[2], t[3], t[4]);
+                               },
+                               {q, k, val, v, lens}, o));
+  }
+  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) {
+                               return ops::additive_attention(t[0], t[1], t[2], t[3], Tensor());
+                             },
+                             {q, k, val, v}, o));
+}
+
+TS_ON_EVERY_DEVICE(AttentionOps);
 
 }  // namespace
 }  // namespace ts::engine

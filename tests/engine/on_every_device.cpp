@@ -37,11 +37,19 @@ Tensor transfer(const Tensor& x, Device device) {
   return y;
 }
 
+Tensor transferred(const Tensor& x, Device device) {
+  return !x.defined() || x.device() == device ? x : transfer(x, device);
+}
+
+std::vector<Tensor> transferred_each(const std::vector<Tensor>& xs, Device device) {
+  std::vector<Tensor> out;
+  for (const auto& x : xs) out.push_back(transferred(x, device));
+  return out;
+}
+
 GradFn on_device(GradFn f, Device device) {
   return [f = std::move(f), device](const std::vector<Tensor>& in) {
-    std::vector<Tensor> moved;
-    for (const auto& t : in) moved.push_back(t.defined() ? transfer(t, device) : Tensor());
-    return transfer(f(moved), Device::cpu());
+    return transfer(f(transferred_each(in, device)), Device::cpu());
   };
 }
 
@@ -53,7 +61,6 @@ void OnDevice::SetUp() {
 #endif
 }
 
-Tensor OnDevice::on(const Tensor& x) const { return device().is_cpu() || !x.defined() ? x : transfer(x, device()); }
 
 GradcheckResult OnDevice::gradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradcheckOptions& o) const {
   return engine::gradcheck(device().is_cpu() ? f : on_device(f, device()), std::move(inputs), o);

@@ -33,6 +33,10 @@ namespace ts::engine::testing {
 Tensor copy_to(const Tensor& x, Device device);
 // The same, recorded for autograd: its backward copies the gradient back to x's device.
 Tensor transfer(const Tensor& x, Device device);
+// x on `device`, differentiably: x itself where it already is there (or undefined).
+Tensor transferred(const Tensor& x, Device device);
+// Each of xs so.
+std::vector<Tensor> transferred_each(const std::vector<Tensor>& xs, Device device);
 // f run on `device`: its inputs are transferred there and its result back to the CPU, both
 // differentiably (the gradient checker takes and gives CPU tensors).
 GradFn on_device(GradFn f, Device device);
@@ -45,7 +49,8 @@ class OnDevice : public ::testing::TestWithParam<Device> {
 
   Device device() const { return GetParam(); }
   // x on the device under test, differentiably (x itself on the CPU).
-  Tensor on(const Tensor& x) const;
+  Tensor on(const Tensor& x) const { return transferred(x, device()); }
+  std::vector<Tensor> on_each(const std::vector<Tensor>& xs) const { return transferred_each(xs, device()); }
   GradcheckResult gradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradcheckOptions& o = {}) const;
   GradcheckResult gradgradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradcheckOptions& o = {}) const;
 

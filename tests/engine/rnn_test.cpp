@@ -24,6 +24,8 @@ namespace {
 
 using namespace testing;
 
+class RnnOps : public OnDevice {};
+
 struct Sizes {
   int64_t T, B, I, H;
 };
@@ -120,7 +122,9 @@ Tensor all_outputs(const ops::RnnOutput& r) {
   return ops::concat(parts, 0);
 }
 
-void expect_matches_reference(bool lstm, const Sizes& s, const std::vector<int64_t>& lens, bool reverse,
+// On `device`; the GPU's tolerance is its parity tolerance with the CPU (cuda/rnn_test.cpp): cuBLAS
+// GEMMs and CUDA's expf/tanhf, compounded over the steps.
+void expect_matches_reference(Device device, bool lstm, const Sizes& s, const std::vector<int64_t>& lens, bool reverse,
                               bool with_state, bool with_bias, float weight_scale, uint64_t seed) {
   SCOPED_TRACE(std::string(lstm ? "lstm" : "gru") + (reverse ? " reverse" : "") + (with_state ? " h0" : "") +
                (with_bias ? " bias" : ""));
@@ -128,15 +132,17 @@ void expect_matches_reference(bool lstm, const Sizes& s, const std::vector<int64
   std::vector<Tensor> t = layer_inputs(lstm, s, seed, weight_scale);
   if (!with_state) t[1] = t[2] = Tensor();
   if (!with_bias) t[5] = t[6] = Tensor();
-  const ops::RnnOutput r = run_layer(lstm, t, lengths_tensor(lens), reverse);
+  const ops::RnnOutput r =
+      run_layer(lstm, transferred_each(t, device), transferred(lengths_tensor(lens), device), reverse);
+  const double tol = device.is_cpu() ? 2e-6 : 1e-4;
   const Reference ref = reference(lstm, s, t[0], t[1], lstm ? t[2] : Tensor(), t[3], t[4], t[5], t[6], lens, reverse);
   ASSERT_EQ(r.y.shape(), (Shape{s.T, s.B, s.H}));
   ASSERT_EQ(r.h_n.shape(), (Shape{s.B, s.H}));
-  EXPECT_LT(max_rel_diff(r.y.to_vector(), ref.y), 2e-6);
-  EXPECT_LT(max_rel_diff(r.h_n.to_vector(), ref.h), 2e-6);
+  EXPECT_LT(max_rel_diff(r.y.to_vector(), ref.y), tol);
+  EXPECT_LT(max_rel_diff(r.h_n.to_vector(), ref.h), tol);
   if (lstm) {
     ASSERT_EQ(r.c_n.shape(), (Shape{s.B, s.H}));
-    EXPECT_LT(max_rel_diff(r.c_n.to_vector(), ref.c), 2e-6);
+    EXPECT_LT(max_rel_diff(r.c_n.to_vector(), ref.c), tol);
   } else {
     EXPECT_FALSE(r.c_n.defined());
   }
@@ -150,58 +156,58 @@ void expect_matches_reference(bool lstm, const Sizes& s, const std::vector<int64
   }
 }
 
-TEST(RnnCpu, LstmMatchesReference) {
+TEST_P(RnnOps, LstmMatchesReference) {
   const Sizes s{6, 4, 5, 7};
   for (bool reverse : {false, true}) {
-    expect_matches_reference(true, s, {6, 3, 0, 5}, reverse, true, true, 0.5f, 10);
-    expect_matches_reference(true, s, {6, 6, 6, 6}, reverse, false, false, 0.5f, 20);
-    expect_matches_reference(true, s, {1, 6, 2, 4}, reverse, true, false, 0.5f, 30);
+    expect_matches_reference(device(), true, s, {6, 3, 0, 5}, reverse, true, true, 0.5f, 10);
+    expect_matches_reference(device(), true, s, {6, 6, 6, 6}, reverse, false, false, 0.5f, 20);
+    expect_matches_reference(device(), true, s, {1, 6, 2, 4}, reverse, true, false, 0.5f, 30);
   }
 }
 
-TEST(RnnCpu, GruMatchesReference) {
+TEST_P(RnnOps, GruMatchesReference) {
   const Sizes s{6, 4, 5, 7};
   for (bool reverse : {false, true}) {
-    expect_matches_reference(false, s, {6, 3, 0, 5}, reverse, true, true, 0.5f, 40);
-    expect_matches_reference(false, s, {6, 6, 6, 6}, reverse, false, false, 0.5f, 50);
-    expect_matches_reference(false, s, {1, 6, 2, 4}, reverse, true, false, 0.5f, 60);
+    expect_matches_reference(device(), false, s, {6, 3, 0, 5}, reverse, true, true, 0.5f, 40);
+    expect_matches_reference(device(), false, s, {6, 6, 6, 6}, reverse, false, false, 0.5f, 50);
+    expect_matches_reference(device(), false, s, {1, 6, 2, 4}, reverse, true, false, 0.5f, 60);
   }
 }
 
 // Wider than a vector (tails of the gate loops), and saturating pre-activations (weights up to
 // +-3 over 13 inputs, pre-activations up to ~40): the gate functions' approximations hold across
 // their whole range. Few steps there: large recurrent weights amplify fp32 rounding step by step.
-TEST(RnnCpu, WideAndSaturatedMatchReference) {
+TEST_P(RnnOps, WideAndSaturatedMatchReference) {
   for (bool lstm : {true, false}) {
     for (bool reverse : {false, true}) {
-      expect_matches_reference(lstm, {9, 5, 13, 37}, {9, 4, 7, 1, 9}, reverse, true, true, 0.3f, 70);
-      expect_matches_reference(lstm, {2, 5, 13, 37}, {2, 1, 2, 0, 1}, reverse, true, true, 3.0f, 80);
+      expect_matches_reference(device(), lstm, {9, 5, 13, 37}, {9, 4, 7, 1, 9}, reverse, true, true, 0.3f, 70);
+      expect_matches_reference(device(), lstm, {2, 5, 13, 37}, {2, 1, 2, 0, 1}, reverse, true, true, 3.0f, 80);
     }
   }
 }
 
 // Big enough for the gate kernels' parallel loops, run on 4 threads whatever the machine's core
 // count or OMP_NUM_THREADS (ctest sets 1).
-TEST(RnnCpu, LargeBatchMatchesReference) {
+TEST_P(RnnOps, LargeBatchMatchesReference) {
   OpThreadsScope threads(4);
   std::vector<int64_t> lens;
   for (int64_t b = 0; b < 48; ++b) lens.push_back(1 + (b * 7) % 5);
   for (bool lstm : {true, false}) {
-    expect_matches_reference(lstm, {5, 48, 16, 128}, lens, true, true, true, 0.2f, 85);
+    expect_matches_reference(device(), lstm, {5, 48, 16, 128}, lens, true, true, true, 0.2f, 85);
   }
 }
 
 // W_hh above 16 MB (H = 1200): the forward steps read it from a transposed copy, backward as
 // stored (smaller ones the other way round; every other test covers those).
-TEST(RnnCpu, LargeHiddenMatchesReference) {
+TEST_P(RnnOps, LargeHiddenMatchesReference) {
   for (bool lstm : {true, false}) {
     for (bool reverse : {false, true}) {
-      expect_matches_reference(lstm, {3, 2, 4, 1200}, {3, 2}, reverse, true, true, 0.05f, 87);
+      expect_matches_reference(device(), lstm, {3, 2, 4, 1200}, {3, 2}, reverse, true, true, 0.05f, 87);
     }
   }
 }
 
-TEST(RnnCpu, FinalStatesAtEachSequencesOwnLastStep) {
+TEST_P(RnnOps, FinalStatesAtEachSequencesOwnLastStep) {
   const Sizes s{5, 4, 3, 4};
   const std::vector<int64_t> lens{5, 2, 0, 4};
   NoGradScope no_grad;
@@ -209,7 +215,7 @@ TEST(RnnCpu, FinalStatesAtEachSequencesOwnLastStep) {
     for (bool reverse : {false, true}) {
       SCOPED_TRACE(std::string(lstm ? "lstm" : "gru") + (reverse ? " reverse" : ""));
       const std::vector<Tensor> t = layer_inputs(lstm, s, 90);
-      const ops::RnnOutput r = run_layer(lstm, t, lengths_tensor(lens), reverse);
+      const ops::RnnOutput r = run_layer(lstm, on_each(t), on(lengths_tensor(lens)), reverse);
       const auto y = r.y.to_vector(), h = r.h_n.to_vector(), h0 = t[1].to_vector(), c0 = t[2].to_vector();
       for (int64_t b = 0; b < s.B; ++b) {
         const int64_t len = lens[static_cast<size_t>(b)];
@@ -229,7 +235,7 @@ TEST(RnnCpu, FinalStatesAtEachSequencesOwnLastStep) {
       // Padding is ignored: the same sequences alone, cut to their length, give the same states.
       for (int64_t b : {0, 1, 3}) {
         const int64_t len = lens[static_cast<size_t>(b)];
-        std::vector<Tensor> one = t;
+        std::vector<Tensor> one = on_each(t);
         one[0] = ops::slice(ops::slice(t[0], 1, b, 1), 0, 0, len);
         one[1] = ops::slice(t[1], 0, b, 1);
         one[2] = ops::slice(t[2], 0, b, 1);
@@ -241,13 +247,13 @@ TEST(RnnCpu, FinalStatesAtEachSequencesOwnLastStep) {
   }
 }
 
-TEST(RnnCpu, LstmGradients) {
+TEST_P(RnnOps, LstmGradients) {
   const Sizes s{4, 3, 3, 4};
   const Tensor lens = lengths_tensor({4, 2, 3});
   for (bool reverse : {false, true}) {
     SCOPED_TRACE(reverse);
     EXPECT_GRADCHECK(gradcheck(
-        [&](const std::vector<Tensor>& t) { return all_outputs(run_layer(true, t, lens, reverse)); },
+        [&](const std::vector<Tensor>& t) { return all_outputs(run_layer(true, t, on(lens), reverse)); },
         layer_inputs(true, s, 100)));
   }
   // Without lengths, h0/c0 or biases.
@@ -259,7 +265,7 @@ TEST(RnnCpu, LstmGradients) {
       {t[0], t[3], t[4]}));
 }
 
-TEST(RnnCpu, GruGradients) {
+TEST_P(RnnOps, GruGradients) {
   const Sizes s{4, 3, 3, 4};
   const Tensor lens = lengths_tensor({4, 2, 3});
   for (bool reverse : {false, true}) {
@@ -268,7 +274,7 @@ TEST(RnnCpu, GruGradients) {
     t.erase(t.begin() + 2);   // no c0
     EXPECT_GRADCHECK(gradcheck(
         [&](const std::vector<Tensor>& in) {
-          return all_outputs(ops::gru(in[0], in[1], in[2], in[3], in[4], in[5], lens, reverse));
+          return all_outputs(ops::gru(in[0], in[1], in[2], in[3], in[4], in[5], on(lens), reverse));
         },
         t));
   }
@@ -281,7 +287,7 @@ TEST(RnnCpu, GruGradients) {
 }
 
 // A zero-length sequence passes its initial state (and that state's gradient) straight through.
-TEST(RnnCpu, GradientsWithAnEmptySequence) {
+TEST_P(RnnOps, GradientsWithAnEmptySequence) {
   const Sizes s{3, 3, 2, 3};
   const Tensor lens = lengths_tensor({3, 0, 1});
   for (bool lstm : {true, false}) {
@@ -290,22 +296,22 @@ TEST(RnnCpu, GradientsWithAnEmptySequence) {
       std::vector<Tensor> t = layer_inputs(lstm, s, 140);
       if (!lstm) t[2] = Tensor();
       EXPECT_GRADCHECK(gradcheck(
-          [&](const std::vector<Tensor>& in) { return all_outputs(run_layer(lstm, in, lens, reverse)); }, t));
+          [&](const std::vector<Tensor>& in) { return all_outputs(run_layer(lstm, in, on(lens), reverse)); }, t));
     }
   }
 }
 
 // Every sequence empty: the states pass through untouched, forward and backward.
-TEST(RnnCpu, AllSequencesEmpty) {
+TEST_P(RnnOps, AllSequencesEmpty) {
   const Sizes s{3, 2, 2, 3};
   for (bool lstm : {true, false}) {
     SCOPED_TRACE(lstm);
     const std::vector<Tensor> t = layer_inputs(lstm, s, 145);
-    const ops::RnnOutput r = run_layer(lstm, t, lengths_tensor({0, 0}), false);
+    const ops::RnnOutput r = run_layer(lstm, on_each(t), on(lengths_tensor({0, 0})), false);
     EXPECT_EQ(r.h_n.to_vector(), t[1].to_vector());
     for (float v : r.y.to_vector()) ASSERT_EQ(v, 0.0f);
     const Tensor seed = rand_tensor({s.B, s.H}, 146, false);
-    const std::vector<Tensor> g = grad({r.h_n}, {t[1], t[3], t[4]}, {seed});
+    const std::vector<Tensor> g = grad({r.h_n}, {t[1], t[3], t[4]}, {on(seed)});
     EXPECT_EQ(g[0].to_vector(), seed.to_vector());
     for (float v : g[1].to_vector()) ASSERT_EQ(v, 0.0f);
     for (float v : g[2].to_vector()) ASSERT_EQ(v, 0.0f);
@@ -313,18 +319,18 @@ TEST(RnnCpu, AllSequencesEmpty) {
 }
 
 // Asking for some inputs only (engine::grad tells the node) gives the same values.
-TEST(RnnCpu, PartialGradientsAgree) {
+TEST_P(RnnOps, PartialGradientsAgree) {
   const Sizes s{4, 3, 3, 4};
   const Tensor lens = lengths_tensor({4, 1, 3});
   for (bool lstm : {true, false}) {
     SCOPED_TRACE(lstm);
     const std::vector<Tensor> t = layer_inputs(lstm, s, 150);
-    const Tensor out = ops::sum(all_outputs(run_layer(lstm, t, lens, true)));
+    const Tensor out = ops::sum(all_outputs(run_layer(lstm, on_each(t), on(lens), true)));
     std::vector<Tensor> wrt{t[0], t[1], t[3], t[4], t[5], t[6]};
     if (lstm) wrt.push_back(t[2]);
     const std::vector<Tensor> all = grad({out}, wrt);
     for (size_t i = 0; i < wrt.size(); ++i) {
-      const Tensor again = ops::sum(all_outputs(run_layer(lstm, t, lens, true)));
+      const Tensor again = ops::sum(all_outputs(run_layer(lstm, on_each(t), on(lens), true)));
       const std::vector<Tensor> one = grad({again}, {wrt[i]});
       ASSERT_TRUE(one[0].defined());
       EXPECT_EQ(one[0].to_vector(), all[i].to_vector()) << i;
@@ -332,11 +338,11 @@ TEST(RnnCpu, PartialGradientsAgree) {
   }
 }
 
-TEST(RnnCpu, SecondBackwardThrows) {
+TEST_P(RnnOps, SecondBackwardThrows) {
   const Sizes s{3, 2, 2, 3};
   for (bool lstm : {true, false}) {
     const std::vector<Tensor> t = layer_inputs(lstm, s, 160);
-    const Tensor out = ops::sum(all_outputs(run_layer(lstm, t, Tensor(), false)));
+    const Tensor out = ops::sum(all_outputs(run_layer(lstm, on_each(t), Tensor(), false)));
     const std::vector<Tensor> g = grad({out}, {t[0], t[4]}, {}, /*create_graph=*/true);
     ASSERT_TRUE(g[0].requires_grad());
     EXPECT_THROW(ops::sum(ops::mul(g[0], g[0])).backward(), std::logic_error);
@@ -344,31 +350,33 @@ TEST(RnnCpu, SecondBackwardThrows) {
 }
 
 // A NaN in the input reaches the outputs (the gate functions' bit tricks must not hide divergence).
-TEST(RnnCpu, NanPropagates) {
+TEST_P(RnnOps, NanPropagates) {
   const Sizes s{2, 2, 3, 4};
   NoGradScope no_grad;
   for (bool lstm : {true, false}) {
     std::vector<Tensor> t = layer_inputs(lstm, s, 175);
     t[0].data()[0] = std::numeric_limits<float>::quiet_NaN();   // x[0, 0, 0]
-    const ops::RnnOutput r = run_layer(lstm, t, Tensor(), false);
+    const ops::RnnOutput r = run_layer(lstm, on_each(t), Tensor(), false);
     EXPECT_TRUE(std::isnan(r.h_n.to_vector()[0])) << lstm;
     EXPECT_FALSE(std::isnan(r.h_n.to_vector()[s.H])) << lstm;   // the other sequence is untouched
   }
 }
 
-TEST(RnnCpu, BadArguments) {
+TEST_P(RnnOps, BadArguments) {
   const Sizes s{3, 2, 2, 3};
-  const std::vector<Tensor> t = layer_inputs(true, s, 170);
+  const std::vector<Tensor> t = on_each(layer_inputs(true, s, 170));
   NoGradScope no_grad;
-  EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], lengths_tensor({4, 1}), false),
+  EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], on(lengths_tensor({4, 1})), false),
                std::invalid_argument);   // longer than T
-  EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], Tensor::from_vector({2}, {1.5f, 1.0f}), false),
-               std::invalid_argument);   // not an integer
-  EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], lengths_tensor({3}), false), std::invalid_argument);
-  EXPECT_THROW(ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], Tensor(), false), std::invalid_argument);   // 4H weights
-  EXPECT_THROW(ops::lstm(t[0], t[2], t[1], t[3], t[4], rand_tensor({5}, 1), t[6], Tensor(), false),
+  EXPECT_THROW(
+      ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], on(Tensor::from_vector({2}, {1.5f, 1.0f})), false),
+      std::invalid_argument);   // not an integer
+  EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], on(lengths_tensor({3})), false),
                std::invalid_argument);
-  EXPECT_THROW(ops::lstm(rand_tensor({3, 2, 5}, 2), t[1], t[2], t[3], t[4], t[5], t[6], Tensor(), false),
+  EXPECT_THROW(ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], Tensor(), false), std::invalid_argument);   // 4H weights
+  EXPECT_THROW(ops::lstm(t[0], t[2], t[1], t[3], t[4], on(rand_tensor({5}, 1)), t[6], Tensor(), false),
+               std::invalid_argument);
+  EXPECT_THROW(ops::lstm(on(rand_tensor({3, 2, 5}, 2)), t[1], t[2], t[3], t[4], t[5], t[6], Tensor(), false),
                std::invalid_argument);
 }
 
@@ -494,7 +502,7 @@ TEST(RnnModules, DropoutBetweenLayersInTrainingOnly) {
 
 // seq2seq's decoder runs ops::lstm one step at a time, carrying h and c from step to step: the
 // gradient must reach the first step's h0/c0 and the shared weights through every step.
-TEST(RnnCpu, LstmStepsChainThroughInitialStates) {
+TEST_P(RnnOps, LstmStepsChainThroughInitialStates) {
   const int64_t B = 2, I = 3, H = 4, steps = 3;
   Tensor x = rand_tensor({steps, B, I}, 41), h0 = rand_tensor({B, H}, 42), c0 = rand_tensor({B, H}, 43),
          w_ih = rand_tensor({4 * H, I}, 44, true, -0.5f, 0.5f), w_hh = rand_tensor({4 * H, H}, 45, true, -0.5f, 0.5f),
@@ -515,11 +523,34 @@ TEST(RnnCpu, LstmStepsChainThroughInitialStates) {
   EXPECT_GRADCHECK(gradcheck(stepwise, {x, h0, c0, w_ih, w_hh, b}));
   // And it is the same function as one call over the whole sequence.
   NoGradScope no_grad;
-  const auto whole = ops::lstm(x, h0, c0, w_ih, w_hh, b, Tensor(), Tensor());
-  const auto y = stepwise({x, h0, c0, w_ih, w_hh, b}).to_vector(), yw = whole.y.to_vector(), cw = whole.c_n.to_vector();
+  const std::vector<Tensor> in = on_each({x, h0, c0, w_ih, w_hh, b});
+  const auto whole = ops::lstm(in[0], in[1], in[2], in[3], in[4], in[5], Tensor(), Tensor());
+  const auto y = stepwise(in).to_vector(), yw = whole.y.to_vector(), cw = whole.c_n.to_vector();
   for (size_t i = 0; i < yw.size(); ++i) EXPECT_NEAR(y[i], yw[i], 1e-6);
   for (size_t i = 0; i < cw.size(); ++i) EXPECT_NEAR(y[yw.size() + i], cw[i], 1e-6);
 }
+
+TEST_P(RnnOps, GradientsWithLengthsBothDirections) {
+  const int64_t T = 4, B = 3, I = 3, H = 4;
+  for (bool lstm : {true, false}) {
+    for (bool reverse : {false, true}) {
+      SCOPED_TRACE(std::string(lstm ? "lstm" : "gru") + (reverse ? " reverse" : ""));
+      const int64_t G = lstm ? 4 : 3;
+      const std::vector<Tensor> in{rand_tensor({T, B, I}, 201),           rand_tensor({B, H}, 202),
+                                   rand_tensor({B, H}, 203),              rand_tensor({G * H, I}, 204, true, -0.5f, 0.5f),
+                                   rand_tensor({G * H, H}, 205, true, -0.5f, 0.5f), rand_tensor({G * H}, 206),
+                                   rand_tensor({G * H}, 207),             Tensor::from_vector({B}, {4, 2, 3})};
+      EXPECT_GRADCHECK(gradcheck([lstm, reverse](const std::vector<Tensor>& t) {
+                                   return all_outputs(lstm ? ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+                                                                       reverse)
+                                                           : ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], t[7], reverse));
+                                 },
+                                 in));
+    }
+  }
+}
+
+TS_ON_EVERY_DEVICE(RnnOps);
 
 }  // namespace
 }  // namespace ts::engine

@@ -231,25 +231,5 @@ TEST_F(CudaAttention, BadArgumentsAsOnTheCpu) {
   EXPECT_THROW(gpu_be().additive_attention_backward(dc, gq, gk, gval, gv, gr.probs), std::invalid_argument);
 }
 
-TEST_F(CudaAttention, Gradchecks) {
-  const int64_t B = 3, S = 4, A = 5, D = 3;
-  Tensor q = rand_tensor({B, A}, 900), k = rand_tensor({B, S, A}, 901), val = rand_tensor({B, S, D}, 902),
-         v = rand_tensor({A}, 903, true, -1.5f, 1.5f);
-  GradcheckOptions o;
-  o.eps = 3e-3;
-  for (const std::vector<float>& l : {std::vector<float>{4, 1, 3}, std::vector<float>{4, 0, 2}}) {
-    SCOPED_TRACE(std::to_string(l[1]));
-    const Tensor lens = Tensor::from_vector({B}, l);
-    EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) {
-                                 return ops::additive_attention(t[0], t[1], t[2], t[3], t[4]);
-                               }),
-                               {q, k, val, v, lens}, o));
-  }
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) {
-                               return ops::additive_attention(t[0], t[1], t[2], t[3], Tensor());
-                             }),
-                             {q, k, val, v}, o));
-}
-
 }  // namespace
 }  // namespace ts::engine

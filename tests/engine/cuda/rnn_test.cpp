@@ -142,32 +142,6 @@ TEST_F(CudaRnn, AllSequencesEmpty) {
   expect_parity({false, true, true, true, {0, 0, 0}, false}, 4, 3, 2, 5, 12);
 }
 
-Tensor all_outputs(const ops::RnnOutput& r) {
-  std::vector<Tensor> parts{ops::reshape(r.y, {r.y.numel()}), ops::reshape(r.h_n, {r.h_n.numel()})};
-  if (r.c_n.defined()) parts.push_back(ops::reshape(r.c_n, {r.c_n.numel()}));
-  return ops::concat(parts, 0);
-}
-
-TEST_F(CudaRnn, Gradchecks) {
-  const int64_t T = 4, B = 3, I = 3, H = 4;
-  for (bool lstm : {true, false}) {
-    for (bool reverse : {false, true}) {
-      SCOPED_TRACE(std::string(lstm ? "lstm" : "gru") + (reverse ? " reverse" : ""));
-      const int64_t G = lstm ? 4 : 3;
-      const std::vector<Tensor> in{rand_tensor({T, B, I}, 201),           rand_tensor({B, H}, 202),
-                                   rand_tensor({B, H}, 203),              rand_tensor({G * H, I}, 204, true, -0.5f, 0.5f),
-                                   rand_tensor({G * H, H}, 205, true, -0.5f, 0.5f), rand_tensor({G * H}, 206),
-                                   rand_tensor({G * H}, 207),             Tensor::from_vector({B}, {4, 2, 3})};
-      EXPECT_GRADCHECK(gradcheck(on_gpu([lstm, reverse](const std::vector<Tensor>& t) {
-                                   return all_outputs(lstm ? ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
-                                                                       reverse)
-                                                           : ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], t[7], reverse));
-                                 }),
-                                 in));
-    }
-  }
-}
-
 TEST_F(CudaRnn, BadArguments) {
   const Case c{true, false, true, true, {}, false};
   Backend::RnnArgs a = on_device(make_args(c, 3, 2, 2, 3, 300), false);
