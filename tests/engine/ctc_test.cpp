@@ -19,6 +19,8 @@ namespace {
 
 using namespace testing;
 
+class CtcOps : public OnDevice {};
+
 using Reduction = Backend::CtcReduction;
 
 // B(path): merge repeats, then drop blanks.
@@ -123,8 +125,15 @@ ops::CtcLossOptions options(Reduction r, bool zero_infinity = false, int64_t bla
   return o;
 }
 
+// The loss of `in` on `device`: its tensors are transferred there, differentiably.
+Tensor ctc_on(Device device, const Inputs& in, const ops::CtcLossOptions& o = {}, Tensor* nll = nullptr) {
+  return ops::ctc_loss(transferred(in.logits, device), transferred(in.targets, device),
+                       transferred(in.input_lengths, device), transferred(in.target_lengths, device), o, nll);
+}
+
 // Loss, per-sample nll and gradient of the op against the brute-force sums, both reductions.
-void expect_matches_reference(const Case& c, uint64_t seed, int64_t blank = 0, bool zero_infinity = false) {
+void expect_matches_reference(Device device, const Case& c, uint64_t seed, int64_t blank = 0,
+                              bool zero_infinity = false) {
   const Inputs in = make_inputs(c, seed);
   const auto n = static_cast<int64_t>(c.targets.size());
   std::vector<Reference> ref;
@@ -135,8 +144,7 @@ void expect_matches_reference(const Case& c, uint64_t seed, int64_t blank = 0, b
   for (Reduction red : {Reduction::mean, Reduction::sum}) {
     SCOPED_TRACE(red == Reduction::mean ? "mean" : "sum");
     Tensor nll;
-    const Tensor loss = ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths,
-                                      options(red, zero_infinity, blank), &nll);
+    const Tensor loss = ctc_on(device, in, options(red, zero_infinity, blank), &nll);
     const Tensor g = grad({loss}, {in.logits})[0];
     ASSERT_TRUE(g.defined());
     const auto nv = nll.to_vector();
@@ -174,41 +182,41 @@ void expect_matches_reference(const Case& c, uint64_t seed, int64_t blank = 0, b
   }
 }
 
-TEST(CtcCpu, MatchesBruteForceOnRandomCases) {
+TEST_P(CtcOps, MatchesBruteForceOnRandomCases) {
   // T = 5, K = 4: distinct labels, a repeat (needs a blank between), a target that needs every
   // frame (L + repeats = T), a single label, and shorter inputs than T.
   const Case c{5, 4, {5, 5, 5, 4, 3, 5}, {{1, 2}, {1, 1}, {2, 2, 3, 3}, {3}, {1, 2, 3}, {3, 1, 3}}};
-  expect_matches_reference(c, 11);
+  expect_matches_reference(device(), c, 11);
 }
 
-TEST(CtcCpu, MatchesBruteForceAtSixFramesThreeClasses) {
+TEST_P(CtcOps, MatchesBruteForceAtSixFramesThreeClasses) {
   const Case c{6, 3, {6, 6, 6, 2}, {{1, 1, 1}, {2, 1, 2, 1}, {1, 2, 2}, {2, 2}}};
-  expect_matches_reference(c, 12);
+  expect_matches_reference(device(), c, 12);
 }
 
-TEST(CtcCpu, EmptyTargetsAreAllBlank) {
+TEST_P(CtcOps, EmptyTargetsAreAllBlank) {
   // p(empty) = prod_t y_t(blank); mean divides by max(L, 1) = 1.
   const Case c{4, 3, {4, 2, 0}, {{}, {}, {}}};
-  expect_matches_reference(c, 13);
+  expect_matches_reference(device(), c, 13);
   const Inputs in = make_inputs(c, 13);
   Tensor nll;
-  ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths, {}, &nll);
+  ctc_on(device(), in, {}, &nll);
   EXPECT_FLOAT_EQ(nll.to_vector()[2], 0.0f);  // no frames, nothing to emit: p = 1
 }
 
-TEST(CtcCpu, NonZeroBlankIndex) {
+TEST_P(CtcOps, NonZeroBlankIndex) {
   const Case c{5, 4, {5, 5, 4}, {{0, 1}, {2, 2}, {1, 0, 2}}};
-  expect_matches_reference(c, 14, /*blank=*/3);
+  expect_matches_reference(device(), c, 14, /*blank=*/3);
 }
 
-TEST(CtcCpu, InfeasibleLengthsGiveInfinityOrZero) {
+TEST_P(CtcOps, InfeasibleLengthsGiveInfinityOrZero) {
   // [1, 1, 2] needs 4 frames (a blank between the repeats); 3 are given. [2] with 0 frames.
   const Case c{4, 3, {3, 4, 0}, {{1, 1, 2}, {1, 2}, {2}}};
-  expect_matches_reference(c, 15, 0, /*zero_infinity=*/false);
-  expect_matches_reference(c, 15, 0, /*zero_infinity=*/true);
+  expect_matches_reference(device(), c, 15, 0, /*zero_infinity=*/false);
+  expect_matches_reference(device(), c, 15, 0, /*zero_infinity=*/true);
   const Inputs in = make_inputs(c, 15);
   Tensor nll;
-  const Tensor loss = ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths, {}, &nll);
+  const Tensor loss = ctc_on(device(), in, {}, &nll);
   EXPECT_TRUE(std::isinf(loss.item()));
   const auto v = nll.to_vector();
   EXPECT_TRUE(std::isinf(v[0]));
@@ -216,7 +224,7 @@ TEST(CtcCpu, InfeasibleLengthsGiveInfinityOrZero) {
   EXPECT_TRUE(std::isinf(v[2]));
 }
 
-TEST(CtcCpu, NanLogitsAreNotMistakenForInfeasible) {
+TEST_P(CtcOps, NanLogitsAreNotMistakenForInfeasible) {
   // zero_infinity zeroes impossible alignments, never a NaN from the input.
   const Case c{4, 3, {4}, {{1, 2}}};
   Inputs in = make_inputs(c, 18);
@@ -224,12 +232,11 @@ TEST(CtcCpu, NanLogitsAreNotMistakenForInfeasible) {
     NoGradScope no_grad;
     in.logits.data()[5] = std::numeric_limits<float>::quiet_NaN();
   }
-  const Tensor loss =
-      ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths, options(Reduction::mean, true));
+  const Tensor loss = ctc_on(device(), in, options(Reduction::mean, true));
   EXPECT_TRUE(std::isnan(loss.item()));
 }
 
-TEST(CtcCpu, PaddedFramesDoNotMatter) {
+TEST_P(CtcOps, PaddedFramesDoNotMatter) {
   const Case c{6, 4, {3, 6}, {{1, 2}, {3, 3}}};
   Inputs a = make_inputs(c, 16);
   Inputs b = make_inputs(c, 16);
@@ -241,26 +248,24 @@ TEST(CtcCpu, PaddedFramesDoNotMatter) {
       for (int64_t k = 0; k < 4; ++k) p[(t * 2 + 0) * 4 + k] = 50.0f * static_cast<float>(k + t);
   }
   Tensor na, nb;
-  ops::ctc_loss(a.logits, a.targets, a.input_lengths, a.target_lengths, {}, &na);
-  ops::ctc_loss(b.logits, b.targets, b.input_lengths, b.target_lengths, {}, &nb);
+  ctc_on(device(), a, {}, &na);
+  ctc_on(device(), b, {}, &nb);
   EXPECT_FLOAT_EQ(na.to_vector()[0], nb.to_vector()[0]);
 }
 
-TEST(CtcCpu, MeanIsSumOverTargetLengthAndBatch) {
+TEST_P(CtcOps, MeanIsSumOverTargetLengthAndBatch) {
   const Case c{6, 4, {6, 5, 6}, {{1, 2, 3}, {2}, {3, 1}}};
   const Inputs in = make_inputs(c, 17);
   NoGradScope no_grad;
   Tensor nll;
-  const float mean =
-      ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths, options(Reduction::mean), &nll).item();
-  const float sum =
-      ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths, options(Reduction::sum)).item();
+  const float mean = ctc_on(device(), in, options(Reduction::mean), &nll).item();
+  const float sum = ctc_on(device(), in, options(Reduction::sum)).item();
   const auto v = nll.to_vector();
   EXPECT_NEAR(sum, v[0] + v[1] + v[2], 1e-5);
   EXPECT_NEAR(mean, (v[0] / 3 + v[1] / 1 + v[2] / 2) / 3, 1e-5);
 }
 
-TEST(CtcCpu, Gradcheck) {
+TEST_P(CtcOps, Gradcheck) {
   const Case c{6, 4, {6, 5, 6, 4}, {{1, 2}, {1, 1}, {3}, {}}};
   for (Reduction red : {Reduction::mean, Reduction::sum}) {
     SCOPED_TRACE(red == Reduction::mean ? "mean" : "sum");
@@ -270,24 +275,24 @@ TEST(CtcCpu, Gradcheck) {
     go.max_elements_per_input = 96;  // every element
     EXPECT_GRADCHECK(gradcheck(
         [&](const std::vector<Tensor>& t) {
-          return ops::ctc_loss(t[0], in.targets, in.input_lengths, in.target_lengths, o);
+          return ops::ctc_loss(t[0], on(in.targets), on(in.input_lengths), on(in.target_lengths), o);
         },
         {in.logits}, go));
   }
 }
 
-TEST(CtcCpu, GradcheckThroughAScale) {
+TEST_P(CtcOps, GradcheckThroughAScale) {
   // The incoming gradient scales d loss / d logits (backward is more than returning `grad`).
   const Case c{5, 3, {5, 5}, {{1, 2}, {2, 2}}};
   const Inputs in = make_inputs(c, 22);
   EXPECT_GRADCHECK(gradcheck(
       [&](const std::vector<Tensor>& t) {
-        return ops::scale(ops::ctc_loss(t[0], in.targets, in.input_lengths, in.target_lengths), -3.0f);
+        return ops::scale(ops::ctc_loss(t[0], on(in.targets), on(in.input_lengths), on(in.target_lengths)), -3.0f);
       },
       {in.logits}));
 }
 
-TEST(CtcCpu, LongSequencesStayFiniteAndGradientsSumToZero) {
+TEST_P(CtcOps, LongSequencesStayFiniteAndGradientsSumToZero) {
   // T = 300, L = 80 with large logits: probabilities of order exp(-1000) that only log space
   // keeps; per frame the gradient (softmax - occupancy) sums to zero over the classes.
   const int64_t t_max = 300, n = 3, k = 29;
@@ -298,7 +303,7 @@ TEST(CtcCpu, LongSequencesStayFiniteAndGradientsSumToZero) {
   const Case c{t_max, k, lens, targets};
   const Inputs in = make_inputs(c, 23, 20.0f);
   Tensor nll;
-  const Tensor loss = ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths, {}, &nll);
+  const Tensor loss = ctc_on(device(), in, {}, &nll);
   const auto nv = nll.to_vector();
   for (float v : nv) {
     EXPECT_TRUE(std::isfinite(v));
@@ -322,20 +327,20 @@ TEST(CtcCpu, LongSequencesStayFiniteAndGradientsSumToZero) {
   }
 }
 
-TEST(CtcCpu, DeterministicAcrossCalls) {
+TEST_P(CtcOps, DeterministicAcrossCalls) {
   const Case c{6, 4, {6, 6, 5, 6}, {{1, 2}, {3, 3}, {2}, {1, 2, 3}}};
   const Inputs in = make_inputs(c, 24);
   NoGradScope no_grad;
-  const float a = ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths).item();
-  const float b = ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths).item();
+  const float a = ctc_on(device(), in).item();
+  const float b = ctc_on(device(), in).item();
   EXPECT_EQ(a, b);
 }
 
-TEST(CtcCpu, RejectsBadArguments) {
+TEST_P(CtcOps, RejectsBadArguments) {
   const Case c{4, 3, {4, 4}, {{1, 2}, {2}}};
   const Inputs in = make_inputs(c, 25);
   auto run = [&](const Tensor& logits, const Tensor& targets, const Tensor& il, const Tensor& tl,
-                 ops::CtcLossOptions o = {}) { return ops::ctc_loss(logits, targets, il, tl, o); };
+                 ops::CtcLossOptions o = {}) { return ops::ctc_loss(on(logits), on(targets), on(il), on(tl), o); };
   // A blank label in the targets, a label out of range, a non-integer.
   EXPECT_THROW(run(in.logits, Tensor::from_vector({3}, {1, 0, 2}), in.input_lengths, in.target_lengths),
                std::invalid_argument);
@@ -359,10 +364,10 @@ TEST(CtcCpu, RejectsBadArguments) {
   EXPECT_THROW(run(in.logits, t, in.input_lengths, in.target_lengths), std::invalid_argument);
 }
 
-TEST(CtcCpu, SecondBackwardFailsLoudly) {
+TEST_P(CtcOps, SecondBackwardFailsLoudly) {
   const Case c{4, 3, {4}, {{1, 2}}};
   const Inputs in = make_inputs(c, 26);
-  const Tensor loss = ops::ctc_loss(in.logits, in.targets, in.input_lengths, in.target_lengths);
+  const Tensor loss = ctc_on(device(), in);
   const Tensor g = grad({loss}, {in.logits}, {}, /*create_graph=*/true)[0];
   EXPECT_THROW(grad({ops::sum(g)}, {in.logits}), std::logic_error);
 }
@@ -397,6 +402,8 @@ TEST(CtcCpu, EditDistanceAndErrorRate) {
   EXPECT_DOUBLE_EQ(ops::error_rate({seq("ab")}, {seq("")}), 2.0);
   EXPECT_THROW(ops::error_rate({seq("a")}, {}), std::invalid_argument);
 }
+
+TS_ON_EVERY_DEVICE(CtcOps);
 
 }  // namespace
 }  // namespace ts::engine

@@ -42,9 +42,9 @@ TEST_P(LinearOps, LinearMatchesNaive) {
   Tensor w = rand_tensor({4, 7}, 22, false);
   Tensor b = rand_tensor({4}, 23, false);
   const auto bv = b.to_vector();
-  EXPECT_LT(
-      max_rel_diff(ops::linear(on(x), on(w), on(b)).to_vector(), naive_linear(x.to_vector(), 5, 7, w.to_vector(), 4, &bv)),
-      1e-5);
+  EXPECT_LT(max_rel_diff(ops::linear(on(x), on(w), on(b)).to_vector(),
+                         naive_linear(x.to_vector(), 5, 7, w.to_vector(), 4, &bv)),
+            1e-5);
   EXPECT_LT(max_rel_diff(ops::linear(on(x), on(w), Tensor()).to_vector(),
                          naive_linear(x.to_vector(), 5, 7, w.to_vector(), 4, nullptr)),
             1e-5);

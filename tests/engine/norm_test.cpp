@@ -94,7 +94,8 @@ TEST_P(NormOps, BatchNormEvalAndRunningStats) {
         EXPECT_NEAR(y[j], ref, 1e-4);
       }
   // Eval in a blocked layout: same values.
-  const auto yb = ops::batch_norm(ops::to_layout(on(x), Layout::blocked(8)), on(g), on(b), rm, rv, false, momentum, eps);
+  const auto yb =
+      ops::batch_norm(ops::to_layout(on(x), Layout::blocked(8)), on(g), on(b), rm, rv, false, momentum, eps);
   if (device().is_cpu()) {   // the GPU computes in plain NCHW
     EXPECT_EQ(yb.layout(), Layout::blocked(8));
   }

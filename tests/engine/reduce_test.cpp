@@ -27,7 +27,8 @@ TEST_P(ReduceOps, ScaleSumMean) {
   Tensor b = rand_tensor({2, 10, 2, 2}, 57);
   EXPECT_GRADCHECK(gradcheck(
       [](const std::vector<Tensor>& t) { return ops::mean(ops::to_layout(t[0], Layout::blocked(8))); }, {b}));
-  EXPECT_NEAR(ops::sum(ops::to_layout(on(b.detach()), Layout::blocked(8))).item(), ops::sum(on(b.detach())).item(), 1e-4);
+  EXPECT_NEAR(ops::sum(ops::to_layout(on(b.detach()), Layout::blocked(8))).item(), ops::sum(on(b.detach())).item(),
+              1e-4);
 }
 
 TS_ON_EVERY_DEVICE(ReduceOps);

@@ -80,30 +80,5 @@ TEST_F(CudaCtc, CtcLoss) {
                std::invalid_argument);  // a blank inside the targets
 }
 
-TEST_F(CudaCtc, Gradchecks) {
-  Tensor x = rand_tensor({4, 6}, 50), g = rand_tensor({6}, 51, true, 0.5f, 1.5f), b = rand_tensor({6}, 52);
-  EXPECT_GRADCHECK(
-      gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::layer_norm(t[0], t[1], t[2]); }), {x, g, b}));
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::gelu(t[0]); }), {x}));
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::dropout(t[0], 0.3f, 7); }), {x}));
-  Tensor q = rand_tensor({2, 3, 4}, 53), k = rand_tensor({2, 5, 4}, 54), v = rand_tensor({2, 5, 4}, 55);
-  Tensor lengths = Tensor::from_vector({2}, {5, 3});
-  EXPECT_GRADCHECK(gradcheck(
-      on_gpu([](const std::vector<Tensor>& t) { return ops::attention(t[0], t[1], t[2], t[3], 2, 0.5f, false); }),
-      {q, k, v, lengths}));
-  Tensor logits = rand_tensor({5, 7}, 56, true, -2.0f, 2.0f);
-  Tensor labels = Tensor::from_vector({5}, {1, 0, 6, 3, 0});
-  EXPECT_GRADCHECK(gradcheck(
-      on_gpu([](const std::vector<Tensor>& t) { return ops::label_smoothed_cross_entropy(t[0], t[1], 0.1f, 0, 3.0f); }),
-      {logits, labels}));
-  const CtcBatch cb = ctc_batch(57);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) {
-                               ops::CtcLossOptions o;
-                               o.zero_infinity = true;
-                               return ops::ctc_loss(t[0], t[1], t[2], t[3], o);
-                             }),
-                             {cb.logits, cb.targets, cb.input_lengths, cb.target_lengths}));
-}
-
 }  // namespace
 }  // namespace ts::engine
