@@ -26,12 +26,15 @@ namespace {
 
 using namespace testing;
 
-TEST(OptimCpu, SgdStep) {
-  auto& be = backend_for(Device::cpu());
+class OptimOps : public OnDevice {};
+
+TEST_P(OptimOps, SgdStep) {
+  auto& be = backend_for(device());
   const std::vector<float> w0{1.0f, -2.0f, 0.5f}, g0{0.1f, 0.2f, -0.3f}, b0{0.5f, 0.0f, -1.0f};
   const float lr = 0.1f, mom = 0.9f, wd = 0.01f;
   for (bool nesterov : {false, true}) {
-    Tensor w = Tensor::from_vector({3}, w0), g = Tensor::from_vector({3}, g0), b = Tensor::from_vector({3}, b0);
+    Tensor w = Tensor::from_vector({3}, w0, device()), g = Tensor::from_vector({3}, g0, device()),
+           b = Tensor::from_vector({3}, b0, device());
     be.sgd_step(w, g, b, lr, mom, wd, nesterov);
     const auto wv = w.to_vector(), bv = b.to_vector();
     for (size_t i = 0; i < 3; ++i) {
@@ -41,23 +44,23 @@ TEST(OptimCpu, SgdStep) {
       EXPECT_NEAR(wv[i], w0[i] - lr * (nesterov ? gi + mom * bi : bi), 1e-6);
     }
   }
-  Tensor w = Tensor::from_vector({3}, w0), g = Tensor::from_vector({3}, g0);
+  Tensor w = Tensor::from_vector({3}, w0, device()), g = Tensor::from_vector({3}, g0, device());
   be.sgd_step(w, g, Tensor(), lr, 0.0f, 0.0f, false);
   EXPECT_NEAR(w.to_vector()[1], w0[1] - lr * g0[1], 1e-6);
 }
 
 // Three Adam steps against the update written out in double precision.
-TEST(OptimCpu, AdamStep) {
-  auto& be = backend_for(Device::cpu());
+TEST_P(OptimOps, AdamStep) {
+  auto& be = backend_for(device());
   const std::vector<float> w0{1.0f, -2.0f, 0.5f, 0.0f};
   const std::vector<std::vector<float>> grads{{0.1f, 0.2f, -0.3f, 0.0f}, {0.2f, -0.1f, -0.3f, 1e-3f}, {-0.4f, 0.3f, 0.0f, 2.0f}};
   const double lr = 1e-2, b1 = 0.5, b2 = 0.9, eps = 1e-8, wd = 0.01;
-  Tensor w = Tensor::from_vector({4}, w0);
-  Tensor m = Tensor::zeros({4}, Device::cpu()), v = Tensor::zeros({4}, Device::cpu());
+  Tensor w = Tensor::from_vector({4}, w0, device());
+  Tensor m = Tensor::zeros({4}, device()), v = Tensor::zeros({4}, device());
   std::vector<double> rw(w0.begin(), w0.end()), rm(4, 0.0), rv(4, 0.0);
   for (int64_t step = 1; step <= 3; ++step) {
     const auto& g0 = grads[static_cast<size_t>(step - 1)];
-    be.adam_step(w, Tensor::from_vector({4}, g0), m, v, static_cast<float>(lr), static_cast<float>(b1),
+    be.adam_step(w, Tensor::from_vector({4}, g0, device()), m, v, static_cast<float>(lr), static_cast<float>(b1),
                  static_cast<float>(b2), static_cast<float>(eps), static_cast<float>(wd), step);
     for (size_t i = 0; i < 4; ++i) {
       const double g = g0[i] + wd * rw[i];
@@ -90,11 +93,11 @@ std::vector<double> reference(std::vector<double> p, const std::vector<std::vect
   return p;
 }
 
-TEST(OptimCpu, MatchesTheReferenceInBothEpsilonForms) {
+TEST_P(OptimOps, MatchesTheReferenceInBothEpsilonForms) {
   for (bool inside : {false, true}) {
     SCOPED_TRACE(inside ? "eps inside the root" : "eps outside");
     const std::vector<float> init = uniform(10, 7);
-    Tensor p = Tensor::from_vector({2, 5}, init).set_requires_grad(true);
+    Tensor p = Tensor::from_vector({2, 5}, init, device()).set_requires_grad(true);
     optim::RmsPropOptions o;
     o.lr.base_lr = 0.01;
     o.alpha = 0.9;
@@ -105,7 +108,7 @@ TEST(OptimCpu, MatchesTheReferenceInBothEpsilonForms) {
     for (int step = 0; step < 3; ++step) {
       // loss = sum(c * p): the gradient is c.
       const std::vector<float> c = uniform(10, 100 + static_cast<uint64_t>(step), -2.0f, 2.0f);
-      ops::sum(ops::mul(p, Tensor::from_vector({2, 5}, c))).backward();
+      ops::sum(ops::mul(p, Tensor::from_vector({2, 5}, c, device()))).backward();
       opt.step();
       opt.zero_grad();
       grads.emplace_back(c.begin(), c.end());
@@ -117,15 +120,15 @@ TEST(OptimCpu, MatchesTheReferenceInBothEpsilonForms) {
   }
 }
 
-TEST(OptimCpu, AppliesGradientsComputedElsewhere) {
-  Tensor shared = Tensor::from_vector({4}, {1, 2, 3, 4});
+TEST_P(OptimOps, AppliesGradientsComputedElsewhere) {
+  Tensor shared = Tensor::from_vector({4}, {1, 2, 3, 4}, device());
   optim::RmsPropOptions o;
   o.lr.base_lr = 0.1;
   o.alpha = 0.5;
   o.eps = 0.1;
   o.eps_inside_sqrt = true;
   optim::RmsProp opt({shared}, o);
-  opt.step({Tensor::from_vector({4}, {1, -1, 0, 2})});
+  opt.step({Tensor::from_vector({4}, {1, -1, 0, 2}, device())});
   const auto want = reference({1, 2, 3, 4}, {{1, -1, 0, 2}}, 0.1, 0.5, 0.1, true);
   const auto got = shared.to_vector();
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[i], want[i], 1e-6);
@@ -138,10 +141,10 @@ TEST(OptimCpu, AppliesGradientsComputedElsewhere) {
 // Hogwild: threads apply gradients to the same parameters without a lock. With a constant
 // gradient of one sign every update moves each element the same way, so whatever the
 // interleaving the result lies between "every update applied" and "only one thread's".
-TEST(OptimCpu, SeveralThreadsUpdateSharedParametersAtOnce) {
+TEST_P(OptimOps, SeveralThreadsUpdateSharedParametersAtOnce) {
   constexpr int kThreads = 4, kSteps = 200;
   constexpr int64_t kN = 1 << 16;
-  Tensor shared = Tensor::zeros({kN}, Device::cpu());
+  Tensor shared = Tensor::zeros({kN}, device());
   optim::RmsPropOptions o;
   o.lr.base_lr = 1e-3;
   o.alpha = 0.99;
@@ -152,7 +155,7 @@ TEST(OptimCpu, SeveralThreadsUpdateSharedParametersAtOnce) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       set_op_threads(1);
-      const Tensor g = Tensor::full({kN}, 1.0f, Device::cpu());
+      const Tensor g = Tensor::full({kN}, 1.0f, device());
       for (int s = 0; s < kSteps; ++s) opt.step({g});
     });
   }
@@ -169,12 +172,12 @@ TEST(OptimCpu, SeveralThreadsUpdateSharedParametersAtOnce) {
   }
 }
 
-TEST(OptimCpu, ClipGradNorm) {
-  Tensor a = Tensor::from_vector({2}, {0, 0}), b = Tensor::from_vector({1}, {0});
+TEST_P(OptimOps, ClipGradNorm) {
+  Tensor a = Tensor::from_vector({2}, {0, 0}, device()), b = Tensor::from_vector({1}, {0}, device());
   a.set_requires_grad(true);
   b.set_requires_grad(true);
   // grads (3, 0) and (4): norm 5.
-  ops::sum(ops::add(ops::mul(a, Tensor::from_vector({2}, {3, 0})), ops::scale(a, 0.0f))).backward();
+  ops::sum(ops::add(ops::mul(a, Tensor::from_vector({2}, {3, 0}, device())), ops::scale(a, 0.0f))).backward();
   ops::sum(ops::scale(b, 4.0f)).backward();
   EXPECT_NEAR(optim::clip_grad_norm({a, b}, 10.0), 5.0, 1e-6);   // under the limit: untouched
   EXPECT_NEAR(b.grad().item(), 4.0f, 1e-6);
@@ -194,6 +197,8 @@ TEST(OptimCpu, InverseSqrtSchedule) {
   EXPECT_GT(s.at(3999), s.at(3998));
   EXPECT_GT(s.at(3999), s.at(4000));
 }
+
+TS_ON_EVERY_DEVICE(OptimOps);
 
 }  // namespace
 }  // namespace ts::engine

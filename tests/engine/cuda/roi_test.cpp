@@ -70,23 +70,5 @@ TEST_F(CudaRoi, RoiPool) {
   }
 }
 
-TEST_F(CudaRoi, GradcheckDetection) {
-  Tensor x = rand_tensor({2, 3, 8, 8}, 100);
-  Tensor rois = Tensor::from_vector({3, 5}, {0, 1.3f, 2.1f, 12.7f, 11.2f, 1, 0, 0, 15, 15, 1, 4, 6, 9, 14});
-  EXPECT_GRADCHECK(
-      gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::roi_align(t[0], t[1], 2, 2, 0.5f, 2, false); }),
-                {x, rois}));
-  Tensor xd = distinct_values({2, 3, 8, 8}, 101, 0.01f);
-  EXPECT_GRADCHECK(gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::roi_pool(t[0], t[1], 2, 2, 0.5f); }),
-                             {xd, rois}));
-  Tensor r = rand_tensor({6, 4}, 102);
-  Tensor index = Tensor::from_vector({5}, {4, 0, 4, 5, 1});
-  EXPECT_GRADCHECK(
-      gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::index_select_rows(t[0], t[1]); }), {r, index}));
-  Tensor src = rand_tensor({5, 4}, 103);
-  EXPECT_GRADCHECK(
-      gradcheck(on_gpu([](const std::vector<Tensor>& t) { return ops::index_add_rows(t[0], t[1], 6); }), {src, index}));
-}
-
 }  // namespace
 }  // namespace ts::engine
