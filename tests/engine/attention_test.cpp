@@ -10,8 +10,6 @@
 #include "engine/context.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
-#include "engine/optim/clip.h"
-#include "engine/optim/lr_schedule.h"
 #include "on_every_device.h"
 #include "test_util.h"
 

@@ -1,17 +1,13 @@
 // The conv family (engine/ops/conv.cpp): conv2d and its backward pieces against naive loops and
-// finite differences (first and second order), every configuration ResNet-50 and Inception-v3 use;
-// on the CPU also the blocked layouts, the implementations oneDNN picks and its primitive cache.
+// finite differences (first and second order), in the shapes the image workloads use (3x3, 1x1,
+// strided, 7x7, grouped, depthwise, dilated); on the CPU also the blocked layouts, the
+// implementations oneDNN picks and its primitive cache.
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include "engine/autograd.h"
-#include "engine/context.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/device_memory.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
-#include "memprof/ledger.h"
 #include "on_every_device.h"
 #include "test_util.h"
 

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "engine/autograd.h"
 #include "engine/context.h"

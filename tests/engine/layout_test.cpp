@@ -3,16 +3,12 @@
 // order where the backward is differentiable), and the CPU backend's fill, copy and reorders.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <vector>
 
 #include "engine/autograd.h"
 #include "engine/context.h"
-#include "engine/cpu/cpu_backend.h"
-#include "engine/device_memory.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
-#include "memprof/ledger.h"
 #include "on_every_device.h"
 #include "test_util.h"
 

@@ -2,15 +2,8 @@
 // finite differences (first and second order).
 #include <gtest/gtest.h>
 
-#include <cmath>
-
-#include "engine/autograd.h"
-#include "engine/context.h"
-#include "engine/cpu/cpu_backend.h"
-#include "engine/device_memory.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
-#include "memprof/ledger.h"
 #include "on_every_device.h"
 #include "test_util.h"
 

@@ -3,18 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "engine/autograd.h"
 #include "engine/context.h"
-#include "engine/cpu/cpu_backend.h"
-#include "engine/device_memory.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
-#include "engine/optim/clip.h"
-#include "engine/optim/lr_schedule.h"
-#include "memprof/ledger.h"
 #include "on_every_device.h"
 #include "test_util.h"
 

@@ -1,10 +1,6 @@
 // The reduce family (engine/ops/reduce.cpp): sum and mean, with scale, against finite differences.
 #include <gtest/gtest.h>
 
-#include <cmath>
-
-#include "engine/autograd.h"
-#include "engine/context.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
 #include "on_every_device.h"

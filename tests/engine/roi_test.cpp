@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "engine/autograd.h"
-#include "engine/context.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
 #include "on_every_device.h"

@@ -3,11 +3,7 @@
 // backward, against finite differences.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <functional>
-
 #include "engine/autograd.h"
-#include "engine/context.h"
 #include "engine/gradcheck.h"
 #include "engine/ops.h"
 #include "on_every_device.h"

@@ -1,16 +1,12 @@
 // The linear family on the GPU: CPU-versus-GPU parity of the CUDA backend's methods (the same inputs
-// through both backends, compared element by element with cuda_test_util.h's tolerances), and
-// its argument checks. The family's test bodies run on the GPU too: ../linear_test.cpp.
+// through both backends, compared element by element with cuda_test_util.h's tolerances) and
+// the GPU's own argument checks. The family's test bodies run on the GPU too: ../linear_test.cpp.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 
-#include "cuda_test_util.h"
-#include "engine/context.h"
-#include "engine/cuda/cuda_backend.h"
-#include "../on_every_device.h"
 #include "../test_util.h"
+#include "cuda_test_util.h"
 
 namespace ts::engine {
 namespace {

@@ -1,17 +1,13 @@
 // The roi family on the GPU: CPU-versus-GPU parity of the CUDA backend's methods (the same inputs
-// through both backends, compared element by element with cuda_test_util.h's tolerances), and
-// its argument checks. The family's test bodies run on the GPU too: ../roi_test.cpp.
+// through both backends, compared element by element with cuda_test_util.h's tolerances) and
+// the GPU's own argument checks. The family's test bodies run on the GPU too: ../roi_test.cpp.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 
-#include "cuda_test_util.h"
-#include "engine/autograd.h"
-#include "engine/gradcheck.h"
-#include "engine/ops.h"
-#include "../on_every_device.h"
 #include "../test_util.h"
+#include "cuda_test_util.h"
+#include "engine/ops.h"
 
 namespace ts::engine {
 namespace {

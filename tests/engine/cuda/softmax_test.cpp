@@ -1,24 +1,13 @@
 // The softmax family on the GPU: CPU-versus-GPU parity of the CUDA backend's methods (the same inputs
-// through both backends, compared element by element with cuda_test_util.h's tolerances), and
-// its argument checks. The family's test bodies run on the GPU too: ../softmax_test.cpp.
+// through both backends, compared element by element with cuda_test_util.h's tolerances) and
+// the GPU's own argument checks. The family's test bodies run on the GPU too: ../softmax_test.cpp.
 #include <gtest/gtest.h>
 
-#include <cfloat>
-#include <cmath>
-#include <cstring>
-#include <functional>
-#include <limits>
-#include <string>
-#include <thread>
 #include <vector>
 
-#include "cuda_test_util.h"
-#include "engine/autograd.h"
-#include "engine/gradcheck.h"
-#include "engine/ops.h"
-#include "engine/optim/rmsprop.h"
-#include "../on_every_device.h"
 #include "../test_util.h"
+#include "cuda_test_util.h"
+#include "engine/ops.h"
 
 namespace ts::engine {
 namespace {
