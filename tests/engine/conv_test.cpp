@@ -39,18 +39,22 @@ std::vector<ConvCase> conv_cases() {
   };
 }
 
+// x, w and (with a bias) b of a case, drawn from `seed` on.
+std::vector<Tensor> conv_inputs(const ConvCase& c, uint64_t& seed) {
+  std::vector<Tensor> in{rand_tensor(c.x, seed++), rand_tensor(c.w, seed++, true, -0.5f, 0.5f)};
+  if (c.bias) in.push_back(rand_tensor({c.w[0]}, seed++));
+  return in;
+}
+
+GradFn conv_of(const Conv2dParams& p) {
+  return [p](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p); };
+}
+
 TEST_P(ConvOps, Conv2dConfigs) {
   uint64_t seed = 10;
   for (const auto& c : conv_cases()) {
     SCOPED_TRACE(c.name);
-    Tensor x = rand_tensor(c.x, seed++);
-    Tensor w = rand_tensor(c.w, seed++, true, -0.5f, 0.5f);
-    Tensor b = c.bias ? rand_tensor({c.w[0]}, seed++) : Tensor();
-    const Conv2dParams p = c.p;
-    std::vector<Tensor> in{x, w};
-    if (c.bias) in.push_back(b);
-    EXPECT_GRADCHECK(gradcheck(
-        [p](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p); }, in));
+    EXPECT_GRADCHECK(gradcheck(conv_of(c.p), conv_inputs(c, seed)));
   }
 }
 
@@ -78,14 +82,7 @@ TEST_P(ConvOps, Conv2dDoubleBackward) {
   uint64_t seed = 30;
   for (const auto& c : conv_cases()) {
     SCOPED_TRACE(c.name);
-    Tensor x = rand_tensor(c.x, seed++);
-    Tensor w = rand_tensor(c.w, seed++, true, -0.5f, 0.5f);
-    Tensor b = c.bias ? rand_tensor({c.w[0]}, seed++) : Tensor();
-    const Conv2dParams p = c.p;
-    std::vector<Tensor> in{x, w};
-    if (c.bias) in.push_back(b);
-    EXPECT_GRADCHECK(gradgradcheck(
-        [p](const std::vector<Tensor>& t) { return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p); }, in));
+    EXPECT_GRADCHECK(gradgradcheck(conv_of(c.p), conv_inputs(c, seed)));
   }
 }
 
