@@ -1,6 +1,8 @@
 #include "on_every_device.h"
 
+#include <memory>
 #include <ostream>
+#include <string>
 #include <utility>
 
 #include "engine/autograd.h"
@@ -60,7 +62,6 @@ void OnDevice::SetUp() {
   if (device().type == DeviceType::cuda) tf32_off_ = std::make_shared<cuda::Tf32Scope>(false);
 #endif
 }
-
 
 GradcheckResult OnDevice::gradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradcheckOptions& o) const {
   return engine::gradcheck(device().is_cpu() ? f : on_device(f, device()), std::move(inputs), o);

@@ -6,7 +6,7 @@
 //   TEST_P(ConvOps, Conv2dConfigs) { ... }
 //   TS_ON_EVERY_DEVICE(ConvOps);
 //
-// and ctest lists each case twice: Device/ConvOps.Conv2dConfigs/cpu and .../cuda0 (label gpu).
+// and ctest lists two cases of each: Device/ConvOps.Conv2dConfigs/cpu and .../cuda0 (label gpu).
 // Inputs are made on the CPU as in any test; on(x) puts one on the device under test, and the
 // fixture's gradcheck / gradgradcheck run the checked function there (its inputs and result
 // cross differentiably), so the finite differences check that device's backward. On the CPU

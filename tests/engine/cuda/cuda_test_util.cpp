@@ -2,17 +2,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <memory>
-#include <sstream>
 #include <stdexcept>
-#include <utility>
 
 #include "../test_util.h"
-#include "engine/autograd.h"
 
 namespace ts::engine::testing {
-
-GradFn on_gpu(GradFn f) { return on_device(std::move(f), gpu()); }
 
 ::testing::AssertionResult close_to_cpu(const Tensor& g, const Tensor& c, double tol) {
   if (!g.defined() || !c.defined()) {

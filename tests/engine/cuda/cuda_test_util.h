@@ -1,7 +1,8 @@
 #pragma once
-// Shared by the CUDA backend tests: the skip when no device is usable, host <-> device copies
-// (one of them differentiable, for gradient checks through the GPU), and the comparison of a
-// GPU result with the CPU backend's.
+// Shared by the GPU-only tests (cuda/<family>_test.cpp, device_test.cpp): the skip when no
+// device is usable, the parity tolerances, inputs and their copies on the GPU, and the
+// comparison of a GPU result with the CPU backend's. Host <-> device transfers are
+// ../on_every_device.h's.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -9,7 +10,6 @@
 
 #include "../on_every_device.h"
 #include "engine/backend.h"
-#include "engine/gradcheck.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/tensor.h"
 
@@ -56,10 +56,6 @@ constexpr double kTf32 = 2e-2;
 inline Device gpu() { return Device{DeviceType::cuda, 0}; }
 inline Backend& cpu_be() { return backend_for(Device::cpu()); }
 inline Backend& gpu_be() { return backend_for(gpu()); }
-
-// f run on the GPU for the gradient checker: its inputs are transferred there and its result
-// back, both differentiably, so finite differences on the CPU check the GPU's backward.
-GradFn on_gpu(GradFn f);
 
 // max |gpu - cpu| / (1 + |cpu|) over the logical values, with shapes checked.
 ::testing::AssertionResult close_to_cpu(const Tensor& gpu_result, const Tensor& cpu_result, double tol);
