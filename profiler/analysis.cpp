@@ -21,12 +21,9 @@ bool contains(const Event& outer, const Event& inner) {
   return outer.start_ns <= inner.start_ns && inner.end_ns <= outer.end_ns;
 }
 
-// The op events, ordered per thread by (start asc, end desc), each with its direct parent
-// (the innermost op event of the same thread that contains it), or -1 for an outermost one.
-struct OpNode {
-  size_t event;
-  std::ptrdiff_t parent;  // index into the node vector
-};
+int64_t duration(const Event& e) { return std::max<int64_t>(0, e.end_ns - e.start_ns); }
+
+}  // namespace
 
 std::vector<OpNode> op_tree(std::span<const Event> events) {
   std::vector<size_t> ops;
@@ -49,15 +46,18 @@ std::vector<OpNode> op_tree(std::span<const Event> events) {
     if (!open.empty() && events[nodes[open.back()].event].thread != e.thread) open.clear();
     // Pops what ended before e starts, and (for hand-made traces) what only partly overlaps it.
     while (!open.empty() && !contains(events[nodes[open.back()].event], e)) open.pop_back();
-    nodes.push_back({idx, open.empty() ? -1 : static_cast<std::ptrdiff_t>(open.back())});
+    OpNode n{idx, -1, static_cast<std::ptrdiff_t>(nodes.size()), duration(e)};
+    if (!open.empty()) {
+      n.parent = static_cast<std::ptrdiff_t>(open.back());
+      n.root = nodes[open.back()].root;
+      nodes[open.back()].self_ns -= n.self_ns;
+    }
+    nodes.push_back(n);
     open.push_back(nodes.size() - 1);
   }
+  for (OpNode& n : nodes) n.self_ns = std::max<int64_t>(0, n.self_ns);
   return nodes;
 }
-
-int64_t duration(const Event& e) { return std::max<int64_t>(0, e.end_ns - e.start_ns); }
-
-}  // namespace
 
 std::vector<IterationPhases> phase_times(std::span<const Event> events, const NameLookup& lookup) {
   enum Slot { data, forward, backward, optimizer, unknown };
@@ -178,18 +178,12 @@ std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLook
 
 std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& lookup,
                                const IterationFilter& counted) {
-  const std::vector<OpNode> nodes = op_tree(events);
-  std::vector<int64_t> self(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) self[i] = duration(events[nodes[i].event]);
-  for (const OpNode& n : nodes) {
-    if (n.parent >= 0) self[static_cast<size_t>(n.parent)] -= duration(events[n.event]);
-  }
   std::unordered_map<StringId, std::vector<int64_t>> by_name;
   std::unordered_map<std::string, int64_t> inclusive;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Event& e = events[nodes[i].event];
+  for (const OpNode& n : op_tree(events)) {
+    const Event& e = events[n.event];
     if (!counted(e.iteration)) continue;
-    by_name[e.name].push_back(std::max<int64_t>(0, self[i]));
+    by_name[e.name].push_back(n.self_ns);
     inclusive[std::string(lookup(e.name))] += duration(e);
   }
   auto stats = duration_stats(std::move(by_name), lookup);

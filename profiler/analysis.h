@@ -64,6 +64,19 @@ struct LayerTime {
 std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLookup& lookup,
                                    const IterationFilter& counted = all_iterations);
 
+// The op events as trees, one per outermost op of a thread: ordered per thread by (start asc,
+// end desc), each with its direct parent (the innermost op event of the same thread that
+// contains it; -1 for an outermost one), its root (the outermost op event containing it, itself
+// for an outermost one) and its self time (its duration minus that of the op events directly
+// nested in it, never negative). parent and root index the returned vector.
+struct OpNode {
+  size_t event;            // index into the events
+  std::ptrdiff_t parent;
+  std::ptrdiff_t root;
+  int64_t self_ns;
+};
+std::vector<OpNode> op_tree(std::span<const Event> events);
+
 // Per op name, over op events of counted iterations: statistics of SELF time (inclusive time
 // minus the inclusive time of the op events directly nested in it on the same thread), so the
 // totals add up to the op time without double counting; and the inclusive total beside it.

@@ -30,4 +30,15 @@ std::string_view to_string(Pass pass) {
   return "unknown";
 }
 
+std::string_view to_string(WorkClass work) {
+  switch (work) {
+    case WorkClass::none: return "none";
+    case WorkClass::compute: return "compute";
+    case WorkClass::memory: return "memory";
+    case WorkClass::reorder: return "reorder";
+    case WorkClass::other: return "other";
+  }
+  return "unknown";
+}
+
 }  // namespace ts::profiler
