@@ -88,7 +88,7 @@ OwnerScope::~OwnerScope() {
   thread_context().owner_id = saved_id_;
 }
 
-OpScope::OpScope(profiler::StringId name) : name_(name) {
+OpScope::OpScope(profiler::StringId name, OpWork work) : name_(name), work_(work) {
   throw_if_cancelled();
   const PlantedSlowdown& slow = planted_slowdown();   // throws on a bad TS_TEST_SLOW_OP, before any change
   auto& ctx = thread_context();
@@ -101,8 +101,20 @@ OpScope::OpScope(profiler::StringId name) : name_(name) {
   if (active_) {
     observer_ = profiler::range_observer();
     if (observer_ != nullptr) observer_->begin(profiler::EventKind::op, name_, ctx.owner_id, ctx.pass, tracer.iteration());
+    parent_ = ctx.traced_op;
+    ctx.traced_op = this;
     start_ns_ = profiler::now_ns();
   }
+}
+
+void OpScope::add_work(const OpWork& w) {
+  if (work_.work == profiler::WorkClass::none || w.work == profiler::WorkClass::compute) work_.work = w.work;
+  work_.flops += w.flops;
+  work_.bytes += w.bytes;
+}
+
+void add_op_work(const OpWork& w) {
+  if (OpScope* op = thread_context().traced_op) op->add_work(w);
 }
 
 OpScope::~OpScope() {
@@ -116,6 +128,7 @@ OpScope::~OpScope() {
   }
   --ctx.op_depth;
   if (!active_) return;
+  ctx.traced_op = parent_;
   auto& tracer = profiler::Tracer::global();
   profiler::Event e{};
   e.start_ns = start_ns_;
@@ -125,6 +138,9 @@ OpScope::~OpScope() {
   e.kind = profiler::EventKind::op;
   e.pass = ctx.pass;
   e.iteration = tracer.iteration();
+  e.work = work_.work;
+  e.flops = work_.flops;
+  e.bytes = work_.bytes;
   tracer.record(e);
   if (observer_ != nullptr) observer_->end(profiler::EventKind::op);
 }

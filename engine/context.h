@@ -19,6 +19,7 @@ struct ThreadContext {
   profiler::Pass pass = profiler::Pass::none;
   bool grad_enabled = true;
   int op_depth = 0;                          // >0 while inside an op (nested ops are not separate layer time)
+  class OpScope* traced_op = nullptr;        // the innermost op being traced on this thread
 };
 
 ThreadContext& thread_context();
@@ -80,21 +81,40 @@ class EnableGradScope {
   bool saved_;
 };
 
-// One op call: a profiler event with the op name, the layer in scope and the pass; nested op
-// calls (an op built from other ops) are traced too, and the analyses count only the outermost.
+// The work an op does itself, for the roofline (profiler::WorkClass, docs/formulas.md): its
+// FLOPs, and the least bytes it moves (each input read once, each output written once).
+struct OpWork {
+  profiler::WorkClass work = profiler::WorkClass::none;
+  int64_t flops = 0;
+  int64_t bytes = 0;
+};
+
+// One op call: a profiler event with the op name, the layer in scope, the pass and the work the
+// op declared; nested op calls (an op built from other ops) are traced too, and the analyses
+// count only the outermost as layer time and each one's self time as its own.
 class OpScope {
  public:
-  explicit OpScope(profiler::StringId name);
+  explicit OpScope(profiler::StringId name, OpWork work = {});
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
+
+  // Work found while the op runs: FLOPs and bytes add up; the class is compute once any
+  // compute was added, else the first class given.
+  void add_work(const OpWork& w);
 
  private:
   int64_t start_ns_ = 0;
   profiler::StringId name_;
   profiler::RangeObserver* observer_ = nullptr;
+  OpScope* parent_ = nullptr;
+  OpWork work_;
   bool active_ = false;
 };
+
+// Adds to the innermost op traced on this thread (an autograd node's backward, whose scope the
+// backward pass opens, declares its work here); nothing when no op is traced.
+void add_op_work(const OpWork& w);
 
 // Per-op events can be switched off (--no-trace) while the loop's phase ranges stay on.
 void set_op_tracing(bool on);

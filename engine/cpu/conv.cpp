@@ -198,7 +198,7 @@ Tensor CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor
                                        {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
   if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(md({w.size(0)}, f32, tag::a), im.eng, bias->data()));
   im.run(e->prim, args);
-  if (e->out.reorder.needed()) im.reorder(e->out.reorder, y_tmp.data(), y.data());
+  if (e->out.reorder.needed()) im.primitive_reorder(e->out.reorder, y_tmp.data(), y.data());
   return y;
 }
 
@@ -217,7 +217,7 @@ Tensor CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const
                    {DNNL_ARG_WEIGHTS, wm},
                    {DNNL_ARG_DIFF_SRC, dsrc},
                    {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
-  if (e->out.reorder.needed()) im.reorder(e->out.reorder, dx_tmp.data(), dx.data());
+  if (e->out.reorder.needed()) im.primitive_reorder(e->out.reorder, dx_tmp.data(), dx.data());
   return dx;
 }
 
@@ -246,7 +246,7 @@ WeightGrads CpuBackend::conv2d_backward_weights(const Tensor& x, const Tensor& d
     args.emplace(DNNL_ARG_DIFF_BIAS, memory(e->dbias_md, im.eng, r.dbias.data()));
   }
   im.run(e->prim, args);
-  if (e->dw.needed()) im.reorder(e->dw, dw_tmp.data(), r.dw.data());
+  if (e->dw.needed()) im.primitive_reorder(e->dw, dw_tmp.data(), r.dw.data());
   return r;
 }
 

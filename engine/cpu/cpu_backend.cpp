@@ -92,10 +92,16 @@ std::shared_ptr<Reorder> CpuBackend::Impl::layout_reorder(const Shape& shape, co
   });
 }
 
+void CpuBackend::Impl::primitive_reorder(const Reorder& r, void* src, void* dst) {
+  static const auto name = op_name("reorder");
+  OpScope scope(name, {profiler::WorkClass::reorder, 0, static_cast<int64_t>(r.from.get_size() + r.to.get_size())});
+  reorder(r, src, dst);
+}
+
 void* prepare(CpuBackend::Impl& im, const Reorder& r, const Tensor& t, Tensor& temp) {
   if (!r.needed()) return t.data();
   temp = temp_buffer(r.to.get_size());
-  im.reorder(r, t.data(), temp.data());
+  im.primitive_reorder(r, t.data(), temp.data());
   return temp.data();
 }
 

@@ -109,6 +109,10 @@ struct CpuBackend::Impl {
     memory a(r.from, eng, src), b(r.to, eng, dst);
     run(*r.prim, {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}});
   }
+  // A reorder a primitive needs around itself (its inputs into the layout it computes in, its
+  // output back): traced as an op of its own, `reorder`, nested in the op that needs it, so that
+  // the roofline tells the primitive's time from its reorders'.
+  void primitive_reorder(const Reorder& r, void* src, void* dst);
   // The cached reorder of a `shape` tensor between two layouts.
   std::shared_ptr<Reorder> layout_reorder(const Shape& shape, const Layout& from, const Layout& to);
 

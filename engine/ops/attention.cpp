@@ -10,6 +10,16 @@ namespace ts::engine::ops {
 
 namespace {
 
+// Scores q k^T and the weighted sum probs v, each 2 B Tq Tk E (E = heads x head size): what a
+// dense kernel computes, causal or not. Backward does twice that (dq, dk from the scores' gradient;
+// dv and the probabilities' gradient).
+int64_t attention_flops(const Tensor& q, const Tensor& k) { return 4 * q.size(0) * q.size(1) * k.size(1) * q.size(2); }
+
+// Per query and key: the score v . tanh(q + k) (about 4 A) and the context's share (2 D).
+int64_t additive_attention_flops(const Tensor& keys, const Tensor& values) {
+  return keys.size(0) * keys.size(1) * (4 * keys.size(2) + 2 * values.size(2));
+}
+
 struct AttentionBackward : Node {
   Tensor q, k, v, probs;
   int64_t heads;
@@ -18,6 +28,7 @@ struct AttentionBackward : Node {
     const Tensor dout = ops::to_layout(g[0], Layout::plain());
     Backend::AttentionGrads r =
         backend_of(q).attention_backward(dout, q.detach(), k.detach(), v.detach(), probs, heads, scale);
+    add_op_work(compute_work(2 * attention_flops(q, k), bytes_of({&dout, &q, &k, &v, &probs, &r.dq, &r.dk, &r.dv})));
     mark_not_differentiable("attention_backward", {&dout, &q, &k, &v}, {&r.dq, &r.dk, &r.dv});
     return {r.dq, r.dk, r.dv};
   }
@@ -32,6 +43,8 @@ struct AdditiveAttentionBackward : Node {
     Backend::AdditiveAttentionGrads r =
         backend_of(query).additive_attention_backward(dcontext, query.detach(), keys.detach(), values.detach(),
                                                       v.detach(), probs);
+    add_op_work(memory_work({&dcontext, &query, &keys, &values, &v, &probs, &r.dquery, &r.dkeys, &r.dvalues, &r.dv},
+                            2 * additive_attention_flops(keys, values)));
     mark_not_differentiable("additive_attention_backward", {&dcontext, &query, &keys, &values, &v},
                             {&r.dquery, &r.dkeys, &r.dvalues, &r.dv});
     return {r.dquery, r.dkeys, r.dvalues, r.dv};
@@ -63,6 +76,7 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, con
                v = to_layout(v_in, Layout::plain());
   Backend::AttentionResult r =
       backend_of(q).attention_forward(q, k, v, key_lengths.defined() ? &key_lengths : nullptr, heads, scale, causal);
+  scope.add_work(compute_work(attention_flops(q, k), bytes_of({&q, &k, &v, &r.probs, &r.out})));
   if (needs_grad({&q, &k, &v})) {
     auto n = std::make_shared<AttentionBackward>();
     n->q = q;
@@ -104,6 +118,7 @@ Tensor additive_attention(const Tensor& query_in, const Tensor& keys_in, const T
   const Tensor lens = lengths.defined() ? lengths.detach() : Tensor();
   Backend::AdditiveAttentionResult r =
       backend_of(query).additive_attention_forward(query, keys, values, v, lens.defined() ? &lens : nullptr);
+  scope.add_work(memory_work({&query, &keys, &values, &v, &r.probs, &r.context}, additive_attention_flops(keys, values)));
   if (needs_grad({&query, &keys, &values, &v})) {
     auto n = std::make_shared<AdditiveAttentionBackward>();
     n->query = query;

@@ -29,6 +29,18 @@ std::string shapes(std::initializer_list<const Tensor*> ts) {
   return s;
 }
 
+int64_t bytes_of(std::initializer_list<const Tensor*> ts) {
+  int64_t n = 0;
+  for (const Tensor* t : ts) n += t != nullptr && t->defined() ? t->numel() : 0;
+  return n * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t bytes_of(const std::vector<Tensor>& ts) {
+  int64_t n = 0;
+  for (const Tensor& t : ts) n += t.defined() ? t.numel() : 0;
+  return n * static_cast<int64_t>(sizeof(float));
+}
+
 std::vector<Tensor> NotImplementedBackward::backward(const std::vector<Tensor>&) {
   throw std::logic_error("double backward of " + op_ + " is not implemented");
 }

@@ -70,6 +70,11 @@ struct Conv2dBackwardWeightsBackward : Node {
   std::string name() const override { return "Conv2dBackwardWeightsBackward"; }
 };
 
+// 2 x (output elements) x (input channels per group) x (kernel area): one multiply-add each.
+int64_t conv_flops(const Shape& y_shape, const Shape& w_shape) {
+  return 2 * shape_numel(y_shape) * w_shape[1] * w_shape[2] * w_shape[3];
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
@@ -89,6 +94,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   }
   OpScope scope(name);
   Tensor y = backend_of(x).conv2d_forward(x, w, bias.defined() ? &bias : nullptr, p);
+  scope.add_work(compute_work(conv_flops(y.shape(), w.shape()) + (bias.defined() ? y.numel() : 0),
+                              bytes_of({&x, &w, &bias, &y})));
   if (needs_grad({&x, &w, &bias})) {
     auto n = std::make_shared<Conv2dBackward>();
     n->need_x = x.requires_grad();
@@ -115,6 +122,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   check_same_device(dy, w, "conv2d_backward_data");
   OpScope scope(name);
   Tensor dx = backend_of(dy).conv2d_backward_data(dy, w, x_shape, x_layout, p);
+  scope.add_work(compute_work(conv_flops(dy.shape(), w.shape()), bytes_of({&dy, &w, &dx})));
   if (needs_grad({&dy, &w})) {
     auto n = std::make_shared<Conv2dBackwardDataBackward>();
     n->need_dy = dy.requires_grad();
@@ -136,6 +144,8 @@ WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Sha
   check_same_device(x, dy, "conv2d_backward_weights");
   OpScope scope(name);
   WeightGrads r = backend_of(x).conv2d_backward_weights(x, dy, w_shape, bias, p);
+  scope.add_work(compute_work(conv_flops(dy.shape(), w_shape) + (bias ? dy.numel() : 0),
+                              bytes_of({&x, &dy, &r.dw, &r.dbias})));
   if (needs_grad({&x, &dy})) {
     auto n = std::make_shared<Conv2dBackwardWeightsBackward>();
     n->need_x = x.requires_grad();

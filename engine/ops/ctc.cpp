@@ -17,6 +17,7 @@ struct CtcLossBackward : Node {
   Tensor logits;  // only so that a second backward through this one fails loudly
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(grad).ctc_loss_backward(g[0], grad);
+    add_op_work(memory_work({&grad, &dx}));
     mark_not_differentiable("ctc_loss_backward", {&g[0], &logits}, {&dx});
     return {dx};
   }
@@ -53,6 +54,7 @@ Tensor ctc_loss(const Tensor& logits, const Tensor& targets, const Tensor& input
   Backend::CtcResult r =
       backend_of(logits).ctc_loss_forward(logits, targets, input_lengths, target_lengths, options.blank,
                                           options.reduction, options.zero_infinity, want_grad);
+  scope.add_work(other_work(bytes_of({&logits, &targets, &r.grad, &r.loss})));
   if (want_grad) {
     auto node = std::make_shared<CtcLossBackward>();
     node->grad = r.grad;

@@ -127,6 +127,7 @@ Tensor to_layout(const Tensor& x, const Layout& layout) {
   }
   OpScope scope(name);
   Tensor y = backend_of(x).to_layout(x, layout);
+  scope.add_work(reorder_work(bytes_of({&x, &y})));
   if (needs_grad({&x})) connect(std::make_shared<ToLayoutBackward>(x.layout()), {&x}, {&y});
   return y;
 }
@@ -139,7 +140,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   }
   OpScope scope(name);
   const Tensor xp = to_layout(x, Layout::plain());
-  Tensor y = xp.detach().view(shape);
+  Tensor y = xp.detach().view(shape);   // a view: no work of its own (its time is the framework's)
   if (needs_grad({&xp})) connect(std::make_shared<ReshapeBackward>(x.shape()), {&xp}, {&y});
   return y;
 }
@@ -170,6 +171,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   }
   OpScope scope(name);
   Tensor y = backend_of(xs[0]).concat(xs, d);
+  scope.add_work(reorder_work(bytes_of(xs) + bytes_of({&y})));
   if (needs_grad(xs)) {
     auto n = std::make_shared<ConcatBackward>();
     n->dim = d;
@@ -194,6 +196,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   }
   OpScope scope(name);
   Tensor y = backend_of(x).slice(x, d, start, length);
+  scope.add_work(reorder_work(2 * bytes_of({&y})));   // the slice read, and written
   if (needs_grad({&x})) {
     auto n = std::make_shared<SliceBackward>();
     n->x_shape = x.shape();
@@ -228,6 +231,7 @@ std::vector<Tensor> split(const Tensor& x_in, int64_t dim, const std::vector<int
     parts.push_back(backend_of(x).slice(x, d, start, s));
     start += s;
   }
+  scope.add_work(reorder_work(2 * bytes_of(parts)));
   if (needs_grad({&x})) {
     auto n = std::make_shared<SplitBackward>();
     n->x_shape = x.shape();
@@ -250,6 +254,7 @@ Tensor index_select_rows(const Tensor& x, const Tensor& index) {
   check_index(index, x, "index_select_rows");
   OpScope scope(name);
   Tensor y = backend_of(x).index_select_rows(x, index);
+  scope.add_work(reorder_work(2 * bytes_of({&y}) + bytes_of({&index})));   // the rows read, and written
   if (needs_grad({&x})) {
     auto n = std::make_shared<IndexSelectBackward>();
     n->index = index.detach();
@@ -268,6 +273,7 @@ Tensor index_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
   if (rows < 0) fail("index_add_rows", "rows must be >= 0");
   OpScope scope(name);
   Tensor y = backend_of(src).index_add_rows(src, index, rows);
+  scope.add_work(reorder_work(bytes_of({&src, &index, &y})));
   if (needs_grad({&src})) {
     auto n = std::make_shared<IndexAddBackward>();
     n->index = index.detach();
@@ -292,6 +298,7 @@ Tensor permute(const Tensor& x_in, const std::vector<int64_t>& perm) {
   OpScope scope(name);
   const Tensor x = to_layout(x_in, Layout::plain());
   Tensor y = backend_of(x).permute(x, perm);
+  scope.add_work(reorder_work(bytes_of({&x, &y})));
   if (needs_grad({&x})) {
     auto n = std::make_shared<PermuteBackward>();
     n->inverse = std::move(inverse);

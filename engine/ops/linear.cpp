@@ -71,6 +71,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias) {
   const Tensor x = to_layout(x_in, Layout::plain());
   const Tensor w = to_layout(w_in, Layout::plain());
   Tensor y = backend_of(x).linear_forward(x, w, bias.defined() ? &bias : nullptr);
+  scope.add_work(compute_work(2 * x.size(0) * x.size(1) * w.size(0) + (bias.defined() ? y.numel() : 0),
+                              bytes_of({&x, &w, &bias, &y})));
   if (needs_grad({&x, &w, &bias})) {
     auto n = std::make_shared<LinearBackward>();
     n->need_x = x.requires_grad();
@@ -96,6 +98,7 @@ Tensor linear_backward_data(const Tensor& dy_in, const Tensor& w_in) {
   const Tensor dy = to_layout(dy_in, Layout::plain());
   const Tensor w = to_layout(w_in, Layout::plain());
   Tensor dx = backend_of(dy).linear_backward_data(dy, w);
+  scope.add_work(compute_work(2 * dy.size(0) * dy.size(1) * w.size(1), bytes_of({&dy, &w, &dx})));
   if (needs_grad({&dy, &w})) {
     auto n = std::make_shared<LinearBackwardDataBackward>();
     n->dy = dy;
@@ -114,6 +117,8 @@ WeightGrads linear_backward_weights(const Tensor& x_in, const Tensor& dy_in, boo
   const Tensor x = to_layout(x_in, Layout::plain());
   const Tensor dy = to_layout(dy_in, Layout::plain());
   WeightGrads r = backend_of(x).linear_backward_weights(x, dy, bias);
+  scope.add_work(compute_work(2 * x.size(0) * x.size(1) * dy.size(1) + (bias ? dy.numel() : 0),
+                              bytes_of({&x, &dy, &r.dw, &r.dbias})));
   if (needs_grad({&x, &dy})) {
     auto n = std::make_shared<LinearBackwardWeightsBackward>();
     n->x = x;

@@ -14,6 +14,7 @@ struct CrossEntropyBackward : Node {
   Tensor logits;   // only so that a second backward through this one fails loudly
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(probs).softmax_cross_entropy_backward(g[0], probs, labels);
+    add_op_work(memory_work({&probs, &labels, &dx}));
     mark_not_differentiable("softmax_cross_entropy_backward", {&g[0], &logits}, {&dx});
     return {dx};
   }
@@ -26,6 +27,7 @@ struct NormPenaltyBackward : Node {
   float target;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(x).norm_penalty_backward(g[0], x.detach(), norms, target);
+    add_op_work(memory_work({&x, &norms, &dx}));
     mark_not_differentiable("norm_penalty_backward", {&g[0], &x}, {&dx});
     return {dx};
   }
@@ -40,6 +42,7 @@ struct SmoothedCrossEntropyBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(logits).label_smoothed_ce_backward(g[0], logits.detach(), lse, labels, eps, ignore_index,
                                                              normalizer);
+    add_op_work(memory_work({&logits, &lse, &labels, &dx}));
     mark_not_differentiable("label_smoothed_cross_entropy_backward", {&g[0], &logits}, {&dx});
     return {dx};
   }
@@ -53,6 +56,7 @@ struct SmoothL1Backward : Node {
   bool need_x = false, need_t = false;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(x).smooth_l1_backward(g[0], x, target, weights.defined() ? &weights : nullptr, beta, scale);
+    add_op_work(memory_work({&x, &target, &weights, &dx}));
     mark_not_differentiable("smooth_l1_backward", {&g[0], &x, &target}, {&dx});
     return {need_x ? dx : Tensor(), need_t ? ops::scale(dx, -1.0f) : Tensor()};
   }
@@ -72,6 +76,7 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels) {
   }
   OpScope scope(name);
   CrossEntropyResult r = backend_of(logits).softmax_cross_entropy_forward(logits, labels);
+  scope.add_work(memory_work({&logits, &labels, &r.probs, &r.loss}));
   if (needs_grad({&logits})) {
     auto n = std::make_shared<CrossEntropyBackward>();
     n->probs = r.probs;
@@ -89,6 +94,7 @@ Tensor norm_penalty(const Tensor& x, float target, Tensor* norms) {
   OpScope scope(name);
   const Tensor flat = x.dim() == 2 ? to_layout(x, Layout::plain()) : flatten(x);
   Backend::NormPenaltyResult r = backend_of(flat).norm_penalty_forward(flat, target);
+  scope.add_work(memory_work({&flat, &r.norms, &r.loss}));
   if (needs_grad({&flat})) {
     auto n = std::make_shared<NormPenaltyBackward>();
     n->x = flat;
@@ -116,6 +122,7 @@ Tensor label_smoothed_cross_entropy(const Tensor& logits_in, const Tensor& label
   const Tensor logits = to_layout(logits_in, Layout::plain());
   Backend::SmoothedCrossEntropy r =
       backend_of(logits).label_smoothed_ce_forward(logits, labels, eps, ignore_index, normalizer);
+  scope.add_work(memory_work({&logits, &labels, &r.lse, &r.loss}));
   if (needs_grad({&logits})) {
     auto n = std::make_shared<SmoothedCrossEntropyBackward>();
     n->logits = logits;   // the probabilities are recomputed from it: no second [N, V] buffer
@@ -148,6 +155,7 @@ Tensor smooth_l1_loss(const Tensor& x, const Tensor& target, const Tensor& weigh
   const float s = 1.0f / normalizer;
   const Tensor w = weights.defined() ? weights.detach() : Tensor();
   Tensor y = backend_of(x).smooth_l1_forward(x, target, w.defined() ? &w : nullptr, beta, s);
+  scope.add_work(memory_work({&x, &target, &w, &y}));
   if (needs_grad({&x, &target})) {
     auto n = std::make_shared<SmoothL1Backward>();
     n->x = x;

@@ -16,6 +16,7 @@ struct BatchNormBackward : Node {
   bool global_stats = false;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     BatchNormGrads r = backend_of(x).batch_norm_backward(g[0], x, gamma, mean, var, eps, global_stats);
+    add_op_work(memory_work({&g[0], &x, &gamma, &r.dx, &r.dgamma, &r.dbeta}));
     mark_not_differentiable("batch_norm_backward", {&g[0], &x, &gamma}, {&r.dx, &r.dgamma, &r.dbeta});
     return {r.dx, r.dgamma, r.dbeta};
   }
@@ -28,6 +29,7 @@ struct LayerNormBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor dy = ops::reshape(g[0], x.shape());
     BatchNormGrads r = backend_of(x).layer_norm_backward(dy, x.detach(), gamma.detach(), mean, rstd);
+    add_op_work(memory_work({&dy, &x, &gamma, &r.dx, &r.dgamma, &r.dbeta}));
     mark_not_differentiable("layer_norm_backward", {&dy, &x, &gamma}, {&r.dx, &r.dgamma, &r.dbeta});
     return {r.dx, r.dgamma, r.dbeta};
   }
@@ -80,6 +82,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, cons
     y = be.batch_norm_forward_eval(x, gamma, beta, running_mean, running_var, eps);
     node->global_stats = true;
   }
+  scope.add_work(memory_work({&x, &gamma, &beta, &y}));
   if (needs_grad({&x, &gamma, &beta})) {
     if (!training) {
       // Copies: the running stats change in place if a training step runs before backward.
@@ -111,6 +114,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, f
   OpScope scope(name);
   const Tensor x = reshape(x_in, {x_in.numel() / std::max<int64_t>(d, 1), d});
   Backend::LayerNormResult r = backend_of(x).layer_norm_forward(x, gamma, beta, eps);
+  scope.add_work(memory_work({&x, &gamma, &beta, &r.y}));
   if (needs_grad({&x, &gamma, &beta})) {
     auto n = std::make_shared<LayerNormBackward>();
     n->x = x;   // with history: a second backward through this one must fail loudly

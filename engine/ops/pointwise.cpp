@@ -33,6 +33,7 @@ struct TanhBackward : Node {
   Tensor x, y;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(y).tanh_backward(g[0], y);
+    add_op_work(memory_work({&g[0], &y, &dx}));
     detail::mark_not_differentiable("tanh_backward", {&g[0], &x}, {&dx});
     return {dx};
   }
@@ -98,6 +99,7 @@ struct GeluBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor dy = ops::to_layout(g[0], Layout::plain());
     Tensor dx = backend_of(x).gelu_backward(dy, x.detach());
+    add_op_work(memory_work({&dy, &x, &dx}));
     mark_not_differentiable("gelu_backward", {&dy, &x}, {&dx});
     return {dx};
   }
@@ -110,6 +112,7 @@ struct ExpBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor dy = to_layout(g[0], Layout::plain());
     Tensor dx = backend_of(y).mul(dy, y);  // d exp(x) = exp(x) dx
+    add_op_work(memory_work({&dy, &y, &dx}));
     detail::mark_not_differentiable("exp_backward", {&dy, &x}, {&dx});
     return {dx};
   }
@@ -124,6 +127,7 @@ Tensor relu(const Tensor& x) {
   check_defined(x, "relu", "x");
   OpScope scope(name);
   Tensor y = backend_of(x).relu_forward(x);
+  scope.add_work(memory_work({&x, &y}));
   if (needs_grad({&x})) connect(std::make_shared<ReluBackward>(y.detach()), {&x}, {&y});
   return y;
 }
@@ -133,6 +137,7 @@ Tensor relu_backward(const Tensor& dy, const Tensor& y) {
   check_binary(dy, y, "relu_backward");
   OpScope scope(name);
   Tensor dx = backend_of(y).relu_backward(dy, y);
+  scope.add_work(memory_work({&dy, &y, &dx}));
   if (needs_grad({&dy, &y})) connect(std::make_shared<ReluBackwardBackward>(y.detach()), {&dy, &y}, {&dx});
   return dx;
 }
@@ -142,6 +147,7 @@ Tensor tanh(const Tensor& x) {
   check_defined(x, "tanh", "x");
   OpScope scope(name);
   Tensor y = backend_of(x).tanh_forward(x);
+  scope.add_work(memory_work({&x, &y}));
   if (needs_grad({&x})) {
     auto n = std::make_shared<TanhBackward>();
     n->x = x;
@@ -157,6 +163,7 @@ Tensor clipped_relu(const Tensor& x, float ceiling) {
   if (!(ceiling > 0.0f)) fail("clipped_relu", "ceiling must be positive, got " + std::to_string(ceiling));
   OpScope scope(name);
   Tensor y = backend_of(x).clipped_relu_forward(x, ceiling);
+  scope.add_work(memory_work({&x, &y}));
   if (needs_grad({&x})) connect(std::make_shared<ClippedReluBackward>(y.detach(), ceiling), {&x}, {&y});
   return y;
 }
@@ -166,6 +173,7 @@ Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling) {
   check_binary(dy, y, "clipped_relu_backward");
   OpScope scope(name);
   Tensor dx = backend_of(y).clipped_relu_backward(dy, y, ceiling);
+  scope.add_work(memory_work({&dy, &y, &dx}));
   if (needs_grad({&dy, &y})) {
     connect(std::make_shared<ClippedReluBackwardBackward>(y.detach(), ceiling), {&dy, &y}, {&dx});
   }
@@ -178,6 +186,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   OpScope scope(name);
   const Tensor bb = to_layout(b, a.layout());
   Tensor y = backend_of(a).add(a, bb);
+  scope.add_work(memory_work({&a, &bb, &y}));
   if (needs_grad({&a, &bb})) connect(std::make_shared<AddBackward>(), {&a, &bb}, {&y});
   return y;
 }
@@ -188,6 +197,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   OpScope scope(name);
   const Tensor bb = to_layout(b, a.layout());
   Tensor y = backend_of(a).mul(a, bb);
+  scope.add_work(memory_work({&a, &bb, &y}));
   if (needs_grad({&a, &bb})) {
     const bool na = a.requires_grad(), nb = bb.requires_grad();
     // Each gradient needs only the other factor.
@@ -201,6 +211,7 @@ Tensor scale(const Tensor& x, float s) {
   check_defined(x, "scale", "x");
   OpScope scope(name);
   Tensor y = backend_of(x).scale(x, s);
+  scope.add_work(memory_work({&x, &y}));
   if (needs_grad({&x})) connect(std::make_shared<ScaleBackward>(s), {&x}, {&y});
   return y;
 }
@@ -211,6 +222,7 @@ Tensor gelu(const Tensor& x_in) {
   OpScope scope(name);
   const Tensor x = to_layout(x_in, Layout::plain());
   Tensor y = backend_of(x).gelu_forward(x);
+  scope.add_work(memory_work({&x, &y}));
   if (needs_grad({&x})) {
     auto n = std::make_shared<GeluBackward>();
     n->x = x;
@@ -236,6 +248,7 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed, bool training) {
       mask = m;
     }
   }
+  scope.add_work(memory_work({&mask}));   // drawing the mask; the product is mul's
   // y = x * mask: mul's backward is the mask again, and is twice differentiable.
   return mul(xp, mask);
 }
@@ -246,6 +259,7 @@ Tensor exp(const Tensor& x) {
   OpScope scope(name);
   const Tensor xp = to_layout(x, Layout::plain());
   Tensor y = backend_of(xp).exp_forward(xp);
+  scope.add_work(memory_work({&xp, &y}));
   if (needs_grad({&xp})) {
     auto n = std::make_shared<ExpBackward>();
     n->x = xp;

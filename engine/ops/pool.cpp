@@ -17,6 +17,7 @@ struct MaxPoolBackward : Node {
   Pool2dParams p;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(g[0]).max_pool2d_backward(g[0], workspace, x_shape, x_layout, p);
+    add_op_work(memory_work({&g[0], &workspace, &dx}));
     mark_not_differentiable("max_pool2d_backward", {&g[0]}, {&dx});
     return {dx};
   }
@@ -71,6 +72,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
   check_4d(x, "max_pool2d", "input");
   OpScope scope(name);
   PoolResult r = backend_of(x).max_pool2d_forward(x, p);
+  scope.add_work(memory_work({&x, &r.y, &r.workspace}));
   if (needs_grad({&x})) {
     auto n = std::make_shared<MaxPoolBackward>();
     n->workspace = r.workspace;
@@ -87,6 +89,7 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   check_4d(x, "avg_pool2d", "input");
   OpScope scope(name);
   Tensor y = backend_of(x).avg_pool2d_forward(x, p);
+  scope.add_work(memory_work({&x, &y}));
   if (needs_grad({&x})) {
     auto n = std::make_shared<AvgPoolBackward>();
     n->x_shape = x.shape();
@@ -102,6 +105,7 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Layout&
   check_4d(dy, "avg_pool2d_backward", "dy");
   OpScope scope(name);
   Tensor dx = backend_of(dy).avg_pool2d_backward(dy, x_shape, x_layout, p);
+  scope.add_work(memory_work({&dy, &dx}));
   if (needs_grad({&dy})) {
     auto n = std::make_shared<AvgPoolBackwardBackward>();
     n->p = p;
@@ -130,6 +134,7 @@ Tensor upsample_nearest2d(const Tensor& x, int64_t factor) {
   check_factor(factor, "upsample_nearest2d");
   OpScope scope(name);
   Tensor y = backend_of(x).upsample_nearest2d_forward(x, factor);
+  scope.add_work(memory_work({&x, &y}));
   if (needs_grad({&x})) connect(std::make_shared<UpsampleNearestBackward>(factor), {&x}, {&y});
   return y;
 }
@@ -143,6 +148,7 @@ Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor) {
   }
   OpScope scope(name);
   Tensor dx = backend_of(dy).upsample_nearest2d_backward(dy, factor);
+  scope.add_work(memory_work({&dy, &dx}));
   if (needs_grad({&dy})) connect(std::make_shared<UpsampleNearestBackwardBackward>(factor), {&dy}, {&dx});
   return dx;
 }

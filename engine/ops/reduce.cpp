@@ -31,6 +31,7 @@ Tensor sum(const Tensor& x) {
   check_defined(x, "sum", "x");
   OpScope scope(name);
   Tensor y = backend_of(x).sum_all(x);
+  scope.add_work(memory_work({&x, &y}, x.numel()));
   if (needs_grad({&x})) connect(std::make_shared<SumBackward>(x.shape(), x.layout()), {&x}, {&y});
   return y;
 }
@@ -52,6 +53,7 @@ Tensor expand_scalar(const Tensor& g, const Shape& shape, const Layout& layout) 
   OpScope scope(name);
   Tensor y = Tensor::empty(shape, g.device(), layout);
   backend_of(g).fill(y, g.item());
+  scope.add_work(memory_work({&g, &y}));
   if (needs_grad({&g})) connect(std::make_shared<ExpandScalarBackward>(), {&g}, {&y});
   return y;
 }

@@ -1,6 +1,7 @@
 // The recurrent layers' ops (one layer, one direction): LSTM and GRU over time-major input with
 // per-sequence lengths. One node per layer call; its backward is the backend's backward through
 // time, first order only (a second backward through it throws).
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -9,6 +10,19 @@
 namespace ts::engine::ops {
 
 namespace {
+
+// The rows of real steps (padding costs nothing: rnn_schedule.h) times one step's two GEMMs,
+// 2 G H (I + H) per row; lengths on a device are not read (that would wait for it): every step
+// counts then. Backward does twice that (the inputs' and the weights' gradients).
+int64_t rnn_flops(const Backend::RnnArgs& a) {
+  int64_t rows = a.x.size(0) * a.x.size(1);
+  if (a.lengths.defined() && a.lengths.device().is_cpu()) {
+    rows = 0;
+    const float* len = a.lengths.data();
+    for (int64_t b = 0; b < a.lengths.numel(); ++b) rows += std::clamp<int64_t>(static_cast<int64_t>(len[b]), 0, a.x.size(0));
+  }
+  return 2 * rows * a.w_hh.size(0) * (a.w_ih.size(1) + a.w_hh.size(1));
+}
 
 // Inputs in connect order: x, h0, c0, w_ih, w_hh, b_ih, b_hh (c0 undefined for the GRU).
 struct RnnBackward : Node {
@@ -26,6 +40,8 @@ struct RnnBackward : Node {
     const Tensor dh_n = g.size() > 1 && g[1].defined() ? ops::to_layout(g[1], Layout::plain()) : Tensor();
     const Tensor dc_n = lstm && g.size() > 2 && g[2].defined() ? ops::to_layout(g[2], Layout::plain()) : Tensor();
     Backend::RnnGrads r = backend_of(args.x).rnn_backward(args, y, reserve, dy, dh_n, dc_n, need);
+    add_op_work(compute_work(2 * rnn_flops(args), bytes_of({&dy, &args.x, &args.w_ih, &args.w_hh, &y, &reserve, &r.dx,
+                                                            &r.dw_ih, &r.dw_hh})));
     std::vector<Tensor*> outs;
     for (Tensor* t : {&r.dx, &r.dh0, &r.dc0, &r.dw_ih, &r.dw_hh, &r.db_ih, &r.db_hh}) {
       if (t->defined()) outs.push_back(t);
@@ -104,6 +120,7 @@ RnnOutput run(Backend::RnnCell cell, const Tensor& x_in, const Tensor& h0_in, co
   a.reverse = reverse;
   const bool grad = needs_grad({&a.x, &a.h0, &a.c0, &a.w_ih, &a.w_hh, &a.b_ih, &a.b_hh});
   Backend::RnnForwardResult r = backend_of(a.x).rnn_forward(a, grad);
+  scope.add_work(compute_work(rnn_flops(a), bytes_of({&a.x, &a.w_ih, &a.w_hh, &r.y, &r.reserve})));
   RnnOutput out{r.y, r.h_n, r.c_n};
   if (grad) {
     auto n = std::make_shared<RnnBackward>();

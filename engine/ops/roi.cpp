@@ -25,6 +25,7 @@ struct RoiAlignBackward : Node {
   bool aligned = false;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(g[0]).roi_align_backward(g[0], rois, x_shape, spatial_scale, sampling_ratio, aligned);
+    add_op_work(other_work(bytes_of({&g[0], &rois, &dx})));
     mark_not_differentiable("roi_align_backward", {&g[0]}, {&dx});
     return {dx};
   }
@@ -37,6 +38,7 @@ struct RoiPoolBackward : Node {
   Shape x_shape;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(g[0]).roi_pool_backward(g[0], argmax, rois, x_shape);
+    add_op_work(other_work(bytes_of({&g[0], &argmax, &rois, &dx})));
     mark_not_differentiable("roi_pool_backward", {&g[0]}, {&dx});
     return {dx};
   }
@@ -55,6 +57,7 @@ Tensor roi_align(const Tensor& x_in, const Tensor& rois, int64_t pooled_h, int64
   const Tensor x = to_layout(x_in, Layout::plain());
   const Tensor r = rois.detach();
   Tensor y = backend_of(x).roi_align_forward(x, r, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned);
+  scope.add_work(other_work(bytes_of({&x, &r, &y})));
   if (needs_grad({&x})) {
     auto n = std::make_shared<RoiAlignBackward>();
     n->rois = r;
@@ -74,6 +77,7 @@ Tensor roi_pool(const Tensor& x_in, const Tensor& rois, int64_t pooled_h, int64_
   const Tensor x = to_layout(x_in, Layout::plain());
   const Tensor r = rois.detach();
   PoolResult res = backend_of(x).roi_pool_forward(x, r, pooled_h, pooled_w, spatial_scale);
+  scope.add_work(other_work(bytes_of({&x, &r, &res.y, &res.workspace})));
   if (needs_grad({&x})) {
     auto n = std::make_shared<RoiPoolBackward>();
     n->rois = r;

@@ -17,6 +17,7 @@ struct LogSoftmaxBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor dy = to_layout(g[0], Layout::plain());
     Tensor dx = backend_of(y).log_softmax_backward(dy, y);
+    add_op_work(memory_work({&dy, &y, &dx}));
     detail::mark_not_differentiable("log_softmax_backward", {&dy, &x}, {&dx});
     return {dx};
   }
@@ -34,6 +35,7 @@ Tensor log_softmax(const Tensor& x) {
   OpScope scope(name);
   const Tensor xp = to_layout(x, Layout::plain());
   Tensor y = backend_of(xp).log_softmax_forward(xp);
+  scope.add_work(memory_work({&xp, &y}));
   if (needs_grad({&xp})) {
     auto n = std::make_shared<LogSoftmaxBackward>();
     n->x = xp;

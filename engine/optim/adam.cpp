@@ -27,6 +27,9 @@ void Adam::update(size_t i, const Tensor& g) {
     m_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
     v_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
   }
+  // p, g and both moments read, p and both moments written.
+  static const auto name = op_name("adam_step");
+  OpScope scope(name, {profiler::WorkClass::memory, 0, 7 * p.numel() * static_cast<int64_t>(sizeof(float))});
   backend_of(p).adam_step(p, g, m_[i], v_[i], step_lr_, static_cast<float>(options_.beta1),
                           static_cast<float>(options_.beta2), static_cast<float>(options_.eps),
                           static_cast<float>(options_.weight_decay), step_count_);

@@ -34,8 +34,11 @@ void RmsProp::step(const std::vector<Tensor>& grads, double lr_scale) {
   }
   // Scaled in double before the one rounding to float: at scale 1 this is the schedule's rate exactly.
   const auto lr = static_cast<float>(options_.lr.at(step_.fetch_add(1, std::memory_order_relaxed)) * lr_scale);
+  static const auto name = op_name("rmsprop_step");
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!grads[i].defined()) continue;
+    // p, g and the square average read, p and the square average written.
+    OpScope scope(name, {profiler::WorkClass::memory, 0, 5 * params_[i].numel() * static_cast<int64_t>(sizeof(float))});
     backend_of(params_[i])
         .rmsprop_step(params_[i], grads[i], square_avg_[i], lr, static_cast<float>(options_.alpha),
                       static_cast<float>(options_.eps), options_.eps_inside_sqrt);

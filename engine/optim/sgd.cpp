@@ -25,6 +25,9 @@ void Sgd::update(size_t i, const Tensor& g) {
     CategoryScope category(memprof::Category::optimizer_state);
     momentum_[i] = Tensor::zeros(p.shape(), p.device(), Layout::plain());
   }
+  // p, g and the momentum read, p and the momentum written.
+  static const auto name = op_name("sgd_step");
+  OpScope scope(name, {profiler::WorkClass::memory, 0, 5 * p.numel() * static_cast<int64_t>(sizeof(float))});
   backend_of(p).sgd_step(p, g, momentum_[i], step_lr_, static_cast<float>(options_.momentum),
                          static_cast<float>(options_.weight_decay), options_.nesterov);
 }
