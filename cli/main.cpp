@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
       "needs --eval-every");
   run->add_option("--db", rc.db, "SQLite file to store into")->capture_default_str();
   run->add_flag("--no-trace{false}", rc.trace, "Do not record per-op events (phases are still timed)");
+  run->add_flag("--roofline", rc.roofline,
+                "After training, measure the machine's SGEMM peak and copy bandwidth (about 2 s) and store them "
+                "beside the step's roofline (docs/formulas.md)");
   double flush_seconds = 2.0, lock_wait_seconds = 60.0;
   run->add_option("--flush-interval", flush_seconds,
                   "Seconds between writes while the run goes on: a run killed keeps all but the last interval")

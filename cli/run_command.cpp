@@ -73,6 +73,7 @@ std::vector<std::string> rank_arguments(const RunConfig& c) {
   if (c.quality_target) a.insert(a.end(), {"--quality-target", fmt::format("{}", *c.quality_target)});
   if (c.threads > 0) a.insert(a.end(), {"--threads", std::to_string(c.threads)});
   if (!c.trace) a.push_back("--no-trace");
+  if (c.roofline) a.push_back("--roofline");
   // The chosen strategy's options only: a rank refuses the other strategy's, as the user's command does.
   if (c.strategy == RunConfig::Strategy::ps) {
     const auto& ps = c.ps;

@@ -199,7 +199,7 @@ class TableReader {
 
 const std::vector<std::string_view> kRunKeys = {
     "workload", "preset", "device", "batch", "iterations", "warmup", "repeats", "threads", "seed", "data", "trace",
-    "eval_batches", "eval_every", "quality_target", "learners",
+    "roofline", "eval_batches", "eval_every", "quality_target", "learners",
     // Distribution, as `trainscope run`'s options (docs/distributed.md).
     "nproc", "hosts", "hostfile", "mca", "strategy", "bucket_mb", "bucket_order", "overlap", "priority", "cross_barrier",
     "partition_mb", "servers", "dedicated_servers", "server_hosts", "ps_mode", "staleness", "chunk_mb"};
@@ -210,7 +210,7 @@ const std::vector<std::string_view> kAllreduceOnlyKeys = {"bucket_mb", "bucket_o
 
 SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db) {
   t.allow_only(kRunKeys, "known: workload, preset, device, batch, iterations, warmup, repeats, threads, seed, "
-                         "data, trace, eval_batches, eval_every, quality_target, learners, nproc, hosts, hostfile, mca, strategy, bucket_mb, "
+                         "data, trace, roofline, eval_batches, eval_every, quality_target, learners, nproc, hosts, hostfile, mca, strategy, bucket_mb, "
                          "bucket_order, overlap, priority, cross_barrier, partition_mb, servers, dedicated_servers, "
                          "server_hosts, ps_mode, staleness, chunk_mb");
   SuiteEntry e;
@@ -227,6 +227,7 @@ SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t inde
   c.threads = t.integer("threads", 0, 1024).value_or(c.threads);
   c.seed = static_cast<uint64_t>(t.integer("seed", 0, kInt64Max).value_or(static_cast<int64_t>(c.seed)));
   c.trace = t.boolean("trace").value_or(c.trace);
+  c.roofline = t.boolean("roofline").value_or(c.roofline);
   c.eval_batches = t.integer("eval_batches", 0, kMillion).value_or(c.eval_batches);
   c.eval_every = t.integer("eval_every", 0, kBillion).value_or(c.eval_every);
   c.quality_target = t.number("quality_target", -1e9, 1e9);

@@ -15,6 +15,54 @@
 
 namespace ts::cli {
 
+namespace {
+
+// The step's roofline from its stored metrics (session::roofline_metrics), per timed iteration:
+// each class's time and share of the step, what it reached (GFLOP/s, GB/s) and, where the run
+// measured the machine (--roofline), the fraction of its SGEMM peak or copy bandwidth. Null when
+// the run stored none (untraced).
+nlohmann::json roofline_json(const nlohmann::json& metrics) {
+  if (!metrics.contains("roofline_step_ns") || !metrics.contains("roofline_iterations")) return nullptr;
+  const auto m = [&](const std::string& k) { return metrics.contains(k) ? metrics[k].get<double>() : 0.0; };
+  const double n = std::max(1.0, m("roofline_iterations")), step = m("roofline_step_ns");
+  nlohmann::json r = {{"iterations", m("roofline_iterations")}, {"step_ms", step * 1e-6 / n}};
+  const bool measured = metrics.contains("machine_sgemm_gflops");
+  if (measured) {
+    r["machine"] = {{"threads", m("machine_peak_threads")}, {"sgemm_gflops", m("machine_sgemm_gflops")},
+                    {"sgemm_gflops_1t", m("machine_sgemm_gflops_1t")}, {"copy_gbps", m("machine_copy_gbps")},
+                    {"copy_gbps_1t", m("machine_copy_gbps_1t")}};
+  }
+  nlohmann::json classes = nlohmann::json::array();
+  const auto row = [&](const std::string& name, double ns) {
+    nlohmann::json c = {{"class", name}, {"ms", ns * 1e-6 / n}, {"share", step > 0 ? ns / step : 0.0}};
+    return c;
+  };
+  for (const char* cls : {"compute", "memory", "reorder", "other"}) {
+    const std::string p = std::string("roofline_") + cls + "_";
+    const double ns = m(p + "ns"), flops = m(p + "flops"), bytes = m(p + "bytes");
+    nlohmann::json c = row(cls, ns);
+    c["gflop"] = flops * 1e-9 / n;
+    c["gb"] = bytes * 1e-9 / n;
+    if (ns > 0) {
+      c["gflops"] = flops / ns;   // FLOP per ns = GFLOP/s
+      c["gbps"] = bytes / ns;
+    }
+    if (measured && ns > 0) {
+      if (std::string(cls) == "compute" && m("machine_sgemm_gflops") > 0) c["of_peak"] = flops / ns / m("machine_sgemm_gflops");
+      if (std::string(cls) != "compute" && std::string(cls) != "other" && m("machine_copy_gbps") > 0) {
+        c["of_peak"] = bytes / ns / m("machine_copy_gbps");
+      }
+    }
+    classes.push_back(c);
+  }
+  classes.push_back(row("data", m("roofline_data_ns")));
+  classes.push_back(row("overhead", m("roofline_overhead_ns")));
+  r["classes"] = classes;
+  return r;
+}
+
+}  // namespace
+
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   std::optional<store::Reader> reader;
   try {
@@ -176,6 +224,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   };
   j["top_ops"] = top_of(false);
   j["top_kernels"] = top_of(true);
+  j["roofline"] = roofline_json(metrics);
 
   // The GPU time breakdown per device (metrics gpuN_*), per timed iteration.
   nlohmann::json gpus = nlohmann::json::array();
@@ -191,6 +240,39 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   }
   j["gpu"] = gpus;
   return j;
+}
+
+std::string format_roofline(const nlohmann::json& r) {
+  std::string s = fmt::format("  roofline       {:.1f} ms of thread time per timed iteration, by what limits each op "
+                              "(docs/formulas.md)\n",
+                              r["step_ms"].get<double>());
+  if (r.contains("machine")) {
+    const auto& m = r["machine"];
+    s += fmt::format("    machine      SGEMM {:.1f} GFLOP/s on {:.0f} threads ({:.1f} on 1), copy {:.1f} GB/s ({:.1f} on 1)\n",
+                     m["sgemm_gflops"].get<double>(), m["threads"].get<double>(), m["sgemm_gflops_1t"].get<double>(),
+                     m["copy_gbps"].get<double>(), m["copy_gbps_1t"].get<double>());
+  } else {
+    s += "    machine      not measured (run with --roofline for the fractions of its peaks)\n";
+  }
+  static const std::map<std::string, std::string> kLabel = {
+      {"compute", "compute"},  {"memory", "memory"},   {"reorder", "reorders"},
+      {"other", "other ops"},  {"data", "data"},       {"overhead", "overhead"}};
+  for (const auto& c : r["classes"]) {
+    const std::string cls = c["class"].get<std::string>();
+    s += fmt::format("    {:<10} {:>9.1f} ms {:>6.1f}%", kLabel.at(cls), c["ms"].get<double>(), 100 * c["share"].get<double>());
+    if (cls == "compute" && c.contains("gflops")) {
+      s += fmt::format("  {:>8.2f} GFLOP  {:>7.1f} GFLOP/s", c["gflop"].get<double>(), c["gflops"].get<double>());
+    } else if ((cls == "memory" || cls == "reorder") && c.contains("gbps")) {
+      s += fmt::format("  {:>8.3f} GB     {:>7.1f} GB/s   ", c["gb"].get<double>(), c["gbps"].get<double>());
+    }
+    if (c.contains("of_peak")) {
+      s += fmt::format("  {:>4.0f}% of {}", 100 * c["of_peak"].get<double>(), cls == "compute" ? "SGEMM" : "copy");
+    }
+    if (cls == "overhead") s += "  (between ops, autograd's bookkeeping, the loop)";
+    if (cls == "other") s += "  (not modelled: CTC, RoI)";
+    s += "\n";
+  }
+  return s;
 }
 
 std::string format_summary(const nlohmann::json& j) {
@@ -313,6 +395,7 @@ std::string format_summary(const nlohmann::json& j) {
                        o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
     }
   }
+  if (j.contains("roofline") && !j["roofline"].is_null()) s += format_roofline(j["roofline"]);
   if (!j["top_ops"].empty()) {
     s += "  top ops (timed iterations, self time)\n";
     for (const auto& o : j["top_ops"]) {

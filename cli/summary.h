@@ -15,6 +15,8 @@ namespace ts::cli {
 // Throws UsageError when the db or the run does not exist.
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id);
 std::string format_summary(const nlohmann::json& summary);
+// The summary's "roofline" section (docs/formulas.md, "Roofline"), as `show` prints it.
+std::string format_roofline(const nlohmann::json& roofline);
 // Per-layer forward/backward time, activation bytes and parameters (like `caffe time`),
 // the `limit` slowest layers (0: all), in model order.
 std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit);

@@ -291,6 +291,12 @@ void validate(const RunConfig& c) {
                                  c.workload, dist::ps::to_string(c.ps.mode)));
   }
   validate_ps(c, device);
+  if (c.roofline) {
+    if (!c.trace) throw UsageError("--roofline sets the ops' work against the machine: it needs per-op events (drop --no-trace)");
+    if (!device.is_cpu()) {
+      throw UsageError("--roofline measures the CPU's peaks; a GPU run's kernels are timed by CUPTI (got --device " + c.device + ")");
+    }
+  }
   if (several_ranks && c.strategy == Strategy::allreduce && device.type != engine::DeviceType::cpu) {
     throw UsageError("data parallelism runs on the CPU for now (--device cpu); GPU ranks over NCCL are not built yet");
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 
 #include "dist/comm_figures.h"
 #include "memprof/ledger.h"
@@ -78,6 +79,26 @@ double percentile(std::vector<double> v, double p) {
   const auto lo = static_cast<size_t>(pos);
   const size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::vector<store::MetricRow> roofline_metrics(const profiler::Roofline& r) {
+  if (r.iterations == 0 || r.work_ns() == 0) return {};
+  std::vector<store::MetricRow> rows = {
+      {"roofline_step_ns", static_cast<double>(r.total_ns), "ns", -1},
+      {"roofline_iterations", static_cast<double>(r.iterations), "count", -1},
+      {"roofline_data_ns", static_cast<double>(r.data_ns), "ns", -1},
+      {"roofline_overhead_ns", static_cast<double>(r.overhead_ns), "ns", -1},
+  };
+  using profiler::WorkClass;
+  for (WorkClass c : {WorkClass::compute, WorkClass::memory, WorkClass::reorder, WorkClass::other}) {
+    const std::string p = "roofline_" + std::string(profiler::to_string(c)) + "_";
+    const profiler::WorkTotals& w = r[c];
+    rows.push_back({p + "ns", static_cast<double>(w.self_ns), "ns", -1});
+    rows.push_back({p + "flops", static_cast<double>(w.flops), "FLOP", -1});
+    rows.push_back({p + "bytes", static_cast<double>(w.bytes), "bytes", -1});
+    rows.push_back({p + "calls", static_cast<double>(w.calls), "count", -1});
+  }
+  return rows;
 }
 
 namespace {
@@ -197,6 +218,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
       {"trace_events", static_cast<double>(events.size()), "count", -1},
   };
   metrics.insert(metrics.end(), change_counts.begin(), change_counts.end());
+  for (auto& m : roofline_metrics(profiler::roofline(events, lookup, counted))) metrics.push_back(std::move(m));
   if (rss_first >= 0) {
     // What the operating system saw: comparable with frameworks that keep no allocator books.
     metrics.push_back({"rss_peak_bytes", rss_peak, "bytes", -1});

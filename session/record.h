@@ -14,6 +14,7 @@
 #include "profiler/analysis.h"
 #include "profiler/event.h"
 #include "profiler/gpu_tracer.h"
+#include "profiler/roofline.h"
 #include "store/records.h"
 #include "store/writer.h"
 #include "workloads/training_loop.h"
@@ -45,6 +46,11 @@ std::vector<store::MetricRow> memory_change_counts(size_t logged, size_t kept, i
 // never in memory twice over); returns memory_change_counts.
 std::vector<store::MetricRow> store_memory_changes(store::Writer& writer, int64_t run, const memprof::Ledger& ledger,
                                                    int64_t rank = 0, size_t limit = kMaxStoredMemoryChanges);
+// The step's roofline (profiler/roofline.h) as metrics, totals over the counted iterations:
+// roofline_step_ns, roofline_iterations, roofline_<class>_{ns,flops,bytes,calls} for compute,
+// memory, reorder and other, roofline_data_ns and roofline_overhead_ns (docs/formulas.md). None
+// when no op declared any work (an untraced run).
+std::vector<store::MetricRow> roofline_metrics(const profiler::Roofline& r);
 // The ledger's breakdown at its peak, one row per category.
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak);
 // A communicator's recorded calls as the store's collective rows.

@@ -32,6 +32,9 @@ struct RunConfig {
   int64_t eval_every = 0;
   std::optional<double> quality_target;
   bool trace = true;
+  // After training, measure the machine's SGEMM peak and copy bandwidth (engine/peaks.h, on one
+  // thread and on the run's) and store them beside the step's roofline (docs/formulas.md).
+  bool roofline = false;
   bool json = false;
   std::filesystem::path db = "results/trainscope.db";
   std::chrono::milliseconds flush_interval{2000};  // how often the run is written while it runs

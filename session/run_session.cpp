@@ -22,6 +22,7 @@
 #include "engine/cuda/device_memory.h"
 #endif
 #include "engine/device.h"
+#include "engine/peaks.h"
 #include "fmt/format.h"
 #include "memprof/ledger.h"
 #include "nlohmann/json.hpp"
@@ -77,6 +78,19 @@ void record_device_memory(const engine::Device& device, RunRecorder& recorder) {
   (void)device;
   (void)recorder;
 #endif
+}
+
+// The machine's limits the roofline sets the step against (--roofline): SGEMM and copy on one
+// thread and on the run's threads, measured after the loop so that they take nothing from it.
+void record_machine_peaks(int threads, bool quiet, RunRecorder& recorder) {
+  if (!quiet) fmt::print(stderr, "trainscope: measuring the machine's SGEMM peak and copy bandwidth (--roofline)\n");
+  const engine::MachinePeaks one = engine::measure_peaks(engine::Device::cpu(), 1);
+  const engine::MachinePeaks all = threads > 1 ? engine::measure_peaks(engine::Device::cpu(), threads) : one;
+  recorder.add_metric({"machine_sgemm_gflops_1t", one.sgemm_gflops, "GFLOP/s", -1});
+  recorder.add_metric({"machine_copy_gbps_1t", one.copy_gbps, "GB/s", -1});
+  recorder.add_metric({"machine_sgemm_gflops", all.sgemm_gflops, "GFLOP/s", -1});
+  recorder.add_metric({"machine_copy_gbps", all.copy_gbps, "GB/s", -1});
+  recorder.add_metric({"machine_peak_threads", static_cast<double>(all.threads), "threads", -1});
 }
 
 // Where a run's results go when its db stays locked (or fails) at the final write: a side
@@ -232,7 +246,8 @@ RunOutcome RunSession::run() {
   info.heartbeat_interval_ms = c.flush_interval.count();
   nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
                         {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},
-                        {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"eval_batches", c.eval_batches}};
+                        {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"roofline", c.roofline},
+                        {"eval_batches", c.eval_batches}};
   nlohmann::json table = nlohmann::json::object();
   for (const auto& [k, v] : preset.table) table[k] = v;
   if (c.learners) cfg["learners"] = *c.learners;
@@ -425,6 +440,9 @@ RunOutcome RunSession::run() {
       engine::CancelScope cancel(&stop);
       quality = workloads::run_evaluation(*workload, c.eval_batches);
       have_quality = true;
+    }
+    if (writes_db && c.roofline && wc.device.is_cpu() && !loop.failed && !loop.interrupted && !stop.load()) {
+      record_machine_peaks(threads, c.json, *recorder);
     }
   } catch (const engine::Cancelled&) {
     cancelled = true;

@@ -139,6 +139,43 @@ TEST(Cli, NoTraceKeepsPhasesButNoOpEvents) {
   EXPECT_FALSE(r.phases(1).empty());
 }
 
+// The step's roofline (docs/formulas.md): every class's self time, the data phase's and the
+// overhead add up to the step's thread time; compute and memory ops declared their FLOPs and
+// bytes; --roofline measured the machine; `show` sets the two against each other.
+TEST(Cli, RooflineSetsTheStepAgainstTheMachine) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope(tiny_run(db, "--roofline"));
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  store::Reader r(db);
+  const auto m = metrics_of(r, 1);
+  EXPECT_EQ(m.at("roofline_iterations"), 3);
+  const double step = m.at("roofline_step_ns");
+  double parts = m.at("roofline_data_ns") + m.at("roofline_overhead_ns");
+  for (const char* c : {"compute", "memory", "reorder", "other"}) parts += m.at(std::string("roofline_") + c + "_ns");
+  EXPECT_GT(step, 0);
+  EXPECT_NEAR(parts, step, 1.0);
+  EXPECT_GT(m.at("roofline_compute_ns"), 0);
+  EXPECT_GT(m.at("roofline_compute_flops"), 0);
+  EXPECT_GT(m.at("roofline_memory_bytes"), 0);
+  EXPECT_EQ(m.at("roofline_other_ns"), 0);   // resnet50 has no CTC or RoI op
+  // One timed iteration's FLOPs: the tiny preset's is no single literal to check, but a second run
+  // of the same shapes does the same work.
+  ASSERT_EQ(run_trainscope(tiny_run(db)).exit_code, 0);
+  EXPECT_EQ(metrics_of(r, 2).at("roofline_compute_flops"), m.at("roofline_compute_flops"));
+  EXPECT_FALSE(metrics_of(r, 2).contains("machine_sgemm_gflops"));   // measured only when asked
+  EXPECT_GT(m.at("machine_sgemm_gflops_1t"), 0);
+  EXPECT_GT(m.at("machine_copy_gbps_1t"), 0);
+  EXPECT_EQ(m.at("machine_peak_threads"), 1);   // the run's threads
+  const auto show = run_trainscope("show 1 --db " + db.string());
+  ASSERT_EQ(show.exit_code, 0) << show.out;
+  for (const char* part : {"roofline", "GFLOP/s", "% of SGEMM", "% of copy", "overhead"}) {
+    EXPECT_NE(show.out.find(part), std::string::npos) << part << " missing from:\n" << show.out;
+  }
+  const auto unmeasured = run_trainscope("show 2 --db " + db.string());
+  EXPECT_NE(unmeasured.out.find("not measured (run with --roofline"), std::string::npos) << unmeasured.out;
+}
+
 // `export --chrome` writes the stored run as Trace Event JSON (CPU-only run: CPU events and the
 // memory counter track); a missing run is bad input and writes nothing.
 TEST(Cli, ExportWritesAChromeTrace) {

@@ -159,3 +159,12 @@ TEST(CliValidate, BatchLargerThanTheMachineFailsTheRunCleanly) {
     EXPECT_NE(run->error.find(part), std::string::npos) << "'" << part << "' missing from: " << run->error;
   }
 }
+
+// --roofline sets the ops' declared work against the CPU's measured peaks: without per-op events
+// there is nothing to set, and a GPU run's kernels are CUPTI's to time.
+TEST(CliValidate, RooflineNeedsTracedCpuOps) {
+  expect_refused({
+      {"--roofline --no-trace", "--roofline sets the ops' work against the machine: it needs per-op events"},
+      {"--roofline --device cuda", "--roofline measures the CPU's peaks"},
+  });
+}
