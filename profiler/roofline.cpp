@@ -1,6 +1,7 @@
 #include "profiler/roofline.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -29,25 +30,28 @@ bool covered(const std::vector<Interval>& merged, int64_t start_ns, int64_t end_
 
 Roofline roofline(std::span<const Event> events, const NameLookup& lookup, const IterationFilter& counted) {
   Roofline r;
-  for (const IterationPhases& p : phase_times(events, lookup)) {
-    if (!counted(p.index)) continue;
-    ++r.iterations;
-    r.total_ns += p.other_ns;   // the loop's time outside any phase
-  }
-
-  // The four phases of counted iterations, merged per thread; the data phase's apart.
-  std::unordered_map<StringId, int> phase_slot;   // 1: a phase the step is made of, 2: data, 0: other
-  std::unordered_map<uint32_t, std::vector<Interval>> phases, data;
+  // Counted iterations' spans, and every phase of theirs (the loop's four and a workload's own,
+  // as a3c's acting), per thread and per iteration; the data phases apart.
+  std::map<int32_t, Interval> spans;
   for (const Event& e : events) {
-    if (e.kind != EventKind::phase || !counted(e.iteration)) continue;
-    auto [it, fresh] = phase_slot.try_emplace(e.name, 0);
-    if (fresh) {
-      const std::string_view n = lookup(e.name);
-      it->second = n == "data" ? 2 : (n == "forward" || n == "backward" || n == "optimizer") ? 1 : 0;
-    }
-    if (it->second == 0) continue;
+    if (e.kind != EventKind::iteration || !counted(e.iteration)) continue;
+    auto [it, fresh] = spans.try_emplace(e.iteration, Interval{e.start_ns, e.end_ns});
+    if (!fresh) it->second = {std::min(it->second.start_ns, e.start_ns), std::max(it->second.end_ns, e.end_ns)};
+  }
+  std::unordered_map<StringId, bool> is_data;
+  std::unordered_map<uint32_t, std::vector<Interval>> phases, data;
+  std::map<int32_t, std::vector<Interval>> phases_of;
+  for (const Event& e : events) {
+    if (e.kind != EventKind::phase || !spans.contains(e.iteration)) continue;
+    auto [it, fresh] = is_data.try_emplace(e.name, false);
+    if (fresh) it->second = lookup(e.name) == "data";
     phases[e.thread].push_back({e.start_ns, e.end_ns});
-    if (it->second == 2) data[e.thread].push_back({e.start_ns, e.end_ns});
+    phases_of[e.iteration].push_back({e.start_ns, e.end_ns});
+    if (it->second) data[e.thread].push_back({e.start_ns, e.end_ns});
+  }
+  for (const auto& [i, span] : spans) {   // the loop's time outside any phase
+    ++r.iterations;
+    r.total_ns += span.end_ns - span.start_ns - union_length(clip(phases_of[i], span.start_ns, span.end_ns));
   }
   for (auto& [thread, list] : phases) {
     list = merge(std::move(list));

@@ -21,9 +21,9 @@ struct WorkTotals {
 };
 
 struct Roofline {
-  // Thread time of the counted iterations: on every thread, the time its phases (data,
-  // forward, backward, optimizer) cover, plus each iteration's time outside any phase. One
-  // training thread: the sum of the iterations' spans.
+  // Thread time of the counted iterations: on every thread, the time its phases cover (data,
+  // forward, backward, optimizer, and a workload's own, as a3c's acting and waiting), plus each
+  // iteration's time outside any phase. One training thread: the sum of the iterations' spans.
   int64_t total_ns = 0;
   // Indexed by WorkClass; `none` holds the self time of ops that declared no work (autograd
   // nodes around their pieces), which is counted in the overhead.

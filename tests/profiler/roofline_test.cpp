@@ -94,6 +94,23 @@ TEST(Roofline, SeveralTrainingThreadsAddTheirPhases) {
   EXPECT_EQ(r.overhead_ns, 2 * 10 + 10);
 }
 
+// A workload's own phases (a3c's learners acting in their games, waiting for the others) are
+// the step's too: the policy's ops in acting count, waiting is overhead.
+TEST(Roofline, AWorkloadsOwnPhasesAreTheStepsToo) {
+  Trace t;
+  t.add(EventKind::iteration, "iteration", 0, 100, 0);
+  t.add(EventKind::phase, "acting", 0, 40, 0, 1);
+  t.op("linear", 10, 20, 0, WorkClass::compute, 100, 10, 1);
+  t.add(EventKind::phase, "waiting", 40, 50, 0, 1);
+  t.add(EventKind::phase, "backward", 50, 100, 0, 1);
+  t.op("linear_backward_data", 50, 90, 0, WorkClass::compute, 200, 10, 1);
+  const Roofline r = roofline(t.events, lookup_in(t.tracer));
+  EXPECT_EQ(r.total_ns, 100);
+  EXPECT_EQ(r[WorkClass::compute].self_ns, 50);
+  EXPECT_EQ(r[WorkClass::compute].flops, 300);
+  EXPECT_EQ(r.overhead_ns, 50);
+}
+
 TEST(Roofline, NoIterationsNoTime) {
   Trace t;
   t.op("conv2d", 0, 10, -1, WorkClass::compute, 10, 10);
