@@ -16,10 +16,10 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-Progress::Progress(std::string label, int64_t total, FILE* out)
-    : label_(std::move(label)), total_(total), out_(out), tty_(isatty(fileno(out)) != 0), start_ns_(profiler::now_ns()) {}
+Progress::Progress(std::string label, int64_t total, std::string rate_unit, FILE* out)
+    : label_(std::move(label)), total_(total), rate_unit_(std::move(rate_unit)), out_(out), tty_(isatty(fileno(out)) != 0), start_ns_(profiler::now_ns()) {}
 
-void Progress::update(int64_t done, double samples_per_s, bool warmup) {
+void Progress::update(int64_t done, double rate, bool warmup) {
   const int64_t now = profiler::now_ns();
   const double elapsed = static_cast<double>(now - start_ns_) * 1e-9;
   const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - done) : NAN;
@@ -27,15 +27,16 @@ void Progress::update(int64_t done, double samples_per_s, bool warmup) {
   if (tty_) {
     constexpr int kWidth = 28;
     const int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : 0;
-    fmt::print(out_, "\r{} [{}{}] {}/{} it  {:.1f} samples/s  ETA {}{}\x1b[K", label_, std::string(static_cast<size_t>(filled), '#'),
-               std::string(static_cast<size_t>(kWidth - filled), '.'), done, total_, samples_per_s, format_duration(eta), phase);
+    fmt::print(out_, "\r{} [{}{}] {}/{} it  {:.1f} {}  ETA {}{}\x1b[K", label_, std::string(static_cast<size_t>(filled), '#'),
+               std::string(static_cast<size_t>(kWidth - filled), '.'), done, total_, rate, rate_unit_, format_duration(eta),
+               phase);
     std::fflush(out_);
     drawn_ = true;
     return;
   }
   // Not a terminal: one line every 5 s, and the last iteration.
   if (done == total_ || now - last_print_ns_ >= 5'000'000'000LL || last_print_ns_ == 0) {
-    fmt::print(out_, "{}: {}/{} iterations, {:.1f} samples/s, ETA {}{}\n", label_, done, total_, samples_per_s,
+    fmt::print(out_, "{}: {}/{} iterations, {:.1f} {}, ETA {}{}\n", label_, done, total_, rate, rate_unit_,
                format_duration(eta), phase);
     std::fflush(out_);
     last_print_ns_ = now;

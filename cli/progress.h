@@ -9,14 +9,16 @@ namespace ts::cli {
 
 class Progress {
  public:
-  Progress(std::string label, int64_t total, FILE* out = stderr);
-  // `done` iterations finished; `samples_per_s` of the last one.
-  void update(int64_t done, double samples_per_s, bool warmup);
+  // `rate_unit`: what update()'s rate counts ("images/s").
+  Progress(std::string label, int64_t total, std::string rate_unit = "samples/s", FILE* out = stderr);
+  // `done` iterations finished; `rate`, the last one's samples per second.
+  void update(int64_t done, double rate, bool warmup);
   void finish(const std::string& status);
 
  private:
   std::string label_;
   int64_t total_;
+  std::string rate_unit_;
   FILE* out_;
   bool tty_;
   int64_t start_ns_;

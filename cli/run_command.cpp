@@ -7,6 +7,7 @@
 #include "dist/mpi_runtime.h"
 #include "fmt/format.h"
 #include "session/run_session.h"
+#include "workloads/workload.h"
 
 namespace ts::cli {
 
@@ -30,7 +31,9 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const dist:
   hooks.run_stored = [] { clear_current_run(); };
   if (shows_progress) {
     hooks.progress_start = [&](int64_t total) {
-      progress.emplace(label.empty() ? c.workload + "/" + c.preset : label, total);
+      const auto* spec = workloads::find_workload(c.workload);
+      progress.emplace(label.empty() ? c.workload + "/" + c.preset : label, total,
+                       (spec ? spec->units.samples : std::string("samples")) + "/s");
     };
     hooks.progress = [&](int64_t done, double rate, bool warmup) {
       if (progress) progress->update(done, rate, warmup);

@@ -79,6 +79,11 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["preset"] = run->preset;
   j["device"] = run->device;
   j["batch_size"] = run->batch_size;
+  // What the batch counts (a token budget, rollout steps...), from the run's stored config.
+  if (const auto cfg = nlohmann::json::parse(run->config_json, nullptr, false);
+      cfg.is_object() && cfg.contains("units") && cfg["units"].contains("batch")) {
+    j["batch_unit"] = cfg["units"]["batch"];
+  }
   j["threads"] = run->threads;
   // A run left `running` by a process that is gone is `lost`: it keeps what it flushed.
   const store::LivenessVerdict alive = store::liveness(*run);
@@ -90,10 +95,13 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["error"] = run->error;
   j["trace"] = run->trace;
 
-  nlohmann::json metrics = nlohmann::json::object();
+  nlohmann::json metrics = nlohmann::json::object(), units = nlohmann::json::object();
   for (const auto& m : reader->metrics(run_id)) {
-    if (m.iteration < 0) metrics[m.name] = m.value;
+    if (m.iteration >= 0) continue;
+    metrics[m.name] = m.value;
+    if (!m.unit.empty()) units[m.name] = m.unit;
   }
+  j["units"] = units;
   // A collectives benchmark (`bench collectives`) is no training run: its table is all it has.
   if (run->workload == "collectives") {
     j["metrics"] = metrics;
@@ -280,9 +288,10 @@ std::string format_summary(const nlohmann::json& j) {
   auto metric = [&](const char* name) -> double {
     return j["metrics"].contains(name) ? j["metrics"][name].get<double>() : 0.0;
   };
-  s += fmt::format("run {}  {}/{} on {}  batch {}  {} threads  [{}]\n", j["run_id"].get<int64_t>(),
+  s += fmt::format("run {}  {}/{} on {}  batch {}{}  {} threads  [{}]\n", j["run_id"].get<int64_t>(),
                    j["workload"].get<std::string>(), j["preset"].get<std::string>(), j["device"].get<std::string>(),
-                   j["batch_size"].get<int64_t>(), j["threads"].get<int64_t>(), j["status"].get<std::string>());
+                   j["batch_size"].get<int64_t>(), j.contains("batch_unit") ? " " + j["batch_unit"].get<std::string>() : "",
+                   j["threads"].get<int64_t>(), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
   if (j.contains("collective_bench")) {
     s += fmt::format("  {} ranks, {} timed calls per size; time: mean per call averaged over the ranks\n",
@@ -303,10 +312,26 @@ std::string format_summary(const nlohmann::json& j) {
   if (j["metrics"].contains("parameter_count")) {
     s += fmt::format("  parameters     {}\n", with_commas(static_cast<int64_t>(metric("parameter_count"))));
   }
-  if (j["metrics"].contains("throughput_median")) {
-    s += fmt::format("  throughput     {:.2f} samples/s median over {} timed iterations (p10 {:.2f}, p90 {:.2f})\n",
-                     metric("throughput_median"), static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"),
-                     metric("throughput_p90"));
+  const auto unit = [&](const char* name, const char* otherwise) {
+    return j.contains("units") && j["units"].contains(name) ? j["units"][name].get<std::string>() : std::string(otherwise);
+  };
+  if (j["metrics"].contains("headline_throughput")) {
+    // The sustained rate in the workload's own unit first (docs/formulas.md, "Throughput"), then
+    // the other rate where it counts tokens or frames too, and the per-iteration spread.
+    const bool tokens_first = unit("headline_throughput", "") == unit("tokens_per_s", "-");
+    s += fmt::format("  throughput     {:.2f} {} sustained over {} timed iterations\n", metric("headline_throughput"),
+                     unit("headline_throughput", "samples/s"), static_cast<int64_t>(metric("timed_iterations")));
+    if (j["metrics"].contains("tokens_per_s")) {
+      s += tokens_first ? fmt::format("                 {:.2f} {} sustained\n", metric("throughput"), unit("throughput", "samples/s"))
+                        : fmt::format("                 {:.0f} {} sustained\n", metric("tokens_per_s"), unit("tokens_per_s", "tokens/s"));
+    }
+    s += fmt::format("                 per iteration: median {:.2f} {} (p10 {:.2f}, p90 {:.2f})\n", metric("throughput_median"),
+                     unit("throughput_median", "samples/s"), metric("throughput_p10"), metric("throughput_p90"));
+    s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
+  } else if (j["metrics"].contains("throughput_median")) {   // a run stored before the sustained rate, or cut short
+    s += fmt::format("  throughput     {:.2f} {} median over {} timed iterations (p10 {:.2f}, p90 {:.2f})\n",
+                     metric("throughput_median"), unit("throughput_median", "samples/s"),
+                     static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"), metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
   }
   if (j.contains("distributed")) {
@@ -332,8 +357,10 @@ std::string format_summary(const nlohmann::json& j) {
     if (d["slowest_rank"].get<int64_t>() >= 0) s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
   }
   if (j["metrics"].contains("tokens_per_s_median")) {
-    s += fmt::format("  tokens         {:.0f} tokens/s median (p10 {:.0f}, p90 {:.0f}; unpadded: source + target tokens in translation, frames in speech)\n",
-                     metric("tokens_per_s_median"), metric("tokens_per_s_p10"), metric("tokens_per_s_p90"));
+    s += fmt::format("  tokens         per iteration: median {:.0f} {} (p10 {:.0f}, p90 {:.0f}; unpadded: source + target tokens "
+                     "in translation, spectrogram frames in speech)\n",
+                     metric("tokens_per_s_median"), unit("tokens_per_s_median", "tokens/s"), metric("tokens_per_s_p10"),
+                     metric("tokens_per_s_p90"));
   }
   if (j["metrics"].contains("loss_first")) {
     s += fmt::format("  loss           {:.4f} -> {:.4f}\n", metric("loss_first"), metric("loss_last"));
@@ -452,14 +479,22 @@ std::string format_runs(const std::filesystem::path& db) {
     throw UsageError(e.what());
   }
   std::string s = fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", "id", "started", "workload",
-                              "preset", "device", "batch", "iters", "status", "samples/s");
+                              "preset", "device", "batch", "iters", "status", "throughput");
   // Who and when we are, read once: liveness compares every running run with them.
   const store::ProcessIdentity here = store::current_process();
   const int64_t now_ms = store::unix_time_ms();
   for (const auto& r : reader->runs()) {
+    // The headline rate in its unit; a run stored before it had one: the median samples/s.
     double tp = 0;
+    std::string unit = "samples/s";
+    bool headline = false;
     for (const auto& m : reader->metrics(r.id)) {
-      if (m.name == "throughput_median") tp = m.value;
+      if (m.iteration >= 0) continue;
+      if (m.name == "headline_throughput" || (m.name == "throughput_median" && !headline)) {
+        tp = m.value;
+        if (!m.unit.empty()) unit = m.unit;
+        headline = headline || m.name == "headline_throughput";
+      }
     }
     std::string status = store::status_label(r, store::liveness(r, here, now_ms));
     if (r.status == store::RunStatus::running) {  // how far it got: its streamed iterations
@@ -467,8 +502,9 @@ std::string format_runs(const std::filesystem::path& db) {
     }
     // A collectives benchmark trains nothing: no samples/s (`show` prints its table).
     const std::string rate = r.workload == "collectives" ? "-" : fmt::format("{:.2f}", tp);
-    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", r.id, r.started_at, r.workload,
-                     r.preset, r.device, r.batch_size, r.iterations, status, rate);
+    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14} {}\n", r.id, r.started_at, r.workload,
+                     r.preset, r.device, r.batch_size, r.iterations, status, rate,
+                     r.workload == "collectives" ? "" : unit);
   }
   return s;
 }

@@ -119,6 +119,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   const auto lookup = profiler::lookup_in(tracer);
   std::set<int32_t> warmup;
   std::vector<double> throughput, token_throughput, iteration_ms;
+  double timed_seconds = 0, timed_samples = 0, timed_tokens = 0;   // the sustained rates' sums
   std::vector<store::IterationRow> its;
   for (const auto& it : loop.iterations) {
     its.push_back(to_iteration_row(it));
@@ -130,6 +131,9 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
     iteration_ms.push_back(secs * 1e3);
     if (secs > 0) throughput.push_back(static_cast<double>(it.samples) / secs);
     if (secs > 0 && it.tokens > 0) token_throughput.push_back(static_cast<double>(it.tokens) / secs);
+    timed_seconds += secs;
+    timed_samples += static_cast<double>(it.samples);
+    timed_tokens += static_cast<double>(it.tokens);
   }
   if (everything) writer_.add_iterations(run_, its);
   const auto counted = [&](int32_t i) { return i >= 0 && !warmup.contains(i); };
@@ -224,16 +228,27 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
     metrics.push_back({"rss_peak_bytes", rss_peak, "bytes", -1});
     metrics.push_back({"rss_growth_bytes", rss_peak - rss_first, "bytes", -1});
   }
-  if (!throughput.empty()) {
-    metrics.push_back({"throughput_median", percentile(throughput, 0.5), "samples/s", -1});
-    metrics.push_back({"throughput_p10", percentile(throughput, 0.1), "samples/s", -1});
-    metrics.push_back({"throughput_p90", percentile(throughput, 0.9), "samples/s", -1});
+  // Rates (docs/formulas.md, "Throughput"): sustained, the work of the timed iterations over
+  // their time; the median and spread of the per-iteration rates beside it.
+  const std::string sample_rate = units_.samples + "/s";
+  const std::string token_rate = (units_.tokens.empty() ? std::string("tokens") : units_.tokens) + "/s";
+  if (!throughput.empty() && timed_seconds > 0) {
+    metrics.push_back({"throughput", timed_samples / timed_seconds, sample_rate, -1});
+    metrics.push_back({"throughput_median", percentile(throughput, 0.5), sample_rate, -1});
+    metrics.push_back({"throughput_p10", percentile(throughput, 0.1), sample_rate, -1});
+    metrics.push_back({"throughput_p90", percentile(throughput, 0.9), sample_rate, -1});
     metrics.push_back({"iteration_time_median", percentile(iteration_ms, 0.5), "ms", -1});
   }
-  if (!token_throughput.empty()) {   // sequence workloads: real source + target tokens
-    metrics.push_back({"tokens_per_s_median", percentile(token_throughput, 0.5), "tokens/s", -1});
-    metrics.push_back({"tokens_per_s_p10", percentile(token_throughput, 0.1), "tokens/s", -1});
-    metrics.push_back({"tokens_per_s_p90", percentile(token_throughput, 0.9), "tokens/s", -1});
+  if (!token_throughput.empty() && timed_seconds > 0) {   // sequence workloads: real tokens, or frames
+    metrics.push_back({"tokens_per_s", timed_tokens / timed_seconds, token_rate, -1});
+    metrics.push_back({"tokens_per_s_median", percentile(token_throughput, 0.5), token_rate, -1});
+    metrics.push_back({"tokens_per_s_p10", percentile(token_throughput, 0.1), token_rate, -1});
+    metrics.push_back({"tokens_per_s_p90", percentile(token_throughput, 0.9), token_rate, -1});
+  }
+  if (timed_seconds > 0 && !throughput.empty()) {
+    const bool tokens = units_.tokens_headline && !token_throughput.empty();
+    metrics.push_back({"headline_throughput", (tokens ? timed_tokens : timed_samples) / timed_seconds,
+                       tokens ? token_rate : sample_rate, -1});
   }
   for (const auto& it : loop.iterations) {
     if (it.tokens > 0) metrics.push_back({"tokens", static_cast<double>(it.tokens), "count", it.index});

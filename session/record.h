@@ -73,6 +73,8 @@ class RunRecorder {
  public:
   RunRecorder(store::Writer& writer, int64_t run_id) : writer_(writer), run_(run_id) {}
   void set_parameter_count(int64_t n) { parameter_count_ = n; }
+  // What the workload's samples and tokens are (the throughput metrics' units and headline).
+  void set_units(workloads::ThroughputUnits units) { units_ = std::move(units); }
   // `model` may be null (the model failed to build); `quality` may be null.
   void record(const workloads::LoopResult& loop, const std::vector<profiler::Event>& events,
               const engine::nn::Module* model, const std::vector<collectors::Sample>& samples,
@@ -93,6 +95,7 @@ class RunRecorder {
   store::Writer& writer_;
   int64_t run_;
   int64_t parameter_count_ = 0;
+  workloads::ThroughputUnits units_;
 };
 
 // Median and percentiles of a sample (linear interpolation between order statistics).

@@ -13,8 +13,12 @@ std::vector<RunListEntry> list_runs(const std::filesystem::path& db) {
     RunListEntry e;
     e.db = QString::fromStdString(db.string());
     e.status = QString::fromStdString(store::status_label(run));
+    bool headline = false;
     for (const auto& m : reader.metrics(run.id)) {
-      if (m.iteration < 0 && m.name == "throughput_median") e.throughput = m.value;
+      if (m.iteration >= 0 || (m.name != "headline_throughput" && (m.name != "throughput_median" || headline))) continue;
+      e.throughput = m.value;
+      if (!m.unit.empty()) e.throughput_unit = QString::fromStdString(m.unit);
+      headline = headline || m.name == "headline_throughput";
     }
     if (!e.throughput) {   // a run that never reached its final write: what it streamed
       std::vector<double> rates;

@@ -16,7 +16,10 @@ struct RunListEntry {
   QString db;                 // the file, as the user opened it
   store::RunRow run;
   QString status;             // completed, failed, interrupted, running, lost (its writer is gone), running?
-  std::optional<double> throughput;   // samples/s, rank 0's median (the stored metric, else the kept iterations')
+  // Rank 0's headline rate: sustained, in the workload's unit (runs stored before it had one: the
+  // median samples/s; a run cut short: the median of the iterations it kept).
+  std::optional<double> throughput;
+  QString throughput_unit = QStringLiteral("samples/s");
 };
 
 // Every run in `db` (ordered by id). Throws store::StoreError (missing, foreign, newer, corrupt).

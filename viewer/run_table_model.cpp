@@ -49,7 +49,8 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
       case kStatus: return e.status;
       case kThroughput:
         if (!e.throughput) return sorting ? QVariant(-1.0) : QVariant(QStringLiteral("-"));
-        return sorting ? QVariant(*e.throughput) : QVariant(QString::number(*e.throughput, 'f', *e.throughput < 100 ? 2 : 1));
+        return sorting ? QVariant(*e.throughput)
+                       : QVariant(QString::number(*e.throughput, 'f', *e.throughput < 100 ? 2 : 1) + " " + e.throughput_unit);
       case kStarted: return QString::fromStdString(r.started_at);
     }
     return {};
@@ -75,7 +76,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
 QVariant RunTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* const names[kColumnCount] = {"db", "run", "workload", "preset", "device", "ranks",
-                                                  "batch", "status", "samples/s", "started"};
+                                                  "batch", "status", "throughput", "started"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 

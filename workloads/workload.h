@@ -150,10 +150,23 @@ class Workload {
   virtual std::vector<Metric> run_metrics() { return {}; }
 };
 
+// What a workload's throughput counts (docs/formulas.md, "Throughput"), as plural nouns:
+// `samples`, the unit of StepResult::samples; `tokens`, of StepResult::tokens where a workload
+// counts finer work than its samples (empty: none); `batch`, what a preset's batch size counts.
+// The headline rate is the tokens' where `tokens_headline` (their batches vary in length, or the
+// batch is a token budget), else the samples'.
+struct ThroughputUnits {
+  std::string samples = "samples";
+  std::string tokens;
+  std::string batch = "samples";
+  bool tokens_headline = false;
+};
+
 struct WorkloadSpec {
   std::string name;
   std::string domain;
   std::string description;
+  ThroughputUnits units;
   std::vector<Preset> presets;
   std::function<std::unique_ptr<Workload>(const WorkloadConfig&)> create;
   // Checks a config without building anything (bad data source...): throws std::invalid_argument.

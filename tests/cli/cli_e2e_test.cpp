@@ -35,7 +35,7 @@ TEST(Cli, RunStoresACompleteRun) {
   const auto db = dir / "t.db";
   const auto res = run_trainscope(tiny_run(db));
   ASSERT_EQ(res.exit_code, 0) << res.out;
-  EXPECT_NE(res.out.find("samples/s"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("images/s sustained"), std::string::npos) << res.out;   // the headline, in the workload's unit
   EXPECT_NE(res.out.find("stored in"), std::string::npos) << res.out;
 
   store::Reader r(db);
@@ -137,6 +137,45 @@ TEST(Cli, NoTraceKeepsPhasesButNoOpEvents) {
   store::Reader r(db);
   for (const auto& e : r.events(1)) EXPECT_NE(e.kind, "op");
   EXPECT_FALSE(r.phases(1).empty());
+}
+
+// Throughput names its unit and is the sustained rate (docs/formulas.md, "Throughput"): the
+// timed iterations' work over their time. The transformer's headline counts tokens (its batch is
+// a token budget), and every rate's unit says what it counts.
+TEST(Cli, ThroughputIsSustainedInTheWorkloadsUnit) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope("run transformer --preset tiny --iters 4 --warmup 1 --threads 1 --eval-batches 0 --db " +
+                                  db.string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  store::Reader r(db);
+  double samples = 0, tokens = 0, seconds = 0;
+  std::set<int64_t> timed;
+  for (const auto& it : r.iterations(1)) {
+    if (it.warmup) continue;
+    timed.insert(it.index);
+    samples += static_cast<double>(it.samples);
+    seconds += static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+  }
+  std::map<std::string, std::string> units;
+  for (const auto& m : r.metrics(1)) {
+    if (m.name == "tokens" && timed.contains(m.iteration)) tokens += m.value;
+    if (m.iteration < 0) units[m.name] = m.unit;
+  }
+  const auto m = metrics_of(r, 1);
+  ASSERT_GT(seconds, 0);
+  EXPECT_NEAR(m.at("throughput"), samples / seconds, 1e-6 * m.at("throughput"));
+  EXPECT_NEAR(m.at("tokens_per_s"), tokens / seconds, 1e-6 * m.at("tokens_per_s"));
+  EXPECT_EQ(m.at("headline_throughput"), m.at("tokens_per_s"));
+  EXPECT_EQ(units["headline_throughput"], "tokens/s");
+  EXPECT_EQ(units["throughput"], "sentence pairs/s");
+  EXPECT_EQ(units["throughput_median"], "sentence pairs/s");
+  EXPECT_NE(res.out.find("tokens/s sustained"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("batch 256 tokens"), std::string::npos) << res.out;
+  // The training's peak resident memory over the process before the model was built.
+  EXPECT_GT(m.at("rss_peak_growth_bytes"), 0);
+  const auto listed = run_trainscope("runs --db " + db.string());
+  EXPECT_NE(listed.out.find("tokens/s"), std::string::npos) << listed.out;
 }
 
 // The step's roofline (docs/formulas.md): every class's self time, the data phase's and the

@@ -83,13 +83,21 @@ class ViewerTest : public QObject {
       QCOMPARE(e.run.id, r.id);
       QCOMPARE(m.data(m.index(row, RunTableModel::kWorkload), Qt::DisplayRole).toString(), QString::fromStdString(r.workload));
       QCOMPARE(m.data(m.index(row, RunTableModel::kBatch), Qt::DisplayRole).toLongLong(), r.batch_size);
+      // The headline rate, sustained, in the workload's unit (resnet50: images/s, transformer: tokens/s).
       double stored = -1;
+      std::string unit;
       for (const auto& metric : reader.metrics(r.id)) {
-        if (metric.iteration < 0 && metric.name == "throughput_median") stored = metric.value;
+        if (metric.iteration < 0 && metric.name == "headline_throughput") {
+          stored = metric.value;
+          unit = metric.unit;
+        }
       }
       if (r.id != 3) {
         QVERIFY(e.throughput.has_value());
         QCOMPARE(*e.throughput, stored);
+        QCOMPARE(e.throughput_unit, QString::fromStdString(unit));
+        QCOMPARE(e.throughput_unit, QString(r.workload == "resnet50" ? "images/s" : "tokens/s"));
+        QVERIFY(m.data(m.index(row, RunTableModel::kThroughput), Qt::DisplayRole).toString().endsWith(" " + e.throughput_unit));
       }
     }
     QCOMPARE(m.data(m.index(0, RunTableModel::kStatus), Qt::DisplayRole).toString(), QString("completed"));

@@ -126,7 +126,7 @@ TEST(Wgan, OneIterationIsFiveCriticStepsAndAGeneratorStep) {
   const LoopResult r = run_training(*w, o);
   ASSERT_FALSE(r.failed) << r.error;
   ASSERT_EQ(r.iterations.size(), 1u);
-  EXPECT_EQ(r.iterations[0].samples, 4 * 5);
+  EXPECT_EQ(r.iterations[0].samples, 4);   // the generator's batch: its samples, not the critic's 5 x 4 images
   EXPECT_TRUE(std::isfinite(r.iterations[0].loss));
   // Both networks moved, and no gradient is left behind. The critic's biases after its last
   // ReLU are exempt: D shifts by the same constant for real and fake samples, the loss's

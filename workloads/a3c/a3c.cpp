@@ -627,6 +627,7 @@ WorkloadSpec a3c_spec() {
   WorkloadSpec s;
   s.name = "a3c";
   s.domain = "reinforcement learning";
+  s.units = {"environment steps", "", "rollout steps", false};
   const A3cConfig full = a3c_config("full");
   s.description = "A3C: asynchronous actor-learner threads with Hogwild updates to a shared Atari network (conv " +
                   std::to_string(full.conv1_channels) + " 8x8/4, conv " + std::to_string(full.conv2_channels) +

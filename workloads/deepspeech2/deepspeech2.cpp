@@ -347,6 +347,7 @@ WorkloadSpec deepspeech2_spec() {
   WorkloadSpec s;
   s.name = "deepspeech2";
   s.domain = "speech recognition";
+  s.units = {"utterances", "frames", "utterances", true};
   const DeepSpeech2Config full = deepspeech2_config("full");
   s.description = "Deep Speech 2: 2 conv (" + std::to_string(full.conv_channels) + " ch) + " +
                   std::to_string(full.rnn_layers) + " bidirectional GRU x " + std::to_string(full.rnn_hidden) +

@@ -656,6 +656,7 @@ WorkloadSpec faster_rcnn_spec() {
   WorkloadSpec s;
   s.name = "faster_rcnn";
   s.domain = "object detection";
+  s.units = {"images", "", "images", false};
   s.description = "Faster R-CNN, ResNet C4 backbone, RPN + RoIAlign head, VOC classes; quality mAP@0.5";
   s.presets = {
       make_preset("tiny", [](const FasterRcnnConfig& c) {

@@ -395,6 +395,7 @@ WorkloadSpec inception_v3_spec() {
   WorkloadSpec s;
   s.name = "inception_v3";
   s.domain = "image classification";
+  s.units = {"images", "", "images", false};
   s.description = "Inception-v3 with the auxiliary classifier (torchvision layout), softmax cross-entropy, SGD with momentum";
   s.presets = {
       make_preset("tiny", [](const InceptionConfig& c) {

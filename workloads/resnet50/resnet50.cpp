@@ -121,6 +121,7 @@ WorkloadSpec resnet50_spec() {
   WorkloadSpec s;
   s.name = "resnet50";
   s.domain = "image classification";
+  s.units = {"images", "", "images", false};
   s.description = "ResNet-50 v1.5 (torchvision layout), softmax cross-entropy, SGD with momentum";
   s.presets = {
       make_preset("tiny", [](const ResNetConfig& c) {

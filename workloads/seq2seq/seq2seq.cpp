@@ -424,6 +424,7 @@ WorkloadSpec seq2seq_spec() {
   WorkloadSpec s;
   s.name = "seq2seq";
   s.domain = "machine translation";
+  s.units = {"sentence pairs", "tokens", "sentence pairs", false};
   const Seq2SeqConfig full = seq2seq_config("full");
   s.description = "TF NMT's IWSLT15 en-vi model: " + lstm_layers(full) +
                   ", Bahdanau attention with input feeding, Adam, gradient clipping, batches of " +

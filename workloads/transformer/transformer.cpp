@@ -388,6 +388,7 @@ WorkloadSpec transformer_spec() {
   WorkloadSpec s;
   s.name = "transformer";
   s.domain = "machine translation";
+  s.units = {"sentence pairs", "tokens", "tokens", true};
   const TransformerConfig base = transformer_config("full");
   s.description = "Transformer base (" + layers(base) + ", d " + std::to_string(base.d_model) + ", " +
                   std::to_string(base.heads) + " heads), shared embeddings, label smoothing, Adam with "

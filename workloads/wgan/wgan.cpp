@@ -205,11 +205,13 @@ class WganWorkload final : public Workload {
 
   // One iteration = critic_steps critic updates, then one generator update (the paper's
   // Algorithm 1). Reported loss: the last critic loss, E[D(fake)] - E[D(real)] + lambda GP.
+  // Its samples are the generator's (one batch per iteration), as GAN benchmarks count them;
+  // the critic's real images are critic_steps times that.
   StepResult step(Phases& phases) override {
     double critic_loss = 0;
     for (int64_t k = 0; k < cfg_.critic_steps; ++k) critic_loss = critic_step(phases);
     generator_step(phases);
-    return {critic_loss, batch_ * cfg_.critic_steps};
+    return {critic_loss, batch_};
   }
 
   // Distance between the statistics of generated and held-out images (scene_images.h): it
@@ -366,6 +368,7 @@ WorkloadSpec wgan_spec() {
   WorkloadSpec s;
   s.name = "wgan";
   s.domain = "image generation";
+  s.units = {"generator samples", "", "images", false};
   const WganConfig full = wgan_config("full");
   s.description = "WGAN-GP with the ResNet generator and critic (" + image_side(full) +
                   "), gradient penalty through second-order gradients, " + std::to_string(full.critic_steps) +
