@@ -5,8 +5,33 @@
 
 #include <fstream>
 #include <stdexcept>
+#include <string>
 
 namespace ts::collectors {
+
+int64_t rss_bytes() {
+  std::ifstream in("/proc/self/statm");   // second field: resident pages
+  int64_t size = 0;
+  int64_t resident = 0;
+  if (!(in >> size >> resident)) return -1;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");   // "5": reset the peak resident set size (Linux 4.0+)
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;   // "VmHWM:   123456 kB"
+  }
+  return -1;
+}
 
 namespace {
 
@@ -14,15 +39,6 @@ namespace {
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// Resident set size from /proc/self/statm (second field, in pages); -1 if unreadable.
-int64_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t size = 0;
-  int64_t resident = 0;
-  if (!(in >> size >> resident)) return -1;
-  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
 // User + system CPU time of the whole process, in ns.

@@ -20,6 +20,14 @@ struct Sample {
   double value = 0;
 };
 
+// The process's resident set size now (/proc/self/statm), and its high-water mark (VmHWM in
+// /proc/self/status: exact, where the sampler's readings may miss a short peak) since the process
+// started or reset_peak_rss() last succeeded (false where the kernel does not allow it); -1 where
+// unreadable.
+int64_t rss_bytes();
+int64_t peak_rss_bytes();
+bool reset_peak_rss();
+
 class ProcessSampler {
  public:
   ProcessSampler() = default;

@@ -247,7 +247,9 @@ RunOutcome RunSession::run() {
   nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
                         {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},
                         {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"roofline", c.roofline},
-                        {"eval_batches", c.eval_batches}};
+                        {"eval_batches", c.eval_batches},
+                        {"units", {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
+                                   {"headline", spec.units.tokens_headline ? "tokens" : "samples"}}}};
   nlohmann::json table = nlohmann::json::object();
   for (const auto& [k, v] : preset.table) table[k] = v;
   if (c.learners) cfg["learners"] = *c.learners;
@@ -341,7 +343,10 @@ RunOutcome RunSession::run() {
   }
 
   std::optional<RunRecorder> recorder;
-  if (writer) recorder.emplace(*writer, run_id);
+  if (writer) {
+    recorder.emplace(*writer, run_id);
+    recorder->set_units(spec.units);
+  }
   // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing").
   std::unique_ptr<profiler::GpuTracer> gpu;
   if (wc.device.type == engine::DeviceType::cuda && c.trace && writes_db) {
@@ -370,9 +375,12 @@ RunOutcome RunSession::run() {
   bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
   workloads::Quality quality;
   bool have_quality = false;
+  int64_t rss_before_model = -1;
   try {
     {
       engine::CancelScope cancel(&stop);
+      // The process's peak from here on is this run's (a suite runs many in one process).
+      if (collectors::reset_peak_rss()) rss_before_model = collectors::rss_bytes();
       workload = spec.create(wc);
     }
     const int64_t params = workload->model().parameter_count();
@@ -425,6 +433,12 @@ RunOutcome RunSession::run() {
     if (trains && (!stop.load() || distributed)) {  // distributed: the ranks decide together, in the loop
       profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
       loop = workloads::run_training(*workload, lo);
+      // What the OS saw the training take at its peak, over the process before the model: the
+      // figure to set beside a framework that keeps no allocator books (bench/pytorch).
+      const int64_t peak = collectors::peak_rss_bytes();
+      if (recorder && rss_before_model >= 0 && peak >= 0) {
+        recorder->add_metric({"rss_peak_growth_bytes", static_cast<double>(peak - rss_before_model), "bytes", -1});
+      }
       for (auto& m : curve.run_metrics()) loop.metrics.push_back(std::move(m));
     }
     // The servers' final model in every worker (evaluation reads it), this rank's server done.
@@ -568,6 +582,7 @@ RunOutcome RunSession::run() {
           c.db, info, run_id,
           [&](store::Writer& side_writer, RunRecorder& side, int64_t side_id) {
             side.set_parameter_count(workload ? workload->model().parameter_count() : 0);
+            side.set_units(spec.units);
             side.record(loop, events, model, samples, measured_quality, RecordScope::everything);
             store::RunFlush collectives;
             append_collective_rows(stream->collectives(), collectives.collectives);

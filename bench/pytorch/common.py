@@ -132,7 +132,7 @@ def cpu_model():
 def make_result(workload, config, timing, samples_per_iteration, rss_before_import, rss_before_model, load_at_start,
                 tokens_per_iteration=None):
     """The JSON result every script writes (resnet50_train.py's fields, in its order).
-    `samples_per_iteration` is what one iteration trains on (batch; 5 x batch for wgan), or a
+    `samples_per_iteration` is what one iteration trains on (batch; wgan: the generator's batch), or a
     list with one count per timed iteration when batches differ (transformer: sentence pairs).
     `tokens_per_iteration` (a list, one per timed iteration) adds tokens/s fields, computed per
     iteration as trainscope computes them."""
@@ -142,8 +142,10 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
     if isinstance(samples_per_iteration, (list, tuple)):
         assert len(samples_per_iteration) == len(times), "one sample count per timed iteration"
         per_sample = [n / t for n, t in zip(samples_per_iteration, times)]
+        samples_total = sum(samples_per_iteration)
     else:
         per_sample = [samples_per_iteration / t for t in times]
+        samples_total = samples_per_iteration * len(times)
     allocator = None
     # PyTorch keeps no allocator statistics for CPU tensors by default (torch.cuda.memory_stats is
     # CUDA-only); RSS is the measure. Report whatever the CPU profiler-less API offers, if anything.
@@ -172,6 +174,8 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
         # cores were shared with other work during the run (the wall times are then pessimistic).
         "iteration_cpu_s": timing["cpu_times"],
         "losses": timing["losses"],
+        # Sustained, as trainscope's `throughput` (docs/formulas.md): the work over the time it took.
+        "samples_per_s": samples_total / sum(times),
         "samples_per_s_median": statistics.median(per_sample),
         "samples_per_s_p10": percentile(per_sample, 10),
         "samples_per_s_p90": percentile(per_sample, 90),
@@ -182,6 +186,8 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
         "rss_after_warmup_bytes": timing["rss_after_warmup"],
         "rss_after_timed_bytes": timing["rss_after_timed"],
         "rss_growth_bytes": timing["rss_after_warmup"] - rss_before_model,
+        # The peak over the run above the process before the model: trainscope's rss_growth_bytes.
+        "peak_rss_growth_bytes": timing["peak_rss"] - rss_before_model,
         "peak_rss_bytes": timing["peak_rss"],
         "cpu_allocator_stats": allocator,
         "loadavg_1_5_15_at_start": load_at_start,
@@ -194,6 +200,7 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
         assert len(tokens_per_iteration) == len(times), "one token count per timed iteration"
         per_token = [n / t for n, t in zip(tokens_per_iteration, times)]
         result.update({
+            "tokens_per_s": sum(tokens_per_iteration) / sum(times),
             "tokens_per_s_median": statistics.median(per_token),
             "tokens_per_s_p10": percentile(per_token, 10),
             "tokens_per_s_p90": percentile(per_token, 90),

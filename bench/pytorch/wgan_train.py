@@ -16,7 +16,8 @@ Mirrors workloads/wgan/wgan.{h,cpp} (Gulrajani et al. 2017, the 64x64 ResNet mod
             (full: generator 8,540,483 and critic 7,488,001 parameters)
   init      the engine's: convs Kaiming normal fan_out (ReLU gain) with zero bias, Linear weight
             and bias uniform +-1/sqrt(fan_in), BN weight 1 / bias 0
-  iteration 5 critic steps, then 1 generator step (Algorithm 1); samples per iteration = 5 x batch.
+  iteration 5 critic steps, then 1 generator step (Algorithm 1); samples per iteration = batch
+  (generator samples, as trainscope counts them; the critic sees 5 x batch real images).
             critic step: fake = G(z) under no_grad; loss = mean D(fake) - mean D(real) + lambda GP,
             GP = mean_n (||grad_x D(x_hat)_n||_2 - 1)^2 at x_hat = e x + (1 - e) fake, e ~ U[0,1]
             per sample, lambda 10; the gradient comes from torch.autograd.grad(create_graph=True),
@@ -380,7 +381,7 @@ def run(args):
         return critic_loss_value  # the last critic loss, as trainscope reports
 
     timing = common.time_iterations(step, args.warmup, args.iters)
-    samples = CRITIC_STEPS * batch
+    samples = batch   # generator samples: one batch per iteration
     config = {
         "preset": args.preset,
         "image_size": size,
@@ -416,8 +417,8 @@ def main():
     r = run(ARGS)
     c = r["config"]
     common.emit(r, ARGS.json, f"wgan {c['preset']} {c['image_size']}x{c['image_size']} dim {c['dim']} "
-                              f"batch {c['batch_size']} ({c['critic_steps']} critic steps + 1 generator step = "
-                              f"{c['samples_per_iteration']} samples/iteration)")
+                              f"batch {c['batch_size']} ({c['critic_steps']} critic steps + 1 generator step; "
+                              f"{c['samples_per_iteration']} generator samples/iteration)")
 
 
 if __name__ == "__main__":

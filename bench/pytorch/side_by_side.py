@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""trainscope against the best PyTorch on the CPU, interleaved, in each workload's own unit.
+
+    bench/pytorch/side_by_side.sh [WORKLOAD ... | all] [--preset small] [--iters 12] [--warmup 3]
+                                  [--threads 2] [--pairs 3] [--json FILE]
+
+For each workload:
+1. a probe round runs every PyTorch variant once: PyPI torch (`python3`) and Debian's torch 1.13
+   (`/usr/bin/python3`, when it has one), and for the convolutional workloads each in NCHW and
+   channels-last; the fastest in the workload's headline unit is "the best PyTorch";
+2. then --pairs pairs, trainscope then the best PyTorch, one after the other (A B A B), so that
+   the machine's drift falls on both sides alike; each pair gives a ratio trainscope / PyTorch.
+Printed: the median of the pair ratios (and their range), the rates of both sides, and peak
+memory: the resident memory the training added at its peak (trainscope's rss_peak_growth_bytes,
+PyTorch's peak RSS over the process before the model), with the median ratio of the pairs.
+
+Rates are sustained (the work of the timed iterations over their time; docs/formulas.md,
+"Throughput"), in the unit trainscope's `list` names: images/s, sentence pairs/s, tokens/s,
+frames/s, generator samples/s. a3c has no PyTorch training script here (its learner update is
+compared by bench/pytorch/a3c_update.py); `all` leaves it out.
+"""
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TRAINSCOPE = os.path.join(ROOT, "build", "default", "cli", "trainscope")
+WORKLOADS = ["resnet50", "inception_v3", "seq2seq", "transformer", "faster_rcnn", "deepspeech2", "wgan"]
+CONVOLUTIONAL = {"resnet50", "inception_v3", "faster_rcnn", "wgan"}   # where channels-last is a variant
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workloads", nargs="*", default=["all"], help="workload names, or all (default)")
+    p.add_argument("--preset", default="small")
+    p.add_argument("--iters", type=int, default=12, help="timed iterations of each run")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--pairs", type=int, default=3, help="interleaved trainscope / PyTorch pairs (at least 3)")
+    p.add_argument("--json", metavar="FILE", help="write every run's figures and the ratios here")
+    a = p.parse_args()
+    if a.workloads == ["all"]:
+        a.workloads = WORKLOADS
+    for w in a.workloads:
+        if w not in WORKLOADS:
+            p.error(f"unknown workload {w!r} (one of {', '.join(WORKLOADS)}, or all)")
+    if a.pairs < 3:
+        p.error("--pairs must be at least 3: a median of fewer pairs says little on this machine")
+    return a
+
+
+def has_torch(python):
+    return subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def variants(workload):
+    """(label, python, extra flags) of every PyTorch to try."""
+    pythons = [("PyPI", "python3")]
+    if os.path.exists(DEBIAN_PYTHON) and has_torch(DEBIAN_PYTHON):
+        pythons.append(("Debian", DEBIAN_PYTHON))
+    out = []
+    for name, py in pythons:
+        out.append((f"{name} NCHW" if workload in CONVOLUTIONAL else name, py, []))
+        if workload in CONVOLUTIONAL:
+            out.append((f"{name} channels-last", py, ["--channels-last"]))
+    return out
+
+
+def run_trainscope(workload, a, db):
+    cmd = [TRAINSCOPE, "run", workload, "--preset", a.preset, "--threads", str(a.threads), "--iters", str(a.iters),
+           "--warmup", str(a.warmup), "--eval-batches", "0", "--db", db, "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"side_by_side: trainscope failed ({' '.join(cmd)}):\n{r.stderr}")
+    j = json.loads(r.stdout)
+    m, units = j["metrics"], j.get("units", {})
+    tokens = units.get("headline_throughput") == units.get("tokens_per_s") and "tokens_per_s" in m
+    return {
+        "rate": m["headline_throughput"],
+        "unit": units.get("headline_throughput", "samples/s"),
+        "tokens": tokens,
+        "peak_growth": m.get("rss_peak_growth_bytes", m.get("rss_growth_bytes")),
+        "ledger_peak": j.get("memory_peak_bytes"),
+        "run_id": j["run_id"],
+    }
+
+
+def run_pytorch(workload, a, python, flags, tokens):
+    script = os.path.join(ROOT, "bench", "pytorch", f"{workload}_train.py")
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [python, script, "--preset", a.preset, "--threads", str(a.threads), "--iters", str(a.iters),
+               "--warmup", str(a.warmup), *flags, "--json", out.name]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"side_by_side: PyTorch failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
+        j = json.load(open(out.name))
+    return {
+        "rate": j["tokens_per_s"] if tokens else j["samples_per_s"],
+        "peak_growth": j["peak_rss_growth_bytes"],
+        "torch": j["torch_version"],
+        "batches": j["config"].get("batches"),
+    }
+
+
+def check_same_batches(workload, db, ts, pt):
+    """The translation scripts replay trainscope's batches: each iteration's sentence pairs and
+    tokens must be trainscope's, or the rates compare different work."""
+    if workload not in ("seq2seq", "transformer") or not pt.get("batches"):
+        return
+    con = sqlite3.connect(db)
+    pairs = [r[0] for r in con.execute("SELECT samples FROM iterations WHERE run_id = ? ORDER BY idx", (ts["run_id"],))]
+    tokens = [int(r[0]) for r in con.execute(
+        "SELECT value FROM metrics WHERE run_id = ? AND name = 'tokens' ORDER BY iteration", (ts["run_id"],))]
+    theirs = [(b[0], b[3] + b[4]) for b in pt["batches"]]
+    if list(zip(pairs, tokens)) != theirs:
+        sys.exit(f"side_by_side: {workload}: PyTorch trained on other batches than trainscope run {ts['run_id']} "
+                 f"(pairs, tokens): {theirs} vs {list(zip(pairs, tokens))}")
+
+
+def mib(b):
+    return f"{b / 2**20:.0f} MiB" if b is not None else "-"
+
+
+def compare(workload, a):
+    db = os.path.join(tempfile.mkdtemp(prefix="side_by_side_"), "ts.db")
+    probe_ts = run_trainscope(workload, a, db)   # also tells the headline's unit
+    unit, tokens = probe_ts["unit"], probe_ts["tokens"]
+    print(f"\n{workload} {a.preset}: {a.threads} threads, {a.warmup} warm-up + {a.iters} timed iterations a run; "
+          f"rates in {unit}, sustained")
+    probe = []
+    for label, py, flags in variants(workload):
+        r = run_pytorch(workload, a, py, flags, tokens)
+        check_same_batches(workload, db, probe_ts, r)
+        probe.append((label, py, flags, r))
+        print(f"  probe  PyTorch {label} ({r['torch']}): {r['rate']:.2f} {unit}")
+    label, py, flags, best = max(probe, key=lambda p: p[3]["rate"])
+    print(f"  best PyTorch: {label} ({best['torch']}); trainscope's probe run: {probe_ts['rate']:.2f} {unit}")
+    pairs = []
+    for k in range(a.pairs):
+        ts = run_trainscope(workload, a, db)
+        pt = run_pytorch(workload, a, py, flags, tokens)
+        check_same_batches(workload, db, ts, pt)
+        pt.pop("batches", None)
+        pairs.append((ts, pt))
+        mem = (f"{ts['peak_growth'] / pt['peak_growth']:.2f}" if ts["peak_growth"] and pt["peak_growth"] else "-")
+        print(f"  pair {k + 1}  trainscope {ts['rate']:9.2f}  PyTorch {pt['rate']:9.2f}  ratio {ts['rate'] / pt['rate']:.3f}"
+              f"   peak memory {mib(ts['peak_growth'])} / {mib(pt['peak_growth'])} = {mem}")
+    ratios = [ts["rate"] / pt["rate"] for ts, pt in pairs]
+    mem_ratios = [ts["peak_growth"] / pt["peak_growth"] for ts, pt in pairs if ts["peak_growth"] and pt["peak_growth"]]
+    summary = {
+        "workload": workload, "preset": a.preset, "threads": a.threads, "iters": a.iters, "unit": unit,
+        "best_pytorch": f"{label} ({best['torch']})",
+        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "trainscope_rate_median": statistics.median(ts["rate"] for ts, _ in pairs),
+        "pytorch_rate_median": statistics.median(pt["rate"] for _, pt in pairs),
+        "memory_ratio_median": statistics.median(mem_ratios) if mem_ratios else None,
+        "trainscope_peak_growth_median": statistics.median(ts["peak_growth"] for ts, _ in pairs),
+        "pytorch_peak_growth_median": statistics.median(pt["peak_growth"] for _, pt in pairs),
+        "trainscope_ledger_peak": pairs[-1][0]["ledger_peak"],
+        "probe": [{"variant": f"{l} ({r['torch']})", "rate": r["rate"]} for l, _, _, r in probe],
+        "pairs": [{"trainscope": ts, "pytorch": pt} for ts, pt in pairs],
+        "db": db,
+    }
+    print(f"  => trainscope / best PyTorch: {summary['ratio_median']:.2f} median of {a.pairs} pairs "
+          f"({summary['ratio_min']:.2f}-{summary['ratio_max']:.2f}); peak memory "
+          f"{mib(summary['trainscope_peak_growth_median'])} / {mib(summary['pytorch_peak_growth_median'])} = "
+          + (f"{summary['memory_ratio_median']:.2f}" if mem_ratios else "-"))
+    return summary
+
+
+def main():
+    a = parse_args()
+    if not os.access(TRAINSCOPE, os.X_OK):
+        sys.exit(f"side_by_side: {TRAINSCOPE} not found; build it first (cmake --build --preset default)")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    flags = open("/proc/cpuinfo").read()
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    print(f"machine: {cpu}, {os.cpu_count()} CPUs, {isa}")
+    results = [compare(w, a) for w in a.workloads]
+    print("\nworkload        unit                   ratio (median of pairs)  peak memory ratio  best PyTorch")
+    for r in results:
+        mem = f"{r['memory_ratio_median']:.2f}" if r["memory_ratio_median"] is not None else "-"
+        print(f"{r['workload']:<15} {r['unit']:<22} {r['ratio_median']:>6.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
+              f"       {mem:>6}           {r['best_pytorch']}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": {"cpu": cpu, "isa": isa, "cpus": os.cpu_count()}, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
