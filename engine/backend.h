@@ -30,6 +30,9 @@ struct BatchNormStats {
   Tensor y;
   Tensor mean;   // [C], batch mean
   Tensor var;    // [C], biased batch variance (what normalisation used)
+  // batch_norm_relu_forward_train only: what its backward needs to apply the ReLU's gradient, in
+  // the backend's own form (oneDNN's workspace on the CPU; y itself by default).
+  Tensor relu_mask;
 };
 
 struct BatchNormGrads {
@@ -115,6 +118,14 @@ class Backend {
   // use_global_stats: mean/var are running statistics (eval mode), treated as constants.
   virtual BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                              const Tensor& var, float eps, bool use_global_stats = false) = 0;
+  // Training batch norm followed by ReLU, y = max(BN(x), 0), and its backward (batch statistics):
+  // one pass over the data where the backend fuses them (oneDNN's fuse_norm_relu); by default the
+  // two kernels (backend.cpp), the mask being y.
+  virtual BatchNormStats batch_norm_relu_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                       float eps);
+  virtual BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                                  const Tensor& mean, const Tensor& var, float eps,
+                                                  const Tensor& relu_mask);
   // Over the last dimension of x [M, D]: y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + eps)
   // with the biased variance; mean and rstd [M] are kept for backward.
   struct LayerNormResult {

@@ -60,6 +60,11 @@ WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Sha
 // old + m batch, running_var uses the unbiased batch variance).
 Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                   const Tensor& running_var, bool training, float momentum, float eps);
+// relu(batch_norm(...)) in one pass over the data where the backend fuses them (training; oneDNN's
+// fuse_norm_relu on the CPU): neither the normalised values nor a second read of them. Eval mode
+// runs the two ops.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, float momentum, float eps);
 // Layer norm over the last dimension (biased variance, eps inside the square root); first order.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
 

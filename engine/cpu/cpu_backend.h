@@ -68,6 +68,10 @@ class CpuBackend final : public Backend {
                                  const Tensor& running_var, float eps) override;
   BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                      const Tensor& var, float eps, bool use_global_stats) override;
+  BatchNormStats batch_norm_relu_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                               float eps) override;
+  BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                          const Tensor& var, float eps, const Tensor& relu_mask) override;
   LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;
   BatchNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                      const Tensor& rstd) override;

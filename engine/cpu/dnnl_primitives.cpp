@@ -10,9 +10,10 @@ using dnnl::algorithm;
 using dnnl::normalization_flags;
 using dnnl::prop_kind;
 
-normalization_flags bn_flags(bool global_stats) {
+normalization_flags bn_flags(bool global_stats, bool relu) {
   normalization_flags f = normalization_flags::use_scale | normalization_flags::use_shift;
   if (global_stats) f = f | normalization_flags::use_global_stats;
+  if (relu) f = f | normalization_flags::fuse_norm_relu;
   return f;
 }
 
@@ -55,14 +56,14 @@ ConvBackwardWeights conv_backward_weights(const dnnl::engine& eng, const ConvDes
 }
 
 BatchNormForward batch_norm_forward(const dnnl::engine& eng, const md& data, float eps, bool training,
-                                    bool global_stats) {
+                                    bool global_stats, bool relu) {
   return BatchNormForward(eng, training ? prop_kind::forward_training : prop_kind::forward_inference, data, data, eps,
-                          bn_flags(global_stats), CpuBackend::Impl::attr());
+                          bn_flags(global_stats, relu), CpuBackend::Impl::attr());
 }
 
 BatchNormBackward batch_norm_backward(const dnnl::engine& eng, const md& data, float eps, bool global_stats,
-                                      const BatchNormForward& hint) {
-  return BatchNormBackward(eng, prop_kind::backward, data, data, data, eps, bn_flags(global_stats), hint,
+                                      const BatchNormForward& hint, bool relu) {
+  return BatchNormBackward(eng, prop_kind::backward, data, data, data, eps, bn_flags(global_stats, relu), hint,
                            CpuBackend::Impl::attr());
 }
 
@@ -107,15 +108,15 @@ ConvBackwardWeights conv_backward_weights(const dnnl::engine& eng, const ConvDes
 }
 
 BatchNormForward batch_norm_forward(const dnnl::engine& eng, const md& data, float eps, bool training,
-                                    bool global_stats) {
+                                    bool global_stats, bool relu) {
   const dnnl::batch_normalization_forward::desc d(
-      training ? prop_kind::forward_training : prop_kind::forward_inference, data, eps, bn_flags(global_stats));
+      training ? prop_kind::forward_training : prop_kind::forward_inference, data, eps, bn_flags(global_stats, relu));
   return BatchNormForward(d, CpuBackend::Impl::attr(), eng);
 }
 
 BatchNormBackward batch_norm_backward(const dnnl::engine& eng, const md& data, float eps, bool global_stats,
-                                      const BatchNormForward& hint) {
-  const dnnl::batch_normalization_backward::desc d(prop_kind::backward, data, data, eps, bn_flags(global_stats));
+                                      const BatchNormForward& hint, bool relu) {
+  const dnnl::batch_normalization_backward::desc d(prop_kind::backward, data, data, eps, bn_flags(global_stats, relu));
   return BatchNormBackward(d, CpuBackend::Impl::attr(), eng, hint);
 }
 

@@ -26,11 +26,12 @@ ConvForward conv_forward(const dnnl::engine& eng, const ConvDescs& c);
 ConvBackwardData conv_backward_data(const dnnl::engine& eng, const ConvDescs& c, const ConvForward& hint);
 ConvBackwardWeights conv_backward_weights(const dnnl::engine& eng, const ConvDescs& c, const ConvForward& hint);
 
-// Batch normalisation over `data` with scale and shift; global_stats: the given mean and variance.
+// Batch normalisation over `data` with scale and shift; global_stats: the given mean and variance;
+// relu: a ReLU fused after it (fuse_norm_relu: training keeps a workspace, its mask).
 BatchNormForward batch_norm_forward(const dnnl::engine& eng, const md& data, float eps, bool training,
-                                    bool global_stats);
+                                    bool global_stats, bool relu = false);
 BatchNormBackward batch_norm_backward(const dnnl::engine& eng, const md& data, float eps, bool global_stats,
-                                      const BatchNormForward& hint);
+                                      const BatchNormForward& hint, bool relu = false);
 
 // 2-D pooling (forward for training: max pooling keeps its workspace).
 struct PoolDescs {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/cpu/cpu_common.h"
@@ -34,12 +35,8 @@ void check_channel_vec(const Tensor& t, int64_t c, const char* op, const char* w
   }
 }
 
-struct BnTrainEntry {
-  dnnl::batch_normalization_forward::primitive_desc pd;
-  dnnl::batch_normalization_forward prim;
-};
-
-struct BnEvalEntry {
+// Training and evaluation (their keys differ).
+struct BnForwardEntry {
   dnnl::batch_normalization_forward::primitive_desc pd;
   dnnl::batch_normalization_forward prim;
 };
@@ -49,41 +46,107 @@ struct BnBwdEntry {
   dnnl::batch_normalization_backward prim;
 };
 
-dnnl_pd::BatchNormForward bn_fwd_pd(const dnnl::engine& eng, const md& data, float eps, bool training,
-                                    bool global_stats) {
-  return dnnl_pd::batch_norm_forward(eng, data, eps, training, global_stats);
-}
-
 md vec_md(int64_t c) { return md({c}, f32, tag::a); }
 
 }  // namespace
 
-BatchNormStats CpuBackend::batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                                    float eps) {
-  check_cpu(x, "batch_norm");
-  const Shape s = bn_shape(x.shape(), "batch_norm");
+namespace {
+
+// Training batch norm, with a ReLU fused after it where `relu` (its mask: oneDNN's workspace).
+BatchNormStats bn_train(CpuBackend::Impl& im, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        bool relu) {
+  const char* op = relu ? "batch_norm_relu" : "batch_norm";
+  check_cpu(x, op);
+  const Shape s = bn_shape(x.shape(), op);
   const int64_t c = s[1];
-  check_channel_vec(gamma, c, "batch_norm", "gamma");
-  check_channel_vec(beta, c, "batch_norm", "beta");
-  auto& im = *impl_;
+  check_channel_vec(gamma, c, op, "gamma");
+  check_channel_vec(beta, c, op, "beta");
   const Layout l = bn_layout(x);
-  auto e = im.get<BnTrainEntry>(Key("bn_train") << s << l << static_cast<int64_t>(eps * 1e9f), [&] {
-    auto pd = bn_fwd_pd(im.eng, md_for(s, l), eps, true, false);
-    return std::make_shared<BnTrainEntry>(BnTrainEntry{pd, dnnl::batch_normalization_forward(pd)});
-  });
+  auto e = im.get<BnForwardEntry>(
+      Key("bn_train") << s << l << static_cast<int64_t>(eps * 1e9f) << static_cast<int64_t>(relu), [&] {
+        auto pd = dnnl_pd::batch_norm_forward(im.eng, md_for(s, l), eps, true, false, relu);
+        return std::make_shared<BnForwardEntry>(BnForwardEntry{pd, dnnl::batch_normalization_forward(pd)});
+      });
   BatchNormStats r;
   r.y = Tensor::empty(x.shape(), x.device(), x.layout());
   r.mean = Tensor::empty({c}, x.device());
   r.var = Tensor::empty({c}, x.device());
   const md data = e->pd.src_desc();
-  im.run(e->prim, {{DNNL_ARG_SRC, memory(data, im.eng, x.data())},
-                   {DNNL_ARG_DST, memory(data, im.eng, r.y.data())},
-                   {DNNL_ARG_SCALE, memory(vec_md(c), im.eng, gamma.data())},
-                   {DNNL_ARG_SHIFT, memory(vec_md(c), im.eng, beta.data())},
-                   {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, r.mean.data())},
-                   {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, r.var.data())},
-                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(data, im.eng, x.data())},
+                                       {DNNL_ARG_DST, memory(data, im.eng, r.y.data())},
+                                       {DNNL_ARG_SCALE, memory(vec_md(c), im.eng, gamma.data())},
+                                       {DNNL_ARG_SHIFT, memory(vec_md(c), im.eng, beta.data())},
+                                       {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, r.mean.data())},
+                                       {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, r.var.data())},
+                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
+  if (relu) {   // kept for backward, as the activations are
+    r.relu_mask = temp_buffer(e->pd.workspace_desc().get_size(), memprof::Category::activations);
+    args.emplace(DNNL_ARG_WORKSPACE, memory(e->pd.workspace_desc(), im.eng, r.relu_mask.data()));
+  }
+  im.run(e->prim, args);
   return r;
+}
+
+// The backward of either; `relu_mask` (the fused ReLU's workspace) defined iff the forward fused one.
+BatchNormGrads bn_backward(CpuBackend& be, CpuBackend::Impl& im, const Tensor& dy_in, const Tensor& x, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& var, float eps, bool use_global_stats,
+                           const Tensor& relu_mask) {
+  const bool relu = relu_mask.defined();
+  const char* op = relu ? "batch_norm_relu_backward" : "batch_norm_backward";
+  check_cpu(dy_in, op);
+  check_cpu(x, op);
+  if (dy_in.shape() != x.shape()) {
+    throw std::invalid_argument(std::string(op) + ": dy " + shape_str(dy_in.shape()) + " vs x " + shape_str(x.shape()));
+  }
+  const Shape s = bn_shape(x.shape(), op);
+  const int64_t c = s[1];
+  check_channel_vec(gamma, c, op, "gamma");
+  check_channel_vec(mean, c, op, "mean");
+  check_channel_vec(var, c, op, "var");
+  const Tensor dy = dy_in.layout() == x.layout() ? dy_in : be.to_layout(dy_in, x.layout());
+  const Layout l = bn_layout(x);
+  auto e = im.get<BnBwdEntry>(Key("bn_bwd") << s << l << static_cast<int64_t>(eps * 1e9f)
+                                            << static_cast<int64_t>(use_global_stats) << static_cast<int64_t>(relu),
+                              [&] {
+                                const md data = md_for(s, l);
+                                auto hint = dnnl_pd::batch_norm_forward(im.eng, data, eps, true, use_global_stats, relu);
+                                const auto pd = dnnl_pd::batch_norm_backward(im.eng, data, eps, use_global_stats, hint, relu);
+                                return std::make_shared<BnBwdEntry>(BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)});
+                              });
+  if (relu && static_cast<size_t>(relu_mask.nbytes()) < e->pd.workspace_desc().get_size()) {
+    throw std::invalid_argument(std::string(op) + ": the ReLU mask is not this shape's workspace");
+  }
+  BatchNormGrads r;
+  r.dx = Tensor::empty(x.shape(), x.device(), x.layout());
+  r.dgamma = Tensor::empty({c}, x.device());
+  r.dbeta = Tensor::empty({c}, x.device());
+  const md data = e->pd.src_desc();
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(data, im.eng, x.data())},
+                                       {DNNL_ARG_DIFF_DST, memory(data, im.eng, dy.data())},
+                                       {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, mean.data())},
+                                       {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, var.data())},
+                                       {DNNL_ARG_SCALE, memory(vec_md(c), im.eng, gamma.data())},
+                                       // oneDNN 2.6 asks for the shift too, though the gradients do not depend on it.
+                                       {DNNL_ARG_SHIFT, memory(vec_md(c), im.eng, gamma.data())},
+                                       {DNNL_ARG_DIFF_SRC, memory(data, im.eng, r.dx.data())},
+                                       {DNNL_ARG_DIFF_SCALE, memory(vec_md(c), im.eng, r.dgamma.data())},
+                                       {DNNL_ARG_DIFF_SHIFT, memory(vec_md(c), im.eng, r.dbeta.data())},
+                                       {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
+  if (relu) args.emplace(DNNL_ARG_WORKSPACE, memory(e->pd.workspace_desc(), im.eng, relu_mask.data()));
+  im.run(e->prim, args);
+  return r;
+}
+
+}  // namespace
+
+BatchNormStats CpuBackend::batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                    float eps) {
+  return bn_train(*impl_, x, gamma, beta, eps, false);
+}
+
+BatchNormStats CpuBackend::batch_norm_relu_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                         float eps) {
+  return bn_train(*impl_, x, gamma, beta, eps, true);
 }
 
 Tensor CpuBackend::batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -97,9 +160,9 @@ Tensor CpuBackend::batch_norm_forward_eval(const Tensor& x, const Tensor& gamma,
   check_channel_vec(running_var, c, "batch_norm", "running_var");
   auto& im = *impl_;
   const Layout l = bn_layout(x);
-  auto e = im.get<BnEvalEntry>(Key("bn_eval") << s << l << static_cast<int64_t>(eps * 1e9f), [&] {
-    auto pd = bn_fwd_pd(im.eng, md_for(s, l), eps, false, true);
-    return std::make_shared<BnEvalEntry>(BnEvalEntry{pd, dnnl::batch_normalization_forward(pd)});
+  auto e = im.get<BnForwardEntry>(Key("bn_eval") << s << l << static_cast<int64_t>(eps * 1e9f), [&] {
+    auto pd = dnnl_pd::batch_norm_forward(im.eng, md_for(s, l), eps, false, true);
+    return std::make_shared<BnForwardEntry>(BnForwardEntry{pd, dnnl::batch_normalization_forward(pd)});
   });
   Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
   const md data = e->pd.src_desc();
@@ -113,47 +176,17 @@ Tensor CpuBackend::batch_norm_forward_eval(const Tensor& x, const Tensor& gamma,
   return y;
 }
 
-BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy_in, const Tensor& x, const Tensor& gamma,
+BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                                const Tensor& mean, const Tensor& var, float eps,
                                                bool use_global_stats) {
-  check_cpu(dy_in, "batch_norm_backward");
-  check_cpu(x, "batch_norm_backward");
-  if (dy_in.shape() != x.shape()) {
-    throw std::invalid_argument("batch_norm_backward: dy " + shape_str(dy_in.shape()) + " vs x " +
-                                shape_str(x.shape()));
-  }
-  const Shape s = bn_shape(x.shape(), "batch_norm_backward");
-  const int64_t c = s[1];
-  check_channel_vec(gamma, c, "batch_norm_backward", "gamma");
-  check_channel_vec(mean, c, "batch_norm_backward", "mean");
-  check_channel_vec(var, c, "batch_norm_backward", "var");
-  const Tensor dy = dy_in.layout() == x.layout() ? dy_in : to_layout(dy_in, x.layout());
-  auto& im = *impl_;
-  const Layout l = bn_layout(x);
-  auto e = im.get<BnBwdEntry>(
-      Key("bn_bwd") << s << l << static_cast<int64_t>(eps * 1e9f) << static_cast<int64_t>(use_global_stats), [&] {
-        const md data = md_for(s, l);
-        auto hint = bn_fwd_pd(im.eng, data, eps, true, use_global_stats);
-        const auto pd = dnnl_pd::batch_norm_backward(im.eng, data, eps, use_global_stats, hint);
-        return std::make_shared<BnBwdEntry>(BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)});
-      });
-  BatchNormGrads r;
-  r.dx = Tensor::empty(x.shape(), x.device(), x.layout());
-  r.dgamma = Tensor::empty({c}, x.device());
-  r.dbeta = Tensor::empty({c}, x.device());
-  const md data = e->pd.src_desc();
-  im.run(e->prim, {{DNNL_ARG_SRC, memory(data, im.eng, x.data())},
-                   {DNNL_ARG_DIFF_DST, memory(data, im.eng, dy.data())},
-                   {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, mean.data())},
-                   {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, var.data())},
-                   {DNNL_ARG_SCALE, memory(vec_md(c), im.eng, gamma.data())},
-                   // oneDNN 2.6 asks for the shift too, though the gradients do not depend on it.
-                   {DNNL_ARG_SHIFT, memory(vec_md(c), im.eng, gamma.data())},
-                   {DNNL_ARG_DIFF_SRC, memory(data, im.eng, r.dx.data())},
-                   {DNNL_ARG_DIFF_SCALE, memory(vec_md(c), im.eng, r.dgamma.data())},
-                   {DNNL_ARG_DIFF_SHIFT, memory(vec_md(c), im.eng, r.dbeta.data())},
-                   {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}});
-  return r;
+  return bn_backward(*this, *impl_, dy, x, gamma, mean, var, eps, use_global_stats, Tensor());
+}
+
+BatchNormGrads CpuBackend::batch_norm_relu_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                                    const Tensor& mean, const Tensor& var, float eps,
+                                                    const Tensor& relu_mask) {
+  if (!relu_mask.defined()) throw std::invalid_argument("batch_norm_relu_backward: no ReLU mask");
+  return bn_backward(*this, *impl_, dy, x, gamma, mean, var, eps, false, relu_mask);
 }
 
 Backend::LayerNormResult CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,

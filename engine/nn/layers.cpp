@@ -74,6 +74,11 @@ Tensor BatchNorm2d::forward(const Tensor& x) const {
   return ops::batch_norm(x, gamma_, beta_, running_mean_, running_var_, training(), momentum_, eps_);
 }
 
+Tensor BatchNorm2d::forward_relu(const Tensor& x) const {
+  auto s = scope();
+  return ops::batch_norm_relu(x, gamma_, beta_, running_mean_, running_var_, training(), momentum_, eps_);
+}
+
 Linear::Linear(int64_t in_features, int64_t out_features, Device device, Rng& rng, bool bias) : Module(device) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
   Tensor w = parameter({out_features, in_features}, device);

@@ -35,6 +35,8 @@ class BatchNorm2d : public Module {
  public:
   BatchNorm2d(int64_t channels, Device device, float momentum = 0.1f, float eps = 1e-5f);
   Tensor forward(const Tensor& x) const;
+  // relu(forward(x)), fused where the backend can (ops::batch_norm_relu): what conv-BN-ReLU runs.
+  Tensor forward_relu(const Tensor& x) const;
   const Tensor& gamma() const { return gamma_; }
 
  private:

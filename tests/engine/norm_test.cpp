@@ -116,6 +116,61 @@ TEST_P(NormOps, BatchNormEvalAndRunningStats) {
   }
 }
 
+// Batch norm then ReLU in one op: the same values, running statistics and gradients as the two
+// ops, in plain and blocked layouts (the CPU fuses them in oneDNN; other backends compose them).
+TEST_P(NormOps, BatchNormReluIsBatchNormThenRelu) {
+  for (const Layout layout : {Layout::plain(), Layout::blocked(8)}) {
+    SCOPED_TRACE(layout.str());
+    Tensor x = rand_tensor({3, 10, 4, 4}, 40, true, -2.0f, 2.0f);
+    Tensor g = rand_tensor({10}, 41, true, 0.5f, 1.5f);
+    Tensor b = rand_tensor({10}, 42, true, -0.5f, 0.5f);
+    const Tensor dy = rand_tensor({3, 10, 4, 4}, 43, false);
+    std::vector<std::vector<float>> out[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      Tensor rm = on(Tensor::zeros({10}, Device::cpu())), rv = on(Tensor::full({10}, 1.0f, Device::cpu()));
+      const Tensor xd = ops::to_layout(on(x), layout);
+      Tensor y = fused ? ops::batch_norm_relu(xd, on(g), on(b), rm, rv, true, 0.1f, 1e-5f)
+                       : ops::relu(ops::batch_norm(xd, on(g), on(b), rm, rv, true, 0.1f, 1e-5f));
+      const auto grads = grad({ops::sum(ops::mul(ops::to_layout(y, Layout::plain()), on(dy)))}, {x, g, b});
+      out[fused] = {ops::to_layout(y, Layout::plain()).to_vector(), rm.to_vector(), rv.to_vector(),
+                    grads[0].to_vector(), grads[1].to_vector(), grads[2].to_vector()};
+    }
+    for (size_t k = 0; k < out[0].size(); ++k) {
+      SCOPED_TRACE(k);
+      ASSERT_EQ(out[0][k].size(), out[1][k].size());
+      for (size_t i = 0; i < out[0][k].size(); ++i) EXPECT_NEAR(out[1][k][i], out[0][k][i], 1e-4) << i;
+    }
+  }
+}
+
+// Against finite differences, on inputs whose normalised values keep clear of ReLU's kink: each
+// channel's eight values are its mean +- 0.25, 0.75, 1.25, 1.75 (the smallest |z| is 0.22, far
+// beyond what a step of 0.01 moves), beta 0.
+TEST_P(NormOps, BatchNormReluGradients) {
+  const int64_t n = 2, c = 3;
+  std::vector<float> xv;
+  const float offsets[8] = {-1.75f, 0.25f, 1.25f, -0.75f, 1.75f, -0.25f, 0.75f, -1.25f};
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t k = 0; k < 4; ++k) xv.push_back(static_cast<float>(ch) + offsets[i * 4 + k]);
+    }
+  }
+  Tensor x = Tensor::from_vector({n, c, 2, 2}, xv);
+  x.set_requires_grad(true);
+  Tensor g = rand_tensor({c}, 44, true, 0.5f, 1.5f);
+  Tensor b = Tensor::zeros({c}, Device::cpu());
+  b.set_requires_grad(true);
+  EXPECT_GRADCHECK(gradcheck(
+      [](const std::vector<Tensor>& t) {
+        return ops::batch_norm_relu(t[0], t[1], t[2], Tensor(), Tensor(), true, 0.1f, 1e-5f);
+      },
+      {x, g, b}));
+  // Its backward is first order, as batch norm's.
+  Tensor y = ops::sum(ops::mul(ops::batch_norm_relu(on(x), on(g), on(b), Tensor(), Tensor(), true, 0.1f, 1e-5f), on(x)));
+  auto gx = grad({y}, {x}, {}, /*create_graph=*/true);
+  EXPECT_THROW(grad({ops::sum(gx[0])}, {g}), std::logic_error);
+}
+
 TEST_P(NormOps, LayerNorm) {
   Tensor x = rand_tensor({2, 3, 5}, 1, true, -2.0f, 2.0f);
   Tensor g = rand_tensor({5}, 2, true, 0.5f, 1.5f);

@@ -98,7 +98,7 @@ BasicConv2d::BasicConv2d(int64_t in, int64_t out, int64_t kernel_h, int64_t kern
 
 Tensor BasicConv2d::forward(const Tensor& x) const {
   auto s = scope();
-  return ops::relu(bn_->forward(conv_->forward(x)));
+  return bn_->forward_relu(conv_->forward(x));
 }
 
 std::shared_ptr<BasicConv2d> InceptionBlock::conv(const std::string& name, int64_t in, int64_t out, int64_t kh,

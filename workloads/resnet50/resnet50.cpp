@@ -47,8 +47,8 @@ Bottleneck::Bottleneck(int64_t in_channels, int64_t width, int64_t stride, engin
 
 Tensor Bottleneck::forward(const Tensor& x) const {
   auto s = scope();
-  Tensor y = ops::relu(bn1_->forward(conv1_->forward(x)));
-  y = ops::relu(bn2_->forward(conv2_->forward(y)));
+  Tensor y = bn1_->forward_relu(conv1_->forward(x));
+  y = bn2_->forward_relu(conv2_->forward(y));
   y = bn3_->forward(conv3_->forward(y));
   const Tensor identity = down_conv_ ? down_bn_->forward(down_conv_->forward(x)) : x;
   return ops::relu(ops::add(y, identity));
@@ -76,7 +76,7 @@ Tensor ResNet::forward(const Tensor& x) const {
   Tensor y;
   {
     auto s = scope();
-    y = ops::relu(bn1_->forward(conv1_->forward(x)));
+    y = bn1_->forward_relu(conv1_->forward(x));
     engine::Pool2dParams pool;
     pool.kernel_h = pool.kernel_w = 3;
     pool.stride_h = pool.stride_w = 2;

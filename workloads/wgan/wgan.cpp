@@ -65,9 +65,9 @@ Tensor GeneratorBlock::forward(const Tensor& x) const {
   auto s = scope();
   // UpsampleConv = nearest 2x (the code's depth-to-space of four copies) then a conv.
   Tensor shortcut = shortcut_->forward(ops::upsample_nearest2d(x, 2));
-  Tensor h = ops::relu(bn1_->forward(x));
+  Tensor h = bn1_->forward_relu(x);
   h = conv1_->forward(ops::upsample_nearest2d(h, 2));
-  h = conv2_->forward(ops::relu(bn2_->forward(h)));
+  h = conv2_->forward(bn2_->forward_relu(h));
   return ops::add(shortcut, h);
 }
 
@@ -107,7 +107,7 @@ Tensor Generator::forward(const Tensor& z) const {
   auto s = scope();
   Tensor h = ops::reshape(input_->forward(z), {z.size(0), cfg_.widths.front() * cfg_.dim, 4, 4});
   for (const auto& b : blocks_) h = b->forward(h);
-  h = output_->forward(ops::relu(output_bn_->forward(h)));
+  h = output_->forward(output_bn_->forward_relu(h));
   return ops::tanh(h);
 }
 
