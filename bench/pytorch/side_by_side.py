@@ -16,8 +16,10 @@ PyTorch's peak RSS over the process before the model), with the median ratio of 
 
 Rates are sustained (the work of the timed iterations over their time; docs/formulas.md,
 "Throughput"), in the unit trainscope's `list` names: images/s, sentence pairs/s, tokens/s,
-frames/s, generator samples/s. a3c has no PyTorch training script here (its learner update is
-compared by bench/pytorch/a3c_update.py); `all` leaves it out.
+frames/s, generator samples/s. a3c's actor-learners have no PyTorch twin here; what is compared
+is the learner's update (forward, backward, clipping, the shared RMSProp step on a 5-step
+rollout, on one thread, as a learner runs it): build/default/bench/a3c_update_bench against
+bench/pytorch/a3c_update.py, in rollout steps per second of updating.
 """
 import argparse
 import json
@@ -30,7 +32,8 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TRAINSCOPE = os.path.join(ROOT, "build", "default", "cli", "trainscope")
-WORKLOADS = ["resnet50", "inception_v3", "seq2seq", "transformer", "faster_rcnn", "deepspeech2", "wgan"]
+WORKLOADS = ["resnet50", "inception_v3", "seq2seq", "transformer", "faster_rcnn", "deepspeech2", "wgan", "a3c"]
+A3C_BENCH = os.path.join(ROOT, "build", "default", "bench", "a3c_update_bench")
 CONVOLUTIONAL = {"resnet50", "inception_v3", "faster_rcnn", "wgan"}   # where channels-last is a variant
 DEBIAN_PYTHON = "/usr/bin/python3"
 
@@ -123,6 +126,48 @@ def check_same_batches(workload, db, ts, pt):
                  f"(pairs, tokens): {theirs} vs {list(zip(pairs, tokens))}")
 
 
+def a3c_update_pair(a):
+    """One learner update in each, on one thread: rollout steps (t_max = 5) per second."""
+    r = subprocess.run([A3C_BENCH, "--benchmark_filter=BM_A3cUpdate/full:1/threads:1$", "--benchmark_format=json",
+                        "--benchmark_min_time=2"], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if r.returncode != 0:
+        sys.exit(f"side_by_side: a3c_update_bench failed:\n{r.stderr}")
+    ms = json.loads(r.stdout)["benchmarks"][0]["real_time"]
+    ts = {"rate": 5 / (ms * 1e-3), "peak_growth": None}
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        r = subprocess.run(["python3", os.path.join(ROOT, "bench", "pytorch", "a3c_update.py"), "--preset", "full",
+                            "--threads", "1", "--iters", "200", "--warmup", "20", "--json", out.name],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"side_by_side: a3c_update.py failed:\n{r.stderr[-3000:]}")
+        j = json.load(open(out.name))
+    return ts, {"rate": j["samples_per_s"], "peak_growth": None, "torch": j["torch_version"]}
+
+
+def compare_a3c(a):
+    if not os.access(A3C_BENCH, os.X_OK):
+        sys.exit(f"side_by_side: {A3C_BENCH} not found; build it first")
+    unit = "rollout steps/s (learner update)"
+    print(f"\na3c: the learner's update alone, on one thread (a learner's), full network; rates in {unit}")
+    pairs = []
+    for k in range(a.pairs):
+        ts, pt = a3c_update_pair(a)
+        pairs.append((ts, pt))
+        print(f"  pair {k + 1}  trainscope {ts['rate']:9.2f}  PyTorch {pt['rate']:9.2f}  ratio {ts['rate'] / pt['rate']:.3f}")
+    ratios = [ts["rate"] / pt["rate"] for ts, pt in pairs]
+    summary = {
+        "workload": "a3c", "preset": "full (update only)", "threads": 1, "unit": unit,
+        "best_pytorch": f"PyPI ({pairs[0][1]['torch']})",
+        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "trainscope_rate_median": statistics.median(ts["rate"] for ts, _ in pairs),
+        "pytorch_rate_median": statistics.median(pt["rate"] for _, pt in pairs),
+        "memory_ratio_median": None, "pairs": [{"trainscope": ts, "pytorch": pt} for ts, pt in pairs],
+    }
+    print(f"  => trainscope / PyTorch: {summary['ratio_median']:.2f} median of {a.pairs} pairs "
+          f"({summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})")
+    return summary
+
+
 def mib(b):
     return f"{b / 2**20:.0f} MiB" if b is not None else "-"
 
@@ -182,7 +227,7 @@ def main():
     flags = open("/proc/cpuinfo").read()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     print(f"machine: {cpu}, {os.cpu_count()} CPUs, {isa}")
-    results = [compare(w, a) for w in a.workloads]
+    results = [compare_a3c(a) if w == "a3c" else compare(w, a) for w in a.workloads]
     print("\nworkload        unit                   ratio (median of pairs)  peak memory ratio  best PyTorch")
     for r in results:
         mem = f"{r['memory_ratio_median']:.2f}" if r["memory_ratio_median"] is not None else "-"
