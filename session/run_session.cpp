@@ -47,7 +47,7 @@ namespace {
 // How long rank 0 waits, after its own loop, for the other ranks' final records.
 constexpr std::chrono::seconds kFinalRecordsWait{120};
 
-// The host allocator's cache over the run (CPU blocks of 1 MiB and more): a miss is a block
+// The host allocator's cache over the run (CPU blocks of 64 KiB and more): a miss is a block
 // fresh from the system, whose page faults make the op that first writes it slow.
 void record_host_allocator(const engine::cpu::HostAllocatorStats& before, RunRecorder& recorder) {
   const auto s = engine::cpu::host_allocator_stats();

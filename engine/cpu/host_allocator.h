@@ -1,8 +1,9 @@
 #pragma once
-// Host memory for CPU tensors. Large blocks are cached by size class and reused instead of
-// going back to the kernel: glibc serves blocks above its mmap threshold (<= 32 MiB) with
-// fresh pages every time, and the page faults on a 50 MB activation cost more than the
-// convolution that fills it. Small blocks go straight to malloc, which caches them well.
+// Host memory for CPU tensors. Blocks of 64 KiB and more are mapped one by one, cached by size
+// class and reused instead of going back to the kernel: fresh pages cost a page fault each, and
+// the faults on a 50 MB activation cost more than the convolution that fills it; the cache's
+// bound keeps the footprint near the peak in use. Smaller blocks go to malloc, which caches them
+// well.
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>

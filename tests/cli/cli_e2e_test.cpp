@@ -111,11 +111,10 @@ TEST(Cli, RunStoresACompleteRun) {
   EXPECT_NE(list.out.find("completed"), std::string::npos) << list.out;
 }
 
-// The host allocator caches blocks of 1 MiB and more. At batch 64, resnet50 tiny's stem output
+// The host allocator caches blocks of 64 KiB and more. At batch 64, resnet50 tiny's stem output
 // [64, 16, 16, 16] is 1 MiB in any layout (16 channels fill blocks of 8 and of 16 alike), so
 // every ISA makes such blocks: the first come fresh from the system (misses), and the next
-// iterations' are served from the cache (hits). At the default batch of 4 whether any block
-// reaches 1 MiB depends on the layouts and scratchpads oneDNN picks for the machine.
+// iterations' are served from the cache (hits).
 TEST(Cli, RunStoresHowTheHostCacheFared) {
   TempDir dir;
   const auto db = dir / "t.db";
