@@ -41,12 +41,22 @@ Cache& cache() {
   return *c;
 }
 
-// A cached-range block: a mapping of its own (page aligned, so 64-byte aligned), given back whole.
+// A cached-range block: a mapping of its own, one page longer than the class, starting at one of
+// 64 cache-line offsets into its first page in turn. Page-aligned blocks put an op's inputs and
+// output at the same offsets within a page, where loads and stores alias (4K aliasing) and
+// compete for the same cache sets: the transformer ran 4-7% slower than with malloc's scattered
+// addresses.
+constexpr size_t kPage = 4096;
+std::atomic<size_t> g_next_color{0};
 void* map_block(size_t cls) {
-  void* p = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
+  void* base = mmap(nullptr, cls + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
+  const size_t color = (g_next_color.fetch_add(1) * 17 % (kPage / kAlignment)) * kAlignment;
+  return static_cast<char*>(base) + color;
 }
-void unmap_block(void* p, size_t cls) { munmap(p, cls); }
+void unmap_block(void* p, size_t cls) {
+  munmap(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~(kPage - 1)), cls + kPage);
+}
 void* get_block(size_t cls) { return cls >= kCacheFrom ? map_block(cls) : std::aligned_alloc(kAlignment, cls); }
 
 // Frees cached blocks, largest class first, until handed-out + cached, counting the `incoming`

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
+#include <vector>
 
 #include "engine/cpu/host_allocator.h"
 #include "engine/tensor.h"
@@ -78,4 +80,24 @@ TEST(HostAllocator, TensorsAreAligned) {
     Tensor t = Tensor::empty({n}, Device::cpu());
     EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u) << n;
   }
+}
+
+// Blocks of the cached range do not all start at the same offset within a page: an op's inputs
+// and output at one offset alias in the caches. Every block stays writable to its last byte.
+TEST(HostAllocator, CachedBlocksStartAtDifferentPageOffsets) {
+  cpu::host_empty_cache();
+  constexpr size_t kBytes = 256 << 10;
+  std::vector<void*> blocks;
+  std::set<uintptr_t> offsets;
+  for (int i = 0; i < 8; ++i) {
+    auto* p = static_cast<unsigned char*>(cpu::host_allocate(kBytes));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    p[0] = 1;
+    p[kBytes - 1] = 2;
+    offsets.insert(reinterpret_cast<uintptr_t>(p) % 4096);
+    blocks.push_back(p);
+  }
+  EXPECT_GE(offsets.size(), 8u);
+  for (void* p : blocks) cpu::host_free(p, kBytes);
+  cpu::host_empty_cache();
 }
