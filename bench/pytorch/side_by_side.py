@@ -128,10 +128,11 @@ def check_same_batches(workload, db, ts, pt):
 
 def a3c_update_pair(a):
     """One learner update in each, on one thread: rollout steps (t_max = 5) per second."""
-    r = subprocess.run([A3C_BENCH, "--benchmark_filter=BM_A3cUpdate/full:1/threads:1$", "--benchmark_format=json",
+    bench = "BM_A3cUpdate/full:1/threads:1/real_time"
+    r = subprocess.run([A3C_BENCH, f"--benchmark_filter={bench}$", "--benchmark_format=json",
                         "--benchmark_min_time=2"], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if r.returncode != 0:
-        sys.exit(f"side_by_side: a3c_update_bench failed:\n{r.stderr}")
+    if r.returncode != 0 or not r.stdout.strip():
+        sys.exit(f"side_by_side: a3c_update_bench did not run {bench}:\n{r.stdout}{r.stderr}")
     ms = json.loads(r.stdout)["benchmarks"][0]["real_time"]
     ts = {"rate": 5 / (ms * 1e-3), "peak_growth": None}
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
