@@ -44,8 +44,8 @@ Cache& cache() {
 // A cached-range block: a mapping of its own, one page longer than the class, starting at one of
 // 64 cache-line offsets into its first page in turn. Page-aligned blocks put an op's inputs and
 // output at the same offsets within a page, where loads and stores alias (4K aliasing) and
-// compete for the same cache sets: the transformer ran 4-7% slower than with malloc's scattered
-// addresses.
+// compete for the same cache sets: the transformer ran 2-9% slower than with malloc's scattered
+// addresses (three A/Bs), and staggered within the noise of malloc's (docs/measurements.md).
 constexpr size_t kPage = 4096;
 std::atomic<size_t> g_next_color{0};
 void* map_block(size_t cls) {
