@@ -37,7 +37,7 @@ struct HostAllocatorStats {
 };
 
 // Throws OutOfMemoryError, naming the request, when the system refuses the block (after giving
-// the cache back and trying once more), or when the block alone, or the blocks of 1 MiB and
+// the cache back and trying once more), or when the block alone, or the blocks of 64 KiB and
 // more handed out together with it, would pass host_memory_limit(): with overcommit such blocks
 // are "allocated" and the process is killed while writing them.
 void* host_allocate(size_t bytes);
