@@ -24,6 +24,9 @@ struct IterationResult {
   double loss = 0;
   double learning_rate = 0;
   std::vector<Metric> metrics;   // Workload::iteration_metrics()
+  // On a GPU: the device time of the iteration's work, from a CUDA-event pair on the engine's
+  // stream around it, the reference the GPU trace is checked against; -1 on the CPU.
+  int64_t device_ns = -1;
 };
 
 struct LoopOptions {
