@@ -15,6 +15,7 @@
 #include "dist/collective_bench.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_runtime.h"
+#include "dist/gpu_assignment.h"
 #include "dist/nccl_rank.h"
 #include "dist/rank_hosts.h"
 #include "fmt/format.h"
@@ -62,6 +63,11 @@ Validated validate(const CollectivesBenchConfig& c) {
   if (c.backend == "nccl") {
     const std::string why = dist::nccl_unavailable_reason();
     if (!why.empty()) throw UsageError(why);
+    // All ranks on this host (no --hosts/--hostfile): refused here, before mpirun starts any.
+    if (c.hosts.empty() && c.hostfile.empty()) {
+      const std::string too_few = dist::gpus_too_few(static_cast<int>(c.nproc), dist::local_gpu_count());
+      if (!too_few.empty()) throw UsageError("--nproc " + std::to_string(c.nproc) + ": " + too_few);
+    }
   }
   Validated v;
   v.options.collectives = parse_collectives(c.collectives);
@@ -224,7 +230,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     std::unique_ptr<dist::Communicator> nccl;
     std::unique_ptr<dist::BenchMemory> memory = dist::host_memory();
     if (c.backend == "nccl") {
-      dist::NcclRank rank = dist::nccl_rank(MPI_COMM_WORLD, world.local_rank);
+      dist::NcclRank rank = dist::nccl_rank(MPI_COMM_WORLD, world.local_rank, world.local_size);
       nccl = std::move(rank.communicator);
       memory = std::move(rank.memory);
     }

@@ -14,13 +14,16 @@ namespace ts::dist {
 
 // Empty when this build has CUDA and this machine a GPU that CUDA can use; the reason otherwise.
 std::string nccl_unavailable_reason();
+// The GPUs CUDA can use on this host; 0 without CUDA or a driver.
+int local_gpu_count();
 
 struct NcclRank {
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<BenchMemory> memory;   // the GPU's, for the benchmark's buffers
 };
-// A communicator over `bootstrap` on GPU local_rank % (the machine's GPUs);
-// std::runtime_error with nccl_unavailable_reason() when there is none.
-NcclRank nccl_rank(MPI_Comm bootstrap, int local_rank);
+// A communicator over `bootstrap` on GPU `local_rank` of this host (gpu_assignment.h). Collective
+// over `bootstrap`: when any rank's host has fewer GPUs than ranks, every rank throws DistError
+// with that host's refusal, before NCCL is called (NCCL would refuse "Duplicate GPU", or hang).
+NcclRank nccl_rank(MPI_Comm bootstrap, int local_rank, int local_size);
 
 }  // namespace ts::dist
