@@ -15,7 +15,9 @@
 
 namespace ts::dist {
 
-// Where the benchmark's buffers live: host memory for MPI, the GPU's for NCCL.
+// Where the benchmark's buffers live: host memory for MPI, the GPU's for NCCL. Each call is
+// complete when it returns (the zeros and the uploaded data are in place), whatever stream the
+// communicator then runs on.
 class BenchMemory {
  public:
   virtual ~BenchMemory() = default;
