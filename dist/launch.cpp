@@ -150,19 +150,36 @@ void check_hosts_resolve(const std::vector<HostSlots>& hosts) {
   }
 }
 
+namespace {
+
+// The executable `name` in a folder of PATH; empty when there is none.
+std::filesystem::path on_path(const char* name) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "";
+  while (!dirs.empty()) {
+    const size_t colon = std::min(dirs.find(':'), dirs.size());
+    const std::filesystem::path candidate = std::filesystem::path(std::string(dirs.substr(0, colon))) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    dirs.remove_prefix(std::min(colon + 1, dirs.size()));
+  }
+  return {};
+}
+
+// Whether `host` names this machine.
+bool is_this_machine(const std::string& host) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && host == name;
+}
+
+}  // namespace
+
 std::filesystem::path find_mpirun() {
   if (const char* forced = std::getenv("TS_MPIRUN"); forced && *forced) {
     if (::access(forced, X_OK) == 0) return forced;
     throw std::invalid_argument(std::string("TS_MPIRUN='") + forced + "' is not an executable");
   }
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "";
-  while (!dirs.empty()) {
-    const size_t colon = std::min(dirs.find(':'), dirs.size());
-    const std::filesystem::path candidate = std::filesystem::path(std::string(dirs.substr(0, colon))) / "mpirun";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    dirs.remove_prefix(std::min(colon + 1, dirs.size()));
-  }
+  if (auto found = on_path("mpirun"); !found.empty()) return found;
   throw std::invalid_argument(
       "--nproc needs OpenMPI's mpirun, which is not on PATH (Debian: apt-get install openmpi-bin libopenmpi-dev; "
       "scripts/setup installs it)");
@@ -274,6 +291,15 @@ LaunchPlan plan_launch(const LaunchRequest& r) {
   }
   auto mca = default_mca();
   if (!r.rsh_agent.empty()) mca.emplace_back("plm_rsh_agent", r.rsh_agent);
+  // OpenMPI picks its ssh/rsh launcher even when every rank runs here, and that launcher stops
+  // the job when neither ssh nor rsh is installed (containers, the lent GPU machine): ranks on
+  // this machine alone are started by its single-machine launcher instead.
+  const auto here = [](const HostSlots& h) { return is_this_machine(h.host); };
+  const bool this_machine_only = std::all_of(r.hosts.begin(), r.hosts.end(), here) &&
+                                 std::all_of(r.server_hosts.begin(), r.server_hosts.end(), here);
+  if (this_machine_only && r.rsh_agent.empty() && on_path("ssh").empty() && on_path("rsh").empty()) {
+    mca.emplace_back("plm", "isolated");
+  }
   if (!r.network.empty()) {
     mca.emplace_back("oob_tcp_if_include", r.network);
     mca.emplace_back("btl_tcp_if_include", r.network);

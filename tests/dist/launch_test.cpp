@@ -234,6 +234,33 @@ TEST(Launch, PlacesServerRanksOnTheServerHosts) {
   EXPECT_FALSE(has(p.argv, {"--oversubscribe"}));
 }
 
+// Without ssh or rsh (a container, the lent GPU machine) OpenMPI's default launcher stops a job
+// even when every rank runs here; such a job gets the single-machine launcher, others do not.
+TEST(Launch, RanksHereAloneNeedNoSshWhereThereIsNone) {
+  const auto mpirun = find_mpirun();
+  const std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  const ts::testing::ScratchDir dir("launch_path");
+  const std::filesystem::path bin = dir.path();
+  std::filesystem::create_symlink(mpirun, bin / "mpirun");
+  ::setenv("PATH", bin.c_str(), 1);   // mpirun, and neither ssh nor rsh
+  LaunchRequest r;
+  r.nproc = 2;
+  r.executable = "/bin/trainscope";
+  EXPECT_TRUE(has(plan_launch(r).argv, {"--mca", "plm", "isolated"}));
+  r.nproc = 0;
+  r.hosts = {{"localhost", 2}};
+  EXPECT_TRUE(has(plan_launch(r).argv, {"--mca", "plm", "isolated"})) << "localhost is this machine";
+  r.hosts = {{"127.0.0.1", 1}, {"h2", 1}};
+  EXPECT_FALSE(has(plan_launch(r).argv, {"--mca", "plm", "isolated"})) << "h2 needs a remote launcher";
+  // With ssh installed, OpenMPI's own choice stands.
+  { std::ofstream(bin / "ssh") << "#!/bin/sh\n"; }
+  std::filesystem::permissions(bin / "ssh", std::filesystem::perms::owner_all);
+  r.hosts.clear();
+  r.nproc = 2;
+  EXPECT_FALSE(has(plan_launch(r).argv, {"--mca", "plm", "isolated"}));
+  ::setenv("PATH", saved.c_str(), 1);
+}
+
 TEST(Launch, MissingMpirunIsABadInputError) {
   const std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
   ::setenv("PATH", "/nonexistent", 1);
