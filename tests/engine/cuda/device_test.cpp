@@ -17,7 +17,8 @@ namespace {
 
 using namespace testing;
 
-TEST(CudaDevice, WithoutADeviceErrorsSayWhy) {
+// Not a Cuda* suite: a test of machines without a GPU, in the CPU's suite (ctest -LE gpu).
+TEST(NoCudaDevice, ErrorsSayWhy) {
   if (cuda::device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device";
   try {
     backend_for(gpu());
