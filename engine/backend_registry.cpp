@@ -1,10 +1,11 @@
-// backend_for(Device) and memory_for(Device): the one place that knows every backend of this
-// build (the backends themselves never include one another). cpu always; cuda when the build has
-// CUDA.
+// backend_for(Device), memory_for(Device) and the convolution plans' stats: the one place that
+// knows every backend of this build (the backends themselves never include one another). cpu
+// always; cuda when the build has CUDA.
 #include <vector>
 #include <stdexcept>
 #include <string>
 
+#include "engine/autotune.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/device_memory.h"
@@ -102,6 +103,17 @@ bool device_usable(Device device, std::string* why) {
   }
   if (why) *why = device.str() + " holds shapes only and runs no work";
   return false;
+}
+
+ConvPlanStats conv_plan_stats(Device device) {
+#ifdef TS_HAVE_CUDA
+  // An unusable device has made no plans; asking for its backend would throw.
+  if (device.type == DeviceType::cuda && cuda::device_usable(device.index)) {
+    return cuda::cuda_backend(device.index).conv_plan_stats();
+  }
+#endif
+  (void)device;
+  return {};
 }
 
 }  // namespace ts::engine
