@@ -1,16 +1,20 @@
-// backend_for(Device) and memory_for(Device): the one place that knows every backend of this
-// build (the backends themselves never include one another). cpu always; cuda when the build has
-// CUDA.
+// backend_for(Device), memory_for(Device), a device's timeline (synchronize, event pairs) and its
+// convolution plans' stats: the one place that knows every backend of this build (the backends
+// themselves never include one another). cpu always; cuda when the build has CUDA.
+#include <memory>
 #include <vector>
 #include <stdexcept>
 #include <string>
 
+#include "engine/autotune.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/device_memory.h"
+#include "engine/device_timeline.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/device_memory.h"
+#include "engine/cuda/event_pair.h"
 #endif
 
 namespace ts::engine {
@@ -102,6 +106,35 @@ bool device_usable(Device device, std::string* why) {
   }
   if (why) *why = device.str() + " holds shapes only and runs no work";
   return false;
+}
+
+void synchronize(Device device) {
+#ifdef TS_HAVE_CUDA
+  if (device.type == DeviceType::cuda) {
+    cuda::synchronize(device.index);
+    return;
+  }
+#endif
+  if (device.type == DeviceType::cuda) throw std::runtime_error("this build has no CUDA backend for device " + device.str());
+}
+
+std::unique_ptr<DeviceEventPair> make_event_pair(Device device) {
+#ifdef TS_HAVE_CUDA
+  if (device.type == DeviceType::cuda) return std::make_unique<cuda::EventPair>(device.index);
+#endif
+  if (device.type == DeviceType::cuda) throw std::runtime_error("this build has no CUDA backend for device " + device.str());
+  return nullptr;
+}
+
+ConvPlanStats conv_plan_stats(Device device) {
+#ifdef TS_HAVE_CUDA
+  // An unusable device has made no plans; asking for its backend would throw.
+  if (device.type == DeviceType::cuda && cuda::device_usable(device.index)) {
+    return cuda::cuda_backend(device.index).conv_plan_stats();
+  }
+#endif
+  (void)device;
+  return {};
 }
 
 }  // namespace ts::engine

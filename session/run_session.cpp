@@ -411,6 +411,7 @@ RunOutcome RunSession::run() {
     workloads::LoopOptions lo;
     lo.iterations = c.iterations;
     lo.warmup = c.warmup;
+    lo.device = wc.device;
     lo.stop = &stop;
     lo.data_parallel = dp.get();
     lo.parameter_server = ps_job ? ps_job->worker() : nullptr;

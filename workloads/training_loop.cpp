@@ -1,14 +1,19 @@
 #include "workloads/training_loop.h"
 
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
+#include "engine/autotune.h"
 #include "engine/context.h"
 #include "engine/nn/parameter_gate.h"
 #include "memprof/ledger.h"
 #include "profiler/clock.h"
 #include "profiler/tracer.h"
+#include "workloads/device_iteration_timer.h"
+#include "workloads/gpu_metric_names.h"
 
 namespace ts::workloads {
 
@@ -27,48 +32,77 @@ const PhaseIds& phase_ids() {
   return ids;
 }
 
+// `device_time` (a GPU's) times each phase run on the thread that made these phases, the loop's:
+// a3c's learners run phases on their own threads, and several at once.
 class LoopPhases final : public Phases {
  public:
-  LoopPhases(dist::DataParallel* dp, dist::ps::PsWorker* ps) : dp_(dp), ps_(ps), cross_barrier_(dp && dp->cross_barrier()) {}
+  LoopPhases(dist::DataParallel* dp, dist::ps::PsWorker* ps, DeviceIterationTimer* device_time)
+      : dp_(dp), ps_(ps), cross_barrier_(dp && dp->cross_barrier()), device_time_(device_time),
+        loop_thread_(std::this_thread::get_id()) {}
   void data(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().data, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::inputs);
-    f();
+    on_device(LoopPhase::data, f);
   }
   void forward(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().forward, profiler::EventKind::phase);
     engine::PassScope pass(profiler::Pass::forward);
     engine::CategoryScope category(memprof::Category::activations);
-    // Cross-barrier, or a parameter server: each layer waits for its own parameters' update,
-    // not for the whole step.
-    if (ps_) ps_->begin_forward();
-    engine::nn::ParameterGateScope gate(ps_ ? static_cast<engine::nn::ParameterGate*>(ps_) : cross_barrier_ ? dp_ : nullptr);
-    f();
+    on_device(LoopPhase::forward, [&] {
+      // Cross-barrier, or a parameter server: each layer waits for its own parameters' update,
+      // not for the whole step.
+      if (ps_) ps_->begin_forward();
+      engine::nn::ParameterGateScope gate(ps_ ? static_cast<engine::nn::ParameterGate*>(ps_) : cross_barrier_ ? dp_ : nullptr);
+      f();
+    });
   }
   void backward(const std::function<void()>& f, int group) override {
     profiler::Range r(phase_ids().backward, profiler::EventKind::phase);
-    if (dp_) dp_->begin_backward(group);
-    if (ps_) ps_->begin_backward(group);
-    f();
-    if (dp_) dp_->end_backward();   // the gradients' all-reduce started during f; what is left, and the wait
-    if (ps_) ps_->end_backward();   // pushes what is left; the gradients are dropped
+    on_device(LoopPhase::backward, [&] {
+      if (dp_) dp_->begin_backward(group);
+      if (ps_) ps_->begin_backward(group);
+      f();
+      if (dp_) dp_->end_backward();   // the gradients' all-reduce started during f; what is left, and the wait
+      if (ps_) ps_->end_backward();   // pushes what is left; the gradients are dropped
+    });
   }
   void optimizer(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::optimizer_state);
-    if (cross_barrier_) {
-      dp_->begin_updates();   // the split step (Workload::split_step) does f's work, parameter by parameter
-      return;
-    }
-    if (ps_) return;   // the servers run the workload's optimizer (its recipes) on what was pushed
-    f();
+    on_device(LoopPhase::optimizer, [&] {
+      if (cross_barrier_) {
+        dp_->begin_updates();   // the split step (Workload::split_step) does f's work, parameter by parameter
+        return;
+      }
+      if (ps_) return;   // the servers run the workload's optimizer (its recipes) on what was pushed
+      f();
+    });
   }
 
  private:
+  // Runs `body` between the phase's device events. Not after a throw: the iteration has failed.
+  template <class F>
+  void on_device(LoopPhase phase, const F& body) {
+    const bool timed = device_time_ && std::this_thread::get_id() == loop_thread_;
+    if (timed) device_time_->begin_phase(phase);
+    body();
+    if (timed) device_time_->end_phase(phase);
+  }
+
   dist::DataParallel* dp_;
   dist::ps::PsWorker* ps_;
   bool cross_barrier_;
+  DeviceIterationTimer* device_time_;
+  std::thread::id loop_thread_;
 };
+
+// What the loop's convolution plans were made by: the difference of the device's counts
+// (engine/autotune.h) over the loop, as run metrics.
+std::vector<Metric> conv_plan_metrics(const engine::ConvPlanStats& before, const engine::ConvPlanStats& after) {
+  return {{kGpuConvPlansSearched, static_cast<double>(after.searched - before.searched), "plans"},
+          {kGpuConvPlansHeuristic, static_cast<double>(after.heuristic - before.heuristic), "plans"},
+          {kGpuConvSearchesTimed, static_cast<double>(after.searched_while_off - before.searched_while_off), "plans"}};
+}
 
 std::string no_hook(const char* hook) {
   return std::string("this workload runs its own step and has no ") + hook + " hook";
@@ -106,7 +140,21 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   // push themselves.
   dist::ps::PsWorker* phases_ps = options.parameter_server;
   if (phases_ps && w.take_parameter_service(*phases_ps)) phases_ps = nullptr;
-  for (int64_t i = 0; i < total; ++i) {
+  // Where the device queues work (a GPU): the iterations' device time, and what made their
+  // convolution plans.
+  std::unique_ptr<DeviceIterationTimer> device_time;
+  engine::ConvPlanStats plans_before;
+  try {
+    device_time = DeviceIterationTimer::on(options.device);
+    if (device_time) plans_before = engine::conv_plan_stats(options.device);
+  } catch (const std::exception& e) {
+    result.failed = true;
+    result.error = std::string("device timing: ") + e.what();
+  }
+  // Set from the first timed iteration to the loop's end: a convolution shape first seen in a
+  // timed iteration takes the library's heuristic plan rather than timing every candidate there.
+  std::unique_ptr<engine::AutotuneScope> no_autotune;   // (std::optional: GCC 12 warns of a false maybe-uninitialized)
+  for (int64_t i = 0; i < total && !result.failed; ++i) {
     bool stop = options.stop && options.stop->load();
     if (options.data_parallel) stop = options.data_parallel->any_rank(stop, "stop flag");  // all ranks, or none
     if (options.parameter_server) stop = options.parameter_server->stop_requested(stop);
@@ -120,23 +168,30 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     it.learning_rate = w.learning_rate();
     tracer.set_iteration(static_cast<int32_t>(i));
     ledger.set_iteration(static_cast<int32_t>(i));
+    if (!it.warmup && !no_autotune) no_autotune = std::make_unique<engine::AutotuneScope>(false);
     try {
       it.start_ns = profiler::now_ns();
-      profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
-      LoopPhases phases(options.data_parallel, phases_ps);
-      const StepResult r = w.step(phases);
-      // The last step's updates belong to its iteration (cross-barrier leaves them running).
-      if (options.data_parallel && i + 1 == total) options.data_parallel->flush();
-      it.loss = r.loss;
-      it.samples = r.samples;
-      it.tokens = r.tokens;
-      it.metrics = w.iteration_metrics();
+      if (device_time) device_time->begin_iteration();
+      {
+        profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
+        LoopPhases phases(options.data_parallel, phases_ps, device_time.get());
+        const StepResult r = w.step(phases);
+        // The last step's updates belong to its iteration (cross-barrier leaves them running).
+        if (options.data_parallel && i + 1 == total) options.data_parallel->flush();
+        // A GPU's ops return once queued: the iteration ends when the device has run them.
+        if (device_time) device_time->end_iteration();
+        it.loss = r.loss;
+        it.samples = r.samples;
+        it.tokens = r.tokens;
+        it.metrics = w.iteration_metrics();
+      }
+      it.end_ns = profiler::now_ns();
+      if (device_time) device_time->report(it);
     } catch (const std::exception& e) {
       result.failed = true;
       result.error = "iteration " + std::to_string(i) + ": " + e.what();
       break;
     }
-    it.end_ns = profiler::now_ns();
     try {
       if (options.on_iteration) options.on_iteration(it);
     } catch (const std::exception& e) {
@@ -156,6 +211,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
       }
     }
   }
+  no_autotune.reset();
   result.memory_peak = ledger.peak();
   // What is allocated next (evaluation, another loop's set-up) is no iteration of this one.
   ledger.set_iteration(-1);
@@ -165,6 +221,18 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     if (!result.failed) {
       result.failed = true;
       result.error = std::string("run metrics: ") + e.what();
+    }
+  }
+  if (device_time) {
+    try {
+      for (auto& m : conv_plan_metrics(plans_before, engine::conv_plan_stats(options.device))) {
+        result.metrics.push_back(std::move(m));
+      }
+    } catch (const std::exception& e) {
+      if (!result.failed) {
+        result.failed = true;
+        result.error = std::string("convolution plan counts: ") + e.what();
+      }
     }
   }
   return result;

@@ -10,6 +10,7 @@
 
 #include "dist/data_parallel.h"
 #include "dist/ps/worker.h"
+#include "engine/device.h"
 #include "memprof/ledger.h"
 #include "workloads/workload.h"
 
@@ -32,6 +33,12 @@ struct IterationResult {
 struct LoopOptions {
   int64_t iterations = 10;   // timed iterations
   int64_t warmup = 2;        // before them, marked and excluded from the figures
+  // The workload's device. On a GPU, each iteration ends when the device has run its work, and
+  // its device time and its phases' are measured (IterationResult::device_ns, the gpu_event_*
+  // metrics: gpu_metric_names.h), as are the run's convolution plans (gpu_conv_* run metrics).
+  // Whatever the device, autotuning (engine/autotune.h) is off from the first timed iteration
+  // to the loop's end.
+  engine::Device device = engine::Device::cpu();
   const std::atomic<bool>* stop = nullptr;   // set asynchronously (signal handler) to stop after this iteration
   // After each iteration, outside its span: progress display, evaluation (whose quality it may
   // add to the iteration's metrics).

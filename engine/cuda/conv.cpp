@@ -1,12 +1,17 @@
 // The conv family on the GPU, on cuDNN 9's legacy convolution API (still shipped, marked
 // deprecated), plain NCHW. The algorithm of each (direction, shapes, parameters, TF32 setting)
-// is chosen once by cudnnFind*AlgorithmEx, which times the candidates on the real buffers, among
-// those needing at most kMaxConvWorkspaceBytes of workspace, and cached with its descriptors.
-// Workspace is a temporary tensor in memprof's workspace category.
+// is chosen once, among those needing at most kMaxConvWorkspaceBytes of workspace, and cached
+// with its descriptors: by cudnnFind*AlgorithmEx, which times the candidates on the real
+// buffers, while autotuning is on (engine/autotune.h); while it is off (the training loop's timed
+// iterations), by cuDNN's heuristics (cudnnGet*Algorithm_v7), which run nothing, and searched
+// later if the shape comes back with autotuning on. Workspace is a temporary tensor in memprof's
+// workspace category.
 #include <array>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/autotune.h"
 #include "engine/cuda/cuda_common.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/pointwise_kernels.h"
@@ -20,6 +25,7 @@ struct ConvPlan {
   int algo = 0;
   size_t workspace = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  bool searched = false;   // timed by cudnnFind*Ex; else cuDNN's heuristics' pick
 };
 
 namespace {
@@ -99,6 +105,11 @@ Tensor search_workspace(int device, size_t& bytes) {
   return Tensor();
 }
 
+// Without TF32 the descriptor is FMA math, and a candidate reported as tensor-op math is not taken.
+bool math_usable(cudnnMathType_t math, bool tf32) {
+  return tf32 || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
 // Picks the fastest successful candidate within the workspace. With TF32 allowed the search
 // ran with the default math type and the call uses the math type the winner was timed with
 // (as cuDNN asks). Without TF32 the search ran with FMA math; the descriptor stays FMA and
@@ -108,7 +119,7 @@ void choose(ConvPlan& plan, const Perf* perf, int count, size_t ws_bytes, bool t
   for (int i = 0; i < count; ++i) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ws_bytes) continue;
-    if (!tf32 && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) continue;
+    if (!math_usable(r.mathType, tf32)) continue;
     plan.algo = static_cast<int>(r.algo);
     plan.workspace = r.memory;
     plan.math = tf32 ? r.mathType : CUDNN_FMA_MATH;
@@ -120,52 +131,153 @@ void choose(ConvPlan& plan, const Perf* perf, int count, size_t ws_bytes, bool t
                            (tf32 ? "" : ", FP32 math without TF32") + ")");
 }
 
-// The cached plan of `key`, searched on a miss with the call's own buffers (the search writes
-// the output, which the real call then overwrites).
-std::shared_ptr<ConvPlan> get_plan(CudaBackend::Impl& im, Env& env, Pass pass, const ConvGeom& g, const Conv2dParams& p,
-                                   const void* a, const void* b, void* out, const char* op) {
-  const bool tf32 = tf32_allowed();
-  const std::string key = plan_key(pass, g, p, tf32);
-  {
-    std::lock_guard<std::mutex> lock(im.plans_mutex);
-    auto it = im.conv_plans.find(key);
-    if (it != im.conv_plans.end()) return it->second;
+// The workspace cuDNN says `algo` needs with the descriptor's current math type; SIZE_MAX when
+// it refuses the algorithm for these descriptors.
+size_t workspace_of(cudnnHandle_t h, const ConvPlan& plan, Pass pass, int algo) {
+  size_t bytes = 0;
+  cudnnStatus_t rc = CUDNN_STATUS_SUCCESS;
+  switch (pass) {
+    case Pass::forward:
+      rc = cudnnGetConvolutionForwardWorkspaceSize(h, plan.x.get(), plan.w.get(), plan.conv.get(), plan.y.get(),
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes);
+      break;
+    case Pass::backward_data:
+      rc = cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan.w.get(), plan.y.get(), plan.conv.get(), plan.x.get(),
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
+      break;
+    case Pass::backward_weights:
+      rc = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(),
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes);
+      break;
   }
-  auto plan = std::make_shared<ConvPlan>();
-  describe(*plan, g, p, tf32, op);
+  return rc == CUDNN_STATUS_SUCCESS ? bytes : SIZE_MAX;
+}
+
+// The first of cuDNN's heuristic candidates (best predicted first) that the same rules as
+// choose() allow: the workspace cap and, without TF32, no tensor-op math. The heuristics run
+// nothing, so the workspace is asked of cuDNN for the math type the call will use rather than
+// read from the candidate.
+template <class Perf>
+void choose_heuristic(ConvPlan& plan, cudnnHandle_t h, Pass pass, const Perf* perf, int count, bool tf32,
+                      const char* op) {
+  for (int i = 0; i < count; ++i) {
+    const Perf& r = perf[i];
+    if (r.status != CUDNN_STATUS_SUCCESS || !math_usable(r.mathType, tf32)) continue;
+    const cudnnMathType_t math = tf32 ? r.mathType : CUDNN_FMA_MATH;
+    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), math));
+    const size_t ws = workspace_of(h, plan, pass, static_cast<int>(r.algo));
+    if (ws > kMaxConvWorkspaceBytes) continue;
+    plan.algo = static_cast<int>(r.algo);
+    plan.workspace = ws;
+    plan.math = math;
+    return;
+  }
+  throw std::runtime_error(std::string(op) + ": cuDNN's heuristics offered no usable algorithm (" +
+                           std::to_string(count) + " candidates, workspace cap " +
+                           format_bytes(static_cast<int64_t>(kMaxConvWorkspaceBytes)) +
+                           (tf32 ? "" : ", FP32 math without TF32") + ")");
+}
+
+// Times every candidate with the call's own buffers (the search writes the output, which the
+// real call then overwrites).
+void search(ConvPlan& plan, CudaBackend::Impl& im, cudnnHandle_t h, Pass pass, bool tf32, const void* a,
+            const void* b, void* out, const char* op) {
   size_t ws_bytes = 0;
   Tensor ws = search_workspace(im.device, ws_bytes);
   void* ws_ptr = ws.defined() ? ws.data() : nullptr;
-  cudnnHandle_t h = env.ctx.cudnn();
   int returned = 0;
   switch (pass) {
     case Pass::forward: {
       std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
-      TS_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, plan->x.get(), a, plan->w.get(), b, plan->conv.get(),
-                                                            plan->y.get(), out, static_cast<int>(perf.size()),
+      TS_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, plan.x.get(), a, plan.w.get(), b, plan.conv.get(),
+                                                            plan.y.get(), out, static_cast<int>(perf.size()),
                                                             &returned, perf.data(), ws_ptr, ws_bytes));
-      choose(*plan, perf.data(), returned, ws_bytes, tf32, op);
+      choose(plan, perf.data(), returned, ws_bytes, tf32, op);
       break;
     }
     case Pass::backward_data: {  // a = w, b = dy, out = dx
       std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
       TS_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          h, plan->w.get(), a, plan->y.get(), b, plan->conv.get(), plan->x.get(), out, static_cast<int>(perf.size()),
+          h, plan.w.get(), a, plan.y.get(), b, plan.conv.get(), plan.x.get(), out, static_cast<int>(perf.size()),
           &returned, perf.data(), ws_ptr, ws_bytes));
-      choose(*plan, perf.data(), returned, ws_bytes, tf32, op);
+      choose(plan, perf.data(), returned, ws_bytes, tf32, op);
       break;
     }
     case Pass::backward_weights: {  // a = x, b = dy, out = dw
       std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
       TS_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          h, plan->x.get(), a, plan->y.get(), b, plan->conv.get(), plan->w.get(), out, static_cast<int>(perf.size()),
+          h, plan.x.get(), a, plan.y.get(), b, plan.conv.get(), plan.w.get(), out, static_cast<int>(perf.size()),
           &returned, perf.data(), ws_ptr, ws_bytes));
-      choose(*plan, perf.data(), returned, ws_bytes, tf32, op);
+      choose(plan, perf.data(), returned, ws_bytes, tf32, op);
       break;
     }
   }
+  plan.searched = true;
+}
+
+// cuDNN's heuristics' pick: nothing runs on the device. Room for two entries per algorithm: the
+// heuristics may list an algorithm with and without tensor-op math.
+void from_heuristics(ConvPlan& plan, cudnnHandle_t h, Pass pass, bool tf32, const char* op) {
+  int returned = 0;
+  switch (pass) {
+    case Pass::forward: {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+      TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x.get(), plan.w.get(), plan.conv.get(),
+                                                            plan.y.get(), static_cast<int>(perf.size()), &returned,
+                                                            perf.data()));
+      choose_heuristic(plan, h, pass, perf.data(), returned, tf32, op);
+      break;
+    }
+    case Pass::backward_data: {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+      TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.w.get(), plan.y.get(), plan.conv.get(),
+                                                                 plan.x.get(), static_cast<int>(perf.size()),
+                                                                 &returned, perf.data()));
+      choose_heuristic(plan, h, pass, perf.data(), returned, tf32, op);
+      break;
+    }
+    case Pass::backward_weights: {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, 2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+      TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, plan.x.get(), plan.y.get(), plan.conv.get(),
+                                                                   plan.w.get(), static_cast<int>(perf.size()),
+                                                                   &returned, perf.data()));
+      choose_heuristic(plan, h, pass, perf.data(), returned, tf32, op);
+      break;
+    }
+  }
+}
+
+// The cached plan of `key`; on a miss, searched while autotuning is on, else from the
+// heuristics. A heuristic plan met again while autotuning is on is searched and replaced, so
+// that it is not kept for good because its shape first came in a timed iteration.
+std::shared_ptr<ConvPlan> get_plan(CudaBackend::Impl& im, Env& env, Pass pass, const ConvGeom& g, const Conv2dParams& p,
+                                   const void* a, const void* b, void* out, const char* op) {
+  const bool tf32 = tf32_allowed();
+  const bool searching = autotune();
+  const std::string key = plan_key(pass, g, p, tf32);
+  {
+    std::lock_guard<std::mutex> lock(im.plans_mutex);
+    auto it = im.conv_plans.find(key);
+    if (it != im.conv_plans.end() && (it->second->searched || !searching)) return it->second;
+  }
+  auto plan = std::make_shared<ConvPlan>();
+  describe(*plan, g, p, tf32, op);
+  cudnnHandle_t h = env.ctx.cudnn();
+  if (searching) {
+    search(*plan, im, h, pass, tf32, a, b, out, op);
+    ++im.plans_searched;
+    // Made while off: autotuning was turned off before the search ended (a heuristic plan is
+    // made while off by definition).
+    if (!autotune()) ++im.searched_while_off;
+  } else {
+    from_heuristics(*plan, h, pass, tf32, op);
+    ++im.plans_heuristic;
+    ++im.heuristic_while_off;
+  }
   std::lock_guard<std::mutex> lock(im.plans_mutex);
-  return im.conv_plans.emplace(key, plan).first->second;
+  auto [it, inserted] = im.conv_plans.emplace(key, plan);
+  if (!inserted && plan->searched && !it->second->searched) it->second = plan;
+  return it->second;
 }
 
 const char* fwd_algo_name(int a) {
@@ -339,6 +451,11 @@ WeightGrads CudaBackend::conv2d_backward_weights(const Tensor& x_in, const Tenso
                                         env.stream));
   }
   return r;
+}
+
+ConvPlanStats CudaBackend::conv_plan_stats() const {
+  return {impl_->plans_searched.load(), impl_->plans_heuristic.load(), impl_->searched_while_off.load(),
+          impl_->heuristic_while_off.load()};
 }
 
 size_t CudaBackend::cached_conv_plans() const {

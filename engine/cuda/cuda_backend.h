@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/autotune.h"
 #include "engine/backend.h"
 
 namespace ts::engine::cuda {
@@ -165,6 +166,9 @@ class CudaBackend final : public Backend {
   // --- introspection (tests, benchmarks) ---
   // cuDNN convolution plans (algorithm + workspace) chosen so far; a hit adds none.
   size_t cached_conv_plans() const;
+  // How the plans made so far were chosen: searched, or from cuDNN's heuristics while autotuning
+  // was off (engine/autotune.h); what engine::conv_plan_stats returns for this device.
+  ConvPlanStats conv_plan_stats() const;
   // The algorithm chosen for these arguments, e.g. "fwd algo 1 (IMPLICIT_PRECOMP_GEMM), workspace
   // 0 B, math 0". which: 0 forward, 1 backward data, 2 backward weights.
   std::string conv_algo_info(const Shape& x_shape, const Shape& w_shape, const Conv2dParams& p, int which);

@@ -3,6 +3,7 @@
 // RAII wrappers of cuDNN descriptors, argument checks and small tensor helpers.
 #include <cudnn.h>
 
+#include <atomic>
 #include <climits>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,9 @@ struct CudaBackend::Impl {
   }
   std::mutex plans_mutex;
   std::unordered_map<std::string, std::shared_ptr<ConvPlan>> conv_plans;
+  // How the plans were made (engine/autotune.h): counted when made, never reset (clear_cache
+  // drops plans, not history).
+  std::atomic<int64_t> plans_searched{0}, plans_heuristic{0}, searched_while_off{0}, heuristic_while_off{0};
 
  private:
   std::once_flag context_once;

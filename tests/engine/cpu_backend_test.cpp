@@ -8,6 +8,7 @@
 #include "engine/context.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/device_memory.h"
+#include "engine/device_timeline.h"
 #include "engine/ops.h"
 #include "memprof/ledger.h"
 #include "test_util.h"
@@ -45,6 +46,18 @@ TEST(CpuBackend, DeviceUsableAndMemoryFor) {
   EXPECT_THROW(memory_for(Device{DeviceType::cuda, 0}), std::runtime_error);
 #else
   EXPECT_EQ(&memory_for(Device{DeviceType::cuda, 1}), &memory_for(Device{DeviceType::cuda, 1}));
+#endif
+}
+
+// The CPU's ops run as they are called: no queue to wait for, nothing to time apart from the
+// host. Meta runs nothing at all.
+TEST(CpuBackend, NoDeviceTimeline) {
+  EXPECT_NO_THROW(synchronize(Device::cpu()));
+  EXPECT_NO_THROW(synchronize(Device::meta()));
+  EXPECT_EQ(make_event_pair(Device::cpu()), nullptr);
+  EXPECT_EQ(make_event_pair(Device::meta()), nullptr);
+#ifndef TS_HAVE_CUDA
+  EXPECT_THROW(make_event_pair(Device{DeviceType::cuda, 0}), std::runtime_error);
 #endif
 }
 

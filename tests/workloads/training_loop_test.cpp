@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 
+#include "engine/autotune.h"
 #include "engine/context.h"
 #include "memprof/ledger.h"
 #include "profiler/analysis.h"
 #include "profiler/tracer.h"
+#include "workloads/gpu_metric_names.h"
 #include "workloads/image_classifier.h"
 #include "workloads/training_loop.h"
 #include "workloads/workload.h"
@@ -137,4 +140,45 @@ TEST(TrainingLoop, SameSeedSameLosses) {
   auto a = tiny(11), b = tiny(11);
   const auto ra = run_training(*a, o), rb = run_training(*b, o);
   for (size_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(static_cast<float>(ra.iterations[i].loss), static_cast<float>(rb.iterations[i].loss));
+}
+
+// On the CPU, ops run as they are called: no device time, no GPU figures.
+TEST(TrainingLoop, CpuIterationsHaveNoDeviceTime) {
+  auto w = tiny();
+  LoopOptions o;
+  o.warmup = 1;
+  o.iterations = 2;
+  o.device = engine::Device::cpu();
+  const LoopResult r = run_training(*w, o);
+  ASSERT_FALSE(r.failed) << r.error;
+  ASSERT_EQ(r.iterations.size(), 3u);
+  for (const auto& it : r.iterations) {
+    EXPECT_EQ(it.device_ns, -1);
+    EXPECT_GT(it.end_ns, it.start_ns);
+    for (const auto& m : it.metrics) EXPECT_NE(m.name.rfind("gpu_event", 0), 0u) << m.name;
+  }
+  for (const auto& m : r.metrics) EXPECT_NE(m.name.rfind("gpu_", 0), 0u) << m.name;
+}
+
+// Autotuning is on through the warm-up, off from the first timed iteration, and back after.
+TEST(TrainingLoop, AutotuneOffForTimedIterations) {
+  ASSERT_TRUE(engine::autotune());
+  auto w = tiny();
+  LoopOptions o;
+  o.warmup = 1;
+  o.iterations = 1;
+  std::vector<bool> seen;
+  o.on_iteration = [&](const IterationResult&) { seen.push_back(engine::autotune()); };
+  ASSERT_FALSE(run_training(*w, o).failed);
+  EXPECT_EQ(seen, (std::vector<bool>{true, false}));
+  EXPECT_TRUE(engine::autotune());
+  // A caller's own setting is what comes back.
+  {
+    engine::AutotuneScope off(false);
+    seen.clear();
+    ASSERT_FALSE(run_training(*w, o).failed);
+    EXPECT_EQ(seen, (std::vector<bool>{false, false}));
+    EXPECT_FALSE(engine::autotune());
+  }
+  EXPECT_TRUE(engine::autotune());
 }

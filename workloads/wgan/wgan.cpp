@@ -207,11 +207,13 @@ class WganWorkload final : public Workload {
   // Algorithm 1). Reported loss: the last critic loss, E[D(fake)] - E[D(real)] + lambda GP.
   // Its samples are the generator's (one batch per iteration), as GAN benchmarks count them;
   // the critic's real images are critic_steps times that.
+  // The loss is read once, after the generator step: a read waits for the device, and one per
+  // critic step would stall a GPU five times an iteration.
   StepResult step(Phases& phases) override {
-    double critic_loss = 0;
+    Tensor critic_loss;
     for (int64_t k = 0; k < cfg_.critic_steps; ++k) critic_loss = critic_step(phases);
     generator_step(phases);
-    return {critic_loss, batch_};
+    return {static_cast<double>(critic_loss.item()), batch_};
   }
 
   // Distance between the statistics of generated and held-out images (scene_images.h): it
@@ -241,7 +243,8 @@ class WganWorkload final : public Workload {
     return z;
   }
 
-  double critic_step(Phases& phases) {
+  // Returns the step's loss, detached (its graph is freed with the step), not yet read.
+  Tensor critic_step(Phases& phases) {
     Tensor real, z, eps;
     phases.data([&] {
       real = next_batch().inputs;
@@ -286,7 +289,7 @@ class WganWorkload final : public Workload {
       c_opt_.step();
       c_opt_.zero_grad();
     });
-    return static_cast<double>(loss.item());
+    return loss.detach();
   }
 
   void generator_step(Phases& phases) {

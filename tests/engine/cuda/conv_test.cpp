@@ -7,6 +7,7 @@
 
 #include "../test_util.h"
 #include "cuda_test_util.h"
+#include "engine/autotune.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/ops.h"
 
@@ -103,6 +104,50 @@ TEST_F(CudaConv, Conv2dLayoutsAndPlanCache) {
   EXPECT_THROW(gpu_be().conv2d_forward(copy_to(rnd({1, 3, 4, 4}, 1), gpu()), gw, nullptr, p), std::invalid_argument);
 }
 
+// With autotuning off (the training loop's timed iterations), a shape not seen before gets its
+// plan from cuDNN's heuristics, runs nothing to choose it, and computes the same convolution; a
+// cached plan is used as it is; with autotuning back on, the heuristic plan is searched anew.
+TEST_F(CudaConv, HeuristicPlansWhileAutotuneIsOff) {
+  auto& be = cuda::cuda_backend(0);
+  // A shape no other test uses, so that its plans are new here.
+  const Tensor x = rnd({3, 5, 11, 13}, 400), w = rnd({7, 5, 3, 3}, 401, -0.5f, 0.5f);
+  const auto p = conv_params(1, 1);
+  const Tensor gx = copy_to(x, gpu()), gw = copy_to(w, gpu());
+  const Tensor y = cpu_be().conv2d_forward(x, w, nullptr, p);
+  const Tensor dy = rnd(y.shape(), 402);
+  const Tensor gdy = copy_to(dy, gpu());
+  const ConvPlanStats before = conv_plan_stats(gpu());
+  const size_t plans_before = be.cached_conv_plans();
+  {
+    AutotuneScope off(false);
+    EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_forward(gx, gw, nullptr, p), y, kLibrary));
+    const ConvPlanStats s = conv_plan_stats(gpu());
+    EXPECT_EQ(s.heuristic, before.heuristic + 1);
+    EXPECT_EQ(s.heuristic_while_off, before.heuristic_while_off + 1);
+    EXPECT_EQ(s.searched, before.searched);
+    EXPECT_EQ(s.searched_while_off, before.searched_while_off);
+    EXPECT_EQ(be.cached_conv_plans(), plans_before + 1);
+    // Both backward passes too.
+    EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_backward_data(gdy, gw, x.shape(), Layout::plain(), p),
+                             cpu_be().conv2d_backward_data(dy, w, x.shape(), Layout::plain(), p), kLibrary));
+    EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_backward_weights(gx, gdy, w.shape(), false, p).dw,
+                             cpu_be().conv2d_backward_weights(x, dy, w.shape(), false, p).dw, kLibrary));
+    // Met again while off: the cached plan, nothing made.
+    gpu_be().conv2d_forward(gx, gw, nullptr, p);
+    const ConvPlanStats again = conv_plan_stats(gpu());
+    EXPECT_EQ(again.heuristic, before.heuristic + 3);
+    EXPECT_EQ(again.searched, before.searched);
+    EXPECT_EQ(be.cached_conv_plans(), plans_before + 3);
+  }
+  // Autotuning on: the heuristic plan is searched and replaced, not added to.
+  EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_forward(gx, gw, nullptr, p), y, kLibrary));
+  const ConvPlanStats after = conv_plan_stats(gpu());
+  EXPECT_EQ(after.searched, before.searched + 1);
+  EXPECT_EQ(after.searched_while_off, before.searched_while_off);
+  EXPECT_EQ(after.heuristic, before.heuristic + 3);
+  EXPECT_EQ(be.cached_conv_plans(), plans_before + 3);
+}
+
 TEST_F(CudaConv, Conv2dAndLinearWithTf32) {
   cuda::Tf32Scope tf32(true);
   EXPECT_TRUE(cuda::tf32_allowed());
@@ -110,6 +155,15 @@ TEST_F(CudaConv, Conv2dAndLinearWithTf32) {
   const auto p = conv_params(1, 1);
   EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_forward(copy_to(x, gpu()), copy_to(w, gpu()), nullptr, p),
                            cpu_be().conv2d_forward(x, w, nullptr, p), kTf32));
+  {
+    // cuDNN's heuristics' pick with TF32 allowed (the math type it names) for a new shape.
+    AutotuneScope off(false);
+    const Tensor x2 = rnd({4, 64, 27, 27}, 304);
+    const int64_t heuristic = conv_plan_stats(gpu()).heuristic;
+    EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_forward(copy_to(x2, gpu()), copy_to(w, gpu()), nullptr, p),
+                             cpu_be().conv2d_forward(x2, w, nullptr, p), kTf32));
+    EXPECT_EQ(conv_plan_stats(gpu()).heuristic, heuristic + 1);
+  }
   const Tensor a = rnd({64, 512}, 302), lw = rnd({256, 512}, 303, -0.1f, 0.1f);
   EXPECT_TRUE(close_to_cpu(gpu_be().linear_forward(copy_to(a, gpu()), copy_to(lw, gpu()), nullptr),
                            cpu_be().linear_forward(a, lw, nullptr), kTf32));

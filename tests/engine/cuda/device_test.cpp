@@ -9,6 +9,7 @@
 #include "cuda_test_util.h"
 #include "engine/context.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/device_timeline.h"
 #include "engine/ops.h"
 #include "memprof/ledger.h"
 
@@ -119,6 +120,22 @@ TEST_F(CudaDeviceTest, ConvolutionWorkspaceIsCategorised) {
   PoolResult r = backend_for(gpu()).max_pool2d_forward(y, {2, 2, 2, 2, 0, 0, false});
   EXPECT_EQ(r.workspace.category(), memprof::Category::workspace);
   EXPECT_EQ(r.y.category(), memprof::Category::activations);
+}
+
+// An event pair brackets the work queued on the engine's stream between its two records; it is
+// read after a synchronize, and the same pair times again when recorded again.
+TEST_F(CudaDeviceTest, EventPairTimesQueuedWork) {
+  auto pair = make_event_pair(gpu());
+  ASSERT_NE(pair, nullptr);
+  EXPECT_THROW(pair->elapsed_ns(), std::runtime_error);   // never recorded
+  Tensor x = Tensor::empty({64, 1024, 1024}, gpu());    // 256 MiB: a fill of it takes a while
+  for (int round = 0; round < 2; ++round) {
+    pair->begin();
+    backend_for(gpu()).fill(x, 1.0f + static_cast<float>(round));
+    pair->end();
+    synchronize(gpu());
+    EXPECT_GT(pair->elapsed_ns(), 1000) << "round " << round;   // 256 MiB at even 10 TB/s is 27 us
+  }
 }
 
 TEST_F(CudaDeviceTest, OutOfMemoryNamesTheRequestAndTheBreakdown) {
