@@ -316,6 +316,9 @@ def summarise(a, case):
         "trainscope_reserved_peak_median": median(peak_memory(t, a.device, True) for t in ts_ok),
         "pytorch_reserved_peak_median": median(peak_memory(t, a.device, True) for t in pt_ok),
         "reserved_ratio_median": median(p["reserved_ratio"] for p in pairs),
+        # PyTorch's peak over its timed iterations alone (peaks reset after warm-up): without
+        # cudnn.benchmark's trials in the warm-up.
+        "pytorch_timed_peak_memory_median": median(t.get("device_timed_used_peak_bytes") for t in pt_ok),
         "trainscope_data_phase_ms_median": median(t.get("data_phase_ms_median") for t in ts_ok),
         "trainscope_iteration_ms_median": median(t.get("iteration_ms_median") for t in ts_ok),
         "pytorch_iteration_ms_median": median(t.get("iteration_ms_median") for t in pt_ok),
@@ -379,7 +382,8 @@ def print_case(a, case):
     pt_first = next((p["pytorch"] for p in case["pairs"] if "error" not in p["pytorch"]), {})
     where = a.device if a.device == "cpu" else f"cuda ({pt_first.get('device_name') or 'device not named'})"
     tf32 = "fp32" if a.device == "cpu" else "TF32 off on both sides" if a.no_tf32 else "TF32 on both sides"
-    print(f"\n{case['case']}: {case['workload']} {a.preset}, batch {case['batch'] or 'preset default'}, {a.warmup} "
+    batch = case["batch"] or "the preset's"
+    print(f"\n{case['case']}: {case['workload']} {a.preset}, batch {batch}, {a.warmup} "
           f"warm-up + {a.iters} timed iterations a run, {where}, {tf32}"
           f"{', trainscope untraced' if a.no_trace else ', trainscope traced'}; rates in {unit}, sustained")
     print(f"  {'pair':>4}  {'order':<16} {'trainscope':>11} {'PyTorch':>11} {'ratio':>7}   "
@@ -406,7 +410,8 @@ def print_case(a, case):
     print(f"  peak memory ({s['memory_what']}): trainscope {mib(s['trainscope_peak_memory_median'])}, PyTorch "
           f"{mib(s['pytorch_peak_memory_median'])}, ratio {fmt(s['memory_ratio_median'], '.2f')}"
           + (f"; reserved: trainscope {mib(s['trainscope_reserved_peak_median'])}, PyTorch "
-             f"{mib(s['pytorch_reserved_peak_median'])}, ratio {fmt(s['reserved_ratio_median'], '.2f')}"
+             f"{mib(s['pytorch_reserved_peak_median'])}, ratio {fmt(s['reserved_ratio_median'], '.2f')}; "
+             f"PyTorch's timed iterations alone {mib(s['pytorch_timed_peak_memory_median'])} allocated"
              if a.device == "cuda" else ""))
     if s.get("model_flops_per_unit") is not None:
         cross = (f"; trainscope's own roofline counts {flops_text(s['trainscope_roofline_flops_per_unit'])}"
@@ -494,6 +499,9 @@ def main(argv=None):
             longest[case["case"]] = max(longest.get(case["case"], 0.0), pair["seconds"])
             case["pairs"].append(pair)
             summarise(a, case)
+            if "machine" not in state and "error" not in pair["pytorch"]:
+                pt = pair["pytorch"]
+                state["machine"] = {k: pt.get(k) for k in ("device_name", "torch", "cuda_version", "cudnn_version")}
             progress(f"{case['case']} pair {k + 1}/{a.pairs}: ratio {fmt(pair['ratio'], '.3f')}"
                      + (f" ({pair['error']})" if "error" in pair else "") + f", pair took {pair['seconds']:.1f} s")
             state["elapsed_s"] = elapsed()
