@@ -401,7 +401,7 @@ def print_case(a, case):
               f"{pct(m_ts.get('measured_matmul')) + ' / ' + pct(m_pt.get('measured_matmul')):>21}")
     if s["ratio_median"] is not None:
         print(f"  ratio trainscope / PyTorch: median {s['ratio_median']:.3f}, min-max {s['ratio_min']:.3f}-"
-              f"{s['ratio_max']:.3f}, over {s['pairs_with_ratio']} pair(s) of {s['pairs_run']} run")
+              f"{s['ratio_max']:.3f}, over {s['pairs_with_ratio']} pair(s) ({s['pairs_run']} run)")
     else:
         print(f"  ratio trainscope / PyTorch: none (no pair with both sides ok, of {s['pairs_run']} run)")
     print(f"  rate, median of the runs: trainscope {fmt(s['trainscope_rate_median'], '.2f')}, PyTorch "
@@ -429,7 +429,8 @@ def print_case(a, case):
               f"{flops_text(s['matmul_measured_flops_median'])}/s (median of the PyTorch runs): trainscope "
               f"{pct(s['trainscope_mfu_measured_matmul_median'])}, PyTorch {pct(s['pytorch_mfu_measured_matmul_median'])}")
     if s["trainscope_data_phase_ms_median"] is not None:
-        print(f"  trainscope's data phase (synthetic batch made on the host and copied, inside its timed iterations): "
+        made = "made on the host and copied to the GPU" if a.device == "cuda" else "made"
+        print(f"  trainscope's data phase (each synthetic batch {made}, inside its timed iterations): "
               f"{s['trainscope_data_phase_ms_median']:.2f} ms of its {fmt(s['trainscope_iteration_ms_median'], '.2f')} ms "
               f"median iteration; PyTorch's batches sit on the {a.device} before its timed region")
     for f in s["failures"]:
