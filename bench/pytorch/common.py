@@ -1,6 +1,8 @@
 """Plumbing shared by the PyTorch reference scripts in bench/pytorch (resnet50_train.py,
 inception_v3_train.py, wgan_train.py, transformer_train.py): the command line, the thread
-environment, RSS, the timing loop, percentiles and the JSON result / text summary.
+environment, RSS, the timing loop, percentiles and the JSON result / text summary; on the GPU
+(--device cuda: resnet50_train.py and transformer_train.py) the TF32 and cuDNN switches, the
+device's memory peaks, the model FLOPs and the peaks MFU is taken against.
 
 A script imports this module *before* torch and calls prepare() first, because the OpenMP /
 MKL / OpenBLAS thread variables only take effect if they are set before torch is loaded.
@@ -21,10 +23,41 @@ import time
 import warnings
 
 
+# The scripts that take --device cuda; the others train on the CPU only and refuse it.
+CUDA_SCRIPTS = ("resnet50_train.py", "transformer_train.py")
+
+# Dense peaks of the GPUs this project is lent, in FLOP/s, by what torch.cuda.get_device_name()
+# contains (first match wins). NVIDIA's datasheets give the tensor-core TF32 figure with 2:4
+# structured sparsity, twice the dense one: H100 SXM 989 TFLOPS -> 494.7 dense.
+DATASHEET_PEAKS = [
+    # (name contains, {precision: FLOP/s}, source)
+    ("H200", {"tf32": 494.7e12, "fp32": 67e12},
+     "NVIDIA H200 Tensor Core GPU datasheet: TF32 Tensor Core 989 TFLOPS with sparsity (494.7 dense), "
+     "FP32 67 TFLOPS; the same as H100 SXM"),
+    ("H100 80GB HBM3", {"tf32": 494.7e12, "fp32": 67e12},
+     "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: TF32 Tensor Core 989 TFLOPS with sparsity (494.7 dense), "
+     "FP32 67 TFLOPS"),
+    ("H100 SXM", {"tf32": 494.7e12, "fp32": 67e12},
+     "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: TF32 Tensor Core 989 TFLOPS with sparsity (494.7 dense), "
+     "FP32 67 TFLOPS"),
+]
+
+
 def parse_args(description, presets, check_params_help, argv=None, extra_args=None):
     """The command line every reference script takes (the same flags as resnet50_train.py);
     `extra_args(parser)`, if given, adds a script's own flags."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    script = os.path.basename(sys.argv[0])
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: model and data on the GPU, TF32 allowed, cudnn.benchmark, a synchronize at the end of "
+                        f"every iteration (only {' and '.join(CUDA_SCRIPTS)})")
+    p.add_argument("--no-tf32", action="store_true",
+                   help="--device cuda: fp32 matmuls and convolutions without TF32 (as TS_CUDA_TF32=0)")
+    p.add_argument("--mfu", choices=("auto", "on", "off"), default="auto",
+                   help="after training, count the model's FLOPs (torch.utils.flop_counter) and time a matmul for "
+                        "the MFU fields (auto: on with --device cuda, off on the CPU)")
+    p.add_argument("--peak-matmul", type=int, default=0, metavar="N",
+                   help="the N x N x N fp32 matmul the measured peak comes from (0: 8192 on cuda, 1024 on the CPU)")
     p.add_argument("--preset", choices=sorted(presets), default="small")
     p.add_argument("--batch", type=int, default=0, help="0: the preset's default")
     p.add_argument("--iters", type=int, default=20, help="timed iterations (trainscope's default: 20)")
@@ -40,7 +73,10 @@ def parse_args(description, presets, check_params_help, argv=None, extra_args=No
     p.add_argument("--check-params", action="store_true", help=check_params_help)
     if extra_args is not None:
         extra_args(p)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.device == "cuda" and script not in CUDA_SCRIPTS:
+        p.error(f"--device cuda: {script} trains on the CPU only; {' and '.join(CUDA_SCRIPTS)} take --device cuda")
+    return args
 
 
 def set_thread_env(threads):
@@ -68,15 +104,46 @@ def prepare(description, presets, check_params_help, argv=None, extra_args=None)
 
 
 def configure_torch(args):
-    """Threads, mkldnn switch and seed; returns the memory format the run uses."""
+    """Threads, mkldnn switch, seed and, with --device cuda, the GPU's switches (TF32 for matmuls
+    and cuDNN convolutions unless --no-tf32, cudnn.benchmark); returns the memory format the run uses."""
     import torch
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.no_mkldnn:
         torch.backends.mkldnn.enabled = False
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"{os.path.basename(sys.argv[0])}: --device cuda, but torch {torch.__version__} "
+                             f"(CUDA {torch.version.cuda}) sees no GPU (torch.cuda.is_available() is False)")
+        # TF32 as trainscope's default (TS_CUDA_TF32, engine/cuda/device_memory.h): fp32 data, tensor-core math.
+        torch.backends.cuda.matmul.allow_tf32 = not args.no_tf32
+        torch.backends.cudnn.allow_tf32 = not args.no_tf32
+        # cuDNN times its algorithms per shape on first use (warm-up) and keeps the fastest, as
+        # trainscope's cudnnFind*Ex once per shape.
+        torch.backends.cudnn.benchmark = True
     torch.manual_seed(args.seed)
     return torch.channels_last if args.channels_last else torch.contiguous_format
+
+
+def device_of(args):
+    import torch
+
+    return torch.device("cuda" if args.device == "cuda" else "cpu")
+
+
+def mfu_wanted(args):
+    return args.mfu == "on" or (args.mfu == "auto" and args.device == "cuda")
+
+
+def synchronize(args):
+    """What each iteration ends with on the GPU: torch.cuda.synchronize() (trainscope synchronises
+    its device at the end of every iteration); None on the CPU."""
+    if args.device != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.synchronize
 
 
 def percentile(xs, q):
@@ -90,24 +157,32 @@ def percentile(xs, q):
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def time_iterations(step, warmup, iters):
+def time_iterations(step, warmup, iters, sync=None, after_warmup=None):
     """Runs `step` (one training iteration, returning its loss as a float) `warmup` times
-    untimed, then `iters` times timed. Returns per-iteration wall and process-CPU seconds,
-    losses and RSS at the boundaries."""
+    untimed, then `iters` times timed. `sync` (the GPU's synchronize), if given, ends every
+    iteration inside its time; `after_warmup()`, if given, runs between warm-up and the timed
+    iterations and its result is returned as "after_warmup". Returns per-iteration wall and
+    process-CPU seconds, losses and RSS at the boundaries."""
     warm_times = []
     for _ in range(warmup):
         t0 = time.perf_counter()
         step()
+        if sync is not None:
+            sync()
         warm_times.append(time.perf_counter() - t0)
     rss_after_warmup = rss_bytes()
+    marked = after_warmup() if after_warmup is not None else None
 
     times, cpu_times, losses = [], [], []
     for _ in range(iters):
         c0, t0 = time.process_time(), time.perf_counter()
         losses.append(step())
+        if sync is not None:
+            sync()
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)
     return {
+        "after_warmup": marked,
         "warm_times": warm_times,
         "times": times,
         "cpu_times": cpu_times,
@@ -127,6 +202,197 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor()
+
+
+def device_memory_mark(args):
+    """The after_warmup hook of time_iterations on the GPU: the allocator's peaks so far (model,
+    optimizer, data, warm-up with cudnn.benchmark's search), then a reset of the peaks so that
+    the timed iterations' own peak is known too. None on the CPU."""
+    if args.device != "cuda":
+        return None
+    import torch
+
+    def mark():
+        torch.cuda.synchronize()
+        m = {"max_allocated": torch.cuda.max_memory_allocated(), "max_reserved": torch.cuda.max_memory_reserved()}
+        torch.cuda.reset_peak_memory_stats()
+        return m
+    return mark
+
+
+def device_memory(args, timing):
+    """The caching allocator's peaks, read right after the timed iterations (before FLOP counting
+    or the matmul peak touch the GPU). max_*: over the whole process, as trainscope's
+    gpuN_allocator_used_peak_bytes / _reserved_peak_bytes, whose peaks are never reset."""
+    if args.device != "cuda":
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    warm = timing["after_warmup"]
+    timed_alloc, timed_reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    free, total = torch.cuda.mem_get_info()
+    return {
+        "max_allocated_bytes": max(warm["max_allocated"], timed_alloc),
+        "max_reserved_bytes": max(warm["max_reserved"], timed_reserved),
+        "warmup_max_allocated_bytes": warm["max_allocated"],
+        "warmup_max_reserved_bytes": warm["max_reserved"],
+        "timed_max_allocated_bytes": timed_alloc,
+        "timed_max_reserved_bytes": timed_reserved,
+        "allocated_after_timed_bytes": torch.cuda.memory_allocated(),
+        "driver_used_bytes": total - free,
+        "driver_total_bytes": total,
+        "scope": "max_*: torch.cuda.max_memory_allocated() / max_memory_reserved() over the whole process (model, "
+                 "optimizer state, data, warm-up with cudnn.benchmark's search, timed iterations; never reset "
+                 "before), as trainscope's gpuN_allocator_used_peak_bytes / _reserved_peak_bytes; warmup_*: up "
+                 "to the end of warm-up; timed_*: the timed iterations alone (peaks reset after warm-up); "
+                 "driver_used_bytes: cudaMemGetInfo's total - free after the timed iterations (every process "
+                 "and the CUDA context included)",
+    }
+
+
+def device_fields(args):
+    """What ran where: the GPU, its CUDA and cuDNN, the TF32 and cuDNN switches as set."""
+    import torch
+
+    if args.device != "cuda":
+        return {"device": "cpu", "device_name": cpu_model()}
+    props = torch.cuda.get_device_properties(0)
+    tf32 = {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+    # PyTorch >= 2.9 also says it through fp32_precision ("tf32" / "ieee").
+    for key, obj in (("matmul_fp32_precision", torch.backends.cuda.matmul),
+                     ("cudnn_conv_fp32_precision", getattr(torch.backends.cudnn, "conv", None))):
+        value = getattr(obj, "fp32_precision", None)
+        if value is not None:
+            tf32[key] = value
+    return {
+        "device": "cuda",
+        "device_name": torch.cuda.get_device_name(0),
+        "device_capability": f"{props.major}.{props.minor}",
+        "device_total_memory_bytes": props.total_memory,
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version(),
+        "tf32": tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "synchronize_each_iteration": "torch.cuda.synchronize() at the end of every iteration, inside its time",
+        "cpu": cpu_model(),
+    }
+
+
+def count_model_flops(passes):
+    """FLOPs of each pass in `passes` (callables that run a forward and return the loss), counted
+    by torch.utils.flop_counter.FlopCounterMode: convolutions, matrix products and attention at 2
+    FLOPs per multiply-add (elementwise ops, norms, pooling and the optimizer are not counted).
+    Each pass's backward is counted too, apart. Returns (forward, backward) summed over the passes,
+    or None where torch has no FlopCounterMode. Leaves gradients behind: zero them after."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return None
+    forward = backward = 0
+    for run_forward in passes:
+        with FlopCounterMode(display=False) as f:
+            loss = run_forward()
+        forward += f.get_total_flops()
+        with FlopCounterMode(display=False) as b:
+            loss.backward()
+        backward += b.get_total_flops()
+    return forward, backward
+
+
+def datasheet_peak(device_name, precision):
+    """(FLOP/s, source) of DATASHEET_PEAKS for this GPU and precision ("tf32" or "fp32"), or (None, why)."""
+    for key, peaks, source in DATASHEET_PEAKS:
+        if key in device_name:
+            return peaks[precision], source
+    return None, f"no datasheet constant for {device_name!r} (bench/pytorch/common.py DATASHEET_PEAKS)"
+
+
+def measure_matmul_peak(args, reps=10):
+    """The measured peak MFU is also taken against: an N x N x N fp32 torch.matmul (TF32 as the run
+    allows it), one untimed, then `reps` timed (CUDA events on the GPU, perf_counter on the CPU);
+    2 N^3 FLOPs over the median time."""
+    import torch
+
+    n = args.peak_matmul or (8192 if args.device == "cuda" else 1024)
+    dev = device_of(args)
+    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+    c = torch.empty(n, n, device=dev)
+    torch.matmul(a, b, out=c)
+    ms = []
+    for _ in range(reps):
+        if args.device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.matmul(a, b, out=c)
+            end.record()
+            end.synchronize()
+            ms.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            torch.matmul(a, b, out=c)
+            ms.append((time.perf_counter() - t0) * 1e3)
+    del a, b, c
+    median = statistics.median(ms)
+    how = ("CUDA events" if args.device == "cuda" else "perf_counter")
+    return {"flops": 2.0 * n ** 3 / (median * 1e-3), "n": n, "ms": ms,
+            "how": f"torch.matmul fp32 {n}x{n}x{n}, 1 untimed then {reps} timed by {how}, 2 n^3 FLOPs / median time"}
+
+
+def add_device_fields(result, args, memory, flops=None, flop_units=None, unit=None, rate_key=None):
+    """Adds to `result` where it ran (device_fields), the device's memory peaks (device_memory) and,
+    when --mfu is on, the model FLOPs (count_model_flops over the timed work: `flop_units` images or
+    tokens), the peaks and the MFU of result[rate_key] (images/s or tokens/s, sustained):
+        model FLOPs per unit = 3 x forward FLOPs per unit  (forward + backward = 3 x forward)
+        MFU = model FLOPs per unit x units/s / peak FLOP/s
+    against the GPU's datasheet dense peak (DATASHEET_PEAKS) and against the measured matmul peak."""
+    result.update(device_fields(args))
+    if memory is not None:
+        result["device_memory"] = memory
+    if not mfu_wanted(args):
+        return result
+    import torch
+
+    if flops is None:
+        result["model_flops"] = {"error": f"torch {torch.__version__} has no torch.utils.flop_counter"}
+        return result
+    forward, backward = flops
+    precision = "tf32" if args.device == "cuda" and not args.no_tf32 else "fp32"
+    per_unit = 3.0 * forward / flop_units
+    result["model_flops"] = {
+        "unit": unit,
+        "forward_per_unit": forward / flop_units,
+        "per_unit": per_unit,
+        "counted_forward_backward_per_unit": (forward + backward) / flop_units,
+        "formula": "per unit = 3 x forward FLOPs / units (forward + backward = 3 x forward); forward FLOPs from "
+                   "torch.utils.flop_counter.FlopCounterMode over the timed batches after training: convolutions, "
+                   "matrix products and attention (dense over the padded lengths, causal or not) at 2 FLOPs per "
+                   "multiply-add; elementwise ops, norms, pooling, the loss and the optimizer not counted. "
+                   "counted_forward_backward_per_unit: FlopCounterMode over forward and backward, for comparison",
+    }
+    rate = result[rate_key]
+    achieved = per_unit * rate
+    sheet, source = (None, "the CPU has no datasheet constant here") if args.device != "cuda" else \
+        datasheet_peak(result["device_name"], precision)
+    measured = measure_matmul_peak(args)
+    result["peak_flops"] = {
+        "precision": precision,
+        "datasheet_flops": sheet,
+        "datasheet_source": source,
+        "matmul_measured_flops": measured["flops"],
+        "matmul_n": measured["n"],
+        "matmul_ms": measured["ms"],
+        "matmul_how": measured["how"],
+    }
+    result["mfu"] = {
+        "rate": rate_key,
+        "achieved_flops": achieved,
+        "datasheet": achieved / sheet if sheet else None,
+        "measured_matmul": achieved / measured["flops"],
+        "formula": f"model FLOPs per {unit} x {rate_key} / peak FLOP/s",
+    }
+    return result
 
 
 def make_result(workload, config, timing, samples_per_iteration, rss_before_import, rss_before_model, load_at_start,
@@ -209,6 +475,18 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
     return result
 
 
+def flop_text(x):
+    """FLOPs with a prefix: 24.6 GFLOP, 494.7 TFLOP."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {prefix}FLOP"
+    return f"{x:.4g} FLOP"
+
+
+def percent(f):
+    return f"{100 * f:.3g}%"
+
+
 def emit(r, json_arg, headline):
     """Writes the JSON (--json) and, unless it went to stdout, a three-line summary.
     `headline` names the run, e.g. 'resnet50 small 64x64 batch 16'."""
@@ -234,3 +512,16 @@ def emit(r, json_arg, headline):
                   f"p90 {r['tokens_per_s_p90']:.0f}, best {r['tokens_per_s_best']:.0f})")
         print(f"peak RSS {r['peak_rss_bytes'] / mib:.0f} MiB, RSS growth model->after warm-up "
               f"{r['rss_growth_bytes'] / mib:.0f} MiB")
+        if r.get("device") == "cuda":
+            m = r["device_memory"]
+            print(f"{r['device_name']} (CUDA {r['cuda_version']}, cuDNN {r['cudnn_version']}), TF32 "
+                  f"matmul={r['tf32']['matmul_allow_tf32']} cudnn={r['tf32']['cudnn_allow_tf32']}, "
+                  f"cudnn.benchmark={r['cudnn_benchmark']}: peak device memory {m['max_allocated_bytes'] / mib:.0f} MiB "
+                  f"allocated, {m['max_reserved_bytes'] / mib:.0f} MiB reserved (whole run)")
+        if "mfu" in r:
+            f, p, u = r["model_flops"], r["peak_flops"], r["mfu"]
+            sheet = (f"{percent(u['datasheet'])} of the datasheet's {flop_text(p['datasheet_flops'])}/s "
+                     f"{p['precision']}, " if u["datasheet"] is not None else "")
+            print(f"MFU: {flop_text(f['per_unit'])} per {f['unit']} (3 x forward) x {r[u['rate']]:.1f}/s = "
+                  f"{flop_text(u['achieved_flops'])}/s: {sheet}{percent(u['measured_matmul'])} of the "
+                  f"measured {p['matmul_n']}^3 matmul's {flop_text(p['matmul_measured_flops'])}/s")

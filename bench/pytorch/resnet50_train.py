@@ -10,10 +10,16 @@ Mirrors workloads/resnet50/resnet50.{h,cpp} and workloads/image_classifier.cpp:
   step      forward, F.cross_entropy, backward, SGD(momentum 0.9, weight decay 1e-4,
             lr 0.1*batch/256 with a 5-step linear warm-up), zero_grad(set_to_none=True)
   data      one batch of N(0,1) fp32 images and uniform integer labels, generated once before
-            the timed region (trainscope times its synthetic data as a separate 'data' phase)
+            the timed region (trainscope times its synthetic data as a separate 'data' phase);
+            with --device cuda generated on the CPU as here, then moved to the GPU, untimed
+  cuda      --device cuda: model and data on the GPU, TF32 for matmuls and cuDNN convolutions
+            (--no-tf32 turns it off), cudnn.benchmark, torch.cuda.synchronize() at the end of every
+            iteration; the JSON adds the GPU, CUDA and cuDNN versions, the allocator's peaks and
+            the MFU (common.add_device_fields; docs/pytorch-comparison.md, "On the GPU")
 
 No torchvision dependency. Usage:
   python3 bench/pytorch/resnet50_train.py --preset small --threads 2 --iters 20 --warmup 3 --json
+  python3 bench/pytorch/resnet50_train.py --preset full --device cuda --batch 128 --iters 30 --json
   python3 bench/pytorch/resnet50_train.py --check-params
 """
 import os
@@ -123,10 +129,11 @@ def run(args):
     image_size, base_width, num_classes, default_batch = PRESETS[args.preset]
     batch = args.batch if args.batch > 0 else default_batch
     memory_format = common.configure_torch(args)
+    device = common.device_of(args)
 
     load_at_start = list(os.getloadavg())
     rss_before_model = common.rss_bytes()
-    model = build_model(args.preset).to(memory_format=memory_format)
+    model = build_model(args.preset).to(device=device, memory_format=memory_format)
     model.train()
     n_params = count_params(model)
     base_lr = 0.1 * batch / 256.0
@@ -135,9 +142,9 @@ def run(args):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / 5.0))
     step_model = torch.compile(model) if args.compile else model
 
-    # Synthetic data: generated once, outside the timed region.
-    x = torch.randn(batch, 3, image_size, image_size).contiguous(memory_format=memory_format)
-    y = torch.randint(0, num_classes, (batch,))
+    # Synthetic data: generated once on the CPU, outside the timed region (then moved to the GPU).
+    x = torch.randn(batch, 3, image_size, image_size).to(device).contiguous(memory_format=memory_format)
+    y = torch.randint(0, num_classes, (batch,)).to(device)
 
     def step():
         out = step_model(x)
@@ -148,7 +155,14 @@ def run(args):
         opt.zero_grad(set_to_none=True)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
-    timing = common.time_iterations(step, args.warmup, args.iters)
+    timing = common.time_iterations(step, args.warmup, args.iters, sync=common.synchronize(args),
+                                    after_warmup=common.device_memory_mark(args))
+    memory = common.device_memory(args, timing)  # before anything else runs on the device
+    flops = None
+    if common.mfu_wanted(args):
+        # The model's FLOPs on the timed batch, once, after training (the peaks are read).
+        flops = common.count_model_flops([lambda: F.cross_entropy(step_model(x), y)])
+        opt.zero_grad(set_to_none=True)
     config = {
         "preset": args.preset,
         "image_size": image_size,
@@ -164,7 +178,8 @@ def run(args):
         "timed_iters": args.iters,
         "seed": args.seed,
     }
-    return common.make_result("resnet50", config, timing, batch, RSS_BEFORE_IMPORT, rss_before_model, load_at_start)
+    r = common.make_result("resnet50", config, timing, batch, RSS_BEFORE_IMPORT, rss_before_model, load_at_start)
+    return common.add_device_fields(r, args, memory, flops, flop_units=batch, unit="image", rate_key="samples_per_s")
 
 
 def main():

@@ -38,6 +38,11 @@ Mirrors workloads/transformer/transformer.{h,cpp} in plain torch.nn (no nn.Trans
             are built before the timed region.
   reported  samples/s = sentence pairs per second and tokens/s = real source (with EOS) plus
             target (+ 1) tokens per second, per iteration, as trainscope counts them.
+  cuda      --device cuda: model and every batch on the GPU before the timed region (built on the
+            CPU as here), TF32 for matmuls (--no-tf32 turns it off), cudnn.benchmark,
+            torch.cuda.synchronize() at the end of every iteration; the JSON adds the GPU, CUDA and
+            cuDNN versions, the allocator's peaks and the MFU per token (common.add_device_fields;
+            docs/pytorch-comparison.md, "On the GPU")
 
 --batch is the token budget (trainscope's --batch for this workload). --channels-last does not
 apply to a sequence model and is refused. Attention: --attention sdpa
@@ -46,6 +51,7 @@ matmul / masked_fill / softmax / matmul); the default is sdpa where it exists.
 
 Usage:
   python3 bench/pytorch/transformer_train.py --preset small --threads 2 --iters 20 --warmup 3 --json
+  python3 bench/pytorch/transformer_train.py --preset full --device cuda --iters 30 --json
   python3 bench/pytorch/transformer_train.py --check-params
 """
 import math
@@ -192,7 +198,9 @@ class Transformer(nn.Module):
         self.embed_tokens = nn.Embedding(c["vocab"], c["d_model"])
         self.encoder = Stack([EncoderLayer(c) for _ in range(c["encoder_layers"])])
         self.decoder = Stack([DecoderLayer(c) for _ in range(c["decoder_layers"])])
-        self.positions = sinusoids(max_positions, c["d_model"]) if max_positions else None  # not a parameter
+        # Not a parameter; a buffer, so that .to(device) moves it.
+        self.register_buffer("positions", sinusoids(max_positions, c["d_model"]) if max_positions else None,
+                             persistent=False)
         self.scale = math.sqrt(c["d_model"])
         init_like_engine(self)
 
@@ -415,6 +423,7 @@ def run(args):
                          "use --attention math")
     max_tokens = args.batch if args.batch > 0 else c["max_tokens"]
     common.configure_torch(args)
+    device = common.device_of(args)
 
     # trainscope's batch shapes for iterations 0 .. warmup + iters - 1 (pure Python, untimed).
     shapes = transformer_batches.training_batches(c["vocab"], c["max_length"], c["train_pairs"], max_tokens,
@@ -423,7 +432,7 @@ def run(args):
 
     load_at_start = list(os.getloadavg())
     rss_before_model = common.rss_bytes()
-    model = Transformer(c, max_positions=max_len, impl=impl)
+    model = Transformer(c, max_positions=max_len, impl=impl).to(device)
     model.train()
     n_params = count_params(model)
     base_lr = c["lr_factor"] / math.sqrt(c["d_model"])
@@ -431,9 +440,13 @@ def run(args):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(c))
     step_model = torch.compile(model, dynamic=True) if args.compile else model
 
-    # Data: generated once, outside the timed region; iteration k trains on batches[k].
+    # Data: generated once on the CPU, outside the timed region (then moved to the GPU); iteration k
+    # trains on batches[k].
     gen = torch.Generator().manual_seed(args.seed)
     batches = make_batches(shapes, c["vocab"], gen)
+    for b in batches:
+        for k in ("src", "tgt_in", "tgt_out"):
+            b[k] = b[k].to(device)
     feed = iter(batches)
 
     def step():
@@ -446,8 +459,17 @@ def run(args):
         opt.zero_grad(set_to_none=True)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
-    timing = common.time_iterations(step, args.warmup, args.iters)
+    timing = common.time_iterations(step, args.warmup, args.iters, sync=common.synchronize(args),
+                                    after_warmup=common.device_memory_mark(args))
+    memory = common.device_memory(args, timing)  # before anything else runs on the device
     timed = batches[args.warmup:]
+    flops = None
+    if common.mfu_wanted(args):
+        # The model's FLOPs on every timed batch, after training (the peaks are read).
+        flops = common.count_model_flops(
+            [lambda b=b: smoothed_loss(step_model(b["src"], b["tgt_in"]), b["tgt_out"], b["tgt_tokens"])
+             for b in timed])
+        opt.zero_grad(set_to_none=True)
     config = {
         "preset": args.preset,
         "vocab": c["vocab"],
@@ -474,9 +496,12 @@ def run(args):
         "timed_iters": args.iters,
         "seed": args.seed,
     }
-    return common.make_result("transformer", config, timing, [b["pairs"] for b in timed], RSS_BEFORE_IMPORT,
-                              rss_before_model, load_at_start,
-                              tokens_per_iteration=[b["src_tokens"] + b["tgt_tokens"] for b in timed])
+    tokens = [b["src_tokens"] + b["tgt_tokens"] for b in timed]
+    r = common.make_result("transformer", config, timing, [b["pairs"] for b in timed], RSS_BEFORE_IMPORT,
+                           rss_before_model, load_at_start, tokens_per_iteration=tokens)
+    # MFU per token (the workload's headline unit), over the timed batches' tokens.
+    return common.add_device_fields(r, args, memory, flops, flop_units=sum(tokens), unit="token",
+                                    rate_key="tokens_per_s")
 
 
 def main():
