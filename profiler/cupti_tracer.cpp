@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "profiler/clock.h"
+#include "profiler/cupti_kinds.h"
 #include "profiler/gpu_tracer.h"
 #include "profiler/launch_context.h"
 #include "profiler/range_observer.h"
@@ -46,19 +47,6 @@ uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(now_ns()); }
 
 constexpr size_t kBufferBytes = size_t{8} << 20;        // per host buffer
 constexpr size_t kDeviceBufferBytes = size_t{32} << 20;  // per context, for records made on the GPU
-
-constexpr CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,  // never KIND_KERNEL: it serialises kernels
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER,  // cuDNN and cuBLAS launch through the driver API
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-    CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_MEMORY2,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,
-};
 
 std::string demangle(const char* name) {
   int status = 0;
@@ -129,13 +117,13 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
       size_t device_buffer = kDeviceBufferBytes;
       size_t value_size = sizeof(device_buffer);
       TS_CUPTI_CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &value_size, &device_buffer));
-      for (CUpti_ActivityKind k : kKinds) {
+      for (CUpti_ActivityKind k : cupti_activity_kinds()) {
         TS_CUPTI_CHECK(cuptiActivityEnable(k));
         enabled_.push_back(k);
       }
       tracing_ = true;
       status_ = "CUPTI activity tracing: kernels (concurrent), copies, sets, synchronisation, runtime and driver "
-                "API, NVTX, device memory, overhead";
+                "API, device memory, overhead; NVTX ranges for Nsight only (ours are on the CPU timeline)";
     } catch (const std::exception& e) {
       for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
       enabled_.clear();
@@ -180,7 +168,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     return t;
   }
 
-  // RangeObserver: NVTX ranges for the run, iterations and phases; launch contexts for ops.
+  // RangeObserver: launch contexts for ops and iterations; NVTX ranges for the run, iterations and
+  // phases, which reach Nsight Systems (it injects its NVTX handler), not CUPTI's activity records.
   void begin(EventKind kind, StringId name, StringId layer, Pass pass, int32_t iteration) override {
     switch (kind) {
       case EventKind::op:
@@ -356,24 +345,6 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
           if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1) iteration_ids_[x->correlationId] = x->externalId;
           continue;
         }
-        case CUPTI_ACTIVITY_KIND_MARKER: {
-          const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(record);
-          if ((m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
-            if (auto it = open_markers_.find(m->id); it != open_markers_.end()) {
-              activities_[it->second].end_ns = static_cast<int64_t>(m->timestamp);
-              open_markers_.erase(it);
-            }
-            continue;
-          }
-          a.kind = GpuKind::marker;
-          a.name = tracer_.intern(m->name != nullptr ? m->name : "");
-          a.detail = m->domain != nullptr ? tracer_.intern(m->domain) : 0;
-          a.start_ns = a.end_ns = static_cast<int64_t>(m->timestamp);
-          a.device = -1;
-          a.stream = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
-          if ((m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0) open_markers_[m->id] = activities_.size();
-          break;
-        }
         case CUPTI_ACTIVITY_KIND_MEMORY2: {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(record);
           const bool alloc = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
@@ -421,7 +392,6 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   ExternalIds op_ids_, iteration_ids_;
   std::unordered_map<std::string, StringId> kernel_names_;
   std::unordered_map<uint64_t, StringId> api_names_;
-  std::unordered_map<uint32_t, size_t> open_markers_;
   std::map<int16_t, int16_t> context_device_;
   uint64_t dropped_ = 0, records_ = 0, buffers_completed_ = 0;
 };

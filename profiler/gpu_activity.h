@@ -1,8 +1,8 @@
 #pragma once
 // The GPU side of the event model: one record per activity CUPTI reports (kernel, copy, set,
-// synchronisation, runtime API call, NVTX range, memory allocation or free, CUPTI overhead),
+// synchronisation, runtime API call, memory allocation or free, CUPTI overhead),
 // already attributed to the op, layer, pass and iteration that launched it. The CUPTI tracer
-// (cupti_tracer.h) produces them; tests build them by hand. Times are on the CPU tracer's
+// (cupti_tracer.cpp) produces them; tests build them by hand. Times are on the CPU tracer's
 // clock (now_ns), so CPU and GPU events share one timeline.
 #include <cstdint>
 #include <optional>
@@ -19,7 +19,8 @@ enum class GpuKind : uint8_t {
   memset,
   sync,      // a synchronisation the CPU waited on (stream, event, context, device)
   api,       // a CUDA runtime/driver API call on a CPU thread (`stream` holds the OS thread id)
-  marker,    // an NVTX range from any library (`stream` holds the OS thread id)
+  marker,    // an NVTX range (`stream` holds the OS thread id): the store's vocabulary; our tracer
+             // collects none (docs/decisions.md, "NVTX ranges reach Nsight, not our trace")
   memory,    // an allocation (bytes > 0) or free (bytes < 0) seen by CUPTI; start == end
   overhead,  // time CUPTI itself spent (buffer flushes, instrumentation)
 };
@@ -34,7 +35,7 @@ bool is_communication_kernel(std::string_view name);
 struct GpuActivity {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  StringId name = 0;      // kernel name (demangled), "Memcpy HtoD" (as Kineto names copies), API function, NVTX text
+  StringId name = 0;      // kernel name (demangled), "Memcpy HtoD" (as Kineto names copies), API function
   StringId detail = 0;    // grid/block for kernels, copy kind, memory kind; 0 = none
   StringId layer = 0;     // layer (owner path) of the op that launched it; 0 = none
   StringId op = 0;        // the op that launched it; 0 = launched outside any op

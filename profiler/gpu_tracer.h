@@ -1,9 +1,10 @@
 #pragma once
 // The GPU tracer: CUPTI activity tracing of the whole process (concurrent kernels, copies,
-// sets, synchronisation, runtime and driver API calls, NVTX markers, device memory, CUPTI's
-// own overhead) with every launch attributed to the op, layer, pass and iteration that made
-// it (external correlation pushed by the range observer), and NVTX ranges for the run, the
-// iterations and the phases so that Nsight Systems shows them too.
+// sets, synchronisation, runtime and driver API calls, device memory, CUPTI's own overhead)
+// with every launch attributed to the op, layer, pass and iteration that made it (external
+// correlation pushed by the range observer), and NVTX ranges for the run, the iterations and
+// the phases so that Nsight Systems shows them too (CUPTI does not collect them: the CPU
+// tracer has the same ranges on the same clock; docs/decisions.md).
 //
 // Built in every configuration: without CUDA, start() returns a tracer that traces nothing
 // and says why. With CUDA, a CUPTI that another tool holds (nsys, ncu: CUDA 13 allows one
