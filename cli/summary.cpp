@@ -407,11 +407,19 @@ std::string format_summary(const nlohmann::json& j) {
   }
   if (j["metrics"].contains("gpu_dropped_records")) {
     const auto dropped = static_cast<int64_t>(metric("gpu_dropped_records"));
-    s += fmt::format("  GPU trace      {} activities, {} launches outside ops, {}\n",
+    // Runs stored before the count was kept have no gpu_incomplete_records: nothing is said of them.
+    std::string incomplete;
+    if (j["metrics"].contains("gpu_incomplete_records")) {
+      const auto n = static_cast<int64_t>(metric("gpu_incomplete_records"));
+      incomplete = n == 0 ? ", no incomplete records"
+                          : fmt::format(", WARNING: {} records INCOMPLETE (no time from CUPTI), left out", with_commas(n));
+    }
+    s += fmt::format("  GPU trace      {} activities, {} launches outside ops, {}{}\n",
                      with_commas(static_cast<int64_t>(metric("gpu_activities"))),
                      with_commas(static_cast<int64_t>(metric("gpu_unattributed_launches"))),
                      dropped == 0 ? std::string("no dropped records")
-                                  : fmt::format("WARNING: {} records DROPPED by CUPTI", with_commas(dropped)));
+                                  : fmt::format("WARNING: {} records DROPPED by CUPTI", with_commas(dropped)),
+                     incomplete);
   }
   if (!j["top_kernels"].empty()) {
     s += "  top GPU kernels (timed iterations)\n";

@@ -5,6 +5,11 @@
 // a pool: the pool grows as long as CUPTI asks, so no record is dropped for want of a buffer, and
 // the device-side buffer is enlarged so that a burst of kernels between flushes fits. CUPTI's
 // clock is our now_ns() (timestamp callback), so GPU and CPU events share one timeline.
+//
+// Stopping: the devices finish their work first (a forced flush returns unfinished records
+// without an end, and cuptiFinalize expects the client to have synchronised), then the buffers
+// are flushed, the kinds disabled, CUPTI finalized. Records still without a time are left out
+// and counted.
 #include <cupti.h>
 #include <cxxabi.h>
 #include <nvtx3/nvToolsExt.h>
@@ -22,6 +27,7 @@
 
 #include "profiler/clock.h"
 #include "profiler/cupti_kinds.h"
+#include "profiler/device_sync.h"
 #include "profiler/gpu_tracer.h"
 #include "profiler/launch_context.h"
 #include "profiler/range_observer.h"
@@ -142,6 +148,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     stopped_ = true;
     set_range_observer(nullptr);
     if (!tracing_) return {};
+    synchronize_devices_in_use();
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -162,6 +169,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
                      [](const GpuActivity& x, const GpuActivity& y) { return x.start_ns < y.start_ns; });
     t.activities = std::move(activities_);
     t.dropped_records = dropped_;
+    t.incomplete_records = incomplete_;
     t.records = records_;
     t.buffers = buffers_completed_;
     t.buffer_bytes_peak = buffers_made_ * kBufferBytes;
@@ -272,7 +280,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   void parse(uint8_t* buffer, size_t valid) {
     std::lock_guard lock(mutex_);
     CUpti_Activity* record = nullptr;
-    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    CUptiResult next = CUPTI_SUCCESS;
+    while ((next = cuptiActivityGetNextRecord(buffer, valid, &record)) == CUPTI_SUCCESS) {
       ++records_;
       GpuActivity a;
       switch (record->kind) {
@@ -370,8 +379,15 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
         }
         default: continue;
       }
+      if (is_incomplete(a)) {
+        ++incomplete_;
+        continue;
+      }
       activities_.push_back(a);
     }
+    // CUPTI_ERROR_INVALID_KIND: a record CUPTI calls incomplete or invalid, past which the buffer
+    // cannot be read; counted as one, though what followed it in the buffer is lost too.
+    if (next != CUPTI_ERROR_MAX_LIMIT_REACHED) ++incomplete_;
     ++buffers_completed_;
   }
 
@@ -393,7 +409,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   std::unordered_map<std::string, StringId> kernel_names_;
   std::unordered_map<uint64_t, StringId> api_names_;
   std::map<int16_t, int16_t> context_device_;
-  uint64_t dropped_ = 0, records_ = 0, buffers_completed_ = 0;
+  uint64_t dropped_ = 0, incomplete_ = 0, records_ = 0, buffers_completed_ = 0;
 };
 
 }  // namespace

@@ -54,4 +54,15 @@ inline bool occupies_device(GpuKind k) {
   return k == GpuKind::kernel || k == GpuKind::comm || k == GpuKind::memcpy || k == GpuKind::memset;
 }
 
+// Whether CUPTI left the record without a usable time, so that it must be left out (and counted):
+// a forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) hands back records of work that has not
+// finished, and CUPTI writes 0 (CUPTI_TIMESTAMP_UNKNOWN) where it could not time a kernel for
+// want of device memory. Our timestamps come from now_ns(), which is never 0, so 0 is never a
+// time. Interval records need a start, an end and end >= start; instantaneous ones (memory,
+// marker) their one timestamp.
+inline bool is_incomplete(const GpuActivity& a) {
+  if (a.kind == GpuKind::memory || a.kind == GpuKind::marker) return a.start_ns == 0;
+  return a.start_ns == 0 || a.end_ns == 0 || a.end_ns < a.start_ns;
+}
+
 }  // namespace ts::profiler

@@ -24,6 +24,7 @@ class Tracer;
 struct GpuTrace {
   std::vector<GpuActivity> activities;  // sorted by start
   uint64_t dropped_records = 0;         // CUPTI's count over every context: stored and shown, never hidden
+  uint64_t incomplete_records = 0;      // records without a usable time (is_incomplete): left out, counted
   uint64_t records = 0;                 // activity records read
   uint64_t buffers = 0;                 // buffers CUPTI handed back filled
   uint64_t buffer_bytes_peak = 0;       // most buffer memory held at once
@@ -39,8 +40,8 @@ class GpuTracer {
   virtual bool tracing() const = 0;
   // One line: what is traced, or why not.
   virtual const std::string& status() const = 0;
-  // Flushes every buffer, disables the activity kinds, finalizes CUPTI (so that work after
-  // profiling runs at full speed) and unsets the range observer. Returns the activities with
+  // Waits for the devices in use, flushes every buffer, disables the activity kinds, finalizes
+  // CUPTI (so that work after profiling runs at full speed) and unsets the range observer. Returns the activities with
   // their launch contexts; call once (later calls return an empty trace).
   virtual GpuTrace stop() = 0;
 };

@@ -103,6 +103,7 @@ void RunRecorder::record_gpu(const profiler::IterationFilter& counted, std::vect
   }
 
   metrics.push_back({"gpu_dropped_records", static_cast<double>(g.dropped_records), "count", -1});
+  metrics.push_back({"gpu_incomplete_records", static_cast<double>(g.incomplete_records), "count", -1});
   metrics.push_back({"gpu_records", static_cast<double>(g.records), "count", -1});
   metrics.push_back({"gpu_activities", static_cast<double>(g.activities.size()), "count", -1});
   metrics.push_back({"gpu_unattributed_launches", static_cast<double>(g.unattributed_launches), "count", -1});

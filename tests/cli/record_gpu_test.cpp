@@ -1,6 +1,7 @@
 // The GPU half of the recorder with a hand-made CUPTI trace (no GPU needed): activities, the
 // per-iteration breakdown (warm-up left out), kernel and copy summaries, per-layer GPU time,
-// the tracer's own figures as metrics, and what `show` prints from them.
+// the tracer's own figures (dropped and incomplete records) as metrics, and what `show` prints
+// from them.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -40,6 +41,7 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
 
   profiler::GpuTrace trace;
   trace.dropped_records = 0;
+  trace.incomplete_records = 3;
   trace.records = 42;
   trace.unattributed_launches = 1;
   for (int i = 0; i < 3; ++i) {
@@ -123,6 +125,7 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
     if (row.iteration < 0) m[row.name] = row.value;
   }
   EXPECT_EQ(m.at("gpu_dropped_records"), 0);
+  EXPECT_EQ(m.at("gpu_incomplete_records"), 3);
   EXPECT_EQ(m.at("gpu_unattributed_launches"), 1);
   EXPECT_EQ(m.at("gpu0_span_ns"), 1000);
   EXPECT_EQ(m.at("gpu0_idle_ns"), 300);
@@ -131,7 +134,7 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
   const std::string shown = cli::format_summary(cli::run_summary(db, run));
   EXPECT_NE(shown.find("GPU cuda:0"), std::string::npos) << shown;
   EXPECT_NE(shown.find("busy 70.0% of 0.00 ms"), std::string::npos) << shown;
-  EXPECT_NE(shown.find("no dropped records"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("no dropped records, WARNING: 3 records INCOMPLETE"), std::string::npos) << shown;
   EXPECT_NE(shown.find("implicit_gemm"), std::string::npos) << shown;
   const std::string layers = cli::format_layers(db, run, 0);
   EXPECT_NE(layers.find("gpu fwd ms"), std::string::npos) << layers;
