@@ -6,10 +6,11 @@
 // the device-side buffer is enlarged so that a burst of kernels between flushes fits. CUPTI's
 // clock is our now_ns() (timestamp callback), so GPU and CPU events share one timeline.
 //
-// Stopping: the devices finish their work first (a forced flush returns unfinished records
-// without an end, and cuptiFinalize expects the client to have synchronised), then the buffers
-// are flushed, the kinds disabled, CUPTI finalized. Records still without a time are left out
-// and counted.
+// Stopping, in this order: no more external correlation ids are pushed (other threads pushing
+// while CUPTI finalises is what Kineto crashed on), the devices finish their work (a forced flush
+// returns unfinished records without an end), the buffers are flushed, the kinds disabled, CUPTI
+// finalized. Records still without a time are left out and counted. start() after that registers
+// everything again: CUPTI re-initialises on the first call after cuptiFinalize.
 #include <cupti.h>
 #include <cxxabi.h>
 #include <nvtx3/nvToolsExt.h>
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -53,6 +55,11 @@ uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(now_ns()); }
 
 constexpr size_t kBufferBytes = size_t{8} << 20;        // per host buffer
 constexpr size_t kDeviceBufferBytes = size_t{32} << 20;  // per context, for records made on the GPU
+
+// Which external correlation ids a range pushed, so that its end pops exactly those.
+enum Pushed : uint8_t { kPushedNone = 0, kPushedOp = 1, kPushedIteration = 2 };
+// Per thread, one entry per open op or iteration range (they nest per thread).
+thread_local std::vector<uint8_t> t_pushed;
 
 std::string demangle(const char* name) {
   int status = 0;
@@ -113,8 +120,9 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   void start() {
     CuptiTracer* expected = nullptr;
     if (!active_.compare_exchange_strong(expected, this)) {
+      // The running one keeps the range observer: taking it would cut that tracer's attribution.
       status_ = "CUPTI tracing off: another GPU tracer of this process is running";
-      set_range_observer(this);  // NVTX ranges still
+      refused_ = true;
       return;
     }
     try {
@@ -146,8 +154,13 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   GpuTrace stop() override {
     if (stopped_) return {};
     stopped_ = true;
+    if (refused_) return {};
     set_range_observer(nullptr);
     if (!tracing_) return {};
+    // No push from here on, and none under way: CUPTI must not take external ids while it flushes
+    // and finalises. Ranges still open keep what they pushed; cuptiFinalize discards CUPTI's state.
+    tracing_.store(false);
+    while (pushing_.load() != 0) std::this_thread::yield();
     synchronize_devices_in_use();
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
@@ -155,7 +168,6 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     // Detaches CUPTI from the process: launches after profiling pay nothing for it.
     (void)cuptiFinalize();
     active_.store(nullptr);
-    tracing_ = false;
 
     std::lock_guard lock(mutex_);
     GpuTrace t;
@@ -180,20 +192,28 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   // phases, which reach Nsight Systems (it injects its NVTX handler), not CUPTI's activity records.
   void begin(EventKind kind, StringId name, StringId layer, Pass pass, int32_t iteration) override {
     switch (kind) {
-      case EventKind::op:
-        if (tracing_) {
+      case EventKind::op: {
+        uint8_t pushed = kPushedNone;
+        if (PushGuard guard(*this); guard) {
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack_op(layer, name));
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        pack_iteration(iteration, pass));
+          pushed = kPushedOp;
         }
+        t_pushed.push_back(pushed);
         break;
-      case EventKind::iteration:
-        if (tracing_) {
+      }
+      case EventKind::iteration: {
+        uint8_t pushed = kPushedNone;
+        if (PushGuard guard(*this); guard) {
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        pack_iteration(iteration, Pass::none));
+          pushed = kPushedIteration;
         }
+        t_pushed.push_back(pushed);
         nvtxRangePushA(("iteration " + std::to_string(iteration)).c_str());
         break;
+      }
       case EventKind::run:
       case EventKind::phase:
       case EventKind::comm:
@@ -207,13 +227,10 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   void end(EventKind kind) override {
     switch (kind) {
       case EventKind::op:
-        if (tracing_) {
-          (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
-          (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
-        }
+        pop_pushed();
         break;
       case EventKind::iteration:
-        if (tracing_) (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
+        pop_pushed();
         nvtxRangePop();
         break;
       case EventKind::run:
@@ -225,6 +242,42 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   }
 
  private:
+  // Lets a thread push or pop only while tracing, and lets stop() wait until none is doing so. The
+  // count goes up before tracing_ is read and stop() clears tracing_ before it reads the count
+  // (both sequentially consistent), so a thread that stop() does not wait for sees tracing_ off.
+  class PushGuard {
+   public:
+    explicit PushGuard(CuptiTracer& t) : t_(t) {
+      if (!t_.tracing_.load(std::memory_order_relaxed)) return;  // off: no shared write
+      t_.pushing_.fetch_add(1);
+      entered_ = true;
+      ok_ = t_.tracing_.load();
+    }
+    ~PushGuard() {
+      if (entered_) t_.pushing_.fetch_sub(1);
+    }
+    PushGuard(const PushGuard&) = delete;
+    PushGuard& operator=(const PushGuard&) = delete;
+    explicit operator bool() const { return ok_; }
+
+   private:
+    CuptiTracer& t_;
+    bool entered_ = false, ok_ = false;
+  };
+
+  // Pops what the matching begin() pushed. After stop() has begun nothing is popped: CUPTI is
+  // flushing or finalized, and finalizing discards its correlation stacks.
+  void pop_pushed() {
+    if (t_pushed.empty()) return;  // begin() and end() pair up per thread: only an unpaired end gets here
+    const uint8_t pushed = t_pushed.back();
+    t_pushed.pop_back();
+    if (pushed == kPushedNone) return;
+    PushGuard guard(*this);
+    if (!guard) return;
+    if (pushed == kPushedOp) (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
+    (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
+  }
+
   static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
     CuptiTracer* self = active_.load();
     *max_records = 0;  // as many as fit
@@ -395,6 +448,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
 
   Tracer& tracer_;
   std::atomic<bool> tracing_{false};  // read by every thread that opens ranges
+  std::atomic<int> pushing_{0};       // threads between PushGuard's construction and destruction
+  bool refused_ = false;              // another tracer was running: this one touches nothing
   bool stopped_ = false;
   std::string status_ = "CUPTI tracing not started";
   std::vector<CUpti_ActivityKind> enabled_;

@@ -40,9 +40,10 @@ class GpuTracer {
   virtual bool tracing() const = 0;
   // One line: what is traced, or why not.
   virtual const std::string& status() const = 0;
-  // Waits for the devices in use, flushes every buffer, disables the activity kinds, finalizes
-  // CUPTI (so that work after profiling runs at full speed) and unsets the range observer. Returns the activities with
-  // their launch contexts; call once (later calls return an empty trace).
+  // Unsets the range observer, stops pushing launch contexts, waits for the devices in use,
+  // flushes every buffer, disables the activity kinds and finalizes CUPTI (so that work after
+  // profiling runs at full speed). Returns the activities with their launch contexts; call once
+  // (later calls return an empty trace). start() may be called again afterwards.
   virtual GpuTrace stop() = 0;
 };
 
