@@ -7,6 +7,7 @@
 
 #include "session/record.h"
 #include "profiler/gpu_analysis.h"
+#include "profiler/trace_checks.h"
 #include "profiler/tracer.h"
 
 namespace ts::session {
@@ -35,7 +36,8 @@ void RunRecorder::add_gpu_layer_times(std::vector<store::LayerRow>& layers, cons
   }
 }
 
-void RunRecorder::record_gpu(const profiler::IterationFilter& counted, std::vector<store::MetricRow>& metrics) {
+void RunRecorder::record_gpu(const workloads::LoopResult& loop, const profiler::IterationFilter& counted,
+                             std::vector<store::MetricRow>& metrics) {
   metrics.insert(metrics.end(), extra_metrics_.begin(), extra_metrics_.end());
   if (!gpu_) return;
   const profiler::GpuTrace& g = *gpu_;
@@ -109,6 +111,20 @@ void RunRecorder::record_gpu(const profiler::IterationFilter& counted, std::vect
   metrics.push_back({"gpu_unattributed_launches", static_cast<double>(g.unattributed_launches), "count", -1});
   metrics.push_back({"gpu_trace_buffers", static_cast<double>(g.buffers), "count", -1});
   metrics.push_back({"gpu_trace_buffer_bytes_peak", static_cast<double>(g.buffer_bytes_peak), "bytes", -1});
+
+  // The trace against what the host knows (docs/formulas.md, "GPU trace checks"): every iteration
+  // for the windows, warm-up included (the loop synchronises each); the counted ones for the events.
+  std::vector<profiler::IterationWindow> windows;
+  for (const auto& it : loop.iterations) {
+    windows.push_back({static_cast<int32_t>(it.index), it.start_ns, it.end_ns, it.device_ns});
+  }
+  metrics.push_back({"gpu_trace_kernels_before_launch", profiler::starts_before_launch(g.activities).fraction(), "", -1});
+  metrics.push_back({"gpu_trace_outside_iteration", profiler::outside_iteration(g.activities, windows).fraction(), "", -1});
+  const auto events = profiler::event_time_difference(g.activities, windows, counted);
+  if (events.iterations > 0) {   // CUDA-event times are the training loop's, on a GPU only
+    metrics.push_back({"gpu_trace_event_diff_max", events.max, "", -1});
+    metrics.push_back({"gpu_trace_event_diff_median", events.median, "", -1});
+  }
 }
 
 }  // namespace ts::session
