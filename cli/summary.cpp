@@ -421,18 +421,23 @@ std::string format_summary(const nlohmann::json& j) {
                                   : fmt::format("WARNING: {} records DROPPED by CUPTI", with_commas(dropped)),
                      incomplete);
   }
-  if (j["metrics"].contains("gpu_trace_kernels_before_launch")) {   // docs/formulas.md, "GPU trace checks"
+  {  // docs/formulas.md, "GPU trace checks"; each stored only when it had something to check
     const auto pct = [](double f) { return fmt::format("{:.3g}%", 100 * f); };
-    const double before = metric("gpu_trace_kernels_before_launch");
-    const double outside = metric("gpu_trace_outside_iteration");
-    s += fmt::format("  GPU checks     {} of device work starts before its launch{}, {} outside its iteration{}",
-                     pct(before), before > 0 ? " (WARNING: one clock, must be 0)" : "", pct(outside),
-                     outside > 0 ? " (WARNING)" : "");
-    if (j["metrics"].contains("gpu_trace_event_diff_max")) {
-      s += fmt::format("; CUPTI against CUDA events per iteration: max {}, median {}",
-                       pct(metric("gpu_trace_event_diff_max")), pct(metric("gpu_trace_event_diff_median")));
+    std::vector<std::string> checks;
+    if (j["metrics"].contains("gpu_trace_kernels_before_launch")) {
+      const double before = metric("gpu_trace_kernels_before_launch");
+      checks.push_back(fmt::format("{} of device work starts before its launch{}", pct(before),
+                                   before > 0 ? " (WARNING: one clock, must be 0)" : ""));
     }
-    s += "\n";
+    if (j["metrics"].contains("gpu_trace_outside_iteration")) {
+      const double outside = metric("gpu_trace_outside_iteration");
+      checks.push_back(fmt::format("{} outside its iteration{}", pct(outside), outside > 0 ? " (WARNING)" : ""));
+    }
+    if (j["metrics"].contains("gpu_trace_event_diff_max")) {
+      checks.push_back(fmt::format("CUPTI against CUDA events per iteration: max {}, median {}",
+                                   pct(metric("gpu_trace_event_diff_max")), pct(metric("gpu_trace_event_diff_median"))));
+    }
+    if (!checks.empty()) s += fmt::format("  GPU checks     {}\n", fmt::join(checks, "; "));
   }
   if (!j["top_kernels"].empty()) {
     s += "  top GPU kernels (timed iterations)\n";

@@ -114,12 +114,18 @@ void RunRecorder::record_gpu(const workloads::LoopResult& loop, const profiler::
 
   // The trace against what the host knows (docs/formulas.md, "GPU trace checks"): every iteration
   // for the windows, warm-up included (the loop synchronises each); the counted ones for the events.
+  // A check that had nothing to look at (CUPTI held by another tool: an empty trace) stores
+  // nothing, rather than a 0 that would read as passed.
   std::vector<profiler::IterationWindow> windows;
   for (const auto& it : loop.iterations) {
     windows.push_back({static_cast<int32_t>(it.index), it.start_ns, it.end_ns, it.device_ns});
   }
-  metrics.push_back({"gpu_trace_kernels_before_launch", profiler::starts_before_launch(g.activities).fraction(), "", -1});
-  metrics.push_back({"gpu_trace_outside_iteration", profiler::outside_iteration(g.activities, windows).fraction(), "", -1});
+  if (const auto before = profiler::starts_before_launch(g.activities); before.checked > 0) {
+    metrics.push_back({"gpu_trace_kernels_before_launch", before.fraction(), "", -1});
+  }
+  if (const auto outside = profiler::outside_iteration(g.activities, windows); outside.checked > 0) {
+    metrics.push_back({"gpu_trace_outside_iteration", outside.fraction(), "", -1});
+  }
   const auto events = profiler::event_time_difference(g.activities, windows, counted);
   if (events.iterations > 0) {   // CUDA-event times are the training loop's, on a GPU only
     metrics.push_back({"gpu_trace_event_diff_max", events.max, "", -1});

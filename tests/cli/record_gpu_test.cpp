@@ -177,7 +177,7 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
   EXPECT_NE(shown.find("busy 70.0% of 0.00 ms"), std::string::npos) << shown;
   EXPECT_NE(shown.find("no dropped records, WARNING: 3 records INCOMPLETE"), std::string::npos) << shown;
   EXPECT_NE(shown.find("implicit_gemm"), std::string::npos) << shown;
-  EXPECT_NE(shown.find("GPU checks     50% of device work starts before its launch (WARNING: one clock, must be 0), "
+  EXPECT_NE(shown.find("GPU checks     50% of device work starts before its launch (WARNING: one clock, must be 0); "
                        "11.1% outside its iteration (WARNING); CUPTI against CUDA events per iteration: max 20%, "
                        "median 10%"),
             std::string::npos)
@@ -186,12 +186,12 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
   EXPECT_NE(layers.find("gpu fwd ms"), std::string::npos) << layers;
 }
 
-TEST(RecordGpu, WithoutEventTimesTheChecksLeaveTheComparisonOut) {
+TEST(RecordGpu, ChecksWithNothingToCheckAreLeftOut) {
   TempDir dir;
   const auto db = dir / "g.db";
   auto& tracer = profiler::Tracer::global();
   workloads::LoopResult loop;
-  workloads::IterationResult it;   // device_ns stays -1: no CUDA events
+  workloads::IterationResult it;   // device_ns stays -1: no CUDA events, no comparison with them
   it.start_ns = 1000;
   it.end_ns = 2000;
   it.samples = 8;
@@ -219,7 +219,15 @@ TEST(RecordGpu, WithoutEventTimesTheChecksLeaveTheComparisonOut) {
   EXPECT_FALSE(m.contains("gpu_trace_event_diff_max"));
   EXPECT_FALSE(m.contains("gpu_trace_event_diff_median"));
   const std::string shown = cli::format_summary(cli::run_summary(db, run));
-  EXPECT_NE(shown.find("GPU checks     0% of device work starts before its launch, 0% outside its iteration\n"),
+  EXPECT_NE(shown.find("GPU checks     0% of device work starts before its launch; 0% outside its iteration\n"),
             std::string::npos)
       << shown;
+
+  // An empty trace (CUPTI held by another tool) checked nothing: no figure that would read as passed.
+  const int64_t empty = record_run(db, loop, {}, profiler::GpuTrace{});
+  const auto none = run_metrics(db, empty);
+  EXPECT_FALSE(none.contains("gpu_trace_kernels_before_launch"));
+  EXPECT_FALSE(none.contains("gpu_trace_outside_iteration"));
+  const std::string shown_empty = cli::format_summary(cli::run_summary(db, empty));
+  EXPECT_EQ(shown_empty.find("GPU checks"), std::string::npos) << shown_empty;
 }
