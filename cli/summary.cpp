@@ -407,11 +407,37 @@ std::string format_summary(const nlohmann::json& j) {
   }
   if (j["metrics"].contains("gpu_dropped_records")) {
     const auto dropped = static_cast<int64_t>(metric("gpu_dropped_records"));
-    s += fmt::format("  GPU trace      {} activities, {} launches outside ops, {}\n",
+    // Runs stored before the count was kept have no gpu_incomplete_records: nothing is said of them.
+    std::string incomplete;
+    if (j["metrics"].contains("gpu_incomplete_records")) {
+      const auto n = static_cast<int64_t>(metric("gpu_incomplete_records"));
+      incomplete = n == 0 ? ", no incomplete records"
+                          : fmt::format(", WARNING: {} records INCOMPLETE (no time from CUPTI), left out", with_commas(n));
+    }
+    s += fmt::format("  GPU trace      {} activities, {} launches outside ops, {}{}\n",
                      with_commas(static_cast<int64_t>(metric("gpu_activities"))),
                      with_commas(static_cast<int64_t>(metric("gpu_unattributed_launches"))),
                      dropped == 0 ? std::string("no dropped records")
-                                  : fmt::format("WARNING: {} records DROPPED by CUPTI", with_commas(dropped)));
+                                  : fmt::format("WARNING: {} records DROPPED by CUPTI", with_commas(dropped)),
+                     incomplete);
+  }
+  {  // docs/formulas.md, "GPU trace checks"; each stored only when it had something to check
+    const auto pct = [](double f) { return fmt::format("{:.3g}%", 100 * f); };
+    std::vector<std::string> checks;
+    if (j["metrics"].contains("gpu_trace_kernels_before_launch")) {
+      const double before = metric("gpu_trace_kernels_before_launch");
+      checks.push_back(fmt::format("{} of device work starts before its launch{}", pct(before),
+                                   before > 0 ? " (WARNING: one clock, must be 0)" : ""));
+    }
+    if (j["metrics"].contains("gpu_trace_outside_iteration")) {
+      const double outside = metric("gpu_trace_outside_iteration");
+      checks.push_back(fmt::format("{} outside its iteration{}", pct(outside), outside > 0 ? " (WARNING)" : ""));
+    }
+    if (j["metrics"].contains("gpu_trace_event_diff_max")) {
+      checks.push_back(fmt::format("CUPTI against CUDA events per iteration: max {}, median {}",
+                                   pct(metric("gpu_trace_event_diff_max")), pct(metric("gpu_trace_event_diff_median"))));
+    }
+    if (!checks.empty()) s += fmt::format("  GPU checks     {}\n", fmt::join(checks, "; "));
   }
   if (!j["top_kernels"].empty()) {
     s += "  top GPU kernels (timed iterations)\n";

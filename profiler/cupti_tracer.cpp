@@ -5,6 +5,12 @@
 // a pool: the pool grows as long as CUPTI asks, so no record is dropped for want of a buffer, and
 // the device-side buffer is enlarged so that a burst of kernels between flushes fits. CUPTI's
 // clock is our now_ns() (timestamp callback), so GPU and CPU events share one timeline.
+//
+// Stopping, in this order: no more external correlation ids are pushed (other threads pushing
+// while CUPTI finalises is what Kineto crashed on), the devices finish their work (a forced flush
+// returns unfinished records without an end), the buffers are flushed, the kinds disabled, CUPTI
+// finalized. Records still without a time are left out and counted. start() after that registers
+// everything again: CUPTI re-initialises on the first call after cuptiFinalize.
 #include <cupti.h>
 #include <cxxabi.h>
 #include <nvtx3/nvToolsExt.h>
@@ -17,10 +23,13 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "profiler/clock.h"
+#include "profiler/cupti_kinds.h"
+#include "profiler/device_sync.h"
 #include "profiler/gpu_tracer.h"
 #include "profiler/launch_context.h"
 #include "profiler/range_observer.h"
@@ -47,18 +56,10 @@ uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(now_ns()); }
 constexpr size_t kBufferBytes = size_t{8} << 20;        // per host buffer
 constexpr size_t kDeviceBufferBytes = size_t{32} << 20;  // per context, for records made on the GPU
 
-constexpr CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,  // never KIND_KERNEL: it serialises kernels
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER,  // cuDNN and cuBLAS launch through the driver API
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-    CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_MEMORY2,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,
-};
+// Which external correlation ids a range pushed, so that its end pops exactly those.
+enum Pushed : uint8_t { kPushedNone = 0, kPushedOp = 1, kPushedIteration = 2 };
+// Per thread, one entry per open op or iteration range (they nest per thread).
+thread_local std::vector<uint8_t> t_pushed;
 
 std::string demangle(const char* name) {
   int status = 0;
@@ -119,8 +120,9 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   void start() {
     CuptiTracer* expected = nullptr;
     if (!active_.compare_exchange_strong(expected, this)) {
+      // The running one keeps the range observer: taking it would cut that tracer's attribution.
       status_ = "CUPTI tracing off: another GPU tracer of this process is running";
-      set_range_observer(this);  // NVTX ranges still
+      refused_ = true;
       return;
     }
     try {
@@ -129,13 +131,13 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
       size_t device_buffer = kDeviceBufferBytes;
       size_t value_size = sizeof(device_buffer);
       TS_CUPTI_CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &value_size, &device_buffer));
-      for (CUpti_ActivityKind k : kKinds) {
+      for (CUpti_ActivityKind k : cupti_activity_kinds()) {
         TS_CUPTI_CHECK(cuptiActivityEnable(k));
         enabled_.push_back(k);
       }
       tracing_ = true;
       status_ = "CUPTI activity tracing: kernels (concurrent), copies, sets, synchronisation, runtime and driver "
-                "API, NVTX, device memory, overhead";
+                "API, device memory, overhead; NVTX ranges for Nsight only (ours are on the CPU timeline)";
     } catch (const std::exception& e) {
       for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
       enabled_.clear();
@@ -152,15 +154,20 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   GpuTrace stop() override {
     if (stopped_) return {};
     stopped_ = true;
+    if (refused_) return {};
     set_range_observer(nullptr);
     if (!tracing_) return {};
+    // No push from here on, and none under way: CUPTI must not take external ids while it flushes
+    // and finalises. Ranges still open keep what they pushed; cuptiFinalize discards CUPTI's state.
+    tracing_.store(false);
+    while (pushing_.load() != 0) std::this_thread::yield();
+    synchronize_devices_in_use();
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     // Detaches CUPTI from the process: launches after profiling pay nothing for it.
     (void)cuptiFinalize();
     active_.store(nullptr);
-    tracing_ = false;
 
     std::lock_guard lock(mutex_);
     GpuTrace t;
@@ -174,29 +181,39 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
                      [](const GpuActivity& x, const GpuActivity& y) { return x.start_ns < y.start_ns; });
     t.activities = std::move(activities_);
     t.dropped_records = dropped_;
+    t.incomplete_records = incomplete_;
     t.records = records_;
     t.buffers = buffers_completed_;
     t.buffer_bytes_peak = buffers_made_ * kBufferBytes;
     return t;
   }
 
-  // RangeObserver: NVTX ranges for the run, iterations and phases; launch contexts for ops.
+  // RangeObserver: launch contexts for ops and iterations; NVTX ranges for the run, iterations and
+  // phases, which reach Nsight Systems (it injects its NVTX handler), not CUPTI's activity records.
   void begin(EventKind kind, StringId name, StringId layer, Pass pass, int32_t iteration) override {
     switch (kind) {
-      case EventKind::op:
-        if (tracing_) {
+      case EventKind::op: {
+        uint8_t pushed = kPushedNone;
+        if (PushGuard guard(*this); guard) {
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack_op(layer, name));
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        pack_iteration(iteration, pass));
+          pushed = kPushedOp;
         }
+        t_pushed.push_back(pushed);
         break;
-      case EventKind::iteration:
-        if (tracing_) {
+      }
+      case EventKind::iteration: {
+        uint8_t pushed = kPushedNone;
+        if (PushGuard guard(*this); guard) {
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        pack_iteration(iteration, Pass::none));
+          pushed = kPushedIteration;
         }
+        t_pushed.push_back(pushed);
         nvtxRangePushA(("iteration " + std::to_string(iteration)).c_str());
         break;
+      }
       case EventKind::run:
       case EventKind::phase:
       case EventKind::comm:
@@ -210,13 +227,10 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   void end(EventKind kind) override {
     switch (kind) {
       case EventKind::op:
-        if (tracing_) {
-          (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
-          (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
-        }
+        pop_pushed();
         break;
       case EventKind::iteration:
-        if (tracing_) (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
+        pop_pushed();
         nvtxRangePop();
         break;
       case EventKind::run:
@@ -228,6 +242,42 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   }
 
  private:
+  // Lets a thread push or pop only while tracing, and lets stop() wait until none is doing so. The
+  // count goes up before tracing_ is read and stop() clears tracing_ before it reads the count
+  // (both sequentially consistent), so a thread that stop() does not wait for sees tracing_ off.
+  class PushGuard {
+   public:
+    explicit PushGuard(CuptiTracer& t) : t_(t) {
+      if (!t_.tracing_.load(std::memory_order_relaxed)) return;  // off: no shared write
+      t_.pushing_.fetch_add(1);
+      entered_ = true;
+      ok_ = t_.tracing_.load();
+    }
+    ~PushGuard() {
+      if (entered_) t_.pushing_.fetch_sub(1);
+    }
+    PushGuard(const PushGuard&) = delete;
+    PushGuard& operator=(const PushGuard&) = delete;
+    explicit operator bool() const { return ok_; }
+
+   private:
+    CuptiTracer& t_;
+    bool entered_ = false, ok_ = false;
+  };
+
+  // Pops what the matching begin() pushed. After stop() has begun nothing is popped: CUPTI is
+  // flushing or finalized, and finalizing discards its correlation stacks.
+  void pop_pushed() {
+    if (t_pushed.empty()) return;  // begin() and end() pair up per thread: only an unpaired end gets here
+    const uint8_t pushed = t_pushed.back();
+    t_pushed.pop_back();
+    if (pushed == kPushedNone) return;
+    PushGuard guard(*this);
+    if (!guard) return;
+    if (pushed == kPushedOp) (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
+    (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
+  }
+
   static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
     CuptiTracer* self = active_.load();
     *max_records = 0;  // as many as fit
@@ -283,7 +333,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   void parse(uint8_t* buffer, size_t valid) {
     std::lock_guard lock(mutex_);
     CUpti_Activity* record = nullptr;
-    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    CUptiResult next = CUPTI_SUCCESS;
+    while ((next = cuptiActivityGetNextRecord(buffer, valid, &record)) == CUPTI_SUCCESS) {
       ++records_;
       GpuActivity a;
       switch (record->kind) {
@@ -356,24 +407,6 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
           if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1) iteration_ids_[x->correlationId] = x->externalId;
           continue;
         }
-        case CUPTI_ACTIVITY_KIND_MARKER: {
-          const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(record);
-          if ((m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
-            if (auto it = open_markers_.find(m->id); it != open_markers_.end()) {
-              activities_[it->second].end_ns = static_cast<int64_t>(m->timestamp);
-              open_markers_.erase(it);
-            }
-            continue;
-          }
-          a.kind = GpuKind::marker;
-          a.name = tracer_.intern(m->name != nullptr ? m->name : "");
-          a.detail = m->domain != nullptr ? tracer_.intern(m->domain) : 0;
-          a.start_ns = a.end_ns = static_cast<int64_t>(m->timestamp);
-          a.device = -1;
-          a.stream = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
-          if ((m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0) open_markers_[m->id] = activities_.size();
-          break;
-        }
         case CUPTI_ACTIVITY_KIND_MEMORY2: {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(record);
           const bool alloc = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
@@ -399,8 +432,15 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
         }
         default: continue;
       }
+      if (is_incomplete(a)) {
+        ++incomplete_;
+        continue;
+      }
       activities_.push_back(a);
     }
+    // CUPTI_ERROR_INVALID_KIND: a record CUPTI calls incomplete or invalid, past which the buffer
+    // cannot be read; counted as one, though what followed it in the buffer is lost too.
+    if (next != CUPTI_ERROR_MAX_LIMIT_REACHED) ++incomplete_;
     ++buffers_completed_;
   }
 
@@ -408,6 +448,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
 
   Tracer& tracer_;
   std::atomic<bool> tracing_{false};  // read by every thread that opens ranges
+  std::atomic<int> pushing_{0};       // threads between PushGuard's construction and destruction
+  bool refused_ = false;              // another tracer was running: this one touches nothing
   bool stopped_ = false;
   std::string status_ = "CUPTI tracing not started";
   std::vector<CUpti_ActivityKind> enabled_;
@@ -421,9 +463,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   ExternalIds op_ids_, iteration_ids_;
   std::unordered_map<std::string, StringId> kernel_names_;
   std::unordered_map<uint64_t, StringId> api_names_;
-  std::unordered_map<uint32_t, size_t> open_markers_;
   std::map<int16_t, int16_t> context_device_;
-  uint64_t dropped_ = 0, records_ = 0, buffers_completed_ = 0;
+  uint64_t dropped_ = 0, incomplete_ = 0, records_ = 0, buffers_completed_ = 0;
 };
 
 }  // namespace

@@ -1,8 +1,8 @@
 #pragma once
 // The GPU side of the event model: one record per activity CUPTI reports (kernel, copy, set,
-// synchronisation, runtime API call, NVTX range, memory allocation or free, CUPTI overhead),
+// synchronisation, runtime API call, memory allocation or free, CUPTI overhead),
 // already attributed to the op, layer, pass and iteration that launched it. The CUPTI tracer
-// (cupti_tracer.h) produces them; tests build them by hand. Times are on the CPU tracer's
+// (cupti_tracer.cpp) produces them; tests build them by hand. Times are on the CPU tracer's
 // clock (now_ns), so CPU and GPU events share one timeline.
 #include <cstdint>
 #include <optional>
@@ -19,7 +19,8 @@ enum class GpuKind : uint8_t {
   memset,
   sync,      // a synchronisation the CPU waited on (stream, event, context, device)
   api,       // a CUDA runtime/driver API call on a CPU thread (`stream` holds the OS thread id)
-  marker,    // an NVTX range from any library (`stream` holds the OS thread id)
+  marker,    // an NVTX range (`stream` holds the OS thread id): the store's vocabulary; our tracer
+             // collects none (docs/decisions.md, "NVTX ranges reach Nsight, not our trace")
   memory,    // an allocation (bytes > 0) or free (bytes < 0) seen by CUPTI; start == end
   overhead,  // time CUPTI itself spent (buffer flushes, instrumentation)
 };
@@ -34,7 +35,7 @@ bool is_communication_kernel(std::string_view name);
 struct GpuActivity {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  StringId name = 0;      // kernel name (demangled), "Memcpy HtoD" (as Kineto names copies), API function, NVTX text
+  StringId name = 0;      // kernel name (demangled), "Memcpy HtoD" (as Kineto names copies), API function
   StringId detail = 0;    // grid/block for kernels, copy kind, memory kind; 0 = none
   StringId layer = 0;     // layer (owner path) of the op that launched it; 0 = none
   StringId op = 0;        // the op that launched it; 0 = launched outside any op
@@ -51,6 +52,17 @@ struct GpuActivity {
 // Whether an activity occupies the device (and so counts toward busy time): kernels, copies, sets.
 inline bool occupies_device(GpuKind k) {
   return k == GpuKind::kernel || k == GpuKind::comm || k == GpuKind::memcpy || k == GpuKind::memset;
+}
+
+// Whether CUPTI left the record without a usable time, so that it must be left out (and counted):
+// a forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) hands back records of work that has not
+// finished, and CUPTI writes 0 (CUPTI_TIMESTAMP_UNKNOWN) where it could not time a kernel for
+// want of device memory. Our timestamps come from now_ns(), which is never 0, so 0 is never a
+// time. Interval records need a start, an end and end >= start; instantaneous ones (memory,
+// marker) their one timestamp.
+inline bool is_incomplete(const GpuActivity& a) {
+  if (a.kind == GpuKind::memory || a.kind == GpuKind::marker) return a.start_ns == 0;
+  return a.start_ns == 0 || a.end_ns == 0 || a.end_ns < a.start_ns;
 }
 
 }  // namespace ts::profiler

@@ -1,9 +1,10 @@
 #pragma once
 // The GPU tracer: CUPTI activity tracing of the whole process (concurrent kernels, copies,
-// sets, synchronisation, runtime and driver API calls, NVTX markers, device memory, CUPTI's
-// own overhead) with every launch attributed to the op, layer, pass and iteration that made
-// it (external correlation pushed by the range observer), and NVTX ranges for the run, the
-// iterations and the phases so that Nsight Systems shows them too.
+// sets, synchronisation, runtime and driver API calls, device memory, CUPTI's own overhead)
+// with every launch attributed to the op, layer, pass and iteration that made it (external
+// correlation pushed by the range observer), and NVTX ranges for the run, the iterations and
+// the phases so that Nsight Systems shows them too (CUPTI does not collect them: the CPU
+// tracer has the same ranges on the same clock; docs/decisions.md).
 //
 // Built in every configuration: without CUDA, start() returns a tracer that traces nothing
 // and says why. With CUDA, a CUPTI that another tool holds (nsys, ncu: CUDA 13 allows one
@@ -23,6 +24,7 @@ class Tracer;
 struct GpuTrace {
   std::vector<GpuActivity> activities;  // sorted by start
   uint64_t dropped_records = 0;         // CUPTI's count over every context: stored and shown, never hidden
+  uint64_t incomplete_records = 0;      // records without a usable time (is_incomplete): left out, counted
   uint64_t records = 0;                 // activity records read
   uint64_t buffers = 0;                 // buffers CUPTI handed back filled
   uint64_t buffer_bytes_peak = 0;       // most buffer memory held at once
@@ -38,9 +40,10 @@ class GpuTracer {
   virtual bool tracing() const = 0;
   // One line: what is traced, or why not.
   virtual const std::string& status() const = 0;
-  // Flushes every buffer, disables the activity kinds, finalizes CUPTI (so that work after
-  // profiling runs at full speed) and unsets the range observer. Returns the activities with
-  // their launch contexts; call once (later calls return an empty trace).
+  // Unsets the range observer, stops pushing launch contexts, waits for the devices in use,
+  // flushes every buffer, disables the activity kinds and finalizes CUPTI (so that work after
+  // profiling runs at full speed). Returns the activities with their launch contexts; call once
+  // (later calls return an empty trace). start() may be called again afterwards.
   virtual GpuTrace stop() = 0;
 };
 

@@ -264,7 +264,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   }
   for (const auto& m : loop.metrics) metrics.push_back({m.name, m.value, m.unit, -1});
   if (quality) metrics.push_back({quality->metric, quality->value, quality->unit, -1});
-  record_gpu(counted, metrics);
+  record_gpu(loop, counted, metrics);
   writer_.add_metrics(run_, metrics);
 }
 

@@ -86,10 +86,12 @@ class RunRecorder {
 
  private:
   // record_gpu.cpp: the GPU activities, breakdown, kernel and copy summaries, the per-layer GPU
-  // time (into `layers`), the tracer's own figures (dropped records...) and add_metric()'s as metrics.
+  // time (into `layers`), the tracer's own figures (dropped and incomplete records...), the trace
+  // checks against the loop's iterations (profiler/trace_checks.h) and add_metric()'s as metrics.
   void add_gpu_layer_times(std::vector<store::LayerRow>& layers, const profiler::IterationFilter& counted,
                            double timed) const;
-  void record_gpu(const profiler::IterationFilter& counted, std::vector<store::MetricRow>& metrics);
+  void record_gpu(const workloads::LoopResult& loop, const profiler::IterationFilter& counted,
+                  std::vector<store::MetricRow>& metrics);
   std::optional<profiler::GpuTrace> gpu_;
   std::vector<store::MetricRow> extra_metrics_;
   store::Writer& writer_;

@@ -7,6 +7,7 @@
 
 #include "session/record.h"
 #include "profiler/gpu_analysis.h"
+#include "profiler/trace_checks.h"
 #include "profiler/tracer.h"
 
 namespace ts::session {
@@ -35,7 +36,8 @@ void RunRecorder::add_gpu_layer_times(std::vector<store::LayerRow>& layers, cons
   }
 }
 
-void RunRecorder::record_gpu(const profiler::IterationFilter& counted, std::vector<store::MetricRow>& metrics) {
+void RunRecorder::record_gpu(const workloads::LoopResult& loop, const profiler::IterationFilter& counted,
+                             std::vector<store::MetricRow>& metrics) {
   metrics.insert(metrics.end(), extra_metrics_.begin(), extra_metrics_.end());
   if (!gpu_) return;
   const profiler::GpuTrace& g = *gpu_;
@@ -103,11 +105,32 @@ void RunRecorder::record_gpu(const profiler::IterationFilter& counted, std::vect
   }
 
   metrics.push_back({"gpu_dropped_records", static_cast<double>(g.dropped_records), "count", -1});
+  metrics.push_back({"gpu_incomplete_records", static_cast<double>(g.incomplete_records), "count", -1});
   metrics.push_back({"gpu_records", static_cast<double>(g.records), "count", -1});
   metrics.push_back({"gpu_activities", static_cast<double>(g.activities.size()), "count", -1});
   metrics.push_back({"gpu_unattributed_launches", static_cast<double>(g.unattributed_launches), "count", -1});
   metrics.push_back({"gpu_trace_buffers", static_cast<double>(g.buffers), "count", -1});
   metrics.push_back({"gpu_trace_buffer_bytes_peak", static_cast<double>(g.buffer_bytes_peak), "bytes", -1});
+
+  // The trace against what the host knows (docs/formulas.md, "GPU trace checks"): every iteration
+  // for the windows, warm-up included (the loop synchronises each); the counted ones for the events.
+  // A check that had nothing to look at (CUPTI held by another tool: an empty trace) stores
+  // nothing, rather than a 0 that would read as passed.
+  std::vector<profiler::IterationWindow> windows;
+  for (const auto& it : loop.iterations) {
+    windows.push_back({static_cast<int32_t>(it.index), it.start_ns, it.end_ns, it.device_ns});
+  }
+  if (const auto before = profiler::starts_before_launch(g.activities); before.checked > 0) {
+    metrics.push_back({"gpu_trace_kernels_before_launch", before.fraction(), "", -1});
+  }
+  if (const auto outside = profiler::outside_iteration(g.activities, windows); outside.checked > 0) {
+    metrics.push_back({"gpu_trace_outside_iteration", outside.fraction(), "", -1});
+  }
+  const auto events = profiler::event_time_difference(g.activities, windows, counted);
+  if (events.iterations > 0) {   // CUDA-event times are the training loop's, on a GPU only
+    metrics.push_back({"gpu_trace_event_diff_max", events.max, "", -1});
+    metrics.push_back({"gpu_trace_event_diff_median", events.median, "", -1});
+  }
 }
 
 }  // namespace ts::session

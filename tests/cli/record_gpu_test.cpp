@@ -1,9 +1,13 @@
 // The GPU half of the recorder with a hand-made CUPTI trace (no GPU needed): activities, the
 // per-iteration breakdown (warm-up left out), kernel and copy summaries, per-layer GPU time,
-// the tracer's own figures as metrics, and what `show` prints from them.
+// the tracer's own figures (dropped and incomplete records) and the trace checks as metrics, and
+// what `show` prints from them.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "session/record.h"
 #include "cli/summary.h"
@@ -14,6 +18,34 @@
 
 using namespace ts;
 using namespace ts::testing;
+
+namespace {
+
+int64_t record_run(const std::filesystem::path& db, const workloads::LoopResult& loop,
+                   const std::vector<profiler::Event>& events, const profiler::GpuTrace& trace) {
+  store::Writer w(db);
+  store::RunInfo info;
+  info.workload = "resnet50";
+  info.preset = "tiny";
+  info.device = "cuda:0";
+  const int64_t run = w.begin_run(info);
+  session::RunRecorder rec(w, run);
+  rec.set_gpu_trace(trace);
+  rec.record(loop, events, nullptr, {}, nullptr, ts::session::RecordScope::everything);
+  w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
+  return run;
+}
+
+std::map<std::string, double> run_metrics(const std::filesystem::path& db, int64_t run) {
+  store::Reader r(db);
+  std::map<std::string, double> m;
+  for (const auto& row : r.metrics(run)) {
+    if (row.iteration < 0) m[row.name] = row.value;
+  }
+  return m;
+}
+
+}  // namespace
 
 TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
   TempDir dir;
@@ -27,7 +59,11 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
     it.index = i;
     it.warmup = i == 0;
     it.start_ns = 1000 * i;
-    it.end_ns = 1000 * i + 900;
+    // Iteration 2 ends before its copy does: that copy lies outside it (1 of the 9 checked).
+    it.end_ns = 1000 * i + (i == 2 ? 550 : 900);
+    // The events' device time against CUPTI's window (600 ns, to the copy's end): 0 and 0.2
+    // for the timed iterations; the warm-up's would be 5, and is not counted.
+    it.device_ns = i == 0 ? 100 : i == 1 ? 600 : 500;
     it.samples = 8;
     loop.iterations.push_back(it);
   }
@@ -40,6 +76,7 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
 
   profiler::GpuTrace trace;
   trace.dropped_records = 0;
+  trace.incomplete_records = 3;
   trace.records = 42;
   trace.unattributed_launches = 1;
   for (int i = 0; i < 3; ++i) {
@@ -55,11 +92,28 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
     k.stream = 7;
     k.start_ns = 1000 * i + 100;
     k.end_ns = 1000 * i + 300;
+    k.correlation = 10 + i;
     trace.activities.push_back(k);
     k.pass = profiler::Pass::backward;
     k.start_ns = 1000 * i + 350;
     k.end_ns = 1000 * i + 400;
+    k.correlation = 20 + i;
     trace.activities.push_back(k);
+    // Their launches: the forward kernel's before it, the backward one's after it (one clock
+    // would not allow that): 3 of the 6 checked start before their launch.
+    profiler::GpuActivity api;
+    api.kind = profiler::GpuKind::api;
+    api.name = id("cudaLaunchKernel");
+    api.device = -1;
+    api.iteration = i;
+    api.start_ns = 1000 * i + 50;
+    api.end_ns = 1000 * i + 60;
+    api.correlation = 10 + i;
+    trace.activities.push_back(api);
+    api.start_ns = 1000 * i + 360;
+    api.end_ns = 1000 * i + 370;
+    api.correlation = 20 + i;
+    trace.activities.push_back(api);
     profiler::GpuActivity c;
     c.kind = profiler::GpuKind::memcpy;
     c.name = id("memcpy HtoD");
@@ -71,22 +125,10 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
     trace.activities.push_back(c);
   }
 
-  int64_t run = 0;
-  {
-    store::Writer w(db);
-    store::RunInfo info;
-    info.workload = "resnet50";
-    info.preset = "tiny";
-    info.device = "cuda:0";
-    run = w.begin_run(info);
-    session::RunRecorder rec(w, run);
-    rec.set_gpu_trace(trace);
-    rec.record(loop, events, nullptr, {}, nullptr, ts::session::RecordScope::everything);
-    w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
-  }
+  const int64_t run = record_run(db, loop, events, trace);
 
   store::Reader r(db);
-  EXPECT_EQ(r.gpu_activity_count(run), 9);
+  EXPECT_EQ(r.gpu_activity_count(run), 15);
   const auto b = r.gpu_breakdown(run);
   ASSERT_EQ(b.size(), 2U);  // the warm-up iteration left out
   EXPECT_EQ(b[0].iteration, 1);
@@ -118,21 +160,74 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
   }
   EXPECT_TRUE(layer_row);
 
-  std::map<std::string, double> m;
-  for (const auto& row : r.metrics(run)) {
-    if (row.iteration < 0) m[row.name] = row.value;
-  }
+  const auto m = run_metrics(db, run);
   EXPECT_EQ(m.at("gpu_dropped_records"), 0);
+  EXPECT_EQ(m.at("gpu_incomplete_records"), 3);
   EXPECT_EQ(m.at("gpu_unattributed_launches"), 1);
   EXPECT_EQ(m.at("gpu0_span_ns"), 1000);
   EXPECT_EQ(m.at("gpu0_idle_ns"), 300);
   EXPECT_DOUBLE_EQ(m.at("gpu0_busy_fraction"), 0.7);
+  EXPECT_DOUBLE_EQ(m.at("gpu_trace_kernels_before_launch"), 0.5);
+  EXPECT_DOUBLE_EQ(m.at("gpu_trace_outside_iteration"), 1.0 / 9.0);
+  EXPECT_DOUBLE_EQ(m.at("gpu_trace_event_diff_max"), 0.2);
+  EXPECT_DOUBLE_EQ(m.at("gpu_trace_event_diff_median"), 0.1);
 
   const std::string shown = cli::format_summary(cli::run_summary(db, run));
   EXPECT_NE(shown.find("GPU cuda:0"), std::string::npos) << shown;
   EXPECT_NE(shown.find("busy 70.0% of 0.00 ms"), std::string::npos) << shown;
-  EXPECT_NE(shown.find("no dropped records"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("no dropped records, WARNING: 3 records INCOMPLETE"), std::string::npos) << shown;
   EXPECT_NE(shown.find("implicit_gemm"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("GPU checks     50% of device work starts before its launch (WARNING: one clock, must be 0); "
+                       "11.1% outside its iteration (WARNING); CUPTI against CUDA events per iteration: max 20%, "
+                       "median 10%"),
+            std::string::npos)
+      << shown;
   const std::string layers = cli::format_layers(db, run, 0);
   EXPECT_NE(layers.find("gpu fwd ms"), std::string::npos) << layers;
+}
+
+TEST(RecordGpu, ChecksWithNothingToCheckAreLeftOut) {
+  TempDir dir;
+  const auto db = dir / "g.db";
+  auto& tracer = profiler::Tracer::global();
+  workloads::LoopResult loop;
+  workloads::IterationResult it;   // device_ns stays -1: no CUDA events, no comparison with them
+  it.start_ns = 1000;
+  it.end_ns = 2000;
+  it.samples = 8;
+  loop.iterations.push_back(it);
+  profiler::GpuTrace trace;
+  profiler::GpuActivity k;
+  k.kind = profiler::GpuKind::kernel;
+  k.name = tracer.intern("implicit_gemm");
+  k.iteration = 0;
+  k.start_ns = 1100;
+  k.end_ns = 1500;
+  k.correlation = 3;
+  trace.activities.push_back(k);
+  profiler::GpuActivity api = k;
+  api.kind = profiler::GpuKind::api;
+  api.device = -1;
+  api.start_ns = 1050;
+  api.end_ns = 1060;
+  trace.activities.push_back(api);
+
+  const int64_t run = record_run(db, loop, {}, trace);
+  const auto m = run_metrics(db, run);
+  EXPECT_EQ(m.at("gpu_trace_kernels_before_launch"), 0);
+  EXPECT_EQ(m.at("gpu_trace_outside_iteration"), 0);
+  EXPECT_FALSE(m.contains("gpu_trace_event_diff_max"));
+  EXPECT_FALSE(m.contains("gpu_trace_event_diff_median"));
+  const std::string shown = cli::format_summary(cli::run_summary(db, run));
+  EXPECT_NE(shown.find("GPU checks     0% of device work starts before its launch; 0% outside its iteration\n"),
+            std::string::npos)
+      << shown;
+
+  // An empty trace (CUPTI held by another tool) checked nothing: no figure that would read as passed.
+  const int64_t empty = record_run(db, loop, {}, profiler::GpuTrace{});
+  const auto none = run_metrics(db, empty);
+  EXPECT_FALSE(none.contains("gpu_trace_kernels_before_launch"));
+  EXPECT_FALSE(none.contains("gpu_trace_outside_iteration"));
+  const std::string shown_empty = cli::format_summary(cli::run_summary(db, empty));
+  EXPECT_EQ(shown_empty.find("GPU checks"), std::string::npos) << shown_empty;
 }
