@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "dist/error.h"
-#include "dist/gpu_assignment.h"
 #include "dist/mpi_check.h"
 
 #ifdef TS_HAVE_CUDA
@@ -17,11 +16,8 @@
 
 namespace ts::dist {
 
-namespace {
-
-// Every rank learns whether any rank was refused, and the first refused rank's reason, so that
-// all of them stop together with the same message instead of some waiting in NCCL for the others.
-void agree_on_assignment(MPI_Comm bootstrap, const GpuAssignment& mine) {
+// Every rank learns whether any rank was refused, and the first refused rank's reason.
+void agree_on_gpus(MPI_Comm bootstrap, const GpuAssignment& mine) {
   int rank = 0;
   TS_MPI_CHECK(MPI_Comm_rank(bootstrap, &rank));
   const int candidate = mine.refused() ? rank : INT_MAX;
@@ -33,8 +29,6 @@ void agree_on_assignment(MPI_Comm bootstrap, const GpuAssignment& mine) {
   TS_MPI_CHECK(MPI_Bcast(why.data(), static_cast<int>(why.size()), MPI_CHAR, first_refused, bootstrap));
   throw DistError("rank " + std::to_string(first_refused) + ": " + why.data());
 }
-
-}  // namespace
 
 #ifdef TS_HAVE_CUDA
 
@@ -49,7 +43,7 @@ std::string nccl_unavailable_reason() {
 
 NcclRank nccl_rank(MPI_Comm bootstrap, int local_rank, int local_size) {
   const GpuAssignment gpu = gpu_for_rank(local_rank, local_size, local_gpu_count());
-  agree_on_assignment(bootstrap, gpu);
+  agree_on_gpus(bootstrap, gpu);
   NcclRank r;
   r.communicator = std::make_unique<NcclCommunicator>(bootstrap, gpu.device);
   r.memory = cuda_memory(gpu.device);
@@ -70,7 +64,7 @@ NcclRank nccl_rank(MPI_Comm bootstrap, int local_rank, int local_size) {
   none.refusal = nccl_unavailable_reason();
   (void)local_rank;
   (void)local_size;
-  agree_on_assignment(bootstrap, none);
+  agree_on_gpus(bootstrap, none);
   throw std::logic_error("unreachable: a build without CUDA refuses every rank");
 }
 

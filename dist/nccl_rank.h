@@ -9,6 +9,7 @@
 
 #include "dist/collective_bench.h"
 #include "dist/communicator.h"
+#include "dist/gpu_assignment.h"
 
 namespace ts::dist {
 
@@ -16,6 +17,11 @@ namespace ts::dist {
 std::string nccl_unavailable_reason();
 // The GPUs CUDA can use on this host; 0 without CUDA or a driver.
 int local_gpu_count();
+
+// Collective over `bootstrap`: returns when no rank's GPU was refused; otherwise every rank
+// throws DistError naming the first refused rank and its reason (so that none waits in NCCL for
+// the others).
+void agree_on_gpus(MPI_Comm bootstrap, const GpuAssignment& mine);
 
 struct NcclRank {
   std::unique_ptr<Communicator> communicator;
