@@ -12,12 +12,12 @@
 #include "cli/launch_job.h"
 #include "cli/run_config.h"
 #include "collectors/environment.h"
-#include "dist/collective_bench.h"
-#include "dist/mpi_communicator.h"
-#include "dist/mpi_runtime.h"
-#include "dist/gpu_assignment.h"
-#include "dist/nccl_rank.h"
-#include "dist/rank_hosts.h"
+#include "distributed/collective_bench.h"
+#include "distributed/mpi_communicator.h"
+#include "distributed/mpi_runtime.h"
+#include "distributed/gpu_assignment.h"
+#include "distributed/nccl_rank.h"
+#include "distributed/rank_hosts.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "session/record.h"
@@ -29,15 +29,15 @@ namespace ts::cli {
 
 namespace {
 
-const std::vector<std::pair<std::string_view, dist::Collective>> kCollectives = {
-    {"all_reduce", dist::Collective::all_reduce},
-    {"broadcast", dist::Collective::broadcast},
-    {"all_gather", dist::Collective::all_gather},
-    {"reduce_scatter", dist::Collective::reduce_scatter},
-    {"barrier", dist::Collective::barrier}};
+const std::vector<std::pair<std::string_view, distributed::Collective>> kCollectives = {
+    {"all_reduce", distributed::Collective::all_reduce},
+    {"broadcast", distributed::Collective::broadcast},
+    {"all_gather", distributed::Collective::all_gather},
+    {"reduce_scatter", distributed::Collective::reduce_scatter},
+    {"barrier", distributed::Collective::barrier}};
 
-std::vector<dist::Collective> parse_collectives(const std::vector<std::string>& names) {
-  std::vector<dist::Collective> out;
+std::vector<distributed::Collective> parse_collectives(const std::vector<std::string>& names) {
+  std::vector<distributed::Collective> out;
   if (names.empty()) {
     for (const auto& [name, c] : kCollectives) out.push_back(c);
     return out;
@@ -53,7 +53,7 @@ std::vector<dist::Collective> parse_collectives(const std::vector<std::string>& 
 }
 
 struct Validated {
-  dist::CollectiveBenchOptions options;
+  distributed::CollectiveBenchOptions options;
 };
 
 Validated validate(const CollectivesBenchConfig& c) {
@@ -61,11 +61,11 @@ Validated validate(const CollectivesBenchConfig& c) {
     throw UsageError("--backend must be mpi (host memory) or nccl (GPU memory) (got '" + c.backend + "')");
   }
   if (c.backend == "nccl") {
-    const std::string why = dist::nccl_unavailable_reason();
+    const std::string why = distributed::nccl_unavailable_reason();
     if (!why.empty()) throw UsageError(why);
     // All ranks on this host (no --hosts/--hostfile): refused here, before mpirun starts any.
     if (c.hosts.empty() && c.hostfile.empty()) {
-      const std::string too_few = dist::gpus_too_few(static_cast<int>(c.nproc), dist::local_gpu_count());
+      const std::string too_few = distributed::gpus_too_few(static_cast<int>(c.nproc), distributed::local_gpu_count());
       if (!too_few.empty()) throw UsageError("--nproc " + std::to_string(c.nproc) + ": " + too_few);
     }
   }
@@ -93,9 +93,9 @@ Validated validate(const CollectivesBenchConfig& c) {
   return v;
 }
 
-std::string collective_names(const std::vector<dist::Collective>& cs) {
+std::string collective_names(const std::vector<distributed::Collective>& cs) {
   std::string s;
-  for (const auto c : cs) s += (s.empty() ? "" : ",") + std::string(dist::to_string(c));
+  for (const auto c : cs) s += (s.empty() ? "" : ",") + std::string(distributed::to_string(c));
   return s;
 }
 
@@ -114,10 +114,10 @@ std::vector<std::string> rank_arguments(const CollectivesBenchConfig& c, const V
   return a;
 }
 
-store::CollectiveBenchRow to_row(const std::string& backend, const dist::CollectiveBenchResult& r) {
+store::CollectiveBenchRow to_row(const std::string& backend, const distributed::CollectiveBenchResult& r) {
   store::CollectiveBenchRow row;
   row.backend = backend;
-  row.collective = std::string(dist::to_string(r.collective));
+  row.collective = std::string(distributed::to_string(r.collective));
   row.bytes = r.bytes;
   row.ranks = r.ranks;
   row.iterations = r.iterations;
@@ -132,7 +132,7 @@ store::CollectiveBenchRow to_row(const std::string& backend, const dist::Collect
 // What rank 0 keeps of the sweep, and writes as it goes: a sweep cut short keeps its rows.
 class BenchRecord {
  public:
-  BenchRecord(const CollectivesBenchConfig& c, const Validated& v, const dist::World& world,
+  BenchRecord(const CollectivesBenchConfig& c, const Validated& v, const distributed::World& world,
               const std::vector<std::string>& hosts) {
     writer_.emplace(c.db, c.lock_wait);
     store::RunInfo info;
@@ -163,9 +163,9 @@ class BenchRecord {
     run_id_ = writer_->begin_run(info);
     set_current_run(c.db, run_id_);
     auto env = session::to_env_rows(collectors::snapshot());
-    env.push_back({"mpi_library", dist::MpiRuntime::library_version()});
+    env.push_back({"mpi_library", distributed::MpiRuntime::library_version()});
     env.push_back({"ranks", std::to_string(world.size)});
-    env.push_back({"rank_hosts", dist::describe_placement(hosts)});
+    env.push_back({"rank_hosts", distributed::describe_placement(hosts)});
     if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
     writer_->add_environment(run_id_, env);
   }
@@ -219,22 +219,22 @@ std::string format_footer(const std::vector<store::CollectiveBenchRow>& rows) {
 
 // This process is one rank of the benchmark's job.
 int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
-  static dist::MpiRuntime mpi;   // once per process; finalised at exit
+  static distributed::MpiRuntime mpi;   // once per process; finalised at exit
   set_stop_deadlines(kRankStopDeadlines);
-  const dist::World& world = mpi.world();
+  const distributed::World& world = mpi.world();
   std::optional<BenchRecord> record;
   try {
-    dist::MpiCommunicator host(MPI_COMM_WORLD);
-    const std::vector<std::string> hosts = dist::gather_host_names(host);
+    distributed::MpiCommunicator host(MPI_COMM_WORLD);
+    const std::vector<std::string> hosts = distributed::gather_host_names(host);
     if (world.rank == 0) record.emplace(c, v, world, hosts);
-    std::unique_ptr<dist::Communicator> nccl;
-    std::unique_ptr<dist::BenchMemory> memory = dist::host_memory();
+    std::unique_ptr<distributed::Communicator> nccl;
+    std::unique_ptr<distributed::BenchMemory> memory = distributed::host_memory();
     if (c.backend == "nccl") {
-      dist::NcclRank rank = dist::nccl_rank(MPI_COMM_WORLD, world.local_rank, world.local_size);
+      distributed::NcclRank rank = distributed::nccl_rank(MPI_COMM_WORLD, world.local_rank, world.local_size);
       nccl = std::move(rank.communicator);
       memory = std::move(rank.memory);
     }
-    dist::Communicator& measured = nccl ? *nccl : static_cast<dist::Communicator&>(host);
+    distributed::Communicator& measured = nccl ? *nccl : static_cast<distributed::Communicator&>(host);
     if (record && !c.json) {
       fmt::print("# trainscope bench collectives: {} backend, {} ranks, float32 sum, {} timed calls per size after {} "
                  "warm-up\n# time: mean per call averaged over the ranks; min/max: single calls on any rank; "
@@ -242,8 +242,8 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
                  c.backend, world.size, c.iterations, c.warmup, format_collective_bench_header());
       std::fflush(stdout);
     }
-    const bool finished = dist::run_collective_bench(measured, host, *memory, v.options, &stop_flag(),
-                                                     [&](const dist::CollectiveBenchResult& r) {
+    const bool finished = distributed::run_collective_bench(measured, host, *memory, v.options, &stop_flag(),
+                                                     [&](const distributed::CollectiveBenchResult& r) {
                                                        if (!record) return;
                                                        const auto row = to_row(c.backend, r);
                                                        record->add(row, r.wrong);
@@ -282,7 +282,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     fmt::print(stderr, "trainscope: rank {}: the collectives benchmark failed: {}\n", world.rank, e.what());
     if (record) record->finish(store::RunStatus::failed, e.what());
     // The other ranks wait in a collective for this one: end the job rather than leave them there.
-    if (world.size > 1) dist::MpiRuntime::abort_job(kExitRunFailed);
+    if (world.size > 1) distributed::MpiRuntime::abort_job(kExitRunFailed);
     return kExitRunFailed;
   }
 }
@@ -337,7 +337,7 @@ std::string format_collective_bench_row(const nlohmann::json& r) {
 
 int execute_collectives_bench(const CollectivesBenchConfig& c) {
   const Validated v = validate(c);
-  if (dist::launched_as_rank()) return rank_exit_status(bench_as_rank(c, v));
+  if (distributed::launched_as_rank()) return rank_exit_status(bench_as_rank(c, v));
   JobLaunch job;
   job.nproc = c.nproc;
   job.hosts = c.hosts;

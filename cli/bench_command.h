@@ -1,5 +1,5 @@
 #pragma once
-// `trainscope bench collectives`: the collectives benchmark (dist/collective_bench.h) over N
+// `trainscope bench collectives`: the collectives benchmark (distributed/collective_bench.h) over N
 // ranks started through mpirun, printed as nccl-tests prints it and stored as one run whose
 // workload is `collectives` (its rows in the collective_bench table).
 #include <chrono>

@@ -41,7 +41,7 @@ struct StopDeadlines {
 void set_stop_deadlines(StopDeadlines deadlines);
 
 // Every rank's (`run` and `bench collectives`): `terminated` below the 5 s from mpirun's SIGTERM
-// to its SIGKILL (dist::default_mca).
+// to its SIGKILL (distributed::default_mca).
 inline constexpr StopDeadlines kRankStopDeadlines{std::chrono::seconds(60), std::chrono::seconds(4)};
 
 }  // namespace ts::cli

@@ -9,7 +9,7 @@
 #include "cli/exit_codes.h"
 #include "cli/interrupts.h"
 #include "cli/run_config.h"
-#include "dist/launch.h"
+#include "distributed/launch.h"
 #include "fmt/format.h"
 #include "session/utc_time.h"
 #include "store/reader.h"
@@ -40,24 +40,24 @@ int64_t find_launched_run(const std::filesystem::path& db, const std::string& to
 }  // namespace
 
 LaunchedJob launch_job(const JobLaunch& job) {
-  dist::LaunchRequest r;
+  distributed::LaunchRequest r;
   r.nproc = static_cast<int>(job.nproc);
   try {
-    if (!job.hosts.empty()) r.hosts = dist::parse_hosts(job.hosts);
-    if (!job.hostfile.empty()) r.hosts = dist::read_hostfile(job.hostfile);
-    dist::check_hosts_resolve(r.hosts);
+    if (!job.hosts.empty()) r.hosts = distributed::parse_hosts(job.hosts);
+    if (!job.hostfile.empty()) r.hosts = distributed::read_hostfile(job.hostfile);
+    distributed::check_hosts_resolve(r.hosts);
     r.servers = static_cast<int>(job.servers);
     r.dedicated_servers = job.dedicated_servers;
     if (!job.server_hosts.empty()) {
-      r.server_hosts = dist::parse_hosts(job.server_hosts);
-      dist::check_hosts_resolve(r.server_hosts);
+      r.server_hosts = distributed::parse_hosts(job.server_hosts);
+      distributed::check_hosts_resolve(r.server_hosts);
     }
     r.mca = job.mca;
     r.executable = std::filesystem::read_symlink("/proc/self/exe");
     r.rank_args = job.rank_args;
     const std::string token = launch_token();
     r.env = {{"TS_LAUNCH_TOKEN", token}};
-    const dist::LaunchPlan plan = dist::plan_launch(r);
+    const distributed::LaunchPlan plan = distributed::plan_launch(r);
     store::Writer::check_target(job.db);   // a db that cannot be written: refused before any rank starts
     if (plan.servers > 0) {
       fmt::print(stderr, "trainscope: starting {} ranks ({} worker{}, then {} parameter server{}): {}\n", plan.nproc,
@@ -67,7 +67,7 @@ LaunchedJob launch_job(const JobLaunch& job) {
       fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
     }
     LaunchedJob out;
-    out.mpirun_status = dist::run_launch(plan, set_job_launcher);   // Ctrl-C reaches the ranks
+    out.mpirun_status = distributed::run_launch(plan, set_job_launcher);   // Ctrl-C reaches the ranks
     out.run_id = find_launched_run(job.db, token);
     if (out.run_id == 0) {
       // Rank 0 never made the run: the ranks did not start (unreachable host, ...). Nothing written.

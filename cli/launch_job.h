@@ -18,7 +18,7 @@ struct JobLaunch {
   int64_t nproc = 1;                       // with hosts, 0: one rank per slot
   std::string hosts;                       // "h1:2,h2:2", or empty
   std::filesystem::path hostfile;          // or a hostfile, or neither (local ranks)
-  // Parameter-server shards (dist::LaunchRequest): co-located ones are checked against the
+  // Parameter-server shards (distributed::LaunchRequest): co-located ones are checked against the
   // workers; dedicated ones are ranks of their own after the `nproc` workers, on `server_hosts`
   // ("s1:1,s2:1") when given, else in the hosts' next slots.
   int64_t servers = 0;

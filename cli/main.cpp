@@ -15,7 +15,7 @@
 #include "cli/report_command.h"
 #include "cli/suite.h"
 #include "cli/summary.h"
-#include "dist/mpi_runtime.h"
+#include "distributed/mpi_runtime.h"
 #include "fmt/format.h"
 #include "reports/chrome_trace.h"
 #include "reports/output_file.h"
@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
       rc.data_parallel.overlap = !no_overlap;
       rc.data_parallel.cross_barrier = !no_cross_barrier;
       rc.data_parallel.order =
-          bucket_order == "arrival" ? ts::dist::BucketOrder::arrival : ts::dist::BucketOrder::reverse_registration;
+          bucket_order == "arrival" ? ts::distributed::BucketOrder::arrival : ts::distributed::BucketOrder::reverse_registration;
       rc.mca = parse_mca(mca);
       if (!*nproc_opt && (!rc.hosts.empty() || !rc.hostfile.empty())) rc.nproc = 0;   // one rank per slot
       if (*learners_opt) rc.learners = learners;
@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
       install_interrupt_handler();
       const RunOutcome out = execute_run(rc);
       // A rank other than 0 has no run to print; rank 0 of a `--nproc` launch leaves it to the launcher.
-      if (out.run_id == 0 || (ts::dist::launched_as_rank() && std::getenv("TS_LAUNCH_TOKEN"))) return out.exit_code;
+      if (out.run_id == 0 || (ts::distributed::launched_as_rank() && std::getenv("TS_LAUNCH_TOKEN"))) return out.exit_code;
       const auto summary = run_summary(rc.db, out.run_id);
       if (rc.json) {
         fmt::print("{}\n", summary.dump(2));

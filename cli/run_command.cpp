@@ -4,7 +4,7 @@
 #include "cli/interrupts.h"
 #include "cli/launch_job.h"
 #include "cli/progress.h"
-#include "dist/mpi_runtime.h"
+#include "distributed/mpi_runtime.h"
 #include "fmt/format.h"
 #include "session/run_session.h"
 #include "workloads/workload.h"
@@ -22,7 +22,7 @@ int exit_code_for(const session::RunOutcome& out) {
   }
 }
 
-RunOutcome run_session(const RunConfig& c, const std::string& label, const dist::World* world) {
+RunOutcome run_session(const RunConfig& c, const std::string& label, const distributed::World* world) {
   const bool shows_progress = !world || world->rank == 0;
   std::optional<Progress> progress;
   session::SessionHooks hooks;
@@ -55,7 +55,7 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const dist:
 
 // This process is one rank of a job mpirun (or srun) started.
 RunOutcome run_as_rank(const RunConfig& c, const std::string& label) {
-  static dist::MpiRuntime mpi;   // once per process; finalised at exit
+  static distributed::MpiRuntime mpi;   // once per process; finalised at exit
   set_stop_deadlines(kRankStopDeadlines);
   RunOutcome out = run_session(c, label, &mpi.world());
   out.exit_code = rank_exit_status(out.exit_code);
@@ -81,14 +81,14 @@ std::vector<std::string> rank_arguments(const RunConfig& c) {
   if (c.strategy == RunConfig::Strategy::ps) {
     const auto& ps = c.ps;
     a.insert(a.end(), {"--strategy", "ps", "--servers", std::to_string(ps.servers), "--ps-mode",
-                       std::string(dist::ps::to_string(ps.mode)), "--chunk-mb", fmt::format("{}", ps.chunk_mb)});
-    if (ps.mode == dist::ps::PsMode::bounded) a.insert(a.end(), {"--staleness", std::to_string(ps.staleness)});
+                       std::string(distributed::ps::to_string(ps.mode)), "--chunk-mb", fmt::format("{}", ps.chunk_mb)});
+    if (ps.mode == distributed::ps::PsMode::bounded) a.insert(a.end(), {"--staleness", std::to_string(ps.staleness)});
     if (ps.dedicated) a.push_back("--dedicated-servers");
     if (!ps.server_hosts.empty()) a.insert(a.end(), {"--server-hosts", ps.server_hosts});
     if (ps.priority || c.data_parallel.priority) a.push_back("--priority");
   } else {
     a.insert(a.end(), {"--bucket-mb", fmt::format("{}", c.data_parallel.bucket_mb), "--bucket-order",
-                       std::string(dist::to_string(c.data_parallel.order)), "--partition-mb",
+                       std::string(distributed::to_string(c.data_parallel.order)), "--partition-mb",
                        fmt::format("{}", c.data_parallel.partition_mb)});
     if (!c.data_parallel.overlap) a.push_back("--no-overlap");
     if (c.data_parallel.priority) a.push_back("--priority");
@@ -130,7 +130,7 @@ RunOutcome launch_ranks(const RunConfig& c) {
 
 RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   validate(c);
-  if (dist::launched_as_rank()) return run_as_rank(c, progress_label);
+  if (distributed::launched_as_rank()) return run_as_rank(c, progress_label);
   if (launches_ranks(c)) return launch_ranks(c);
   return run_session(c, progress_label, nullptr);
 }

@@ -250,9 +250,9 @@ SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t inde
   dp.cross_barrier = t.boolean("cross_barrier").value_or(dp.cross_barrier);
   if (const auto order = t.string("bucket_order")) {
     if (*order == "arrival") {
-      dp.order = dist::BucketOrder::arrival;
+      dp.order = distributed::BucketOrder::arrival;
     } else if (*order == "reverse_registration") {
-      dp.order = dist::BucketOrder::reverse_registration;
+      dp.order = distributed::BucketOrder::reverse_registration;
     } else {
       t.fail(t.line(), "key 'bucket_order' must be \"arrival\" or \"reverse_registration\" (got \"" + printable(*order) + "\")");
     }
@@ -411,7 +411,7 @@ int run_suite(const Suite& suite, bool json) {
                                      : fmt::format(" x{} ranks", c.nproc);
       if (c.strategy == RunConfig::Strategy::ps) {
         label += fmt::format(" + {} {}server{} ({})", c.ps.servers, c.ps.dedicated ? "dedicated " : "co-located ",
-                             c.ps.servers == 1 ? "" : "s", dist::ps::to_string(c.ps.mode));
+                             c.ps.servers == 1 ? "" : "s", distributed::ps::to_string(c.ps.mode));
       }
       fmt::print(stderr, "trainscope: {}\n", label);   // the ranks' progress lines do not carry the label
     }

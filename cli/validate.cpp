@@ -13,8 +13,8 @@
 #include <type_traits>
 
 #include "cli/run_config.h"
-#include "dist/launch.h"
-#include "dist/mpi_runtime.h"
+#include "distributed/launch.h"
+#include "distributed/mpi_runtime.h"
 #include "engine/device.h"
 #include "engine/device_memory.h"
 #include "fmt/format.h"
@@ -72,9 +72,9 @@ void check_chunk_mb(double mb, std::string_view name) {
   throw UsageError(fmt::format("{} must be more than {} and at most {} MiB (got {})", name, kMinChunkMb, kMaxChunkMb, mb));
 }
 
-std::vector<dist::HostSlots> server_hosts_of(const std::string& spec, bool suite) {
+std::vector<distributed::HostSlots> server_hosts_of(const std::string& spec, bool suite) {
   try {
-    return dist::parse_hosts(spec);
+    return distributed::parse_hosts(spec);
   } catch (const std::invalid_argument& e) {
     throw UsageError(option_name("server-hosts", suite) + ": " + e.what());
   }
@@ -84,14 +84,14 @@ std::vector<dist::HostSlots> server_hosts_of(const std::string& spec, bool suite
 // their slots (less the dedicated servers that share them). Unknown inside a rank (its launcher
 // checked) and when the hosts cannot be read (the launcher says why).
 std::optional<int64_t> known_workers(const RunConfig& c) {
-  if (dist::launched_as_rank()) return std::nullopt;
+  if (distributed::launched_as_rank()) return std::nullopt;
   if (c.nproc > 0) return c.nproc;
-  std::vector<dist::HostSlots> hosts;
+  std::vector<distributed::HostSlots> hosts;
   try {
     if (!c.hosts.empty()) {
-      hosts = dist::parse_hosts(c.hosts);
+      hosts = distributed::parse_hosts(c.hosts);
     } else if (!c.hostfile.empty()) {
-      hosts = dist::read_hostfile(c.hostfile);
+      hosts = distributed::read_hostfile(c.hostfile);
     } else {
       return std::nullopt;
     }
@@ -107,7 +107,7 @@ std::optional<int64_t> known_workers(const RunConfig& c) {
 // The parameter-server checks on a whole config (whatever made it: the command line, a suite,
 // a rank's own arguments).
 void validate_ps(const RunConfig& c, const engine::Device& device) {
-  const dist::ps::PsOptions defaults;
+  const distributed::ps::PsOptions defaults;
   const auto& ps = c.ps;
   if (c.strategy != Strategy::ps) {
     if (ps.servers != defaults.servers || ps.dedicated || !ps.server_hosts.empty() || ps.mode != defaults.mode ||
@@ -117,7 +117,7 @@ void validate_ps(const RunConfig& c, const engine::Device& device) {
     }
     return;
   }
-  const dist::DataParallelOptions dp_defaults;
+  const distributed::DataParallelOptions dp_defaults;
   const auto& dp = c.data_parallel;
   if (dp.bucket_mb != dp_defaults.bucket_mb || dp.order != dp_defaults.order || dp.overlap != dp_defaults.overlap ||
       dp.partition_mb != dp_defaults.partition_mb || dp.cross_barrier != dp_defaults.cross_barrier) {
@@ -127,9 +127,9 @@ void validate_ps(const RunConfig& c, const engine::Device& device) {
   check_range("--servers", ps.servers, 1, kMaxServers);
   check_range("--staleness", ps.staleness, 0, kMaxStaleness);
   check_chunk_mb(ps.chunk_mb, "--chunk-mb");
-  if (ps.staleness != 0 && ps.mode != dist::ps::PsMode::bounded) {
+  if (ps.staleness != 0 && ps.mode != distributed::ps::PsMode::bounded) {
     throw UsageError(fmt::format("--staleness {} applies to --ps-mode bounded only (got --ps-mode {})", ps.staleness,
-                                 dist::ps::to_string(ps.mode)));
+                                 distributed::ps::to_string(ps.mode)));
   }
   if (!ps.server_hosts.empty()) {
     if (!ps.dedicated) throw UsageError("--server-hosts places dedicated servers: it needs --dedicated-servers");
@@ -201,7 +201,7 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
     ps.dedicated = true;   // servers placed on hosts are ranks of their own
   }
   if (in.ps_mode) {
-    const auto mode = dist::ps::parse_ps_mode(*in.ps_mode);
+    const auto mode = distributed::ps::parse_ps_mode(*in.ps_mode);
     if (!mode) {
       throw UsageError(option_name("ps-mode", suite) + " must be sync, async, bounded or eager (got '" + *in.ps_mode + "')");
     }
@@ -210,8 +210,8 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
   if (in.staleness) {
     check_range(option_name("staleness", suite), *in.staleness, 0, kMaxStaleness);
     if (!in.ps_mode) {
-      ps.mode = dist::ps::PsMode::bounded;   // a bound on staleness asks for bounded staleness
-    } else if (ps.mode != dist::ps::PsMode::bounded) {
+      ps.mode = distributed::ps::PsMode::bounded;   // a bound on staleness asks for bounded staleness
+    } else if (ps.mode != distributed::ps::PsMode::bounded) {
       throw UsageError(fmt::format("{} {} applies to {} only (got {})", option_name("staleness", suite), *in.staleness,
                                    setting("ps-mode", "bounded", suite), setting("ps-mode", *in.ps_mode, suite)));
     }
@@ -276,19 +276,19 @@ void validate(const RunConfig& c) {
     throw UsageError(e.what());
   }
   const bool hosts_given = !c.hosts.empty() || !c.hostfile.empty();
-  const bool several_ranks = c.nproc > 1 || hosts_given || dist::launched_as_rank() ||
+  const bool several_ranks = c.nproc > 1 || hosts_given || distributed::launched_as_rank() ||
                              (c.strategy == Strategy::ps && c.ps.dedicated);
   if (several_ranks && spec->has_learners && c.strategy == Strategy::allreduce) {
     throw UsageError(c.workload + "'s actor-learners are asynchronous: run it across ranks with --strategy ps "
                                   "(or on one rank, with threads: --learners)");
   }
   if (spec->has_learners && c.strategy == Strategy::ps &&
-      (c.ps.mode == dist::ps::PsMode::sync || c.ps.mode == dist::ps::PsMode::bounded)) {
+      (c.ps.mode == distributed::ps::PsMode::sync || c.ps.mode == distributed::ps::PsMode::bounded)) {
     // Each learner pushes when its rollout is done and reads whatever the servers hold then:
     // there are no steps for all workers to agree on or to bound.
     throw UsageError(fmt::format("{}'s actor-learners push to the parameter server asynchronously: use --ps-mode async "
                                  "or eager (got {})",
-                                 c.workload, dist::ps::to_string(c.ps.mode)));
+                                 c.workload, distributed::ps::to_string(c.ps.mode)));
   }
   validate_ps(c, device);
   if (c.roofline) {

@@ -5,7 +5,7 @@
 
 namespace ts::profiler {
 
-// comm: a collective (dist/), on the thread that ran it; wait: a thread blocked on
+// comm: a collective (distributed/), on the thread that ran it; wait: a thread blocked on
 // communication it needs (the wait for the gradients at the end of backward).
 enum class EventKind : uint8_t { run, iteration, phase, op, marker, comm, wait };
 enum class Pass : uint8_t { none, forward, backward };

@@ -5,7 +5,7 @@
 #include <string>
 #include <thread>
 
-#include "dist/mpi_check.h"
+#include "distributed/mpi_check.h"
 
 namespace ts::session {
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "dist/comm_figures.h"
+#include "distributed/comm_figures.h"
 #include "memprof/ledger.h"
 #include "profiler/analysis.h"
 #include "profiler/tracer.h"
@@ -276,12 +276,12 @@ std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak
   return rows;
 }
 
-void append_collective_rows(const std::vector<dist::CollectiveRecord>& records, std::vector<store::CollectiveRow>& rows) {
+void append_collective_rows(const std::vector<distributed::CollectiveRecord>& records, std::vector<store::CollectiveRow>& rows) {
   for (const auto& r : records) {
     store::CollectiveRow c;
     c.iteration = r.iteration;
     c.thread = r.thread;
-    c.collective = std::string(dist::to_string(r.collective));
+    c.collective = std::string(distributed::to_string(r.collective));
     c.label = r.label;
     c.bytes = r.bytes;
     c.start_ns = r.start_ns;
@@ -305,7 +305,7 @@ std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profile
     r.exposed_comm_ns = b.time.exposed_comm_ns;
     r.idle_ns = b.time.idle_ns;
     r.backward_wait_ns = b.wait_ns;
-    // A parameter-server worker's waits (dist/ps/worker.cpp names them).
+    // A parameter-server worker's waits (distributed/ps/worker.cpp names them).
     static const profiler::StringId pull_wait = profiler::Tracer::global().intern("pull wait");
     static const profiler::StringId push_wait = profiler::Tracer::global().intern("push wait");
     if (const auto it = b.wait_by_name.find(pull_wait); it != b.wait_by_name.end()) r.pull_wait_ns = it->second;
@@ -315,13 +315,13 @@ std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profile
   return rows;
 }
 
-std::vector<store::CommOpRow> comm_op_rows(const std::vector<dist::CollectiveRecord>& records, std::string_view backend,
+std::vector<store::CommOpRow> comm_op_rows(const std::vector<distributed::CollectiveRecord>& records, std::string_view backend,
                                            int ranks) {
   std::vector<store::CommOpRow> rows;
-  for (const auto& s : dist::summarise(records, ranks)) {
+  for (const auto& s : distributed::summarise(records, ranks)) {
     store::CommOpRow r;
     r.backend = std::string(backend);
-    r.collective = std::string(dist::to_string(s.collective));
+    r.collective = std::string(distributed::to_string(s.collective));
     r.bytes = s.bytes;
     r.ranks = ranks;
     r.count = s.count;

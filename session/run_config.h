@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "dist/data_parallel.h"
-#include "dist/ps/ps_options.h"
+#include "distributed/data_parallel.h"
+#include "distributed/ps/ps_options.h"
 
 namespace ts::session {
 
@@ -52,11 +52,11 @@ struct RunConfig {
   std::string hosts;                   // --hosts h1:2,h2:2 (the launcher's)
   std::filesystem::path hostfile;      // --hostfile (the launcher's)
   std::vector<std::pair<std::string, std::string>> mca;   // --mca NAME=VALUE, passed to mpirun
-  // How the ranks share what they learn: all-reduce data parallelism (dist/data_parallel.h) or
-  // a parameter server (dist/ps/); the knobs of the one not chosen are ignored.
+  // How the ranks share what they learn: all-reduce data parallelism (distributed/data_parallel.h) or
+  // a parameter server (distributed/ps/); the knobs of the one not chosen are ignored.
   enum class Strategy { allreduce, ps } strategy = Strategy::allreduce;
-  dist::DataParallelOptions data_parallel;
-  dist::ps::PsOptions ps;
+  distributed::DataParallelOptions data_parallel;
+  distributed::ps::PsOptions ps;
 };
 // CPU cores online on this machine (at least 1): a rank's default threads are its share of them.
 int64_t online_cores();

@@ -12,10 +12,10 @@
 
 #include "collectors/environment.h"
 #include "collectors/process_sampler.h"
-#include "dist/data_parallel.h"
-#include "dist/mpi_communicator.h"
-#include "dist/ps/ps_job.h"
-#include "dist/rank_hosts.h"
+#include "distributed/data_parallel.h"
+#include "distributed/mpi_communicator.h"
+#include "distributed/ps/ps_job.h"
+#include "distributed/rank_hosts.h"
 #include "engine/context.h"
 #include "engine/cpu/host_allocator.h"
 #ifdef TS_HAVE_CUDA
@@ -125,12 +125,12 @@ struct RankSummary {
 
 // A parameter server's figures on this rank: its worker's pushes, its server's work and the
 // staleness of what that server applied (per worker and iteration), the layout's balance.
-void summarise_ps(const dist::ps::PsJob& job, int rank, RankSummary& s) {
+void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s) {
   if (rank == 0) {
     s.metrics.push_back({"ps_keys", static_cast<double>(job.layout().keys.size()), "keys", -1});
     s.metrics.push_back({"ps_server_imbalance", job.layout().imbalance(), "max/mean bytes", -1});
   }
-  if (const dist::ps::PsWorker* w = job.worker()) {
+  if (const distributed::ps::PsWorker* w = job.worker()) {
     s.metrics.push_back({"ps_pushes", static_cast<double>(w->pushes()), "messages", -1});
     s.metrics.push_back({"ps_bytes_pushed", static_cast<double>(w->bytes_pushed()), "bytes", -1});
   }
@@ -144,8 +144,8 @@ void summarise_ps(const dist::ps::PsJob& job, int rank, RankSummary& s) {
   }
 }
 
-RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std::vector<dist::CollectiveRecord>& calls,
-                           const dist::Communicator& comm, const dist::DataParallel* dp, int64_t warmup) {
+RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std::vector<distributed::CollectiveRecord>& calls,
+                           const distributed::Communicator& comm, const distributed::DataParallel* dp, int64_t warmup) {
   RankSummary s;
   s.breakdown = rank_breakdown_rows(events, [warmup](int32_t i) { return i >= warmup; });
   s.comm_ops = comm_op_rows(calls, comm.backend(), comm.size());
@@ -180,7 +180,7 @@ int64_t online_cores() {
   return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
-RunSession::RunSession(const RunConfig& config, SessionHooks hooks, const dist::World* world)
+RunSession::RunSession(const RunConfig& config, SessionHooks hooks, const distributed::World* world)
     : config_(config), hooks_(std::move(hooks)), world_(world) {}
 
 RunOutcome RunSession::run() {
@@ -193,10 +193,10 @@ RunOutcome RunSession::run() {
   const bool writes_db = rank == 0;
   // A parameter server: workers are ranks 0..W-1; dedicated servers, if any, the ranks after.
   const bool on_ps = distributed && c.strategy == RunConfig::Strategy::ps;
-  dist::ps::Topology topology;
+  distributed::ps::Topology topology;
   if (on_ps) {
     try {
-      topology = dist::ps::Topology::of(ranks, c.ps);
+      topology = distributed::ps::Topology::of(ranks, c.ps);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(std::string("parameter server: ") + e.what());
     }
@@ -210,11 +210,11 @@ RunOutcome RunSession::run() {
 
   // Two communicators: the gradients' (the communication thread) and the training thread's
   // control calls (stop flag, model check), which must not interleave with the gradients'.
-  std::unique_ptr<dist::MpiCommunicator> comm, control;
+  std::unique_ptr<distributed::MpiCommunicator> comm, control;
   std::unique_ptr<RankChannel> channel;
   if (distributed) {
-    comm = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD);
-    control = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD);
+    comm = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
+    control = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
     channel = std::make_unique<RankChannel>(MPI_COMM_WORLD);
   }
 
@@ -268,7 +268,7 @@ RunOutcome RunSession::run() {
                           {"workers", topology.workers},
                           {"servers", topology.servers},
                           {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
-                          {"mode", std::string(dist::ps::to_string(o.mode))},
+                          {"mode", std::string(distributed::ps::to_string(o.mode))},
                           {"staleness", o.staleness},
                           {"priority", o.priority},
                           {"chunk_mb", o.chunk_mb},
@@ -282,7 +282,7 @@ RunOutcome RunSession::run() {
                           {"backend", "mpi"},
                           {"bucket_mb", o.bucket_mb},
                           {"overlap", o.overlap},
-                          {"bucket_order", std::string(dist::to_string(o.order))},
+                          {"bucket_order", std::string(distributed::to_string(o.order))},
                           {"priority", o.priority},
                           {"partition_mb", o.partition_mb},
                           {"cross_barrier", o.priority && o.cross_barrier},  // asked for; whether taken: metric dp_cross_barrier
@@ -290,7 +290,7 @@ RunOutcome RunSession::run() {
   }
   std::vector<std::string> rank_hosts;
   if (distributed) {
-    rank_hosts = dist::gather_host_names(*comm);
+    rank_hosts = distributed::gather_host_names(*comm);
     cfg["distributed"]["rank_hosts"] = rank_hosts;
   }
   info.config_json = cfg.dump();
@@ -305,9 +305,9 @@ RunOutcome RunSession::run() {
     if (hooks_.run_created) hooks_.run_created(c.db, run_id);
     auto env = to_env_rows(collectors::snapshot());
     if (distributed) {
-      env.push_back({"mpi_library", dist::MpiRuntime::library_version()});
+      env.push_back({"mpi_library", distributed::MpiRuntime::library_version()});
       env.push_back({"ranks", std::to_string(ranks)});
-      env.push_back({"rank_hosts", dist::describe_placement(rank_hosts)});
+      env.push_back({"rank_hosts", distributed::describe_placement(rank_hosts)});
     }
     if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
     writer->add_environment(run_id, env);
@@ -369,8 +369,8 @@ RunOutcome RunSession::run() {
   const std::atomic<bool>& stop = hooks_.stop ? *hooks_.stop : never;
   workloads::LoopResult loop;
   std::unique_ptr<workloads::Workload> workload;
-  std::unique_ptr<dist::DataParallel> dp;
-  std::unique_ptr<dist::ps::PsJob> ps_job;
+  std::unique_ptr<distributed::DataParallel> dp;
+  std::unique_ptr<distributed::ps::PsJob> ps_job;
   std::string failure;
   bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
   workloads::Quality quality;
@@ -388,13 +388,13 @@ RunOutcome RunSession::run() {
     if (on_ps) {
       auto recipes = workload->optimizer_recipes();
       if (recipes.empty()) throw std::runtime_error(c.workload + " cannot train on a parameter server (it describes no optimizer for the servers)");
-      ps_job = std::make_unique<dist::ps::PsJob>(MPI_COMM_WORLD, c.ps, workload->gradient_groups(), std::move(recipes));
+      ps_job = std::make_unique<distributed::ps::PsJob>(MPI_COMM_WORLD, c.ps, workload->gradient_groups(), std::move(recipes));
       ps_job->start_server();   // a dedicated server rank serves here until every worker is done
       if (ps_job->worker() != nullptr) ps_job->worker()->initialize();
     } else if (distributed) {
       // Its learners' gradients never reach the phases that average them (validate() refuses it).
       if (spec.has_learners) throw std::runtime_error(c.workload + "'s actor-learners cannot train data-parallel: --strategy ps");
-      dp = std::make_unique<dist::DataParallel>(*comm, *control, workload->gradient_groups(), c.data_parallel);
+      dp = std::make_unique<distributed::DataParallel>(*comm, *control, workload->gradient_groups(), c.data_parallel);
       if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
         auto split = workload->split_step();
         const std::string why_not = split ? dp->take_split_step(std::move(*split))
@@ -482,7 +482,7 @@ RunOutcome RunSession::run() {
       }
     }
     std::fflush(nullptr);
-    dist::MpiRuntime::abort_job(1);
+    distributed::MpiRuntime::abort_job(1);
   }
 
   const std::vector<profiler::Event> events = stream->finish();

@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "dist/mpi_runtime.h"
+#include "distributed/mpi_runtime.h"
 #include "session/run_config.h"
 #include "store/records.h"
 
@@ -39,7 +39,7 @@ struct SessionHooks {
 class RunSession {
  public:
   // `world`: this rank's place when launched as one of several (null: a single process).
-  RunSession(const RunConfig& config, SessionHooks hooks, const dist::World* world = nullptr);
+  RunSession(const RunConfig& config, SessionHooks hooks, const distributed::World* world = nullptr);
   // Trains and stores the run. Failures after the run row exists are stored (failed /
   // interrupted) and returned; throws only when the run could not begin (the row could not be
   // made or the stream could not start: the row then says failed).
@@ -48,7 +48,7 @@ class RunSession {
  private:
   RunConfig config_;
   SessionHooks hooks_;
-  const dist::World* world_;
+  const distributed::World* world_;
 };
 
 }  // namespace ts::session

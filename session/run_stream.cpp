@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "session/rank_channel.h"
 #include "session/rank_records.h"
 #include "session/record.h"
@@ -108,9 +108,9 @@ void RunStream::flush_once() {
   for (auto& s : sampler_.samples_since(sample_cursor_)) batch.samples.push_back({s.t_ns, std::move(s.name), s.value});
   append_memory_points(memprof::Ledger::global().timeline_since(memory_cursor_, options_.memory_points_per_flush),
                        batch.memory);
-  for (dist::Communicator* communicator : options_.communicators) {
+  for (distributed::Communicator* communicator : options_.communicators) {
     if (!communicator) continue;
-    std::vector<dist::CollectiveRecord> calls = communicator->take_records();
+    std::vector<distributed::CollectiveRecord> calls = communicator->take_records();
     append_collective_rows(calls, batch.collectives);
     append(calls_, std::move(calls));
   }

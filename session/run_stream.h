@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "collectors/process_sampler.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "memprof/ledger.h"
 #include "profiler/event.h"
 #include "store/records.h"
@@ -69,7 +69,7 @@ class RunStream {
   struct Options {
     std::chrono::milliseconds interval{2000};
     size_t memory_points_per_flush = 32;  // the streamed timeline; the final write replaces it
-    std::vector<dist::Communicator*> communicators;  // whose collectives are streamed (distributed runs; null ones skipped)
+    std::vector<distributed::Communicator*> communicators;  // whose collectives are streamed (distributed runs; null ones skipped)
   };
   // Starts the flush thread.
   RunStream(std::unique_ptr<FlushSink> sink, const collectors::ProcessSampler& sampler, Options options);
@@ -85,7 +85,7 @@ class RunStream {
   std::vector<profiler::Event> finish();
   FlushSink& sink() { return *sink_; }
   // Every collective call streamed over the run (after finish()), for the run's summaries.
-  const std::vector<dist::CollectiveRecord>& collectives() const { return calls_; }
+  const std::vector<distributed::CollectiveRecord>& collectives() const { return calls_; }
   // What the flushes could not write (the db was locked or failed): the final write's to do.
   store::RunFlush take_unwritten();
 
@@ -112,7 +112,7 @@ class RunStream {
 
   // Touched by the flush thread only (by finish() after it stopped).
   std::vector<profiler::Event> events_;
-  std::vector<dist::CollectiveRecord> calls_;
+  std::vector<distributed::CollectiveRecord> calls_;
   store::RunFlush unwritten_;
   size_t sample_cursor_ = 0;
   memprof::Ledger::TimelineCursor memory_cursor_;

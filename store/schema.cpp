@@ -353,7 +353,7 @@ CREATE INDEX memory_changes_run_rank_t ON memory_changes(run_id, rank, t_ns);
 ALTER TABLE kernel_summary ADD COLUMN inclusive_ns INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-// v6: parameter servers (dist/ps). A worker's waits for its pulls and pushes beside the other
+// v6: parameter servers (distributed/ps). A worker's waits for its pulls and pushes beside the other
 // parts of its breakdown (0 for every row before and for all-reduce runs); how stale the
 // gradients the servers applied were, a histogram per worker (rank) and iteration, read one
 // run's kind at a time; and each server shard's totals over the run (rank: the rank hosting it).

@@ -36,7 +36,7 @@ const PhaseIds& phase_ids() {
 // a3c's learners run phases on their own threads, and several at once.
 class LoopPhases final : public Phases {
  public:
-  LoopPhases(dist::DataParallel* dp, dist::ps::PsWorker* ps, DeviceIterationTimer* device_time)
+  LoopPhases(distributed::DataParallel* dp, distributed::ps::PsWorker* ps, DeviceIterationTimer* device_time)
       : dp_(dp), ps_(ps), cross_barrier_(dp && dp->cross_barrier()), device_time_(device_time),
         loop_thread_(std::this_thread::get_id()) {}
   void data(const std::function<void()>& f) override {
@@ -89,8 +89,8 @@ class LoopPhases final : public Phases {
     if (timed) device_time_->end_phase(phase);
   }
 
-  dist::DataParallel* dp_;
-  dist::ps::PsWorker* ps_;
+  distributed::DataParallel* dp_;
+  distributed::ps::PsWorker* ps_;
   bool cross_barrier_;
   DeviceIterationTimer* device_time_;
   std::thread::id loop_thread_;
@@ -138,7 +138,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   ledger.reset_peak();  // the training peak: what was allocated before (and freed) is not training's
   // The parameter server as the phases see it: not at all when the workload's learners read and
   // push themselves.
-  dist::ps::PsWorker* phases_ps = options.parameter_server;
+  distributed::ps::PsWorker* phases_ps = options.parameter_server;
   if (phases_ps && w.take_parameter_service(*phases_ps)) phases_ps = nullptr;
   // Where the device queues work (a GPU): the iterations' device time, and what made their
   // convolution plans.

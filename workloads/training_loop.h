@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/data_parallel.h"
-#include "dist/ps/worker.h"
+#include "distributed/data_parallel.h"
+#include "distributed/ps/worker.h"
 #include "engine/device.h"
 #include "memprof/ledger.h"
 #include "workloads/workload.h"
@@ -43,13 +43,13 @@ struct LoopOptions {
   // After each iteration, outside its span: progress display, evaluation (whose quality it may
   // add to the iteration's metrics).
   std::function<void(IterationResult&)> on_iteration;
-  // Distributed runs: averages each backward's gradients across ranks (dist/), and makes the
+  // Distributed runs: averages each backward's gradients across ranks (distributed/), and makes the
   // ranks agree, before each iteration, whether any of them was asked to stop.
-  dist::DataParallel* data_parallel = nullptr;
-  // Or a parameter server (dist/ps/): each backward's gradients are pushed to the servers, which
+  distributed::DataParallel* data_parallel = nullptr;
+  // Or a parameter server (distributed/ps/): each backward's gradients are pushed to the servers, which
   // run the optimizer (the workload's optimizer phase does not run its own), and the forward's
   // layers install the values the servers send back.
-  dist::ps::PsWorker* parameter_server = nullptr;
+  distributed::ps::PsWorker* parameter_server = nullptr;
 };
 
 struct LoopResult {

@@ -51,7 +51,7 @@ struct WorkloadConfig {
   uint64_t seed = 1;
   std::string data = "synthetic";   // or a data set name/path the workload understands
   int64_t learners = 0;       // actor-learner threads (workloads with has_learners); 0: the preset's
-  // Data parallelism (dist/): this process is rank `rank` of `world_size`. Each rank reads its
+  // Data parallelism (distributed/): this process is rank `rank` of `world_size`. Each rank reads its
   // own shard of the data; the model is built the same on every rank (rank 0's is broadcast).
   int rank = 0;
   int world_size = 1;

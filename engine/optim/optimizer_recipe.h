@@ -1,7 +1,7 @@
 #pragma once
 // An optimizer as a recipe: what a workload's optimizer is (its kind, hyper-parameters, schedule
 // and gradient clipping), so that it can be built again over other tensors. A parameter server
-// (dist/ps/) builds one over each of its keys (a parameter, or a chunk of one) and updates the
+// (distributed/ps/) builds one over each of its keys (a parameter, or a chunk of one) and updates the
 // key with it whenever a gradient arrives, as the workload's own optimizer would update the
 // whole parameter.
 #include <functional>

@@ -1,5 +1,5 @@
 #pragma once
-// Parameters held and updated elsewhere (the parameter server's worker, dist/ps/worker.h), for
+// Parameters held and updated elsewhere (the parameter server's worker, distributed/ps/worker.h), for
 // a workload whose learners update asynchronously from threads of their own (a3c): each
 // learner reads the newest values into its own copy of the network, computes a gradient on
 // them, and sends it; the service's optimizer (the workload's recipe, on the servers) applies

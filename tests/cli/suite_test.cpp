@@ -385,12 +385,12 @@ TEST(Suite, DistributedKeysSetTheRunsLaunchAndDataParallelism) {
   EXPECT_DOUBLE_EQ(a.data_parallel.partition_mb, 0.5);
   EXPECT_FALSE(a.data_parallel.overlap);
   EXPECT_TRUE(a.data_parallel.priority);
-  EXPECT_EQ(a.data_parallel.order, dist::BucketOrder::reverse_registration);
+  EXPECT_EQ(a.data_parallel.order, distributed::BucketOrder::reverse_registration);
   const auto& b = suite.entries[1].config;
   EXPECT_EQ(b.nproc, 0) << "hosts without nproc: one rank per slot";
   EXPECT_EQ(b.hosts, "127.0.0.1:2");
   EXPECT_TRUE(b.data_parallel.overlap);
-  EXPECT_EQ(b.data_parallel.order, dist::BucketOrder::arrival);
+  EXPECT_EQ(b.data_parallel.order, distributed::BucketOrder::arrival);
 }
 
 TEST(Suite, BadDistributedKeysAreRefused) {
@@ -423,14 +423,14 @@ TEST(Suite, ParameterServerKeysSetTheStrategy) {
   EXPECT_EQ(a.strategy, Strategy::ps);
   EXPECT_EQ(a.ps.servers, 2);
   EXPECT_FALSE(a.ps.dedicated);
-  EXPECT_EQ(a.ps.mode, dist::ps::PsMode::bounded) << "a staleness alone asks for bounded staleness";
+  EXPECT_EQ(a.ps.mode, distributed::ps::PsMode::bounded) << "a staleness alone asks for bounded staleness";
   EXPECT_EQ(a.ps.staleness, 3);
   EXPECT_DOUBLE_EQ(a.ps.chunk_mb, 0.5);
   EXPECT_TRUE(a.ps.priority) << "priority also orders the servers' keys";
   const auto& b = suite.entries[1].config;
   EXPECT_TRUE(b.ps.dedicated) << "server_hosts implies dedicated servers";
   EXPECT_EQ(b.ps.server_hosts, "127.0.0.1:2");
-  EXPECT_EQ(b.ps.mode, dist::ps::PsMode::eager);
+  EXPECT_EQ(b.ps.mode, distributed::ps::PsMode::eager);
   const auto& c = suite.entries[2].config;
   EXPECT_EQ(c.strategy, Strategy::ps);
   EXPECT_TRUE(c.ps.dedicated);
@@ -483,7 +483,7 @@ TEST(Suite, PsHostsSuiteParsesWithItsSevenWays) {
     EXPECT_EQ(c.eval_every, 10);
     EXPECT_EQ(c.quality_target, 30.0);
     EXPECT_EQ(c.hosts, "tsh1:2,tsh2:2");
-    std::string way = c.strategy == Strategy::allreduce ? "allreduce" : std::string(dist::ps::to_string(c.ps.mode));
+    std::string way = c.strategy == Strategy::allreduce ? "allreduce" : std::string(distributed::ps::to_string(c.ps.mode));
     if (c.strategy == Strategy::ps && c.ps.dedicated) way += " dedicated";
     if (c.strategy == Strategy::ps && c.ps.priority) way += " priority";
     ways.push_back(way);

@@ -1,0 +1,69 @@
+#pragma once
+// A collectives benchmark in the manner of nccl-tests: each collective at sizes from a minimum
+// to a maximum number of bytes (times a factor each step), `warmup` untimed calls and then
+// `iterations` timed ones per size, on float32 with sum. The time of a size is the mean per call,
+// averaged over the ranks (nccl-tests' default, `-a 1`); algbw and busbw follow from it as
+// comm_figures.h defines them. Every size is then checked once against known values (nccl-tests'
+// `-c 1`): a wrong element is counted, never hidden.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "distributed/communicator.h"
+
+namespace ts::distributed {
+
+// Where the benchmark's buffers live: host memory for MPI, the GPU's for NCCL. Each call is
+// complete when it returns (the zeros and the uploaded data are in place), whatever stream the
+// communicator then runs on.
+class BenchMemory {
+ public:
+  virtual ~BenchMemory() = default;
+  virtual void* allocate(size_t bytes) = 0;   // zero-filled
+  virtual void release(void* p) noexcept = 0;
+  virtual void upload(void* to, const void* host, size_t bytes) = 0;
+  virtual void download(void* host, const void* from, size_t bytes) = 0;
+};
+std::unique_ptr<BenchMemory> host_memory();
+#ifdef TS_HAVE_CUDA
+std::unique_ptr<BenchMemory> cuda_memory(int device);   // distributed/bench_memory_cuda.cpp
+#endif
+
+struct CollectiveBenchOptions {
+  std::vector<Collective> collectives = {Collective::all_reduce, Collective::broadcast, Collective::all_gather,
+                                         Collective::reduce_scatter, Collective::barrier};
+  int64_t min_bytes = 8;
+  int64_t max_bytes = int64_t{256} << 20;
+  int64_t factor = 2;
+  int iterations = 20;
+  int warmup = 5;
+};
+
+struct CollectiveBenchResult {
+  Collective collective = Collective::barrier;
+  int64_t bytes = 0;        // as CollectiveRecord::bytes: the whole buffer (all ranks' for gather/scatter)
+  int64_t count = 0;        // float32 elements of one rank's call (all-gather: its send; reduce-scatter: its receive)
+  int ranks = 0;
+  int iterations = 0;
+  double time_ns = 0;       // mean per call, averaged over the ranks
+  int64_t min_time_ns = 0;  // the fastest single call on any rank
+  int64_t max_time_ns = 0;  // the slowest single call on any rank
+  double algbw_gbps = 0, busbw_gbps = 0;
+  int64_t wrong = 0;        // elements of the check call that differed from the expected value, all ranks
+};
+
+// The sizes a sweep visits: min, min*factor, ... up to max (max included when it lies on the way).
+std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, int64_t factor);
+
+// The sweep. Every rank calls it with the same options. `measured` carries the timed calls, on
+// buffers from `memory`; `host` (MPI, the same ranks) lines the ranks up before each size and
+// combines their times. `stop` (may be null) is polled between sizes on every rank: when any
+// rank's is set, every rank stops there and false is returned. `on_result` gets each result, on
+// every rank, as soon as it is known (rank 0 prints and stores them).
+bool run_collective_bench(Communicator& measured, Communicator& host, BenchMemory& memory,
+                          const CollectiveBenchOptions& options, const std::atomic<bool>* stop,
+                          const std::function<void(const CollectiveBenchResult&)>& on_result);
+
+}  // namespace ts::distributed

@@ -1,0 +1,352 @@
+#include "distributed/launch.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace ts::distributed {
+
+namespace {
+
+int parse_slots(std::string_view text, std::string_view host) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || n < 1 || n > 4096) {
+    throw std::invalid_argument("host '" + std::string(host) + "': slots must be a whole number from 1 to 4096, not '" +
+                                std::string(text) + "'");
+  }
+  return n;
+}
+
+void check_name(std::string_view host) {
+  if (host.empty()) throw std::invalid_argument("an empty host name");
+  if (host.size() > 253) throw std::invalid_argument("host name longer than 253 characters");
+  for (char c : host) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
+    if (!ok) throw std::invalid_argument("host '" + std::string(host) + "': only letters, digits, '-', '_' and '.' are allowed");
+  }
+}
+
+int total_slots(const std::vector<HostSlots>& hosts) {
+  int n = 0;
+  for (const auto& h : hosts) n += h.slots;
+  return n;
+}
+
+// `count` ranks filling the hosts' slots in order: one entry (the host) per rank, appended to `out`.
+void fill_slots(const std::vector<HostSlots>& hosts, int count, std::vector<std::string>& out) {
+  for (const auto& h : hosts) {
+    for (int i = 0; i < h.slots && count > 0; ++i, --count) out.push_back(h.host);
+  }
+}
+
+// This machine under any of its names (localhost, a loopback address, its host name) is one host.
+std::string host_key(const std::string& host) {
+  static const std::string self = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return std::string();
+    return std::string(name);
+  }();
+  const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "ip6-localhost";
+  const bool self_name = !self.empty() && (host == self || self.rfind(host + ".", 0) == 0 || host.rfind(self + ".", 0) == 0);
+  return loopback || self_name ? std::string("\0self", 5) : host;
+}
+
+int most_ranks_on_one_host(const std::vector<std::string>& rank_hosts) {
+  std::map<std::string, int> per_host;
+  int most = 0;
+  for (const auto& h : rank_hosts) most = std::max(most, ++per_host[host_key(h)]);
+  return most;
+}
+
+// The longest --host argument given to mpirun: Linux refuses a single argument over 128 KiB.
+constexpr size_t kMaxHostArgument = 120'000;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::vector<HostSlots> parse_hosts(std::string_view spec) {
+  std::vector<HostSlots> out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string_view item = trim(spec.substr(start, comma - start));
+    const size_t colon = item.find(':');
+    HostSlots h;
+    h.host = std::string(item.substr(0, colon));
+    check_name(h.host);
+    if (colon != std::string_view::npos) h.slots = parse_slots(item.substr(colon + 1), h.host);
+    const auto same = std::find_if(out.begin(), out.end(), [&](const HostSlots& o) { return o.host == h.host; });
+    if (same != out.end()) throw std::invalid_argument("host '" + h.host + "' is listed twice");
+    out.push_back(std::move(h));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<HostSlots> read_hostfile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("cannot read hostfile '" + path.string() + "': " + std::strerror(errno));
+  std::vector<HostSlots> out;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    std::string_view l = line;
+    l = trim(l.substr(0, l.find('#')));
+    if (l.empty()) continue;
+    try {
+      std::istringstream words{std::string(l)};
+      std::string host, extra;
+      words >> host;
+      HostSlots h;
+      if (const size_t colon = host.find(':'); colon != std::string::npos) {
+        h.slots = parse_slots(std::string_view(host).substr(colon + 1), host.substr(0, colon));
+        host.resize(colon);
+      }
+      check_name(host);
+      h.host = host;
+      while (words >> extra) {
+        if (extra.rfind("slots=", 0) == 0) h.slots = parse_slots(std::string_view(extra).substr(6), host);
+        else if (extra.rfind("max_slots=", 0) != 0) throw std::invalid_argument("unknown field '" + extra + "'");
+      }
+      for (const auto& o : out) {
+        if (o.host == h.host) throw std::invalid_argument("host '" + h.host + "' is listed twice");
+      }
+      out.push_back(std::move(h));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(path.string() + ":" + std::to_string(number) + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw std::invalid_argument("hostfile '" + path.string() + "' names no host");
+  return out;
+}
+
+void check_hosts_resolve(const std::vector<HostSlots>& hosts) {
+  for (const auto& h : hosts) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(h.host.c_str(), nullptr, &hints, &res);
+    if (res) ::freeaddrinfo(res);
+    if (rc != 0) throw std::invalid_argument("unknown host '" + h.host + "': " + ::gai_strerror(rc));
+  }
+}
+
+namespace {
+
+// The executable `name` in a folder of PATH; empty when there is none.
+std::filesystem::path on_path(const char* name) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "";
+  while (!dirs.empty()) {
+    const size_t colon = std::min(dirs.find(':'), dirs.size());
+    const std::filesystem::path candidate = std::filesystem::path(std::string(dirs.substr(0, colon))) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    dirs.remove_prefix(std::min(colon + 1, dirs.size()));
+  }
+  return {};
+}
+
+// Whether `host` names this machine.
+bool is_this_machine(const std::string& host) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && host == name;
+}
+
+}  // namespace
+
+std::filesystem::path find_mpirun() {
+  if (const char* forced = std::getenv("TS_MPIRUN"); forced && *forced) {
+    if (::access(forced, X_OK) == 0) return forced;
+    throw std::invalid_argument(std::string("TS_MPIRUN='") + forced + "' is not an executable");
+  }
+  if (auto found = on_path("mpirun"); !found.empty()) return found;
+  throw std::invalid_argument(
+      "--nproc needs OpenMPI's mpirun, which is not on PATH (Debian: apt-get install openmpi-bin libopenmpi-dev; "
+      "scripts/setup installs it)");
+}
+
+std::vector<std::pair<std::string, std::string>> default_mca() {
+  return {
+      // When a rank dies, mpirun sends the others SIGCONT, waits this long, sends SIGTERM, waits
+      // this long again and sends SIGKILL: the survivors, stuck in a collective, get SIGTERM
+      // 5 s after the death and give up 4 s later (cli/interrupts.h), marking the run failed.
+      {"odls_base_sigkill_timeout", "5"},
+      // TCP between processes (and hosts); shared memory between local ranks.
+      {"btl", "self,vader,tcp"},
+      // Two sockets per peer: with one, OpenMPI's TCP path moves half the rate each way when
+      // both ways are busy, as in every all-reduce (busbw ~50% of the link; with two, >90%).
+      {"btl_tcp_links", "2"},
+      // Waiting ranks yield the core: on few cores their polling starved the kernel's network work.
+      {"mpi_yield_when_idle", "1"},
+  };
+}
+
+LaunchPlan plan_launch(const LaunchRequest& r) {
+  LaunchPlan plan;
+  if (r.servers < 0) throw std::invalid_argument("--servers must be at least 1");
+  if (!r.server_hosts.empty() && !(r.dedicated_servers && r.servers > 0)) {
+    throw std::invalid_argument("--server-hosts places dedicated parameter servers: it needs --strategy ps");
+  }
+  const int slots = total_slots(r.hosts);
+  const int dedicated = r.dedicated_servers ? r.servers : 0;
+  // Dedicated servers without hosts of their own take the hosts' slots after the workers.
+  const bool servers_share_slots = dedicated > 0 && r.server_hosts.empty();
+  if (r.nproc > 0) {
+    plan.workers = r.nproc;
+  } else if (!r.hosts.empty()) {
+    plan.workers = slots - (servers_share_slots ? dedicated : 0);
+    if (plan.workers < 1) {
+      throw std::invalid_argument("the hosts' " + std::to_string(slots) + " slots leave no worker beside the " +
+                                  std::to_string(dedicated) + " dedicated server" + (dedicated == 1 ? "" : "s") +
+                                  " (give the servers --server-hosts, or the hosts more slots)");
+    }
+  }
+  if (plan.workers < 1) throw std::invalid_argument("--nproc must be at least 1");
+  if (r.servers > 0 && !r.dedicated_servers && r.servers > plan.workers) {
+    throw std::invalid_argument("--servers " + std::to_string(r.servers) +
+                                " asks for more co-located servers than there are workers (" +
+                                std::to_string(plan.workers) +
+                                "): each server runs beside one worker; use fewer servers, more workers or "
+                                "--dedicated-servers");
+  }
+  plan.servers = dedicated;
+  plan.nproc = plan.workers + plan.servers;
+  if (!r.hosts.empty()) {
+    if (servers_share_slots && plan.nproc > slots) {
+      throw std::invalid_argument("--nproc " + std::to_string(plan.workers) + " and " + std::to_string(dedicated) +
+                                  " dedicated server" + (dedicated == 1 ? "" : "s") + " ask for " +
+                                  std::to_string(plan.nproc) + " ranks, more than the hosts offer (" +
+                                  std::to_string(slots) + " slots; --server-hosts places the servers elsewhere)");
+    }
+    if (plan.workers > slots) {
+      throw std::invalid_argument("--nproc " + std::to_string(plan.workers) + " asks for more ranks than the hosts offer (" +
+                                  std::to_string(slots) + " slots)");
+    }
+  }
+  if (!r.server_hosts.empty() && dedicated > total_slots(r.server_hosts)) {
+    throw std::invalid_argument("--servers " + std::to_string(dedicated) +
+                                " asks for more servers than --server-hosts offer (" +
+                                std::to_string(total_slots(r.server_hosts)) + " slots)");
+  }
+  if (!r.server_hosts.empty()) {
+    // Every rank's host, in rank order: the workers fill the hosts' slots (this machine without
+    // hosts), the servers the server hosts'. A host in both lists holds both.
+    if (r.hosts.empty()) {
+      plan.rank_hosts.assign(static_cast<size_t>(plan.workers), "localhost");
+    } else {
+      fill_slots(r.hosts, plan.workers, plan.rank_hosts);
+    }
+    fill_slots(r.server_hosts, plan.servers, plan.rank_hosts);
+    plan.ranks_per_host = most_ranks_on_one_host(plan.rank_hosts);
+  } else if (r.hosts.empty()) {
+    plan.ranks_per_host = plan.nproc;
+  } else {  // mpirun fills each host's slots in order
+    std::vector<std::string> placed;
+    fill_slots(r.hosts, plan.nproc, placed);
+    plan.ranks_per_host = most_ranks_on_one_host(placed);
+  }
+  plan.argv.push_back(find_mpirun().string());
+  plan.argv.insert(plan.argv.end(), {"-np", std::to_string(plan.nproc)});
+  if (::geteuid() == 0) plan.argv.push_back("--allow-run-as-root");  // OpenMPI refuses root otherwise
+  // OpenMPI binds each rank to one core when np <= 2: a rank's OpenMP threads would share it.
+  plan.argv.insert(plan.argv.end(), {"--bind-to", "none"});
+  if (!plan.rank_hosts.empty()) {
+    // Exact placement: OpenMPI's sequential mapper puts rank i on the i-th host of the --host
+    // list, whose repeats are that host's slots (its by-slot mapper would start with mpirun's own
+    // host and merge a host named twice). In this form (not a hostfile) it also knows localhost.
+    std::string spec;
+    for (const auto& h : plan.rank_hosts) spec += (spec.empty() ? "" : ",") + h;
+    if (spec.size() > kMaxHostArgument) {
+      throw std::invalid_argument("the placement of " + std::to_string(plan.nproc) +
+                                  " ranks on their hosts is longer (" + std::to_string(spec.size()) +
+                                  " characters) than one mpirun argument may be: use fewer ranks or shorter host names");
+    }
+    plan.argv.insert(plan.argv.end(), {"--map-by", "seq", "--host", spec});
+  } else if (r.hosts.empty()) {
+    plan.argv.push_back("--oversubscribe");  // more local ranks than cores is the user's call
+  } else {
+    std::string spec;
+    for (const auto& h : r.hosts) spec += (spec.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+    plan.argv.insert(plan.argv.end(), {"--host", spec});
+  }
+  auto mca = default_mca();
+  if (!r.rsh_agent.empty()) mca.emplace_back("plm_rsh_agent", r.rsh_agent);
+  // OpenMPI picks its ssh/rsh launcher even when every rank runs here, and that launcher stops
+  // the job when neither ssh nor rsh is installed (containers, the lent GPU machine): ranks on
+  // this machine alone are started by its single-machine launcher instead.
+  const auto here = [](const HostSlots& h) { return is_this_machine(h.host); };
+  const bool this_machine_only = std::all_of(r.hosts.begin(), r.hosts.end(), here) &&
+                                 std::all_of(r.server_hosts.begin(), r.server_hosts.end(), here);
+  if (this_machine_only && r.rsh_agent.empty() && on_path("ssh").empty() && on_path("rsh").empty()) {
+    mca.emplace_back("plm", "isolated");
+  }
+  if (!r.network.empty()) {
+    mca.emplace_back("oob_tcp_if_include", r.network);
+    mca.emplace_back("btl_tcp_if_include", r.network);
+  }
+  for (const auto& m : r.mca) {
+    const auto same = std::find_if(mca.begin(), mca.end(), [&](const auto& o) { return o.first == m.first; });
+    if (same != mca.end()) same->second = m.second;
+    else mca.push_back(m);
+  }
+  for (const auto& [k, v] : mca) plan.argv.insert(plan.argv.end(), {"--mca", k, v});
+  for (const auto& [k, v] : r.env) plan.argv.insert(plan.argv.end(), {"-x", k + "=" + v});
+  plan.argv.push_back(r.executable.string());
+  plan.argv.insert(plan.argv.end(), r.rank_args.begin(), r.rank_args.end());
+  return plan;
+}
+
+int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running) {
+  std::vector<char*> argv;
+  for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C reaches the launcher alone, which relays it
+    // (mpirun's own answer to SIGINT is to kill the ranks). No stdin: mpirun would forward the
+    // terminal to rank 0, and a background group reading the terminal is stopped.
+    ::setpgid(0, 0);
+    if (const int null = ::open("/dev/null", O_RDONLY); null >= 0) ::dup2(null, STDIN_FILENO);
+    // The caller may have SIGINT/SIGTERM blocked (the cli's interrupt thread): mpirun must not.
+    sigset_t all;
+    sigemptyset(&all);
+    sigaddset(&all, SIGINT);
+    sigaddset(&all, SIGTERM);
+    sigaddset(&all, SIGUSR1);
+    ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "trainscope: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  if (running) running(pid);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (running) running(0);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace ts::distributed

@@ -1,0 +1,33 @@
+#pragma once
+// Collectives on host memory through MPI. Owns a duplicate of the communicator it is given, so
+// its calls never match another component's calls on the same ranks (the record stream to rank
+// 0 has a duplicate of its own).
+#include <mpi.h>
+
+#include "distributed/communicator.h"
+
+namespace ts::distributed {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm parent = MPI_COMM_WORLD);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view backend() const override { return "mpi"; }
+  MPI_Comm handle() const { return comm_; }
+
+ protected:
+  void do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) override;
+  void do_broadcast(void* data, size_t count, DataType type, int root) override;
+  void do_all_gather(const void* send, void* recv, size_t count, DataType type) override;
+  void do_reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override;
+  void do_barrier() override;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace ts::distributed
