@@ -9,6 +9,7 @@
 #include "engine/autotune.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/host_allocator.h"
 #include "engine/device_memory.h"
 #include "engine/device_timeline.h"
 #ifdef TS_HAVE_CUDA
@@ -135,6 +136,31 @@ ConvPlanStats conv_plan_stats(Device device) {
 #endif
   (void)device;
   return {};
+}
+
+HostCacheStats host_cache_stats() {
+  const cpu::HostAllocatorStats s = cpu::host_allocator_stats();
+  return {s.hits, s.misses, s.evicted_bytes};
+}
+
+DeviceMemoryStats device_memory_stats(Device device) {
+  DeviceMemoryStats out;
+#ifdef TS_HAVE_CUDA
+  if (device.type != DeviceType::cuda) return out;
+  const auto s = cuda::device_allocator(device.index).stats();
+  out.available = true;
+  out.reserved_peak_bytes = s.peak_reserved_bytes;
+  out.used_peak_bytes = s.peak_used_bytes;
+  out.reserved_bytes = s.reserved_bytes;
+  const auto info = cuda::device_memory_info(device.index);
+  out.driver_ok = info.ok;
+  out.driver_free_bytes = info.free_bytes;
+  out.driver_total_bytes = info.total_bytes;
+  out.tf32_allowed = cuda::tf32_allowed();
+#else
+  (void)device;
+#endif
+  return out;
 }
 
 }  // namespace ts::engine

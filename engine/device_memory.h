@@ -33,4 +33,23 @@ DeviceMemory& memory_for(Device device);
 // says why not. The CPU always can; meta never runs work.
 bool device_usable(Device device, std::string* why = nullptr);
 
+// The host allocator's cache (CPU blocks of 64 KiB and more), counted since the process began:
+// a miss is a block fresh from the system. What a run records, without the CPU backend's headers.
+struct HostCacheStats {
+  int64_t hits = 0, misses = 0;
+  int64_t evicted_bytes = 0;   // cached blocks given back to keep the footprint bounded
+};
+HostCacheStats host_cache_stats();
+
+// A GPU's memory as its allocator books it and as the driver sees it, and whether TF32 is
+// allowed; `available` false for a device that has none (the host, meta, a build without CUDA).
+struct DeviceMemoryStats {
+  bool available = false;
+  int64_t reserved_peak_bytes = 0, used_peak_bytes = 0, reserved_bytes = 0;
+  bool driver_ok = false;   // the driver answered (cudaMemGetInfo)
+  int64_t driver_free_bytes = 0, driver_total_bytes = 0;
+  bool tf32_allowed = false;
+};
+DeviceMemoryStats device_memory_stats(Device device);
+
 }  // namespace ts::engine
