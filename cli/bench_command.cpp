@@ -11,7 +11,6 @@
 #include "cli/interrupts.h"
 #include "cli/launch_job.h"
 #include "cli/run_config.h"
-#include "collectors/environment.h"
 #include "distributed/collective_bench.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/mpi_runtime.h"
@@ -21,8 +20,7 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "session/record.h"
-#include "session/utc_time.h"
-#include "store/liveness.h"
+#include "session/run_record.h"
 #include "store/writer.h"
 
 namespace ts::cli {
@@ -129,52 +127,50 @@ store::CollectiveBenchRow to_row(const std::string& backend, const distributed::
   return row;
 }
 
-// What rank 0 keeps of the sweep, and writes as it goes: a sweep cut short keeps its rows.
+store::RunInfo bench_info(const CollectivesBenchConfig& c, const Validated& v, const distributed::World& world,
+                          const std::vector<std::string>& hosts) {
+  store::RunInfo info;
+  info.workload = "collectives";
+  info.preset = "sweep";
+  info.device = c.backend == "nccl" ? "cuda" : "cpu";
+  info.iterations = c.iterations;
+  info.warmup = c.warmup;
+  info.threads = 1;
+  info.trace = false;
+  info.ranks = world.size;
+  info.command_line = c.command_line;
+  const nlohmann::json cfg = {{"backend", c.backend},
+                              {"collectives", collective_names(v.options.collectives)},
+                              {"min_bytes", v.options.min_bytes},
+                              {"max_bytes", v.options.max_bytes},
+                              {"factor", c.factor},
+                              {"iterations", c.iterations},
+                              {"warmup", c.warmup},
+                              {"ranks", world.size},
+                              {"rank_hosts", hosts},
+                              {"datatype", "float32"},
+                              {"reduce_op", "sum"},
+                              {"time", "mean per call, averaged over the ranks (nccl-tests -a 1)"}};
+  info.config_json = cfg.dump();
+  return info;
+}
+
+// What rank 0 keeps of the sweep, and writes as it goes: a sweep cut short keeps its rows. The
+// run row itself is the session's RunRecord, as a training run's.
 class BenchRecord {
  public:
   BenchRecord(const CollectivesBenchConfig& c, const Validated& v, const distributed::World& world,
-              const std::vector<std::string>& hosts) {
-    writer_.emplace(c.db, c.lock_wait);
-    store::RunInfo info;
-    info.workload = "collectives";
-    info.preset = "sweep";
-    info.device = c.backend == "nccl" ? "cuda" : "cpu";
-    info.iterations = c.iterations;
-    info.warmup = c.warmup;
-    info.threads = 1;
-    info.trace = false;
-    info.ranks = world.size;
-    info.started_at = session::utc_now();
-    info.command_line = c.command_line;
-    store::set_writer(info, store::current_process());
-    const nlohmann::json cfg = {{"backend", c.backend},
-                                {"collectives", collective_names(v.options.collectives)},
-                                {"min_bytes", v.options.min_bytes},
-                                {"max_bytes", v.options.max_bytes},
-                                {"factor", c.factor},
-                                {"iterations", c.iterations},
-                                {"warmup", c.warmup},
-                                {"ranks", world.size},
-                                {"rank_hosts", hosts},
-                                {"datatype", "float32"},
-                                {"reduce_op", "sum"},
-                                {"time", "mean per call, averaged over the ranks (nccl-tests -a 1)"}};
-    info.config_json = cfg.dump();
-    run_id_ = writer_->begin_run(info);
-    set_current_run(c.db, run_id_);
-    auto env = session::to_env_rows(collectors::snapshot());
-    env.push_back({"mpi_library", distributed::MpiRuntime::library_version()});
-    env.push_back({"ranks", std::to_string(world.size)});
-    env.push_back({"rank_hosts", distributed::describe_placement(hosts)});
-    if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
-    writer_->add_environment(run_id_, env);
+              const std::vector<std::string>& hosts)
+      : record_(c.db, c.lock_wait, bench_info(c, v, world, hosts)) {
+    set_current_run(c.db, record_.id());
+    record_.add_environment(session::run_environment(&hosts));
   }
 
-  int64_t run_id() const { return run_id_; }
+  int64_t run_id() const { return record_.id(); }
 
   void add(const store::CollectiveBenchRow& row, int64_t wrong) {
     const std::vector<store::CollectiveBenchRow> one = {row};
-    writer_->add_collective_bench(run_id_, one);
+    record_.writer().add_collective_bench(record_.id(), one);
     rows_.push_back(row);
     wrong_total_ += wrong;
     if (wrong > 0 && first_wrong_.empty()) first_wrong_ = fmt::format("{} at {} bytes: {} wrong elements", row.collective, row.bytes, wrong);
@@ -182,8 +178,8 @@ class BenchRecord {
 
   void finish(store::RunStatus status, std::string error) {
     const std::vector<store::MetricRow> m = {{"wrong_elements", static_cast<double>(wrong_total_), "elements"}};
-    writer_->add_metrics(run_id_, m);
-    writer_->finish_run(run_id_, status, session::utc_now(), error);
+    record_.writer().add_metrics(record_.id(), m);
+    record_.finish(status, error);
     clear_current_run();
   }
 
@@ -192,8 +188,7 @@ class BenchRecord {
   const std::string& first_wrong() const { return first_wrong_; }
 
  private:
-  std::optional<store::Writer> writer_;
-  int64_t run_id_ = 0;
+  session::RunRecord record_;
   std::vector<store::CollectiveBenchRow> rows_;
   int64_t wrong_total_ = 0;
   std::string first_wrong_;

@@ -8,9 +8,8 @@
 #include <thread>
 
 #include "cli/exit_codes.h"
-#include "session/utc_time.h"
 #include "fmt/format.h"
-#include "store/writer.h"
+#include "session/run_record.h"
 
 namespace ts::cli {
 
@@ -29,9 +28,9 @@ int64_t g_run_id = 0;            // guarded by g_run_mutex; 0: no run to mark
   std::lock_guard lock(g_run_mutex);
   if (g_run_id > 0) {
     try {
-      store::Writer writer(g_run_db, std::chrono::seconds(3));
-      if (writer.finish_if_running(g_run_id, store::RunStatus::interrupted, session::utc_now(),
-                                   "stopped at once by a second interrupt: what was flushed before it is kept"))
+      if (session::RunRecord::finish_elsewhere(
+              g_run_db, g_run_id, store::RunStatus::interrupted,
+              "stopped at once by a second interrupt: what was flushed before it is kept", std::chrono::seconds(3)))
         fmt::print(stderr, "\ntrainscope: run {} marked interrupted; stopping now\n", g_run_id);
     } catch (const std::exception& e) {
       fmt::print(stderr, "\ntrainscope: could not mark run {} interrupted ({}); it will show as lost\n", g_run_id,
@@ -51,10 +50,10 @@ std::atomic<int> g_relayed{0};   // signals relayed to the running job
   std::lock_guard lock(g_run_mutex);
   if (g_run_id > 0) {
     try {
-      store::Writer writer(g_run_db, std::chrono::seconds(3));
-      if (writer.finish_if_running(g_run_id, store::RunStatus::failed, session::utc_now(),
-                                   "the job was stopped and other ranks stopped answering (a rank died, or mpirun "
-                                   "was interrupted): kept what was streamed"))
+      if (session::RunRecord::finish_elsewhere(g_run_db, g_run_id, store::RunStatus::failed,
+                                               "the job was stopped and other ranks stopped answering (a rank died, "
+                                               "or mpirun was interrupted): kept what was streamed",
+                                               std::chrono::seconds(3)))
         fmt::print(stderr, "\ntrainscope: run {} marked failed: other ranks stopped answering\n", g_run_id);
     } catch (const std::exception& e) {
       fmt::print(stderr, "\ntrainscope: could not mark run {} failed ({}); it will show as lost\n", g_run_id, e.what());

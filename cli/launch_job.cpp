@@ -11,7 +11,7 @@
 #include "cli/run_config.h"
 #include "distributed/launch.h"
 #include "fmt/format.h"
-#include "session/utc_time.h"
+#include "session/run_record.h"
 #include "store/reader.h"
 #include "store/writer.h"
 
@@ -74,12 +74,12 @@ LaunchedJob launch_job(const JobLaunch& job) {
       throw UsageError(fmt::format("the ranks did not start (mpirun exited with status {}; its message is above)",
                                    out.mpirun_status));
     }
-    store::Writer writer(job.db, job.lock_wait);
     if (out.mpirun_status != 0 &&
-        writer.finish_if_running(out.run_id, store::RunStatus::failed, session::utc_now(),
-                                 fmt::format("a rank ended before the run did (mpirun exited with status {}; see its "
-                                             "message above): kept what was streamed",
-                                             out.mpirun_status))) {
+        session::RunRecord::finish_elsewhere(job.db, out.run_id, store::RunStatus::failed,
+                                             fmt::format("a rank ended before the run did (mpirun exited with status "
+                                                         "{}; see its message above): kept what was streamed",
+                                                         out.mpirun_status),
+                                             job.lock_wait)) {
       fmt::print(stderr, "trainscope: run {} marked failed\n", out.run_id);
     }
     const auto row = store::Reader(job.db).run(out.run_id);

@@ -29,6 +29,7 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
   hooks.stop = &stop_flag();
   hooks.run_created = [](const std::filesystem::path& db, int64_t id) { set_current_run(db, id); };
   hooks.run_stored = [] { clear_current_run(); };
+  hooks.notice = [](const std::string& text) { fmt::print(stderr, "{}", text); };
   if (shows_progress) {
     hooks.progress_start = [&](int64_t total) {
       const auto* spec = workloads::find_workload(c.workload);

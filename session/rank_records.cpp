@@ -2,7 +2,14 @@
 
 #include <stdexcept>
 
+#include "distributed/data_parallel.h"
+#include "distributed/ps/ps_job.h"
+#include "fmt/format.h"
+#include "memprof/ledger.h"
 #include "nlohmann/json.hpp"
+#include "session/rank_channel.h"
+#include "session/record.h"
+#include "session/run_stream.h"
 
 namespace ts::session {
 
@@ -180,6 +187,119 @@ void stamp_rank(RankPayload& p) {
   for (auto& x : p.memory_peak) x.rank = r;
   for (auto& x : p.memory_changes) x.rank = r;
   // p.ps_staleness and p.ps_servers keep their producer's rank (rank_records.h).
+}
+
+void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s) {
+  if (rank == 0) {
+    s.metrics.push_back({"ps_keys", static_cast<double>(job.layout().keys.size()), "keys", -1});
+    s.metrics.push_back({"ps_server_imbalance", job.layout().imbalance(), "max/mean bytes", -1});
+  }
+  if (const distributed::ps::PsWorker* w = job.worker()) {
+    s.metrics.push_back({"ps_pushes", static_cast<double>(w->pushes()), "messages", -1});
+    s.metrics.push_back({"ps_bytes_pushed", static_cast<double>(w->bytes_pushed()), "bytes", -1});
+  }
+  for (const auto& st : job.server_stats()) {
+    s.ps_servers.push_back({st.server, st.rank, st.keys, st.bytes_held, st.bytes_in, st.bytes_out, st.pushes, st.pulls,
+                            st.updates, st.busy_ns, st.queue_max, st.queue_mean});
+  }
+  for (const auto& [what, count] : job.staleness()) {
+    const auto& [worker, iteration, clock_gap, staleness] = what;
+    s.ps_staleness.push_back({worker, iteration, clock_gap ? "clock_gap" : "updates", staleness, count});
+  }
+}
+
+RankSummary summarise_rank(const std::vector<profiler::Event>& events,
+                           const std::vector<distributed::CollectiveRecord>& calls, const distributed::Communicator& comm,
+                           const distributed::DataParallel* dp, int64_t warmup) {
+  RankSummary s;
+  s.breakdown = rank_breakdown_rows(events, [warmup](int32_t i) { return i >= warmup; });
+  s.comm_ops = comm_op_rows(calls, comm.backend(), comm.size());
+  // Each rank's events are counted where they are made: a reader compares this with the rows.
+  s.metrics.push_back({"events_recorded", static_cast<double>(events.size()), "events", -1});
+  // Over the timed iterations (docs/formulas.md): how much of the time communication kept the
+  // rank from computing, and how much of the communication backward hid.
+  double span = 0, comm_ns = 0, overlap = 0, exposed = 0;
+  for (const auto& b : s.breakdown) {
+    span += static_cast<double>(b.end_ns - b.start_ns);
+    comm_ns += static_cast<double>(b.comm_ns);
+    overlap += static_cast<double>(b.overlap_ns);
+    exposed += static_cast<double>(b.exposed_comm_ns);
+  }
+  if (span > 0) s.metrics.push_back({"exposed_comm_fraction", exposed / span, "fraction", -1});
+  if (comm_ns > 0) s.metrics.push_back({"comm_hidden_fraction", overlap / comm_ns, "fraction", -1});
+  if (dp) {
+    s.metrics.push_back({"dp_buckets", static_cast<double>(dp->buckets().size()), "buckets", -1});
+    s.metrics.push_back({"dp_cross_barrier", dp->cross_barrier() ? 1.0 : 0.0, "flag", -1});
+    s.metrics.push_back(
+        {"dp_parameters_without_gradient", static_cast<double>(dp->parameters_without_gradient()), "parameters", -1});
+  }
+  return s;
+}
+
+RankPayload final_payload(int rank, RankSummary mine, store::RunFlush unwritten, const workloads::LoopResult& loop,
+                          const std::string& error) {
+  const auto& ledger = memprof::Ledger::global();
+  RankPayload last;
+  last.rank = rank;
+  last.final = true;
+  last.flush = std::move(unwritten);
+  last.breakdown = std::move(mine.breakdown);
+  last.comm_ops = std::move(mine.comm_ops);
+  last.metrics = std::move(mine.metrics);
+  last.ps_staleness = std::move(mine.ps_staleness);
+  last.ps_servers = std::move(mine.ps_servers);
+  last.memory_peak = memory_peak_rows(loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak());
+  // The ledger's change log with owners (the first kMaxStoredMemoryChanges), stored as this rank's.
+  const size_t logged = ledger.change_count();
+  memprof::Ledger::ChangeCursor from_start;
+  last.memory_changes = memory_change_rows(ledger, from_start, kMaxStoredMemoryChanges);
+  for (auto& m : memory_change_counts(logged, last.memory_changes.size())) last.metrics.push_back(std::move(m));
+  last.error = error;
+  return last;
+}
+
+void add_rank_verdicts(const std::vector<RankPayload>& remote, const std::vector<int>& missing,
+                       std::chrono::seconds wait, store::RunStatus& status, std::string& error) {
+  if (!missing.empty()) {
+    std::string list;
+    for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    error += (error.empty() ? "" : "; ") +
+             fmt::format("rank(s) {} sent no final records within {} s", list, wait.count());
+    status = store::RunStatus::failed;
+  }
+  for (const auto& p : remote) {
+    if (p.final && !p.error.empty()) {
+      error += (error.empty() ? "" : "; ") + fmt::format("rank {}: {}", p.rank, p.error);
+      status = store::RunStatus::failed;
+    }
+  }
+}
+
+std::vector<RankPayload> gather_finals(DbSink& sink, RankChannel& channel, std::chrono::seconds wait,
+                                       store::RunStatus& status, std::string& error) {
+  std::vector<RankPayload> remote = sink.take_remote();
+  std::vector<int> missing;
+  for (auto& p : channel.wait_finals(wait, missing)) remote.push_back(std::move(p));
+  add_rank_verdicts(remote, missing, wait, status, error);
+  return remote;
+}
+
+void write_ranks(store::Writer& w, int64_t run_id, const RankSummary& mine, const std::vector<RankPayload>& remote) {
+  w.add_rank_breakdown(run_id, mine.breakdown);
+  w.add_comm_ops(run_id, mine.comm_ops);
+  w.add_metrics(run_id, mine.metrics);
+  w.add_ps_staleness(run_id, mine.ps_staleness);
+  w.add_ps_servers(run_id, mine.ps_servers);
+  for (const auto& p : remote) {
+    w.flush(run_id, p.flush);
+    w.add_rank_breakdown(run_id, p.breakdown);
+    w.add_comm_ops(run_id, p.comm_ops);
+    w.add_metrics(run_id, p.metrics);
+    w.add_memory_peak(run_id, p.memory_peak);
+    w.add_memory_changes(run_id, p.memory_changes);
+    w.add_ps_staleness(run_id, p.ps_staleness);
+    w.add_ps_servers(run_id, p.ps_servers);
+  }
 }
 
 }  // namespace ts::session

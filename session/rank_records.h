@@ -3,11 +3,23 @@
 // run (DESIGN.md, "Distribution"): its streamed rows as it goes, and at its end the rest with
 // its summaries. Carried as CBOR (nlohmann::json's binary form): compact, and a message that
 // does not parse is an error, never rows silently lost.
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "distributed/communicator.h"
+#include "profiler/event.h"
 #include "store/records.h"
+#include "store/writer.h"
+#include "workloads/training_loop.h"
+
+namespace ts::distributed {
+class DataParallel;
+namespace ps {
+class PsJob;
+}
+}  // namespace ts::distributed
 
 namespace ts::session {
 
@@ -37,5 +49,44 @@ RankPayload from_bytes(const std::vector<uint8_t>& bytes);
 // histogram counts, which rank hosts a shard; a server may report for every worker), set by the
 // producer and carried as it is.
 void stamp_rank(RankPayload& p);
+
+// The gathering of a distributed run's records on rank 0 (DESIGN.md, "How a run flows", 6).
+class DbSink;
+class RankChannel;
+
+// What a rank adds about itself beyond its streamed rows: its communication breakdown per timed
+// iteration, its collectives summarised, and the counts a reader checks the rows against.
+struct RankSummary {
+  std::vector<store::RankBreakdownRow> breakdown;
+  std::vector<store::CommOpRow> comm_ops;
+  std::vector<store::MetricRow> metrics;
+  std::vector<store::PsStalenessRow> ps_staleness;   // what this rank's server applied
+  std::vector<store::PsServerRow> ps_servers;
+};
+
+// From every event and collective call the rank's stream saw (`dp`: its all-reduce, if any).
+RankSummary summarise_rank(const std::vector<profiler::Event>& events,
+                           const std::vector<distributed::CollectiveRecord>& calls, const distributed::Communicator& comm,
+                           const distributed::DataParallel* dp, int64_t warmup);
+// A parameter server's figures on this rank: its worker's pushes, its server's work and the
+// staleness of what that server applied (per worker and iteration), the layout's balance.
+void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s);
+
+// A rank other than 0, at its end: its last rows (`unwritten`), its summaries, its memory peak
+// and change log (the ledger's), and its failure, for rank 0 to write into the run.
+RankPayload final_payload(int rank, RankSummary mine, store::RunFlush unwritten, const workloads::LoopResult& loop,
+                          const std::string& error);
+
+// Rank 0: the other ranks' records its stream's sink has not written, then their final messages,
+// waiting up to `wait` for them; the run fails, with the reason added to `error`, for each rank
+// that sent none or that failed.
+std::vector<RankPayload> gather_finals(DbSink& sink, RankChannel& channel, std::chrono::seconds wait,
+                                       store::RunStatus& status, std::string& error);
+// The verdict part of gather_finals: ranks whose final message did not come, ranks that failed.
+void add_rank_verdicts(const std::vector<RankPayload>& remote, const std::vector<int>& missing,
+                       std::chrono::seconds wait, store::RunStatus& status, std::string& error);
+
+// Rank 0's summaries and the other ranks' records into run `run_id` (the final write or a spill).
+void write_ranks(store::Writer& w, int64_t run_id, const RankSummary& mine, const std::vector<RankPayload>& remote);
 
 }  // namespace ts::session

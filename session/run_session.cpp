@@ -5,38 +5,30 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <thread>
 
-#include "collectors/environment.h"
 #include "collectors/process_sampler.h"
 #include "distributed/data_parallel.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/ps/ps_job.h"
 #include "distributed/rank_hosts.h"
 #include "engine/context.h"
-#include "engine/cpu/host_allocator.h"
-#ifdef TS_HAVE_CUDA
-#include "engine/cuda/device_memory.h"
-#endif
 #include "engine/device.h"
 #include "engine/peaks.h"
 #include "fmt/format.h"
 #include "memprof/ledger.h"
-#include "nlohmann/json.hpp"
-#include "profiler/gpu_tracer.h"
 #include "profiler/tracer.h"
+#include "session/instruments.h"
 #include "session/quality_curve.h"
 #include "session/rank_channel.h"
 #include "session/rank_records.h"
 #include "session/record.h"
+#include "session/run_plan.h"
+#include "session/run_record.h"
 #include "session/run_stream.h"
-#include "session/utc_time.h"
-#include "store/error.h"
-#include "store/liveness.h"
-#include "store/writer.h"
 #include "workloads/training_loop.h"
 #include "workloads/workload.h"
 
@@ -47,43 +39,68 @@ namespace {
 // How long rank 0 waits, after its own loop, for the other ranks' final records.
 constexpr std::chrono::seconds kFinalRecordsWait{120};
 
-// The host allocator's cache over the run (CPU blocks of 64 KiB and more): a miss is a block
-// fresh from the system, whose page faults make the op that first writes it slow.
-void record_host_allocator(const engine::cpu::HostAllocatorStats& before, RunRecorder& recorder) {
-  const auto s = engine::cpu::host_allocator_stats();
-  recorder.add_metric({"host_cache_hits", static_cast<double>(s.hits - before.hits), "allocations", -1});
-  recorder.add_metric({"host_cache_misses", static_cast<double>(s.misses - before.misses), "allocations", -1});
-  recorder.add_metric(
-      {"host_cache_evicted_bytes", static_cast<double>(s.evicted_bytes - before.evicted_bytes), "bytes", -1});
+// What every stage after the plan reads.
+struct Stage {
+  const RunConfig& config;
+  const RunPlan& plan;
+  const SessionHooks& hooks;
+  const std::atomic<bool>& stop;
+};
+
+// A distributed run's links: the gradients' communicator (the communication thread), the
+// training thread's control calls (stop flag, model check), which must not interleave with the
+// gradients', and the channel that carries the other ranks' records to rank 0.
+struct Links {
+  std::unique_ptr<distributed::MpiCommunicator> comm, control;
+  std::unique_ptr<RankChannel> channel;
+};
+
+Links connect(const RunPlan& plan) {
+  Links l;
+  if (!plan.distributed) return l;
+  l.comm = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
+  l.control = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
+  l.channel = std::make_unique<RankChannel>(MPI_COMM_WORLD);
+  return l;
 }
 
-// The device allocator's books and the driver's view, side by side (GPU runs): what CUPTI's
-// memory records add to them is stored by the recorder. And whether TF32 was allowed.
-void record_device_memory(const engine::Device& device, RunRecorder& recorder) {
-#ifdef TS_HAVE_CUDA
-  if (device.type != engine::DeviceType::cuda) return;
-  const int d = device.index;
-  const std::string p = fmt::format("gpu{}_", d);
-  const auto s = engine::cuda::device_allocator(d).stats();
-  recorder.add_metric({p + "allocator_reserved_peak_bytes", static_cast<double>(s.peak_reserved_bytes), "bytes", -1});
-  recorder.add_metric({p + "allocator_used_peak_bytes", static_cast<double>(s.peak_used_bytes), "bytes", -1});
-  recorder.add_metric({p + "allocator_reserved_bytes", static_cast<double>(s.reserved_bytes), "bytes", -1});
-  const auto info = engine::cuda::device_memory_info(d);
-  if (info.ok) {
-    recorder.add_metric({p + "driver_used_bytes", static_cast<double>(info.total_bytes - info.free_bytes), "bytes", -1});
-    recorder.add_metric({p + "driver_total_bytes", static_cast<double>(info.total_bytes), "bytes", -1});
+// The run has a row from the start (rank 0 writes it), so a crash or Ctrl-C later still
+// leaves a record. Other ranks never open the db.
+std::unique_ptr<RunRecord> begin_record(const Stage& s, const std::vector<std::string>& rank_hosts) {
+  if (!s.plan.writes_db) return nullptr;
+  auto record = std::make_unique<RunRecord>(s.config.db, s.config.lock_wait, s.plan.info);
+  if (s.hooks.run_created) s.hooks.run_created(s.config.db, record->id());
+  record->add_environment(run_environment(s.plan.distributed ? &rank_hosts : nullptr));
+  return record;
+}
+
+// The stream that writes the run while it runs: rank 0 to the db, the others to rank 0.
+std::unique_ptr<RunStream> start_stream(const Stage& s, RunRecord* record, const Links& links, Instruments& instruments) {
+  try {
+    std::unique_ptr<FlushSink> sink;
+    if (record) {
+      sink = std::make_unique<DbSink>(s.config.db, record->id(), links.channel.get());
+    } else {
+      sink = std::make_unique<RankSink>(*links.channel);
+    }
+    return std::make_unique<RunStream>(std::move(sink), instruments.sampler(),
+                                       RunStream::Options{.interval = s.config.flush_interval,
+                                                          .communicators = {links.comm.get(), links.control.get()},
+                                                          .notice = s.hooks.notice});
+  } catch (const std::exception& e) {  // the run row exists: not "bad input, nothing written"
+    instruments.stop();
+    const std::string why = std::string("cannot write the run while it runs: ") + e.what();
+    if (record) record->finish(store::RunStatus::failed, why);
+    if (s.hooks.run_stored) s.hooks.run_stored();
+    throw std::runtime_error(why);
   }
-  recorder.add_metric({"tf32_allowed", engine::cuda::tf32_allowed() ? 1.0 : 0.0, "", -1});
-#else
-  (void)device;
-  (void)recorder;
-#endif
 }
 
 // The machine's limits the roofline sets the step against (--roofline): SGEMM and copy on one
 // thread and on the run's threads, measured after the loop so that they take nothing from it.
-void record_machine_peaks(int threads, bool quiet, RunRecorder& recorder) {
-  if (!quiet) fmt::print(stderr, "trainscope: measuring the machine's SGEMM peak and copy bandwidth (--roofline)\n");
+void record_machine_peaks(const Stage& s, RunRecorder& recorder) {
+  if (!s.config.json) tell(s.hooks.notice, "trainscope: measuring the machine's SGEMM peak and copy bandwidth (--roofline)\n");
+  const int threads = s.plan.threads;
   const engine::MachinePeaks one = engine::measure_peaks(engine::Device::cpu(), 1);
   const engine::MachinePeaks all = threads > 1 ? engine::measure_peaks(engine::Device::cpu(), threads) : one;
   recorder.add_metric({"machine_sgemm_gflops_1t", one.sgemm_gflops, "GFLOP/s", -1});
@@ -93,82 +110,201 @@ void record_machine_peaks(int threads, bool quiet, RunRecorder& recorder) {
   recorder.add_metric({"machine_peak_threads", static_cast<double>(all.threads), "threads", -1});
 }
 
-// Where a run's results go when its db stays locked (or fails) at the final write: a side
-// file next to it, named for the run and the process, that `trainscope import` merges.
-std::filesystem::path spill_path(const std::filesystem::path& db, int64_t run_id) {
-  return std::filesystem::path(db.string() + fmt::format(".run{}-{}.spill", run_id, ::getpid()));
-}
+// What the training stage made and measured, and how it ended.
+struct Training {
+  std::unique_ptr<workloads::Workload> workload;
+  std::unique_ptr<distributed::DataParallel> dp;
+  std::unique_ptr<distributed::ps::PsJob> ps_job;
+  workloads::LoopResult loop;
+  std::optional<workloads::Quality> quality;   // the final evaluation (rank 0)
+  int64_t rss_before_model = -1;
+  std::string failure;
+  bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
 
-// The final write could not reach the db: the whole run, streamed parts included, into a side
-// file. Returns its path, or throws when that fails too.
-std::filesystem::path spill(const std::filesystem::path& db, const store::RunInfo& info, int64_t run_id,
-                            const std::function<void(store::Writer&, RunRecorder&, int64_t)>& record_everything,
-                            store::RunStatus status, const std::string& error) {
-  const auto path = spill_path(db, run_id);
-  store::Writer side(path);
-  const int64_t id = side.begin_run(info);
-  RunRecorder recorder(side, id);
-  record_everything(side, recorder, id);
-  side.finish_run(id, status, utc_now(), error);
-  return path;
-}
-
-// What this rank adds about itself beyond its streamed rows: its communication breakdown per
-// timed iteration, its collectives summarised, and the counts a reader checks the rows against.
-struct RankSummary {
-  std::vector<store::RankBreakdownRow> breakdown;
-  std::vector<store::CommOpRow> comm_ops;
-  std::vector<store::MetricRow> metrics;
-  std::vector<store::PsStalenessRow> ps_staleness;   // what this rank's server applied
-  std::vector<store::PsServerRow> ps_servers;
+  bool failed() const { return !failure.empty() || loop.failed || cancelled; }
 };
 
-// A parameter server's figures on this rank: its worker's pushes, its server's work and the
-// staleness of what that server applied (per worker and iteration), the layout's balance.
-void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s) {
-  if (rank == 0) {
-    s.metrics.push_back({"ps_keys", static_cast<double>(job.layout().keys.size()), "keys", -1});
-    s.metrics.push_back({"ps_server_imbalance", job.layout().imbalance(), "max/mean bytes", -1});
-  }
-  if (const distributed::ps::PsWorker* w = job.worker()) {
-    s.metrics.push_back({"ps_pushes", static_cast<double>(w->pushes()), "messages", -1});
-    s.metrics.push_back({"ps_bytes_pushed", static_cast<double>(w->bytes_pushed()), "bytes", -1});
-  }
-  for (const auto& st : job.server_stats()) {
-    s.ps_servers.push_back({st.server, st.rank, st.keys, st.bytes_held, st.bytes_in, st.bytes_out, st.pushes, st.pulls,
-                            st.updates, st.busy_ns, st.queue_max, st.queue_mean});
-  }
-  for (const auto& [what, count] : job.staleness()) {
-    const auto& [worker, iteration, clock_gap, staleness] = what;
-    s.ps_staleness.push_back({worker, iteration, clock_gap ? "clock_gap" : "updates", staleness, count});
+// The strategy around the model (DESIGN.md, "How a run flows", 4): a parameter server, or
+// all-reduce data parallelism across the ranks; nothing for a single process.
+void attach_strategy(const Stage& s, const Links& links, Training& t) {
+  const RunConfig& c = s.config;
+  if (s.plan.on_ps) {
+    auto recipes = t.workload->optimizer_recipes();
+    if (recipes.empty()) throw std::runtime_error(c.workload + " cannot train on a parameter server (it describes no optimizer for the servers)");
+    t.ps_job = std::make_unique<distributed::ps::PsJob>(MPI_COMM_WORLD, c.ps, t.workload->gradient_groups(), std::move(recipes));
+    t.ps_job->start_server();   // a dedicated server rank serves here until every worker is done
+    if (t.ps_job->worker() != nullptr) t.ps_job->worker()->initialize();
+  } else if (s.plan.distributed) {
+    // Its learners' gradients never reach the phases that average them (validate() refuses it).
+    if (workloads::find_workload(c.workload)->has_learners) {
+      throw std::runtime_error(c.workload + "'s actor-learners cannot train data-parallel: --strategy ps");
+    }
+    t.dp = std::make_unique<distributed::DataParallel>(*links.comm, *links.control, t.workload->gradient_groups(), c.data_parallel);
+    if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
+      auto split = t.workload->split_step();
+      const std::string why_not = split ? t.dp->take_split_step(std::move(*split))
+                                        : "its optimizer step needs every gradient first (global-norm clipping) or "
+                                          "an iteration has several steps";
+      if (!why_not.empty() && s.plan.rank == 0) {
+        tell(s.hooks.notice, fmt::format("trainscope: {}: no cross-barrier updates ({}); priority still orders the buckets\n",
+                                         c.workload, why_not));
+      }
+    }
+    t.dp->broadcast_parameters();
   }
 }
 
-RankSummary summarise_rank(const std::vector<profiler::Event>& events, const std::vector<distributed::CollectiveRecord>& calls,
-                           const distributed::Communicator& comm, const distributed::DataParallel* dp, int64_t warmup) {
-  RankSummary s;
-  s.breakdown = rank_breakdown_rows(events, [warmup](int32_t i) { return i >= warmup; });
-  s.comm_ops = comm_op_rows(calls, comm.backend(), comm.size());
-  // Each rank's events are counted where they are made: a reader compares this with the rows.
-  s.metrics.push_back({"events_recorded", static_cast<double>(events.size()), "events", -1});
-  // Over the timed iterations (docs/formulas.md): how much of the time communication kept the
-  // rank from computing, and how much of the communication backward hid.
-  double span = 0, comm_ns = 0, overlap = 0, exposed = 0;
-  for (const auto& b : s.breakdown) {
-    span += static_cast<double>(b.end_ns - b.start_ns);
-    comm_ns += static_cast<double>(b.comm_ns);
-    overlap += static_cast<double>(b.overlap_ns);
-    exposed += static_cast<double>(b.exposed_comm_ns);
+// What the training loop is told: its sizes and device, the stop flag and the strategy.
+workloads::LoopOptions loop_options(const Stage& s, const Training& t) {
+  workloads::LoopOptions lo;
+  lo.iterations = s.config.iterations;
+  lo.warmup = s.config.warmup;
+  lo.device = s.plan.workload.device;
+  lo.stop = &s.stop;
+  lo.data_parallel = t.dp.get();
+  lo.parameter_server = t.ps_job ? t.ps_job->worker() : nullptr;
+  return lo;
+}
+
+// After each iteration, outside its span: evaluations during training (--eval-every), the
+// stream, the progress display.
+std::function<void(workloads::IterationResult&)> after_iteration(const Stage& s, Training& t, QualityCurve& curve,
+                                                                  RunStream& stream) {
+  return [&s, &t, &curve, &stream](workloads::IterationResult& it) {
+    if (curve.count(it)) {
+      // The model as this rank trains it: updates still pending applied, the servers' newest values installed.
+      if (t.dp) t.dp->flush();
+      if (t.ps_job && t.ps_job->worker()) t.ps_job->worker()->refresh_model();
+      const workloads::Quality q = workloads::run_evaluation(*t.workload, s.config.eval_batches);
+      curve.add(q);
+      it.metrics.push_back({q.metric, q.value, q.unit});
+    }
+    stream.add_iteration(it);
+    const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
+    // The job's rate: every rank trains on its own batch of the same size.
+    const double rate = secs > 0 ? static_cast<double>(it.samples) * s.plan.ranks / secs : 0.0;
+    if (s.hooks.progress) s.hooks.progress(it.index + 1, rate, it.warmup);
+  };
+}
+
+// The loop itself; what the OS saw it take at its peak; the servers' final model.
+void run_loop(const Stage& s, Training& t, RunStream& stream, RunRecorder* recorder) {
+  const RunConfig& c = s.config;
+  if (s.hooks.progress_start) s.hooks.progress_start(c.warmup + c.iterations);
+  workloads::LoopOptions lo = loop_options(s, t);
+  QualityCurve curve(c.warmup, c.eval_every, c.quality_target);
+  lo.on_iteration = after_iteration(s, t, curve, stream);
+  if (s.plan.trains && (!s.stop.load() || s.plan.distributed)) {  // distributed: the ranks decide together, in the loop
+    auto& tracer = profiler::Tracer::global();
+    profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
+    t.loop = workloads::run_training(*t.workload, lo);
+    // What the OS saw the training take at its peak, over the process before the model: the
+    // figure to set beside a framework that keeps no allocator books (bench/pytorch).
+    const int64_t peak = collectors::peak_rss_bytes();
+    if (recorder && t.rss_before_model >= 0 && peak >= 0) {
+      recorder->add_metric({"rss_peak_growth_bytes", static_cast<double>(peak - t.rss_before_model), "bytes", -1});
+    }
+    for (auto& m : curve.run_metrics()) t.loop.metrics.push_back(std::move(m));
   }
-  if (span > 0) s.metrics.push_back({"exposed_comm_fraction", exposed / span, "fraction", -1});
-  if (comm_ns > 0) s.metrics.push_back({"comm_hidden_fraction", overlap / comm_ns, "fraction", -1});
-  if (dp) {
-    s.metrics.push_back({"dp_buckets", static_cast<double>(dp->buckets().size()), "buckets", -1});
-    s.metrics.push_back({"dp_cross_barrier", dp->cross_barrier() ? 1.0 : 0.0, "flag", -1});
-    s.metrics.push_back(
-        {"dp_parameters_without_gradient", static_cast<double>(dp->parameters_without_gradient()), "parameters", -1});
+  // The servers' final model in every worker (evaluation reads it), this rank's server done.
+  if (t.ps_job && !t.loop.failed) t.ps_job->finish();
+}
+
+// After the loop (rank 0, a run that ended well): the final evaluation, the machine's peaks.
+void evaluate(const Stage& s, Training& t, RunRecorder* recorder) {
+  // Evaluation is not a training iteration: its events must not count in the timed figures.
+  profiler::Tracer::global().set_iteration(-1);
+  memprof::Ledger::global().set_iteration(-1);
+  const bool ended_well = !t.loop.failed && !t.loop.interrupted && !s.stop.load();
+  if (!s.plan.writes_db || !ended_well) return;
+  if (s.config.eval_batches > 0) {
+    engine::CancelScope cancel(&s.stop);
+    t.quality = workloads::run_evaluation(*t.workload, s.config.eval_batches);
   }
-  return s;
+  if (s.config.roofline && s.plan.workload.device.is_cpu()) record_machine_peaks(s, *recorder);
+}
+
+// Build, train, evaluate (DESIGN.md, "How a run flows", 4-5): a failure is kept, not thrown.
+Training train(const Stage& s, const Links& links, RunStream& stream, RunRecorder* recorder, Instruments& instruments) {
+  Training t;
+  try {
+    {
+      engine::CancelScope cancel(&s.stop);
+      // The process's peak from here on is this run's (a suite runs many in one process).
+      if (collectors::reset_peak_rss()) t.rss_before_model = collectors::rss_bytes();
+      t.workload = workloads::find_workload(s.config.workload)->create(s.plan.workload);
+    }
+    if (recorder) recorder->set_parameter_count(t.workload->model().parameter_count());
+    attach_strategy(s, links, t);
+    run_loop(s, t, stream, recorder);
+    instruments.stop_device(recorder);  // evaluation is not traced on the GPU
+    if (s.hooks.progress_end) {
+      s.hooks.progress_end(t.loop.failed ? "failed" : (t.loop.interrupted || s.stop.load()) ? "interrupted" : "done");
+    }
+    evaluate(s, t, recorder);
+  } catch (const engine::Cancelled&) {
+    t.cancelled = true;
+  } catch (const std::exception& e) {
+    t.failure = e.what();
+  }
+  return t;
+}
+
+// A rank of a distributed run that cannot go on: the other ranks wait for it in their next
+// collective and cannot finish without it. Say why, keep what can be kept, and end the job
+// (mpirun then stops every rank; rank 0's run is marked failed by whoever sees it first).
+[[noreturn]] void abort_rank(const Stage& s, const Training& t, RunStream& stream, RunRecord* record) {
+  const std::string why = !t.failure.empty() ? t.failure : t.cancelled ? "cancelled while building" : t.loop.error;
+  tell(s.hooks.notice, fmt::format("\ntrainscope: rank {} failed: {}\n", s.plan.rank, why));
+  if (record) {
+    try {
+      stream.finish();
+      record->finish_if_running(store::RunStatus::failed, fmt::format("rank {} failed: {}", s.plan.rank, why));
+    } catch (const std::exception&) {
+    }
+  }
+  std::fflush(nullptr);
+  distributed::MpiRuntime::abort_job(1);
+}
+
+RunOutcome verdict(const Stage& s, const Training& t) {
+  RunOutcome out;
+  const bool interrupted = t.cancelled || t.loop.interrupted || (s.stop.load() && t.failure.empty() && !t.loop.failed);
+  out.error = t.failure.empty() ? t.loop.error : t.failure;
+  if (!out.error.empty()) out.status = store::RunStatus::failed;
+  else if (interrupted) out.status = store::RunStatus::interrupted;
+  return out;
+}
+
+// Rank 0's final write, all or nothing: what the flushes could not write, the summaries, the
+// other ranks' records, the status. Whatever was measured is stored, whatever the status.
+RunOutcome store_run(const Stage& s, RunOutcome out, Training& t, const std::vector<profiler::Event>& events,
+                     RunStream& stream, RunRecord& record, RunRecorder& recorder, const Instruments& instruments,
+                     const RankSummary& mine, const std::vector<RankPayload>& remote) {
+  const auto samples = instruments.sampler().samples();
+  const engine::nn::Module* model = t.workload ? &t.workload->model() : nullptr;
+  const workloads::Quality* quality = t.quality ? &*t.quality : nullptr;
+  const auto to_db = [&](store::Writer& w, int64_t id) {
+    record.heartbeat(stream.take_unwritten());
+    recorder.record(t.loop, events, model, samples, quality, RecordScope::after_streaming);
+    write_ranks(w, id, mine, remote);
+  };
+  const auto to_spill = [&](store::Writer& w, int64_t id) {
+    RunRecorder side(w, id);
+    side.set_parameter_count(model ? model->parameter_count() : 0);
+    side.set_units(s.plan.units);
+    side.record(t.loop, events, model, samples, quality, RecordScope::everything);
+    store::RunFlush collectives;
+    append_collective_rows(stream.collectives(), collectives.collectives);
+    w.flush(id, collectives);
+    write_ranks(w, id, mine, remote);
+  };
+  const RunRecord::Stored stored = record.store_final(to_db, to_spill, out.status, out.error, s.hooks.notice);
+  out.run_id = record.id();
+  out.status = stored.status;
+  out.error = stored.error;
+  out.spill_file = stored.spill_file;
+  return out;
 }
 
 }  // namespace
@@ -183,436 +319,59 @@ int64_t online_cores() {
 RunSession::RunSession(const RunConfig& config, SessionHooks hooks, const distributed::World* world)
     : config_(config), hooks_(std::move(hooks)), world_(world) {}
 
+// The stages in the order of DESIGN.md's "How a run flows".
 RunOutcome RunSession::run() {
-  const RunConfig& c = config_;
-  const auto& spec = *workloads::find_workload(c.workload);
-  const auto& preset = *spec.preset(c.preset);
-  const int rank = world_ ? world_->rank : 0;
-  const int ranks = world_ ? world_->size : 1;
-  const bool distributed = ranks > 1;
-  const bool writes_db = rank == 0;
-  // A parameter server: workers are ranks 0..W-1; dedicated servers, if any, the ranks after.
-  const bool on_ps = distributed && c.strategy == RunConfig::Strategy::ps;
-  distributed::ps::Topology topology;
-  if (on_ps) {
-    try {
-      topology = distributed::ps::Topology::of(ranks, c.ps);
-    } catch (const std::invalid_argument& e) {
-      throw std::runtime_error(std::string("parameter server: ") + e.what());
-    }
-  }
-  const bool trains = !on_ps || topology.is_worker(rank);   // a dedicated server rank only serves
-  const int workers = on_ps ? topology.workers : ranks;
-  // A rank's share of its host's cores unless told.
-  const int local = world_ ? std::max(1, world_->local_size) : 1;
-  const int threads = static_cast<int>(c.threads > 0 ? c.threads : std::max<int64_t>(1, online_cores() / local));
-  omp_set_num_threads(threads);
-
-  // Two communicators: the gradients' (the communication thread) and the training thread's
-  // control calls (stop flag, model check), which must not interleave with the gradients'.
-  std::unique_ptr<distributed::MpiCommunicator> comm, control;
-  std::unique_ptr<RankChannel> channel;
-  if (distributed) {
-    comm = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
-    control = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
-    channel = std::make_unique<RankChannel>(MPI_COMM_WORLD);
-  }
-
-  workloads::WorkloadConfig wc;
-  wc.preset = c.preset;
-  wc.device = engine::parse_device(c.device);
-  wc.batch = c.batch.value_or(0);
-  wc.learners = c.learners.value_or(0);
-  wc.seed = c.seed;
-  wc.data = c.data;
-  wc.rank = trains ? rank : 0;   // a dedicated server builds worker 0's model: the same parameters
-  wc.world_size = workers;
-
-  store::RunInfo info;
-  info.workload = c.workload;
-  info.preset = c.preset;
-  info.device = c.device;
-  info.batch_size = c.batch.value_or(preset.default_batch);
-  info.ranks = ranks;
-  info.global_batch_size = info.batch_size * workers;
-  info.iterations = c.iterations;
-  info.warmup = c.warmup;
-  info.threads = threads;
-  info.seed = c.seed;
-  info.trace = c.trace;
-  info.started_at = utc_now();
-  info.command_line = c.command_line;
-  store::set_writer(info, store::current_process());
-  info.heartbeat_interval_ms = c.flush_interval.count();
-  nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
-                        {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},
-                        {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"roofline", c.roofline},
-                        {"eval_batches", c.eval_batches},
-                        {"units", {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
-                                   {"headline", spec.units.tokens_headline ? "tokens" : "samples"}}}};
-  nlohmann::json table = nlohmann::json::object();
-  for (const auto& [k, v] : preset.table) table[k] = v;
-  if (c.learners) cfg["learners"] = *c.learners;
-  if (c.eval_every > 0) cfg["eval_every"] = c.eval_every;
-  if (c.quality_target) cfg["quality_target"] = *c.quality_target;
-  if (!c.suite.name.empty()) {
-    cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
-  }
-  cfg["preset_table"] = table;
-  if (on_ps) {
-    const auto& o = c.ps;
-    cfg["distributed"] = {{"ranks", ranks},
-                          {"global_batch", info.global_batch_size},
-                          {"strategy", "parameter_server"},
-                          {"backend", "mpi"},
-                          {"workers", topology.workers},
-                          {"servers", topology.servers},
-                          {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
-                          {"mode", std::string(distributed::ps::to_string(o.mode))},
-                          {"staleness", o.staleness},
-                          {"priority", o.priority},
-                          {"chunk_mb", o.chunk_mb},
-                          {"batch_norm_statistics", "per worker (not synchronised)"}};
-    if (!o.server_hosts.empty()) cfg["distributed"]["server_hosts"] = o.server_hosts;
-  } else if (distributed) {
-    const auto& o = c.data_parallel;
-    cfg["distributed"] = {{"ranks", ranks},
-                          {"global_batch", info.global_batch_size},
-                          {"strategy", "data_parallel_allreduce"},
-                          {"backend", "mpi"},
-                          {"bucket_mb", o.bucket_mb},
-                          {"overlap", o.overlap},
-                          {"bucket_order", std::string(distributed::to_string(o.order))},
-                          {"priority", o.priority},
-                          {"partition_mb", o.partition_mb},
-                          {"cross_barrier", o.priority && o.cross_barrier},  // asked for; whether taken: metric dp_cross_barrier
-                          {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
-  }
-  std::vector<std::string> rank_hosts;
-  if (distributed) {
-    rank_hosts = distributed::gather_host_names(*comm);
-    cfg["distributed"]["rank_hosts"] = rank_hosts;
-  }
-  info.config_json = cfg.dump();
-
-  // The run has a row from the start (rank 0 writes it), so a crash or Ctrl-C later still
-  // leaves a record. Other ranks never open the db.
-  std::optional<store::Writer> writer;
-  int64_t run_id = 0;
-  if (writes_db) {
-    writer.emplace(c.db, c.lock_wait);
-    run_id = writer->begin_run(info);
-    if (hooks_.run_created) hooks_.run_created(c.db, run_id);
-    auto env = to_env_rows(collectors::snapshot());
-    if (distributed) {
-      env.push_back({"mpi_library", distributed::MpiRuntime::library_version()});
-      env.push_back({"ranks", std::to_string(ranks)});
-      env.push_back({"rank_hosts", distributed::describe_placement(rank_hosts)});
-    }
-    if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
-    writer->add_environment(run_id, env);
-  }
-
-  auto& tracer = profiler::Tracer::global();
-  auto& ledger = memprof::Ledger::global();
-  tracer.clear();
-  ledger.clear();
-  tracer.set_enabled(true);
-  engine::set_op_tracing(c.trace);
-  collectors::ProcessSampler sampler;
-  sampler.start(std::chrono::milliseconds(200));
-  std::optional<RunStream> stream;
-  DbSink* db_sink = nullptr;
-  try {
-    std::unique_ptr<FlushSink> sink;
-    if (writes_db) {
-      auto s = std::make_unique<DbSink>(c.db, run_id, channel.get());
-      db_sink = s.get();
-      sink = std::move(s);
-    } else {
-      sink = std::make_unique<RankSink>(*channel);
-    }
-    stream.emplace(std::move(sink), sampler, RunStream::Options{.interval = c.flush_interval, .communicators = {comm.get(), control.get()}});
-  } catch (const std::exception& e) {  // the run row exists: not "bad input, nothing written"
-    sampler.stop();
-    tracer.set_enabled(false);
-    const std::string why = std::string("cannot write the run while it runs: ") + e.what();
-    if (writer) writer->finish_run(run_id, store::RunStatus::failed, utc_now(), why);
-    if (hooks_.run_stored) hooks_.run_stored();
-    throw std::runtime_error(why);
-  }
-
-  std::optional<RunRecorder> recorder;
-  if (writer) {
-    recorder.emplace(*writer, run_id);
-    recorder->set_units(spec.units);
-  }
-  // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing").
-  std::unique_ptr<profiler::GpuTracer> gpu;
-  if (wc.device.type == engine::DeviceType::cuda && c.trace && writes_db) {
-    gpu = profiler::GpuTracer::start(tracer);
-    fmt::print(stderr, "trainscope: {}\n", gpu->status());
-    const std::vector<store::EnvEntry> note = {{"gpu_tracing", gpu->status()}};
-    writer->add_environment(run_id, note);
-  }
-  bool gpu_stopped = false;
-  const auto host_before = engine::cpu::host_allocator_stats();
-  const auto stop_gpu = [&] {  // once: after the loop, or after a failure
-    if (gpu_stopped || !recorder) return;
-    gpu_stopped = true;
-    if (gpu) recorder->set_gpu_trace(gpu->stop());
-    gpu.reset();
-    record_device_memory(wc.device, *recorder);
-    record_host_allocator(host_before, *recorder);
-  };
   static const std::atomic<bool> never{false};
-  const std::atomic<bool>& stop = hooks_.stop ? *hooks_.stop : never;
-  workloads::LoopResult loop;
-  std::unique_ptr<workloads::Workload> workload;
-  std::unique_ptr<distributed::DataParallel> dp;
-  std::unique_ptr<distributed::ps::PsJob> ps_job;
-  std::string failure;
-  bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
-  workloads::Quality quality;
-  bool have_quality = false;
-  int64_t rss_before_model = -1;
-  try {
-    {
-      engine::CancelScope cancel(&stop);
-      // The process's peak from here on is this run's (a suite runs many in one process).
-      if (collectors::reset_peak_rss()) rss_before_model = collectors::rss_bytes();
-      workload = spec.create(wc);
-    }
-    const int64_t params = workload->model().parameter_count();
-    if (recorder) recorder->set_parameter_count(params);
-    if (on_ps) {
-      auto recipes = workload->optimizer_recipes();
-      if (recipes.empty()) throw std::runtime_error(c.workload + " cannot train on a parameter server (it describes no optimizer for the servers)");
-      ps_job = std::make_unique<distributed::ps::PsJob>(MPI_COMM_WORLD, c.ps, workload->gradient_groups(), std::move(recipes));
-      ps_job->start_server();   // a dedicated server rank serves here until every worker is done
-      if (ps_job->worker() != nullptr) ps_job->worker()->initialize();
-    } else if (distributed) {
-      // Its learners' gradients never reach the phases that average them (validate() refuses it).
-      if (spec.has_learners) throw std::runtime_error(c.workload + "'s actor-learners cannot train data-parallel: --strategy ps");
-      dp = std::make_unique<distributed::DataParallel>(*comm, *control, workload->gradient_groups(), c.data_parallel);
-      if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
-        auto split = workload->split_step();
-        const std::string why_not = split ? dp->take_split_step(std::move(*split))
-                                          : "its optimizer step needs every gradient first (global-norm clipping) or "
-                                            "an iteration has several steps";
-        if (!why_not.empty() && rank == 0) {
-          fmt::print(stderr, "trainscope: {}: no cross-barrier updates ({}); priority still orders the buckets\n",
-                     c.workload, why_not);
-        }
-      }
-      dp->broadcast_parameters();
-    }
-    if (hooks_.progress_start) hooks_.progress_start(c.warmup + c.iterations);
-    workloads::LoopOptions lo;
-    lo.iterations = c.iterations;
-    lo.warmup = c.warmup;
-    lo.device = wc.device;
-    lo.stop = &stop;
-    lo.data_parallel = dp.get();
-    lo.parameter_server = ps_job ? ps_job->worker() : nullptr;
-    QualityCurve curve(c.warmup, c.eval_every, c.quality_target);
-    lo.on_iteration = [&](workloads::IterationResult& it) {
-      if (curve.count(it)) {
-        // The model as this rank trains it: updates still pending applied, the servers' newest values installed.
-        if (dp) dp->flush();
-        if (ps_job && ps_job->worker()) ps_job->worker()->refresh_model();
-        const workloads::Quality q = workloads::run_evaluation(*workload, c.eval_batches);
-        curve.add(q);
-        it.metrics.push_back({q.metric, q.value, q.unit});
-      }
-      stream->add_iteration(it);
-      const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
-      // The job's rate: every rank trains on its own batch of the same size.
-      const double rate = secs > 0 ? static_cast<double>(it.samples) * ranks / secs : 0.0;
-      if (hooks_.progress) hooks_.progress(it.index + 1, rate, it.warmup);
-    };
-    if (trains && (!stop.load() || distributed)) {  // distributed: the ranks decide together, in the loop
-      profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
-      loop = workloads::run_training(*workload, lo);
-      // What the OS saw the training take at its peak, over the process before the model: the
-      // figure to set beside a framework that keeps no allocator books (bench/pytorch).
-      const int64_t peak = collectors::peak_rss_bytes();
-      if (recorder && rss_before_model >= 0 && peak >= 0) {
-        recorder->add_metric({"rss_peak_growth_bytes", static_cast<double>(peak - rss_before_model), "bytes", -1});
-      }
-      for (auto& m : curve.run_metrics()) loop.metrics.push_back(std::move(m));
-    }
-    // The servers' final model in every worker (evaluation reads it), this rank's server done.
-    if (ps_job && !loop.failed) ps_job->finish();
-    stop_gpu();  // evaluation is not traced on the GPU
-    if (hooks_.progress_end) {
-      hooks_.progress_end(loop.failed ? "failed" : (loop.interrupted || stop.load()) ? "interrupted" : "done");
-    }
-    // Evaluation is not a training iteration: its events must not count in the timed figures.
-    tracer.set_iteration(-1);
-    ledger.set_iteration(-1);
-    if (writes_db && !loop.failed && !loop.interrupted && !stop.load() && c.eval_batches > 0) {
-      engine::CancelScope cancel(&stop);
-      quality = workloads::run_evaluation(*workload, c.eval_batches);
-      have_quality = true;
-    }
-    if (writes_db && c.roofline && wc.device.is_cpu() && !loop.failed && !loop.interrupted && !stop.load()) {
-      record_machine_peaks(threads, c.json, *recorder);
-    }
-  } catch (const engine::Cancelled&) {
-    cancelled = true;
-  } catch (const std::exception& e) {
-    failure = e.what();
+  RunPlan plan = plan_run(config_, world_, online_cores());
+  const Stage s{config_, plan, hooks_, hooks_.stop ? *hooks_.stop : never};
+  omp_set_num_threads(plan.threads);
+  const Links links = connect(plan);
+  std::vector<std::string> rank_hosts;
+  if (plan.distributed) {
+    rank_hosts = distributed::gather_host_names(*links.comm);
+    add_rank_hosts(plan, rank_hosts);
   }
-  stop_gpu();
-  sampler.stop();
-  tracer.set_enabled(false);
+  const std::unique_ptr<RunRecord> record = begin_record(s, rank_hosts);
+  RunRecord* const row = record.get();
 
-  if (distributed && (!failure.empty() || loop.failed || cancelled)) {
-    // The other ranks wait for this one in their next collective: it cannot go on, and they
-    // cannot finish without it. Say why, keep what can be kept, and end the job (mpirun then
-    // stops every rank; rank 0's run is marked failed by whoever sees it first).
-    const std::string why = !failure.empty() ? failure : cancelled ? "cancelled while building" : loop.error;
-    fmt::print(stderr, "\ntrainscope: rank {} failed: {}\n", rank, why);
-    if (writer) {
-      try {
-        stream->finish();
-        writer->finish_if_running(run_id, store::RunStatus::failed, utc_now(), fmt::format("rank {} failed: {}", rank, why));
-      } catch (const std::exception&) {
-      }
-    }
-    std::fflush(nullptr);
-    distributed::MpiRuntime::abort_job(1);
+  Instruments instruments(config_.trace);
+  const std::unique_ptr<RunStream> stream = start_stream(s, row, links, instruments);
+  std::optional<RunRecorder> recorder;
+  if (row) {
+    recorder.emplace(row->writer(), row->id());
+    recorder->set_units(plan.units);
   }
+  RunRecorder* const rec = recorder ? &*recorder : nullptr;
+  // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing").
+  const bool gpu_tracing = plan.workload.device.type == engine::DeviceType::cuda && config_.trace && row;
+  const std::string gpu_status = instruments.start_device(plan.workload.device, gpu_tracing);
+  if (gpu_tracing) {
+    tell(hooks_.notice, fmt::format("trainscope: {}\n", gpu_status));
+    const std::vector<store::EnvEntry> note = {{"gpu_tracing", gpu_status}};
+    row->add_environment(note);
+  }
+
+  Training t = train(s, links, *stream, rec, instruments);
+  instruments.stop_device(rec);
+  instruments.stop();
+  if (plan.distributed && t.failed()) abort_rank(s, t, *stream, row);
 
   const std::vector<profiler::Event> events = stream->finish();
-  const bool interrupted = cancelled || loop.interrupted || (stop.load() && failure.empty() && !loop.failed);
-  store::RunStatus status = store::RunStatus::completed;
-  std::string error = failure.empty() ? loop.error : failure;
-  if (!error.empty()) status = store::RunStatus::failed;
-  else if (interrupted) status = store::RunStatus::interrupted;
-
+  RunOutcome out = verdict(s, t);
   // This rank's communication figures (distributed runs), from every call the stream saw.
   RankSummary mine;
-  if (comm) mine = summarise_rank(events, stream->collectives(), *comm, dp.get(), c.warmup);
-  if (ps_job) summarise_ps(*ps_job, rank, mine);
-
-  if (!writes_db) {
-    // This rank's last rows and its summaries, to rank 0, which writes them into the run.
-    RankPayload last;
-    last.rank = rank;
-    last.final = true;
-    last.flush = stream->take_unwritten();
-    last.breakdown = std::move(mine.breakdown);
-    last.comm_ops = std::move(mine.comm_ops);
-    last.metrics = std::move(mine.metrics);
-    last.ps_staleness = std::move(mine.ps_staleness);
-    last.ps_servers = std::move(mine.ps_servers);
-    last.memory_peak = memory_peak_rows(loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak());
-    // The ledger's change log with owners (the first kMaxStoredMemoryChanges), stored as this rank's.
-    const size_t logged = ledger.change_count();
-    memprof::Ledger::ChangeCursor from_start;
-    last.memory_changes = memory_change_rows(ledger, from_start, kMaxStoredMemoryChanges);
-    for (auto& m : memory_change_counts(logged, last.memory_changes.size())) last.metrics.push_back(std::move(m));
-    last.error = error;
-    channel->send(last);
-    RunOutcome out;
-    out.status = status;
-    out.error = error;
+  if (links.comm) mine = summarise_rank(events, stream->collectives(), *links.comm, t.dp.get(), config_.warmup);
+  if (t.ps_job) summarise_ps(*t.ps_job, plan.rank, mine);
+  if (!row) {  // this rank's last rows and its summaries, to rank 0, which writes them into the run
+    links.channel->send(final_payload(plan.rank, std::move(mine), stream->take_unwritten(), t.loop, out.error));
     return out;
   }
-
-  // Rank 0: the other ranks' records that have not been written yet, and their summaries.
   std::vector<RankPayload> remote;
-  if (distributed) {
-    remote = db_sink->take_remote();
-    std::vector<int> missing;
-    for (auto& p : channel->wait_finals(kFinalRecordsWait, missing)) remote.push_back(std::move(p));
-    if (!missing.empty()) {
-      std::string list;
-      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      error += (error.empty() ? "" : "; ") +
-               fmt::format("rank(s) {} sent no final records within {} s", list, kFinalRecordsWait.count());
-      status = store::RunStatus::failed;
-    }
-    for (const auto& p : remote) {
-      if (p.final && !p.error.empty()) {
-        error += (error.empty() ? "" : "; ") + fmt::format("rank {}: {}", p.rank, p.error);
-        status = store::RunStatus::failed;
-      }
-    }
+  if (plan.distributed) {
+    remote = gather_finals(static_cast<DbSink&>(stream->sink()), *links.channel, kFinalRecordsWait, out.status, out.error);
   }
-  const auto write_ranks = [&](store::Writer& w, int64_t id) {
-    w.add_rank_breakdown(id, mine.breakdown);
-    w.add_comm_ops(id, mine.comm_ops);
-    w.add_metrics(id, mine.metrics);
-    w.add_ps_staleness(id, mine.ps_staleness);
-    w.add_ps_servers(id, mine.ps_servers);
-    for (const auto& p : remote) {
-      w.flush(id, p.flush);
-      w.add_rank_breakdown(id, p.breakdown);
-      w.add_comm_ops(id, p.comm_ops);
-      w.add_metrics(id, p.metrics);
-      w.add_memory_peak(id, p.memory_peak);
-      w.add_memory_changes(id, p.memory_changes);
-      w.add_ps_staleness(id, p.ps_staleness);
-      w.add_ps_servers(id, p.ps_servers);
-    }
-  };
-
-  // The final write, all or nothing: what the flushes could not write, the summaries, the
-  // status. Whatever was measured is stored, whatever the status.
-  const auto samples = sampler.samples();
-  const engine::nn::Module* model = workload ? &workload->model() : nullptr;
-  const workloads::Quality* measured_quality = have_quality ? &quality : nullptr;
-  std::filesystem::path spilled;
-  try {
-    store::Writer::Transaction tx(*writer);
-    store::RunFlush rest = stream->take_unwritten();
-    rest.heartbeat_ms = store::unix_time_ms();
-    writer->flush(run_id, rest);
-    recorder->record(loop, events, model, samples, measured_quality, RecordScope::after_streaming);
-    write_ranks(*writer, run_id);
-    writer->finish_run(run_id, status, utc_now(), error);
-    tx.commit();
-  } catch (const std::exception& e) {
-    const std::string why = e.what();
-    fmt::print(stderr, "\ntrainscope: could not store run {} in '{}': {}\n", run_id, c.db.string(), why);
-    try {
-      spilled = spill(
-          c.db, info, run_id,
-          [&](store::Writer& side_writer, RunRecorder& side, int64_t side_id) {
-            side.set_parameter_count(workload ? workload->model().parameter_count() : 0);
-            side.set_units(spec.units);
-            side.record(loop, events, model, samples, measured_quality, RecordScope::everything);
-            store::RunFlush collectives;
-            append_collective_rows(stream->collectives(), collectives.collectives);
-            side_writer.flush(side_id, collectives);
-            write_ranks(side_writer, side_id);
-          },
-          status, error);
-      fmt::print(stderr,
-                 "trainscope: run {}'s results are kept whole in '{}'; merge them into the db with\n"
-                 "  trainscope import '{}' --db '{}'\n",
-                 run_id, spilled.string(), spilled.string(), c.db.string());
-    } catch (const std::exception& spill_error) {
-      error += (error.empty() ? "" : "; ") + std::string("storing results: ") + why;
-      fmt::print(stderr, "trainscope: and could not write them to '{}' either: {}\n", spill_path(c.db, run_id).string(),
-                 spill_error.what());
-      status = store::RunStatus::failed;
-      try {  // at least the verdict, if the db takes it now
-        writer->finish_run(run_id, status, utc_now(), error);
-      } catch (const std::exception&) {
-      }
-    }
-  }
+  out = store_run(s, std::move(out), t, events, *stream, *row, *rec, instruments, mine, remote);
   if (hooks_.run_stored) hooks_.run_stored();
-
-  RunOutcome out;
-  out.run_id = run_id;
-  out.status = status;
-  out.error = error;
-  out.spill_file = spilled;
   return out;
 }
 

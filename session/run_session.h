@@ -1,10 +1,10 @@
 #pragma once
-// A run's lifecycle, the same for a single process and for every rank of a distributed run:
-// the run row and environment (rank 0), the tracer, memory ledger and sampler, the stream that
-// writes the run while it runs (rank 0 to the db, other ranks to rank 0), the training loop with
-// data parallelism across ranks, the analyses and the final write, and the status. The cli
-// parses flags and prints; what a figure means is decided here and in session/record.cpp
-// (docs/formulas.md).
+// A run's lifecycle, the same for a single process and for every rank of a distributed run, as
+// a pipeline of owned stages (DESIGN.md, "How a run flows"): the plan (run_plan.h), the run row
+// (run_record.h, rank 0), the instruments (instruments.h), the stream that writes the run while
+// it runs (run_stream.h: rank 0 to the db, other ranks to rank 0), the training loop with its
+// strategy, the gathering of the ranks' records (rank_records.h) and the final write. The cli
+// parses flags and prints; what a figure means is decided in session/record.cpp (docs/formulas.md).
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "distributed/mpi_runtime.h"
+#include "session/notice.h"
 #include "session/run_config.h"
 #include "store/records.h"
 
@@ -34,6 +35,9 @@ struct SessionHooks {
   std::function<void(int64_t total)> progress_start;
   std::function<void(int64_t done, double samples_per_s, bool warmup)> progress;
   std::function<void(const std::string& how)> progress_end;
+  // What the run has to tell the user (warnings, where its results went): whole lines, for the
+  // process to print; session/ prints nothing itself.
+  Notice notice;
 };
 
 class RunSession {

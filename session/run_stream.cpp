@@ -131,8 +131,9 @@ void RunStream::flush_once() {
   } catch (const std::exception& e) {
     std::lock_guard lock(mutex_);
     if (stats_.failed_flushes++ == 0)
-      fmt::print(stderr, "\ntrainscope: could not write the run as it goes ({}); its rows are kept for the next try\n",
-                 e.what());
+      tell(options_.notice,
+           fmt::format("\ntrainscope: could not write the run as it goes ({}); its rows are kept for the next try\n",
+                       e.what()));
     stats_.last_error = e.what();
   }
 }

@@ -18,6 +18,7 @@
 #include "distributed/communicator.h"
 #include "memprof/ledger.h"
 #include "profiler/event.h"
+#include "session/notice.h"
 #include "store/records.h"
 #include "store/writer.h"
 #include "workloads/training_loop.h"
@@ -70,6 +71,7 @@ class RunStream {
     std::chrono::milliseconds interval{2000};
     size_t memory_points_per_flush = 32;  // the streamed timeline; the final write replaces it
     std::vector<distributed::Communicator*> communicators;  // whose collectives are streamed (distributed runs; null ones skipped)
+    Notice notice;   // told once when a flush first fails
   };
   // Starts the flush thread.
   RunStream(std::unique_ptr<FlushSink> sink, const collectors::ProcessSampler& sampler, Options options);

@@ -1,0 +1,154 @@
+#include "session/run_plan.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "distributed/data_parallel.h"
+#include "engine/device.h"
+
+namespace ts::session {
+
+namespace {
+
+const workloads::WorkloadSpec& spec_of(const RunConfig& c) {
+  const auto* spec = workloads::find_workload(c.workload);
+  if (!spec) throw std::runtime_error("unknown workload '" + c.workload + "'");
+  return *spec;
+}
+
+const workloads::Preset& preset_of(const workloads::WorkloadSpec& spec, const RunConfig& c) {
+  const auto* preset = spec.preset(c.preset);
+  if (!preset) throw std::runtime_error("unknown preset '" + c.preset + "' for " + c.workload);
+  return *preset;
+}
+
+// The strategy's part of a distributed run's stored config.
+nlohmann::json distributed_config(const RunConfig& c, int64_t batch) {
+  const int ranks = static_cast<int>(c.nproc);
+  if (c.strategy == RunConfig::Strategy::ps) {
+    const auto& o = c.ps;
+    const auto topology = distributed::ps::Topology::of(ranks, o);
+    nlohmann::json d = {{"ranks", ranks},
+                        {"global_batch", batch * topology.workers},
+                        {"strategy", "parameter_server"},
+                        {"backend", "mpi"},
+                        {"workers", topology.workers},
+                        {"servers", topology.servers},
+                        {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
+                        {"mode", std::string(distributed::ps::to_string(o.mode))},
+                        {"staleness", o.staleness},
+                        {"priority", o.priority},
+                        {"chunk_mb", o.chunk_mb},
+                        {"batch_norm_statistics", "per worker (not synchronised)"}};
+    if (!o.server_hosts.empty()) d["server_hosts"] = o.server_hosts;
+    return d;
+  }
+  const auto& o = c.data_parallel;
+  return {{"ranks", ranks},
+          {"global_batch", batch * ranks},
+          {"strategy", "data_parallel_allreduce"},
+          {"backend", "mpi"},
+          {"bucket_mb", o.bucket_mb},
+          {"overlap", o.overlap},
+          {"bucket_order", std::string(distributed::to_string(o.order))},
+          {"priority", o.priority},
+          {"partition_mb", o.partition_mb},
+          {"cross_barrier", o.priority && o.cross_barrier},  // asked for; whether taken: metric dp_cross_barrier
+          {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
+}
+
+store::RunInfo run_info(const RunPlan& p) {
+  const RunConfig& c = p.resolved;
+  store::RunInfo info;
+  info.workload = c.workload;
+  info.preset = c.preset;
+  info.device = c.device;
+  info.batch_size = *c.batch;
+  info.ranks = p.ranks;
+  info.global_batch_size = info.batch_size * p.workers;
+  info.iterations = c.iterations;
+  info.warmup = c.warmup;
+  info.threads = p.threads;
+  info.seed = c.seed;
+  info.trace = c.trace;
+  info.command_line = c.command_line;
+  info.heartbeat_interval_ms = c.flush_interval.count();
+  info.config_json = stored_config(c).dump();
+  return info;
+}
+
+}  // namespace
+
+RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t cores) {
+  const auto& spec = spec_of(c);
+  const auto& preset = preset_of(spec, c);
+  RunPlan p;
+  p.rank = world ? world->rank : 0;
+  p.ranks = world ? world->size : 1;
+  p.distributed = p.ranks > 1;
+  p.writes_db = p.rank == 0;
+  // A parameter server: workers are ranks 0..W-1; dedicated servers, if any, the ranks after.
+  p.on_ps = p.distributed && c.strategy == RunConfig::Strategy::ps;
+  if (p.on_ps) {
+    try {
+      p.topology = distributed::ps::Topology::of(p.ranks, c.ps);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(std::string("parameter server: ") + e.what());
+    }
+  }
+  p.trains = !p.on_ps || p.topology.is_worker(p.rank);
+  p.workers = p.on_ps ? p.topology.workers : p.ranks;
+  // A rank's share of its host's cores unless told.
+  const int local = world ? std::max(1, world->local_size) : 1;
+  p.threads = static_cast<int>(c.threads > 0 ? c.threads : std::max<int64_t>(1, cores / local));
+
+  p.resolved = c;
+  p.resolved.batch = c.batch.value_or(preset.default_batch);
+  p.resolved.threads = p.threads;
+  p.resolved.nproc = p.ranks;
+  p.units = spec.units;
+
+  auto& wc = p.workload;
+  wc.preset = c.preset;
+  wc.device = engine::parse_device(c.device);
+  wc.batch = *p.resolved.batch;
+  wc.learners = c.learners.value_or(0);
+  wc.seed = c.seed;
+  wc.data = c.data;
+  wc.rank = p.trains ? p.rank : 0;   // a dedicated server builds worker 0's model: the same parameters
+  wc.world_size = p.workers;
+
+  p.info = run_info(p);
+  return p;
+}
+
+nlohmann::json stored_config(const RunConfig& c) {
+  const auto& spec = spec_of(c);
+  const auto& preset = preset_of(spec, c);
+  const int64_t batch = c.batch.value_or(preset.default_batch);
+  nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
+                        {"batch", batch}, {"iterations", c.iterations}, {"warmup", c.warmup},
+                        {"threads", c.threads}, {"seed", c.seed}, {"trace", c.trace}, {"roofline", c.roofline},
+                        {"eval_batches", c.eval_batches},
+                        {"units", {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
+                                   {"headline", spec.units.tokens_headline ? "tokens" : "samples"}}}};
+  nlohmann::json table = nlohmann::json::object();
+  for (const auto& [k, v] : preset.table) table[k] = v;
+  if (c.learners) cfg["learners"] = *c.learners;
+  if (c.eval_every > 0) cfg["eval_every"] = c.eval_every;
+  if (c.quality_target) cfg["quality_target"] = *c.quality_target;
+  if (!c.suite.name.empty()) {
+    cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
+  }
+  cfg["preset_table"] = table;
+  if (c.nproc > 1) cfg["distributed"] = distributed_config(c, batch);
+  return cfg;
+}
+
+void add_rank_hosts(RunPlan& plan, const std::vector<std::string>& hosts) {
+  nlohmann::json cfg = nlohmann::json::parse(plan.info.config_json);
+  cfg["distributed"]["rank_hosts"] = hosts;
+  plan.info.config_json = cfg.dump();
+}
+
+}  // namespace ts::session

@@ -1,0 +1,92 @@
+// The gathering of a distributed run's records on rank 0 (session/rank_records.h), without
+// ranks: what a rank sends at its end, how the other ranks' endings decide the run's verdict,
+// and every rank's records written into the one run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "session/rank_records.h"
+#include "store/reader.h"
+#include "store/writer.h"
+#include "tests/support/files.h"
+
+using ts::session::RankPayload;
+using ts::session::RankSummary;
+using ts::store::RunStatus;
+using namespace std::chrono_literals;
+
+namespace {
+
+RankPayload final_from(int64_t rank, std::string error = "") {
+  RankPayload p;
+  p.rank = rank;
+  p.final = true;
+  p.error = std::move(error);
+  return p;
+}
+
+}  // namespace
+
+TEST(RankGathering, EveryRankThatEndedWellLeavesTheVerdict) {
+  RunStatus status = RunStatus::interrupted;
+  std::string error;
+  ts::session::add_rank_verdicts({final_from(1), final_from(2)}, {}, 120s, status, error);
+  EXPECT_EQ(status, RunStatus::interrupted);
+  EXPECT_TRUE(error.empty());
+}
+
+TEST(RankGathering, AMissingOrFailedRankFailsTheRunAndSaysWhich) {
+  RunStatus status = RunStatus::completed;
+  std::string error = "rank 0's own";
+  RankPayload streamed = final_from(3, "not a final message");
+  streamed.final = false;
+  ts::session::add_rank_verdicts({final_from(1, "out of memory"), streamed}, {2, 4}, 120s, status, error);
+  EXPECT_EQ(status, RunStatus::failed);
+  EXPECT_EQ(error, "rank 0's own; rank(s) 2, 4 sent no final records within 120 s; rank 1: out of memory");
+}
+
+TEST(RankGathering, ARanksFinalMessageCarriesItsRowsSummariesAndFailure) {
+  RankSummary mine;
+  mine.metrics.push_back({"events_recorded", 12, "events", -1});
+  mine.comm_ops.push_back({});
+  ts::store::RunFlush rest;
+  rest.iterations.push_back({4, false, 10, 20, 2, 0.5});
+  ts::workloads::LoopResult loop;
+  const RankPayload p = ts::session::final_payload(3, std::move(mine), std::move(rest), loop, "boom");
+  EXPECT_EQ(p.rank, 3);
+  EXPECT_TRUE(p.final);
+  EXPECT_EQ(p.error, "boom");
+  ASSERT_EQ(p.flush.iterations.size(), 1u);
+  EXPECT_EQ(p.flush.iterations[0].index, 4);
+  EXPECT_EQ(p.comm_ops.size(), 1u);
+  // The summaries first, then how many memory changes the ledger logged and how many travel.
+  ASSERT_GE(p.metrics.size(), 2u);
+  EXPECT_EQ(p.metrics.front().name, "events_recorded");
+}
+
+TEST(RankGathering, EveryRanksRecordsGoIntoTheOneRun) {
+  ts::testing::ScratchDir dir("ts_rank_gathering");
+  const auto db = dir / "runs.db";
+  ts::store::Writer w(db);
+  ts::store::RunInfo info;
+  info.workload = "resnet50";
+  info.preset = "tiny";
+  info.device = "cpu";
+  info.ranks = 2;
+  const int64_t id = w.begin_run(info);
+  RankSummary mine;
+  mine.metrics.push_back({"events_recorded", 10, "events", -1});
+  RankPayload other = final_from(1);
+  other.flush.iterations.push_back({0, false, 10, 20, 2, 0.5});
+  other.metrics.push_back({"events_recorded", 8, "events", -1});
+  other.memory_peak.push_back({"activations", 4096, 15, 0});
+  ts::session::stamp_rank(other);
+  ts::session::write_ranks(w, id, mine, {other});
+  ts::store::Reader r(db);
+  EXPECT_EQ(r.metrics(id, std::nullopt).size(), 2u);
+  EXPECT_EQ(r.metrics(id, 1).size(), 1u);
+  EXPECT_EQ(r.iterations(id, 1).size(), 1u);
+  EXPECT_EQ(r.memory_peak(id, 1).size(), 1u);
+}
