@@ -109,55 +109,42 @@ std::string layer_of(const std::string& param) {
   return dot == std::string::npos ? std::string() : param.substr(0, dot);
 }
 
-}  // namespace
-
-void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<profiler::Event>& events,
-                         const engine::nn::Module* model, const std::vector<collectors::Sample>& samples,
-                         const workloads::Quality* quality, RecordScope scope) {
-  const bool everything = scope == RecordScope::everything;
-  const auto& tracer = profiler::Tracer::global();
-  const auto lookup = profiler::lookup_in(tracer);
+// The iterations' times and rates: warm-up ones marked, the timed ones' per-iteration rates
+// and the sums the sustained rates are made of.
+struct Timing {
   std::set<int32_t> warmup;
   std::vector<double> throughput, token_throughput, iteration_ms;
-  double timed_seconds = 0, timed_samples = 0, timed_tokens = 0;   // the sustained rates' sums
-  std::vector<store::IterationRow> its;
+  double seconds = 0, samples = 0, tokens = 0;   // the sustained rates' sums
+  std::vector<store::IterationRow> rows;
+};
+
+Timing timing_of(const workloads::LoopResult& loop) {
+  Timing t;
   for (const auto& it : loop.iterations) {
-    its.push_back(to_iteration_row(it));
+    t.rows.push_back(to_iteration_row(it));
     if (it.warmup) {
-      warmup.insert(static_cast<int32_t>(it.index));
+      t.warmup.insert(static_cast<int32_t>(it.index));
       continue;
     }
     const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
-    iteration_ms.push_back(secs * 1e3);
-    if (secs > 0) throughput.push_back(static_cast<double>(it.samples) / secs);
-    if (secs > 0 && it.tokens > 0) token_throughput.push_back(static_cast<double>(it.tokens) / secs);
-    timed_seconds += secs;
-    timed_samples += static_cast<double>(it.samples);
-    timed_tokens += static_cast<double>(it.tokens);
+    t.iteration_ms.push_back(secs * 1e3);
+    if (secs > 0) t.throughput.push_back(static_cast<double>(it.samples) / secs);
+    if (secs > 0 && it.tokens > 0) t.token_throughput.push_back(static_cast<double>(it.tokens) / secs);
+    t.seconds += secs;
+    t.samples += static_cast<double>(it.samples);
+    t.tokens += static_cast<double>(it.tokens);
   }
-  if (everything) writer_.add_iterations(run_, its);
-  const auto counted = [&](int32_t i) { return i >= 0 && !warmup.contains(i); };
-  const double timed = static_cast<double>(throughput.size());
+  return t;
+}
 
-  if (everything) {  // phases, straight from the phase events
-    std::vector<store::PhaseRow> phases;
-    std::vector<store::EventRow> rows;
-    append_event_rows(events, lookup, phases, rows);
-    writer_.add_phases(run_, phases);
-    writer_.add_events(run_, rows);
-  }
-
-  // Per-op summary (CPU "kernels") and per-layer times over the timed iterations.
-  std::vector<store::OpSummaryRow> ops;
-  for (const auto& s : profiler::op_summary(events, lookup, counted)) {
-    ops.push_back({"cpu", s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns), s.min_ns, s.max_ns,
-                   s.inclusive_ns});
-  }
-  writer_.add_op_summary(run_, ops);
-
-  auto& ledger = memprof::Ledger::global();
+// Per-layer times over the timed iterations (per iteration), their activations and parameters.
+std::vector<store::LayerRow> layer_rows(const std::vector<profiler::Event>& events, const profiler::NameLookup& lookup,
+                                        const profiler::IterationFilter& counted, const engine::nn::Module* model,
+                                        double timed) {
   std::map<std::string, int64_t> activation_bytes, layer_params;
-  for (const auto& o : ledger.per_owner(memprof::Category::activations)) activation_bytes[o.owner] = o.bytes_allocated_per_iteration;
+  for (const auto& o : memprof::Ledger::global().per_owner(memprof::Category::activations)) {
+    activation_bytes[o.owner] = o.bytes_allocated_per_iteration;
+  }
   if (model) {
     for (const auto& [name, t] : model->named_parameters()) layer_params[layer_of(name)] += t.numel();
   }
@@ -184,72 +171,50 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
     r.activation_bytes = activation_bytes.contains(name) ? activation_bytes[name] : 0;
     layers.push_back(std::move(r));
   }
-  add_gpu_layer_times(layers, counted, timed);
-  writer_.add_layers(run_, layers);
+  return layers;
+}
 
-  // Memory: timeline per category and the breakdown at the peak.
-  std::vector<store::MemoryPoint> points;
-  append_memory_points(ledger.timeline(2000), points);
-  if (everything) {
-    writer_.add_memory_timeline(run_, points);
-  } else {
-    writer_.replace_memory_timeline(run_, points, 0);   // rank 0's: the other ranks' streamed timelines stay
-  }
-  // The training loop's peak: evaluation afterwards (detection's test-time RoIs outnumber the
-  // training ones) must not stand in for it. The ledger's own when the loop never ran.
-  const memprof::Snapshot peak = loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak();
-  writer_.add_memory_peak(run_, memory_peak_rows(peak));
-  // And every change with its owner, so what was live at any time can be told by layer (not
-  // streamed: a killed run keeps its timeline and peak, not this).
-  const auto change_counts = store_memory_changes(writer_, run_, ledger);
-
-  std::vector<store::SampleRow> sample_rows;
+// What the operating system saw: comparable with frameworks that keep no allocator books.
+void rss_metrics(const std::vector<collectors::Sample>& samples, std::vector<store::MetricRow>& metrics) {
   double rss_first = -1, rss_peak = 0;
   for (const auto& s : samples) {
-    sample_rows.push_back({s.t_ns, s.name, s.value});
-    if (s.name == "rss_bytes") {
-      if (rss_first < 0) rss_first = s.value;
-      rss_peak = std::max(rss_peak, s.value);
-    }
+    if (s.name != "rss_bytes") continue;
+    if (rss_first < 0) rss_first = s.value;
+    rss_peak = std::max(rss_peak, s.value);
   }
-  if (everything) writer_.add_samples(run_, sample_rows);
+  if (rss_first < 0) return;
+  metrics.push_back({"rss_peak_bytes", rss_peak, "bytes", -1});
+  metrics.push_back({"rss_growth_bytes", rss_peak - rss_first, "bytes", -1});
+}
 
-  std::vector<store::MetricRow> metrics = {
-      {"parameter_count", static_cast<double>(parameter_count_), "count", -1},
-      {"timed_iterations", timed, "count", -1},
-      {"peak_memory_bytes", static_cast<double>(peak.total), "bytes", -1},
-      {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(memprof::Category::weights)]), "bytes", -1},
-      {"trace_events", static_cast<double>(events.size()), "count", -1},
-  };
-  metrics.insert(metrics.end(), change_counts.begin(), change_counts.end());
-  for (auto& m : roofline_metrics(profiler::roofline(events, lookup, counted))) metrics.push_back(std::move(m));
-  if (rss_first >= 0) {
-    // What the operating system saw: comparable with frameworks that keep no allocator books.
-    metrics.push_back({"rss_peak_bytes", rss_peak, "bytes", -1});
-    metrics.push_back({"rss_growth_bytes", rss_peak - rss_first, "bytes", -1});
+// Rates (docs/formulas.md, "Throughput"): sustained, the work of the timed iterations over
+// their time; the median and spread of the per-iteration rates beside it.
+void rate_metrics(const Timing& t, const workloads::ThroughputUnits& units, std::vector<store::MetricRow>& metrics) {
+  const std::string sample_rate = units.samples + "/s";
+  const std::string token_rate = (units.tokens.empty() ? std::string("tokens") : units.tokens) + "/s";
+  if (!t.throughput.empty() && t.seconds > 0) {
+    metrics.push_back({"throughput", t.samples / t.seconds, sample_rate, -1});
+    metrics.push_back({"throughput_median", percentile(t.throughput, 0.5), sample_rate, -1});
+    metrics.push_back({"throughput_p10", percentile(t.throughput, 0.1), sample_rate, -1});
+    metrics.push_back({"throughput_p90", percentile(t.throughput, 0.9), sample_rate, -1});
+    metrics.push_back({"iteration_time_median", percentile(t.iteration_ms, 0.5), "ms", -1});
   }
-  // Rates (docs/formulas.md, "Throughput"): sustained, the work of the timed iterations over
-  // their time; the median and spread of the per-iteration rates beside it.
-  const std::string sample_rate = units_.samples + "/s";
-  const std::string token_rate = (units_.tokens.empty() ? std::string("tokens") : units_.tokens) + "/s";
-  if (!throughput.empty() && timed_seconds > 0) {
-    metrics.push_back({"throughput", timed_samples / timed_seconds, sample_rate, -1});
-    metrics.push_back({"throughput_median", percentile(throughput, 0.5), sample_rate, -1});
-    metrics.push_back({"throughput_p10", percentile(throughput, 0.1), sample_rate, -1});
-    metrics.push_back({"throughput_p90", percentile(throughput, 0.9), sample_rate, -1});
-    metrics.push_back({"iteration_time_median", percentile(iteration_ms, 0.5), "ms", -1});
+  if (!t.token_throughput.empty() && t.seconds > 0) {   // sequence workloads: real tokens, or frames
+    metrics.push_back({"tokens_per_s", t.tokens / t.seconds, token_rate, -1});
+    metrics.push_back({"tokens_per_s_median", percentile(t.token_throughput, 0.5), token_rate, -1});
+    metrics.push_back({"tokens_per_s_p10", percentile(t.token_throughput, 0.1), token_rate, -1});
+    metrics.push_back({"tokens_per_s_p90", percentile(t.token_throughput, 0.9), token_rate, -1});
   }
-  if (!token_throughput.empty() && timed_seconds > 0) {   // sequence workloads: real tokens, or frames
-    metrics.push_back({"tokens_per_s", timed_tokens / timed_seconds, token_rate, -1});
-    metrics.push_back({"tokens_per_s_median", percentile(token_throughput, 0.5), token_rate, -1});
-    metrics.push_back({"tokens_per_s_p10", percentile(token_throughput, 0.1), token_rate, -1});
-    metrics.push_back({"tokens_per_s_p90", percentile(token_throughput, 0.9), token_rate, -1});
-  }
-  if (timed_seconds > 0 && !throughput.empty()) {
-    const bool tokens = units_.tokens_headline && !token_throughput.empty();
-    metrics.push_back({"headline_throughput", (tokens ? timed_tokens : timed_samples) / timed_seconds,
+  if (t.seconds > 0 && !t.throughput.empty()) {
+    const bool tokens = units.tokens_headline && !t.token_throughput.empty();
+    metrics.push_back({"headline_throughput", (tokens ? t.tokens : t.samples) / t.seconds,
                        tokens ? token_rate : sample_rate, -1});
   }
+}
+
+// The loop's own figures: tokens, loss, learning rate, the workload's metrics, the quality.
+void loop_metrics(const workloads::LoopResult& loop, const workloads::Quality* quality,
+                  std::vector<store::MetricRow>& metrics) {
   for (const auto& it : loop.iterations) {
     if (it.tokens > 0) metrics.push_back({"tokens", static_cast<double>(it.tokens), "count", it.index});
   }
@@ -264,6 +229,81 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   }
   for (const auto& m : loop.metrics) metrics.push_back({m.name, m.value, m.unit, -1});
   if (quality) metrics.push_back({quality->metric, quality->value, quality->unit, -1});
+}
+
+}  // namespace
+
+// Memory: the timeline per category, the breakdown at the peak and every change with its owner.
+memprof::Snapshot RunRecorder::record_memory(const workloads::LoopResult& loop, bool everything,
+                                             std::vector<store::MetricRow>& change_counts) {
+  auto& ledger = memprof::Ledger::global();
+  std::vector<store::MemoryPoint> points;
+  append_memory_points(ledger.timeline(2000), points);
+  if (everything) {
+    writer_.add_memory_timeline(run_, points);
+  } else {
+    writer_.replace_memory_timeline(run_, points, 0);   // rank 0's: the other ranks' streamed timelines stay
+  }
+  // The training loop's peak: evaluation afterwards (detection's test-time RoIs outnumber the
+  // training ones) must not stand in for it. The ledger's own when the loop never ran.
+  const memprof::Snapshot peak = loop.memory_peak.t_ns > 0 ? loop.memory_peak : ledger.peak();
+  writer_.add_memory_peak(run_, memory_peak_rows(peak));
+  // And every change with its owner, so what was live at any time can be told by layer (not
+  // streamed: a killed run keeps its timeline and peak, not this).
+  change_counts = store_memory_changes(writer_, run_, ledger);
+  return peak;
+}
+
+void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<profiler::Event>& events,
+                         const engine::nn::Module* model, const std::vector<collectors::Sample>& samples,
+                         const workloads::Quality* quality, RecordScope scope) {
+  const bool everything = scope == RecordScope::everything;
+  const auto lookup = profiler::lookup_in(profiler::Tracer::global());
+  const Timing timing = timing_of(loop);
+  if (everything) writer_.add_iterations(run_, timing.rows);
+  const auto counted = [&](int32_t i) { return i >= 0 && !timing.warmup.contains(i); };
+  const double timed = static_cast<double>(timing.throughput.size());
+
+  if (everything) {  // phases, straight from the phase events
+    std::vector<store::PhaseRow> phases;
+    std::vector<store::EventRow> rows;
+    append_event_rows(events, lookup, phases, rows);
+    writer_.add_phases(run_, phases);
+    writer_.add_events(run_, rows);
+  }
+
+  // Per-op summary (CPU "kernels") and per-layer times over the timed iterations.
+  std::vector<store::OpSummaryRow> ops;
+  for (const auto& s : profiler::op_summary(events, lookup, counted)) {
+    ops.push_back({"cpu", s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns), s.min_ns, s.max_ns,
+                   s.inclusive_ns});
+  }
+  writer_.add_op_summary(run_, ops);
+  std::vector<store::LayerRow> layers = layer_rows(events, lookup, counted, model, timed);
+  add_gpu_layer_times(layers, counted, timed);
+  writer_.add_layers(run_, layers);
+
+  std::vector<store::MetricRow> change_counts;
+  const memprof::Snapshot peak = record_memory(loop, everything, change_counts);
+
+  if (everything) {
+    std::vector<store::SampleRow> sample_rows;
+    for (const auto& s : samples) sample_rows.push_back({s.t_ns, s.name, s.value});
+    writer_.add_samples(run_, sample_rows);
+  }
+
+  std::vector<store::MetricRow> metrics = {
+      {"parameter_count", static_cast<double>(parameter_count_), "count", -1},
+      {"timed_iterations", timed, "count", -1},
+      {"peak_memory_bytes", static_cast<double>(peak.total), "bytes", -1},
+      {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(memprof::Category::weights)]), "bytes", -1},
+      {"trace_events", static_cast<double>(events.size()), "count", -1},
+  };
+  metrics.insert(metrics.end(), change_counts.begin(), change_counts.end());
+  for (auto& m : roofline_metrics(profiler::roofline(events, lookup, counted))) metrics.push_back(std::move(m));
+  rss_metrics(samples, metrics);
+  rate_metrics(timing, units_, metrics);
+  loop_metrics(loop, quality, metrics);
   record_gpu(loop, counted, metrics);
   writer_.add_metrics(run_, metrics);
 }

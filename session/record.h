@@ -92,6 +92,10 @@ class RunRecorder {
                            double timed) const;
   void record_gpu(const workloads::LoopResult& loop, const profiler::IterationFilter& counted,
                   std::vector<store::MetricRow>& metrics);
+  void record_gpu_devices(const profiler::IterationFilter& counted, std::vector<store::MetricRow>& metrics);
+  // The memory timeline, peak and change log; returns the peak, `change_counts` the log's counts.
+  memprof::Snapshot record_memory(const workloads::LoopResult& loop, bool everything,
+                                  std::vector<store::MetricRow>& change_counts);
   std::optional<profiler::GpuTrace> gpu_;
   std::vector<store::MetricRow> extra_metrics_;
   store::Writer& writer_;

@@ -14,6 +14,41 @@ namespace ts::session {
 
 namespace {
 std::string device_name(int16_t device) { return fmt::format("cuda:{}", device); }
+
+void device_time_metrics(int16_t d, const profiler::GpuBreakdown& t, std::vector<store::MetricRow>& metrics) {
+  const std::string p = fmt::format("gpu{}_", d);
+  metrics.push_back({p + "span_ns", static_cast<double>(t.span_ns()), "ns", -1});
+  metrics.push_back({p + "compute_ns", static_cast<double>(t.compute_ns), "ns", -1});
+  metrics.push_back({p + "comm_ns", static_cast<double>(t.comm_ns), "ns", -1});
+  metrics.push_back({p + "exposed_comm_ns", static_cast<double>(t.exposed_comm_ns), "ns", -1});
+  metrics.push_back({p + "memcpy_ns", static_cast<double>(t.memcpy_ns), "ns", -1});
+  metrics.push_back({p + "memset_ns", static_cast<double>(t.memset_ns), "ns", -1});
+  metrics.push_back({p + "idle_ns", static_cast<double>(t.idle_ns), "ns", -1});
+  metrics.push_back({p + "busy_fraction", t.busy_fraction(), "", -1});
+}
+
+// The trace against what the host knows (docs/formulas.md, "GPU trace checks"): every iteration
+// for the windows, warm-up included (the loop synchronises each); the counted ones for the events.
+// A check that had nothing to look at (CUPTI held by another tool: an empty trace) stores
+// nothing, rather than a 0 that would read as passed.
+void trace_check_metrics(const profiler::GpuTrace& g, const workloads::LoopResult& loop,
+                         const profiler::IterationFilter& counted, std::vector<store::MetricRow>& metrics) {
+  std::vector<profiler::IterationWindow> windows;
+  for (const auto& it : loop.iterations) {
+    windows.push_back({static_cast<int32_t>(it.index), it.start_ns, it.end_ns, it.device_ns});
+  }
+  if (const auto before = profiler::starts_before_launch(g.activities); before.checked > 0) {
+    metrics.push_back({"gpu_trace_kernels_before_launch", before.fraction(), "", -1});
+  }
+  if (const auto outside = profiler::outside_iteration(g.activities, windows); outside.checked > 0) {
+    metrics.push_back({"gpu_trace_outside_iteration", outside.fraction(), "", -1});
+  }
+  const auto events = profiler::event_time_difference(g.activities, windows, counted);
+  if (events.iterations > 0) {   // CUDA-event times are the training loop's, on a GPU only
+    metrics.push_back({"gpu_trace_event_diff_max", events.max, "", -1});
+    metrics.push_back({"gpu_trace_event_diff_median", events.median, "", -1});
+  }
+}
 }  // namespace
 
 void RunRecorder::add_gpu_layer_times(std::vector<store::LayerRow>& layers, const profiler::IterationFilter& counted,
@@ -41,9 +76,30 @@ void RunRecorder::record_gpu(const workloads::LoopResult& loop, const profiler::
   metrics.insert(metrics.end(), extra_metrics_.begin(), extra_metrics_.end());
   if (!gpu_) return;
   const profiler::GpuTrace& g = *gpu_;
-  const auto& tracer = profiler::Tracer::global();
-  const auto lookup = profiler::lookup_in(tracer);
+  record_gpu_devices(counted, metrics);
 
+  // Device memory as CUPTI saw it, beside the allocator's own books (memprof): the difference is
+  // what the allocator does not know (cuDNN/cuBLAS internals, the CUDA context's own allocations).
+  for (const auto& m : profiler::gpu_memory(g.activities)) {
+    const std::string p = fmt::format("gpu{}_", m.device);
+    metrics.push_back({p + "cupti_memory_peak_bytes", static_cast<double>(m.peak_bytes), "bytes", -1});
+    metrics.push_back({p + "cupti_memory_final_bytes", static_cast<double>(m.final_bytes), "bytes", -1});
+  }
+
+  metrics.push_back({"gpu_dropped_records", static_cast<double>(g.dropped_records), "count", -1});
+  metrics.push_back({"gpu_incomplete_records", static_cast<double>(g.incomplete_records), "count", -1});
+  metrics.push_back({"gpu_records", static_cast<double>(g.records), "count", -1});
+  metrics.push_back({"gpu_activities", static_cast<double>(g.activities.size()), "count", -1});
+  metrics.push_back({"gpu_unattributed_launches", static_cast<double>(g.unattributed_launches), "count", -1});
+  metrics.push_back({"gpu_trace_buffers", static_cast<double>(g.buffers), "count", -1});
+  metrics.push_back({"gpu_trace_buffer_bytes_peak", static_cast<double>(g.buffer_bytes_peak), "bytes", -1});
+  trace_check_metrics(g, loop, counted, metrics);
+}
+
+// The activities, the per-iteration breakdown, and per device its kernels, copies and time split.
+void RunRecorder::record_gpu_devices(const profiler::IterationFilter& counted, std::vector<store::MetricRow>& metrics) {
+  const profiler::GpuTrace& g = *gpu_;
+  const auto lookup = profiler::lookup_in(profiler::Tracer::global());
   std::vector<store::GpuActivityRow> rows;
   rows.reserve(g.activities.size());
   std::set<int16_t> devices;
@@ -82,55 +138,10 @@ void RunRecorder::record_gpu(const workloads::LoopResult& loop, const profiler::
     for (const auto& b : breakdown) {
       if (b.device == d) mine.push_back(b);
     }
-    const profiler::GpuBreakdown t = profiler::total(mine);
-    const std::string p = fmt::format("gpu{}_", d);
-    metrics.push_back({p + "span_ns", static_cast<double>(t.span_ns()), "ns", -1});
-    metrics.push_back({p + "compute_ns", static_cast<double>(t.compute_ns), "ns", -1});
-    metrics.push_back({p + "comm_ns", static_cast<double>(t.comm_ns), "ns", -1});
-    metrics.push_back({p + "exposed_comm_ns", static_cast<double>(t.exposed_comm_ns), "ns", -1});
-    metrics.push_back({p + "memcpy_ns", static_cast<double>(t.memcpy_ns), "ns", -1});
-    metrics.push_back({p + "memset_ns", static_cast<double>(t.memset_ns), "ns", -1});
-    metrics.push_back({p + "idle_ns", static_cast<double>(t.idle_ns), "ns", -1});
-    metrics.push_back({p + "busy_fraction", t.busy_fraction(), "", -1});
+    device_time_metrics(d, profiler::total(mine), metrics);
   }
   writer_.add_op_summary(run_, kernels);
   writer_.add_copy_summary(run_, copies);
-
-  // Device memory as CUPTI saw it, beside the allocator's own books (memprof): the difference is
-  // what the allocator does not know (cuDNN/cuBLAS internals, the CUDA context's own allocations).
-  for (const auto& m : profiler::gpu_memory(g.activities)) {
-    const std::string p = fmt::format("gpu{}_", m.device);
-    metrics.push_back({p + "cupti_memory_peak_bytes", static_cast<double>(m.peak_bytes), "bytes", -1});
-    metrics.push_back({p + "cupti_memory_final_bytes", static_cast<double>(m.final_bytes), "bytes", -1});
-  }
-
-  metrics.push_back({"gpu_dropped_records", static_cast<double>(g.dropped_records), "count", -1});
-  metrics.push_back({"gpu_incomplete_records", static_cast<double>(g.incomplete_records), "count", -1});
-  metrics.push_back({"gpu_records", static_cast<double>(g.records), "count", -1});
-  metrics.push_back({"gpu_activities", static_cast<double>(g.activities.size()), "count", -1});
-  metrics.push_back({"gpu_unattributed_launches", static_cast<double>(g.unattributed_launches), "count", -1});
-  metrics.push_back({"gpu_trace_buffers", static_cast<double>(g.buffers), "count", -1});
-  metrics.push_back({"gpu_trace_buffer_bytes_peak", static_cast<double>(g.buffer_bytes_peak), "bytes", -1});
-
-  // The trace against what the host knows (docs/formulas.md, "GPU trace checks"): every iteration
-  // for the windows, warm-up included (the loop synchronises each); the counted ones for the events.
-  // A check that had nothing to look at (CUPTI held by another tool: an empty trace) stores
-  // nothing, rather than a 0 that would read as passed.
-  std::vector<profiler::IterationWindow> windows;
-  for (const auto& it : loop.iterations) {
-    windows.push_back({static_cast<int32_t>(it.index), it.start_ns, it.end_ns, it.device_ns});
-  }
-  if (const auto before = profiler::starts_before_launch(g.activities); before.checked > 0) {
-    metrics.push_back({"gpu_trace_kernels_before_launch", before.fraction(), "", -1});
-  }
-  if (const auto outside = profiler::outside_iteration(g.activities, windows); outside.checked > 0) {
-    metrics.push_back({"gpu_trace_outside_iteration", outside.fraction(), "", -1});
-  }
-  const auto events = profiler::event_time_difference(g.activities, windows, counted);
-  if (events.iterations > 0) {   // CUDA-event times are the training loop's, on a GPU only
-    metrics.push_back({"gpu_trace_event_diff_max", events.max, "", -1});
-    metrics.push_back({"gpu_trace_event_diff_median", events.median, "", -1});
-  }
 }
 
 }  // namespace ts::session
