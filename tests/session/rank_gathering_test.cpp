@@ -47,6 +47,14 @@ TEST(RankGathering, AMissingOrFailedRankFailsTheRunAndSaysWhich) {
   EXPECT_EQ(error, "rank 0's own; rank(s) 2, 4 sent no final records within 120 s; rank 1: out of memory");
 }
 
+TEST(RankGathering, ARankThatSentNothingAloneFailsTheRun) {
+  RunStatus status = RunStatus::completed;
+  std::string error;
+  ts::session::add_rank_verdicts({final_from(1)}, {3}, 5s, status, error);
+  EXPECT_EQ(status, RunStatus::failed);
+  EXPECT_EQ(error, "rank(s) 3 sent no final records within 5 s");
+}
+
 TEST(RankGathering, ARanksFinalMessageCarriesItsRowsSummariesAndFailure) {
   RankSummary mine;
   mine.metrics.push_back({"events_recorded", 12, "events", -1});
