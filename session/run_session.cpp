@@ -32,6 +32,7 @@
 #include "session/rank_channel.h"
 #include "session/rank_records.h"
 #include "session/record.h"
+#include "session/run_options.h"
 #include "session/run_stream.h"
 #include "session/utc_time.h"
 #include "store/error.h"
@@ -244,56 +245,35 @@ RunOutcome RunSession::run() {
   info.command_line = c.command_line;
   store::set_writer(info, store::current_process());
   info.heartbeat_interval_ms = c.flush_interval.count();
-  nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
-                        {"batch", info.batch_size}, {"iterations", c.iterations}, {"warmup", c.warmup},
-                        {"threads", threads}, {"seed", c.seed}, {"trace", c.trace}, {"roofline", c.roofline},
-                        {"eval_batches", c.eval_batches},
-                        {"units", {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
-                                   {"headline", spec.units.tokens_headline ? "tokens" : "samples"}}}};
-  nlohmann::json table = nlohmann::json::object();
-  for (const auto& [k, v] : preset.table) table[k] = v;
-  if (c.learners) cfg["learners"] = *c.learners;
-  if (c.eval_every > 0) cfg["eval_every"] = c.eval_every;
-  if (c.quality_target) cfg["quality_target"] = *c.quality_target;
-  if (!c.suite.name.empty()) {
-    cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
-  }
-  cfg["preset_table"] = table;
+  // The stored config: the options as session/run_options.cpp stores them, and what the run resolved.
+  StoredFacts facts;
+  facts.batch = info.batch_size;
+  facts.threads = threads;
+  facts.units = {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
+                 {"headline", spec.units.tokens_headline ? "tokens" : "samples"}};
+  for (const auto& [k, v] : preset.table) facts.preset_table[k] = v;
   if (on_ps) {
-    const auto& o = c.ps;
-    cfg["distributed"] = {{"ranks", ranks},
-                          {"global_batch", info.global_batch_size},
-                          {"strategy", "parameter_server"},
-                          {"backend", "mpi"},
-                          {"workers", topology.workers},
-                          {"servers", topology.servers},
-                          {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
-                          {"mode", std::string(distributed::ps::to_string(o.mode))},
-                          {"staleness", o.staleness},
-                          {"priority", o.priority},
-                          {"chunk_mb", o.chunk_mb},
-                          {"batch_norm_statistics", "per worker (not synchronised)"}};
-    if (!o.server_hosts.empty()) cfg["distributed"]["server_hosts"] = o.server_hosts;
+    facts.distributed = {{"ranks", ranks},
+                         {"global_batch", info.global_batch_size},
+                         {"strategy", "parameter_server"},
+                         {"backend", "mpi"},
+                         {"workers", topology.workers},
+                         {"servers", topology.servers},
+                         {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
+                         {"batch_norm_statistics", "per worker (not synchronised)"}};
   } else if (distributed) {
-    const auto& o = c.data_parallel;
-    cfg["distributed"] = {{"ranks", ranks},
-                          {"global_batch", info.global_batch_size},
-                          {"strategy", "data_parallel_allreduce"},
-                          {"backend", "mpi"},
-                          {"bucket_mb", o.bucket_mb},
-                          {"overlap", o.overlap},
-                          {"bucket_order", std::string(distributed::to_string(o.order))},
-                          {"priority", o.priority},
-                          {"partition_mb", o.partition_mb},
-                          {"cross_barrier", o.priority && o.cross_barrier},  // asked for; whether taken: metric dp_cross_barrier
-                          {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
+    facts.distributed = {{"ranks", ranks},
+                         {"global_batch", info.global_batch_size},
+                         {"strategy", "data_parallel_allreduce"},
+                         {"backend", "mpi"},
+                         {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
   }
   std::vector<std::string> rank_hosts;
   if (distributed) {
     rank_hosts = distributed::gather_host_names(*comm);
-    cfg["distributed"]["rank_hosts"] = rank_hosts;
+    facts.distributed["rank_hosts"] = rank_hosts;
   }
-  info.config_json = cfg.dump();
+  info.config_json = stored_config(c, facts).dump();
 
   // The run has a row from the start (rank 0 writes it), so a crash or Ctrl-C later still
   // leaves a record. Other ranks never open the db.
