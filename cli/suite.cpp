@@ -266,7 +266,8 @@ std::optional<nlohmann::json> read_option(const TableReader& t, const session::R
   return std::nullopt;
 }
 
-SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db) {
+SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db,
+                      bool check) {
   t.allow_only(run_keys(), known_keys());
   SuiteEntry e;
   RunConfig& c = e.config;
@@ -288,6 +289,7 @@ SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t inde
                   .value_or(std::vector<int64_t>{});
   c.db = db;
   c.command_line = "suite " + file + " #" + std::to_string(index);
+  if (!check) return e;
   try {
     validate(c);
   } catch (const UsageError& err) {
@@ -360,6 +362,11 @@ RunConfig Suite::run_at(uint64_t index) const {
   return c;
 }
 
+namespace {
+// The whole file; `check`: validate() each entry too.
+Suite read_suite(std::string_view text, const std::string& file, const std::filesystem::path& db, bool check);
+}  // namespace
+
 Suite load_suite(const std::filesystem::path& file, const std::filesystem::path& db) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) throw UsageError(file.string() + ": is a directory, not a suite file");
@@ -372,6 +379,16 @@ Suite load_suite(const std::filesystem::path& file, const std::filesystem::path&
 }
 
 Suite load_suite(std::string_view text, const std::string& file, const std::filesystem::path& db) {
+  return read_suite(text, file, db, true);
+}
+
+Suite parse_suite(std::string_view text, const std::string& file, const std::filesystem::path& db) {
+  return read_suite(text, file, db, false);
+}
+
+namespace {
+
+Suite read_suite(std::string_view text, const std::string& file, const std::filesystem::path& db, bool check) {
   if (const auto hazard = find_toml_hazard(text)) {
     // An error before it is toml++'s to report, and the statements before it are safe to parse.
     parse_toml(text.substr(0, hazard->statement), file);
@@ -403,10 +420,12 @@ Suite load_suite(std::string_view text, const std::string& file, const std::file
     if (!t) {
       TableReader(doc, file, context).fail(node.source().begin.line, "must be a table (got " + describe(node) + ")");
     }
-    s.entries.push_back(read_entry(TableReader(*t, file, context), file, i + 1, db));
+    s.entries.push_back(read_entry(TableReader(*t, file, context), file, i + 1, db, check));
   }
   return s;
 }
+
+}  // namespace
 
 int run_suite(const Suite& suite, bool json) {
   const uint64_t total = suite.run_count();
