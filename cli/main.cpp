@@ -12,6 +12,7 @@
 #include "cli/list.h"
 #include "cli/play.h"
 #include "cli/run_command.h"
+#include "cli/run_flags.h"
 #include "cli/report_command.h"
 #include "cli/suite.h"
 #include "cli/summary.h"
@@ -49,144 +50,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trainscope 0.1.0"));
 
-  RunConfig rc;
-  rc.command_line = join_args(argc, argv);
-  int64_t batch = 0;
-  int64_t learners = 0;
+  const std::string command_line = join_args(argc, argv);
   auto* run = app.add_subcommand("run", "Train WORKLOAD, profile it and store the run");
-  // Whole decimal numbers that fit, or exit 2: CLI11 alone clamps 99999999999999999999 to the
-  // largest int64 and wraps --seed -1. Ranges are validate()'s.
+  // Every option of a run is declared once, in session/run_options.cpp.
+  const RunFlags run_flags(*run);
+  // Whole decimal numbers that fit, or exit 2 (check_int64_text).
   const CLI::Validator int64_text(check_int64_text, "");
-  const CLI::Validator uint64_text(check_uint64_text, "");
-  run->add_option("workload", rc.workload, "Workload name (see `trainscope list`)")->required();
-  run->add_option("--preset", rc.preset, "tiny | small | full")->capture_default_str();
-  run->add_option("--device", rc.device, "cpu (cuda in CUDA builds)")->capture_default_str();
-  auto* batch_opt = run->add_option("--batch", batch, "Batch size (default: the preset's)")->transform(int64_text);
-  auto* learners_opt =
-      run->add_option("--learners", learners, "Actor-learner threads, for workloads that have them (a3c; default: the preset's)")
-          ->transform(int64_text);
-  run->add_option("--iters", rc.iterations, "Timed iterations")->capture_default_str()->transform(int64_text);
-  run->add_option("--warmup", rc.warmup, "Warm-up iterations, excluded from the figures")
-      ->capture_default_str()
-      ->transform(int64_text);
-  run->add_option("--threads", rc.threads, "CPU threads (default: all cores)")->transform(int64_text);
-  run->add_option("--seed", rc.seed, "Random seed")->capture_default_str()->transform(uint64_text);
-  run->add_option("--data", rc.data, "synthetic | fashion-mnist[:DIR]")->capture_default_str();
-  run->add_option("--eval-batches", rc.eval_batches, "Held-out batches for the quality metric (0: none)")
-      ->capture_default_str()
-      ->transform(int64_text);
-  run->add_option("--eval-every", rc.eval_every,
-                  "Also evaluate after every N timed iterations, outside the timed figures: the quality curve (0: "
-                  "only at the end)")
-      ->capture_default_str()
-      ->transform(int64_text);
-  double quality_target = 0;
-  auto* quality_target_opt = run->add_option(
-      "--quality-target", quality_target,
-      "The quality (the workload's metric) whose first evaluation at or past it gives the run's time to quality; "
-      "needs --eval-every");
-  run->add_option("--db", rc.db, "SQLite file to store into")->capture_default_str();
-  run->add_flag("--no-trace{false}", rc.trace, "Do not record per-op events (phases are still timed)");
-  run->add_flag("--roofline", rc.roofline,
-                "After training, measure the machine's SGEMM peak and copy bandwidth (about 2 s) and store them "
-                "beside the step's roofline (docs/formulas.md)");
-  double flush_seconds = 2.0, lock_wait_seconds = 60.0;
-  run->add_option("--flush-interval", flush_seconds,
-                  "Seconds between writes while the run goes on: a run killed keeps all but the last interval")
-      ->check(CLI::Range(0.01, 600.0))
-      ->capture_default_str();
-  run->add_option("--lock-wait", lock_wait_seconds,
-                  "Seconds the final write waits for a db another process has locked, before writing the run to a "
-                  "side file to import")
-      ->check(CLI::Range(0.0, 86400.0))
-      ->capture_default_str();
-  run->add_flag("--json", rc.json, "Print the summary as JSON");
-  // Distribution (docs/distributed.md).
-  auto* nproc_opt =
-      run->add_option("--nproc", rc.nproc,
-                      "Ranks (processes) to train with, started through mpirun (with --hosts: one per slot); with "
-                      "--strategy ps the workers, dedicated servers coming on top")
-          ->capture_default_str()
-      ->transform(int64_text);
-  run->add_option("--hosts", rc.hosts, "Hosts and their slots for the ranks, e.g. h1:2,h2:2 (default: this machine)");
-  run->add_option("--hostfile", rc.hostfile, "File of hosts (`host slots=N` per line), instead of --hosts");
-  std::vector<std::string> mca;
-  run->add_option("--mca", mca, "NAME=VALUE passed to mpirun as --mca NAME VALUE (repeatable)");
-  // How the ranks share what they learn (docs/cli.md, "Strategies"): all-reduce data parallelism
-  // (the default) or a parameter server. Each strategy's own options are refused with the other.
-  StrategyInput strategy_input;
-  std::string strategy = "allreduce";
-  auto* strategy_opt = run->add_option("--strategy", strategy,
-                                       "allreduce (data parallel: gradients averaged by all-reduce) | ps (parameter "
-                                       "server: workers push gradients to server shards and pull parameters)")
-                           ->capture_default_str();
-  // The all-reduce's options (--strategy allreduce).
-  auto* bucket_mb_opt = run->add_option("--bucket-mb", rc.data_parallel.bucket_mb, "Gradient bucket size in MiB for the all-reduce")
-      ->check(CLI::Range(0.001, 4096.0))
-      ->capture_default_str();
-  std::string bucket_order = "arrival";
-  auto* bucket_order_opt =
-      run->add_option("--bucket-order", bucket_order,
-                      "arrival (rebuilt from the first iteration's gradient order, as DDP) | reverse_registration")
-          ->check(CLI::IsMember({"arrival", "reverse_registration"}))
-          ->capture_default_str();
-  bool no_overlap = false;
-  auto* no_overlap_opt = run->add_flag("--no-overlap", no_overlap, "All-reduce the gradients after backward instead of during it");
-  run->add_flag("--priority", rc.data_parallel.priority,
-                "Partition gradients and send the front layers' first (ByteScheduler/P3); with --strategy ps: push "
-                "and pull the front layers' keys first");
-  bool no_cross_barrier = false;
-  auto* no_cross_barrier_opt =
-      run->add_flag("--no-cross-barrier", no_cross_barrier,
-                    "With --priority: run the optimizer after every gradient is averaged, not per parameter as each "
-                    "arrives (the next forward then waits for the whole step)");
-  auto* partition_mb_opt =
-      run->add_option("--partition-mb", rc.data_parallel.partition_mb, "With --priority: partition size in MiB")
-          ->check(CLI::Range(0.001, 4096.0))
-          ->capture_default_str();
-  // The parameter server's options (--strategy ps).
-  int64_t servers = 1;
-  auto* servers_opt =
-      run->add_option("--servers", servers,
-                      "With --strategy ps: server shards (1 to 4096); co-located servers run beside workers 0..S-1, "
-                      "so there are at most as many as workers")
-          ->capture_default_str()
-          ->transform(int64_text);
-  bool dedicated_servers = false;
-  auto* dedicated_opt = run->add_flag("--dedicated-servers", dedicated_servers,
-                "With --strategy ps: the servers are ranks of their own, started after the --nproc workers");
-  std::string server_hosts;
-  auto* server_hosts_opt =
-      run->add_option("--server-hosts", server_hosts,
-                      "With --strategy ps: the dedicated servers' hosts and their slots, e.g. s1:1,s2:1 (as --hosts; "
-                      "implies --dedicated-servers)");
-  std::string ps_mode = "sync";
-  auto* ps_mode_opt = run->add_option("--ps-mode", ps_mode,
-                                      "With --strategy ps: sync | async | bounded (at most --staleness steps ahead of "
-                                      "the slowest worker) | eager (servers push new values as they update)")
-                          ->capture_default_str();
-  int64_t staleness = 0;
-  auto* staleness_opt =
-      run->add_option("--staleness", staleness,
-                      "With --strategy ps: the most steps a worker may run ahead of the slowest, 0 to 1000000 (implies "
-                      "--ps-mode bounded)")
-          ->capture_default_str()
-          ->transform(int64_text);
-  double chunk_mb = 1.0;
-  auto* chunk_mb_opt = run->add_option("--chunk-mb", chunk_mb,
-                                       "With --strategy ps: tensors larger than this are cut into keys of this size, MiB "
-                                       "(more than 0.001, at most 4096)")
-                           ->capture_default_str();
-  // The launcher hands its own command line to the ranks, so the run records what the user typed.
-  run->add_option("--command-line", rc.command_line)->group("");
-  // A suite's run launched over ranks: which suite, entry and repeat (hidden: the suite sets them).
-  run->add_option("--suite-name", rc.suite.name)->group("");
-  run->add_option("--suite-entry", rc.suite.entry)->group("");
-  run->add_option("--suite-repeat", rc.suite.repeat)->group("");
 
   // The collectives benchmark (docs/distributed.md, "Collectives benchmark").
   CollectivesBenchConfig bc;
-  bc.command_line = rc.command_line;
+  bc.command_line = command_line;
   auto* bench = app.add_subcommand("bench", "Benchmarks of the machine itself, outside training");
   bench->require_subcommand(1);
   auto* bench_coll = bench->add_subcommand(
@@ -310,31 +183,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) {
-      if (*batch_opt) rc.batch = batch;
-      rc.data_parallel.overlap = !no_overlap;
-      rc.data_parallel.cross_barrier = !no_cross_barrier;
-      rc.data_parallel.order =
-          bucket_order == "arrival" ? ts::distributed::BucketOrder::arrival : ts::distributed::BucketOrder::reverse_registration;
-      rc.mca = parse_mca(mca);
-      if (!*nproc_opt && (!rc.hosts.empty() || !rc.hostfile.empty())) rc.nproc = 0;   // one rank per slot
-      if (*learners_opt) rc.learners = learners;
-      if (*quality_target_opt) rc.quality_target = quality_target;
-      if (*strategy_opt) strategy_input.strategy = strategy;
-      if (*servers_opt) strategy_input.servers = servers;
-      if (*dedicated_opt) strategy_input.dedicated_servers = dedicated_servers;
-      if (*server_hosts_opt) strategy_input.server_hosts = server_hosts;
-      if (*ps_mode_opt) strategy_input.ps_mode = ps_mode;
-      if (*staleness_opt) strategy_input.staleness = staleness;
-      if (*chunk_mb_opt) strategy_input.chunk_mb = chunk_mb;
-      for (const auto* o : {bucket_mb_opt, bucket_order_opt, no_overlap_opt, no_cross_barrier_opt, partition_mb_opt}) {
-        if (*o) strategy_input.allreduce_only.push_back(o->get_name());
-      }
-      apply_strategy(strategy_input, rc);
-      // CLI::Range lets NaN through (every comparison with it is false).
-      if (!std::isfinite(flush_seconds) || !std::isfinite(lock_wait_seconds))
-        throw UsageError("--flush-interval and --lock-wait must be numbers of seconds");
-      rc.flush_interval = std::chrono::milliseconds(static_cast<int64_t>(flush_seconds * 1000));
-      rc.lock_wait = std::chrono::milliseconds(static_cast<int64_t>(lock_wait_seconds * 1000));
+      const RunConfig rc = run_flags.config(command_line);
       install_interrupt_handler();
       const RunOutcome out = execute_run(rc);
       // A rank other than 0 has no run to print; rank 0 of a `--nproc` launch leaves it to the launcher.

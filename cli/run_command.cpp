@@ -4,6 +4,7 @@
 #include "cli/interrupts.h"
 #include "cli/launch_job.h"
 #include "cli/progress.h"
+#include "cli/run_flags.h"
 #include "distributed/mpi_runtime.h"
 #include "fmt/format.h"
 #include "session/run_session.h"
@@ -61,46 +62,6 @@ RunOutcome run_as_rank(const RunConfig& c, const std::string& label) {
   RunOutcome out = run_session(c, label, &mpi.world());
   out.exit_code = rank_exit_status(out.exit_code);
   return out;
-}
-
-// The run's flags for the ranks: the same run, without the launch flags.
-std::vector<std::string> rank_arguments(const RunConfig& c) {
-  std::vector<std::string> a = {"run", c.workload, "--preset", c.preset, "--device", c.device, "--data", c.data,
-                                "--iters", std::to_string(c.iterations), "--warmup", std::to_string(c.warmup),
-                                "--seed", std::to_string(c.seed), "--eval-batches", std::to_string(c.eval_batches),
-                                "--db", std::filesystem::absolute(c.db).string(),
-                                "--flush-interval", fmt::format("{}", c.flush_interval.count() / 1000.0),
-                                "--lock-wait", fmt::format("{}", c.lock_wait.count() / 1000.0)};
-  if (c.batch) a.insert(a.end(), {"--batch", std::to_string(*c.batch)});
-  if (c.learners) a.insert(a.end(), {"--learners", std::to_string(*c.learners)});
-  if (c.eval_every > 0) a.insert(a.end(), {"--eval-every", std::to_string(c.eval_every)});
-  if (c.quality_target) a.insert(a.end(), {"--quality-target", fmt::format("{}", *c.quality_target)});
-  if (c.threads > 0) a.insert(a.end(), {"--threads", std::to_string(c.threads)});
-  if (!c.trace) a.push_back("--no-trace");
-  if (c.roofline) a.push_back("--roofline");
-  // The chosen strategy's options only: a rank refuses the other strategy's, as the user's command does.
-  if (c.strategy == RunConfig::Strategy::ps) {
-    const auto& ps = c.ps;
-    a.insert(a.end(), {"--strategy", "ps", "--servers", std::to_string(ps.servers), "--ps-mode",
-                       std::string(distributed::ps::to_string(ps.mode)), "--chunk-mb", fmt::format("{}", ps.chunk_mb)});
-    if (ps.mode == distributed::ps::PsMode::bounded) a.insert(a.end(), {"--staleness", std::to_string(ps.staleness)});
-    if (ps.dedicated) a.push_back("--dedicated-servers");
-    if (!ps.server_hosts.empty()) a.insert(a.end(), {"--server-hosts", ps.server_hosts});
-    if (ps.priority || c.data_parallel.priority) a.push_back("--priority");
-  } else {
-    a.insert(a.end(), {"--bucket-mb", fmt::format("{}", c.data_parallel.bucket_mb), "--bucket-order",
-                       std::string(distributed::to_string(c.data_parallel.order)), "--partition-mb",
-                       fmt::format("{}", c.data_parallel.partition_mb)});
-    if (!c.data_parallel.overlap) a.push_back("--no-overlap");
-    if (c.data_parallel.priority) a.push_back("--priority");
-    if (!c.data_parallel.cross_barrier) a.push_back("--no-cross-barrier");
-  }
-  a.insert(a.end(), {"--command-line", c.command_line});
-  if (!c.suite.name.empty()) {
-    a.insert(a.end(), {"--suite-name", c.suite.name, "--suite-entry", std::to_string(c.suite.entry),
-                       "--suite-repeat", std::to_string(c.suite.repeat)});
-  }
-  return a;
 }
 
 // `trainscope run --nproc N`: starts the ranks through mpirun and waits for them.

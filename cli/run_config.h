@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "session/run_config.h"
+#include "session/run_options.h"
 
 namespace ts::cli {
 
@@ -23,21 +25,9 @@ class UsageError : public std::runtime_error {
 // The run's config lives with the run session, which carries it out.
 using session::RunConfig;
 
-// The ranges validate() allows. Each keeps the sizes computed from it far from overflow:
-// iterations + warmup fits easily in int64, a batch fits an int in every kernel's index math.
+// The ranges are declared with each option (session/run_options.cpp) and checked by validate().
 // A batch within range can still be too large for the machine: the engine's checked sizes and
 // its out-of-memory error (naming the bytes and the tensor) end such a run as failed.
-inline constexpr int64_t kMaxBatch = 2'147'483'647;   // 2^31 - 1
-inline constexpr int64_t kMaxIterations = 1'000'000'000;
-inline constexpr int64_t kMaxWarmup = 1'000'000'000;
-inline constexpr int64_t kMaxEvalBatches = 1'000'000;
-inline constexpr int64_t kMaxLearners = 4096;
-inline constexpr int64_t kMaxRanks = 4096;
-// The parameter server's (--strategy ps) ranges.
-inline constexpr int64_t kMaxServers = 4096;
-inline constexpr int64_t kMaxStaleness = 1'000'000;
-inline constexpr double kMinChunkMb = 0.001;   // exclusive: --chunk-mb must be more than this
-inline constexpr double kMaxChunkMb = 4096.0;
 
 // CPU cores online on this machine (at least 1): the most --threads may ask for.
 using session::online_cores;
@@ -63,6 +53,19 @@ struct StrategyInput {
   // user wrote them, for the message that refuses them with --strategy ps.
   std::vector<std::string> allreduce_only;
 };
+// One option as written on the command line or in a suite: its declaration and its value (as
+// the declaration's `set` takes it), after its type and, in a suite, its range were checked.
+struct GivenOption {
+  const session::RunOption* option;
+  nlohmann::json value;
+};
+// Sets the options given on `config`, the same for the command line and a suite (`suite`: names
+// options as keys): the strategy's through apply_strategy, with hosts and no nproc one rank per
+// slot. UsageError on what a table entry cannot say (an option of the other strategy, ...).
+void apply_options(const std::vector<GivenOption>& given, RunConfig& config, bool suite = false);
+// Whether apply_strategy checks the option's value (the strategy and the parameter server's).
+bool set_by_strategy(const session::RunOption& option);
+
 // Checks `in` (UsageError naming the option and its value) and sets config.strategy and
 // config.ps; --priority (config.data_parallel.priority, set before) also sets ps.priority under
 // --strategy ps. `suite` names the options as a suite's keys ("key 'servers'") rather than flags.

@@ -26,7 +26,6 @@ namespace ts::cli {
 namespace {
 
 constexpr int64_t kMillion = 1'000'000;
-constexpr int64_t kBillion = 1'000'000'000;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 // Text from the file as a message shows it: cut short (at a UTF-8 character boundary), quotes,
@@ -197,86 +196,100 @@ class TableReader {
   std::string context_;
 };
 
-const std::vector<std::string_view> kRunKeys = {
-    "workload", "preset", "device", "batch", "iterations", "warmup", "repeats", "threads", "seed", "data", "trace",
-    "roofline", "eval_batches", "eval_every", "quality_target", "learners",
-    // Distribution, as `trainscope run`'s options (docs/distributed.md).
-    "nproc", "hosts", "hostfile", "mca", "strategy", "bucket_mb", "bucket_order", "overlap", "priority", "cross_barrier",
-    "partition_mb", "servers", "dedicated_servers", "server_hosts", "ps_mode", "staleness", "chunk_mb"};
+// The keys a [[run]] may have: every option with a suite key, and the suite's own.
+const std::vector<std::string_view>& run_keys() {
+  static const std::vector<std::string_view> keys = [] {
+    std::vector<std::string_view> k;
+    for (const auto& o : session::run_options()) {
+      if (!o.suite_key.empty()) k.push_back(o.suite_key);
+    }
+    k.push_back("repeats");
+    return k;
+  }();
+  return keys;
+}
 
-// The all-reduce's own keys (strategy = "allreduce"), refused with strategy = "ps".
-const std::vector<std::string_view> kAllreduceOnlyKeys = {"bucket_mb", "bucket_order", "overlap", "cross_barrier",
-                                                          "partition_mb"};
+std::string known_keys() {
+  std::string s;
+  for (const auto k : run_keys()) s += (s.empty() ? "" : ", ") + std::string(k);
+  return "known: " + s;
+}
 
-SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db) {
-  t.allow_only(kRunKeys, "known: workload, preset, device, batch, iterations, warmup, repeats, threads, seed, "
-                         "data, trace, roofline, eval_batches, eval_every, quality_target, learners, nproc, hosts, hostfile, mca, strategy, bucket_mb, "
-                         "bucket_order, overlap, priority, cross_barrier, partition_mb, servers, dedicated_servers, "
-                         "server_hosts, ps_mode, staleness, chunk_mb");
-  SuiteEntry e;
-  RunConfig& c = e.config;
-  const auto workload = t.string("workload");
-  if (!workload) t.fail(t.line(), "key 'workload' is required");
-  c.workload = *workload;
-  c.preset = t.string("preset").value_or(c.preset);
-  c.device = t.string("device").value_or(c.device);
-  c.data = t.string("data").value_or(c.data);
-  // Bounds keep iterations + warmup and the run count far from overflow; validate() knows the machine.
-  c.iterations = t.integer("iterations", 1, kBillion).value_or(c.iterations);
-  c.warmup = t.integer("warmup", 0, kBillion).value_or(c.warmup);
-  c.threads = t.integer("threads", 0, 1024).value_or(c.threads);
-  c.seed = static_cast<uint64_t>(t.integer("seed", 0, kInt64Max).value_or(static_cast<int64_t>(c.seed)));
-  c.trace = t.boolean("trace").value_or(c.trace);
-  c.roofline = t.boolean("roofline").value_or(c.roofline);
-  c.eval_batches = t.integer("eval_batches", 0, kMillion).value_or(c.eval_batches);
-  c.eval_every = t.integer("eval_every", 0, kBillion).value_or(c.eval_every);
-  c.quality_target = t.number("quality_target", -1e9, 1e9);
-  c.learners = t.integer("learners", 1, 4096);
-  e.repeats = t.integer("repeats", 1, kMillion).value_or(1);
-  c.hosts = t.string("hosts").value_or("");
-  c.hostfile = t.string("hostfile").value_or("");
-  // Omitted with hosts: one rank per slot, as `trainscope run --hosts`.
-  c.nproc = t.integer("nproc", 1, kMaxRanks).value_or(c.hosts.empty() && c.hostfile.empty() ? 1 : 0);
-  for (const auto& m : t.strings("mca").value_or(std::vector<std::string>{})) {
-    auto pair = split_mca(m);
-    if (!pair) t.fail(t.line(), "key 'mca' takes \"NAME=VALUE\" strings (got \"" + printable(m) + "\")");
-    c.mca.push_back(std::move(*pair));
-  }
-  auto& dp = c.data_parallel;
-  dp.bucket_mb = t.number("bucket_mb", 0.001, 4096).value_or(dp.bucket_mb);
-  dp.partition_mb = t.number("partition_mb", 0.001, 4096).value_or(dp.partition_mb);
-  dp.overlap = t.boolean("overlap").value_or(dp.overlap);
-  dp.priority = t.boolean("priority").value_or(dp.priority);
-  dp.cross_barrier = t.boolean("cross_barrier").value_or(dp.cross_barrier);
-  if (const auto order = t.string("bucket_order")) {
-    if (*order == "arrival") {
-      dp.order = distributed::BucketOrder::arrival;
-    } else if (*order == "reverse_registration") {
-      dp.order = distributed::BucketOrder::reverse_registration;
-    } else {
-      t.fail(t.line(), "key 'bucket_order' must be \"arrival\" or \"reverse_registration\" (got \"" + printable(*order) + "\")");
+// One option's value from the table, type- and range-checked as its declaration says; empty
+// when absent.
+std::optional<nlohmann::json> read_option(const TableReader& t, const session::RunOption& o) {
+  using session::OptionType;
+  const std::string_view key = o.suite_key;
+  switch (o.type) {
+    case OptionType::text: {
+      const auto v = t.string(key);
+      if (!v) return std::nullopt;
+      // The strategy's choices are apply_strategy's to refuse, with its own message.
+      if (!o.choices.empty() && !set_by_strategy(o) &&
+          std::find(o.choices.begin(), o.choices.end(), *v) == o.choices.end()) {
+        std::string allowed;
+        for (size_t i = 0; i < o.choices.size(); ++i) {
+          allowed += fmt::format("{}\"{}\"", i == 0 ? "" : i + 1 == o.choices.size() ? " or " : ", ", o.choices[i]);
+        }
+        t.fail(t.line(), fmt::format("key '{}' must be {} (got \"{}\")", key, allowed, printable(*v)));
+      }
+      return *v;
+    }
+    case OptionType::integer: {
+      const auto v = t.integer(key, static_cast<int64_t>(o.min), static_cast<int64_t>(o.max));
+      return v ? std::optional<nlohmann::json>(*v) : std::nullopt;
+    }
+    case OptionType::count: {
+      const auto v = t.integer(key, 0, kInt64Max);
+      return v ? std::optional<nlohmann::json>(static_cast<uint64_t>(*v)) : std::nullopt;
+    }
+    case OptionType::number: {
+      const auto v = t.number(key, o.min, o.max);
+      return v ? std::optional<nlohmann::json>(*v) : std::nullopt;
+    }
+    case OptionType::flag: {
+      const auto v = t.boolean(key);
+      return v ? std::optional<nlohmann::json>(*v) : std::nullopt;
+    }
+    case OptionType::pairs: {
+      const auto v = t.strings(key);
+      if (!v) return std::nullopt;
+      nlohmann::json pairs = nlohmann::json::array();
+      for (const auto& m : *v) {
+        auto pair = split_mca(m);
+        if (!pair) t.fail(t.line(), fmt::format("key '{}' takes \"NAME=VALUE\" strings (got \"{}\")", key, printable(m)));
+        pairs.push_back(nlohmann::json(*pair));
+      }
+      return pairs;
     }
   }
-  // The parameter server (strategy = "ps"): types and ranges here, the rest as `trainscope run`'s.
-  StrategyInput strategy;
-  strategy.strategy = t.string("strategy");
-  strategy.servers = t.integer("servers", 1, kMaxServers);
-  strategy.dedicated_servers = t.boolean("dedicated_servers");
-  strategy.server_hosts = t.string("server_hosts");
-  strategy.ps_mode = t.string("ps_mode");
-  strategy.staleness = t.integer("staleness", 0, kMaxStaleness);
-  strategy.chunk_mb = t.number("chunk_mb", kMinChunkMb, kMaxChunkMb);
-  for (const auto key : kAllreduceOnlyKeys) {
-    if (t.has(key)) strategy.allreduce_only.emplace_back(key);
+  return std::nullopt;
+}
+
+SuiteEntry read_entry(const TableReader& t, const std::string& file, size_t index, const std::filesystem::path& db,
+                      bool check) {
+  t.allow_only(run_keys(), known_keys());
+  SuiteEntry e;
+  RunConfig& c = e.config;
+  if (!t.has("workload")) t.fail(t.line(), "key 'workload' is required");
+  const session::RunOption& batch = session::run_option("batch");
+  std::vector<GivenOption> given;
+  for (const auto& o : session::run_options()) {
+    // The batch may be a list of sizes, each a run of its own: read below.
+    if (o.suite_key.empty() || &o == &batch) continue;
+    if (auto value = read_option(t, o)) given.push_back({&o, std::move(*value)});
   }
+  e.repeats = t.integer("repeats", 1, kMillion).value_or(1);
   try {
-    apply_strategy(strategy, c, true);
+    apply_options(given, c, true);
   } catch (const UsageError& err) {
     t.fail(t.line(), err.what());
   }
-  e.batches = t.integers("batch", 1, std::numeric_limits<int32_t>::max()).value_or(std::vector<int64_t>{});
+  e.batches = t.integers(batch.suite_key, static_cast<int64_t>(batch.min), static_cast<int64_t>(batch.max))
+                  .value_or(std::vector<int64_t>{});
   c.db = db;
   c.command_line = "suite " + file + " #" + std::to_string(index);
+  if (!check) return e;
   try {
     validate(c);
   } catch (const UsageError& err) {
@@ -349,6 +362,11 @@ RunConfig Suite::run_at(uint64_t index) const {
   return c;
 }
 
+namespace {
+// The whole file; `check`: validate() each entry too.
+Suite read_suite(std::string_view text, const std::string& file, const std::filesystem::path& db, bool check);
+}  // namespace
+
 Suite load_suite(const std::filesystem::path& file, const std::filesystem::path& db) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) throw UsageError(file.string() + ": is a directory, not a suite file");
@@ -361,6 +379,16 @@ Suite load_suite(const std::filesystem::path& file, const std::filesystem::path&
 }
 
 Suite load_suite(std::string_view text, const std::string& file, const std::filesystem::path& db) {
+  return read_suite(text, file, db, true);
+}
+
+Suite parse_suite(std::string_view text, const std::string& file, const std::filesystem::path& db) {
+  return read_suite(text, file, db, false);
+}
+
+namespace {
+
+Suite read_suite(std::string_view text, const std::string& file, const std::filesystem::path& db, bool check) {
   if (const auto hazard = find_toml_hazard(text)) {
     // An error before it is toml++'s to report, and the statements before it are safe to parse.
     parse_toml(text.substr(0, hazard->statement), file);
@@ -392,10 +420,12 @@ Suite load_suite(std::string_view text, const std::string& file, const std::file
     if (!t) {
       TableReader(doc, file, context).fail(node.source().begin.line, "must be a table (got " + describe(node) + ")");
     }
-    s.entries.push_back(read_entry(TableReader(*t, file, context), file, i + 1, db));
+    s.entries.push_back(read_entry(TableReader(*t, file, context), file, i + 1, db, check));
   }
   return s;
 }
+
+}  // namespace
 
 int run_suite(const Suite& suite, bool json) {
   const uint64_t total = suite.run_count();

@@ -50,6 +50,22 @@ std::string check_integer_text(std::string& text) {
 }
 
 using Strategy = RunConfig::Strategy;
+using session::OptionScope;
+using session::OptionType;
+using session::RunOption;
+using session::run_option;
+
+// A number option within its declared range; NaN and infinities never are.
+void check_declared_number(std::string_view name, const RunOption& o, double value) {
+  if (!std::isfinite(value)) throw UsageError(fmt::format("{} must be a finite number", name));
+  if (value >= o.min && value <= o.max) return;
+  throw UsageError(fmt::format("{} must be from {} to {} (got {})", name, o.min, o.max, value));
+}
+
+// An integer option within its declared range: "--iters must be from 1 to ... (got 0)".
+void check_declared_range(std::string_view name, const RunOption& o, int64_t value) {
+  check_range(name, value, static_cast<int64_t>(o.min), static_cast<int64_t>(o.max));
+}
 
 // An option as the user wrote it: "--server-hosts", or in a suite "key 'server_hosts'".
 std::string option_name(std::string_view flag, bool suite) {
@@ -68,8 +84,9 @@ std::string setting(std::string_view flag, std::string_view value, bool suite) {
 }
 
 void check_chunk_mb(double mb, std::string_view name) {
-  if (std::isfinite(mb) && mb > kMinChunkMb && mb <= kMaxChunkMb) return;
-  throw UsageError(fmt::format("{} must be more than {} and at most {} MiB (got {})", name, kMinChunkMb, kMaxChunkMb, mb));
+  const RunOption& o = run_option("chunk-mb");   // its lower bound is exclusive
+  if (std::isfinite(mb) && mb > o.min && mb <= o.max) return;
+  throw UsageError(fmt::format("{} must be more than {} and at most {} MiB (got {})", name, o.min, o.max, mb));
 }
 
 std::vector<distributed::HostSlots> server_hosts_of(const std::string& spec, bool suite) {
@@ -124,8 +141,6 @@ void validate_ps(const RunConfig& c, const engine::Device& device) {
     throw UsageError("the all-reduce options (--bucket-mb, --bucket-order, --no-overlap, --partition-mb, "
                      "--no-cross-barrier) do not apply with --strategy ps");
   }
-  check_range("--servers", ps.servers, 1, kMaxServers);
-  check_range("--staleness", ps.staleness, 0, kMaxStaleness);
   check_chunk_mb(ps.chunk_mb, "--chunk-mb");
   if (ps.staleness != 0 && ps.mode != distributed::ps::PsMode::bounded) {
     throw UsageError(fmt::format("--staleness {} applies to --ps-mode bounded only (got --ps-mode {})", ps.staleness,
@@ -187,7 +202,7 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
   }
   auto& ps = c.ps;
   if (in.servers) {
-    check_range(option_name("servers", suite), *in.servers, 1, kMaxServers);
+    check_declared_range(option_name("servers", suite), run_option("servers"), *in.servers);
     ps.servers = static_cast<int>(*in.servers);
   }
   if (in.dedicated_servers) ps.dedicated = *in.dedicated_servers;
@@ -208,7 +223,7 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
     ps.mode = *mode;
   }
   if (in.staleness) {
-    check_range(option_name("staleness", suite), *in.staleness, 0, kMaxStaleness);
+    check_declared_range(option_name("staleness", suite), run_option("staleness"), *in.staleness);
     if (!in.ps_mode) {
       ps.mode = distributed::ps::PsMode::bounded;   // a bound on staleness asks for bounded staleness
     } else if (ps.mode != distributed::ps::PsMode::bounded) {
@@ -224,6 +239,37 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
   ps.priority = c.data_parallel.priority;   // --priority: the front layers' keys first
 }
 
+bool set_by_strategy(const RunOption& o) { return o.name == "strategy" || o.scope == OptionScope::ps; }
+
+void apply_options(const std::vector<GivenOption>& given, RunConfig& c, bool suite) {
+  StrategyInput strategy;
+  bool nproc_given = false;
+  for (const auto& [o, value] : given) {
+    nproc_given = nproc_given || o->name == "nproc";
+    if (o->scope == OptionScope::allreduce) {
+      strategy.allreduce_only.push_back(suite ? std::string(o->suite_key) : o->flag());
+    }
+    if (o->type == OptionType::number && o->has_range() && !o->min_exclusive) {
+      check_declared_number(suite ? "key '" + std::string(o->suite_key) + "'" : o->flag(), *o, value.get<double>());
+    }
+    if (!set_by_strategy(*o)) {
+      o->set(c, value);
+      continue;
+    }
+    // The strategy's options interact (--staleness implies bounded, ...): apply_strategy sets them.
+    const std::string_view n = o->name;
+    if (n == "strategy") strategy.strategy = value.get<std::string>();
+    if (n == "servers") strategy.servers = value.get<int64_t>();
+    if (n == "dedicated-servers") strategy.dedicated_servers = value.get<bool>();
+    if (n == "server-hosts") strategy.server_hosts = value.get<std::string>();
+    if (n == "ps-mode") strategy.ps_mode = value.get<std::string>();
+    if (n == "staleness") strategy.staleness = value.get<int64_t>();
+    if (n == "chunk-mb") strategy.chunk_mb = value.get<double>();
+  }
+  if (!nproc_given && (!c.hosts.empty() || !c.hostfile.empty())) c.nproc = 0;   // one rank per slot
+  apply_strategy(strategy, c, suite);
+}
+
 void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note) {
   if (value >= min && value <= max) return;
   throw UsageError(std::string(option) + " must be from " + std::to_string(min) + " to " + std::to_string(max) +
@@ -232,7 +278,8 @@ void check_range(std::string_view option, int64_t value, int64_t min, int64_t ma
 
 void validate_launch(int64_t nproc, const std::string& hosts, const std::filesystem::path& hostfile) {
   const bool hosts_given = !hosts.empty() || !hostfile.empty();
-  check_range("--nproc", nproc, hosts_given ? 0 : 1, kMaxRanks, hosts_given ? " (0: one rank per host slot)" : "");
+  check_range("--nproc", nproc, hosts_given ? 0 : 1, static_cast<int64_t>(run_option("nproc").max),
+              hosts_given ? " (0: one rank per host slot)" : "");
   if (!hosts.empty() && !hostfile.empty()) throw UsageError("give --hosts or --hostfile, not both");
 }
 
@@ -261,12 +308,19 @@ void validate(const RunConfig& c) {
   // still not fit the machine: what one sample takes is only known once the workload builds its
   // data, so that limit is the engine's (checked sizes, an out-of-memory error naming the bytes
   // and the tensor), and such a run ends as failed rather than being refused here.
-  if (c.batch) check_range("--batch", *c.batch, 1, kMaxBatch);
-  if (c.learners) {
-    check_range("--learners", *c.learners, 1, kMaxLearners);
-    if (!spec->has_learners) {
-      throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
-    }
+  // More threads than cores are refused, not capped with a warning: the threads are OpenMP's,
+  // whose barriers spin, so 1000 threads on 2 cores never finished; and a capped run would store
+  // a thread count other than the one asked for. The machine's bound comes before the table's.
+  const int64_t cores = online_cores();
+  check_range("--threads", c.threads, 0, cores,
+              " (0: all cores; this machine has " + std::to_string(cores) + " CPU cores online)");
+  // Every integer option in its declared range (--nproc: validate_launch, 0 with hosts).
+  for (const auto& o : session::run_options()) {
+    if (o.type != OptionType::integer || !o.has_range() || o.launch) continue;
+    if (const auto value = o.get(c); !value.is_null()) check_declared_range(o.flag(), o, value.get<int64_t>());
+  }
+  if (c.learners && !spec->has_learners) {
+    throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
   }
   validate_launch(c.nproc, c.hosts, c.hostfile);
   engine::Device device;
@@ -300,21 +354,11 @@ void validate(const RunConfig& c) {
   if (several_ranks && c.strategy == Strategy::allreduce && device.type != engine::DeviceType::cpu) {
     throw UsageError("data parallelism runs on the CPU for now (--device cpu); GPU ranks over NCCL are not built yet");
   }
-  check_range("--iters", c.iterations, 1, kMaxIterations);
-  check_range("--warmup", c.warmup, 0, kMaxWarmup);
-  check_range("--eval-batches", c.eval_batches, 0, kMaxEvalBatches);
-  check_range("--eval-every", c.eval_every, 0, kMaxIterations);
   if (c.eval_every > 0 && c.eval_batches == 0) throw UsageError("--eval-every needs held-out batches: --eval-batches 1 or more");
   if (c.quality_target) {
-    if (!std::isfinite(*c.quality_target)) throw UsageError("--quality-target must be a finite number");
+    check_declared_number("--quality-target", run_option("quality-target"), *c.quality_target);
     if (c.eval_every == 0) throw UsageError("--quality-target needs --eval-every: the quality is measured during training");
   }
-  // More threads than cores are refused, not capped with a warning: the threads are OpenMP's,
-  // whose barriers spin, so 1000 threads on 2 cores never finished; and a capped run would store
-  // a thread count other than the one asked for.
-  const int64_t cores = online_cores();
-  check_range("--threads", c.threads, 0, cores,
-              " (0: all cores; this machine has " + std::to_string(cores) + " CPU cores online)");
   if (device.type == engine::DeviceType::cuda) {
     std::string why;
     if (!engine::device_usable(device, &why)) throw UsageError("device '" + c.device + "' is not usable: " + why);

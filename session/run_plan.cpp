@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "distributed/data_parallel.h"
 #include "engine/device.h"
 
 namespace ts::session {
@@ -22,38 +21,25 @@ const workloads::Preset& preset_of(const workloads::WorkloadSpec& spec, const Ru
   return *preset;
 }
 
-// The strategy's part of a distributed run's stored config.
-nlohmann::json distributed_config(const RunConfig& c, int64_t batch) {
+// The topology of a distributed run, for the stored config (the strategy's options themselves
+// are stored from their declarations, session/run_options.h).
+nlohmann::json distributed_facts(const RunConfig& c, int64_t batch) {
   const int ranks = static_cast<int>(c.nproc);
   if (c.strategy == RunConfig::Strategy::ps) {
-    const auto& o = c.ps;
-    const auto topology = distributed::ps::Topology::of(ranks, o);
-    nlohmann::json d = {{"ranks", ranks},
-                        {"global_batch", batch * topology.workers},
-                        {"strategy", "parameter_server"},
-                        {"backend", "mpi"},
-                        {"workers", topology.workers},
-                        {"servers", topology.servers},
-                        {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
-                        {"mode", std::string(distributed::ps::to_string(o.mode))},
-                        {"staleness", o.staleness},
-                        {"priority", o.priority},
-                        {"chunk_mb", o.chunk_mb},
-                        {"batch_norm_statistics", "per worker (not synchronised)"}};
-    if (!o.server_hosts.empty()) d["server_hosts"] = o.server_hosts;
-    return d;
+    const auto topology = distributed::ps::Topology::of(ranks, c.ps);
+    return {{"ranks", ranks},
+            {"global_batch", batch * topology.workers},
+            {"strategy", "parameter_server"},
+            {"backend", "mpi"},
+            {"workers", topology.workers},
+            {"servers", topology.servers},
+            {"server_placement", topology.dedicated ? "dedicated ranks" : "co-located with workers 0..S-1"},
+            {"batch_norm_statistics", "per worker (not synchronised)"}};
   }
-  const auto& o = c.data_parallel;
   return {{"ranks", ranks},
           {"global_batch", batch * ranks},
           {"strategy", "data_parallel_allreduce"},
           {"backend", "mpi"},
-          {"bucket_mb", o.bucket_mb},
-          {"overlap", o.overlap},
-          {"bucket_order", std::string(distributed::to_string(o.order))},
-          {"priority", o.priority},
-          {"partition_mb", o.partition_mb},
-          {"cross_barrier", o.priority && o.cross_barrier},  // asked for; whether taken: metric dp_cross_barrier
           {"batch_norm_statistics", "per rank (not synchronised), as PyTorch DDP's default"}};
 }
 
@@ -73,7 +59,7 @@ store::RunInfo run_info(const RunPlan& p) {
   info.trace = c.trace;
   info.command_line = c.command_line;
   info.heartbeat_interval_ms = c.flush_interval.count();
-  info.config_json = stored_config(c).dump();
+  info.config_json = stored_config(c, stored_facts(c)).dump();
   return info;
 }
 
@@ -122,27 +108,17 @@ RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t co
   return p;
 }
 
-nlohmann::json stored_config(const RunConfig& c) {
+StoredFacts stored_facts(const RunConfig& c) {
   const auto& spec = spec_of(c);
   const auto& preset = preset_of(spec, c);
-  const int64_t batch = c.batch.value_or(preset.default_batch);
-  nlohmann::json cfg = {{"workload", c.workload}, {"preset", c.preset}, {"device", c.device}, {"data", c.data},
-                        {"batch", batch}, {"iterations", c.iterations}, {"warmup", c.warmup},
-                        {"threads", c.threads}, {"seed", c.seed}, {"trace", c.trace}, {"roofline", c.roofline},
-                        {"eval_batches", c.eval_batches},
-                        {"units", {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
-                                   {"headline", spec.units.tokens_headline ? "tokens" : "samples"}}}};
-  nlohmann::json table = nlohmann::json::object();
-  for (const auto& [k, v] : preset.table) table[k] = v;
-  if (c.learners) cfg["learners"] = *c.learners;
-  if (c.eval_every > 0) cfg["eval_every"] = c.eval_every;
-  if (c.quality_target) cfg["quality_target"] = *c.quality_target;
-  if (!c.suite.name.empty()) {
-    cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
-  }
-  cfg["preset_table"] = table;
-  if (c.nproc > 1) cfg["distributed"] = distributed_config(c, batch);
-  return cfg;
+  StoredFacts facts;
+  facts.batch = c.batch.value_or(preset.default_batch);
+  facts.threads = c.threads;
+  facts.units = {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
+                 {"headline", spec.units.tokens_headline ? "tokens" : "samples"}};
+  for (const auto& [k, v] : preset.table) facts.preset_table[k] = v;
+  if (c.nproc > 1) facts.distributed = distributed_facts(c, facts.batch);
+  return facts;
 }
 
 void add_rank_hosts(RunPlan& plan, const std::vector<std::string>& hosts) {

@@ -10,6 +10,7 @@
 #include "distributed/ps/topology.h"
 #include "nlohmann/json.hpp"
 #include "session/run_config.h"
+#include "session/run_options.h"
 #include "store/records.h"
 #include "workloads/workload.h"
 
@@ -38,9 +39,10 @@ struct RunPlan {
 // preset is unknown or a parameter server's placement does not fit the ranks.
 RunPlan plan_run(const RunConfig& config, const distributed::World* world, int64_t cores);
 
-// The run's stored config (runs.config_json) from a resolved config (plan_run's `resolved`):
-// the options, the workload's units and preset table, and for a distributed run its strategy.
-nlohmann::json stored_config(const RunConfig& resolved);
+// What a resolved config (plan_run's `resolved`) adds to its options in the stored config
+// (runs.config_json = stored_config(resolved, stored_facts(resolved)), session/run_options.h):
+// the batch and threads used, the workload's units and preset table, a distributed run's topology.
+StoredFacts stored_facts(const RunConfig& resolved);
 
 // Every rank's host, in rank order, into the stored config of a distributed run.
 void add_rank_hosts(RunPlan& plan, const std::vector<std::string>& hosts);

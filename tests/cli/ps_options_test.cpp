@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_test_util.h"
+#include "session/run_options.h"
 
 using namespace ts::testing;
 
@@ -33,6 +34,13 @@ void expect_refused(const std::vector<Refused>& cases) {
     EXPECT_NE(res.out.find(c.says), std::string::npos) << c.args << ": expected '" << c.says << "' in\n" << res.out;
     EXPECT_FALSE(std::filesystem::exists(dir / "sub")) << c.args << ": a refused run must write nothing";
   }
+}
+
+// The options the ranks are given: the document after --rank-config (session/run_options.h).
+nlohmann::json rank_options(const std::vector<std::string>& argv) {
+  const auto at = std::find(argv.begin(), argv.end(), "--rank-config");
+  if (at == argv.end() || at + 1 == argv.end()) return nullptr;
+  return ts::session::decode_document(*(at + 1)).at("options");
 }
 
 // The arguments the stand-in mpirun was given, one per line.
@@ -129,7 +137,8 @@ TEST(CliPs, SuiteEntryWithABadPsKeyIsRefusedWithNothingWritten) {
   }
 }
 
-// What a --strategy ps launch hands mpirun: the ranks' PS options (not the all-reduce's), the
+// What a --strategy ps launch hands mpirun: the ranks' PS options (in the one document a rank
+// rebuilds its config from; the all-reduce's at their defaults), the
 // workers then the dedicated servers, and with --server-hosts every rank's host in rank order
 // (--map-by seq). The stand-in mpirun records its arguments and starts nothing: the launcher
 // then refuses the run (exit 2) with nothing written.
@@ -153,18 +162,29 @@ TEST(CliPs, PsOptionsReachTheRanksAndServerHostsPlaceTheServerRanks) {
   // Co-located servers: the workers' ranks only.
   auto [argv, out] = launch("--strategy ps --nproc 3 --servers 2 --ps-mode async --chunk-mb 0.5 --priority");
   EXPECT_TRUE(has(argv, {"-np", "3"}));
-  EXPECT_TRUE(has(argv, {"--strategy", "ps", "--servers", "2", "--ps-mode", "async", "--chunk-mb", "0.5"}));
-  EXPECT_TRUE(contains(argv, "--priority"));
-  EXPECT_FALSE(contains(argv, "--dedicated-servers"));
-  EXPECT_FALSE(contains(argv, "--staleness")) << "only bounded mode takes a staleness";
-  for (const std::string dp : {"--bucket-mb", "--bucket-order", "--partition-mb"}) EXPECT_FALSE(contains(argv, dp)) << dp;
+  EXPECT_FALSE(contains(argv, "--strategy")) << "the ranks get one document, not re-built flags";
+  auto options = rank_options(argv);
+  ASSERT_TRUE(options.is_object()) << out;
+  EXPECT_EQ(options["strategy"], "ps");
+  EXPECT_EQ(options["servers"], 2);
+  EXPECT_EQ(options["ps-mode"], "async");
+  EXPECT_EQ(options["chunk-mb"], 0.5);
+  EXPECT_EQ(options["priority"], true);
+  EXPECT_EQ(options["dedicated-servers"], false);
+  EXPECT_EQ(options["staleness"], 0) << "only bounded mode takes a staleness";
+  // The all-reduce's stay at their defaults, which a rank's validate() requires under ps.
+  EXPECT_EQ(options["bucket-mb"], 25.0);
+  EXPECT_EQ(options["bucket-order"], "arrival");
+  EXPECT_EQ(options["partition-mb"], 4.0);
 
   // Dedicated servers: ranks after the workers; --staleness alone means bounded.
   std::tie(argv, out) = launch("--strategy ps --nproc 2 --dedicated-servers --servers 2 --staleness 3");
   EXPECT_TRUE(has(argv, {"-np", "4"}));
-  EXPECT_TRUE(has(argv, {"--ps-mode", "bounded"}));
-  EXPECT_TRUE(has(argv, {"--staleness", "3"}));
-  EXPECT_TRUE(contains(argv, "--dedicated-servers"));
+  options = rank_options(argv);
+  ASSERT_TRUE(options.is_object()) << out;
+  EXPECT_EQ(options["ps-mode"], "bounded");
+  EXPECT_EQ(options["staleness"], 3);
+  EXPECT_EQ(options["dedicated-servers"], true);
   EXPECT_NE(out.find("2 workers, then 2 parameter servers"), std::string::npos) << out;
 
   // A single worker with a dedicated server is two ranks, and so is launched.
@@ -175,12 +195,17 @@ TEST(CliPs, PsOptionsReachTheRanksAndServerHostsPlaceTheServerRanks) {
   std::tie(argv, out) = launch("--strategy ps --hosts 127.0.0.1:2 --servers 2 --server-hosts 127.0.0.3:1,127.0.0.2:1");
   EXPECT_TRUE(has(argv, {"-np", "4"}));
   EXPECT_TRUE(has(argv, {"--map-by", "seq", "--host", "127.0.0.1,127.0.0.1,127.0.0.3,127.0.0.2"}));
-  EXPECT_TRUE(has(argv, {"--server-hosts", "127.0.0.3:1,127.0.0.2:1"}));
-  EXPECT_TRUE(contains(argv, "--dedicated-servers")) << "--server-hosts implies it";
+  options = rank_options(argv);
+  ASSERT_TRUE(options.is_object()) << out;
+  EXPECT_EQ(options["server-hosts"], "127.0.0.3:1,127.0.0.2:1");
+  EXPECT_EQ(options["dedicated-servers"], true) << "--server-hosts implies it";
+  EXPECT_FALSE(options.contains("hosts")) << "the launcher's own options are not the ranks'";
 
-  // An all-reduce launch is as before: no PS options, the all-reduce's.
+  // An all-reduce launch: the all-reduce's options, the parameter server's at their defaults.
   std::tie(argv, out) = launch("--nproc 2 --bucket-mb 5");
-  EXPECT_TRUE(has(argv, {"--bucket-mb", "5"}));
-  EXPECT_FALSE(contains(argv, "--strategy"));
-  EXPECT_FALSE(contains(argv, "--servers"));
+  options = rank_options(argv);
+  ASSERT_TRUE(options.is_object()) << out;
+  EXPECT_EQ(options["bucket-mb"], 5.0);
+  EXPECT_EQ(options["strategy"], "allreduce");
+  EXPECT_EQ(options["servers"], 1);
 }

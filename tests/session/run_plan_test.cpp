@@ -16,6 +16,7 @@ using ts::session::plan_run;
 using ts::session::RunConfig;
 using ts::session::RunPlan;
 using ts::session::stored_config;
+using ts::session::stored_facts;
 using nlohmann::json;
 
 namespace {
@@ -136,7 +137,7 @@ TEST(RunPlan, ThePlanIsPure) {
   EXPECT_EQ(cfg["quality_target"], 0.5);
   EXPECT_EQ(cfg["suite"], (json{{"name", "nightly"}, {"entry", 2}, {"repeat", 1}}));
   // The stored config is a function of the resolved config alone.
-  EXPECT_EQ(stored_config(a.resolved).dump(), a.info.config_json);
+  EXPECT_EQ(stored_config(a.resolved, stored_facts(a.resolved)).dump(), a.info.config_json);
 }
 
 TEST(RunPlan, TheRanksHostsJoinTheStoredConfig) {
