@@ -91,7 +91,9 @@ RunConfig RunFlags::config(const std::string& command_line) const {
 std::vector<std::string> rank_arguments(const RunConfig& config) {
   RunConfig c = config;
   c.db = std::filesystem::absolute(c.db);
-  return {"run", c.workload, "--rank-config", session::encode_document(session::rank_document(c))};
+  // The workload and the db stay readable in `ps` (a run's ranks are found by its db); the
+  // document is what the rank reads, these flags then change nothing.
+  return {"run", c.workload, "--db", c.db.string(), "--rank-config", session::encode_document(session::rank_document(c))};
 }
 
 }  // namespace ts::cli

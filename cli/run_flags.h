@@ -42,7 +42,7 @@ class RunFlags {
   std::string rank_config_word_;
 };
 
-// The ranks' arguments for `config`: `run WORKLOAD --rank-config HEX`, the document
+// The ranks' arguments for `config`: `run WORKLOAD --db DB --rank-config HEX`, the document
 // (session::rank_document) with the db made absolute, as the ranks may start elsewhere.
 std::vector<std::string> rank_arguments(const RunConfig& config);
 

@@ -252,12 +252,14 @@ TEST(RunOptions, SuiteKeysGiveTheConfiguration) {
 TEST(RunOptions, TheRanksDocumentGivesTheConfigurationBack) {
   for (RunConfig c : {all_reduce_config(), ps_config()}) {
     const std::vector<std::string> args = cli::rank_arguments(c);
-    ASSERT_EQ(args.size(), 4u);
+    ASSERT_EQ(args.size(), 6u);
     EXPECT_EQ(args[0], "run");
     EXPECT_EQ(args[1], c.workload);
-    EXPECT_EQ(args[2], "--rank-config");
-    EXPECT_EQ(args[3].find_first_not_of("0123456789abcdef"), std::string::npos);
-    const RunConfig back = from_flags({args[1], args[2], args[3]}, "ignored: the document has it");
+    EXPECT_EQ(args[2], "--db");
+    EXPECT_EQ(args[3], c.db.string());   // readable in `ps`; the document has it too
+    EXPECT_EQ(args[4], "--rank-config");
+    EXPECT_EQ(args[5].find_first_not_of("0123456789abcdef"), std::string::npos);
+    const RunConfig back = from_flags({args.begin() + 1, args.end()}, "ignored: the document has it");
     const RunConfig defaults;
     c.nproc = defaults.nproc;
     c.hosts = defaults.hosts;
