@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "store/records.h"
-#include "viewer/record_table_model.h"
+#include "viewer/models/record_table_model.h"
 
 class QChart;
 class QChartView;

@@ -1,4 +1,4 @@
-#include "viewer/run_comparison.h"
+#include "viewer/models/run_comparison.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 
 #include "fmt/format.h"
 #include "reports/statistics.h"
-#include "viewer/run_details.h"
+#include "viewer/models/run_details.h"
 
 namespace ts::viewer {
 
@@ -51,7 +51,7 @@ MetricDelta medians(std::string metric, std::string unit, bool higher_is_better,
 // iteration time, each phase (the base's, then the new run's own), exposed comm of distributed runs.
 std::vector<MetricDelta> metric_medians(const reports::RunDigest& base, const reports::RunDigest& next) {
   std::vector<MetricDelta> out;
-  out.push_back(medians("throughput", base.unit, true, &base.throughput, &next.throughput));
+  out.push_back(medians("throughput", base.unit, true, &base.throughput_per_iteration, &next.throughput_per_iteration));
   out.push_back(medians("iteration time", "ms", false, &base.iteration_ms, &next.iteration_ms));
   std::vector<std::string> phases;
   for (const auto* d : {&base, &next}) {
