@@ -1,13 +1,15 @@
 // The viewer's models layer (viewer/models/) without a widget: the runs table over runs written
-// straight into a db (a finished run, one stored before the sustained rate, one cut short), and
-// the record table's display and sort roles. The rates are the digest's (reports/run_digest.h).
+// straight into a db (a finished run, one stored before the sustained rate, one cut short), a
+// rank's memory data, and the record table's display and sort roles. The rates are the digest's (reports/run_digest.h).
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <string>
 #include <vector>
 
+#include "store/error.h"
 #include "store/writer.h"
+#include "viewer/models/memory_data.h"
 #include "viewer/models/record_table_model.h"
 #include "viewer/models/run_list.h"
 #include "viewer/models/run_table_model.h"
@@ -58,8 +60,13 @@ class ViewerModelsTest : public QObject {
     const auto done = w.begin_run(info("resnet50"));   // finished: the sustained headline stored
     w.add_iterations(done, iterations());
     const std::vector<ts::store::MetricRow> stored = {{"headline_throughput", 42.857, "images/s", -1},
-                                                      {"throughput_median", 50.0, "images/s", -1}};
+                                                      {"throughput_median", 50.0, "images/s", -1},
+                                                      {"memory_changes_stored", 7, "count", -1}};
     w.add_metrics(done, stored);
+    const std::vector<ts::store::MemoryPeakRow> peak = {{"weights", 1024, 5, 0}, {"activations", 4096, 5, 0}};
+    w.add_memory_peak(done, peak);
+    const std::vector<ts::store::MemoryPoint> timeline = {{0, "weights", 1024, 0}, {5, "activations", 4096, 0}};
+    w.add_memory_timeline(done, timeline);
     w.finish_run(done, ts::store::RunStatus::completed, "2026-11-27T20:01:00Z", "");
     const auto old = w.begin_run(info("resnet50"));    // stored before the sustained rate
     const std::vector<ts::store::MetricRow> median_only = {{"throughput_median", 12.5, "images/s", -1}};
@@ -102,6 +109,17 @@ class ViewerModelsTest : public QObject {
     m.remove_db(db_);
     QCOMPARE(m.rowCount(), 1);
     QCOMPARE(m.databases(), QStringList({"other.db"}));
+  }
+
+  void aRanksMemoryIsReadInOneGo() {
+    const auto d = ts::viewer::load_memory_data(db_, 1, -1);
+    QCOMPARE(d.ranks, std::vector<int64_t>({0}));
+    QCOMPARE(d.rank, int64_t{0});
+    QCOMPARE(d.peak.size(), size_t{2});
+    QCOMPARE(d.timeline.size(), size_t{2});
+    QCOMPARE(d.changes_stored, int64_t{7});
+    QCOMPARE(ts::viewer::load_memory_data(db_, 2, -1).changes_stored, int64_t{-1});   // no change log
+    QVERIFY_THROWS_EXCEPTION(ts::store::StoreError, ts::viewer::load_memory_data(db_, 99, -1));
   }
 
   void aRecordTableShowsNumbersAsTextAndSortsThemAsNumbers() {
