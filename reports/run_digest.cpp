@@ -199,6 +199,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
       per_rank[b.rank].push_back(b);
     }
     for (const auto& [_, v] : exposed) d.exposed_comm_ms.push_back(v);
+    if (!d.exposed_comm_ms.empty()) d.exposed_comm_median_ms = median(d.exposed_comm_ms);
     for (const auto& [rank, rows] : per_rank) {
       std::vector<double> it, compute, comm, overlap, exp, idle, wait;
       for (const auto& b : rows) {

@@ -108,6 +108,7 @@ struct RunDigest {
   RunFigures figures;                     // the run's rates, sustained and per iteration
   std::vector<PhaseSamples> phases;       // data, forward, backward, optimizer, then a workload's own
   std::vector<double> exposed_comm_ms;    // per timed iteration, the largest over ranks (empty: one rank)
+  std::optional<double> exposed_comm_median_ms;   // its median (unset: one rank)
   std::vector<RankBreakdownMedians> breakdown;   // per rank (distributed runs), by rank
   std::vector<OpTotal> ops;               // CPU ops by total time, largest first
   std::vector<LayerTotal> layers;         // model order
