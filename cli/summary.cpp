@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "cli/bench_command.h"
-#include "session/record.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
 #include "memprof/category.h"
 #include "store/error.h"
 #include "store/liveness.h"
+#include "reports/run_digest.h"
 #include "store/reader.h"
 
 namespace ts::cli {
@@ -111,108 +110,54 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     j["collective_bench"] = rows;
     return j;
   }
-  // What a run that never reached its final write kept: its streamed iterations, from which
-  // the throughput is computed here (the stored summaries are written at the end).
+  // Every figure below is the digest's (reports/run_digest.h), as the report and the viewer
+  // print them; a run that never reached its final write gets its rates from the iterations it
+  // kept there.
+  const reports::RunDigest digest = reports::digest_run(*reader, db, *run, memprof::tbd_class_of);
+  const reports::RunFigures& fig = digest.figures;
   const auto kept_iterations = reader->iterations(run_id);
-  std::vector<double> kept_throughput, kept_ms;
-  int64_t kept_timed = 0;
-  for (const auto& it : kept_iterations) {
-    if (it.warmup) continue;
-    ++kept_timed;
-    const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
-    kept_ms.push_back(secs * 1e3);
-    if (secs > 0) kept_throughput.push_back(static_cast<double>(it.samples) / secs);
-  }
-  j["kept"] = {{"iterations", static_cast<int64_t>(kept_iterations.size())}, {"timed_iterations", kept_timed},
+  const auto kept_timed = std::count_if(kept_iterations.begin(), kept_iterations.end(), [](const auto& it) { return !it.warmup; });
+  j["kept"] = {{"iterations", static_cast<int64_t>(kept_iterations.size())}, {"timed_iterations", static_cast<int64_t>(kept_timed)},
                {"events", reader->event_count(run_id)}};
-  if (!metrics.contains("throughput_median") && !kept_throughput.empty()) {
-    metrics["throughput_median"] = session::percentile(kept_throughput, 0.5);
-    metrics["throughput_p10"] = session::percentile(kept_throughput, 0.1);
-    metrics["throughput_p90"] = session::percentile(kept_throughput, 0.9);
-    metrics["timed_iterations"] = static_cast<double>(kept_timed);
-    metrics["iteration_time_median"] = session::percentile(kept_ms, 0.5);
+  if (fig.from_kept_iterations) {
+    metrics["throughput_median"] = fig.samples_per_iteration->median;
+    metrics["throughput_p10"] = fig.samples_per_iteration->p10;
+    metrics["throughput_p90"] = fig.samples_per_iteration->p90;
+    metrics["timed_iterations"] = static_cast<double>(fig.timed_iterations);
+    metrics["iteration_time_median"] = fig.iteration_ms_median.value_or(0);
     j["kept"]["throughput_from_kept_iterations"] = true;
   }
   j["metrics"] = metrics;
 
   // Phase breakdown: median per timed iteration.
-  std::map<int64_t, bool> warm;
-  for (const auto& it : reader->iterations(run_id)) warm[it.index] = it.warmup;
-  std::map<std::string, std::vector<double>> per_phase;
-  std::map<int64_t, std::map<std::string, double>> by_iteration;
-  for (const auto& p : reader->phases(run_id)) {
-    if (warm.contains(p.iteration) && !warm[p.iteration]) by_iteration[p.iteration][p.phase] += static_cast<double>(p.end_ns - p.start_ns) * 1e-6;
-  }
   nlohmann::json phases = nlohmann::json::array();
-  // The loop's four phases, then a workload's own (a3c's acting and waiting, summed over its
-  // learner threads), each where some iteration has it.
-  std::vector<std::string> names = {"data", "forward", "backward", "optimizer"};
-  std::set<std::string> own;
-  for (const auto& [_, m] : by_iteration) {
-    for (const auto& [name, ms] : m) own.insert(name);
-  }
-  for (const auto& name : own) {
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-  }
-  for (const auto& name : names) {
-    std::vector<double> v;
-    bool seen = false;
-    for (auto& [_, m] : by_iteration) {
-      seen = seen || m.contains(name);
-      v.push_back(m.contains(name) ? m[name] : 0.0);
-    }
-    if (seen) phases.push_back({{"phase", name}, {"median_ms", session::percentile(v, 0.5)}});
-  }
+  for (const auto& p : digest.phases) phases.push_back({{"phase", p.phase}, {"median_ms", p.median_ms}});
   j["phases"] = phases;
 
   // Distributed runs: each rank's communication breakdown (medians over its timed iterations)
   // and which rank is slowest; the job's throughput is every rank's samples.
   if (run->ranks > 1) {
     nlohmann::json per_rank = nlohmann::json::array();
-    std::map<int64_t, std::map<std::string, std::vector<double>>> by_rank;
-    for (const auto& b : reader->rank_breakdown(run_id)) {
-      auto& m = by_rank[b.rank];
-      const auto ms = [](int64_t ns) { return static_cast<double>(ns) * 1e-6; };
-      m["iteration_ms"].push_back(ms(b.end_ns - b.start_ns));
-      m["compute_ms"].push_back(ms(b.compute_ns));
-      m["comm_ms"].push_back(ms(b.comm_ns));
-      m["overlap_ms"].push_back(ms(b.overlap_ns));
-      m["exposed_comm_ms"].push_back(ms(b.exposed_comm_ns));
-      m["idle_ms"].push_back(ms(b.idle_ns));
-      m["gradient_wait_ms"].push_back(ms(b.backward_wait_ns));
-    }
     std::map<int64_t, int64_t> events;
     for (const auto& [r, n] : reader->event_counts_by_rank(run_id)) events[r] = n;
-    int64_t slowest = -1;
-    double slowest_ms = -1;
-    for (auto& [r, m] : by_rank) {
-      nlohmann::json row = {{"rank", r}, {"events", events[r]}};
-      for (auto& [k, v] : m) row[k] = session::percentile(v, 0.5);
-      if (row["iteration_ms"].get<double>() > slowest_ms) {
-        slowest_ms = row["iteration_ms"].get<double>();
-        slowest = r;
-      }
-      per_rank.push_back(row);
+    for (const auto& b : digest.breakdown) {
+      per_rank.push_back({{"rank", b.rank}, {"events", events[b.rank]}, {"iteration_ms", b.iteration_ms},
+                          {"compute_ms", b.compute_ms}, {"comm_ms", b.comm_ms}, {"overlap_ms", b.overlap_ms},
+                          {"exposed_comm_ms", b.exposed_comm_ms}, {"idle_ms", b.idle_ms},
+                          {"gradient_wait_ms", b.gradient_wait_ms}});
     }
     j["distributed"] = {{"ranks", run->ranks}, {"global_batch_size", run->global_batch_size}, {"per_rank", per_rank},
-                        {"slowest_rank", slowest}};
-    if (metrics.contains("throughput_median")) {
-      j["distributed"]["throughput_all_ranks_median"] = metrics["throughput_median"].get<double>() * static_cast<double>(run->ranks);
-    }
+                        {"slowest_rank", digest.slowest_rank()}};
+    if (const auto job = digest.job_median_per_iteration()) j["distributed"]["throughput_all_ranks_median"] = *job;
   }
 
   nlohmann::json memory = nlohmann::json::array();
-  int64_t peak_total = 0;
-  for (const auto& p : reader->memory_peak(run_id)) peak_total += p.bytes;
-  for (const auto& p : reader->memory_peak(run_id)) {
-    if (p.bytes == 0) continue;
-    memory.push_back({{"category", p.category},
-                      {"tbd_class", memprof::tbd_class_of(p.category)},
-                      {"bytes", p.bytes},
-                      {"fraction", peak_total ? static_cast<double>(p.bytes) / static_cast<double>(peak_total) : 0.0}});
+  for (const auto& m : digest.memory) {
+    memory.push_back({{"category", m.category}, {"tbd_class", m.tbd_class}, {"bytes", m.bytes},
+                      {"fraction", digest.share_of_peak(m.bytes)}});
   }
   j["memory_at_peak"] = memory;
-  j["memory_peak_bytes"] = peak_total;
+  j["memory_peak_bytes"] = digest.peak_bytes;
 
   // The six largest CPU ops, and GPU kernels (kernel_summary rows of cuda devices), by total time.
   const auto top_of = [&](bool gpu) {
@@ -339,7 +284,8 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  ranks          {} data parallel, global batch {}", d["ranks"].get<int64_t>(),
                      d["global_batch_size"].get<int64_t>());
     if (d.contains("throughput_all_ranks_median")) {
-      s += fmt::format("; all ranks {:.2f} samples/s (the throughput above is rank 0's)",
+      // The median per iteration times the ranks (reports::RunDigest::job_median_per_iteration).
+      s += fmt::format("; all ranks {:.2f} samples/s median per iteration (the rates above are rank 0's)",
                        d["throughput_all_ranks_median"].get<double>());
     }
     if (d["per_rank"].empty()) {
@@ -505,23 +451,17 @@ std::string format_runs(const std::filesystem::path& db) {
     throw UsageError(e.what());
   }
   std::string s = fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", "id", "started", "workload",
-                              "preset", "device", "batch", "iters", "status", "throughput");
+                              "preset", "device", "batch", "iters", "status", "sustained rate");
   // Who and when we are, read once: liveness compares every running run with them.
   const store::ProcessIdentity here = store::current_process();
   const int64_t now_ms = store::unix_time_ms();
   for (const auto& r : reader->runs()) {
-    // The headline rate in its unit; a run stored before it had one: the median samples/s.
-    double tp = 0;
-    std::string unit = "samples/s";
-    bool headline = false;
-    for (const auto& m : reader->metrics(r.id)) {
-      if (m.iteration >= 0) continue;
-      if (m.name == "headline_throughput" || (m.name == "throughput_median" && !headline)) {
-        tp = m.value;
-        if (!m.unit.empty()) unit = m.unit;
-        headline = headline || m.name == "headline_throughput";
-      }
-    }
+    // The headline rate in its unit, sustained; a run stored before it had one: the median per
+    // iteration, labelled so. Only what the run stored (no query of its iterations per row).
+    const auto listed = reports::read_run_figures(*reader, r.id, reports::KeptIterations::ignore).listed();
+    const double tp = listed ? listed->rate.value : 0;
+    std::string unit = listed ? listed->rate.unit : "samples/s";
+    if (listed && !listed->sustained) unit += " (median per iteration)";
     std::string status = store::status_label(r, store::liveness(r, here, now_ms));
     if (r.status == store::RunStatus::running) {  // how far it got: its streamed iterations
       status += fmt::format(" {}/{}", reader->iteration_count(r.id), r.warmup + r.iterations);

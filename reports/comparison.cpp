@@ -80,15 +80,15 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
   p.key = key;
   for (const auto* r : base) {
     p.base_runs.push_back(r->run.id);
-    p.base_run_throughput.push_back(median(r->throughput));
+    p.base_run_throughput.push_back(median(r->throughput_per_iteration));
   }
   for (const auto* r : next) {
     p.new_runs.push_back(r->run.id);
-    p.new_run_throughput.push_back(median(r->throughput));
+    p.new_run_throughput.push_back(median(r->throughput_per_iteration));
   }
   const std::string unit = base.front()->unit;
-  p.metrics.push_back(compare_samples("throughput", unit, true, pooled(base, [](const RunDigest& r) { return &r.throughput; }),
-                                      pooled(next, [](const RunDigest& r) { return &r.throughput; })));
+  p.metrics.push_back(compare_samples("throughput", unit, true, pooled(base, [](const RunDigest& r) { return &r.throughput_per_iteration; }),
+                                      pooled(next, [](const RunDigest& r) { return &r.throughput_per_iteration; })));
   p.metrics.push_back(compare_samples("iteration time", "ms", false, pooled(base, [](const RunDigest& r) { return &r.iteration_ms; }),
                                       pooled(next, [](const RunDigest& r) { return &r.iteration_ms; })));
   std::vector<std::string> phases;

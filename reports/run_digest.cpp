@@ -23,31 +23,132 @@ std::optional<int64_t> whole_number(std::string_view text) {
   return v;
 }
 
-// Per timed iteration: each phase's time summed (a3c's learners add up), the loop's four phases
-// first, then a workload's own; an iteration without a phase counts 0 for it.
+// Per timed iteration that stored phase rows: each phase's time summed (a3c's learners add up),
+// the loop's four phases first, then a workload's own; such an iteration without a phase counts 0
+// for it. An iteration with no phase row at all (a run cut short between its rows) is left out:
+// its phases were not stored, not of no length.
 std::vector<PhaseSamples> phase_samples(store::Reader& reader, int64_t run, const std::vector<int64_t>& timed) {
-  std::map<int64_t, size_t> slot;
-  for (size_t i = 0; i < timed.size(); ++i) slot[timed[i]] = i;
-  std::map<std::string, std::vector<double>> by_phase;
+  const std::set<int64_t> timed_set(timed.begin(), timed.end());
+  std::map<int64_t, std::map<std::string, double>> by_iteration;
   for (const auto& p : reader.phases(run)) {
-    const auto at = slot.find(p.iteration);
-    if (at == slot.end()) continue;
-    auto& v = by_phase[p.phase];
-    v.resize(timed.size(), 0.0);
-    v[at->second] += ms(p.end_ns - p.start_ns);
+    if (timed_set.contains(p.iteration)) by_iteration[p.iteration][p.phase] += ms(p.end_ns - p.start_ns);
   }
-  std::vector<PhaseSamples> out;
+  std::vector<std::string> names;
   for (const char* name : {"data", "forward", "backward", "optimizer"}) {
-    if (const auto it = by_phase.find(name); it != by_phase.end()) {
-      out.push_back({it->first, std::move(it->second)});
-      by_phase.erase(it);
+    for (const auto& [_, m] : by_iteration) {
+      if (m.contains(name)) {
+        names.emplace_back(name);
+        break;
+      }
     }
   }
-  for (auto& [name, v] : by_phase) out.push_back({name, std::move(v)});
+  std::set<std::string> own;
+  for (const auto& [_, m] : by_iteration) {
+    for (const auto& [name, _v] : m) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) own.insert(name);
+    }
+  }
+  names.insert(names.end(), own.begin(), own.end());
+  std::vector<PhaseSamples> out;
+  for (const auto& name : names) {
+    PhaseSamples p{name, {}, 0};
+    for (const auto& [_, m] : by_iteration) {
+      const auto at = m.find(name);
+      p.ms.push_back(at == m.end() ? 0.0 : at->second);
+    }
+    p.median_ms = median(p.ms);
+    out.push_back(std::move(p));
+  }
   return out;
 }
 
 }  // namespace
+
+std::optional<Spread> spread_of(const std::vector<double>& values, std::string unit) {
+  if (values.empty()) return std::nullopt;
+  return Spread{median(values), quantile(values, 0.1), quantile(values, 0.9), std::move(unit)};
+}
+
+std::optional<RunFigures::Listed> RunFigures::listed() const {
+  if (sustained_headline) return Listed{*sustained_headline, true};
+  if (samples_per_iteration) return Listed{{samples_per_iteration->median, samples_per_iteration->unit}, false};
+  return std::nullopt;
+}
+
+RunFigures run_figures(const std::vector<store::MetricRow>& metrics, const std::vector<store::IterationRow>& iterations) {
+  RunFigures f;
+  std::map<std::string, const store::MetricRow*> by_name;
+  for (const auto& m : metrics) {
+    if (m.iteration < 0) by_name[m.name] = &m;
+  }
+  const auto value = [&](const char* name) { return by_name.contains(name) ? std::optional(by_name[name]->value) : std::nullopt; };
+  const auto unit = [&](const char* name, const char* otherwise) {
+    return by_name.contains(name) && !by_name[name]->unit.empty() ? by_name[name]->unit : std::string(otherwise);
+  };
+  const auto rate = [&](const char* name, const char* otherwise) -> std::optional<Rate> {
+    if (const auto v = value(name)) return Rate{*v, unit(name, otherwise)};
+    return std::nullopt;
+  };
+  // What the run stored at its end (session's record; docs/formulas.md, "Throughput").
+  f.sustained_headline = rate("headline_throughput", "samples/s");
+  f.sustained_samples = rate("throughput", "samples/s");
+  f.sustained_tokens = rate("tokens_per_s", "tokens/s");
+  if (const auto med = value("throughput_median")) {
+    f.samples_per_iteration = Spread{*med, value("throughput_p10").value_or(0), value("throughput_p90").value_or(0),
+                                     unit("throughput_median", "samples/s")};
+    f.iteration_ms_median = value("iteration_time_median");
+    f.timed_iterations = static_cast<int64_t>(value("timed_iterations").value_or(0));
+  }
+  if (const auto med = value("tokens_per_s_median")) {
+    f.tokens_per_iteration = Spread{*med, value("tokens_per_s_p10").value_or(0), value("tokens_per_s_p90").value_or(0),
+                                    unit("tokens_per_s_median", "tokens/s")};
+  }
+  if (f.samples_per_iteration) return f;
+  // A run that never reached its final write: what it streamed.
+  std::vector<double> rates, wall;
+  for (const auto& it : iterations) {
+    if (it.warmup) continue;
+    const double t = ms(it.end_ns - it.start_ns);
+    if (t <= 0) continue;   // a clock step: no rate can be made of it
+    wall.push_back(t);
+    rates.push_back(static_cast<double>(it.samples) / (t * 1e-3));
+  }
+  if (rates.empty()) return f;
+  f.from_kept_iterations = true;
+  f.timed_iterations = static_cast<int64_t>(rates.size());
+  f.samples_per_iteration = spread_of(rates, "samples/s");
+  f.iteration_ms_median = median(wall);
+  return f;
+}
+
+RunFigures read_run_figures(store::Reader& reader, int64_t run, KeptIterations kept) {
+  const auto metrics = reader.metrics(run);
+  const bool stored = std::any_of(metrics.begin(), metrics.end(),
+                                  [](const store::MetricRow& m) { return m.iteration < 0 && m.name == "throughput_median"; });
+  if (stored || kept == KeptIterations::ignore) return run_figures(metrics, {});
+  return run_figures(metrics, reader.iterations(run));
+}
+
+std::optional<double> RunDigest::job_median_per_iteration() const {
+  if (!figures.samples_per_iteration) return std::nullopt;
+  return figures.samples_per_iteration->median * static_cast<double>(key.ranks);
+}
+
+int64_t RunDigest::slowest_rank() const {
+  int64_t slowest = -1;
+  double slowest_ms = -1;
+  for (const auto& b : breakdown) {
+    if (b.iteration_ms > slowest_ms) {
+      slowest_ms = b.iteration_ms;
+      slowest = b.rank;
+    }
+  }
+  return slowest;
+}
+
+double RunDigest::share_of_peak(int64_t bytes) const {
+  return peak_bytes > 0 ? static_cast<double>(bytes) / static_cast<double>(peak_bytes) : 0.0;
+}
 
 std::string RunKey::label() const {
   std::string s = fmt::format("{}/{} {} batch {}", workload, preset, device, batch);
@@ -68,20 +169,23 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     d.suite_entry = tag.value("entry", int64_t{0});
     d.suite_repeat = tag.value("repeat", int64_t{0});
   }
-  for (const auto& m : reader.metrics(run.id)) {
+  const auto metrics = reader.metrics(run.id);
+  for (const auto& m : metrics) {
     if (m.iteration >= 0) continue;
     d.metrics[m.name] = m.value;
     if (m.name == "throughput_median" && !m.unit.empty()) d.unit = m.unit;
   }
 
+  const auto iterations = reader.iterations(run.id);
+  d.figures = run_figures(metrics, iterations);
   std::vector<int64_t> timed;
-  for (const auto& it : reader.iterations(run.id)) {
+  for (const auto& it : iterations) {
     if (it.warmup) continue;
     const double wall = ms(it.end_ns - it.start_ns);
     if (wall <= 0) continue;   // a clock step: no rate can be made of it
     timed.push_back(it.index);
     d.iteration_ms.push_back(wall);
-    d.throughput.push_back(static_cast<double>(it.samples) / (wall * 1e-3));
+    d.throughput_per_iteration.push_back(static_cast<double>(it.samples) / (wall * 1e-3));
   }
   d.phases = phase_samples(reader, run.id, timed);
 
@@ -95,8 +199,9 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
       per_rank[b.rank].push_back(b);
     }
     for (const auto& [_, v] : exposed) d.exposed_comm_ms.push_back(v);
+    if (!d.exposed_comm_ms.empty()) d.exposed_comm_median_ms = median(d.exposed_comm_ms);
     for (const auto& [rank, rows] : per_rank) {
-      std::vector<double> it, compute, comm, overlap, exp, idle;
+      std::vector<double> it, compute, comm, overlap, exp, idle, wait;
       for (const auto& b : rows) {
         it.push_back(ms(b.end_ns - b.start_ns));
         compute.push_back(ms(b.compute_ns));
@@ -104,8 +209,10 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
         overlap.push_back(ms(b.overlap_ns));
         exp.push_back(ms(b.exposed_comm_ns));
         idle.push_back(ms(b.idle_ns));
+        wait.push_back(ms(b.backward_wait_ns));
       }
-      d.breakdown.push_back({rank, median(it), median(compute), median(comm), median(overlap), median(exp), median(idle)});
+      d.breakdown.push_back(
+          {rank, median(it), median(compute), median(comm), median(overlap), median(exp), median(idle), median(wait)});
     }
   }
 

@@ -1,11 +1,14 @@
 #pragma once
-// What the suite report and the comparison need of one stored run, read once through store's
-// Reader: its identity (the key that pairs runs across builds), its per-iteration samples (the
-// statistics work on these, never on stored summaries alone), and its run-level figures.
+// The one place stored rows become figures (docs/formulas.md): what `show`, the summary after a
+// run, `runs`, the suite report, `compare` and the viewer print of one stored run, read once
+// through store's Reader: its identity (the key that pairs runs across builds), its per-iteration
+// samples (the statistics work on these, never on stored summaries alone), and its run-level
+// figures, each named for what it is (sustained or median per iteration).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,11 +32,62 @@ struct RunKey {
   std::string label() const;   // "resnet50/tiny cpu batch 16 x2 ranks"
 };
 
-struct PhaseSamples { std::string phase; std::vector<double> ms; };   // one value per timed iteration
+// The median and the 10th and 90th percentiles of per-iteration values (quantile(), type 7).
+struct Spread {
+  double median = 0, p10 = 0, p90 = 0;
+  std::string unit;
+};
+// Empty values: nullopt.
+std::optional<Spread> spread_of(const std::vector<double>& values, std::string unit);
+
+struct Rate {
+  double value = 0;
+  std::string unit;
+};
+
+// A run's rates and iteration time (docs/formulas.md, "Throughput"), each named for what it is:
+// `sustained_*` is the timed iterations' work over their time, `*_per_iteration` the spread of
+// the per-iteration rates. A run stores them when it finishes; for one cut short before that
+// (killed, lost, still running) the per-iteration figures come from the iterations it kept
+// (a sustained rate is never made up of what may be a partial run).
+struct RunFigures {
+  int64_t timed_iterations = 0;
+  bool from_kept_iterations = false;
+  std::optional<Rate> sustained_headline;   // in the workload's own unit (tokens/s where tokens lead)
+  std::optional<Rate> sustained_samples, sustained_tokens;
+  std::optional<Spread> samples_per_iteration, tokens_per_iteration;
+  std::optional<double> iteration_ms_median;
+
+  // The one rate a listing (`runs`, the viewer's runs table) shows: the sustained headline; a run
+  // stored before there was one: the median per iteration (`sustained` says which).
+  struct Listed {
+    Rate rate;
+    bool sustained = false;
+  };
+  std::optional<Listed> listed() const;
+};
+
+// Whether a run without stored rates gets them from the iterations it kept (reading them costs
+// a query per run, which a listing of many runs may not want).
+enum class KeptIterations { ignore, when_not_stored };
+
+// From the run's whole-run metrics (iteration < 0) and, when they hold no rates, its iterations.
+RunFigures run_figures(const std::vector<store::MetricRow>& metrics, const std::vector<store::IterationRow>& iterations);
+// The same, read through `reader` (iterations only when `kept` asks for them and no rate is stored).
+RunFigures read_run_figures(store::Reader& reader, int64_t run, KeptIterations kept);
+
+// One value per timed iteration that stored the phase's rows (0 where such an iteration lacks
+// this phase), and its median.
+struct PhaseSamples {
+  std::string phase;
+  std::vector<double> ms;
+  double median_ms = 0;
+};
 
 struct RankBreakdownMedians {
   int64_t rank = 0;
   double iteration_ms = 0, compute_ms = 0, comm_ms = 0, overlap_ms = 0, exposed_comm_ms = 0, idle_ms = 0;
+  double gradient_wait_ms = 0;
 };
 
 struct OpTotal { std::string name; int64_t count = 0; double total_ms = 0; };
@@ -47,21 +101,29 @@ struct RunDigest {
   std::string status;            // completed, failed, interrupted, running, lost, running?
   std::string suite;             // the suite that made it ("" when none), its entry and repeat
   int64_t suite_entry = 0, suite_repeat = 0;
-  std::string unit = "samples/s";
+  std::string unit = "samples/s";         // of throughput_per_iteration
   // Per timed iteration of rank 0 (the ranks step together): wall time and samples/s of one rank
-  // (times ranks for the job's rate).
-  std::vector<double> iteration_ms, throughput;
+  // (times ranks for the job's rate). Iterations of no length (a clock step) are left out.
+  std::vector<double> iteration_ms, throughput_per_iteration;
+  RunFigures figures;                     // the run's rates, sustained and per iteration
   std::vector<PhaseSamples> phases;       // data, forward, backward, optimizer, then a workload's own
   std::vector<double> exposed_comm_ms;    // per timed iteration, the largest over ranks (empty: one rank)
-  std::vector<RankBreakdownMedians> breakdown;   // per rank (distributed runs)
+  std::optional<double> exposed_comm_median_ms;   // its median (unset: one rank)
+  std::vector<RankBreakdownMedians> breakdown;   // per rank (distributed runs), by rank
   std::vector<OpTotal> ops;               // CPU ops by total time, largest first
   std::vector<LayerTotal> layers;         // model order
   std::vector<MemoryCategory> memory;     // at the peak, by category, non-zero ones
-  int64_t peak_bytes = 0;
+  int64_t peak_bytes = 0;                 // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;
   std::map<std::string, double> metrics;  // rank 0's whole-run metrics
 
   bool finished_ok() const { return status == "completed"; }
+  // The job's median rate per iteration: one rank's times the ranks (they step together).
+  std::optional<double> job_median_per_iteration() const;
+  // The rank with the largest median iteration time; -1 without a breakdown.
+  int64_t slowest_rank() const;
+  // A category's share of the peak (0 when nothing was live).
+  double share_of_peak(int64_t bytes) const;
 };
 
 // Throws store::StoreError when the db cannot be read.

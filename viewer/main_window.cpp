@@ -18,9 +18,9 @@
 #include "viewer/async_query.h"
 #include "viewer/comparison_view.h"
 #include "viewer/memory_view.h"
-#include "viewer/run_list.h"
+#include "viewer/models/run_list.h"
 #include "viewer/run_overview.h"
-#include "viewer/run_table_model.h"
+#include "viewer/models/run_table_model.h"
 #include "viewer/searchable_table.h"
 #include "viewer/timeline_view.h"
 

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "viewer/record_table_model.h"
-#include "viewer/run_comparison.h"
-#include "viewer/run_details.h"
+#include "viewer/models/record_table_model.h"
+#include "viewer/models/run_comparison.h"
+#include "viewer/models/run_details.h"
 
 class QAction;
 class QLabel;

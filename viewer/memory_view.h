@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "store/records.h"
-#include "viewer/record_table_model.h"
+#include "viewer/models/memory_data.h"
+#include "viewer/models/record_table_model.h"
 
 class QChart;
 class QChartView;
@@ -22,29 +23,6 @@ class QStackedWidget;
 class QTableView;
 
 namespace ts::viewer {
-
-// What the chart shows of one rank, read in one go: its timeline, its peak, and whether its
-// change log (owners) was stored, and if so whether all of it.
-struct MemoryData {
-  std::vector<int64_t> ranks;   // ranks with memory data, ascending
-  int64_t rank = 0;             // the one read
-  std::vector<store::MemoryPoint> timeline;
-  std::vector<store::MemoryPeakRow> peak;
-  int64_t changes_stored = -1;  // -1: no change log for this rank (older runs, other ranks)
-  int64_t changes_dropped = 0;
-};
-
-// Throws store::StoreError (missing, foreign, newer, corrupt db; a run that is not there).
-// rank < 0: the first rank that has memory data.
-MemoryData load_memory_data(const QString& db, int64_t run_id, int64_t rank);
-
-// The peak as the chart marks it: memory_peak's time and total (the timeline's highest point
-// for a run that never stored its peak).
-struct PeakMarker {
-  int64_t t_ns = 0;
-  int64_t total_bytes = 0;
-  bool from_timeline = false;
-};
 
 class MemoryView : public QWidget {
   Q_OBJECT

@@ -12,7 +12,6 @@
 
 #include "nlohmann/json.hpp"
 #include "reports/number_format.h"
-#include "reports/statistics.h"
 
 namespace ts::viewer {
 
@@ -44,23 +43,31 @@ QString overview_html(const reports::RunDigest& d) {
   h += QString("<br>started %1%2 · %3 threads · %4 timed iterations kept</p>")
            .arg(esc(r.started_at), r.ended_at.empty() ? QString() : " · ended " + esc(r.ended_at))
            .arg(r.threads)
-           .arg(d.throughput.size());
-  if (!d.throughput.empty()) {
-    h += QString("<p>throughput <b>%1 %2</b> median (p10 %3, p90 %4), one rank's")
-             .arg(num(reports::median(d.throughput), 1), esc(d.unit), num(reports::quantile(d.throughput, 0.1), 1),
-                  num(reports::quantile(d.throughput, 0.9), 1));
-    if (r.ranks > 1) h += QString("; the job's: %1 %2").arg(num(reports::median(d.throughput) * static_cast<double>(r.ranks), 1), esc(d.unit));
-    h += QString("<br>iteration %1 ms median</p>").arg(ms(reports::median(d.iteration_ms)));
+           .arg(d.throughput_per_iteration.size());
+  // The digest's figures (docs/formulas.md, "Throughput"), each labelled as `show` labels it.
+  const reports::RunFigures& f = d.figures;
+  if (f.samples_per_iteration) {
+    h += "<p>";
+    if (f.sustained_headline) {
+      h += QString("throughput <b>%1 %2</b> sustained, one rank's<br>")
+               .arg(num(f.sustained_headline->value, 1), esc(f.sustained_headline->unit));
+    }
+    const reports::Spread& per = *f.samples_per_iteration;
+    h += QString("throughput <b>%1 %2</b> median per iteration (p10 %3, p90 %4), one rank's")
+             .arg(num(per.median, 1), esc(per.unit), num(per.p10, 1), num(per.p90, 1));
+    if (const auto job = d.job_median_per_iteration(); job && r.ranks > 1) {
+      h += QString("; the job's: %1 %2").arg(num(*job, 1), esc(per.unit));
+    }
+    h += QString("<br>iteration %1 ms median</p>").arg(ms(f.iteration_ms_median.value_or(0)));
   } else {
     h += "<p>no timed iterations were stored</p>";
   }
   if (!d.phases.empty()) {
     std::vector<QStringList> rows;
     double total = 0;
-    for (const auto& p : d.phases) total += reports::median(p.ms);
+    for (const auto& p : d.phases) total += p.median_ms;
     for (const auto& p : d.phases) {
-      const double m = reports::median(p.ms);
-      rows.push_back({esc(p.phase), ms(m), num(total > 0 ? 100 * m / total : 0, 1) + "%"});
+      rows.push_back({esc(p.phase), ms(p.median_ms), num(total > 0 ? 100 * p.median_ms / total : 0, 1) + "%"});
     }
     h += "<h3>Phases (median ms per timed iteration)</h3>" + table({"phase", "ms", "share"}, rows);
   }
@@ -77,7 +84,7 @@ QString overview_html(const reports::RunDigest& d) {
     std::vector<QStringList> rows;
     for (const auto& m : d.memory) {
       rows.push_back({esc(m.category), esc(m.tbd_class), QString::fromStdString(reports::with_commas(m.bytes)),
-                      num(100.0 * static_cast<double>(m.bytes) / static_cast<double>(std::max<int64_t>(d.peak_bytes, 1)), 1) + "%"});
+                      num(100.0 * d.share_of_peak(m.bytes), 1) + "%"});
     }
     h += QString("<h3>Memory at peak: %1 (the ledger, rank 0)</h3>").arg(esc(reports::human_bytes(static_cast<double>(d.peak_bytes)))) +
          table({"category", "TBD class", "bytes", "share"}, rows);

@@ -6,7 +6,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
-#include "viewer/record_table_model.h"
+#include "viewer/models/record_table_model.h"
 
 namespace ts::viewer {
 

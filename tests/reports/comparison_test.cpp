@@ -24,7 +24,7 @@ RunDigest run_of(int64_t id, double ms, size_t iterations, uint32_t seed, const 
   for (size_t i = 0; i < iterations; ++i) {
     const double t = ms * spread(rng);
     d.iteration_ms.push_back(t);
-    d.throughput.push_back(4 / (t * 1e-3));
+    d.throughput_per_iteration.push_back(4 / (t * 1e-3));
   }
   d.phases = {{"forward", d.iteration_ms}};
   d.memory = {{"weights", "Weights", 1000}, {"activations", "Feature maps", 5000}};

@@ -31,7 +31,7 @@
 #include "reports/statistics.h"
 #include "store/reader.h"
 #include "viewer/comparison_view.h"
-#include "viewer/run_comparison.h"
+#include "viewer/models/run_comparison.h"
 #include "tests/viewer/viewer_test_support.h"
 
 using ts::viewer::ComparisonView;
@@ -230,8 +230,8 @@ class ComparisonViewTest : public QObject {
       QVERIFY2(!m.statistics, m.metric.c_str());
       if (m.base_median && m.new_median) QCOMPARE(*m.change, *m.new_median / *m.base_median - 1);
     }
-    QCOMPARE(*c.metrics.front().base_median, ts::reports::median(base.throughput));
-    QCOMPARE(*c.metrics.front().new_median, ts::reports::median(next.throughput));
+    QCOMPARE(*c.metrics.front().base_median, ts::reports::median(base.throughput_per_iteration));
+    QCOMPARE(*c.metrics.front().new_median, ts::reports::median(next.throughput_per_iteration));
     for (const auto& m : c.memory) QVERIFY2(!m.verdict, m.category.c_str());
     QCOMPARE(c.memory.front().new_bytes, next.peak_bytes);
 

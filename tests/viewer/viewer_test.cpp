@@ -26,8 +26,8 @@
 #include "viewer/main_window.h"
 #include "viewer/memory_view.h"
 #include "viewer/run_overview.h"
-#include "viewer/run_details.h"
-#include "viewer/run_table_model.h"
+#include "viewer/models/run_details.h"
+#include "viewer/models/run_table_model.h"
 #include "viewer/timeline_view.h"
 #include "tests/viewer/viewer_test_support.h"
 

@@ -1,4 +1,4 @@
-#include "viewer/run_comparison.h"
+#include "viewer/models/run_comparison.h"
 
 #include <algorithm>
 #include <map>
@@ -6,8 +6,7 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "reports/statistics.h"
-#include "viewer/run_details.h"
+#include "viewer/models/run_details.h"
 
 namespace ts::viewer {
 
@@ -22,37 +21,47 @@ std::optional<std::string> why_not_comparable(const reports::RunDigest& d) {
   return std::nullopt;
 }
 
-const std::vector<double>* phase_of(const reports::RunDigest& d, const std::string& phase) {
+// One side of a timed metric: how many per-iteration samples the digest holds and their median,
+// a figure the digest computed (the viewer computes none of its own).
+struct Side {
+  size_t n = 0;
+  std::optional<double> median;
+};
+
+Side side(size_t n, std::optional<double> median) { return n > 0 ? Side{n, median} : Side{}; }
+
+Side phase_of(const reports::RunDigest& d, const std::string& phase) {
   for (const auto& p : d.phases) {
-    if (p.phase == phase) return &p.ms;
+    if (p.phase == phase) return side(p.ms.size(), p.median_ms);
   }
-  return nullptr;
+  return {};
 }
 
-MetricDelta medians(std::string metric, std::string unit, bool higher_is_better, const std::vector<double>* base,
-                    const std::vector<double>* next) {
+MetricDelta medians(std::string metric, std::string unit, bool higher_is_better, const Side& base, const Side& next) {
   MetricDelta m;
   m.metric = std::move(metric);
   m.unit = std::move(unit);
   m.higher_is_better = higher_is_better;
-  if (base && !base->empty()) {
-    m.base_n = base->size();
-    m.base_median = reports::median(*base);
-  }
-  if (next && !next->empty()) {
-    m.new_n = next->size();
-    m.new_median = reports::median(*next);
-  }
+  m.base_n = base.n;
+  m.base_median = base.median;
+  m.new_n = next.n;
+  m.new_median = next.median;
   if (m.base_median && m.new_median && *m.base_median != 0) m.change = *m.new_median / *m.base_median - 1;
   return m;
+}
+
+Side throughput_of(const reports::RunDigest& d) {
+  const auto& per = d.figures.samples_per_iteration;
+  return side(d.throughput_per_iteration.size(), per ? std::optional(per->median) : std::nullopt);
 }
 
 // The metrics compare_runs compares, by the names it gives them, in its order: throughput,
 // iteration time, each phase (the base's, then the new run's own), exposed comm of distributed runs.
 std::vector<MetricDelta> metric_medians(const reports::RunDigest& base, const reports::RunDigest& next) {
   std::vector<MetricDelta> out;
-  out.push_back(medians("throughput", base.unit, true, &base.throughput, &next.throughput));
-  out.push_back(medians("iteration time", "ms", false, &base.iteration_ms, &next.iteration_ms));
+  out.push_back(medians("throughput", base.unit, true, throughput_of(base), throughput_of(next)));
+  out.push_back(medians("iteration time", "ms", false, side(base.iteration_ms.size(), base.figures.iteration_ms_median),
+                        side(next.iteration_ms.size(), next.figures.iteration_ms_median)));
   std::vector<std::string> phases;
   for (const auto* d : {&base, &next}) {
     for (const auto& p : d->phases) {
@@ -61,7 +70,8 @@ std::vector<MetricDelta> metric_medians(const reports::RunDigest& base, const re
   }
   for (const auto& p : phases) out.push_back(medians("phase " + p, "ms", false, phase_of(base, p), phase_of(next, p)));
   if (base.key.ranks > 1 || next.key.ranks > 1) {
-    out.push_back(medians("exposed comm", "ms", false, &base.exposed_comm_ms, &next.exposed_comm_ms));
+    out.push_back(medians("exposed comm", "ms", false, side(base.exposed_comm_ms.size(), base.exposed_comm_median_ms),
+                          side(next.exposed_comm_ms.size(), next.exposed_comm_median_ms)));
   }
   return out;
 }

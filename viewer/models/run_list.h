@@ -20,6 +20,7 @@ struct RunListEntry {
   // median samples/s; a run cut short: the median of the iterations it kept).
   std::optional<double> throughput;
   QString throughput_unit = QStringLiteral("samples/s");
+  bool sustained = false;     // false: the median per iteration (labelled so in the table)
 };
 
 // Every run in `db` (ordered by id). Throws store::StoreError (missing, foreign, newer, corrupt).

@@ -1,4 +1,4 @@
-#include "viewer/run_details.h"
+#include "viewer/models/run_details.h"
 
 #include "memprof/category.h"
 #include "store/error.h"

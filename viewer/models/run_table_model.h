@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "viewer/record_table_model.h"
-#include "viewer/run_list.h"
+#include "viewer/models/record_table_model.h"
+#include "viewer/models/run_list.h"
 
 namespace ts::viewer {
 

@@ -1,4 +1,4 @@
-#include "viewer/run_table_model.h"
+#include "viewer/models/run_table_model.h"
 
 #include <QBrush>
 #include <QColor>
@@ -50,7 +50,8 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
       case kThroughput:
         if (!e.throughput) return sorting ? QVariant(-1.0) : QVariant(QStringLiteral("-"));
         return sorting ? QVariant(*e.throughput)
-                       : QVariant(QString::number(*e.throughput, 'f', *e.throughput < 100 ? 2 : 1) + " " + e.throughput_unit);
+                       : QVariant(QString::number(*e.throughput, 'f', *e.throughput < 100 ? 2 : 1) + " " + e.throughput_unit +
+                                  (e.sustained ? QString() : QStringLiteral(" (median/iteration)")));
       case kStarted: return QString::fromStdString(r.started_at);
     }
     return {};
@@ -76,7 +77,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
 QVariant RunTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* const names[kColumnCount] = {"db", "run", "workload", "preset", "device", "ranks",
-                                                  "batch", "status", "throughput", "started"};
+                                                  "batch", "status", "sustained rate", "started"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 
