@@ -413,8 +413,8 @@ RunOutcome RunSession::run() {
     lo.warmup = c.warmup;
     lo.device = wc.device;
     lo.stop = &stop;
-    lo.data_parallel = dp.get();
-    lo.parameter_server = ps_job ? ps_job->worker() : nullptr;
+    if (dp) lo.exchange = dp.get();   // the strategy; neither: one process (a dedicated server rank has no worker)
+    if (ps_job) lo.exchange = ps_job->worker();
     QualityCurve curve(c.warmup, c.eval_every, c.quality_target);
     lo.on_iteration = [&](workloads::IterationResult& it) {
       if (curve.count(it)) {
