@@ -360,6 +360,7 @@ std::string DataParallel::take_split_step(engine::optim::SplitStep step) {
   }
   for (size_t s = 0; s < g.slots.size(); ++s) g.slots[s].update_index = index[s];
   st.split = std::move(step);
+  split_taken_ = true;
   return "";
 }
 
@@ -433,6 +434,16 @@ bool DataParallel::any_rank(bool local, std::string_view label) {
   int64_t flag = local ? 1 : 0;
   control_.all_reduce(&flag, 1, DataType::i64, ReduceOp::max, label);
   return flag != 0;
+}
+
+bool DataParallel::agree_stop(bool local) { return any_rank(local, "stop flag"); }
+
+engine::nn::ParameterGate* DataParallel::forward_gate() { return split_taken_ ? this : nullptr; }
+
+bool DataParallel::begin_update() {
+  if (!split_taken_) return true;
+  begin_updates();   // the split step (Workload::split_step) does the workload's step, parameter by parameter
+  return false;
 }
 
 std::vector<BucketLayout> DataParallel::buckets() const {

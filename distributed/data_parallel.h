@@ -27,6 +27,7 @@
 
 #include "distributed/communicator.h"
 #include "engine/nn/parameter_gate.h"
+#include "engine/optim/gradient_exchange.h"
 #include "engine/optim/split_step.h"
 #include "engine/tensor.h"
 
@@ -53,7 +54,8 @@ struct BucketLayout {
   std::vector<std::string> parameters;    // names; a partitioned tensor appears in each of its buckets
 };
 
-class DataParallel final : public engine::nn::ParameterGate {
+// The training loop drives it as its GradientExchange (engine/optim/gradient_exchange.h).
+class DataParallel final : public engine::nn::ParameterGate, public engine::optim::GradientExchange {
  public:
   // `groups`: the parameters each backward phase produces (workloads::Workload::gradient_groups).
   // `data` averages the gradients (on the communication thread); `control` carries what the
@@ -70,11 +72,11 @@ class DataParallel final : public engine::nn::ParameterGate {
   // Rank 0's parameters to every rank (before the first iteration).
   void broadcast_parameters();
   // Arms group `group`: its gradients' hooks start the buckets' all-reduces.
-  void begin_backward(int group);
+  void begin_backward(int group) override;
   // Starts whatever has not started (all of it with overlap off), waits until every bucket of
   // the group is averaged (a `wait` event), and rethrows a failure of the communication thread.
   // With cross-barrier it returns at once: the waits move to the next forward's layers.
-  void end_backward();
+  void end_backward() override;
 
   // Cross-barrier: takes the workload's split optimizer step. Returns "" when taken, or why
   // not (then the step runs as before, after end_backward). Before the first backward.
@@ -86,11 +88,21 @@ class DataParallel final : public engine::nn::ParameterGate {
   void begin_updates();
   // Waits until every update of the last step is applied (before evaluation, at the end of the
   // last iteration); rethrows a failure of the communication thread. A no-op without pending work.
-  void flush();
+  void flush() override;
   // ParameterGate: the forward of `module` waits for its own parameters' updates.
   void before_forward(const engine::nn::Module& module) override;
   // True when `local` is true on any rank (an all-reduce of one flag): the ranks stop together.
   bool any_rank(bool local, std::string_view label);
+
+  // GradientExchange, the loop's hooks. The stop flag: any_rank. The forward's gate: this one
+  // with cross-barrier, else none. The update: begin_updates with cross-barrier (the workload's
+  // step does not run), else the workload's step.
+  bool agree_stop(bool local) override;
+  engine::nn::ParameterGate* forward_gate() override;
+  void begin_forward() override {}
+  bool begin_update() override;
+  engine::optim::ParameterService* parameter_service() override { return nullptr; }
+  std::string_view name() const override { return "data parallelism"; }
 
   std::vector<BucketLayout> buckets() const;
   // Parameters that had no gradient at the end of a backward of their group (averaged as
@@ -115,6 +127,9 @@ class DataParallel final : public engine::nn::ParameterGate {
   Communicator& comm_;
   Communicator& control_;
   DataParallelOptions options_;
+  // cross_barrier(), for the loop's hooks without the lock: set once, by take_split_step, on
+  // the training thread before the first backward.
+  bool split_taken_ = false;
   std::shared_ptr<State> state_;   // the hooks hold it weakly: a model may outlive this object
 };
 

@@ -161,8 +161,8 @@ workloads::LoopOptions loop_options(const Stage& s, const Training& t) {
   lo.warmup = s.config.warmup;
   lo.device = s.plan.workload.device;
   lo.stop = &s.stop;
-  lo.data_parallel = t.dp.get();
-  lo.parameter_server = t.ps_job ? t.ps_job->worker() : nullptr;
+  if (t.dp) lo.exchange = t.dp.get();   // the strategy; neither: one process (a dedicated server rank has no worker)
+  if (t.ps_job) lo.exchange = t.ps_job->worker();
   return lo;
 }
 

@@ -36,8 +36,8 @@ const PhaseIds& phase_ids() {
 // a3c's learners run phases on their own threads, and several at once.
 class LoopPhases final : public Phases {
  public:
-  LoopPhases(distributed::DataParallel* dp, distributed::ps::PsWorker* ps, DeviceIterationTimer* device_time)
-      : dp_(dp), ps_(ps), cross_barrier_(dp && dp->cross_barrier()), device_time_(device_time),
+  LoopPhases(engine::optim::GradientExchange& exchange, DeviceIterationTimer* device_time)
+      : exchange_(exchange), gate_(exchange.forward_gate()), device_time_(device_time),
         loop_thread_(std::this_thread::get_id()) {}
   void data(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().data, profiler::EventKind::phase);
@@ -51,31 +51,26 @@ class LoopPhases final : public Phases {
     on_device(LoopPhase::forward, [&] {
       // Cross-barrier, or a parameter server: each layer waits for its own parameters' update,
       // not for the whole step.
-      if (ps_) ps_->begin_forward();
-      engine::nn::ParameterGateScope gate(ps_ ? static_cast<engine::nn::ParameterGate*>(ps_) : cross_barrier_ ? dp_ : nullptr);
+      exchange_.begin_forward();
+      engine::nn::ParameterGateScope gate(gate_);
       f();
     });
   }
   void backward(const std::function<void()>& f, int group) override {
     profiler::Range r(phase_ids().backward, profiler::EventKind::phase);
     on_device(LoopPhase::backward, [&] {
-      if (dp_) dp_->begin_backward(group);
-      if (ps_) ps_->begin_backward(group);
+      exchange_.begin_backward(group);
       f();
-      if (dp_) dp_->end_backward();   // the gradients' all-reduce started during f; what is left, and the wait
-      if (ps_) ps_->end_backward();   // pushes what is left; the gradients are dropped
+      exchange_.end_backward();   // all-reduce: what is left, and the wait; parameter server: the last pushes
     });
   }
   void optimizer(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
     engine::CategoryScope category(memprof::Category::optimizer_state);
     on_device(LoopPhase::optimizer, [&] {
-      if (cross_barrier_) {
-        dp_->begin_updates();   // the split step (Workload::split_step) does f's work, parameter by parameter
-        return;
-      }
-      if (ps_) return;   // the servers run the workload's optimizer (its recipes) on what was pushed
-      f();
+      // Not run where cross-barrier updates parameter by parameter (the split step does f's
+      // work) or where the servers run the workload's optimizer on what was pushed.
+      if (exchange_.begin_update()) f();
     });
   }
 
@@ -89,9 +84,8 @@ class LoopPhases final : public Phases {
     if (timed) device_time_->end_phase(phase);
   }
 
-  distributed::DataParallel* dp_;
-  distributed::ps::PsWorker* ps_;
-  bool cross_barrier_;
+  engine::optim::GradientExchange& exchange_;
+  engine::nn::ParameterGate* gate_;
   DeviceIterationTimer* device_time_;
   std::thread::id loop_thread_;
 };
@@ -136,10 +130,15 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   const int64_t total = options.warmup + options.iterations;
   w.model().train(true);
   ledger.reset_peak();  // the training peak: what was allocated before (and freed) is not training's
-  // The parameter server as the phases see it: not at all when the workload's learners read and
-  // push themselves.
-  distributed::ps::PsWorker* phases_ps = options.parameter_server;
-  if (phases_ps && w.take_parameter_service(*phases_ps)) phases_ps = nullptr;
+  engine::optim::SingleProcess single;
+  engine::optim::GradientExchange& exchange = options.exchange ? *options.exchange : single;
+  // The exchange as the phases see it: none when the workload's learners read and push
+  // themselves (through the parameter service).
+  engine::optim::GradientExchange* phases_exchange = &exchange;
+  if (engine::optim::ParameterService* service = exchange.parameter_service();
+      service && w.take_parameter_service(*service)) {
+    phases_exchange = &single;
+  }
   // Where the device queues work (a GPU): the iterations' device time, and what made their
   // convolution plans.
   std::unique_ptr<DeviceIterationTimer> device_time;
@@ -155,9 +154,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   // timed iteration takes the library's heuristic plan rather than timing every candidate there.
   std::unique_ptr<engine::AutotuneScope> no_autotune;   // (std::optional: GCC 12 warns of a false maybe-uninitialized)
   for (int64_t i = 0; i < total && !result.failed; ++i) {
-    bool stop = options.stop && options.stop->load();
-    if (options.data_parallel) stop = options.data_parallel->any_rank(stop, "stop flag");  // all ranks, or none
-    if (options.parameter_server) stop = options.parameter_server->stop_requested(stop);
+    const bool stop = exchange.agree_stop(options.stop && options.stop->load());   // distributed: all ranks, or none
     if (stop) {
       result.interrupted = true;
       break;
@@ -174,10 +171,10 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
       if (device_time) device_time->begin_iteration();
       {
         profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
-        LoopPhases phases(options.data_parallel, phases_ps, device_time.get());
+        LoopPhases phases(*phases_exchange, device_time.get());
         const StepResult r = w.step(phases);
         // The last step's updates belong to its iteration (cross-barrier leaves them running).
-        if (options.data_parallel && i + 1 == total) options.data_parallel->flush();
+        if (i + 1 == total) exchange.flush();
         // A GPU's ops return once queued: the iteration ends when the device has run them.
         if (device_time) device_time->end_iteration();
         it.loss = r.loss;
@@ -201,14 +198,12 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     result.iterations.push_back(it);
     if (result.failed) break;
   }
-  if (options.data_parallel) {
-    try {
-      options.data_parallel->flush();   // an interrupted or failed loop's updates, before anything reads the model
-    } catch (const std::exception& e) {
-      if (!result.failed) {
-        result.failed = true;
-        result.error = std::string("data parallelism: ") + e.what();
-      }
+  try {
+    exchange.flush();   // an interrupted or failed loop's updates, before anything reads the model
+  } catch (const std::exception& e) {
+    if (!result.failed) {
+      result.failed = true;
+      result.error = std::string(exchange.name()) + ": " + e.what();
     }
   }
   no_autotune.reset();

@@ -8,9 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/data_parallel.h"
-#include "distributed/ps/worker.h"
 #include "engine/device.h"
+#include "engine/optim/gradient_exchange.h"
 #include "memprof/ledger.h"
 #include "workloads/workload.h"
 
@@ -43,13 +42,10 @@ struct LoopOptions {
   // After each iteration, outside its span: progress display, evaluation (whose quality it may
   // add to the iteration's metrics).
   std::function<void(IterationResult&)> on_iteration;
-  // Distributed runs: averages each backward's gradients across ranks (distributed/), and makes the
-  // ranks agree, before each iteration, whether any of them was asked to stop.
-  distributed::DataParallel* data_parallel = nullptr;
-  // Or a parameter server (distributed/ps/): each backward's gradients are pushed to the servers, which
-  // run the optimizer (the workload's optimizer phase does not run its own), and the forward's
-  // layers install the values the servers send back.
-  distributed::ps::PsWorker* parameter_server = nullptr;
+  // How the iteration's gradients are shared (engine/optim/gradient_exchange.h; the run session
+  // picks it): nullptr is one process. Distributed, it also makes the ranks agree, before each
+  // iteration, whether any of them was asked to stop.
+  engine::optim::GradientExchange* exchange = nullptr;
 };
 
 struct LoopResult {

@@ -10,11 +10,13 @@
 // receives.
 // A workload whose learners update asynchronously from threads of their own (a3c) does not go
 // through the phases' hooks and gate: it reads and pushes through the ParameterService side
-// (engine/optim/parameter_service.h), from any of its threads.
+// (engine/optim/parameter_service.h), from any of its threads. The training loop drives the
+// worker as its GradientExchange (engine/optim/gradient_exchange.h).
 #include <mpi.h>
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "distributed/ps/key_layout.h"
@@ -22,12 +24,15 @@
 #include "distributed/ps/topology.h"
 #include "engine/nn/module.h"
 #include "engine/nn/parameter_gate.h"
+#include "engine/optim/gradient_exchange.h"
 #include "engine/optim/parameter_service.h"
 #include "engine/tensor.h"
 
 namespace ts::distributed::ps {
 
-class PsWorker final : public engine::nn::ParameterGate, public engine::optim::ParameterService {
+class PsWorker final : public engine::nn::ParameterGate,
+                       public engine::optim::ParameterService,
+                       public engine::optim::GradientExchange {
  public:
   // `groups`: the workload's gradient groups (the tensors the layout was planned from);
   // `clip_norms[g]`: group g's global-norm clipping before its push (0: none). `workers` is a
@@ -42,17 +47,27 @@ class PsWorker final : public engine::nn::ParameterGate, public engine::optim::P
   // Worker 0's values become the servers' first; every worker then starts from them.
   void initialize();
   // Before each forward phase: installs the parameters read outside their own layer's gate.
-  void begin_forward();
+  void begin_forward() override;
   void before_forward(const engine::nn::Module& module) override;
   // Arms group `group`'s gradient hooks; first waits until the last step's pushes are sent
   // (a `push wait`), so that at most one step of gradients is in flight.
-  void begin_backward(int group);
+  void begin_backward(int group) override;
   // Pushes what the hooks did not (parameters without a gradient, clipped groups) and drops
   // the group's gradients: the servers run the optimizer.
-  void end_backward();
+  void end_backward() override;
   // Whether any worker was asked to stop (sync: all of them decide together; otherwise each
   // worker for itself, and the servers stop waiting for a worker that is done).
   bool stop_requested(bool local);
+
+  // GradientExchange, the loop's hooks beside the ones above: the stop flag is stop_requested;
+  // the forward's gate is this worker; the servers run the optimizer (the workload's step never
+  // does); nothing to flush (the updates are the servers'); the service is this worker.
+  bool agree_stop(bool local) override { return stop_requested(local); }
+  engine::nn::ParameterGate* forward_gate() override { return this; }
+  bool begin_update() override { return false; }
+  void flush() override {}
+  engine::optim::ParameterService* parameter_service() override { return this; }
+  std::string_view name() const override { return "parameter server"; }
   // The learners' side (parameter_service.h): the newest values that have arrived, and pushes
   // stamped with the versions they were computed on. At most two updates of a group wait to
   // be sent; a third push waits (a `push wait`) rather than let memory grow with a slow link.
