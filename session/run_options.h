@@ -9,8 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "nlohmann/json.hpp"
 #include "session/run_config.h"
 
 namespace ts::session {
