@@ -25,10 +25,15 @@ enum class Category : uint8_t {
 };
 inline constexpr size_t kCategoryCount = 9;
 
-inline constexpr std::array<Category, kCategoryCount> kAllCategories = {
-    Category::weights,     Category::weight_grads,     Category::optimizer_state,
-    Category::activations, Category::activation_grads, Category::workspace,
-    Category::inputs,      Category::comm,             Category::other};
+inline constexpr std::array<Category, kCategoryCount> kAllCategories = {Category::weights,
+                                                                        Category::weight_grads,
+                                                                        Category::optimizer_state,
+                                                                        Category::activations,
+                                                                        Category::activation_grads,
+                                                                        Category::workspace,
+                                                                        Category::inputs,
+                                                                        Category::comm,
+                                                                        Category::other};
 
 // The stored name ("weight_grads").
 std::string_view to_string(Category c);
@@ -37,7 +42,7 @@ std::optional<Category> parse_category(std::string_view name);
 
 // TBD's five classes, in the order of its figure.
 inline constexpr std::array<std::string_view, 5> kTbdClasses = {"Weights", "Gradients", "Feature maps", "Workspace",
-                                                                 "Dynamic"};
+                                                                "Dynamic"};
 // weights -> Weights, weight_grads -> Gradients, activations -> Feature maps,
 // workspace -> Workspace, the rest -> Dynamic.
 std::string_view tbd_class(Category c);

@@ -21,13 +21,11 @@ TEST(Clock, MonotonicNanoseconds) {
 
 // The same axis as std::chrono::steady_clock, which the samplers also read.
 TEST(Clock, IsTheSteadyClock) {
-  const int64_t before = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count();
+  const int64_t before =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   const int64_t t = now_ns();
-  const int64_t after = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now().time_since_epoch())
-                            .count();
+  const int64_t after =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   EXPECT_LE(before, t);
   EXPECT_LE(t, after);
 }

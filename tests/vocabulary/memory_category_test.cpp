@@ -28,9 +28,9 @@ TEST(MemoryCategory, ListIsInEnumOrder) {
 
 // Stored names are part of the store's format (docs/schema.md): renaming one orphans old runs.
 TEST(MemoryCategory, StoredNames) {
-  const std::vector<std::string_view> expected = {"weights",          "weight_grads", "optimizer_state",
-                                                  "activations",      "activation_grads", "workspace",
-                                                  "inputs",           "comm",         "other"};
+  const std::vector<std::string_view> expected = {
+      "weights", "weight_grads", "optimizer_state", "activations", "activation_grads", "workspace", "inputs",
+      "comm",    "other"};
   ASSERT_EQ(expected.size(), kCategoryCount);
   for (size_t i = 0; i < kCategoryCount; ++i) EXPECT_EQ(to_string(kAllCategories[i]), expected[i]);
 }
@@ -40,8 +40,8 @@ TEST(TbdClass, Mapping) {
   EXPECT_EQ(tbd_class(Category::weight_grads), "Gradients");
   EXPECT_EQ(tbd_class(Category::activations), "Feature maps");
   EXPECT_EQ(tbd_class(Category::workspace), "Workspace");
-  for (Category c : {Category::optimizer_state, Category::activation_grads, Category::inputs, Category::comm,
-                     Category::other}) {
+  for (Category c :
+       {Category::optimizer_state, Category::activation_grads, Category::inputs, Category::comm, Category::other}) {
     EXPECT_EQ(tbd_class(c), "Dynamic") << to_string(c);
   }
 }
