@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "fmt/format.h"
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 
 namespace ts::cli {
 
@@ -17,10 +17,10 @@ std::string format_duration(double seconds) {
 }
 
 Progress::Progress(std::string label, int64_t total, std::string rate_unit, FILE* out)
-    : label_(std::move(label)), total_(total), rate_unit_(std::move(rate_unit)), out_(out), tty_(isatty(fileno(out)) != 0), start_ns_(profiler::now_ns()) {}
+    : label_(std::move(label)), total_(total), rate_unit_(std::move(rate_unit)), out_(out), tty_(isatty(fileno(out)) != 0), start_ns_(vocabulary::now_ns()) {}
 
 void Progress::update(int64_t done, double rate, bool warmup) {
-  const int64_t now = profiler::now_ns();
+  const int64_t now = vocabulary::now_ns();
   const double elapsed = static_cast<double>(now - start_ns_) * 1e-9;
   const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - done) : NAN;
   const char* phase = warmup ? " (warm-up)" : "";
@@ -44,7 +44,7 @@ void Progress::update(int64_t done, double rate, bool warmup) {
 }
 
 void Progress::finish(const std::string& status) {
-  const double elapsed = static_cast<double>(profiler::now_ns() - start_ns_) * 1e-9;
+  const double elapsed = static_cast<double>(vocabulary::now_ns() - start_ns_) * 1e-9;
   if (tty_ && drawn_) fmt::print(out_, "\r\x1b[K");
   fmt::print(out_, "{}: {} in {}\n", label_, status, format_duration(elapsed));
   std::fflush(out_);

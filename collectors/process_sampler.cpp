@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "vocabulary/clock.h"
+
 namespace ts::collectors {
 
 int64_t rss_bytes() {
@@ -35,11 +37,7 @@ int64_t peak_rss_bytes() {
 
 namespace {
 
-// Same formula as profiler::now_ns and memprof::now_ns (collectors depends on neither).
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using vocabulary::now_ns;  // the axis of the tracer's events and the ledger's changes
 
 // User + system CPU time of the whole process, in ns.
 int64_t process_cpu_ns() {

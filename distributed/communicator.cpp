@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
 
 namespace ts::distributed {
@@ -33,8 +33,8 @@ std::string_view to_string(Collective c) {
 class Communicator::Timed {
  public:
   Timed(Communicator& comm, Collective c, std::string_view label, int64_t bytes)
-      : comm_(comm), c_(c), label_(label), bytes_(bytes), start_(profiler::now_ns()) {}
-  void done() { comm_.record(c_, label_, bytes_, start_, profiler::now_ns()); }
+      : comm_(comm), c_(c), label_(label), bytes_(bytes), start_(vocabulary::now_ns()) {}
+  void done() { comm_.record(c_, label_, bytes_, start_, vocabulary::now_ns()); }
 
  private:
   Communicator& comm_;

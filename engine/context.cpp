@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
 
 namespace ts::engine {
@@ -94,7 +94,7 @@ OpScope::OpScope(profiler::StringId name, OpWork work) : name_(name), work_(work
   auto& ctx = thread_context();
   ++ctx.op_depth;
   if (slow.on && ctx.op_depth == 1 && (slow.every_op || slow.name == name)) {
-    t_planted_start_ns = profiler::now_ns();
+    t_planted_start_ns = vocabulary::now_ns();
   }
   auto& tracer = profiler::Tracer::global();
   active_ = g_op_tracing.load(std::memory_order_relaxed) && tracer.enabled();
@@ -103,7 +103,7 @@ OpScope::OpScope(profiler::StringId name, OpWork work) : name_(name), work_(work
     if (observer_ != nullptr) observer_->begin(profiler::EventKind::op, name_, ctx.owner_id, ctx.pass, tracer.iteration());
     parent_ = ctx.traced_op;
     ctx.traced_op = this;
-    start_ns_ = profiler::now_ns();
+    start_ns_ = vocabulary::now_ns();
   }
 }
 
@@ -120,10 +120,10 @@ void add_op_work(const OpWork& w) {
 OpScope::~OpScope() {
   auto& ctx = thread_context();
   if (ctx.op_depth == 1 && t_planted_start_ns >= 0) {
-    const int64_t now = profiler::now_ns();
+    const int64_t now = vocabulary::now_ns();
     const auto until = now + static_cast<int64_t>(static_cast<double>(now - t_planted_start_ns) * planted_slowdown().fraction);
     t_planted_start_ns = -1;
-    while (profiler::now_ns() < until) {
+    while (vocabulary::now_ns() < until) {
     }
   }
   --ctx.op_depth;
@@ -132,7 +132,7 @@ OpScope::~OpScope() {
   auto& tracer = profiler::Tracer::global();
   profiler::Event e{};
   e.start_ns = start_ns_;
-  e.end_ns = profiler::now_ns();
+  e.end_ns = vocabulary::now_ns();
   e.name = name_;
   e.layer = ctx.owner_id;
   e.kind = profiler::EventKind::op;

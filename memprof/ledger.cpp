@@ -9,7 +9,7 @@ namespace {
 size_t index_of(Category c) { return static_cast<size_t>(c); }
 }  // namespace
 
-Ledger::Ledger() { peak_.t_ns = now_ns(); }
+Ledger::Ledger() { peak_.t_ns = vocabulary::now_ns(); }
 
 uint32_t Ledger::owner_id(std::string_view owner) {
   if (auto it = owner_ids_.find(owner); it != owner_ids_.end()) return it->second;
@@ -32,7 +32,7 @@ void Ledger::apply(Category category, uint32_t owner, int64_t delta, int64_t t_n
 uint64_t Ledger::on_alloc(int64_t bytes, Category category, std::string_view owner) {
   if (bytes < 0) throw std::invalid_argument("memprof: negative allocation size " + std::to_string(bytes));
   std::lock_guard lock(mutex_);
-  const int64_t t = now_ns();  // read under the lock so the change log stays in time order
+  const int64_t t = vocabulary::now_ns();  // read under the lock so the change log stays in time order
   const uint64_t id = (generation_ << kSeqBits) | next_seq_++;
   const uint32_t o = owner_id(owner);
   live_.emplace(id, Live{bytes, o, category});
@@ -52,7 +52,7 @@ uint64_t Ledger::on_alloc(int64_t bytes, Category category, std::string_view own
 
 void Ledger::on_free(uint64_t id) {
   std::lock_guard lock(mutex_);
-  const int64_t t = now_ns();
+  const int64_t t = vocabulary::now_ns();
   const uint64_t generation = id >> kSeqBits;
   if (generation != 0 && generation < generation_) return;  // made before clear(): forgotten
   auto it = live_.find(id);
@@ -76,7 +76,7 @@ int32_t Ledger::iteration() const {
 
 Snapshot Ledger::current() const {
   std::lock_guard lock(mutex_);
-  return {now_ns(), bytes_, total_};
+  return {vocabulary::now_ns(), bytes_, total_};
 }
 
 Snapshot Ledger::peak() const {
@@ -86,7 +86,7 @@ Snapshot Ledger::peak() const {
 
 void Ledger::reset_peak() {
   std::lock_guard lock(mutex_);
-  peak_ = {now_ns(), bytes_, total_};
+  peak_ = {vocabulary::now_ns(), bytes_, total_};
   peak_changes_ = changes_.size();
 }
 
@@ -222,7 +222,7 @@ void Ledger::clear() {
   changes_.shrink_to_fit();
   bytes_ = {};
   total_ = 0;
-  peak_ = {now_ns(), {}, 0};
+  peak_ = {vocabulary::now_ns(), {}, 0};
   peak_changes_ = 0;
   owner_iterations_.clear();
   iteration_ = -1;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "memprof/category.h"
-#include "memprof/clock.h"
+#include "vocabulary/clock.h"
 
 namespace ts::memprof {
 

@@ -4,7 +4,7 @@
 // worker thread (buffer_completed), where they are converted at once and the buffer goes back to
 // a pool: the pool grows as long as CUPTI asks, so no record is dropped for want of a buffer, and
 // the device-side buffer is enlarged so that a burst of kernels between flushes fits. CUPTI's
-// clock is our now_ns() (timestamp callback), so GPU and CPU events share one timeline.
+// clock is our vocabulary::now_ns() (timestamp callback), so GPU and CPU events share one timeline.
 //
 // Stopping, in this order: no more external correlation ids are pushed (other threads pushing
 // while CUPTI finalises is what Kineto crashed on), the devices finish their work (a forced flush
@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 #include "profiler/cupti_kinds.h"
 #include "profiler/device_sync.h"
 #include "profiler/gpu_tracer.h"
@@ -51,7 +51,7 @@ std::string cupti_error(CUptiResult rc) {
     if (ts_cupti_rc_ != CUPTI_SUCCESS) throw std::runtime_error(std::string(#expr) + ": " + cupti_error(ts_cupti_rc_)); \
   } while (0)
 
-uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(now_ns()); }
+uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(vocabulary::now_ns()); }
 
 constexpr size_t kBufferBytes = size_t{8} << 20;        // per host buffer
 constexpr size_t kDeviceBufferBytes = size_t{32} << 20;  // per context, for records made on the GPU

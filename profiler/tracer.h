@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 #include "profiler/event.h"
 #include "profiler/range_observer.h"
 
@@ -105,12 +105,12 @@ class Range {
     if (tracer_ != nullptr) {
       observer_ = range_observer();
       if (observer_ != nullptr) observer_->begin(kind, name, layer, pass, tracer.iteration());
-      start_ns_ = now_ns();
+      start_ns_ = vocabulary::now_ns();
     }
   }
   ~Range() {
     if (tracer_ != nullptr) {
-      tracer_->record(Event{start_ns_, now_ns(), name_, layer_, kind_, pass_, 0, 0});
+      tracer_->record(Event{start_ns_, vocabulary::now_ns(), name_, layer_, kind_, pass_, 0, 0});
       if (observer_ != nullptr) observer_->end(kind_);
     }
   }

@@ -10,7 +10,7 @@
 #include "engine/context.h"
 #include "engine/nn/parameter_gate.h"
 #include "memprof/ledger.h"
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
 #include "workloads/device_iteration_timer.h"
 #include "workloads/gpu_metric_names.h"
@@ -167,7 +167,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     ledger.set_iteration(static_cast<int32_t>(i));
     if (!it.warmup && !no_autotune) no_autotune = std::make_unique<engine::AutotuneScope>(false);
     try {
-      it.start_ns = profiler::now_ns();
+      it.start_ns = vocabulary::now_ns();
       if (device_time) device_time->begin_iteration();
       {
         profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
@@ -182,7 +182,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
         it.tokens = r.tokens;
         it.metrics = w.iteration_metrics();
       }
-      it.end_ns = profiler::now_ns();
+      it.end_ns = vocabulary::now_ns();
       if (device_time) device_time->report(it);
     } catch (const std::exception& e) {
       result.failed = true;

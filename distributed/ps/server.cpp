@@ -13,7 +13,7 @@
 #include "distributed/ps/wire.h"
 #include "engine/context.h"
 #include "memprof/category.h"
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
 
 namespace ts::distributed::ps {
@@ -36,7 +36,7 @@ const Names& names() {
 void trace(profiler::StringId name, profiler::StringId layer, int64_t start_ns, int32_t iteration) {
   auto& tracer = profiler::Tracer::global();
   if (!tracer.enabled()) return;
-  profiler::Event e{start_ns, profiler::now_ns(), name, layer, profiler::EventKind::comm, profiler::Pass::none, iteration, 0};
+  profiler::Event e{start_ns, vocabulary::now_ns(), name, layer, profiler::EventKind::comm, profiler::Pass::none, iteration, 0};
   tracer.record_raw(e);
 }
 
@@ -145,9 +145,9 @@ void ParameterServer::serve() {
         inbox.queue.pop_front();
       }
       ++taken;
-      const int64_t start = profiler::now_ns();
+      const int64_t start = vocabulary::now_ns();
       handle(next.first, next.second);
-      stats_.busy_ns += profiler::now_ns() - start;
+      stats_.busy_ns += vocabulary::now_ns() - start;
     }
   } catch (...) {
     receiver.detach();   // blocked in a receive that may never match; the job is ending
@@ -216,7 +216,7 @@ void ParameterServer::apply(KeyState& k, const Message& m) {
   const int64_t staleness = k.version - h.version;
   if (options_.mode == PsMode::sync) {
     // The round's mean: summed as pushes arrive, applied once every worker's is in.
-    const int64_t start = profiler::now_ns();
+    const int64_t start = vocabulary::now_ns();
     if (k.contributions == 0) k.sum.assign(count, 0.0f);
     if (!m.data.empty()) {
       for (size_t i = 0; i < count; ++i) k.sum[i] += m.data[i];
@@ -228,7 +228,7 @@ void ParameterServer::apply(KeyState& k, const Message& m) {
     staleness_[{h.worker, h.iteration, false, staleness}] += 1;
     trace(names().aggregate, k.name, start, h.iteration);
     if (k.contributions < workers) return;
-    const int64_t update_start = profiler::now_ns();
+    const int64_t update_start = vocabulary::now_ns();
     if (k.any_gradient) {
       const float scale = 1.0f / static_cast<float>(workers);
       for (float& v : k.sum) v *= scale;
@@ -244,7 +244,7 @@ void ParameterServer::apply(KeyState& k, const Message& m) {
     return;
   }
   // async, bounded, eager: every push is an update of its own.
-  const int64_t start = profiler::now_ns();
+  const int64_t start = vocabulary::now_ns();
   if (!m.data.empty()) {
     // eager: the learning rate scaled down by the gradient's staleness (Zhang et al. 2016).
     const double lr_scale = options_.mode == PsMode::eager ? 1.0 / (1.0 + static_cast<double>(std::max<int64_t>(0, staleness))) : 1.0;
@@ -302,7 +302,7 @@ void ParameterServer::answer_waiting(KeyState& k) {
 }
 
 void ParameterServer::reply(KeyState& k, int worker, int64_t clock, int32_t iteration, int32_t final_read) {
-  const int64_t start = profiler::now_ns();
+  const int64_t start = vocabulary::now_ns();
   MessageHeader h{MessageKind::value, k.key->id, worker, -1, clock, k.version, final_read, 0};
   send_message(to_workers_, worker, h, k.value.data(), k.key->count);
   stats_.bytes_out += static_cast<int64_t>(sizeof(MessageHeader)) + k.key->bytes();

@@ -15,7 +15,6 @@
 #include "distributed/mpi_check.h"
 #include "distributed/ps/wire.h"
 #include "engine/optim/clip.h"
-#include "profiler/clock.h"
 #include "profiler/tracer.h"
 
 namespace ts::distributed::ps {

@@ -16,7 +16,7 @@
 #include "engine/optim/clip.h"
 #include "engine/optim/rmsprop.h"
 #include "engine/random.h"
-#include "profiler/clock.h"
+#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
 #include "workloads/data/shard.h"
 
@@ -250,7 +250,7 @@ class Learner {
   void update(Phases& phases, engine::optim::RmsProp& shared_opt, engine::optim::ParameterService* service) {
     const auto& names = phase_names();
     Rollout r;
-    const int64_t t0 = profiler::now_ns();
+    const int64_t t0 = vocabulary::now_ns();
     {
       profiler::Range acting(names.acting, profiler::EventKind::phase);
       engine::NoGradScope no_grad;
@@ -262,7 +262,7 @@ class Learner {
       }
       act(r);
     }
-    const int64_t t1 = profiler::now_ns();
+    const int64_t t1 = vocabulary::now_ns();
     Tensor loss;
     double entropy = 0;
     phases.forward([&] { loss = a3c_loss(net_, r, cfg_, &entropy); });
@@ -280,7 +280,7 @@ class Learner {
       for (Tensor& p : params_) p.zero_grad();
     });
     stats.acting_ns += t1 - t0;
-    stats.learning_ns += profiler::now_ns() - t1;
+    stats.learning_ns += vocabulary::now_ns() - t1;
     stats.env_steps += r.steps();
     stats.updates += 1;
     stats.loss_sum += loss.item();
@@ -390,7 +390,7 @@ class A3cWorkload final : public Workload {
   // frame_skip frames each).
   StepResult step(Phases& phases) override {
     start_learners();
-    const int64_t start = profiler::now_ns();
+    const int64_t start = vocabulary::now_ns();
     {
       std::lock_guard lock(mutex_);
       phases_ = &phases;
@@ -406,7 +406,7 @@ class A3cWorkload final : public Workload {
       phases_ = nullptr;
       if (!error_.empty()) throw std::runtime_error("a3c learner: " + error_);
     }
-    return summarise(static_cast<double>(profiler::now_ns() - start) * 1e-9);
+    return summarise(static_cast<double>(vocabulary::now_ns() - start) * 1e-9);
   }
 
   std::vector<Metric> iteration_metrics() override { return iteration_metrics_; }
@@ -479,7 +479,7 @@ class A3cWorkload final : public Workload {
         }
       }
       // Waiting: from this learner's last update to the end of the slowest one's.
-      const int64_t done = profiler::now_ns();
+      const int64_t done = vocabulary::now_ns();
       {
         profiler::Range waiting(names.waiting, profiler::EventKind::phase);
         std::unique_lock lock(mutex_);
@@ -488,7 +488,7 @@ class A3cWorkload final : public Workload {
       }
       {
         std::lock_guard lock(mutex_);
-        learner.stats.waiting_ns = profiler::now_ns() - done;
+        learner.stats.waiting_ns = vocabulary::now_ns() - done;
         ++reported_;
       }
       cv_.notify_all();

@@ -1,6 +1,9 @@
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 
-namespace ts::memprof {
+namespace ts::vocabulary {
+
+// The store and the ledger index per-category arrays by the enum's value.
+static_assert(static_cast<size_t>(Category::other) + 1 == kCategoryCount);
 
 std::string_view to_string(Category c) {
   switch (c) {
@@ -26,11 +29,11 @@ std::optional<Category> parse_category(std::string_view name) {
 
 std::string_view tbd_class(Category c) {
   switch (c) {
-    case Category::weights: return "Weights";
-    case Category::weight_grads: return "Gradients";
-    case Category::activations: return "Feature maps";
-    case Category::workspace: return "Workspace";
-    default: return "Dynamic";
+    case Category::weights: return kTbdClasses[0];
+    case Category::weight_grads: return kTbdClasses[1];
+    case Category::activations: return kTbdClasses[2];
+    case Category::workspace: return kTbdClasses[3];
+    default: return kTbdClasses[4];
   }
 }
 
@@ -39,4 +42,4 @@ std::string tbd_class_of(std::string_view category) {
   return c ? std::string(tbd_class(*c)) : std::string("?");
 }
 
-}  // namespace ts::memprof
+}  // namespace ts::vocabulary
