@@ -8,6 +8,7 @@
 #include "reports/number_format.h"
 #include "reports/op_class.h"
 #include "reports/statistics.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::reports {
 
@@ -178,7 +179,7 @@ Section summary_section(const std::vector<Group>& groups) {
 }
 
 // TBD's classes in the order of its figure.
-const std::vector<std::string> kTbdClasses = {"Weights", "Gradients", "Feature maps", "Workspace", "Dynamic"};
+const std::vector<std::string> kTbdClasses(vocabulary::kTbdClasses.begin(), vocabulary::kTbdClasses.end());
 
 Section memory_section(const std::vector<Group>& groups) {
   Section s{"Memory at peak", {}, {}};

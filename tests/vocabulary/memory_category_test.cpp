@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace ts::vocabulary {
 namespace {
@@ -44,6 +45,12 @@ TEST(TbdClass, Mapping) {
        {Category::optimizer_state, Category::activation_grads, Category::inputs, Category::comm, Category::other}) {
     EXPECT_EQ(tbd_class(c), "Dynamic") << to_string(c);
   }
+}
+
+// The report's columns follow TBD's figure: this order.
+TEST(TbdClass, InTheOrderOfTbdsFigure) {
+  const std::vector<std::string_view> expected = {"Weights", "Gradients", "Feature maps", "Workspace", "Dynamic"};
+  EXPECT_EQ(std::vector<std::string_view>(kTbdClasses.begin(), kTbdClasses.end()), expected);
 }
 
 // Every category lands in one of TBD's five, and each of the five gets at least one category.
