@@ -119,7 +119,7 @@ int64_t intersection_length(std::vector<Interval> a, std::vector<Interval> b);
 // Intervals clipped to [start, end); the ones outside dropped.
 std::vector<Interval> clip(std::span<const Interval> intervals, int64_t start_ns, int64_t end_ns);
 
-// DESIGN.md's time breakdown over [span_start, span_end), inputs clipped to the span:
+// docs/design.md's time breakdown over [span_start, span_end), inputs clipped to the span:
 // compute = |U compute|, comm = |U comm|, overlap = |U compute n U comm|,
 // exposed_comm = comm - overlap, overlap_fraction = overlap / comm (0 when comm = 0),
 // idle = span - |U (compute u comm)|.

@@ -67,7 +67,7 @@ std::vector<GpuBreakdown> gpu_breakdown(std::span<const GpuActivity> activities,
     b.iteration = key.second;
     b.start_ns = g.start;
     b.end_ns = g.end;
-    // The time split of DESIGN.md over compute and communication kernels...
+    // The time split of docs/design.md over compute and communication kernels...
     const Breakdown cc = breakdown(g.compute, g.comm, g.start, g.end);
     b.compute_ns = cc.compute_ns;
     b.comm_ns = cc.comm_ns;

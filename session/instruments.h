@@ -1,5 +1,5 @@
 #pragma once
-// What measures a run while it runs (DESIGN.md, "How a run flows", 3): the CPU tracer, the memory
+// What measures a run while it runs (docs/design.md, "How a run flows", 4): the CPU tracer, the memory
 // ledger and the process sampler, started together and cleared of any earlier run (a suite runs
 // many in one process), and on a GPU with tracing on the CUPTI tracer. One object: what it
 // started, it stops, on every path out of the run.

@@ -1,6 +1,6 @@
 #pragma once
 // What a rank other than 0 sends to rank 0, which writes every rank's records into the one
-// run (DESIGN.md, "Distribution"): its streamed rows as it goes, and at its end the rest with
+// run (docs/design.md, "Distribution"): its streamed rows as it goes, and at its end the rest with
 // its summaries. Carried as CBOR (nlohmann::json's binary form): compact, and a message that
 // does not parse is an error, never rows silently lost.
 #include <chrono>
@@ -50,7 +50,7 @@ RankPayload from_bytes(const std::vector<uint8_t>& bytes);
 // producer and carried as it is.
 void stamp_rank(RankPayload& p);
 
-// The gathering of a distributed run's records on rank 0 (DESIGN.md, "How a run flows", 6).
+// The gathering of a distributed run's records on rank 0 (docs/design.md, "How a run flows", 7).
 class DbSink;
 class RankChannel;
 

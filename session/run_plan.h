@@ -1,5 +1,5 @@
 #pragma once
-// The first stage of a run (DESIGN.md, "How a run flows"): what the run will be, decided from the
+// The first stage of a run (docs/design.md, "How a run flows", 2): what the run will be, decided from the
 // configuration and the rank's place alone, before anything is built, measured or written. A pure
 // function: the same config and world give the same plan, so it is tested without ranks or a db.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// The run row's whole life (DESIGN.md, "The run session"): made at once when a run begins, so a
+// The run row's whole life (docs/design.md, "The run session"): made at once when a run begins, so a
 // crash or Ctrl-C later still leaves a record; heartbeats while it runs; one verdict at its end,
 // written with the final rows all or nothing; and when the db refuses that write, the whole run
 // in a side file that `trainscope import` merges. The one place that writes a run's status:

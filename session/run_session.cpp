@@ -124,7 +124,7 @@ struct Training {
   bool failed() const { return !failure.empty() || loop.failed || cancelled; }
 };
 
-// The strategy around the model (DESIGN.md, "How a run flows", 4): a parameter server, or
+// The strategy around the model (docs/design.md, "How a run flows", 5): a parameter server, or
 // all-reduce data parallelism across the ranks; nothing for a single process.
 void attach_strategy(const Stage& s, const Links& links, Training& t) {
   const RunConfig& c = s.config;
@@ -224,7 +224,7 @@ void evaluate(const Stage& s, Training& t, RunRecorder* recorder) {
   if (s.config.roofline && s.plan.workload.device.is_cpu()) record_machine_peaks(s, *recorder);
 }
 
-// Build, train, evaluate (DESIGN.md, "How a run flows", 4-5): a failure is kept, not thrown.
+// Build, train, evaluate (docs/design.md, "How a run flows", 5-6): a failure is kept, not thrown.
 Training train(const Stage& s, const Links& links, RunStream& stream, RunRecorder* recorder, Instruments& instruments) {
   Training t;
   try {
@@ -319,7 +319,7 @@ int64_t online_cores() {
 RunSession::RunSession(const RunConfig& config, SessionHooks hooks, const distributed::World* world)
     : config_(config), hooks_(std::move(hooks)), world_(world) {}
 
-// The stages in the order of DESIGN.md's "How a run flows".
+// The stages in the order of docs/design.md's "How a run flows".
 RunOutcome RunSession::run() {
   static const std::atomic<bool> never{false};
   RunPlan plan = plan_run(config_, world_, online_cores());

@@ -1,6 +1,6 @@
 #pragma once
 // A run's lifecycle, the same for a single process and for every rank of a distributed run, as
-// a pipeline of owned stages (DESIGN.md, "How a run flows"): the plan (run_plan.h), the run row
+// a pipeline of owned stages (docs/design.md, "How a run flows"): the plan (run_plan.h), the run row
 // (run_record.h, rank 0), the instruments (instruments.h), the stream that writes the run while
 // it runs (run_stream.h: rank 0 to the db, other ranks to rank 0), the training loop with its
 // strategy, the gathering of the ranks' records (rank_records.h) and the final write. The cli

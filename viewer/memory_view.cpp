@@ -28,7 +28,7 @@
 #include <set>
 #include <string>
 
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 #include "reports/number_format.h"
 #include "store/error.h"
 #include "store/reader.h"
@@ -60,18 +60,18 @@ void set_ticks(QValueAxis* axis, double range, int ticks) {
 // One colour per category, the same in every run (Okabe-Ito's colour-blind-safe set, plus a
 // brown and a grey): stacked areas in the theme's few colours would repeat after five.
 QColor category_colour(const std::string& category) {
-  static const QColor colours[memprof::kCategoryCount] = {
+  static const QColor colours[vocabulary::kCategoryCount] = {
       QColor("#0072B2"), QColor("#56B4E9"), QColor("#009E73"), QColor("#E69F00"), QColor("#F0E442"),
       QColor("#CC79A7"), QColor("#D55E00"), QColor("#8C564B"), QColor("#999999")};
-  const auto c = memprof::parse_category(category);
+  const auto c = vocabulary::parse_category(category);
   return c ? colours[static_cast<size_t>(*c)] : QColor("#444444");
 }
 
 // Categories in the ledger's order (weights first, as the overview's bar), names this build does
 // not know after them.
 size_t category_order(const std::string& category) {
-  const auto c = memprof::parse_category(category);
-  return c ? static_cast<size_t>(*c) : memprof::kCategoryCount;
+  const auto c = vocabulary::parse_category(category);
+  return c ? static_cast<size_t>(*c) : vocabulary::kCategoryCount;
 }
 
 // The timeline's rows (one per category per point) as points: a time and bytes per category.

@@ -1,5 +1,5 @@
 #pragma once
-// One checking macro per library (DESIGN.md, Conventions): a failed call throws
+// One checking macro per library (docs/design.md, "Conventions"): a failed call throws
 // std::runtime_error naming the call, where it was made and the library's own words.
 // The macros need the library's header in the including file (cuda_runtime_api.h, cudnn.h,
 // cublas_v2.h); the throwing functions live in check.cpp.

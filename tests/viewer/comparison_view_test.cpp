@@ -24,7 +24,7 @@
 #include <string>
 #include <utility>
 
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 #include "reports/comparison.h"
 #include "reports/number_format.h"
 #include "reports/run_digest.h"
@@ -44,7 +44,7 @@ namespace {
 
 ts::reports::RunDigest digest(const QString& db, int64_t id) {
   ts::store::Reader reader(db.toStdString());
-  return ts::reports::digest_run(reader, db.toStdString(), *reader.run(id), ts::memprof::tbd_class_of);
+  return ts::reports::digest_run(reader, db.toStdString(), *reader.run(id), ts::vocabulary::tbd_class_of);
 }
 
 QVariant cell(const QAbstractItemModel* m, int row, int column, int role = ts::viewer::kSortRole) { return m->data(m->index(row, column), role); }

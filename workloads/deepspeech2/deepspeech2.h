@@ -1,5 +1,5 @@
 #pragma once
-// Deep Speech 2 (Amodei et al. 2016), the roster's configuration (DESIGN.md): two 2-D convolutions
+// Deep Speech 2 (Amodei et al. 2016), the roster's configuration (docs/design.md, "The workloads"): two 2-D convolutions
 // over the spectrogram (32 channels; 11x41 stride 2x2, then 11x21 stride 1x2, time x
 // frequency), each with batch norm and the clipped ReLU min(max(x, 0), 20); seven
 // bidirectional GRU layers of 1760 units whose two directions are summed, with sequence-wise
