@@ -6,7 +6,7 @@
 #include "cli/exit_codes.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 #include "reports/comparison.h"
 #include "reports/document.h"
 #include "reports/output_file.h"
@@ -19,7 +19,7 @@ namespace {
 
 std::vector<reports::RunDigest> select(const std::filesystem::path& db, const std::vector<std::string>& selectors) {
   try {
-    return reports::select_runs(db, selectors, memprof::tbd_class_of);
+    return reports::select_runs(db, selectors, vocabulary::tbd_class_of);
   } catch (const store::StoreError& e) {
     throw UsageError(e.what());
   } catch (const std::invalid_argument& e) {

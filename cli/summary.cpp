@@ -6,7 +6,7 @@
 #include "cli/bench_command.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 #include "store/error.h"
 #include "store/liveness.h"
 #include "reports/run_digest.h"
@@ -113,7 +113,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   // Every figure below is the digest's (reports/run_digest.h), as the report and the viewer
   // print them; a run that never reached its final write gets its rates from the iterations it
   // kept there.
-  const reports::RunDigest digest = reports::digest_run(*reader, db, *run, memprof::tbd_class_of);
+  const reports::RunDigest digest = reports::digest_run(*reader, db, *run, vocabulary::tbd_class_of);
   const reports::RunFigures& fig = digest.figures;
   const auto kept_iterations = reader->iterations(run_id);
   const auto kept_timed = std::count_if(kept_iterations.begin(), kept_iterations.end(), [](const auto& it) { return !it.warmup; });

@@ -204,7 +204,7 @@ void DataParallel::build_buckets(int group, const std::vector<int>& order) {
       }
     }
   }
-  engine::CategoryScope category(memprof::Category::comm);
+  engine::CategoryScope category(vocabulary::Category::comm);
   for (auto& b : g.buckets) b.buffer = engine::Tensor::empty({b.count}, engine::Device::cpu());
 }
 
@@ -267,7 +267,7 @@ void DataParallel::apply_update(int slot) {
   if (s.updated) return;
   {
     profiler::Range range(optimizer_name, profiler::EventKind::phase);
-    engine::CategoryScope category(memprof::Category::optimizer_state);
+    engine::CategoryScope category(vocabulary::Category::optimizer_state);
     st.split->update(static_cast<size_t>(s.update_index));
   }
   s.updated = true;

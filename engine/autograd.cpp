@@ -163,7 +163,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
   EnableGradScope grad_mode(create_graph);
   PassScope pass(profiler::Pass::backward);
-  CategoryScope category(memprof::Category::activation_grads);
+  CategoryScope category(vocabulary::Category::activation_grads);
 
   std::unordered_map<Node*, std::vector<Tensor>> pending_grads;
   std::vector<std::shared_ptr<Node>> ready;
@@ -187,10 +187,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
         st.grad = Tensor();
         const bool sole_owner = g2.impl_ptr().use_count() <= 2 && g2.storage().use_count() == 1;  // g2 and the input list
         if (sole_owner && g2.is_leaf() && g2.layout() == leaf.layout() && g2.shape() == leaf.shape()) {
-          g2.storage()->retag(memprof::Category::weight_grads, leaf_impl->name);
+          g2.storage()->retag(vocabulary::Category::weight_grads, leaf_impl->name);
           meta.grad = g2.impl_ptr();
         } else {
-          Tensor copy = Tensor::empty(leaf.shape(), leaf.device(), leaf.layout(), memprof::Category::weight_grads);
+          Tensor copy = Tensor::empty(leaf.shape(), leaf.device(), leaf.layout(), vocabulary::Category::weight_grads);
           backend_of(g2).copy(g2, copy);
           meta.grad = copy.impl_ptr();
         }

@@ -52,7 +52,7 @@ class CudaMemory final : public DeviceMemory {
   explicit CudaMemory(int device) : device_(device) {}
   // The caching allocator throws (naming the request and the ledger's breakdown) when the device
   // is out of memory even after emptying its cache.
-  void* allocate(int64_t bytes, memprof::Category category, std::string_view owner) override {
+  void* allocate(int64_t bytes, vocabulary::Category category, std::string_view owner) override {
     return cuda::device_allocate(bytes, device_, category, owner);
   }
   void release(void* p) noexcept override { cuda::device_free(p, device_); }

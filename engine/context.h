@@ -13,7 +13,7 @@
 namespace ts::engine {
 
 struct ThreadContext {
-  memprof::Category category = memprof::Category::other;
+  vocabulary::Category category = vocabulary::Category::other;
   const std::string* owner = nullptr;       // layer path; nullptr = top level
   profiler::StringId owner_id = 0;          // the same path interned in the tracer
   profiler::Pass pass = profiler::Pass::none;
@@ -26,13 +26,13 @@ ThreadContext& thread_context();
 
 class CategoryScope {
  public:
-  explicit CategoryScope(memprof::Category c) : saved_(thread_context().category) { thread_context().category = c; }
+  explicit CategoryScope(vocabulary::Category c) : saved_(thread_context().category) { thread_context().category = c; }
   ~CategoryScope() { thread_context().category = saved_; }
   CategoryScope(const CategoryScope&) = delete;
   CategoryScope& operator=(const CategoryScope&) = delete;
 
  private:
-  memprof::Category saved_;
+  vocabulary::Category saved_;
 };
 
 // The owner path must outlive the scope (modules own theirs).

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "engine/device.h"
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::engine {
 
@@ -17,7 +17,7 @@ class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   // Out of memory: an exception naming the request and what holds the device's memory.
-  virtual void* allocate(int64_t bytes, memprof::Category category, std::string_view owner) = 0;
+  virtual void* allocate(int64_t bytes, vocabulary::Category category, std::string_view owner) = 0;
   virtual void release(void* p) noexcept = 0;
   // copy_from_host returns once `src` may be reused; copy_to_host waits for the data (and for
   // the work queued before it).

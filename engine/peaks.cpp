@@ -45,7 +45,7 @@ MachinePeaks measure_peaks(Device device, int threads) {
     ~RestoreThreads() { set_op_threads(n); }
   } restore{set_op_threads(threads)};
   NoGradScope no_grad;
-  CategoryScope category(memprof::Category::workspace);
+  CategoryScope category(vocabulary::Category::workspace);
   MachinePeaks p;
   p.threads = threads;
 

@@ -103,7 +103,7 @@ int64_t storage_bytes(const Shape& shape, const Layout& layout) {
   return checked_product(storage_numel(shape, layout), static_cast<int64_t>(sizeof(float)), shape, "byte count");
 }
 
-Storage::Storage(int64_t bytes, Device device, memprof::Category category, std::string_view owner)
+Storage::Storage(int64_t bytes, Device device, vocabulary::Category category, std::string_view owner)
     : bytes_(bytes), device_(device), category_(category) {
   if (bytes < 0) throw std::invalid_argument("negative allocation size");
   switch (device.type) {
@@ -127,7 +127,7 @@ Storage::~Storage() {
   if (device_.type == DeviceType::cuda) memory_for(device_).release(data_);
 }
 
-void Storage::retag(memprof::Category category, std::string_view owner) {
+void Storage::retag(vocabulary::Category category, std::string_view owner) {
   category_ = category;
   if (!ledger_id_) return;
   memprof::Ledger::global().on_free(ledger_id_);
@@ -143,7 +143,7 @@ Tensor Tensor::empty(const Shape& shape, Device device, Layout layout) {
   return empty(shape, device, layout, thread_context().category);
 }
 
-Tensor Tensor::empty(const Shape& shape, Device device, Layout layout, memprof::Category category) {
+Tensor Tensor::empty(const Shape& shape, Device device, Layout layout, vocabulary::Category category) {
   const int64_t bytes = storage_bytes(shape, layout);   // throws on negative dimensions and overflow
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
@@ -155,12 +155,12 @@ Tensor Tensor::empty(const Shape& shape, Device device, Layout layout, memprof::
     // The allocator knows the bytes; here is what they were for.
     std::string live;
     const memprof::Snapshot now = memprof::Ledger::global().current();
-    for (memprof::Category c : memprof::kAllCategories) {
+    for (vocabulary::Category c : vocabulary::kAllCategories) {
       const int64_t b = now.bytes[static_cast<size_t>(c)];
-      if (b > 0) live += std::string(memprof::to_string(c)) + " " + cpu::format_host_bytes(static_cast<size_t>(b)) + ", ";
+      if (b > 0) live += std::string(vocabulary::to_string(c)) + " " + cpu::format_host_bytes(static_cast<size_t>(b)) + ", ";
     }
     throw cpu::OutOfMemoryError("out of memory for a tensor of shape " + shape_str(shape) + " (category " +
-                                    std::string(memprof::to_string(category)) + ", owner '" +
+                                    std::string(vocabulary::to_string(category)) + ", owner '" +
                                     std::string(owner.empty() ? std::string_view("(top level)") : owner) +
                                     "'): " + e.what() + ". Live tensors: " + (live.empty() ? "none, " : live) +
                                     "total " + cpu::format_host_bytes(static_cast<size_t>(now.total)),

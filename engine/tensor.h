@@ -29,7 +29,7 @@ int64_t storage_bytes(const Shape& shape, const Layout& layout);
 // owner (the layer path in scope when it was made) and freed when the last tensor lets go.
 class Storage {
  public:
-  Storage(int64_t bytes, Device device, memprof::Category category, std::string_view owner);
+  Storage(int64_t bytes, Device device, vocabulary::Category category, std::string_view owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -37,16 +37,16 @@ class Storage {
   void* data() const { return data_; }
   int64_t bytes() const { return bytes_; }
   Device device() const { return device_; }
-  memprof::Category category() const { return category_; }
+  vocabulary::Category category() const { return category_; }
   // The buffer changes role (a computed gradient becomes a parameter's .grad): re-reported
   // to the ledger under the new category so the books stay exact.
-  void retag(memprof::Category category, std::string_view owner);
+  void retag(vocabulary::Category category, std::string_view owner);
 
  private:
   void* data_ = nullptr;
   int64_t bytes_ = 0;
   Device device_;
-  memprof::Category category_;
+  vocabulary::Category category_;
   uint64_t ledger_id_ = 0;
 };
 
@@ -87,7 +87,7 @@ class Tensor {
   // A new tensor in the current category/owner scope (see context.h) unless given. A host
   // allocation that fails throws cpu::OutOfMemoryError naming the bytes, shape, category and owner.
   static Tensor empty(const Shape& shape, Device device, Layout layout = Layout::plain());
-  static Tensor empty(const Shape& shape, Device device, Layout layout, memprof::Category category);
+  static Tensor empty(const Shape& shape, Device device, Layout layout, vocabulary::Category category);
   static Tensor zeros(const Shape& shape, Device device, Layout layout = Layout::plain());
   static Tensor full(const Shape& shape, float value, Device device);
   static Tensor from_vector(const Shape& shape, const std::vector<float>& values, Device device = Device::cpu());
@@ -101,7 +101,7 @@ class Tensor {
   int64_t nbytes() const { return engine::storage_bytes(impl_->shape, impl_->layout); }
   Device device() const { return impl_->storage->device(); }
   const Layout& layout() const { return impl_->layout; }
-  memprof::Category category() const { return impl_->storage->category(); }
+  vocabulary::Category category() const { return impl_->storage->category(); }
 
   float* data() const;   // throws on meta tensors
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }

@@ -6,7 +6,7 @@
 namespace ts::memprof {
 
 namespace {
-size_t index_of(Category c) { return static_cast<size_t>(c); }
+size_t index_of(vocabulary::Category c) { return static_cast<size_t>(c); }
 }  // namespace
 
 Ledger::Ledger() { peak_.t_ns = vocabulary::now_ns(); }
@@ -19,7 +19,7 @@ uint32_t Ledger::owner_id(std::string_view owner) {
   return id;
 }
 
-void Ledger::apply(Category category, uint32_t owner, int64_t delta, int64_t t_ns) {
+void Ledger::apply(vocabulary::Category category, uint32_t owner, int64_t delta, int64_t t_ns) {
   changes_.push_back({t_ns, delta, owner, category});
   bytes_[index_of(category)] += delta;
   total_ += delta;
@@ -29,14 +29,14 @@ void Ledger::apply(Category category, uint32_t owner, int64_t delta, int64_t t_n
   }
 }
 
-uint64_t Ledger::on_alloc(int64_t bytes, Category category, std::string_view owner) {
+uint64_t Ledger::on_alloc(int64_t bytes, vocabulary::Category category, std::string_view owner) {
   if (bytes < 0) throw std::invalid_argument("memprof: negative allocation size " + std::to_string(bytes));
   std::lock_guard lock(mutex_);
   const int64_t t = vocabulary::now_ns();  // read under the lock so the change log stays in time order
   const uint64_t id = (generation_ << kSeqBits) | next_seq_++;
   const uint32_t o = owner_id(owner);
   live_.emplace(id, Live{bytes, o, category});
-  auto [it, fresh] = owner_iterations_.try_emplace(uint64_t{o} * kCategoryCount + index_of(category),
+  auto [it, fresh] = owner_iterations_.try_emplace(uint64_t{o} * vocabulary::kCategoryCount + index_of(category),
                                                    OwnerIteration{iteration_, 0, 0});
   OwnerIteration& oi = it->second;
   if (oi.iteration != iteration_) {
@@ -179,7 +179,7 @@ std::vector<Snapshot> Ledger::downsample(const Change* changes, size_t n, Bytes 
   return out;
 }
 
-std::vector<Ledger::OwnerBytes> Ledger::per_owner(Category category) const {
+std::vector<Ledger::OwnerBytes> Ledger::per_owner(vocabulary::Category category) const {
   std::lock_guard lock(mutex_);
   std::vector<int64_t> live_at_peak(owners_.size(), 0);
   for (size_t i = 0; i < peak_changes_; ++i) {
@@ -187,8 +187,8 @@ std::vector<Ledger::OwnerBytes> Ledger::per_owner(Category category) const {
   }
   std::vector<OwnerBytes> out;
   for (const auto& [key, oi] : owner_iterations_) {
-    if (key % kCategoryCount != index_of(category)) continue;
-    const auto owner = static_cast<uint32_t>(key / kCategoryCount);
+    if (key % vocabulary::kCategoryCount != index_of(category)) continue;
+    const auto owner = static_cast<uint32_t>(key / vocabulary::kCategoryCount);
     out.push_back({owners_[owner], std::max(oi.max_previous, oi.this_iteration), live_at_peak[owner]});
   }
   std::sort(out.begin(), out.end(), [](const OwnerBytes& a, const OwnerBytes& b) {

@@ -13,12 +13,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 #include "vocabulary/clock.h"
 
 namespace ts::memprof {
 
-using Bytes = std::array<int64_t, kCategoryCount>;  // indexed by static_cast<size_t>(Category)
+using Bytes = std::array<int64_t, vocabulary::kCategoryCount>;  // indexed by static_cast<size_t>(vocabulary::Category)
 
 struct Snapshot {
   int64_t t_ns = 0;
@@ -38,7 +38,7 @@ class Ledger {
   }
 
   // Returns the allocation's id (never 0). bytes < 0: std::invalid_argument.
-  uint64_t on_alloc(int64_t bytes, Category category, std::string_view owner);
+  uint64_t on_alloc(int64_t bytes, vocabulary::Category category, std::string_view owner);
   // Unknown id: std::logic_error (a double free is a bug). An id from before clear(): ignored.
   void on_free(uint64_t id);
 
@@ -71,7 +71,7 @@ class Ledger {
   struct OwnedChange {
     int64_t t_ns = 0;
     int64_t delta = 0;  // bytes: > 0 an allocation, < 0 a free
-    Category category = Category::other;
+    vocabulary::Category category = vocabulary::Category::other;
     std::string owner;  // the layer path the allocation was made under ("" for none)
   };
   struct ChangeCursor {
@@ -85,7 +85,7 @@ class Ledger {
     int64_t live_at_peak = 0;                   // bytes of this owner and category live at peak()
   };
   // Owners with allocations in that category, by bytes_allocated_per_iteration descending.
-  std::vector<OwnerBytes> per_owner(Category category) const;
+  std::vector<OwnerBytes> per_owner(vocabulary::Category category) const;
 
   int64_t live_count() const;
   size_t change_count() const;
@@ -98,13 +98,13 @@ class Ledger {
   struct Live {
     int64_t bytes;
     uint32_t owner;
-    Category category;
+    vocabulary::Category category;
   };
   struct Change {  // 24 bytes
     int64_t t_ns;
     int64_t delta;
     uint32_t owner;
-    Category category;
+    vocabulary::Category category;
   };
   struct OwnerIteration {
     int32_t iteration;
@@ -113,7 +113,7 @@ class Ledger {
   };
   static constexpr int kSeqBits = 40;  // id = generation << 40 | sequence
 
-  void apply(Category category, uint32_t owner, int64_t delta, int64_t t_ns);
+  void apply(vocabulary::Category category, uint32_t owner, int64_t delta, int64_t t_ns);
   // Live bytes after each of changes[0, n), starting from `bytes`, downsampled to max_points.
   static std::vector<Snapshot> downsample(const Change* changes, size_t n, Bytes bytes, size_t max_points);
   uint32_t owner_id(std::string_view owner);
@@ -130,7 +130,7 @@ class Ledger {
   int64_t total_ = 0;
   Snapshot peak_;
   size_t peak_changes_ = 0;  // changes_ prefix applied at the peak (replayed by per_owner)
-  std::unordered_map<uint64_t, OwnerIteration> owner_iterations_;  // key: owner * kCategoryCount + category
+  std::unordered_map<uint64_t, OwnerIteration> owner_iterations_;  // key: owner * vocabulary::kCategoryCount + category
 };
 
 }  // namespace ts::memprof

@@ -33,8 +33,8 @@ void append_event_rows(std::span<const profiler::Event> events, const profiler::
 
 void append_memory_points(const std::vector<memprof::Snapshot>& snapshots, std::vector<store::MemoryPoint>& rows) {
   for (const auto& snap : snapshots) {
-    for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
-      rows.push_back({snap.t_ns, std::string(memprof::to_string(static_cast<memprof::Category>(c))), snap.bytes[c]});
+    for (size_t c = 0; c < vocabulary::kCategoryCount; ++c) {
+      rows.push_back({snap.t_ns, std::string(vocabulary::to_string(static_cast<vocabulary::Category>(c))), snap.bytes[c]});
     }
   }
 }
@@ -48,7 +48,7 @@ std::vector<store::MemoryChangeRow> memory_change_rows(const memprof::Ledger& le
                                                        int64_t rank) {
   std::vector<store::MemoryChangeRow> rows;
   for (auto& c : ledger.changes_since(cursor, max)) {
-    rows.push_back({c.t_ns, std::string(memprof::to_string(c.category)), std::move(c.owner), c.delta, rank});
+    rows.push_back({c.t_ns, std::string(vocabulary::to_string(c.category)), std::move(c.owner), c.delta, rank});
   }
   return rows;
 }
@@ -142,7 +142,7 @@ std::vector<store::LayerRow> layer_rows(const std::vector<profiler::Event>& even
                                         const profiler::IterationFilter& counted, const engine::nn::Module* model,
                                         double timed) {
   std::map<std::string, int64_t> activation_bytes, layer_params;
-  for (const auto& o : memprof::Ledger::global().per_owner(memprof::Category::activations)) {
+  for (const auto& o : memprof::Ledger::global().per_owner(vocabulary::Category::activations)) {
     activation_bytes[o.owner] = o.bytes_allocated_per_iteration;
   }
   if (model) {
@@ -296,7 +296,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
       {"parameter_count", static_cast<double>(parameter_count_), "count", -1},
       {"timed_iterations", timed, "count", -1},
       {"peak_memory_bytes", static_cast<double>(peak.total), "bytes", -1},
-      {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(memprof::Category::weights)]), "bytes", -1},
+      {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(vocabulary::Category::weights)]), "bytes", -1},
       {"trace_events", static_cast<double>(events.size()), "count", -1},
   };
   metrics.insert(metrics.end(), change_counts.begin(), change_counts.end());
@@ -310,8 +310,8 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
 
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak) {
   std::vector<store::MemoryPeakRow> rows;
-  for (size_t c = 0; c < memprof::kCategoryCount; ++c) {
-    rows.push_back({std::string(memprof::to_string(static_cast<memprof::Category>(c))), peak.bytes[c], peak.t_ns});
+  for (size_t c = 0; c < vocabulary::kCategoryCount; ++c) {
+    rows.push_back({std::string(vocabulary::to_string(static_cast<vocabulary::Category>(c))), peak.bytes[c], peak.t_ns});
   }
   return rows;
 }

@@ -41,13 +41,13 @@ class LoopPhases final : public Phases {
         loop_thread_(std::this_thread::get_id()) {}
   void data(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().data, profiler::EventKind::phase);
-    engine::CategoryScope category(memprof::Category::inputs);
+    engine::CategoryScope category(vocabulary::Category::inputs);
     on_device(LoopPhase::data, f);
   }
   void forward(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().forward, profiler::EventKind::phase);
     engine::PassScope pass(profiler::Pass::forward);
-    engine::CategoryScope category(memprof::Category::activations);
+    engine::CategoryScope category(vocabulary::Category::activations);
     on_device(LoopPhase::forward, [&] {
       // Cross-barrier, or a parameter server: each layer waits for its own parameters' update,
       // not for the whole step.
@@ -66,7 +66,7 @@ class LoopPhases final : public Phases {
   }
   void optimizer(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
-    engine::CategoryScope category(memprof::Category::optimizer_state);
+    engine::CategoryScope category(vocabulary::Category::optimizer_state);
     on_device(LoopPhase::optimizer, [&] {
       // Not run where cross-barrier updates parameter by parameter (the split step does f's
       // work) or where the servers run the workload's optimizer on what was pushed.
@@ -236,7 +236,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
 Quality run_evaluation(Workload& w, int64_t batches) {
   profiler::Tracer::global().set_iteration(-1);
   memprof::Ledger::global().set_iteration(-1);
-  engine::CategoryScope category(memprof::Category::activations);
+  engine::CategoryScope category(vocabulary::Category::activations);
   return w.evaluate(batches);
 }
 

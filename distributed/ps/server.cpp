@@ -12,7 +12,7 @@
 #include "distributed/error.h"
 #include "distributed/ps/wire.h"
 #include "engine/context.h"
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 #include "vocabulary/clock.h"
 #include "profiler/tracer.h"
 
@@ -91,7 +91,7 @@ ParameterServer::ParameterServer(int server, int rank, const KeyLayout& layout,
     s->name = profiler::Tracer::global().intern(k.name);
     s->pushes.assign(static_cast<size_t>(topology.workers), 0);
     {
-      engine::CategoryScope category(memprof::Category::weights);
+      engine::CategoryScope category(vocabulary::Category::weights);
       s->value = engine::Tensor::zeros({k.count}, engine::Device::cpu());
     }
     s->optimizer = recipes_[static_cast<size_t>(k.group)].build({s->value});
@@ -232,7 +232,7 @@ void ParameterServer::apply(KeyState& k, const Message& m) {
     if (k.any_gradient) {
       const float scale = 1.0f / static_cast<float>(workers);
       for (float& v : k.sum) v *= scale;
-      engine::CategoryScope category(memprof::Category::weight_grads);
+      engine::CategoryScope category(vocabulary::Category::weight_grads);
       k.optimizer->step({engine::Tensor::from_vector({k.key->count}, k.sum)});
       stats_.updates += 1;
     }
@@ -248,7 +248,7 @@ void ParameterServer::apply(KeyState& k, const Message& m) {
   if (!m.data.empty()) {
     // eager: the learning rate scaled down by the gradient's staleness (Zhang et al. 2016).
     const double lr_scale = options_.mode == PsMode::eager ? 1.0 / (1.0 + static_cast<double>(std::max<int64_t>(0, staleness))) : 1.0;
-    engine::CategoryScope category(memprof::Category::weight_grads);
+    engine::CategoryScope category(vocabulary::Category::weight_grads);
     k.optimizer->step({engine::Tensor::from_vector({k.key->count}, m.data)}, lr_scale);
     stats_.updates += 1;
   }

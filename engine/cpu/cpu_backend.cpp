@@ -105,7 +105,7 @@ void* prepare(CpuBackend::Impl& im, const Reorder& r, const Tensor& t, Tensor& t
   return temp.data();
 }
 
-Tensor temp_buffer(size_t bytes, memprof::Category category) {
+Tensor temp_buffer(size_t bytes, vocabulary::Category category) {
   const auto n = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
   return Tensor::empty({n}, Device::cpu(), Layout::plain(), category);
 }
@@ -115,7 +115,7 @@ memory CpuBackend::Impl::scratchpad(const md& d) {
   const size_t bytes = d.get_size();
   if (!buffer.defined() || static_cast<size_t>(buffer.nbytes()) < bytes) {
     buffer = Tensor();   // free the old one first
-    buffer = temp_buffer(bytes, memprof::Category::workspace);
+    buffer = temp_buffer(bytes, vocabulary::Category::workspace);
   }
   return memory(d, eng, buffer.data());
 }

@@ -127,7 +127,7 @@ struct CpuBackend::Impl {
 };
 
 // A temporary buffer of `bytes` as a 1-D tensor (category workspace unless given).
-Tensor temp_buffer(size_t bytes, memprof::Category category = memprof::Category::workspace);
+Tensor temp_buffer(size_t bytes, vocabulary::Category category = vocabulary::Category::workspace);
 
 // `t`'s data as a primitive wants it: as is, or reordered by `r` into `temp`.
 void* prepare(CpuBackend::Impl& im, const Reorder& r, const Tensor& t, Tensor& temp);

@@ -80,7 +80,7 @@ BatchNormStats bn_train(CpuBackend::Impl& im, const Tensor& x, const Tensor& gam
                                        {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, r.var.data())},
                                        {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
   if (relu) {   // kept for backward, as the activations are
-    r.relu_mask = temp_buffer(e->pd.workspace_desc().get_size(), memprof::Category::activations);
+    r.relu_mask = temp_buffer(e->pd.workspace_desc().get_size(), vocabulary::Category::activations);
     args.emplace(DNNL_ARG_WORKSPACE, memory(e->pd.workspace_desc(), im.eng, r.relu_mask.data()));
   }
   im.run(e->prim, args);

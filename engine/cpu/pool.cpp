@@ -127,7 +127,7 @@ PoolResult CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p
   PoolResult r;
   r.y = Tensor::empty(e->y_shape, x.device(), e->out_layout);
   const md ws = e->pd.workspace_desc();
-  r.workspace = temp_buffer(ws.get_size(), memprof::Category::workspace);
+  r.workspace = temp_buffer(ws.get_size(), vocabulary::Category::workspace);
   im.run(e->prim, {{DNNL_ARG_SRC, memory(e->pd.src_desc(), im.eng, x.data())},
                    {DNNL_ARG_DST, memory(e->pd.dst_desc(), im.eng, r.y.data())},
                    {DNNL_ARG_WORKSPACE, memory(ws, im.eng, r.workspace.data())},

@@ -169,7 +169,7 @@ using rnn::Dims;
 using rnn::Schedule;
 using rnn::time_of;
 
-Tensor buffer(int64_t floats, memprof::Category category = memprof::Category::workspace) {
+Tensor buffer(int64_t floats, vocabulary::Category category = vocabulary::Category::workspace) {
   return Tensor::empty({std::max<int64_t>(floats, 1)}, Device::cpu(), Layout::plain(), category);
 }
 
@@ -251,7 +251,7 @@ Backend::RnnForwardResult CpuBackend::rnn_forward(const RnnArgs& a, bool trainin
   if (d.lstm) r.c_n = Tensor::empty({B, H}, Device::cpu());
   // Inference needs the rows only for the step at hand, but they are what the big input sgemm
   // writes into: a workspace then, released on return.
-  Tensor res = buffer(P * S, training ? memprof::Category::activations : memprof::Category::workspace);
+  Tensor res = buffer(P * S, training ? vocabulary::Category::activations : vocabulary::Category::workspace);
   float* pres = res.data();
   float* py = r.y.data();
   {

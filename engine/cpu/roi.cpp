@@ -79,7 +79,7 @@ Tensor CpuBackend::roi_align_forward(const Tensor& x_in, const Tensor& rois_in, 
   // [N, H * W, C]: the input itself when it is channels-last, else a scratch copy (workspace).
   Tensor x = x_in;
   if (x_in.layout().kind != Layout::Kind::channels_last) {
-    x = Tensor::empty(x_in.shape(), x_in.device(), Layout::channels_last(), memprof::Category::workspace);
+    x = Tensor::empty(x_in.shape(), x_in.device(), Layout::channels_last(), vocabulary::Category::workspace);
     copy(x_in, x);
   }
   Tensor y = Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device());
@@ -185,7 +185,7 @@ PoolResult CpuBackend::roi_pool_forward(const Tensor& x_in, const Tensor& rois_i
   PoolResult res;
   res.y = Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device());
   res.workspace =
-      Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device(), Layout::plain(), memprof::Category::workspace);
+      Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device(), Layout::plain(), vocabulary::Category::workspace);
   const float* px = x.data();
   const float* pr = rois.data();
   float* py = res.y.data();

@@ -59,7 +59,7 @@ void* CachingAllocator::take_cached(size_t rounded, StreamKey stream) {
   return p;
 }
 
-void* CachingAllocator::allocate(size_t bytes, StreamKey stream, memprof::Category category, std::string_view owner) {
+void* CachingAllocator::allocate(size_t bytes, StreamKey stream, vocabulary::Category category, std::string_view owner) {
   if (bytes == 0) return nullptr;
   const size_t rounded = round_size(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -140,18 +140,18 @@ void CachingAllocator::update_peaks() {
   stats_.peak_used_bytes = std::max(stats_.peak_used_bytes, stats_.used_bytes);
 }
 
-std::string CachingAllocator::oom_message(size_t bytes, size_t rounded, memprof::Category category,
+std::string CachingAllocator::oom_message(size_t bytes, size_t rounded, vocabulary::Category category,
                                           std::string_view owner) const {
   std::ostringstream o;
   o << "out of memory on " << label_ << ": cannot allocate " << format_bytes(static_cast<int64_t>(bytes)) << " ("
-    << bytes << " bytes, block " << rounded << ") for category " << memprof::to_string(category) << ", owner '"
+    << bytes << " bytes, block " << rounded << ") for category " << vocabulary::to_string(category) << ", owner '"
     << (owner.empty() ? std::string_view("(top level)") : owner) << "'. Live tensors by category:";
   const memprof::Snapshot now = memprof::Ledger::global().current();
   bool any = false;
-  for (memprof::Category c : memprof::kAllCategories) {
+  for (vocabulary::Category c : vocabulary::kAllCategories) {
     const int64_t b = now.bytes[static_cast<size_t>(c)];
     if (b == 0) continue;
-    o << ' ' << memprof::to_string(c) << ' ' << format_bytes(b) << ',';
+    o << ' ' << vocabulary::to_string(c) << ' ' << format_bytes(b) << ',';
     any = true;
   }
   if (!any) o << " none,";

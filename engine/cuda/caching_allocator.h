@@ -14,7 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::engine::cuda {
 
@@ -58,7 +58,7 @@ class CachingAllocator {
 
   // A block of at least `bytes` for work ordered on `stream`; nullptr for 0 bytes.
   // `category` and `owner` only name the request in an out-of-memory error.
-  void* allocate(size_t bytes, StreamKey stream, memprof::Category category, std::string_view owner);
+  void* allocate(size_t bytes, StreamKey stream, vocabulary::Category category, std::string_view owner);
   // Returns a block to its stream's cache. Unknown pointer: std::logic_error.
   void free(void* p);
   // Gives every cached (free) block back to the device.
@@ -82,7 +82,7 @@ class CachingAllocator {
   };
   void* take_cached(size_t rounded, StreamKey stream);  // nullptr when none fits
   void release_cache_locked();
-  std::string oom_message(size_t bytes, size_t rounded, memprof::Category category, std::string_view owner) const;
+  std::string oom_message(size_t bytes, size_t rounded, vocabulary::Category category, std::string_view owner) const;
   void update_peaks();
 
   std::string label_;

@@ -80,7 +80,7 @@ Tensor as_plain(CudaBackend& b, const Tensor& t) { return t.layout().is_plain() 
 
 Tensor workspace_tensor(int64_t bytes, int device) {
   const int64_t n = (bytes + static_cast<int64_t>(sizeof(float)) - 1) / static_cast<int64_t>(sizeof(float));
-  return Tensor::empty({n}, cuda_device(device), Layout::plain(), memprof::Category::workspace);
+  return Tensor::empty({n}, cuda_device(device), Layout::plain(), vocabulary::Category::workspace);
 }
 
 kernels::Layout4 layout4(const Layout& l) {

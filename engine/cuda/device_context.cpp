@@ -83,7 +83,7 @@ DeviceContext::~DeviceContext() {
 cublasHandle_t DeviceContext::cublas() {
   if (!cublas_workspace_) {
     cublas_workspace_ = std::make_shared<Storage>(kCublasWorkspaceBytes, Device{DeviceType::cuda, device_},
-                                                  memprof::Category::workspace, "cublas");
+                                                  vocabulary::Category::workspace, "cublas");
     TS_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_->data(), static_cast<size_t>(kCublasWorkspaceBytes)));
   }
   TS_CUBLAS_CHECK(cublasSetMathMode(cublas_, tf32_allowed() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

@@ -130,7 +130,7 @@ CachingAllocator& device_allocator(int device) {
   return *slot;
 }
 
-void* device_allocate(int64_t bytes, int device, memprof::Category category, std::string_view owner) {
+void* device_allocate(int64_t bytes, int device, vocabulary::Category category, std::string_view owner) {
   if (bytes < 0) throw std::invalid_argument("negative allocation size");
   DeviceContext& ctx = DeviceContext::get(device);
   return device_allocator(device).allocate(static_cast<size_t>(bytes), reinterpret_cast<uintptr_t>(ctx.stream()),

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "engine/cuda/caching_allocator.h"
-#include "memprof/category.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::engine::cuda {
 
@@ -23,7 +23,7 @@ bool device_usable(int index, std::string* why = nullptr);
 // Device memory through the caching allocator of `device`, ordered on its context's stream.
 // Out of memory: OutOfMemoryError naming the request, the ledger's live bytes by category and
 // the allocator's reserved/used bytes.
-void* device_allocate(int64_t bytes, int device, memprof::Category category, std::string_view owner);
+void* device_allocate(int64_t bytes, int device, vocabulary::Category category, std::string_view owner);
 void device_free(void* p, int device) noexcept;
 CachingAllocator& device_allocator(int device);
 

@@ -85,7 +85,7 @@ PoolResult CudaBackend::max_pool2d_forward(const Tensor& x_in, const Pool2dParam
   PoolResult r;
   r.y = Tensor::empty(pool_out_shape(x.shape(), g), x.device());
   // int32 indices in the fp32 tensor's storage (same size); see cuda_backend.h.
-  r.workspace = Tensor::empty({r.y.numel()}, x.device(), Layout::plain(), memprof::Category::workspace);
+  r.workspace = Tensor::empty({r.y.numel()}, x.device(), Layout::plain(), vocabulary::Category::workspace);
   TS_CUDA_CHECK(
       kernels::max_pool_forward(x.data(), g, r.y.data(), reinterpret_cast<int32_t*>(r.workspace.data()), env.stream));
   return r;

@@ -51,7 +51,7 @@ void gemm(Env& env, char ta, char tb, int64_t m, int64_t n, int64_t k, const flo
                               to_int(lda, op, "leading dimension"), &beta, c, to_int(ldc, op, "leading dimension")));
 }
 
-Tensor buffer(int64_t floats, int device, memprof::Category category = memprof::Category::workspace) {
+Tensor buffer(int64_t floats, int device, vocabulary::Category category = vocabulary::Category::workspace) {
   return Tensor::empty({std::max<int64_t>(floats, 1)}, cuda_device(device), Layout::plain(), category);
 }
 
@@ -153,7 +153,7 @@ Backend::RnnForwardResult CudaBackend::rnn_forward(const RnnArgs& a, bool traini
   if (!p.sc.dense && T * B * H > 0) {   // padded steps output zeros
     TS_CUDA_CHECK(cudaMemsetAsync(r.y.data(), 0, static_cast<size_t>(T * B * H) * sizeof(float), env.stream));
   }
-  Tensor res = buffer(P * S, device_, training ? memprof::Category::activations : memprof::Category::workspace);
+  Tensor res = buffer(P * S, device_, training ? vocabulary::Category::activations : vocabulary::Category::workspace);
   {
     Tensor holder;
     const float* xp = packed(env, p, a.x, d.I, device_, holder);

@@ -98,7 +98,7 @@ PoolResult CudaBackend::roi_pool_forward(const Tensor& x_in, const Tensor& rois_
   PoolResult res;
   res.y = Tensor::empty({g.rois, g.channels, pooled_h, pooled_w}, x.device());
   res.workspace = Tensor::empty({g.rois, g.channels, pooled_h, pooled_w}, x.device(), Layout::plain(),
-                                memprof::Category::workspace);
+                                vocabulary::Category::workspace);
   TS_CUDA_CHECK(kernels::roi_pool_forward(x.data(), rois.data(), g, res.y.data(), res.workspace.data(), env.stream));
   return res;
 }

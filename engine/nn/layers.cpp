@@ -9,7 +9,7 @@ namespace ts::engine::nn {
 
 namespace {
 Tensor parameter(const Shape& shape, Device device) {
-  return Tensor::empty(shape, device, Layout::plain(), memprof::Category::weights);
+  return Tensor::empty(shape, device, Layout::plain(), vocabulary::Category::weights);
 }
 void fill_constant(const Tensor& t, float v) {
   if (!t.device().is_meta()) backend_of(t).fill(t, v);
@@ -61,8 +61,8 @@ BatchNorm2d::BatchNorm2d(int64_t channels, Device device, float momentum, float 
   gamma_ = register_parameter("weight", g);
   beta_ = register_parameter("bias", b);
   // Running statistics are state, not weights: they get no gradient and are not counted.
-  Tensor rm = Tensor::empty({channels}, device, Layout::plain(), memprof::Category::other);
-  Tensor rv = Tensor::empty({channels}, device, Layout::plain(), memprof::Category::other);
+  Tensor rm = Tensor::empty({channels}, device, Layout::plain(), vocabulary::Category::other);
+  Tensor rv = Tensor::empty({channels}, device, Layout::plain(), vocabulary::Category::other);
   fill_constant(rm, 0.0f);
   fill_constant(rv, 1.0f);
   running_mean_ = register_buffer("running_mean", rm);

@@ -16,7 +16,7 @@ void Module::set_path(const std::string& path) {
   path_id_ = profiler::Tracer::global().intern(path_);
   for (auto& [name, t] : params_) {
     t.set_name(join(path_, name));
-    t.storage()->retag(memprof::Category::weights, path_);
+    t.storage()->retag(vocabulary::Category::weights, path_);
   }
   for (auto& [name, t] : buffers_) {
     t.set_name(join(path_, name));

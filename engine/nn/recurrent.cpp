@@ -19,7 +19,7 @@ Recurrent::Recurrent(Backend::RnnCell cell, const RnnOptions& o, Device device, 
   const int64_t layer_out = o.bidirectional && o.merge == RnnOptions::Merge::concat ? 2 * h : h;
   const auto bound = static_cast<float>(1.0 / std::sqrt(static_cast<double>(h)));
   auto param = [&](const std::string& name, const Shape& shape) {
-    Tensor t = Tensor::empty(shape, device, Layout::plain(), memprof::Category::weights);
+    Tensor t = Tensor::empty(shape, device, Layout::plain(), vocabulary::Category::weights);
     rng.fill_uniform(t, -bound, bound);
     return register_parameter(name, t);
   };

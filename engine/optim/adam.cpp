@@ -23,7 +23,7 @@ void Adam::update(size_t i, const Tensor& g) {
   if (!g.defined()) return;
   if (!m_[i].defined()) {
     OwnerScope owner(&p.name(), 0);
-    CategoryScope category(memprof::Category::optimizer_state);
+    CategoryScope category(vocabulary::Category::optimizer_state);
     m_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
     v_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
   }

@@ -15,7 +15,7 @@ RmsProp::RmsProp(std::vector<Tensor> params, RmsPropOptions options) : params_(s
   square_avg_.reserve(params_.size());
   for (const Tensor& p : params_) {
     OwnerScope owner(&p.name(), 0);
-    CategoryScope category(memprof::Category::optimizer_state);
+    CategoryScope category(vocabulary::Category::optimizer_state);
     square_avg_.push_back(Tensor::zeros(p.shape(), p.device(), p.layout()));
   }
 }

@@ -22,7 +22,7 @@ void Sgd::update(size_t i, const Tensor& g) {
   if (!g.defined()) return;
   if (!momentum_[i].defined()) {
     OwnerScope owner(&p.name(), 0);
-    CategoryScope category(memprof::Category::optimizer_state);
+    CategoryScope category(vocabulary::Category::optimizer_state);
     momentum_[i] = Tensor::zeros(p.shape(), p.device(), Layout::plain());
   }
   // p, g and the momentum read, p and the momentum written.

@@ -38,7 +38,7 @@ TEST(Autograd, ParameterGradientsAccumulateAcrossBackwardPasses) {
   ops::sum(ops::scale(w, 3.0f)).backward();
   ops::sum(ops::scale(w, 3.0f)).backward();
   EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{6, 6}));
-  EXPECT_EQ(w.grad().category(), ts::memprof::Category::weight_grads);
+  EXPECT_EQ(w.grad().category(), ts::vocabulary::Category::weight_grads);
   w.zero_grad();
   EXPECT_FALSE(w.grad().defined());
 }

@@ -63,13 +63,13 @@ TEST(CpuBackend, NoDeviceTimeline) {
 
 TEST(CpuBackend, MemoryCategories) {
   auto& ledger = memprof::Ledger::global();
-  const auto act = static_cast<size_t>(memprof::Category::activations);
-  const auto ws = static_cast<size_t>(memprof::Category::workspace);
+  const auto act = static_cast<size_t>(vocabulary::Category::activations);
+  const auto ws = static_cast<size_t>(vocabulary::Category::workspace);
   const int64_t before = ledger.current().bytes[act];
   {
-    CategoryScope scope(memprof::Category::activations);
+    CategoryScope scope(vocabulary::Category::activations);
     Tensor t = Tensor::empty({1000}, Device::cpu());
-    EXPECT_EQ(t.category(), memprof::Category::activations);
+    EXPECT_EQ(t.category(), vocabulary::Category::activations);
     EXPECT_EQ(ledger.current().bytes[act] - before, 4000);
   }
   EXPECT_EQ(ledger.current().bytes[act], before);
@@ -77,16 +77,16 @@ TEST(CpuBackend, MemoryCategories) {
   // Max pooling's workspace and a conv's temporaries (input reorder, weights reorder,
   // scratchpad) are tagged workspace.
   {
-    CategoryScope scope(memprof::Category::activations);
+    CategoryScope scope(vocabulary::Category::activations);
     Tensor x = rand_tensor({2, 16, 8, 8}, 41, false);
     PoolResult r = backend_for(Device::cpu()).max_pool2d_forward(x, {2, 2, 2, 2, 0, 0, false});
-    EXPECT_EQ(r.workspace.category(), memprof::Category::workspace);
-    EXPECT_EQ(r.y.category(), memprof::Category::activations);
+    EXPECT_EQ(r.workspace.category(), vocabulary::Category::workspace);
+    EXPECT_EQ(r.y.category(), vocabulary::Category::activations);
     ledger.reset_peak();
     Tensor w = rand_tensor({32, 16, 3, 3}, 42, false);
     Tensor y = ops::conv2d(x, w, Tensor(), conv_params(1, 1));   // plain C=16 input: reordered
     EXPECT_GT(ledger.peak().bytes[ws], 0);
-    EXPECT_EQ(y.category(), memprof::Category::activations);
+    EXPECT_EQ(y.category(), vocabulary::Category::activations);
   }
 }
 
@@ -96,7 +96,7 @@ TEST(CpuBackend, BackwardGradientsInRightCategoriesAndLayouts) {
   Tensor y = ops::conv2d(ops::to_layout(x, Layout::blocked(8)), w, Tensor(), conv_params(1, 1));
   ops::mean(ops::relu(y)).backward();
   ASSERT_TRUE(w.grad().defined());
-  EXPECT_EQ(w.grad().category(), memprof::Category::weight_grads);
+  EXPECT_EQ(w.grad().category(), vocabulary::Category::weight_grads);
   EXPECT_TRUE(w.grad().layout().is_plain());
   EXPECT_EQ(x.grad().layout(), Layout::plain());
 }

@@ -109,7 +109,7 @@ TEST(TensorSize, TensorLargerThanMemorySaysHowMuchAndForWhat) {
   const auto before = cpu::host_allocator_stats();
   try {
     OwnerScope scope(&owner, ts::profiler::Tracer::global().intern(owner));
-    Tensor::empty(shape, Device::cpu(), Layout::plain(), ts::memprof::Category::activations);
+    Tensor::empty(shape, Device::cpu(), Layout::plain(), ts::vocabulary::Category::activations);
     ADD_FAILURE() << "a tensor larger than physical memory was allocated";
   } catch (const cpu::OutOfMemoryError& e) {
     EXPECT_EQ(e.requested_bytes(), bytes);

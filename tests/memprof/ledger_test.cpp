@@ -9,33 +9,33 @@
 namespace ts::memprof {
 namespace {
 
-int64_t at(const Bytes& b, Category c) { return b[static_cast<size_t>(c)]; }
+int64_t at(const Bytes& b, vocabulary::Category c) { return b[static_cast<size_t>(c)]; }
 int64_t sum(const Bytes& b) { return std::accumulate(b.begin(), b.end(), int64_t{0}); }
 
 TEST(Category, NamesRoundTripAndTbdClasses) {
-  for (Category c : kAllCategories) EXPECT_EQ(parse_category(to_string(c)), c);
-  EXPECT_EQ(parse_category("bogus"), std::nullopt);
-  EXPECT_EQ(to_string(Category::optimizer_state), "optimizer_state");
-  EXPECT_EQ(tbd_class(Category::weights), "Weights");
-  EXPECT_EQ(tbd_class(Category::weight_grads), "Gradients");
-  EXPECT_EQ(tbd_class(Category::activations), "Feature maps");
-  EXPECT_EQ(tbd_class(Category::workspace), "Workspace");
-  EXPECT_EQ(tbd_class(Category::optimizer_state), "Dynamic");
-  EXPECT_EQ(tbd_class(Category::activation_grads), "Dynamic");
-  EXPECT_EQ(tbd_class(Category::other), "Dynamic");
+  for (vocabulary::Category c : vocabulary::kAllCategories) EXPECT_EQ(vocabulary::parse_category(to_string(c)), c);
+  EXPECT_EQ(vocabulary::parse_category("bogus"), std::nullopt);
+  EXPECT_EQ(to_string(vocabulary::Category::optimizer_state), "optimizer_state");
+  EXPECT_EQ(vocabulary::tbd_class(vocabulary::Category::weights), "Weights");
+  EXPECT_EQ(vocabulary::tbd_class(vocabulary::Category::weight_grads), "Gradients");
+  EXPECT_EQ(vocabulary::tbd_class(vocabulary::Category::activations), "Feature maps");
+  EXPECT_EQ(vocabulary::tbd_class(vocabulary::Category::workspace), "Workspace");
+  EXPECT_EQ(vocabulary::tbd_class(vocabulary::Category::optimizer_state), "Dynamic");
+  EXPECT_EQ(vocabulary::tbd_class(vocabulary::Category::activation_grads), "Dynamic");
+  EXPECT_EQ(vocabulary::tbd_class(vocabulary::Category::other), "Dynamic");
 }
 
 TEST(Ledger, CategoriesSumToTotal) {
   Ledger l;
-  const uint64_t w = l.on_alloc(1000, Category::weights, "fc1");
-  l.on_alloc(300, Category::activations, "fc1");
-  l.on_alloc(200, Category::activations, "relu");
-  l.on_alloc(50, Category::workspace, "fc1");
+  const uint64_t w = l.on_alloc(1000, vocabulary::Category::weights, "fc1");
+  l.on_alloc(300, vocabulary::Category::activations, "fc1");
+  l.on_alloc(200, vocabulary::Category::activations, "relu");
+  l.on_alloc(50, vocabulary::Category::workspace, "fc1");
   EXPECT_NE(w, 0u);
   const Snapshot s = l.current();
   EXPECT_EQ(s.total, 1550);
   EXPECT_EQ(sum(s.bytes), s.total);
-  EXPECT_EQ(at(s.bytes, Category::activations), 500);
+  EXPECT_EQ(at(s.bytes, vocabulary::Category::activations), 500);
   EXPECT_EQ(l.live_count(), 4);
   l.on_free(w);
   EXPECT_EQ(l.current().total, 550);
@@ -44,18 +44,18 @@ TEST(Ledger, CategoriesSumToTotal) {
 
 TEST(Ledger, PeakHasItsBreakdown) {
   Ledger l;
-  const uint64_t w = l.on_alloc(100, Category::weights, "m");
-  const uint64_t a1 = l.on_alloc(400, Category::activations, "m");
-  const uint64_t ws = l.on_alloc(300, Category::workspace, "m");  // peak: 800
+  const uint64_t w = l.on_alloc(100, vocabulary::Category::weights, "m");
+  const uint64_t a1 = l.on_alloc(400, vocabulary::Category::activations, "m");
+  const uint64_t ws = l.on_alloc(300, vocabulary::Category::workspace, "m");  // peak: 800
   l.on_free(ws);
   l.on_free(a1);
-  const uint64_t g = l.on_alloc(500, Category::weight_grads, "m");  // 600 < 800
+  const uint64_t g = l.on_alloc(500, vocabulary::Category::weight_grads, "m");  // 600 < 800
   const Snapshot p = l.peak();
   EXPECT_EQ(p.total, 800);
-  EXPECT_EQ(at(p.bytes, Category::weights), 100);
-  EXPECT_EQ(at(p.bytes, Category::activations), 400);
-  EXPECT_EQ(at(p.bytes, Category::workspace), 300);
-  EXPECT_EQ(at(p.bytes, Category::weight_grads), 0);
+  EXPECT_EQ(at(p.bytes, vocabulary::Category::weights), 100);
+  EXPECT_EQ(at(p.bytes, vocabulary::Category::activations), 400);
+  EXPECT_EQ(at(p.bytes, vocabulary::Category::workspace), 300);
+  EXPECT_EQ(at(p.bytes, vocabulary::Category::weight_grads), 0);
   l.reset_peak();
   EXPECT_EQ(l.peak().total, 600);
   l.on_free(g);
@@ -66,19 +66,19 @@ TEST(Ledger, PeakHasItsBreakdown) {
 
 TEST(Ledger, PerOwnerBytesPerIterationAndAtPeak) {
   Ledger l;
-  l.on_alloc(1000, Category::weights, "conv1");
+  l.on_alloc(1000, vocabulary::Category::weights, "conv1");
   for (int it = 0; it < 3; ++it) {
     l.set_iteration(it);
     std::vector<uint64_t> ids;
     // conv1 allocates 64 + 64 activations per iteration, relu 32 (iteration 1: 96)
-    ids.push_back(l.on_alloc(64, Category::activations, "conv1"));
-    ids.push_back(l.on_alloc(64, Category::activations, "conv1"));
-    ids.push_back(l.on_alloc(it == 1 ? 96 : 32, Category::activations, "relu"));
+    ids.push_back(l.on_alloc(64, vocabulary::Category::activations, "conv1"));
+    ids.push_back(l.on_alloc(64, vocabulary::Category::activations, "conv1"));
+    ids.push_back(l.on_alloc(it == 1 ? 96 : 32, vocabulary::Category::activations, "relu"));
     for (uint64_t id : ids) l.on_free(id);
   }
   // the total peak is reached in iteration 1: weights 1000 + 64 + 64 + 96
   EXPECT_EQ(l.peak().total, 1224);
-  const auto acts = l.per_owner(Category::activations);
+  const auto acts = l.per_owner(vocabulary::Category::activations);
   ASSERT_EQ(acts.size(), 2u);
   EXPECT_EQ(acts[0].owner, "conv1");
   EXPECT_EQ(acts[0].bytes_allocated_per_iteration, 128);
@@ -86,21 +86,21 @@ TEST(Ledger, PerOwnerBytesPerIterationAndAtPeak) {
   EXPECT_EQ(acts[1].owner, "relu");
   EXPECT_EQ(acts[1].bytes_allocated_per_iteration, 96);
   EXPECT_EQ(acts[1].live_at_peak, 96);
-  const auto weights = l.per_owner(Category::weights);
+  const auto weights = l.per_owner(vocabulary::Category::weights);
   ASSERT_EQ(weights.size(), 1u);
   EXPECT_EQ(weights[0].live_at_peak, 1000);
-  EXPECT_TRUE(l.per_owner(Category::comm).empty());
+  EXPECT_TRUE(l.per_owner(vocabulary::Category::comm).empty());
 }
 
 TEST(Ledger, AllocationsOutsideIterationsAreNotPerIteration) {
   Ledger l;
   l.set_iteration(0);
-  l.on_free(l.on_alloc(64, Category::activations, "conv1"));
+  l.on_free(l.on_alloc(64, vocabulary::Category::activations, "conv1"));
   // Evaluation after the loop (iteration -1) allocates more in the same layer.
   l.set_iteration(-1);
-  l.on_free(l.on_alloc(4096, Category::activations, "conv1"));
-  l.on_free(l.on_alloc(512, Category::activations, "postprocess"));
-  const auto acts = l.per_owner(Category::activations);
+  l.on_free(l.on_alloc(4096, vocabulary::Category::activations, "conv1"));
+  l.on_free(l.on_alloc(512, vocabulary::Category::activations, "postprocess"));
+  const auto acts = l.per_owner(vocabulary::Category::activations);
   ASSERT_EQ(acts.size(), 2u);
   EXPECT_EQ(acts[0].owner, "conv1");
   EXPECT_EQ(acts[0].bytes_allocated_per_iteration, 64);
@@ -110,14 +110,14 @@ TEST(Ledger, AllocationsOutsideIterationsAreNotPerIteration) {
 
 TEST(Ledger, TimelineKeepsEverythingWhenSmall) {
   Ledger l;
-  const uint64_t a = l.on_alloc(10, Category::inputs, "data");
-  l.on_alloc(20, Category::activations, "x");
+  const uint64_t a = l.on_alloc(10, vocabulary::Category::inputs, "data");
+  l.on_alloc(20, vocabulary::Category::activations, "x");
   l.on_free(a);
   const auto tl = l.timeline(100);
   ASSERT_EQ(tl.size(), 3u);
   EXPECT_EQ(tl[0].total, 10);
   EXPECT_EQ(tl[1].total, 30);
-  EXPECT_EQ(at(tl[2].bytes, Category::inputs), 0);
+  EXPECT_EQ(at(tl[2].bytes, vocabulary::Category::inputs), 0);
   EXPECT_EQ(tl[2].total, 20);
   for (size_t i = 1; i < tl.size(); ++i) EXPECT_LE(tl[i - 1].t_ns, tl[i].t_ns);
 }
@@ -127,7 +127,7 @@ TEST(Ledger, TimelineDownsamplingKeepsPeakFirstLast) {
   // A saw-tooth of 2000 changes with one spike in the middle.
   for (int i = 0; i < 1000; ++i) {
     const int64_t bytes = i == 537 ? 1'000'000 : 100 + i % 7;
-    l.on_free(l.on_alloc(bytes, Category::activations, "x"));
+    l.on_free(l.on_alloc(bytes, vocabulary::Category::activations, "x"));
   }
   ASSERT_EQ(l.change_count(), 2000u);
   const auto tl = l.timeline(50);
@@ -149,23 +149,23 @@ TEST(Ledger, TimelineDownsamplingKeepsPeakFirstLast) {
 
 TEST(Ledger, DoubleFreeThrows) {
   Ledger l;
-  const uint64_t id = l.on_alloc(8, Category::other, "");
+  const uint64_t id = l.on_alloc(8, vocabulary::Category::other, "");
   l.on_free(id);
   EXPECT_THROW(l.on_free(id), std::logic_error);
   EXPECT_THROW(l.on_free(12345), std::logic_error);
-  EXPECT_THROW(l.on_alloc(-1, Category::other, ""), std::invalid_argument);
+  EXPECT_THROW(l.on_alloc(-1, vocabulary::Category::other, ""), std::invalid_argument);
 }
 
 TEST(Ledger, ClearForgetsAndIgnoresStaleFrees) {
   Ledger l;
-  const uint64_t old = l.on_alloc(64, Category::weights, "w");
+  const uint64_t old = l.on_alloc(64, vocabulary::Category::weights, "w");
   l.clear();
   EXPECT_EQ(l.current().total, 0);
   EXPECT_EQ(l.peak().total, 0);
   EXPECT_EQ(l.live_count(), 0);
   EXPECT_TRUE(l.timeline(10).empty());
-  EXPECT_TRUE(l.per_owner(Category::weights).empty());
-  const uint64_t fresh = l.on_alloc(16, Category::weights, "w");
+  EXPECT_TRUE(l.per_owner(vocabulary::Category::weights).empty());
+  const uint64_t fresh = l.on_alloc(16, vocabulary::Category::weights, "w");
   EXPECT_NE(fresh, old);
   EXPECT_NO_THROW(l.on_free(old));  // made before clear: ignored
   EXPECT_EQ(l.current().total, 16);
@@ -180,7 +180,7 @@ TEST(Ledger, ConcurrentAllocFreeBalances) {
     threads.emplace_back([&l, k] {
       std::vector<uint64_t> ids;
       for (int i = 0; i < 2000; ++i) {
-        ids.push_back(l.on_alloc(1 + (i % 13), static_cast<Category>(i % kCategoryCount), "t" + std::to_string(k)));
+        ids.push_back(l.on_alloc(1 + (i % 13), static_cast<vocabulary::Category>(i % vocabulary::kCategoryCount), "t" + std::to_string(k)));
         if (i % 3 == 2) {
           l.on_free(ids.front());
           ids.erase(ids.begin());

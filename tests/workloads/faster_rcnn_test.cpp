@@ -820,7 +820,7 @@ TEST(FasterRcnn, DetectionsAreBoundedClippedAndScored) {
 // peak alone. Regression: evaluation allocated as `other` and, its test-time RoIs outnumbering
 // the training ones, set the run's peak (small: 231 MiB `other`, 20 B activations).
 TEST(FasterRcnn, MemoryLandsInItsCategories) {
-  using memprof::Category;
+  using vocabulary::Category;
   // One op thread, whatever the machine: oneDNN's scratchpad (workspace, kept for the run) grows
   // with the thread count, and on many cores would crowd the tiny preset's activations.
   engine::OpThreadsScope threads(1);

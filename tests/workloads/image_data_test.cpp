@@ -11,7 +11,7 @@ TEST(SyntheticImages, DeterministicShapesAndCategories) {
   SyntheticImages a(16, 3, 5, 42, engine::Device::cpu()), b(16, 3, 5, 42, engine::Device::cpu());
   const Batch x = a.next_train(4), y = b.next_train(4);
   EXPECT_EQ(x.inputs.shape(), (engine::Shape{4, 3, 16, 16}));
-  EXPECT_EQ(x.inputs.category(), memprof::Category::inputs);
+  EXPECT_EQ(x.inputs.category(), vocabulary::Category::inputs);
   EXPECT_EQ(x.inputs.to_vector(), y.inputs.to_vector());
   EXPECT_EQ(x.labels.to_vector(), y.labels.to_vector());
   for (float l : x.labels.to_vector()) {

@@ -70,9 +70,9 @@ TEST(ResNet50, WeightsCategoryIsFourBytesPerParameter) {
   ledger.clear();
   ResNet m(resnet50_config("tiny"), engine::Device::cpu(), 1);
   const auto snap = ledger.current();
-  EXPECT_EQ(snap.bytes[static_cast<size_t>(memprof::Category::weights)], 4 * m.parameter_count());
+  EXPECT_EQ(snap.bytes[static_cast<size_t>(vocabulary::Category::weights)], 4 * m.parameter_count());
   // Running statistics are not weights.
-  EXPECT_GT(snap.bytes[static_cast<size_t>(memprof::Category::other)], 0);
+  EXPECT_GT(snap.bytes[static_cast<size_t>(vocabulary::Category::other)], 0);
 }
 
 TEST(ResNet50, ForwardGivesLogitsAndEveryParameterGetsAGradient) {
@@ -88,7 +88,7 @@ TEST(ResNet50, ForwardGivesLogitsAndEveryParameterGetsAGradient) {
   for (const auto& [name, p] : m.named_parameters()) {
     ASSERT_TRUE(p.grad().defined()) << name;
     EXPECT_EQ(p.grad().shape(), p.shape()) << name;
-    EXPECT_EQ(p.grad().category(), memprof::Category::weight_grads) << name;
+    EXPECT_EQ(p.grad().category(), vocabulary::Category::weight_grads) << name;
   }
 }
 

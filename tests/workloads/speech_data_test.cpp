@@ -365,8 +365,8 @@ TEST(SpeechData, BatchesArePaddedTimeMajorFeaturesWithCtcTargets) {
   EXPECT_EQ(b.features.size(0), 3);
   EXPECT_EQ(b.features.size(1), 1);
   EXPECT_EQ(b.features.size(3), 161);
-  EXPECT_EQ(b.features.category(), memprof::Category::inputs);
-  EXPECT_EQ(b.targets.category(), memprof::Category::inputs);
+  EXPECT_EQ(b.features.category(), vocabulary::Category::inputs);
+  EXPECT_EQ(b.targets.category(), vocabulary::Category::inputs);
   const auto lens = b.input_lengths.to_vector();
   // SortaGrad: the first epoch starts with the shortest clips, in order.
   EXPECT_LE(lens[0], lens[1]);

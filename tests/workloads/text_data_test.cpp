@@ -424,8 +424,8 @@ TEST(TextDataBatching, BatcherEpochsAndBatchContents) {
   // One batch, checked value by value against its pairs.
   const TokenBatch b = batcher.next_train();
   ASSERT_GT(b.pairs, 0);
-  EXPECT_EQ(b.src.category(), memprof::Category::inputs);
-  EXPECT_EQ(b.tgt_out.category(), memprof::Category::inputs);
+  EXPECT_EQ(b.src.category(), vocabulary::Category::inputs);
+  EXPECT_EQ(b.tgt_out.category(), vocabulary::Category::inputs);
   const int64_t S = b.src.size(1), T = b.tgt_in.size(1);
   EXPECT_EQ(b.tgt_out.shape(), (engine::Shape{b.pairs, T}));
   const auto src = b.src.to_vector(), tin = b.tgt_in.to_vector(), tout = b.tgt_out.to_vector();

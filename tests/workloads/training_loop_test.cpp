@@ -107,14 +107,14 @@ TEST(TrainingLoop, MemoryIsTaggedByCategory) {
   o.iterations = 2;
   ASSERT_FALSE(run_training(*w, o).failed);
   const auto peak = ledger.peak();
-  auto at = [&](memprof::Category c) { return peak.bytes[static_cast<size_t>(c)]; };
-  EXPECT_EQ(at(memprof::Category::weights), 4 * w->model().parameter_count());
-  EXPECT_GT(at(memprof::Category::activations), 0);
-  EXPECT_GT(at(memprof::Category::inputs), 0);
-  EXPECT_GT(at(memprof::Category::optimizer_state), 0);
+  auto at = [&](vocabulary::Category c) { return peak.bytes[static_cast<size_t>(c)]; };
+  EXPECT_EQ(at(vocabulary::Category::weights), 4 * w->model().parameter_count());
+  EXPECT_GT(at(vocabulary::Category::activations), 0);
+  EXPECT_GT(at(vocabulary::Category::inputs), 0);
+  EXPECT_GT(at(vocabulary::Category::optimizer_state), 0);
   // Per-layer activation bytes name the layers.
   bool conv1 = false;
-  for (const auto& o2 : ledger.per_owner(memprof::Category::activations)) conv1 |= o2.owner == "conv1" && o2.bytes_allocated_per_iteration > 0;
+  for (const auto& o2 : ledger.per_owner(vocabulary::Category::activations)) conv1 |= o2.owner == "conv1" && o2.bytes_allocated_per_iteration > 0;
   EXPECT_TRUE(conv1);
 }
 

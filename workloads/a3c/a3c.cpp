@@ -53,7 +53,7 @@ int sample_action(const std::vector<float>& logits, engine::Rng& rng) {
 }
 
 Tensor observation_tensor(const std::vector<float>& obs, int64_t n, Device device) {
-  engine::CategoryScope category(memprof::Category::inputs);
+  engine::CategoryScope category(vocabulary::Category::inputs);
   return Tensor::from_vector({n, Breakout::kStack, Breakout::kSize, Breakout::kSize}, obs, device);
 }
 
@@ -254,7 +254,7 @@ class Learner {
     {
       profiler::Range acting(names.acting, profiler::EventKind::phase);
       engine::NoGradScope no_grad;
-      engine::CategoryScope category(memprof::Category::activations);
+      engine::CategoryScope category(vocabulary::Category::activations);
       if (service) {
         versions_ = service->read(0, params_);
       } else {

@@ -602,7 +602,7 @@ Batch make_detection_batch(const std::vector<DetectionImage>& images, engine::De
     }
   }
   const auto n = static_cast<int64_t>(images.size());
-  engine::CategoryScope category(memprof::Category::inputs);
+  engine::CategoryScope category(vocabulary::Category::inputs);
   Batch b;
   b.samples = n;
   const engine::Shape shape{n, 3, h, w};

@@ -23,7 +23,7 @@ constexpr int64_t kNoiseBank = 1 << 20;   // normal samples reused at random off
 
 // Batches are written on the host (meta: shapes only) and moved to their device by on_device().
 Batch empty_batch(int64_t n, int64_t c, int64_t s, engine::Device device) {
-  engine::CategoryScope category(memprof::Category::inputs);
+  engine::CategoryScope category(vocabulary::Category::inputs);
   const engine::Device host = device.is_meta() ? device : engine::Device::cpu();
   Batch b;
   b.inputs = Tensor::empty({n, c, s, s}, host);
@@ -33,7 +33,7 @@ Batch empty_batch(int64_t n, int64_t c, int64_t s, engine::Device device) {
 }
 
 Batch on_device(Batch b, engine::Device device) {
-  engine::CategoryScope category(memprof::Category::inputs);
+  engine::CategoryScope category(vocabulary::Category::inputs);
   b.inputs = engine::to_device(b.inputs, device);
   b.labels = engine::to_device(b.labels, device);
   return b;

@@ -57,7 +57,7 @@ Tensor SceneImages::make(engine::Rng& rng, int64_t batch) {
       }
     }
   }
-  engine::CategoryScope category(memprof::Category::inputs);
+  engine::CategoryScope category(vocabulary::Category::inputs);
   return Tensor::from_vector({batch, kChannels, s, s}, v, device_);
 }
 

@@ -767,7 +767,7 @@ SpeechBatch make_speech_batch(const std::vector<const std::vector<float>*>& feat
     target_lengths.push_back(static_cast<float>(labels.size()));
   }
   // Host data to the device (Tensor::from_vector copies host -> cuda); tagged as inputs.
-  engine::CategoryScope category(memprof::Category::inputs);
+  engine::CategoryScope category(vocabulary::Category::inputs);
   SpeechBatch b;
   b.samples = n;
   b.transcripts = transcripts;

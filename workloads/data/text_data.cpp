@@ -883,7 +883,7 @@ TokenBatch make_token_batch(const std::vector<SentencePair>& split, const std::v
     b.src_tokens += sl;
     b.tgt_tokens += static_cast<int64_t>(p.tgt.size()) + 1;
   }
-  engine::CategoryScope category(memprof::Category::inputs);
+  engine::CategoryScope category(vocabulary::Category::inputs);
   b.src = to_device({n, S}, src, device);
   b.src_lengths = to_device({n}, src_lengths, device);
   b.tgt_in = to_device({n, T}, tgt_in, device);

@@ -151,7 +151,7 @@ Tensor DeepSpeech2::conv_block(const nn::Conv2d& conv, const nn::BatchNorm2d& bn
   }
   Tensor mask;
   {
-    engine::CategoryScope category(memprof::Category::inputs);
+    engine::CategoryScope category(vocabulary::Category::inputs);
     mask = Tensor::from_vector(y.shape(), m, y.device());
   }
   return ops::mul(y, mask);
@@ -175,7 +175,7 @@ DeepSpeech2::Output DeepSpeech2::forward(const Tensor& features, const Tensor& i
   }
   Output out;
   {
-    engine::CategoryScope category(memprof::Category::inputs);
+    engine::CategoryScope category(vocabulary::Category::inputs);
     out.output_lengths = Tensor::from_vector({n}, out_lengths, features.device());
   }
 

@@ -73,7 +73,7 @@ namespace {
 thread_local bool g_calibrating = false;
 
 Tensor buffer(int64_t n, float v, engine::Device device) {
-  Tensor t = Tensor::empty({n}, device, engine::Layout::plain(), memprof::Category::other);
+  Tensor t = Tensor::empty({n}, device, engine::Layout::plain(), vocabulary::Category::other);
   if (!device.is_meta()) engine::backend_for(device).fill(t, v);
   return t;
 }
@@ -530,7 +530,7 @@ void FasterRcnnWorkload::calibrate_from(const Batch& batch, DetectionSource& mor
   if (calibrated_) return;
   engine::NoGradScope no_grad;
   // Forwards: their feature maps are activations wherever this runs (at creation too).
-  engine::CategoryScope category(memprof::Category::activations);
+  engine::CategoryScope category(vocabulary::Category::activations);
   FrozenBnCalibration calibration;
   engine::Rng rng(0xca11b);  // its own stream: calibrating does not shift the training samples
   model_->forward_train(batch.inputs, decode_detection_labels(batch.labels), rng);

@@ -58,7 +58,7 @@ int64_t seq2seq_parameter_count(const Seq2SeqConfig& c) {
 namespace {
 
 Tensor weight(const engine::Shape& shape, Device device) {
-  return Tensor::empty(shape, device, engine::Layout::plain(), memprof::Category::weights);
+  return Tensor::empty(shape, device, engine::Layout::plain(), vocabulary::Category::weights);
 }
 
 }  // namespace

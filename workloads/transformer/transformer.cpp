@@ -160,7 +160,7 @@ Tensor Transformer::embed(const Tensor& ids, DropoutStream& drop) const {
   for (int64_t n = 1; n < b; ++n) std::copy(pe.begin(), pe.begin() + t * d, pe.begin() + n * t * d);
   Tensor positions;
   {
-    engine::CategoryScope category(memprof::Category::inputs);
+    engine::CategoryScope category(vocabulary::Category::inputs);
     positions = Tensor::from_vector({b, t, d}, pe, ids.device());
   }
   const Tensor x = ops::add(ops::scale(embed_tokens_->forward(ids), std::sqrt(static_cast<float>(d))), positions);

@@ -237,7 +237,7 @@ class WganWorkload final : public Workload {
 
  private:
   Tensor noise(Rng& rng, int64_t n) const {
-    engine::CategoryScope category(memprof::Category::inputs);
+    engine::CategoryScope category(vocabulary::Category::inputs);
     Tensor z = Tensor::empty({n, cfg_.noise}, device_);
     rng.fill_normal(z, 0.0f, 1.0f);
     return z;

@@ -43,7 +43,7 @@ struct FakeDevice {
   }
 };
 
-constexpr auto kAct = memprof::Category::activations;
+constexpr auto kAct = vocabulary::Category::activations;
 constexpr size_t MiB = size_t{1} << 20;
 
 TEST(CachingAllocator, SizeClasses) {
@@ -129,7 +129,7 @@ TEST(CachingAllocator, OutOfMemoryRetriesThenNamesTheRequest) {
   EXPECT_EQ(a.cached_bytes(), 0);
 
   auto& ledger = memprof::Ledger::global();
-  const uint64_t id = ledger.on_alloc(12345, memprof::Category::weights, "model");
+  const uint64_t id = ledger.on_alloc(12345, vocabulary::Category::weights, "model");
   try {
     a.allocate(3 * MiB + 1, 1, kAct, "layer3.2.conv2");
     FAIL() << "expected OutOfMemoryError";

@@ -80,14 +80,14 @@ TEST_F(CudaDeviceTest, BackendForAndHostCopies) {
 TEST_F(CudaDeviceTest, AllocatorReusesBlocksAndReportsToTheLedger) {
   auto& alloc = cuda::device_allocator(0);
   auto& ledger = memprof::Ledger::global();
-  const auto act = static_cast<size_t>(memprof::Category::activations);
+  const auto act = static_cast<size_t>(vocabulary::Category::activations);
   const int64_t before = ledger.current().bytes[act];
   void* first = nullptr;
   {
-    CategoryScope scope(memprof::Category::activations);
+    CategoryScope scope(vocabulary::Category::activations);
     Tensor t = Tensor::empty({1 << 20}, gpu());
     first = t.data();
-    EXPECT_EQ(t.category(), memprof::Category::activations);
+    EXPECT_EQ(t.category(), vocabulary::Category::activations);
     EXPECT_EQ(ledger.current().bytes[act] - before, 4 << 20);
     const cuda::AllocatorStats s = alloc.stats();
     EXPECT_GE(s.reserved_bytes, s.used_bytes);
@@ -109,17 +109,17 @@ TEST_F(CudaDeviceTest, AllocatorReusesBlocksAndReportsToTheLedger) {
 
 TEST_F(CudaDeviceTest, ConvolutionWorkspaceIsCategorised) {
   auto& ledger = memprof::Ledger::global();
-  const auto ws = static_cast<size_t>(memprof::Category::workspace);
-  CategoryScope scope(memprof::Category::activations);
+  const auto ws = static_cast<size_t>(vocabulary::Category::workspace);
+  CategoryScope scope(vocabulary::Category::activations);
   Tensor x = copy_to(rand_tensor({4, 16, 20, 20}, 1, false), gpu());
   Tensor w = copy_to(rand_tensor({24, 16, 3, 3}, 2, false), gpu());
   ledger.reset_peak();
   Tensor y = ops::conv2d(x, w, Tensor(), conv_params(1, 1));  // a new shape: the algorithm search runs
   EXPECT_GT(ledger.peak().bytes[ws], 0);
-  EXPECT_EQ(y.category(), memprof::Category::activations);
+  EXPECT_EQ(y.category(), vocabulary::Category::activations);
   PoolResult r = backend_for(gpu()).max_pool2d_forward(y, {2, 2, 2, 2, 0, 0, false});
-  EXPECT_EQ(r.workspace.category(), memprof::Category::workspace);
-  EXPECT_EQ(r.y.category(), memprof::Category::activations);
+  EXPECT_EQ(r.workspace.category(), vocabulary::Category::workspace);
+  EXPECT_EQ(r.y.category(), vocabulary::Category::activations);
 }
 
 // An event pair brackets the work queued on the engine's stream between its two records; it is
@@ -141,7 +141,7 @@ TEST_F(CudaDeviceTest, EventPairTimesQueuedWork) {
 TEST_F(CudaDeviceTest, OutOfMemoryNamesTheRequestAndTheBreakdown) {
   const std::string owner = "layer3.2.conv2";
   OwnerScope os(&owner, 0);
-  CategoryScope scope(memprof::Category::activations);
+  CategoryScope scope(vocabulary::Category::activations);
   // 4 PiB: more than any GPU has.
   try {
     Tensor t = Tensor::empty({int64_t{1} << 50}, gpu());

@@ -42,7 +42,7 @@ TEST_F(CudaPool, Pooling) {
     const PoolResult m = cpu_be().max_pool2d_forward(x, p);
     const PoolResult gm = gpu_be().max_pool2d_forward(gx, p);
     EXPECT_TRUE(close_to_cpu(gm.y, m.y, kExact));
-    EXPECT_EQ(gm.workspace.category(), memprof::Category::workspace);
+    EXPECT_EQ(gm.workspace.category(), vocabulary::Category::workspace);
     const Tensor dy = rnd(m.y.shape(), seed++);
     const Tensor gdy = copy_to(dy, gpu());
     EXPECT_TRUE(close_to_cpu(gpu_be().max_pool2d_backward(gdy, gm.workspace, x.shape(), Layout::plain(), p),

@@ -59,7 +59,7 @@ TEST_F(CudaRoi, RoiPool) {
     const PoolResult gr = gpu_be().roi_pool_forward(gx, grois, 3, 2, scale);
     EXPECT_TRUE(close_to_cpu(gr.y, r.y, kExact));
     EXPECT_TRUE(close_to_cpu(gr.workspace, r.workspace, kExact));  // argmax as fp32, the same contract
-    EXPECT_EQ(gr.workspace.category(), memprof::Category::workspace);
+    EXPECT_EQ(gr.workspace.category(), vocabulary::Category::workspace);
     const Tensor dy = rnd(r.y.shape(), 51);
     EXPECT_TRUE(close_to_cpu(gpu_be().roi_pool_backward(copy_to(dy, gpu()), gr.workspace, grois, x.shape()),
                              cpu_be().roi_pool_backward(dy, r.workspace, rois, x.shape()), kAtomic));
