@@ -25,11 +25,11 @@ struct ConvShape {
 };
 
 const ConvShape kConvs[] = {
-    {16, 64, 56, 64, 3, 1, 1},     // layer1 conv2
-    {16, 256, 56, 64, 1, 1, 0},    // layer1 conv1 (after the first block)
-    {16, 128, 28, 128, 3, 1, 1},   // layer2 conv2
-    {16, 512, 7, 512, 3, 1, 1},    // layer4 conv2
-    {16, 3, 224, 64, 7, 2, 3},     // stem
+    {16, 64, 56, 64, 3, 1, 1},    // layer1 conv2
+    {16, 256, 56, 64, 1, 1, 0},   // layer1 conv1 (after the first block)
+    {16, 128, 28, 128, 3, 1, 1},  // layer2 conv2
+    {16, 512, 7, 512, 3, 1, 1},   // layer4 conv2
+    {16, 3, 224, 64, 7, 2, 3},    // stem
 };
 
 struct ConvSetup {
@@ -46,7 +46,8 @@ ConvSetup setup(const ConvShape& s) {
   c.w = random({s.o, s.c, s.k, s.k}, 2, 0.1f);
   Tensor x = random({s.n, s.c, s.h, s.h}, 1);
   // The layout a producing conv would hand over (the stem's input stays plain).
-  const Layout l = s.c == 3 ? Layout::plain() : be.conv_output_layout(x.shape(), Layout::plain(), c.w.shape(), false, c.p);
+  const Layout l =
+      s.c == 3 ? Layout::plain() : be.conv_output_layout(x.shape(), Layout::plain(), c.w.shape(), false, c.p);
   c.x = be.to_layout(x, l);
   Tensor y = be.conv2d_forward(c.x, c.w, nullptr, c.p);
   c.dy = be.to_layout(random(y.shape(), 3), y.layout());
@@ -89,9 +90,7 @@ BENCHMARK(BM_ConvForward)->DenseRange(0, 4)->Unit(benchmark::kMillisecond)->UseR
 BENCHMARK(BM_ConvBackwardData)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ConvBackwardWeights)->DenseRange(0, 4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-Tensor blocked_activation(const Shape& s) {
-  return cpu::cpu_backend().to_layout(random(s, 5), Layout::blocked(8));
-}
+Tensor blocked_activation(const Shape& s) { return cpu::cpu_backend().to_layout(random(s, 5), Layout::blocked(8)); }
 
 void BM_BatchNormForwardBackward(benchmark::State& state) {
   auto& be = cpu::cpu_backend();
@@ -102,7 +101,7 @@ void BM_BatchNormForwardBackward(benchmark::State& state) {
     BatchNormStats s = be.batch_norm_forward_train(x, g, b, 1e-5f);
     benchmark::DoNotOptimize(be.batch_norm_backward(dy, x, g, s.mean, s.var, 1e-5f, false));
   }
-  state.SetBytesProcessed(state.iterations() * x.nbytes() * 5);   // x twice, y, dy, dx
+  state.SetBytesProcessed(state.iterations() * x.nbytes() * 5);  // x twice, y, dy, dx
 }
 BENCHMARK(BM_BatchNormForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -26,8 +26,8 @@ struct RnnShape {
 };
 
 const RnnShape kShapes[] = {
-    {50, 128, 512, 512},     // seq2seq: 2-layer 512 LSTM, batch 128, sentences up to 50 tokens
-    {50, 32, 1760, 1760},    // Deep Speech 2: GRU 1760, batch 32
+    {50, 128, 512, 512},   // seq2seq: 2-layer 512 LSTM, batch 128, sentences up to 50 tokens
+    {50, 32, 1760, 1760},  // Deep Speech 2: GRU 1760, batch 32
 };
 
 Tensor random(const Shape& s, uint64_t seed, float scale = 1.0f) {
@@ -66,7 +66,8 @@ void BM_Ours(benchmark::State& state) {
     std::mt19937_64 rng(8);
     double sum = 0;
     for (int64_t b = 0; b < s.B; ++b) {
-      lens.push_back(static_cast<float>(s.T / 5 + static_cast<int64_t>(rng() % static_cast<uint64_t>(s.T - s.T / 5 + 1))));
+      lens.push_back(
+          static_cast<float>(s.T / 5 + static_cast<int64_t>(rng() % static_cast<uint64_t>(s.T - s.T / 5 + 1))));
       sum += lens.back();
     }
     a.lengths = Tensor::from_vector({s.B}, lens);
@@ -120,8 +121,8 @@ void BM_Onednn(benchmark::State& state) {
     lbr_gru_forward::desc fd(prop_kind::forward_training, dir, src_layer, iter, w_layer_any, w_iter_any, bias,
                              dst_layer, iter);
     lbr_gru_forward::primitive_desc fpd(fd, eng);
-    lbr_gru_backward::desc bd(prop_kind::backward, dir, src_layer, iter, w_layer_any, w_iter_any, bias, dst_layer,
-                              iter, src_layer, iter, w_layer_any, w_iter_any, bias, dst_layer, iter);
+    lbr_gru_backward::desc bd(prop_kind::backward, dir, src_layer, iter, w_layer_any, w_iter_any, bias, dst_layer, iter,
+                              src_layer, iter, w_layer_any, w_iter_any, bias, dst_layer, iter);
     lbr_gru_backward::primitive_desc bpd(bd, eng, fpd);
     fwd = lbr_gru_forward(fpd);
     bwd = lbr_gru_backward(bpd);
@@ -165,17 +166,29 @@ void BM_Onednn(benchmark::State& state) {
          cn(iter, eng), work(ws, eng);
   memory dy = mem(dst_layer), dhn = mem(iter), dcn = mem(iter), dx(src_layer, eng), dh0(iter, eng), dc0(iter, eng),
          db(bias, eng);
-  fwd_args = {{DNNL_ARG_SRC_LAYER, x},   {DNNL_ARG_SRC_ITER, h0},      {DNNL_ARG_WEIGHTS_LAYER, f_wl},
-              {DNNL_ARG_WEIGHTS_ITER, f_wi}, {DNNL_ARG_BIAS, b},       {DNNL_ARG_DST_LAYER, y},
-              {DNNL_ARG_DST_ITER, hn},   {DNNL_ARG_WORKSPACE, work}};
-  bwd_args = {{DNNL_ARG_SRC_LAYER, x},        {DNNL_ARG_SRC_ITER, h0},          {DNNL_ARG_WEIGHTS_LAYER, b_wl},
-              {DNNL_ARG_WEIGHTS_ITER, b_wi},  {DNNL_ARG_BIAS, b},               {DNNL_ARG_DST_LAYER, y},
-              {DNNL_ARG_DST_ITER, hn},        {DNNL_ARG_WORKSPACE, work},       {DNNL_ARG_DIFF_SRC_LAYER, dx},
-              {DNNL_ARG_DIFF_SRC_ITER, dh0},  {DNNL_ARG_DIFF_WEIGHTS_LAYER, d_wl}, {DNNL_ARG_DIFF_WEIGHTS_ITER, d_wi},
-              {DNNL_ARG_DIFF_BIAS, db},       {DNNL_ARG_DIFF_DST_LAYER, dy},    {DNNL_ARG_DIFF_DST_ITER, dhn}};
+  fwd_args = {{DNNL_ARG_SRC_LAYER, x},       {DNNL_ARG_SRC_ITER, h0},   {DNNL_ARG_WEIGHTS_LAYER, f_wl},
+              {DNNL_ARG_WEIGHTS_ITER, f_wi}, {DNNL_ARG_BIAS, b},        {DNNL_ARG_DST_LAYER, y},
+              {DNNL_ARG_DST_ITER, hn},       {DNNL_ARG_WORKSPACE, work}};
+  bwd_args = {{DNNL_ARG_SRC_LAYER, x},
+              {DNNL_ARG_SRC_ITER, h0},
+              {DNNL_ARG_WEIGHTS_LAYER, b_wl},
+              {DNNL_ARG_WEIGHTS_ITER, b_wi},
+              {DNNL_ARG_BIAS, b},
+              {DNNL_ARG_DST_LAYER, y},
+              {DNNL_ARG_DST_ITER, hn},
+              {DNNL_ARG_WORKSPACE, work},
+              {DNNL_ARG_DIFF_SRC_LAYER, dx},
+              {DNNL_ARG_DIFF_SRC_ITER, dh0},
+              {DNNL_ARG_DIFF_WEIGHTS_LAYER, d_wl},
+              {DNNL_ARG_DIFF_WEIGHTS_ITER, d_wi},
+              {DNNL_ARG_DIFF_BIAS, db},
+              {DNNL_ARG_DIFF_DST_LAYER, dy},
+              {DNNL_ARG_DIFF_DST_ITER, dhn}};
   if (!gru) {
     fwd_args.insert({{DNNL_ARG_SRC_ITER_C, c0}, {DNNL_ARG_DST_ITER_C, cn}});
-    bwd_args.insert({{DNNL_ARG_SRC_ITER_C, c0}, {DNNL_ARG_DST_ITER_C, cn}, {DNNL_ARG_DIFF_SRC_ITER_C, dc0},
+    bwd_args.insert({{DNNL_ARG_SRC_ITER_C, c0},
+                     {DNNL_ARG_DST_ITER_C, cn},
+                     {DNNL_ARG_DIFF_SRC_ITER_C, dc0},
                      {DNNL_ARG_DIFF_DST_ITER_C, dcn}});
   }
   reorder to_fwd_l(user_wl, f_wl), to_fwd_i(user_wi, f_wi), to_bwd_l(user_wl, b_wl), to_bwd_i(user_wi, b_wi),

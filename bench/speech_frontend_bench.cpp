@@ -17,7 +17,7 @@ void BM_Spectrogram(benchmark::State& state) {
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = static_cast<float>(0.5 * std::sin(2 * std::numbers::pi * 700.0 * static_cast<double>(i) / kRate));
   }
-  ts::workloads::spectrogram(x);   // the twiddle tables, made once
+  ts::workloads::spectrogram(x);  // the twiddle tables, made once
   for (auto _ : state) benchmark::DoNotOptimize(ts::workloads::spectrogram(x));
   // Seconds of audio per second of CPU: its inverse is what one second of speech costs.
   state.counters["audio_seconds"] = benchmark::Counter(kSeconds, benchmark::Counter::kIsIterationInvariantRate);

@@ -36,8 +36,9 @@ std::vector<EventRow> make_events(int64_t n) {
   std::vector<EventRow> ev;
   ev.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    ev.push_back(EventRow{i * 100, i * 100 + 60, "op_" + std::to_string(i % 500), "layer_" + std::to_string((i * 7) % 500),
-                          "op", i % 3 ? "forward" : "backward", i / 1000, i % 4});
+    ev.push_back(EventRow{i * 100, i * 100 + 60, "op_" + std::to_string(i % 500),
+                          "layer_" + std::to_string((i * 7) % 500), "op", i % 3 ? "forward" : "backward", i / 1000,
+                          i % 4});
   return ev;
 }
 

@@ -100,7 +100,7 @@ void make_run(const std::string& db, int64_t target_events) {
   std::fprintf(stderr, "\n");
   const double write_s = static_cast<double>(timer.elapsed()) / 1e3;
   timer.restart();
-  w.finish_run(run, ts::store::RunStatus::completed, "2026-11-24T00:10:00Z", "");   // builds the index
+  w.finish_run(run, ts::store::RunStatus::completed, "2026-11-24T00:10:00Z", "");  // builds the index
   std::printf("run %lld: %lld events written in %.1f s; level-of-detail index built at the final write in %.1f s\n",
               static_cast<long long>(run), static_cast<long long>(written), write_s,
               static_cast<double>(timer.elapsed()) / 1e3);
@@ -116,7 +116,7 @@ long memory_kib(const char* field) {
 
 struct Steps {
   std::vector<double> ms;
-  std::string slowest;   // where the slowest step was, and how it split
+  std::string slowest;  // where the slowest step was, and how it split
   void add(double v, const ts::viewer::TimelineView& view) {
     if (ms.empty() || v > *std::max_element(ms.begin(), ms.end()))
       slowest = fmt::format("level {}, {} summaries + {} events; query {} ms, paint {} ms", view.window()->level,
@@ -158,8 +158,9 @@ int measure(const QString& db, qint64 run, const QString& shots) {
   const double open_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6;
   std::printf("open and draw the whole run: %.0f ms (window query %lld ms, paint %lld ms; %zu summaries, %zu events "
               "drawn; level %d)\n",
-              open_ms, static_cast<long long>(view.last_query_ms()), static_cast<long long>(view.canvas()->last_paint_ms()),
-              view.window()->tiles.size(), view.window()->events.size(), view.window()->level);
+              open_ms, static_cast<long long>(view.last_query_ms()),
+              static_cast<long long>(view.canvas()->last_paint_ms()), view.window()->tiles.size(),
+              view.window()->events.size(), view.window()->level);
 
   auto shot = [&](const char* name) {
     if (!shots.isEmpty()) view.grab().save(shots + "/" + name);
@@ -168,17 +169,18 @@ int measure(const QString& db, qint64 run, const QString& shots) {
   Steps zoom_in, zoom_out, pans;
   const int64_t mid = view.view_from() + (view.view_to() - view.view_from()) / 3;
   int deepest_level = 99;
-  while (view.view_to() - view.view_from() > 5'000) {   // to 5 us across
+  while (view.view_to() - view.view_from() > 5'000) {  // to 5 us across
     zoom_in.add(timed_step(view, [&] { view.zoom(2, mid); }), view);
     deepest_level = std::min(deepest_level, view.window()->level);
     if (zoom_in.ms.size() == 12) shot("timeline_10m_iteration.png");
     if (zoom_in.ms.size() == 19) shot("timeline_10m_ops.png");
-    if (zoom_in.ms.size() % 4 == 0)   // pan at this zoom, both ways
+    if (zoom_in.ms.size() % 4 == 0)  // pan at this zoom, both ways
       for (double f : {0.3, -0.3, 0.3}) pans.add(timed_step(view, [&] { view.pan(f); }), view);
   }
   for (size_t i = 0; i < zoom_in.ms.size(); ++i) zoom_out.add(timed_step(view, [&] { view.zoom(0.5, mid); }), view);
   pans.add(timed_step(view, [&] { view.show_all(); }), view);
-  std::printf("zoom in  (x2 a step, whole run to 5 us, down to level %d): %s\n", deepest_level, zoom_in.summary().c_str());
+  std::printf("zoom in  (x2 a step, whole run to 5 us, down to level %d): %s\n", deepest_level,
+              zoom_in.summary().c_str());
   std::printf("zoom out (x2 a step): %s\n", zoom_out.summary().c_str());
   std::printf("pan (30%% of the view a step, at every 4th zoom; and Home): %s\n", pans.summary().c_str());
   std::printf("memory: VmHWM %ld MiB (peak resident), VmRSS %ld MiB now\n", memory_kib("VmHWM:") / 1024,
@@ -197,7 +199,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args.empty() || args[0].starts_with("--")) {
-    std::fprintf(stderr, "usage: timeline_view_bench --make DB [--events N] | timeline_view_bench DB [RUN [SHOTS_DIR]]\n");
+    std::fprintf(stderr,
+                 "usage: timeline_view_bench --make DB [--events N] | timeline_view_bench DB [RUN [SHOTS_DIR]]\n");
     return 2;
   }
   QApplication app(argc, argv);

@@ -12,9 +12,9 @@
 #include "cli/launch_job.h"
 #include "cli/run_config.h"
 #include "distributed/collective_bench.h"
+#include "distributed/gpu_assignment.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/mpi_runtime.h"
-#include "distributed/gpu_assignment.h"
 #include "distributed/nccl_rank.h"
 #include "distributed/rank_hosts.h"
 #include "fmt/format.h"
@@ -43,7 +43,8 @@ std::vector<distributed::Collective> parse_collectives(const std::vector<std::st
   for (const auto& n : names) {
     const auto it = std::find_if(kCollectives.begin(), kCollectives.end(), [&](const auto& k) { return k.first == n; });
     if (it == kCollectives.end()) {
-      throw UsageError("unknown collective '" + n + "' (known: all_reduce, broadcast, all_gather, reduce_scatter, barrier)");
+      throw UsageError("unknown collective '" + n +
+                       "' (known: all_reduce, broadcast, all_gather, reduce_scatter, barrier)");
     }
     if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
   }
@@ -74,7 +75,8 @@ Validated validate(const CollectivesBenchConfig& c) {
   check_range("--min-bytes", v.options.min_bytes, 1, kMaxBenchBytes);
   check_range("--max-bytes", v.options.max_bytes, 1, kMaxBenchBytes);
   if (v.options.max_bytes < v.options.min_bytes) {
-    throw UsageError(fmt::format("--max-bytes ({}) is below --min-bytes ({})", v.options.max_bytes, v.options.min_bytes));
+    throw UsageError(
+        fmt::format("--max-bytes ({}) is below --min-bytes ({})", v.options.max_bytes, v.options.min_bytes));
   }
   check_range("--factor", c.factor, 2, 1024);
   check_range("--iters", c.iterations, 1, 1'000'000);
@@ -98,15 +100,16 @@ std::string collective_names(const std::vector<distributed::Collective>& cs) {
 }
 
 std::vector<std::string> rank_arguments(const CollectivesBenchConfig& c, const Validated& v) {
-  std::vector<std::string> a = {"bench", "collectives", "--backend", c.backend,
-                                "--collectives", collective_names(v.options.collectives),
-                                "--min-bytes", std::to_string(v.options.min_bytes),
-                                "--max-bytes", std::to_string(v.options.max_bytes),
-                                "--factor", std::to_string(c.factor),
-                                "--iters", std::to_string(c.iterations),
-                                "--warmup", std::to_string(c.warmup),
-                                "--db", std::filesystem::absolute(c.db).string(),
-                                "--lock-wait", fmt::format("{}", c.lock_wait.count() / 1000.0),
+  std::vector<std::string> a = {"bench",          "collectives",
+                                "--backend",      c.backend,
+                                "--collectives",  collective_names(v.options.collectives),
+                                "--min-bytes",    std::to_string(v.options.min_bytes),
+                                "--max-bytes",    std::to_string(v.options.max_bytes),
+                                "--factor",       std::to_string(c.factor),
+                                "--iters",        std::to_string(c.iterations),
+                                "--warmup",       std::to_string(c.warmup),
+                                "--db",           std::filesystem::absolute(c.db).string(),
+                                "--lock-wait",    fmt::format("{}", c.lock_wait.count() / 1000.0),
                                 "--command-line", c.command_line};
   if (c.json) a.push_back("--json");
   return a;
@@ -173,7 +176,8 @@ class BenchRecord {
     record_.writer().add_collective_bench(record_.id(), one);
     rows_.push_back(row);
     wrong_total_ += wrong;
-    if (wrong > 0 && first_wrong_.empty()) first_wrong_ = fmt::format("{} at {} bytes: {} wrong elements", row.collective, row.bytes, wrong);
+    if (wrong > 0 && first_wrong_.empty())
+      first_wrong_ = fmt::format("{} at {} bytes: {} wrong elements", row.collective, row.bytes, wrong);
   }
 
   void finish(store::RunStatus status, std::string error) {
@@ -205,7 +209,8 @@ std::string format_footer(const std::vector<store::CollectiveBenchRow>& rows) {
     auto& p = peak[r.collective];
     if (!p || r.busbw_gbps > p->busbw_gbps) p = &r;
   }
-  std::string s = fmt::format("# avg bus bandwidth: {:.3f} GB/s (over {} sizes, as nccl-tests)\n", n ? sum / n : 0.0, n);
+  std::string s =
+      fmt::format("# avg bus bandwidth: {:.3f} GB/s (over {} sizes, as nccl-tests)\n", n ? sum / n : 0.0, n);
   for (const auto& [name, r] : peak) {
     s += fmt::format("# {} peak busbw {:.3f} GB/s at {} bytes\n", name, r->busbw_gbps, r->bytes);
   }
@@ -214,7 +219,7 @@ std::string format_footer(const std::vector<store::CollectiveBenchRow>& rows) {
 
 // This process is one rank of the benchmark's job.
 int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
-  static distributed::MpiRuntime mpi;   // once per process; finalised at exit
+  static distributed::MpiRuntime mpi;  // once per process; finalised at exit
   set_stop_deadlines(kRankStopDeadlines);
   const distributed::World& world = mpi.world();
   std::optional<BenchRecord> record;
@@ -237,17 +242,17 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
                  c.backend, world.size, c.iterations, c.warmup, format_collective_bench_header());
       std::fflush(stdout);
     }
-    const bool finished = distributed::run_collective_bench(measured, host, *memory, v.options, &stop_flag(),
-                                                     [&](const distributed::CollectiveBenchResult& r) {
-                                                       if (!record) return;
-                                                       const auto row = to_row(c.backend, r);
-                                                       record->add(row, r.wrong);
-                                                       if (!c.json) {
-                                                         fmt::print("{}{}\n", format_collective_bench_row(collective_bench_json(row)),
-                                                                    r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
-                                                         std::fflush(stdout);
-                                                       }
-                                                     });
+    const bool finished = distributed::run_collective_bench(
+        measured, host, *memory, v.options, &stop_flag(), [&](const distributed::CollectiveBenchResult& r) {
+          if (!record) return;
+          const auto row = to_row(c.backend, r);
+          record->add(row, r.wrong);
+          if (!c.json) {
+            fmt::print("{}{}\n", format_collective_bench_row(collective_bench_json(row)),
+                       r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
+            std::fflush(stdout);
+          }
+        });
     if (!record) return kExitOk;
     store::RunStatus status = finished ? store::RunStatus::completed : store::RunStatus::interrupted;
     std::string error;
@@ -270,9 +275,9 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
                  store::to_string(status));
     }
     if (!error.empty()) fmt::print(stderr, "trainscope: {}\n", error);
-    return status == store::RunStatus::completed ? kExitOk
+    return status == store::RunStatus::completed     ? kExitOk
            : status == store::RunStatus::interrupted ? kExitInterrupted
-                                                       : kExitRunFailed;
+                                                     : kExitRunFailed;
   } catch (const std::exception& e) {
     fmt::print(stderr, "trainscope: rank {}: the collectives benchmark failed: {}\n", world.rank, e.what());
     if (record) record->finish(store::RunStatus::failed, e.what());
@@ -306,15 +311,23 @@ int64_t parse_bytes(std::string_view text) {
     throw UsageError("'" + shown + "' is not a size in bytes (units: B, K/KiB, M/MiB, G/GiB)");
   }
   if (value > (kMaxBenchBytes >> shift)) {
-    throw UsageError(fmt::format("'{}' is larger than the benchmark's largest buffer ({} bytes)", shown, kMaxBenchBytes));
+    throw UsageError(
+        fmt::format("'{}' is larger than the benchmark's largest buffer ({} bytes)", shown, kMaxBenchBytes));
   }
   return value << shift;
 }
 
 nlohmann::json collective_bench_json(const store::CollectiveBenchRow& r) {
-  return {{"backend", r.backend}, {"collective", r.collective}, {"bytes", r.bytes}, {"ranks", r.ranks},
-          {"iterations", r.iterations}, {"time_ns", r.time_ns}, {"min_time_ns", r.min_time_ns},
-          {"max_time_ns", r.max_time_ns}, {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}};
+  return {{"backend", r.backend},
+          {"collective", r.collective},
+          {"bytes", r.bytes},
+          {"ranks", r.ranks},
+          {"iterations", r.iterations},
+          {"time_ns", r.time_ns},
+          {"min_time_ns", r.min_time_ns},
+          {"max_time_ns", r.max_time_ns},
+          {"algbw_gbps", r.algbw_gbps},
+          {"busbw_gbps", r.busbw_gbps}};
 }
 
 std::string format_collective_bench_header() {

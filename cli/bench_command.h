@@ -16,12 +16,12 @@
 namespace ts::cli {
 
 struct CollectivesBenchConfig {
-  std::string backend = "mpi";              // mpi (host memory) | nccl (GPU memory, CUDA builds)
-  std::vector<std::string> collectives;     // empty: all of them
+  std::string backend = "mpi";           // mpi (host memory) | nccl (GPU memory, CUDA builds)
+  std::vector<std::string> collectives;  // empty: all of them
   std::string min_bytes = "8", max_bytes = "256M";
   int64_t factor = 2;
   int64_t iterations = 20, warmup = 5;
-  int64_t nproc = 2;                        // with hosts, 0: one rank per slot
+  int64_t nproc = 2;  // with hosts, 0: one rank per slot
   std::string hosts;
   std::filesystem::path hostfile;
   std::vector<std::pair<std::string, std::string>> mca;
@@ -46,6 +46,6 @@ int execute_collectives_bench(const CollectivesBenchConfig& config);
 nlohmann::json collective_bench_json(const store::CollectiveBenchRow& row);
 // The table nccl-tests prints, for the command and for `show`.
 std::string format_collective_bench_header();
-std::string format_collective_bench_row(const nlohmann::json& row);   // as collective_bench_json gives it
+std::string format_collective_bench_row(const nlohmann::json& row);  // as collective_bench_json gives it
 
 }  // namespace ts::cli

@@ -6,7 +6,7 @@ namespace ts::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRunFailed = 1;
 inline constexpr int kExitBadInput = 2;
-inline constexpr int kExitSpilled = 3;         // the run's results are whole, but in a side file: import it
-inline constexpr int kExitInterrupted = 130;   // 128 + SIGINT, as shells report it
+inline constexpr int kExitSpilled = 3;        // the run's results are whole, but in a side file: import it
+inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
 
 }  // namespace ts::cli

@@ -43,7 +43,7 @@ int64_t g_run_id = 0;            // guarded by g_run_mutex; 0: no run to mark
 std::atomic<int64_t> g_requested_deadline_ms{0};
 std::atomic<int64_t> g_terminated_deadline_ms{0};
 std::atomic<pid_t> g_job_launcher{0};
-std::atomic<int> g_relayed{0};   // signals relayed to the running job
+std::atomic<int> g_relayed{0};  // signals relayed to the running job
 
 // The deadline passed: the ranks this one waits for do not answer.
 [[noreturn]] void give_up() {
@@ -84,7 +84,7 @@ void wait_for_signals(sigset_t set) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
     if (const pid_t mpirun = g_job_launcher.load(); mpirun > 0) {
-      g_stop.store(true);   // a suite starts no further entry
+      g_stop.store(true);  // a suite starts no further entry
       relay_to_job(mpirun);
       continue;
     }
@@ -110,7 +110,7 @@ void install_interrupt_handler() {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);   // the launcher's relayed stop (a rank's default would be to die)
+    sigaddset(&set, SIGUSR1);                   // the launcher's relayed stop (a rank's default would be to die)
     pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started later
     std::thread(wait_for_signals, set).detach();
   });

@@ -35,8 +35,8 @@ void set_job_launcher(pid_t mpirun);
 // it waits for are taken as gone: it marks its run failed (rank 0; what was streamed is kept)
 // and ends.
 struct StopDeadlines {
-  std::chrono::milliseconds requested;    // after SIGUSR1, the launcher's relayed Ctrl-C: a step may be long
-  std::chrono::milliseconds terminated;   // after SIGTERM: mpirun's, 5 s after a rank died
+  std::chrono::milliseconds requested;   // after SIGUSR1, the launcher's relayed Ctrl-C: a step may be long
+  std::chrono::milliseconds terminated;  // after SIGTERM: mpirun's, 5 s after a rank died
 };
 void set_stop_deadlines(StopDeadlines deadlines);
 

@@ -58,7 +58,7 @@ LaunchedJob launch_job(const JobLaunch& job) {
     const std::string token = launch_token();
     r.env = {{"TS_LAUNCH_TOKEN", token}};
     const distributed::LaunchPlan plan = distributed::plan_launch(r);
-    store::Writer::check_target(job.db);   // a db that cannot be written: refused before any rank starts
+    store::Writer::check_target(job.db);  // a db that cannot be written: refused before any rank starts
     if (plan.servers > 0) {
       fmt::print(stderr, "trainscope: starting {} ranks ({} worker{}, then {} parameter server{}): {}\n", plan.nproc,
                  plan.workers, plan.workers == 1 ? "" : "s", plan.servers, plan.servers == 1 ? "" : "s",
@@ -67,7 +67,7 @@ LaunchedJob launch_job(const JobLaunch& job) {
       fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
     }
     LaunchedJob out;
-    out.mpirun_status = distributed::run_launch(plan, set_job_launcher);   // Ctrl-C reaches the ranks
+    out.mpirun_status = distributed::run_launch(plan, set_job_launcher);  // Ctrl-C reaches the ranks
     out.run_id = find_launched_run(job.db, token);
     if (out.run_id == 0) {
       // Rank 0 never made the run: the ranks did not start (unreachable host, ...). Nothing written.

@@ -15,9 +15,9 @@
 namespace ts::cli {
 
 struct JobLaunch {
-  int64_t nproc = 1;                       // with hosts, 0: one rank per slot
-  std::string hosts;                       // "h1:2,h2:2", or empty
-  std::filesystem::path hostfile;          // or a hostfile, or neither (local ranks)
+  int64_t nproc = 1;               // with hosts, 0: one rank per slot
+  std::string hosts;               // "h1:2,h2:2", or empty
+  std::filesystem::path hostfile;  // or a hostfile, or neither (local ranks)
   // Parameter-server shards (distributed::LaunchRequest): co-located ones are checked against the
   // workers; dedicated ones are ranks of their own after the `nproc` workers, on `server_hosts`
   // ("s1:1,s2:1") when given, else in the hosts' next slots.
@@ -25,7 +25,7 @@ struct JobLaunch {
   bool dedicated_servers = false;
   std::string server_hosts;
   std::vector<std::pair<std::string, std::string>> mca;
-  std::vector<std::string> rank_args;      // the subcommand and its flags, without the launch flags
+  std::vector<std::string> rank_args;  // the subcommand and its flags, without the launch flags
   std::filesystem::path db;
   std::chrono::milliseconds lock_wait{60'000};
 };
@@ -33,7 +33,7 @@ struct JobLaunch {
 struct LaunchedJob {
   int64_t run_id = 0;
   int mpirun_status = 0;
-  store::RunStatus status = store::RunStatus::failed;   // the run's, after the launcher's verdict
+  store::RunStatus status = store::RunStatus::failed;  // the run's, after the launcher's verdict
 };
 
 // Checks what can be checked (hosts, slots, mpirun, the db), starts the ranks and waits for

@@ -11,9 +11,9 @@
 #include "cli/interrupts.h"
 #include "cli/list.h"
 #include "cli/play.h"
+#include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "cli/run_flags.h"
-#include "cli/report_command.h"
 #include "cli/suite.h"
 #include "cli/summary.h"
 #include "distributed/mpi_runtime.h"
@@ -66,21 +66,26 @@ int main(int argc, char** argv) {
       "collectives", "Time all-reduce, broadcast, all-gather, reduce-scatter and barrier over N ranks, as nccl-tests");
   bench_coll->add_option("--backend", bc.backend, "mpi (host memory) | nccl (GPU memory; CUDA builds)")
       ->capture_default_str();
-  bench_coll->add_option("--collectives", bc.collectives,
-                         "Which, comma separated: all_reduce,broadcast,all_gather,reduce_scatter,barrier (default: all)")
+  bench_coll
+      ->add_option("--collectives", bc.collectives,
+                   "Which, comma separated: all_reduce,broadcast,all_gather,reduce_scatter,barrier (default: all)")
       ->delimiter(',');
-  bench_coll->add_option("--min-bytes", bc.min_bytes, "Smallest size (B, K, M, G: binary multiples)")->capture_default_str();
+  bench_coll->add_option("--min-bytes", bc.min_bytes, "Smallest size (B, K, M, G: binary multiples)")
+      ->capture_default_str();
   bench_coll->add_option("--max-bytes", bc.max_bytes, "Largest size")->capture_default_str();
   bench_coll->add_option("--factor", bc.factor, "Each size is the previous one times this")
       ->capture_default_str()
       ->transform(int64_text);
-  bench_coll->add_option("--iters", bc.iterations, "Timed calls per size")->capture_default_str()->transform(int64_text);
+  bench_coll->add_option("--iters", bc.iterations, "Timed calls per size")
+      ->capture_default_str()
+      ->transform(int64_text);
   bench_coll->add_option("--warmup", bc.warmup, "Untimed calls per size before them")
       ->capture_default_str()
       ->transform(int64_text);
-  auto* bench_nproc = bench_coll->add_option("--nproc", bc.nproc, "Ranks, started through mpirun (with --hosts: one per slot)")
-                          ->capture_default_str()
-                          ->transform(int64_text);
+  auto* bench_nproc =
+      bench_coll->add_option("--nproc", bc.nproc, "Ranks, started through mpirun (with --hosts: one per slot)")
+          ->capture_default_str()
+          ->transform(int64_text);
   bench_coll->add_option("--hosts", bc.hosts, "Hosts and their slots, e.g. h1:1,h2:1 (default: this machine)");
   bench_coll->add_option("--hostfile", bc.hostfile, "File of hosts (`host slots=N` per line), instead of --hosts");
   std::vector<std::string> bench_mca;
@@ -139,7 +144,8 @@ int main(int argc, char** argv) {
       ->required();
 
   ReportRequest report_request;
-  auto* report = app.add_subcommand("report", "A suite report of stored runs: Markdown on stdout, or --html/--md/--json files");
+  auto* report =
+      app.add_subcommand("report", "A suite report of stored runs: Markdown on stdout, or --html/--md/--json files");
   report->add_option("db", report_request.db, "SQLite file, e.g. results/trainscope.db")->required();
   report->add_option("selection", report_request.selectors, "Run ids, ranges A-B or suite names (default: every run)");
   report->add_option("--html", report_request.out.html, "Self-contained HTML report with charts");
@@ -151,17 +157,22 @@ int main(int argc, char** argv) {
   std::optional<double> fail_on_regression;
   auto* compare = app.add_subcommand("compare", "Compare two sets of runs (builds, commits, settings): deltas with 95% "
                                                 "intervals, Mann-Whitney U, verdicts; a regression gate for CI");
-  compare->add_option("base", compare_request.base, "A db file (all its runs), or run ids / ranges / a suite name in --db")->required();
+  compare
+      ->add_option("base", compare_request.base, "A db file (all its runs), or run ids / ranges / a suite name in --db")
+      ->required();
   compare->add_option("new", compare_request.next, "The same, for the runs compared against base")->required();
-  compare->add_option("--db", compare_request.db, "SQLite file the ids and suite names refer to")->capture_default_str();
+  compare->add_option("--db", compare_request.db, "SQLite file the ids and suite names refer to")
+      ->capture_default_str();
   compare->add_option("--html", compare_request.out.html, "Self-contained HTML comparison with charts");
   compare->add_option("--md", compare_request.out.markdown, "Markdown comparison (e.g. $GITHUB_STEP_SUMMARY)");
   compare->add_option("--json", compare_request.out.json, "The comparison as JSON");
-  compare->add_option("--fail-on-regression", fail_on_regression,
-                      "Exit 1 when a configuration's throughput is significantly lower by more than PCT percent, or its "
-                      "peak memory grew beyond --memory-tolerance");
-  compare->add_option("--memory-tolerance", compare_request.memory_tolerance_pct,
-                      "With --fail-on-regression: peak memory growth (percent) still accepted")
+  compare->add_option(
+      "--fail-on-regression", fail_on_regression,
+      "Exit 1 when a configuration's throughput is significantly lower by more than PCT percent, or its "
+      "peak memory grew beyond --memory-tolerance");
+  compare
+      ->add_option("--memory-tolerance", compare_request.memory_tolerance_pct,
+                   "With --fail-on-regression: peak memory growth (percent) still accepted")
       ->capture_default_str();
 
   // a3c's game, to look at: a random episode as a PNG strip.
@@ -187,7 +198,8 @@ int main(int argc, char** argv) {
       install_interrupt_handler();
       const RunOutcome out = execute_run(rc);
       // A rank other than 0 has no run to print; rank 0 of a `--nproc` launch leaves it to the launcher.
-      if (out.run_id == 0 || (ts::distributed::launched_as_rank() && std::getenv("TS_LAUNCH_TOKEN"))) return out.exit_code;
+      if (out.run_id == 0 || (ts::distributed::launched_as_rank() && std::getenv("TS_LAUNCH_TOKEN")))
+        return out.exit_code;
       const auto summary = run_summary(rc.db, out.run_id);
       if (rc.json) {
         fmt::print("{}\n", summary.dump(2));
@@ -198,7 +210,7 @@ int main(int argc, char** argv) {
     }
     if (*bench_coll) {
       bc.mca = parse_mca(bench_mca);
-      if (!*bench_nproc && (!bc.hosts.empty() || !bc.hostfile.empty())) bc.nproc = 0;   // one rank per slot
+      if (!*bench_nproc && (!bc.hosts.empty() || !bc.hostfile.empty())) bc.nproc = 0;  // one rank per slot
       if (!std::isfinite(bench_lock_wait)) throw UsageError("--lock-wait must be a number of seconds");
       bc.lock_wait = std::chrono::milliseconds(static_cast<int64_t>(bench_lock_wait * 1000));
       install_interrupt_handler();
@@ -232,9 +244,10 @@ int main(int argc, char** argv) {
     }
     if (*exp) {
       try {
-        const auto stats = ts::reports::write_chrome_trace(read_db, export_id, chrome_out, [](int64_t done, int64_t total) {
-          fmt::print(stderr, "\rtrainscope: exporting {}/{} events", done, total);
-        });
+        const auto stats =
+            ts::reports::write_chrome_trace(read_db, export_id, chrome_out, [](int64_t done, int64_t total) {
+              fmt::print(stderr, "\rtrainscope: exporting {}/{} events", done, total);
+            });
         fmt::print(stderr, "\r");
         fmt::print("wrote {}: {} CPU events, {} GPU activities, {} launch flows, {} counter points\n",
                    chrome_out.string(), stats.cpu_events, stats.gpu_activities, stats.flows, stats.counters);

@@ -17,7 +17,12 @@ std::string format_duration(double seconds) {
 }
 
 Progress::Progress(std::string label, int64_t total, std::string rate_unit, FILE* out)
-    : label_(std::move(label)), total_(total), rate_unit_(std::move(rate_unit)), out_(out), tty_(isatty(fileno(out)) != 0), start_ns_(vocabulary::now_ns()) {}
+    : label_(std::move(label)),
+      total_(total),
+      rate_unit_(std::move(rate_unit)),
+      out_(out),
+      tty_(isatty(fileno(out)) != 0),
+      start_ns_(vocabulary::now_ns()) {}
 
 void Progress::update(int64_t done, double rate, bool warmup) {
   const int64_t now = vocabulary::now_ns();
@@ -27,9 +32,9 @@ void Progress::update(int64_t done, double rate, bool warmup) {
   if (tty_) {
     constexpr int kWidth = 28;
     const int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : 0;
-    fmt::print(out_, "\r{} [{}{}] {}/{} it  {:.1f} {}  ETA {}{}\x1b[K", label_, std::string(static_cast<size_t>(filled), '#'),
-               std::string(static_cast<size_t>(kWidth - filled), '.'), done, total_, rate, rate_unit_, format_duration(eta),
-               phase);
+    fmt::print(out_, "\r{} [{}{}] {}/{} it  {:.1f} {}  ETA {}{}\x1b[K", label_,
+               std::string(static_cast<size_t>(filled), '#'), std::string(static_cast<size_t>(kWidth - filled), '.'),
+               done, total_, rate, rate_unit_, format_duration(eta), phase);
     std::fflush(out_);
     drawn_ = true;
     return;

@@ -6,12 +6,12 @@
 #include "cli/exit_codes.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
-#include "vocabulary/memory_category.h"
 #include "reports/comparison.h"
 #include "reports/document.h"
 #include "reports/output_file.h"
 #include "reports/suite_report.h"
 #include "store/error.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::cli {
 
@@ -38,7 +38,7 @@ void write_outputs(const ReportOutputs& out, const std::filesystem::path& db, co
     reports::write_output_file(path, db, [&](reports::OutputFile& f) { f.write(text); });
     fmt::print(stderr, "trainscope: wrote {}\n", path.string());
   };
-  const std::string html = out.html.empty() ? std::string() : reports::to_html(doc);   // may throw: no Chart.js
+  const std::string html = out.html.empty() ? std::string() : reports::to_html(doc);  // may throw: no Chart.js
   write(out.html, html);
   write(out.markdown, reports::to_markdown(doc));
   write(out.json, json.dump(2) + "\n");
@@ -72,7 +72,8 @@ Side resolve_side(const std::string& arg, const std::filesystem::path& db) {
 int execute_report(const ReportRequest& r) {
   const auto runs = select(r.db, r.selectors);
   if (runs.empty()) throw UsageError(fmt::format("{} holds no training run to report", r.db.string()));
-  const std::string source = r.selectors.empty() ? r.db.string() : fmt::format("{} ({})", r.db.string(), fmt::join(r.selectors, " "));
+  const std::string source =
+      r.selectors.empty() ? r.db.string() : fmt::format("{} ({})", r.db.string(), fmt::join(r.selectors, " "));
   const auto doc = reports::suite_report_document(runs, source);
   try {
     if (r.out.any()) {
@@ -82,7 +83,7 @@ int execute_report(const ReportRequest& r) {
     }
   } catch (const reports::OutputRefused&) {
     throw;
-  } catch (const std::runtime_error& e) {   // no Chart.js, a failed write
+  } catch (const std::runtime_error& e) {  // no Chart.js, a failed write
     throw UsageError(e.what());
   }
   return kExitOk;
@@ -110,7 +111,7 @@ int execute_compare(const CompareRequest& r) {
   try {
     fmt::print("{}", reports::to_markdown(doc));
     for (const auto* p : {&r.out.html, &r.out.markdown, &r.out.json}) {
-      if (!p->empty()) reports::check_output_path(*p, next.db);   // write_outputs checks against base's
+      if (!p->empty()) reports::check_output_path(*p, next.db);  // write_outputs checks against base's
     }
     if (r.out.any()) write_outputs(r.out, base.db, doc, reports::comparison_json(c));
   } catch (const reports::OutputRefused&) {
@@ -120,7 +121,8 @@ int execute_compare(const CompareRequest& r) {
   }
   if (!c.gated) return kExitOk;
   if (c.regressions.empty()) {
-    fmt::print(stderr, "trainscope: regression gate passed ({} configuration{} compared)\n", c.pairs.size(), c.pairs.size() == 1 ? "" : "s");
+    fmt::print(stderr, "trainscope: regression gate passed ({} configuration{} compared)\n", c.pairs.size(),
+               c.pairs.size() == 1 ? "" : "s");
     return kExitOk;
   }
   for (const auto& line : c.regressions) fmt::print(stderr, "trainscope: regression: {}\n", line);

@@ -9,20 +9,20 @@
 namespace ts::cli {
 
 struct ReportOutputs {
-  std::filesystem::path html, markdown, json;   // empty: not written
+  std::filesystem::path html, markdown, json;  // empty: not written
   bool any() const { return !html.empty() || !markdown.empty() || !json.empty(); }
 };
 
 struct ReportRequest {
   std::filesystem::path db;
-  std::vector<std::string> selectors;   // run ids, ranges A-B, suite names; none: every run
+  std::vector<std::string> selectors;  // run ids, ranges A-B, suite names; none: every run
   ReportOutputs out;
 };
 // Prints the Markdown when no output is asked for; returns the exit code (0). UsageError on bad input.
 int execute_report(const ReportRequest& request);
 
 struct CompareRequest {
-  std::string base, next;                // each a db file (every run in it), or run ids / a suite name in `db`
+  std::string base, next;  // each a db file (every run in it), or run ids / a suite name in `db`
   std::filesystem::path db;
   ReportOutputs out;
   std::optional<double> fail_on_regression_pct;

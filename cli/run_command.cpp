@@ -50,14 +50,15 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
   out.run_id = o.run_id;
   out.spill_file = o.spill_file;
   out.exit_code = exit_code_for(o);
-  if (!o.error.empty() && (!world || world->rank == 0)) fmt::print(stderr, "trainscope: run {} failed: {}\n", o.run_id, o.error);
+  if (!o.error.empty() && (!world || world->rank == 0))
+    fmt::print(stderr, "trainscope: run {} failed: {}\n", o.run_id, o.error);
   if (!o.spill_file.empty()) out.exit_code = kExitSpilled;
   return out;
 }
 
 // This process is one rank of a job mpirun (or srun) started.
 RunOutcome run_as_rank(const RunConfig& c, const std::string& label) {
-  static distributed::MpiRuntime mpi;   // once per process; finalised at exit
+  static distributed::MpiRuntime mpi;  // once per process; finalised at exit
   set_stop_deadlines(kRankStopDeadlines);
   RunOutcome out = run_session(c, label, &mpi.world());
   out.exit_code = rank_exit_status(out.exit_code);

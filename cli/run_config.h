@@ -42,9 +42,9 @@ bool launches_ranks(const RunConfig& config);
 // The strategy options as written on the command line or in a suite entry: those given, with
 // their values, before they are checked and set in a RunConfig.
 struct StrategyInput {
-  std::optional<std::string> strategy;          // "allreduce" | "ps"
+  std::optional<std::string> strategy;  // "allreduce" | "ps"
   std::optional<int64_t> servers;
-  std::optional<bool> dedicated_servers;        // --dedicated-servers: true
+  std::optional<bool> dedicated_servers;  // --dedicated-servers: true
   std::optional<std::string> server_hosts;
   std::optional<std::string> ps_mode;
   std::optional<int64_t> staleness;

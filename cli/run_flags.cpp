@@ -38,7 +38,7 @@ RunFlags::RunFlags(CLI::App& run) {
       case OptionType::text: b.cli = run.add_option(name, b.text, help); break;
       case OptionType::integer: b.cli = run.add_option(name, b.integer, help)->transform(int64_text); break;
       case OptionType::count: b.cli = run.add_option(name, b.count, help)->transform(uint64_text); break;
-      case OptionType::number: b.cli = run.add_option(name, b.number, help); break;   // range: apply_options
+      case OptionType::number: b.cli = run.add_option(name, b.number, help); break;  // range: apply_options
       case OptionType::flag: b.cli = run.add_flag(name, b.flag, help); break;
       case OptionType::pairs: b.cli = run.add_option(name, b.list, help); break;
     }
@@ -93,7 +93,8 @@ std::vector<std::string> rank_arguments(const RunConfig& config) {
   c.db = std::filesystem::absolute(c.db);
   // The workload and the db stay readable in `ps` (a run's ranks are found by its db); the
   // document is what the rank reads, these flags then change nothing.
-  return {"run", c.workload, "--db", c.db.string(), "--rank-config", session::encode_document(session::rank_document(c))};
+  return {"run",         c.workload,      "--db",
+          c.db.string(), "--rank-config", session::encode_document(session::rank_document(c))};
 }
 
 }  // namespace ts::cli

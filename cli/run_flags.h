@@ -37,7 +37,7 @@ class RunFlags {
     bool flag = false;
     std::vector<std::string> list;
   };
-  std::deque<Binding> bindings_;   // a deque: CLI11 keeps pointers into each binding
+  std::deque<Binding> bindings_;  // a deque: CLI11 keeps pointers into each binding
   CLI::Option* rank_config_ = nullptr;
   std::string rank_config_word_;
 };

@@ -16,8 +16,8 @@
 
 #include "cli/exit_codes.h"
 #include "cli/run_command.h"
-#include "cli/toml_hazards.h"
 #include "cli/summary.h"
+#include "cli/toml_hazards.h"
 #include "fmt/format.h"
 #include "store/reader.h"
 
@@ -55,7 +55,7 @@ std::string describe(const toml::node& n) {
     const double d = v->get();
     // fmt prints 2.0 as "2"; keep the point so a float never reads as an integer.
     return std::isfinite(d) && d == std::trunc(d) && std::abs(d) < 1e15 ? fmt::format("float {:.1f}", d)
-                                                                         : fmt::format("float {}", d);
+                                                                        : fmt::format("float {}", d);
   }
   if (const auto* v = n.as_boolean()) return v->get() ? "boolean true" : "boolean false";
   if (n.is_array()) return "an array";
@@ -88,7 +88,7 @@ class TableReader {
 
   // Refuses the first key (in file order) not in `allowed`.
   void allow_only(const std::vector<std::string_view>& allowed, std::string_view hint) const {
-    std::optional<std::pair<uint32_t, std::string_view>> first;   // line, key
+    std::optional<std::pair<uint32_t, std::string_view>> first;  // line, key
     for (const auto& [k, v] : table_) {
       if (std::find(allowed.begin(), allowed.end(), k.str()) != allowed.end()) continue;
       const uint32_t at = k.source().begin.line ? k.source().begin.line : line_of(v);
@@ -140,7 +140,9 @@ class TableReader {
     for (size_t i = 0; i < arr->size(); ++i) {
       const toml::node& element = (*arr)[i];
       const auto* v = element.as_string();
-      if (!v) fail(line_of(element), fmt::format("key '{}' element {} must be a string (got {})", key, i + 1, describe(element)));
+      if (!v)
+        fail(line_of(element),
+             fmt::format("key '{}' element {} must be a string (got {})", key, i + 1, describe(element)));
       out.push_back(v->get());
     }
     return out;
@@ -257,7 +259,8 @@ std::optional<nlohmann::json> read_option(const TableReader& t, const session::R
       nlohmann::json pairs = nlohmann::json::array();
       for (const auto& m : *v) {
         auto pair = split_mca(m);
-        if (!pair) t.fail(t.line(), fmt::format("key '{}' takes \"NAME=VALUE\" strings (got \"{}\")", key, printable(m)));
+        if (!pair)
+          t.fail(t.line(), fmt::format("key '{}' takes \"NAME=VALUE\" strings (got \"{}\")", key, printable(m)));
         pairs.push_back(nlohmann::json(*pair));
       }
       return pairs;
@@ -308,7 +311,10 @@ uint64_t Suite::run_count() const {
 
 namespace {
 
-struct SuitePosition { size_t entry = 0; uint64_t batch = 0, repeat = 0; };
+struct SuitePosition {
+  size_t entry = 0;
+  uint64_t batch = 0, repeat = 0;
+};
 
 SuitePosition grouped_position(const Suite& s, uint64_t index) {
   for (size_t e = 0; e < s.entries.size(); ++e) {
@@ -324,13 +330,13 @@ SuitePosition grouped_position(const Suite& s, uint64_t index) {
 // entries take part. Walking the stretches (at most one per entry) finds the round without
 // visiting a million of them.
 SuitePosition interleaved_position(const Suite& s, uint64_t index) {
-  std::vector<uint64_t> bounds;   // distinct repeat counts, ascending
+  std::vector<uint64_t> bounds;  // distinct repeat counts, ascending
   for (const auto& e : s.entries) bounds.push_back(static_cast<uint64_t>(e.repeats));
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   uint64_t round = 0;
   for (const uint64_t bound : bounds) {
-    uint64_t round_size = 0;   // runs in each round of this stretch: entries with repeats > round
+    uint64_t round_size = 0;  // runs in each round of this stretch: entries with repeats > round
     for (const auto& e : s.entries) {
       if (static_cast<uint64_t>(e.repeats) > round) round_size += std::max<uint64_t>(e.batches.size(), 1);
     }
@@ -436,14 +442,14 @@ int run_suite(const Suite& suite, bool json) {
     std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
                                     c.batch ? std::to_string(*c.batch) : "default");
     if (launches_ranks(c)) {
-      label += !c.hosts.empty() ? " on " + c.hosts
+      label += !c.hosts.empty()      ? " on " + c.hosts
                : !c.hostfile.empty() ? " on the hosts of " + c.hostfile.string()
                                      : fmt::format(" x{} ranks", c.nproc);
       if (c.strategy == RunConfig::Strategy::ps) {
         label += fmt::format(" + {} {}server{} ({})", c.ps.servers, c.ps.dedicated ? "dedicated " : "co-located ",
                              c.ps.servers == 1 ? "" : "s", distributed::ps::to_string(c.ps.mode));
       }
-      fmt::print(stderr, "trainscope: {}\n", label);   // the ranks' progress lines do not carry the label
+      fmt::print(stderr, "trainscope: {}\n", label);  // the ranks' progress lines do not carry the label
     }
     const RunOutcome out = execute_run(c, label);
     const auto summary = run_summary(c.db, out.run_id);

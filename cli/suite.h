@@ -13,8 +13,8 @@
 namespace ts::cli {
 
 struct SuiteEntry {
-  RunConfig config;   // batch set per expansion
-  std::vector<int64_t> batches;   // empty: the preset's default
+  RunConfig config;              // batch set per expansion
+  std::vector<int64_t> batches;  // empty: the preset's default
   int64_t repeats = 1;
 };
 
@@ -28,7 +28,7 @@ struct Suite {
   // The runs in that order, built one at a time rather than all up front: `repeats` may be up to
   // a million per entry.
   uint64_t run_count() const;
-  RunConfig run_at(uint64_t index) const;   // throws std::out_of_range past run_count()
+  RunConfig run_at(uint64_t index) const;  // throws std::out_of_range past run_count()
 };
 
 // Parses and validates the whole file first: every key type- and range-checked, unknown or

@@ -6,11 +6,11 @@
 #include "cli/bench_command.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
-#include "vocabulary/memory_category.h"
+#include "reports/run_digest.h"
 #include "store/error.h"
 #include "store/liveness.h"
-#include "reports/run_digest.h"
 #include "store/reader.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::cli {
 
@@ -27,8 +27,10 @@ nlohmann::json roofline_json(const nlohmann::json& metrics) {
   nlohmann::json r = {{"iterations", m("roofline_iterations")}, {"step_ms", step * 1e-6 / n}};
   const bool measured = metrics.contains("machine_sgemm_gflops");
   if (measured) {
-    r["machine"] = {{"threads", m("machine_peak_threads")}, {"sgemm_gflops", m("machine_sgemm_gflops")},
-                    {"sgemm_gflops_1t", m("machine_sgemm_gflops_1t")}, {"copy_gbps", m("machine_copy_gbps")},
+    r["machine"] = {{"threads", m("machine_peak_threads")},
+                    {"sgemm_gflops", m("machine_sgemm_gflops")},
+                    {"sgemm_gflops_1t", m("machine_sgemm_gflops_1t")},
+                    {"copy_gbps", m("machine_copy_gbps")},
                     {"copy_gbps_1t", m("machine_copy_gbps_1t")}};
   }
   nlohmann::json classes = nlohmann::json::array();
@@ -43,11 +45,12 @@ nlohmann::json roofline_json(const nlohmann::json& metrics) {
     c["gflop"] = flops * 1e-9 / n;
     c["gb"] = bytes * 1e-9 / n;
     if (ns > 0) {
-      c["gflops"] = flops / ns;   // FLOP per ns = GFLOP/s
+      c["gflops"] = flops / ns;  // FLOP per ns = GFLOP/s
       c["gbps"] = bytes / ns;
     }
     if (measured && ns > 0) {
-      if (std::string(cls) == "compute" && m("machine_sgemm_gflops") > 0) c["of_peak"] = flops / ns / m("machine_sgemm_gflops");
+      if (std::string(cls) == "compute" && m("machine_sgemm_gflops") > 0)
+        c["of_peak"] = flops / ns / m("machine_sgemm_gflops");
       if (std::string(cls) != "compute" && std::string(cls) != "other" && m("machine_copy_gbps") > 0) {
         c["of_peak"] = bytes / ns / m("machine_copy_gbps");
       }
@@ -87,8 +90,11 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   // A run left `running` by a process that is gone is `lost`: it keeps what it flushed.
   const store::LivenessVerdict alive = store::liveness(*run);
   j["status"] = store::status_label(*run, alive);
-  j["liveness"] = {{"state", std::string(store::to_string(alive.state))}, {"why", alive.why},
-                   {"heartbeat_ms", run->heartbeat_ms}, {"host", run->host}, {"pid", run->pid}};
+  j["liveness"] = {{"state", std::string(store::to_string(alive.state))},
+                   {"why", alive.why},
+                   {"heartbeat_ms", run->heartbeat_ms},
+                   {"host", run->host},
+                   {"pid", run->pid}};
   j["started_at"] = run->started_at;
   j["ended_at"] = run->ended_at;
   j["error"] = run->error;
@@ -116,8 +122,10 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   const reports::RunDigest digest = reports::digest_run(*reader, db, *run, vocabulary::tbd_class_of);
   const reports::RunFigures& fig = digest.figures;
   const auto kept_iterations = reader->iterations(run_id);
-  const auto kept_timed = std::count_if(kept_iterations.begin(), kept_iterations.end(), [](const auto& it) { return !it.warmup; });
-  j["kept"] = {{"iterations", static_cast<int64_t>(kept_iterations.size())}, {"timed_iterations", static_cast<int64_t>(kept_timed)},
+  const auto kept_timed =
+      std::count_if(kept_iterations.begin(), kept_iterations.end(), [](const auto& it) { return !it.warmup; });
+  j["kept"] = {{"iterations", static_cast<int64_t>(kept_iterations.size())},
+               {"timed_iterations", static_cast<int64_t>(kept_timed)},
                {"events", reader->event_count(run_id)}};
   if (fig.from_kept_iterations) {
     metrics["throughput_median"] = fig.samples_per_iteration->median;
@@ -141,19 +149,28 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     std::map<int64_t, int64_t> events;
     for (const auto& [r, n] : reader->event_counts_by_rank(run_id)) events[r] = n;
     for (const auto& b : digest.breakdown) {
-      per_rank.push_back({{"rank", b.rank}, {"events", events[b.rank]}, {"iteration_ms", b.iteration_ms},
-                          {"compute_ms", b.compute_ms}, {"comm_ms", b.comm_ms}, {"overlap_ms", b.overlap_ms},
-                          {"exposed_comm_ms", b.exposed_comm_ms}, {"idle_ms", b.idle_ms},
+      per_rank.push_back({{"rank", b.rank},
+                          {"events", events[b.rank]},
+                          {"iteration_ms", b.iteration_ms},
+                          {"compute_ms", b.compute_ms},
+                          {"comm_ms", b.comm_ms},
+                          {"overlap_ms", b.overlap_ms},
+                          {"exposed_comm_ms", b.exposed_comm_ms},
+                          {"idle_ms", b.idle_ms},
                           {"gradient_wait_ms", b.gradient_wait_ms}});
     }
-    j["distributed"] = {{"ranks", run->ranks}, {"global_batch_size", run->global_batch_size}, {"per_rank", per_rank},
+    j["distributed"] = {{"ranks", run->ranks},
+                        {"global_batch_size", run->global_batch_size},
+                        {"per_rank", per_rank},
                         {"slowest_rank", digest.slowest_rank()}};
     if (const auto job = digest.job_median_per_iteration()) j["distributed"]["throughput_all_ranks_median"] = *job;
   }
 
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& m : digest.memory) {
-    memory.push_back({{"category", m.category}, {"tbd_class", m.tbd_class}, {"bytes", m.bytes},
+    memory.push_back({{"category", m.category},
+                      {"tbd_class", m.tbd_class},
+                      {"bytes", m.bytes},
                       {"fraction", digest.share_of_peak(m.bytes)}});
   }
   j["memory_at_peak"] = memory;
@@ -169,9 +186,12 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     for (const auto& o : ops) op_total += o.total_ns;
     nlohmann::json top = nlohmann::json::array();
     for (size_t i = 0; i < std::min<size_t>(ops.size(), 6); ++i) {
-      top.push_back({{"op", ops[i].name}, {"device", ops[i].device}, {"count", ops[i].count},
-                     {"total_ms", static_cast<double>(ops[i].total_ns) * 1e-6},
-                     {"fraction", op_total ? static_cast<double>(ops[i].total_ns) / static_cast<double>(op_total) : 0.0}});
+      top.push_back(
+          {{"op", ops[i].name},
+           {"device", ops[i].device},
+           {"count", ops[i].count},
+           {"total_ms", static_cast<double>(ops[i].total_ns) * 1e-6},
+           {"fraction", op_total ? static_cast<double>(ops[i].total_ns) / static_cast<double>(op_total) : 0.0}});
     }
     return top;
   };
@@ -201,18 +221,20 @@ std::string format_roofline(const nlohmann::json& r) {
                               r["step_ms"].get<double>());
   if (r.contains("machine")) {
     const auto& m = r["machine"];
-    s += fmt::format("    machine      SGEMM {:.1f} GFLOP/s on {:.0f} threads ({:.1f} on 1), copy {:.1f} GB/s ({:.1f} on 1)\n",
-                     m["sgemm_gflops"].get<double>(), m["threads"].get<double>(), m["sgemm_gflops_1t"].get<double>(),
-                     m["copy_gbps"].get<double>(), m["copy_gbps_1t"].get<double>());
+    s += fmt::format(
+        "    machine      SGEMM {:.1f} GFLOP/s on {:.0f} threads ({:.1f} on 1), copy {:.1f} GB/s ({:.1f} on 1)\n",
+        m["sgemm_gflops"].get<double>(), m["threads"].get<double>(), m["sgemm_gflops_1t"].get<double>(),
+        m["copy_gbps"].get<double>(), m["copy_gbps_1t"].get<double>());
   } else {
     s += "    machine      not measured (run with --roofline for the fractions of its peaks)\n";
   }
-  static const std::map<std::string, std::string> kLabel = {
-      {"compute", "compute"},  {"memory", "memory"},   {"reorder", "reorders"},
-      {"other", "other ops"},  {"data", "data"},       {"overhead", "overhead"}};
+  static const std::map<std::string, std::string> kLabel = {{"compute", "compute"},  {"memory", "memory"},
+                                                            {"reorder", "reorders"}, {"other", "other ops"},
+                                                            {"data", "data"},        {"overhead", "overhead"}};
   for (const auto& c : r["classes"]) {
     const std::string cls = c["class"].get<std::string>();
-    s += fmt::format("    {:<10} {:>9.1f} ms {:>6.1f}%", kLabel.at(cls), c["ms"].get<double>(), 100 * c["share"].get<double>());
+    s += fmt::format("    {:<10} {:>9.1f} ms {:>6.1f}%", kLabel.at(cls), c["ms"].get<double>(),
+                     100 * c["share"].get<double>());
     if (cls == "compute" && c.contains("gflops")) {
       s += fmt::format("  {:>8.2f} GFLOP  {:>7.1f} GFLOP/s", c["gflop"].get<double>(), c["gflops"].get<double>());
     } else if ((cls == "memory" || cls == "reorder") && c.contains("gbps")) {
@@ -235,12 +257,14 @@ std::string format_summary(const nlohmann::json& j) {
   };
   s += fmt::format("run {}  {}/{} on {}  batch {}{}  {} threads  [{}]\n", j["run_id"].get<int64_t>(),
                    j["workload"].get<std::string>(), j["preset"].get<std::string>(), j["device"].get<std::string>(),
-                   j["batch_size"].get<int64_t>(), j.contains("batch_unit") ? " " + j["batch_unit"].get<std::string>() : "",
+                   j["batch_size"].get<int64_t>(),
+                   j.contains("batch_unit") ? " " + j["batch_unit"].get<std::string>() : "",
                    j["threads"].get<int64_t>(), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
   if (j.contains("collective_bench")) {
     s += fmt::format("  {} ranks, {} timed calls per size; time: mean per call averaged over the ranks\n",
-                     j["ranks"].get<int64_t>(), j["collective_bench"].empty() ? 0 : j["collective_bench"][0]["iterations"].get<int64_t>());
+                     j["ranks"].get<int64_t>(),
+                     j["collective_bench"].empty() ? 0 : j["collective_bench"][0]["iterations"].get<int64_t>());
     s += format_collective_bench_header();
     for (const auto& r : j["collective_bench"]) s += format_collective_bench_row(r) + "\n";
     s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
@@ -249,7 +273,8 @@ std::string format_summary(const nlohmann::json& j) {
   if (j.contains("liveness") && j["liveness"]["state"] != "finished") {
     const auto& kept = j["kept"];
     s += fmt::format("  {:<14} {} ({}); kept {} iterations ({} timed) and {} events so far\n",
-                     j["status"].get<std::string>(), j["liveness"]["state"] == "live" ? "still being written" : "not finished",
+                     j["status"].get<std::string>(),
+                     j["liveness"]["state"] == "live" ? "still being written" : "not finished",
                      j["liveness"]["why"].get<std::string>(), kept["iterations"].get<int64_t>(),
                      kept["timed_iterations"].get<int64_t>(), kept["events"].get<int64_t>());
   }
@@ -258,7 +283,8 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  parameters     {}\n", with_commas(static_cast<int64_t>(metric("parameter_count"))));
   }
   const auto unit = [&](const char* name, const char* otherwise) {
-    return j.contains("units") && j["units"].contains(name) ? j["units"][name].get<std::string>() : std::string(otherwise);
+    return j.contains("units") && j["units"].contains(name) ? j["units"][name].get<std::string>()
+                                                            : std::string(otherwise);
   };
   if (j["metrics"].contains("headline_throughput")) {
     // The sustained rate in the workload's own unit first (docs/formulas.md, "Throughput"), then
@@ -267,16 +293,20 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  throughput     {:.2f} {} sustained over {} timed iterations\n", metric("headline_throughput"),
                      unit("headline_throughput", "samples/s"), static_cast<int64_t>(metric("timed_iterations")));
     if (j["metrics"].contains("tokens_per_s")) {
-      s += tokens_first ? fmt::format("                 {:.2f} {} sustained\n", metric("throughput"), unit("throughput", "samples/s"))
-                        : fmt::format("                 {:.0f} {} sustained\n", metric("tokens_per_s"), unit("tokens_per_s", "tokens/s"));
+      s += tokens_first ? fmt::format("                 {:.2f} {} sustained\n", metric("throughput"),
+                                      unit("throughput", "samples/s"))
+                        : fmt::format("                 {:.0f} {} sustained\n", metric("tokens_per_s"),
+                                      unit("tokens_per_s", "tokens/s"));
     }
-    s += fmt::format("                 per iteration: median {:.2f} {} (p10 {:.2f}, p90 {:.2f})\n", metric("throughput_median"),
-                     unit("throughput_median", "samples/s"), metric("throughput_p10"), metric("throughput_p90"));
+    s += fmt::format("                 per iteration: median {:.2f} {} (p10 {:.2f}, p90 {:.2f})\n",
+                     metric("throughput_median"), unit("throughput_median", "samples/s"), metric("throughput_p10"),
+                     metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
-  } else if (j["metrics"].contains("throughput_median")) {   // a run stored before the sustained rate, or cut short
+  } else if (j["metrics"].contains("throughput_median")) {  // a run stored before the sustained rate, or cut short
     s += fmt::format("  throughput     {:.2f} {} median over {} timed iterations (p10 {:.2f}, p90 {:.2f})\n",
                      metric("throughput_median"), unit("throughput_median", "samples/s"),
-                     static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"), metric("throughput_p90"));
+                     static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"),
+                     metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
   }
   if (j.contains("distributed")) {
@@ -300,20 +330,23 @@ std::string format_summary(const nlohmann::json& j) {
                        r["comm_ms"].get<double>(), r["overlap_ms"].get<double>(), r["exposed_comm_ms"].get<double>(),
                        r["idle_ms"].get<double>(), r["gradient_wait_ms"].get<double>(), r["events"].get<int64_t>());
     }
-    if (d["slowest_rank"].get<int64_t>() >= 0) s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
+    if (d["slowest_rank"].get<int64_t>() >= 0)
+      s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
   }
   if (j["metrics"].contains("tokens_per_s_median")) {
-    s += fmt::format("  tokens         per iteration: median {:.0f} {} (p10 {:.0f}, p90 {:.0f}; unpadded: source + target tokens "
-                     "in translation, spectrogram frames in speech)\n",
-                     metric("tokens_per_s_median"), unit("tokens_per_s_median", "tokens/s"), metric("tokens_per_s_p10"),
-                     metric("tokens_per_s_p90"));
+    s += fmt::format(
+        "  tokens         per iteration: median {:.0f} {} (p10 {:.0f}, p90 {:.0f}; unpadded: source + target tokens "
+        "in translation, spectrogram frames in speech)\n",
+        metric("tokens_per_s_median"), unit("tokens_per_s_median", "tokens/s"), metric("tokens_per_s_p10"),
+        metric("tokens_per_s_p90"));
   }
   if (j["metrics"].contains("loss_first")) {
     s += fmt::format("  loss           {:.4f} -> {:.4f}\n", metric("loss_first"), metric("loss_last"));
   }
-  if (j["metrics"].contains("accuracy")) s += fmt::format("  accuracy       {:.1f}% (held-out)\n", 100 * metric("accuracy"));
+  if (j["metrics"].contains("accuracy"))
+    s += fmt::format("  accuracy       {:.1f}% (held-out)\n", 100 * metric("accuracy"));
   if (j["metrics"].contains("bleu")) s += fmt::format("  BLEU           {:.2f} (held-out, greedy)\n", metric("bleu"));
-  if (j["metrics"].contains("quality_target")) {   // --eval-every with --quality-target
+  if (j["metrics"].contains("quality_target")) {  // --eval-every with --quality-target
     s += j["metrics"].contains("time_to_quality_s")
              ? fmt::format("  to quality     {:.2f} s of training ({:.0f} iterations) to reach {:g}\n",
                            metric("time_to_quality_s"), metric("iterations_to_quality"), metric("quality_target"))
@@ -329,11 +362,13 @@ std::string format_summary(const nlohmann::json& j) {
     s += "  phases (median ms per iteration)\n";
     for (const auto& p : j["phases"]) {
       const double ms = p["median_ms"].get<double>();
-      s += fmt::format("    {:<10} {:>9.1f} ms  {:>5.1f}%\n", p["phase"].get<std::string>(), ms, total > 0 ? 100 * ms / total : 0.0);
+      s += fmt::format("    {:<10} {:>9.1f} ms  {:>5.1f}%\n", p["phase"].get<std::string>(), ms,
+                       total > 0 ? 100 * ms / total : 0.0);
     }
   }
   if (!j["memory_at_peak"].empty()) {
-    s += fmt::format("  memory at peak {} (by category)\n", human_bytes(static_cast<double>(j["memory_peak_bytes"].get<int64_t>())));
+    s += fmt::format("  memory at peak {} (by category)\n",
+                     human_bytes(static_cast<double>(j["memory_peak_bytes"].get<int64_t>())));
     for (const auto& m : j["memory_at_peak"]) {
       s += fmt::format("    {:<17} {:>11}  {:>5.1f}%  ({})\n", m["category"].get<std::string>(),
                        human_bytes(static_cast<double>(m["bytes"].get<int64_t>())), 100 * m["fraction"].get<double>(),
@@ -345,11 +380,12 @@ std::string format_summary(const nlohmann::json& j) {
                      human_bytes(metric("rss_growth_bytes")));
   }
   for (const auto& g : j["gpu"]) {
-    s += fmt::format("  GPU {:<10} busy {:.1f}% of {:.2f} ms per iteration: compute {:.2f}, comm {:.2f} (exposed {:.2f}), "
-                     "memcpy {:.2f}, memset {:.2f}, idle {:.2f} ms\n",
-                     g["device"].get<std::string>(), 100 * g["busy_fraction"].get<double>(), g["span_ms"].get<double>(),
-                     g["compute_ms"].get<double>(), g["comm_ms"].get<double>(), g["exposed_comm_ms"].get<double>(),
-                     g["memcpy_ms"].get<double>(), g["memset_ms"].get<double>(), g["idle_ms"].get<double>());
+    s += fmt::format(
+        "  GPU {:<10} busy {:.1f}% of {:.2f} ms per iteration: compute {:.2f}, comm {:.2f} (exposed {:.2f}), "
+        "memcpy {:.2f}, memset {:.2f}, idle {:.2f} ms\n",
+        g["device"].get<std::string>(), 100 * g["busy_fraction"].get<double>(), g["span_ms"].get<double>(),
+        g["compute_ms"].get<double>(), g["comm_ms"].get<double>(), g["exposed_comm_ms"].get<double>(),
+        g["memcpy_ms"].get<double>(), g["memset_ms"].get<double>(), g["idle_ms"].get<double>());
   }
   if (j["metrics"].contains("gpu_dropped_records")) {
     const auto dropped = static_cast<int64_t>(metric("gpu_dropped_records"));
@@ -357,8 +393,9 @@ std::string format_summary(const nlohmann::json& j) {
     std::string incomplete;
     if (j["metrics"].contains("gpu_incomplete_records")) {
       const auto n = static_cast<int64_t>(metric("gpu_incomplete_records"));
-      incomplete = n == 0 ? ", no incomplete records"
-                          : fmt::format(", WARNING: {} records INCOMPLETE (no time from CUPTI), left out", with_commas(n));
+      incomplete = n == 0
+                       ? ", no incomplete records"
+                       : fmt::format(", WARNING: {} records INCOMPLETE (no time from CUPTI), left out", with_commas(n));
     }
     s += fmt::format("  GPU trace      {} activities, {} launches outside ops, {}{}\n",
                      with_commas(static_cast<int64_t>(metric("gpu_activities"))),
@@ -381,7 +418,8 @@ std::string format_summary(const nlohmann::json& j) {
     }
     if (j["metrics"].contains("gpu_trace_event_diff_max")) {
       checks.push_back(fmt::format("CUPTI against CUDA events per iteration: max {}, median {}",
-                                   pct(metric("gpu_trace_event_diff_max")), pct(metric("gpu_trace_event_diff_median"))));
+                                   pct(metric("gpu_trace_event_diff_max")),
+                                   pct(metric("gpu_trace_event_diff_median"))));
     }
     if (!checks.empty()) s += fmt::format("  GPU checks     {}\n", fmt::join(checks, "; "));
   }
@@ -398,8 +436,8 @@ std::string format_summary(const nlohmann::json& j) {
   if (!j["top_ops"].empty()) {
     s += "  top ops (timed iterations, self time)\n";
     for (const auto& o : j["top_ops"]) {
-      s += fmt::format("    {:<28} {:>7} calls {:>10.1f} ms  {:>5.1f}%\n", o["op"].get<std::string>(), o["count"].get<int64_t>(),
-                       o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
+      s += fmt::format("    {:<28} {:>7} calls {:>10.1f} ms  {:>5.1f}%\n", o["op"].get<std::string>(),
+                       o["count"].get<int64_t>(), o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
     }
   }
   s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
@@ -450,8 +488,8 @@ std::string format_runs(const std::filesystem::path& db) {
   } catch (const store::StoreError& e) {
     throw UsageError(e.what());
   }
-  std::string s = fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", "id", "started", "workload",
-                              "preset", "device", "batch", "iters", "status", "sustained rate");
+  std::string s = fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", "id", "started",
+                              "workload", "preset", "device", "batch", "iters", "status", "sustained rate");
   // Who and when we are, read once: liveness compares every running run with them.
   const store::ProcessIdentity here = store::current_process();
   const int64_t now_ms = store::unix_time_ms();
@@ -468,8 +506,8 @@ std::string format_runs(const std::filesystem::path& db) {
     }
     // A collectives benchmark trains nothing: no samples/s (`show` prints its table).
     const std::string rate = r.workload == "collectives" ? "-" : fmt::format("{:.2f}", tp);
-    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14} {}\n", r.id, r.started_at, r.workload,
-                     r.preset, r.device, r.batch_size, r.iterations, status, rate,
+    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14} {}\n", r.id, r.started_at,
+                     r.workload, r.preset, r.device, r.batch_size, r.iterations, status, rate,
                      r.workload == "collectives" ? "" : unit);
   }
   return s;

@@ -7,30 +7,30 @@ namespace ts::cli {
 std::optional<TomlHazard> find_toml_hazard(std::string_view text) {
   const auto starts_name = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-           c == '"' || c == '\'' || c == ']';   // ']': toml++ refuses "[]" itself
+           c == '"' || c == '\'' || c == ']';  // ']': toml++ refuses "[]" itself
   };
   const auto non_ascii = [](char c) { return static_cast<unsigned char>(c) >= 0x80; };
   const auto ends_value = [](char c) { return std::string_view(" \t\r\n\v\f]},#").find(c) != std::string_view::npos; };
   enum class Lexeme { none, comment, basic, literal, multi_basic, multi_literal };
   struct Level {
-    char bracket;   // '[' array, '{' inline table
-    bool key;       // inline table: before the current entry's '='
+    char bracket;  // '[' array, '{' inline table
+    bool key;      // inline table: before the current entry's '='
   };
   Lexeme in = Lexeme::none;
-  bool in_value = false;      // after a key's '=', until the line ends outside brackets
-  bool expect_value = false;  // where a value starts: after '=', '[' or an array's ','
-  bool in_bare_value = false; // inside a value that is not a string (a number, a date, true)
-  std::vector<Level> nest;    // brackets open inside the value
+  bool in_value = false;       // after a key's '=', until the line ends outside brackets
+  bool expect_value = false;   // where a value starts: after '=', '[' or an array's ','
+  bool in_bare_value = false;  // inside a value that is not a string (a number, a date, true)
+  std::vector<Level> nest;     // brackets open inside the value
   size_t statement = 0;
-  bool statement_begun = false;   // toml++ reads a header only where a statement begins
+  bool statement_begun = false;  // toml++ reads a header only where a statement begins
   const size_t n = text.size();
-  const size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;   // toml++ skips it
+  const size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // toml++ skips it
   for (size_t i = bom; i < n; ++i) {
     const char c = text[i];
     const auto closes = [&](char quote) { return i + 2 < n && text[i + 1] == quote && text[i + 2] == quote; };
     // Comments and one-line strings end at the line's end, which may also end a value.
-    const bool line_ends = c == '\n' && (in == Lexeme::none || in == Lexeme::comment || in == Lexeme::basic ||
-                                         in == Lexeme::literal);
+    const bool line_ends =
+        c == '\n' && (in == Lexeme::none || in == Lexeme::comment || in == Lexeme::basic || in == Lexeme::literal);
     if (line_ends) {
       in = Lexeme::none;
       in_bare_value = false;
@@ -42,11 +42,10 @@ std::optional<TomlHazard> find_toml_hazard(std::string_view text) {
       continue;
     }
     switch (in) {
-      case Lexeme::comment:
-        break;
+      case Lexeme::comment: break;
       case Lexeme::basic:
         if (c == '\\') {
-          ++i;   // the escaped character, never the closing quote
+          ++i;  // the escaped character, never the closing quote
         } else if (c == '"') {
           in = Lexeme::none;
         }
@@ -58,13 +57,14 @@ std::optional<TomlHazard> find_toml_hazard(std::string_view text) {
       case Lexeme::multi_literal: {
         const char quote = in == Lexeme::multi_basic ? '"' : '\'';
         if (c == '\\' && in == Lexeme::multi_basic) {
-          size_t j = i + 1;   // a line-ending backslash: toml++ skips the whitespace after it
+          size_t j = i + 1;  // a line-ending backslash: toml++ skips the whitespace after it
           while (j < n && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n')) ++j;
           if (j < n && non_ascii(text[j])) {
-            return TomlHazard{statement, j, "a non-ASCII character after '\\' in a \"\"\" string (toml++ 3.3 "
-                                            "mishandles it): write it as \\uXXXX, or use a ''' string"};
+            return TomlHazard{statement, j,
+                              "a non-ASCII character after '\\' in a \"\"\" string (toml++ 3.3 "
+                              "mishandles it): write it as \\uXXXX, or use a ''' string"};
           }
-          ++i;   // the escaped character, never a closing quote
+          ++i;  // the escaped character, never a closing quote
         } else if (c == quote && closes(quote)) {
           i += 2;
           // Up to two more quotes belong to the string: """a"""" is a, then a quote.
@@ -75,8 +75,9 @@ std::optional<TomlHazard> find_toml_hazard(std::string_view text) {
       }
       case Lexeme::none: {
         if (non_ascii(c)) {
-          return TomlHazard{statement, i, "a non-ASCII character outside a string or comment (a key with one "
-                                          "must be quoted)"};
+          return TomlHazard{statement, i,
+                            "a non-ASCII character outside a string or comment (a key with one "
+                            "must be quoted)"};
         }
         const bool in_key = !in_value || (!nest.empty() && nest.back().bracket == '{' && nest.back().key);
         const bool after_bare_value = in_bare_value;
@@ -132,7 +133,7 @@ std::optional<TomlHazard> find_toml_hazard(std::string_view text) {
           // toml++ reads "1979-05-27 0" as the start of a date-time and its next step assumes more.
           return TomlHazard{statement, i + 1, "a stray digit after a value"};
         } else if (c != ' ' && c != '\t' && c != '\r') {
-          expect_value = false;   // inside a bare value: a quote here is toml++'s, not a string's
+          expect_value = false;  // inside a bare value: a quote here is toml++'s, not a string's
           in_bare_value = true;
         }
         break;

@@ -16,7 +16,7 @@ namespace ts::cli {
 //  - a '}' where an array expects a value ("[}", "[1, }");
 //  - a value, a space, one digit and the value's end ("1979-05-27 9").
 struct TomlHazard {
-  size_t statement;   // where the statement holding it starts: the text before parses safely
+  size_t statement;  // where the statement holding it starts: the text before parses safely
   size_t at;
   std::string_view what;
 };

@@ -45,15 +45,15 @@ std::string check_integer_text(std::string& text) {
   if (!sign_ok || error != std::errc() || at != end) {
     return "'" + text + "' is not a whole " + (std::is_signed_v<T> ? "" : "non-negative ") + "decimal number";
   }
-  text = std::to_string(value);   // plain decimal, so that CLI11's base-0 conversion reads the same number
+  text = std::to_string(value);  // plain decimal, so that CLI11's base-0 conversion reads the same number
   return "";
 }
 
 using Strategy = RunConfig::Strategy;
 using session::OptionScope;
 using session::OptionType;
-using session::RunOption;
 using session::run_option;
+using session::RunOption;
 
 // A number option within its declared range; NaN and infinities never are.
 void check_declared_number(std::string_view name, const RunOption& o, double value) {
@@ -84,7 +84,7 @@ std::string setting(std::string_view flag, std::string_view value, bool suite) {
 }
 
 void check_chunk_mb(double mb, std::string_view name) {
-  const RunOption& o = run_option("chunk-mb");   // its lower bound is exclusive
+  const RunOption& o = run_option("chunk-mb");  // its lower bound is exclusive
   if (std::isfinite(mb) && mb > o.min && mb <= o.max) return;
   throw UsageError(fmt::format("{} must be more than {} and at most {} MiB (got {})", name, o.min, o.max, mb));
 }
@@ -160,9 +160,10 @@ void validate_ps(const RunConfig& c, const engine::Device& device) {
                        "MPI ranks, and this run has a single rank");
     }
     if (ps.servers > *workers) {
-      throw UsageError(fmt::format("--servers {} asks for more co-located servers than there are workers ({}{}): each "
-                                   "server runs beside one worker; use fewer servers, more workers or --dedicated-servers",
-                                   ps.servers, c.nproc > 0 ? "--nproc " : "host slots: ", *workers));
+      throw UsageError(
+          fmt::format("--servers {} asks for more co-located servers than there are workers ({}{}): each "
+                      "server runs beside one worker; use fewer servers, more workers or --dedicated-servers",
+                      ps.servers, c.nproc > 0 ? "--nproc " : "host slots: ", *workers));
     }
   }
 }
@@ -186,9 +187,9 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
   }
   // Which option names the first problem: in the order the help lists them.
   const std::pair<const char*, bool> ps_given[] = {
-      {"servers", in.servers.has_value()},       {"dedicated-servers", in.dedicated_servers.has_value()},
+      {"servers", in.servers.has_value()},           {"dedicated-servers", in.dedicated_servers.has_value()},
       {"server-hosts", in.server_hosts.has_value()}, {"ps-mode", in.ps_mode.has_value()},
-      {"staleness", in.staleness.has_value()},   {"chunk-mb", in.chunk_mb.has_value()}};
+      {"staleness", in.staleness.has_value()},       {"chunk-mb", in.chunk_mb.has_value()}};
   if (c.strategy != Strategy::ps) {
     for (const auto& [flag, given] : ps_given) {
       if (given) throw UsageError(option_name(flag, suite) + " needs " + strategy_ps);
@@ -213,19 +214,20 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
     }
     server_hosts_of(*in.server_hosts, suite);
     ps.server_hosts = *in.server_hosts;
-    ps.dedicated = true;   // servers placed on hosts are ranks of their own
+    ps.dedicated = true;  // servers placed on hosts are ranks of their own
   }
   if (in.ps_mode) {
     const auto mode = distributed::ps::parse_ps_mode(*in.ps_mode);
     if (!mode) {
-      throw UsageError(option_name("ps-mode", suite) + " must be sync, async, bounded or eager (got '" + *in.ps_mode + "')");
+      throw UsageError(option_name("ps-mode", suite) + " must be sync, async, bounded or eager (got '" + *in.ps_mode +
+                       "')");
     }
     ps.mode = *mode;
   }
   if (in.staleness) {
     check_declared_range(option_name("staleness", suite), run_option("staleness"), *in.staleness);
     if (!in.ps_mode) {
-      ps.mode = distributed::ps::PsMode::bounded;   // a bound on staleness asks for bounded staleness
+      ps.mode = distributed::ps::PsMode::bounded;  // a bound on staleness asks for bounded staleness
     } else if (ps.mode != distributed::ps::PsMode::bounded) {
       throw UsageError(fmt::format("{} {} applies to {} only (got {})", option_name("staleness", suite), *in.staleness,
                                    setting("ps-mode", "bounded", suite), setting("ps-mode", *in.ps_mode, suite)));
@@ -236,7 +238,7 @@ void apply_strategy(const StrategyInput& in, RunConfig& c, bool suite) {
     check_chunk_mb(*in.chunk_mb, option_name("chunk-mb", suite));
     ps.chunk_mb = *in.chunk_mb;
   }
-  ps.priority = c.data_parallel.priority;   // --priority: the front layers' keys first
+  ps.priority = c.data_parallel.priority;  // --priority: the front layers' keys first
 }
 
 bool set_by_strategy(const RunOption& o) { return o.name == "strategy" || o.scope == OptionScope::ps; }
@@ -266,7 +268,7 @@ void apply_options(const std::vector<GivenOption>& given, RunConfig& c, bool sui
     if (n == "staleness") strategy.staleness = value.get<int64_t>();
     if (n == "chunk-mb") strategy.chunk_mb = value.get<double>();
   }
-  if (!nproc_given && (!c.hosts.empty() || !c.hostfile.empty())) c.nproc = 0;   // one rank per slot
+  if (!nproc_given && (!c.hosts.empty() || !c.hostfile.empty())) c.nproc = 0;  // one rank per slot
   apply_strategy(strategy, c, suite);
 }
 
@@ -330,8 +332,8 @@ void validate(const RunConfig& c) {
     throw UsageError(e.what());
   }
   const bool hosts_given = !c.hosts.empty() || !c.hostfile.empty();
-  const bool several_ranks = c.nproc > 1 || hosts_given || distributed::launched_as_rank() ||
-                             (c.strategy == Strategy::ps && c.ps.dedicated);
+  const bool several_ranks =
+      c.nproc > 1 || hosts_given || distributed::launched_as_rank() || (c.strategy == Strategy::ps && c.ps.dedicated);
   if (several_ranks && spec->has_learners && c.strategy == Strategy::allreduce) {
     throw UsageError(c.workload + "'s actor-learners are asynchronous: run it across ranks with --strategy ps "
                                   "(or on one rank, with threads: --learners)");
@@ -346,18 +348,22 @@ void validate(const RunConfig& c) {
   }
   validate_ps(c, device);
   if (c.roofline) {
-    if (!c.trace) throw UsageError("--roofline sets the ops' work against the machine: it needs per-op events (drop --no-trace)");
+    if (!c.trace)
+      throw UsageError("--roofline sets the ops' work against the machine: it needs per-op events (drop --no-trace)");
     if (!device.is_cpu()) {
-      throw UsageError("--roofline measures the CPU's peaks; a GPU run's kernels are timed by CUPTI (got --device " + c.device + ")");
+      throw UsageError("--roofline measures the CPU's peaks; a GPU run's kernels are timed by CUPTI (got --device " +
+                       c.device + ")");
     }
   }
   if (several_ranks && c.strategy == Strategy::allreduce && device.type != engine::DeviceType::cpu) {
     throw UsageError("data parallelism runs on the CPU for now (--device cpu); GPU ranks over NCCL are not built yet");
   }
-  if (c.eval_every > 0 && c.eval_batches == 0) throw UsageError("--eval-every needs held-out batches: --eval-batches 1 or more");
+  if (c.eval_every > 0 && c.eval_batches == 0)
+    throw UsageError("--eval-every needs held-out batches: --eval-batches 1 or more");
   if (c.quality_target) {
     check_declared_number("--quality-target", run_option("quality-target"), *c.quality_target);
-    if (c.eval_every == 0) throw UsageError("--quality-target needs --eval-every: the quality is measured during training");
+    if (c.eval_every == 0)
+      throw UsageError("--quality-target needs --eval-every: the quality is measured during training");
   }
   if (device.type == engine::DeviceType::cuda) {
     std::string why;

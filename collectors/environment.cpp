@@ -39,7 +39,8 @@ std::vector<std::string> values_of(const std::string& text, std::string_view key
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(sep);
     if (colon == std::string::npos) continue;
-    if (trim(std::string_view(line).substr(0, colon)) == key) out.push_back(trim(std::string_view(line).substr(colon + 1)));
+    if (trim(std::string_view(line).substr(0, colon)) == key)
+      out.push_back(trim(std::string_view(line).substr(colon + 1)));
   }
   return out;
 }
@@ -56,10 +57,9 @@ std::string cpu_isa(const std::string& flags_line) {
   std::set<std::string> flags;
   std::istringstream in(flags_line);
   for (std::string f; in >> f;) flags.insert(f);
-  static constexpr const char* kInteresting[] = {"sse4_2",      "avx",         "avx2",     "fma",
-                                                 "avx512f",     "avx512bw",    "avx512vl", "avx512_vnni",
-                                                 "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-                                                 "amx_int8"};
+  static constexpr const char* kInteresting[] = {"sse4_2",   "avx",      "avx2",        "fma",         "avx512f",
+                                                 "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                                                 "amx_tile", "amx_bf16", "amx_int8"};
   std::string out;
   for (const char* f : kInteresting) {
     if (flags.count(f) != 0) out += (out.empty() ? "" : " ") + std::string(f);
@@ -79,8 +79,8 @@ std::string compiler() {
 
 std::string openmp_version() {
 #ifdef _OPENMP
-  static constexpr std::pair<int, const char*> kSpecs[] = {
-      {202111, "5.2"}, {202011, "5.1"}, {201811, "5.0"}, {201511, "4.5"}, {201307, "4.0"}, {201107, "3.1"}};
+  static constexpr std::pair<int, const char*> kSpecs[] = {{202111, "5.2"}, {202011, "5.1"}, {201811, "5.0"},
+                                                           {201511, "4.5"}, {201307, "4.0"}, {201107, "3.1"}};
   for (const auto& [date, spec] : kSpecs) {
     if (_OPENMP >= date) return std::to_string(_OPENMP) + " (OpenMP " + spec + ")";
   }
@@ -147,8 +147,9 @@ std::vector<Entry> snapshot() {
   add("git.revision", TS_GIT_REVISION);
   {
     const dnnl_version_t* v = dnnl_version();
-    add("lib.onednn", v == nullptr ? "" : std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                                              std::to_string(v->patch) + " (" + v->hash + ")");
+    add("lib.onednn", v == nullptr ? ""
+                                   : std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                                         std::to_string(v->patch) + " (" + v->hash + ")");
   }
   add("lib.sqlite", sqlite3_libversion());
   add("lib.openmp", openmp_version());

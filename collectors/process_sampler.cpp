@@ -12,7 +12,7 @@
 namespace ts::collectors {
 
 int64_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");   // second field: resident pages
+  std::ifstream in("/proc/self/statm");  // second field: resident pages
   int64_t size = 0;
   int64_t resident = 0;
   if (!(in >> size >> resident)) return -1;
@@ -20,7 +20,7 @@ int64_t rss_bytes() {
 }
 
 bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");   // "5": reset the peak resident set size (Linux 4.0+)
+  std::ofstream out("/proc/self/clear_refs");  // "5": reset the peak resident set size (Linux 4.0+)
   out << "5";
   out.flush();
   return static_cast<bool>(out);
@@ -30,7 +30,7 @@ int64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;   // "VmHWM:   123456 kB"
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:   123456 kB"
   }
   return -1;
 }
@@ -132,9 +132,9 @@ void ProcessSampler::loop(std::chrono::milliseconds interval) {
                        100.0 * static_cast<double>(cpu - last_cpu) / static_cast<double>(wall - last_wall)});
     }
     if (!first && sys.ok && last_sys.ok && sys.total > last_sys.total) {
-      fresh.push_back({wall, "system_cpu_percent",
-                       100.0 * static_cast<double>(sys.busy - last_sys.busy) /
-                           static_cast<double>(sys.total - last_sys.total)});
+      fresh.push_back(
+          {wall, "system_cpu_percent",
+           100.0 * static_cast<double>(sys.busy - last_sys.busy) / static_cast<double>(sys.total - last_sys.total)});
     }
     last_wall = wall;
     last_cpu = cpu;

@@ -52,8 +52,8 @@ class Buffer {
 // How many elements one call of `c` moves for a requested size, and the size that makes: all-gather
 // and reduce-scatter split the buffer into one block per rank, so their sizes round to n blocks.
 struct Shape {
-  int64_t count = 0;              // the `count` argument of the call
-  int64_t send = 0, recv = 0;     // elements of each buffer (0 send: in place)
+  int64_t count = 0;           // the `count` argument of the call
+  int64_t send = 0, recv = 0;  // elements of each buffer (0 send: in place)
   int64_t bytes = 0;
 };
 
@@ -157,7 +157,8 @@ CollectiveBenchResult measure(Communicator& measured, Communicator& host, BenchM
   for (int i = 0; i < o.iterations; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     call(measured, c, s, send_p, recv_p);
-    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     total_ns += static_cast<double>(ns);
     min_ns = std::min(min_ns, ns);
     max_ns = std::max(max_ns, ns);
@@ -198,7 +199,7 @@ std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, int64_t f
   std::vector<int64_t> sizes;
   for (int64_t b = min_bytes;; b *= factor) {
     sizes.push_back(b);
-    if (b > max_bytes / factor) break;   // the next step would pass max (or overflow)
+    if (b > max_bytes / factor) break;  // the next step would pass max (or overflow)
   }
   return sizes;
 }
@@ -206,7 +207,8 @@ std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, int64_t f
 bool run_collective_bench(Communicator& measured, Communicator& host, BenchMemory& memory,
                           const CollectiveBenchOptions& options, const std::atomic<bool>* stop,
                           const std::function<void(const CollectiveBenchResult&)>& on_result) {
-  if (options.iterations < 1 || options.warmup < 0) throw std::invalid_argument("a sweep needs iterations >= 1 and warmup >= 0");
+  if (options.iterations < 1 || options.warmup < 0)
+    throw std::invalid_argument("a sweep needs iterations >= 1 and warmup >= 0");
   // The benchmark times its calls itself; the profiler's records would only grow.
   measured.set_recording(false);
   host.set_recording(false);
@@ -220,7 +222,7 @@ bool run_collective_bench(Communicator& measured, Communicator& host, BenchMemor
     int64_t last_bytes = -1;
     for (const int64_t requested : sizes) {
       const Shape s = shape_of(c, requested, host.size());
-      if (s.bytes == last_bytes) continue;   // small sizes that round to the same buffer
+      if (s.bytes == last_bytes) continue;  // small sizes that round to the same buffer
       last_bytes = s.bytes;
       if (any_rank_stops(host, stop)) return false;
       on_result(measure(measured, host, memory, c, s, options));

@@ -21,14 +21,14 @@ namespace ts::distributed {
 class BenchMemory {
  public:
   virtual ~BenchMemory() = default;
-  virtual void* allocate(size_t bytes) = 0;   // zero-filled
+  virtual void* allocate(size_t bytes) = 0;  // zero-filled
   virtual void release(void* p) noexcept = 0;
   virtual void upload(void* to, const void* host, size_t bytes) = 0;
   virtual void download(void* host, const void* from, size_t bytes) = 0;
 };
 std::unique_ptr<BenchMemory> host_memory();
 #ifdef TS_HAVE_CUDA
-std::unique_ptr<BenchMemory> cuda_memory(int device);   // distributed/bench_memory_cuda.cpp
+std::unique_ptr<BenchMemory> cuda_memory(int device);  // distributed/bench_memory_cuda.cpp
 #endif
 
 struct CollectiveBenchOptions {
@@ -43,15 +43,15 @@ struct CollectiveBenchOptions {
 
 struct CollectiveBenchResult {
   Collective collective = Collective::barrier;
-  int64_t bytes = 0;        // as CollectiveRecord::bytes: the whole buffer (all ranks' for gather/scatter)
-  int64_t count = 0;        // float32 elements of one rank's call (all-gather: its send; reduce-scatter: its receive)
+  int64_t bytes = 0;  // as CollectiveRecord::bytes: the whole buffer (all ranks' for gather/scatter)
+  int64_t count = 0;  // float32 elements of one rank's call (all-gather: its send; reduce-scatter: its receive)
   int ranks = 0;
   int iterations = 0;
   double time_ns = 0;       // mean per call, averaged over the ranks
   int64_t min_time_ns = 0;  // the fastest single call on any rank
   int64_t max_time_ns = 0;  // the slowest single call on any rank
   double algbw_gbps = 0, busbw_gbps = 0;
-  int64_t wrong = 0;        // elements of the check call that differed from the expected value, all ranks
+  int64_t wrong = 0;  // elements of the check call that differed from the expected value, all ranks
 };
 
 // The sizes a sweep visits: min, min*factor, ... up to max (max included when it lies on the way).

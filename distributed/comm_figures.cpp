@@ -18,7 +18,9 @@ double bus_factor(Collective c, int ranks) {
   return 0.0;
 }
 
-double algbw_gbps(int64_t bytes, int64_t ns) { return ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0; }
+double algbw_gbps(int64_t bytes, int64_t ns) {
+  return ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0;
+}
 
 double busbw_gbps(Collective c, int ranks, int64_t bytes, int64_t ns) {
   return algbw_gbps(bytes, ns) * bus_factor(c, ranks);

@@ -21,11 +21,11 @@ double busbw_gbps(Collective c, int ranks, int64_t bytes, int64_t ns);
 // The calls of one collective and size on one rank, summarised.
 struct CommOpStat {
   Collective collective = Collective::barrier;
-  int64_t bytes = 0;       // per call
+  int64_t bytes = 0;  // per call
   int64_t count = 0;
   int64_t total_ns = 0, min_ns = 0, max_ns = 0;
   double mean_ns = 0;
-  double algbw_gbps = 0, busbw_gbps = 0;   // from the mean time
+  double algbw_gbps = 0, busbw_gbps = 0;  // from the mean time
 };
 
 // Grouped by (collective, bytes), in that order.

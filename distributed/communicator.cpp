@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
+#include "vocabulary/clock.h"
 
 namespace ts::distributed {
 

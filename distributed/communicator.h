@@ -25,11 +25,11 @@ std::string_view to_string(Collective c);
 // (reduce-scatter) buffer of all ranks, 0 for a barrier.
 struct CollectiveRecord {
   Collective collective = Collective::barrier;
-  std::string label;     // what it carried: "bucket 3", "parameters", "stop flag", ...
+  std::string label;  // what it carried: "bucket 3", "parameters", "stop flag", ...
   int64_t bytes = 0;
-  int64_t start_ns = 0, end_ns = 0;   // profiler clock
-  int32_t iteration = -1;             // the training iteration it ran in (-1: none)
-  uint32_t thread = 0;                // the profiler's id of the calling thread
+  int64_t start_ns = 0, end_ns = 0;  // profiler clock
+  int32_t iteration = -1;            // the training iteration it ran in (-1: none)
+  uint32_t thread = 0;               // the profiler's id of the calling thread
 };
 
 class Communicator {
@@ -41,7 +41,7 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string_view backend() const = 0;   // "mpi" | "nccl"
+  virtual std::string_view backend() const = 0;  // "mpi" | "nccl"
 
   // In place on `count` elements; every rank passes the same count, type and op.
   void all_reduce(void* data, size_t count, DataType type, ReduceOp op, std::string_view label);
@@ -50,8 +50,7 @@ class Communicator {
   // Each rank's `count` elements of `send` into `recv` (size() * count elements), rank order.
   void all_gather(const void* send, void* recv, size_t count, DataType type, std::string_view label);
   // Reduces `send` (size() * count elements) and leaves block rank() (count elements) in `recv`.
-  void reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
-                      std::string_view label);
+  void reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op, std::string_view label);
   void barrier(std::string_view label);
 
   // The calls recorded since the last take (thread-safe), in the order they finished.

@@ -36,7 +36,7 @@ struct DataParallel::State {
   // A piece of one parameter's gradient in a bucket: a whole tensor, or a partition of it.
   struct Unit {
     int slot = 0;
-    int64_t offset = 0;         // in the gradient's storage, floats
+    int64_t offset = 0;  // in the gradient's storage, floats
     int64_t count = 0;
     int64_t bucket_offset = 0;  // in the bucket's buffer, floats
   };
@@ -44,39 +44,39 @@ struct DataParallel::State {
     std::vector<Unit> units;
     int64_t count = 0;
     int priority = 0;
-    engine::Tensor buffer;      // memory category comm
-    int pending = 0;            // units whose gradient is not final yet
+    engine::Tensor buffer;  // memory category comm
+    int pending = 0;        // units whose gradient is not final yet
     bool done = false;
   };
   struct Slot {
     engine::Tensor param;
-    int64_t count = 0;          // storage floats (a blocked layout's padding included)
-    std::vector<int> buckets;   // the buckets holding its units
+    int64_t count = 0;         // storage floats (a blocked layout's padding included)
+    std::vector<int> buckets;  // the buckets holding its units
     bool ready = false;
     // Cross-barrier:
-    int update_index = -1;      // its index in the split step (-1: the optimizer does not update it)
-    int units = 0;              // its pieces in buckets
-    int unreduced = 0;          // of which not averaged yet in this pass
-    bool updated = true;        // this pass's update applied (or none to apply)
-    bool gated = false;         // the forward since the last begin_updates() passed its gate
+    int update_index = -1;  // its index in the split step (-1: the optimizer does not update it)
+    int units = 0;          // its pieces in buckets
+    int unreduced = 0;      // of which not averaged yet in this pass
+    bool updated = true;    // this pass's update applied (or none to apply)
+    bool gated = false;     // the forward since the last begin_updates() passed its gate
   };
   struct Group {
     std::vector<Slot> slots;
     std::vector<Bucket> buckets;
     std::unordered_map<const engine::TensorImpl*, int> slot_of;
-    std::vector<int> arrival;   // slots in the order their hooks fired in the first backward
+    std::vector<int> arrival;  // slots in the order their hooks fired in the first backward
     int passes = 0;
   };
 
   std::vector<Group> groups;
   mutable std::mutex mutex;
   std::condition_variable cv;
-  int active = -1;              // the armed group
-  bool ended = false;           // end_backward() called for the armed group
-  bool finished = true;         // the armed group's buckets are all averaged
-  uint64_t pass = 0;            // incremented by begin_backward
-  uint64_t served = 0;          // the last pass the communication thread took up
-  int ready_changes = 0;        // bumps whenever a bucket becomes ready (priority mode waits on it)
+  int active = -1;        // the armed group
+  bool ended = false;     // end_backward() called for the armed group
+  bool finished = true;   // the armed group's buckets are all averaged
+  uint64_t pass = 0;      // incremented by begin_backward
+  uint64_t served = 0;    // the last pass the communication thread took up
+  int ready_changes = 0;  // bumps whenever a bucket becomes ready (priority mode waits on it)
   bool quit = false;
   std::exception_ptr error;
   int64_t without_gradient = 0;
@@ -84,9 +84,9 @@ struct DataParallel::State {
 
   // Cross-barrier (group 0 only: it needs a workload with one gradient group).
   std::optional<engine::optim::SplitStep> split;
-  bool step_begun = false;      // begin_updates() ran for the armed pass
-  bool check_gating = false;    // the forward before this backward ran while updates were pending
-  std::atomic<bool> window{false};  // between begin_updates() and the next backward: gates wait
+  bool step_begun = false;           // begin_updates() ran for the armed pass
+  bool check_gating = false;         // the forward before this backward ran while updates were pending
+  std::atomic<bool> window{false};   // between begin_updates() and the next backward: gates wait
   std::vector<std::string> ungated;  // parameters read by a forward without passing their gate
 
   void mark_ready(Group& g, int s) {  // under the mutex
@@ -136,8 +136,10 @@ DataParallel::DataParallel(Communicator& data, Communicator& control, std::vecto
   std::vector<int64_t> all(signature.size() * static_cast<size_t>(control.size()));
   control.all_gather(signature.data(), all.data(), signature.size(), DataType::i64, "model check");
   for (int r = 0; r < control.size(); ++r) {
-    if (!std::equal(signature.begin(), signature.end(), all.begin() + static_cast<std::ptrdiff_t>(signature.size() * r))) {
-      throw DistError("rank " + std::to_string(r) + " built a different model than rank " + std::to_string(control.rank()) +
+    if (!std::equal(signature.begin(), signature.end(),
+                    all.begin() + static_cast<std::ptrdiff_t>(signature.size() * r))) {
+      throw DistError("rank " + std::to_string(r) + " built a different model than rank " +
+                      std::to_string(control.rank()) +
                       " (parameter groups, counts or sizes differ): every rank must run the same workload, preset "
                       "and build");
     }
@@ -219,7 +221,8 @@ DataParallel::~DataParallel() {
 
 void DataParallel::broadcast_parameters() {
   for (auto& g : state_->groups) {
-    for (auto& s : g.slots) comm_.broadcast(s.param.data(), static_cast<size_t>(s.count), DataType::f32, 0, "parameters");
+    for (auto& s : g.slots)
+      comm_.broadcast(s.param.data(), static_cast<size_t>(s.count), DataType::f32, 0, "parameters");
   }
 }
 
@@ -313,7 +316,7 @@ void DataParallel::end_backward() {
       }
     }
     st.cv.notify_all();
-    if (st.split) return;   // cross-barrier: the next forward's gates and backward wait instead
+    if (st.split) return;  // cross-barrier: the next forward's gates and backward wait instead
     profiler::Range wait(wait_name, profiler::EventKind::wait);
     st.cv.wait(lock, [&] { return st.finished; });
     close_pass(lock);
@@ -342,7 +345,8 @@ void DataParallel::end_backward() {
 
 std::string DataParallel::take_split_step(engine::optim::SplitStep step) {
   State& st = *state_;
-  if (!options_.priority) return "cross-barrier goes with --priority (the schedule that averages the front layers first)";
+  if (!options_.priority)
+    return "cross-barrier goes with --priority (the schedule that averages the front layers first)";
   if (!options_.cross_barrier) return "cross-barrier is turned off (--no-cross-barrier)";
   if (st.groups.size() != 1) return "the workload's iteration has several gradient groups, each with its own step";
   if (!step.begin || !step.update) throw DistError("a split optimizer step without its begin or update");
@@ -353,9 +357,11 @@ std::string DataParallel::take_split_step(engine::optim::SplitStep step) {
   for (size_t i = 0; i < step.parameters.size(); ++i) {
     const auto it = g.slot_of.find(step.parameters[i].impl());
     if (it == g.slot_of.end()) {
-      return "the optimizer updates '" + step.parameters[i].name() + "', whose gradient data parallelism does not average";
+      return "the optimizer updates '" + step.parameters[i].name() +
+             "', whose gradient data parallelism does not average";
     }
-    if (index[static_cast<size_t>(it->second)] >= 0) return "the optimizer lists '" + step.parameters[i].name() + "' twice";
+    if (index[static_cast<size_t>(it->second)] >= 0)
+      return "the optimizer lists '" + step.parameters[i].name() + "' twice";
     index[static_cast<size_t>(it->second)] = static_cast<int>(i);
   }
   for (size_t s = 0; s < g.slots.size(); ++s) g.slots[s].update_index = index[s];
@@ -393,7 +399,7 @@ void DataParallel::flush() {
   std::unique_lock lock(st.mutex);
   if (st.active < 0) return;
   if (!st.ended) throw DistError("flush during a backward");
-  finish_pending_step(lock, st.step_begun);   // without an optimizer phase the gradients stay as averaged
+  finish_pending_step(lock, st.step_begun);  // without an optimizer phase the gradients stay as averaged
 }
 
 void DataParallel::before_forward(const engine::nn::Module& module) {
@@ -404,7 +410,7 @@ void DataParallel::before_forward(const engine::nn::Module& module) {
   if (!st.window.load()) return;
   State::Group& g = st.groups[0];
   bool all_reduced = true;
-  std::vector<int> mine;   // its parameters not updated yet
+  std::vector<int> mine;  // its parameters not updated yet
   for (const auto& [_, p] : module.own_parameters()) {
     const auto it = g.slot_of.find(p.impl());
     if (it == g.slot_of.end()) continue;
@@ -419,7 +425,8 @@ void DataParallel::before_forward(const engine::nn::Module& module) {
     profiler::Range wait(wait_name, profiler::EventKind::wait);
     st.cv.wait(lock, [&] {
       if (st.error || st.quit || st.finished) return true;
-      return std::all_of(mine.begin(), mine.end(), [&](int s) { return g.slots[static_cast<size_t>(s)].unreduced == 0; });
+      return std::all_of(mine.begin(), mine.end(),
+                         [&](int s) { return g.slots[static_cast<size_t>(s)].unreduced == 0; });
     });
   }
   if (st.error) std::rethrow_exception(std::exchange(st.error, nullptr));
@@ -442,7 +449,7 @@ engine::nn::ParameterGate* DataParallel::forward_gate() { return split_taken_ ? 
 
 bool DataParallel::begin_update() {
   if (!split_taken_) return true;
-  begin_updates();   // the split step (Workload::split_step) does the workload's step, parameter by parameter
+  begin_updates();  // the split step (Workload::split_step) does the workload's step, parameter by parameter
   return false;
 }
 
@@ -452,9 +459,13 @@ std::vector<BucketLayout> DataParallel::buckets() const {
   for (size_t gi = 0; gi < state_->groups.size(); ++gi) {
     const auto& g = state_->groups[gi];
     for (size_t b = 0; b < g.buckets.size(); ++b) {
-      BucketLayout l{static_cast<int>(gi), static_cast<int>(b), g.buckets[b].count * static_cast<int64_t>(sizeof(float)),
-                     g.buckets[b].priority, {}};
-      for (const auto& u : g.buckets[b].units) l.parameters.push_back(g.slots[static_cast<size_t>(u.slot)].param.name());
+      BucketLayout l{static_cast<int>(gi),
+                     static_cast<int>(b),
+                     g.buckets[b].count * static_cast<int64_t>(sizeof(float)),
+                     g.buckets[b].priority,
+                     {}};
+      for (const auto& u : g.buckets[b].units)
+        l.parameters.push_back(g.slots[static_cast<size_t>(u.slot)].param.name());
       out.push_back(std::move(l));
     }
   }
@@ -475,7 +486,8 @@ void DataParallel::run_communication_thread() {
     float* buf = bucket.buffer.data();
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
-      if (grad.defined()) std::memcpy(buf + u.bucket_offset, grad.data() + u.offset, static_cast<size_t>(u.count) * sizeof(float));
+      if (grad.defined())
+        std::memcpy(buf + u.bucket_offset, grad.data() + u.offset, static_cast<size_t>(u.count) * sizeof(float));
       else std::memset(buf + u.bucket_offset, 0, static_cast<size_t>(u.count) * sizeof(float));
     }
     comm_.all_reduce(buf, static_cast<size_t>(bucket.count), DataType::f32, ReduceOp::sum,
@@ -514,9 +526,7 @@ void DataParallel::run_communication_thread() {
         for (size_t b = 0; b < g.buckets.size(); ++b) {
           {
             std::unique_lock lock(st.mutex);
-            st.cv.wait(lock, [&] {
-              return st.quit || ((options_.overlap || st.ended) && g.buckets[b].pending == 0);
-            });
+            st.cv.wait(lock, [&] { return st.quit || ((options_.overlap || st.ended) && g.buckets[b].pending == 0); });
             if (st.quit) return;
           }
           reduce(g, gi, static_cast<int>(b));

@@ -37,7 +37,7 @@ enum class BucketOrder { reverse_registration, arrival };
 std::string_view to_string(BucketOrder order);
 
 struct DataParallelOptions {
-  double bucket_mb = 25.0;    // bucket capacity, MiB (PyTorch DDP's default 25)
+  double bucket_mb = 25.0;  // bucket capacity, MiB (PyTorch DDP's default 25)
   bool overlap = true;
   BucketOrder order = BucketOrder::arrival;
   bool priority = false;
@@ -50,8 +50,8 @@ struct BucketLayout {
   int group = 0;
   int index = 0;
   int64_t bytes = 0;
-  int priority = 0;                       // lower goes first (priority mode)
-  std::vector<std::string> parameters;    // names; a partitioned tensor appears in each of its buckets
+  int priority = 0;                     // lower goes first (priority mode)
+  std::vector<std::string> parameters;  // names; a partitioned tensor appears in each of its buckets
 };
 
 // The training loop drives it as its GradientExchange (engine/optim/gradient_exchange.h).
@@ -130,7 +130,7 @@ class DataParallel final : public engine::nn::ParameterGate, public engine::opti
   // cross_barrier(), for the loop's hooks without the lock: set once, by take_split_step, on
   // the training thread before the first backward.
   bool split_taken_ = false;
-  std::shared_ptr<State> state_;   // the hooks hold it weakly: a model may outlive this object
+  std::shared_ptr<State> state_;  // the hooks hold it weakly: a model may outlive this object
 };
 
 }  // namespace ts::distributed

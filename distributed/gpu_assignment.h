@@ -8,8 +8,8 @@
 namespace ts::distributed {
 
 struct GpuAssignment {
-  int device = -1;       // the GPU's index on this host, or -1 when refused
-  std::string refusal;   // why not, when refused
+  int device = -1;      // the GPU's index on this host, or -1 when refused
+  std::string refusal;  // why not, when refused
   bool refused() const { return device < 0; }
 };
 

@@ -35,7 +35,9 @@ void check_name(std::string_view host) {
   if (host.size() > 253) throw std::invalid_argument("host name longer than 253 characters");
   for (char c : host) {
     const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
-    if (!ok) throw std::invalid_argument("host '" + std::string(host) + "': only letters, digits, '-', '_' and '.' are allowed");
+    if (!ok)
+      throw std::invalid_argument("host '" + std::string(host) +
+                                  "': only letters, digits, '-', '_' and '.' are allowed");
   }
 }
 
@@ -60,7 +62,8 @@ std::string host_key(const std::string& host) {
     return std::string(name);
   }();
   const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "ip6-localhost";
-  const bool self_name = !self.empty() && (host == self || self.rfind(host + ".", 0) == 0 || host.rfind(self + ".", 0) == 0);
+  const bool self_name =
+      !self.empty() && (host == self || self.rfind(host + ".", 0) == 0 || host.rfind(self + ".", 0) == 0);
   return loopback || self_name ? std::string("\0self", 5) : host;
 }
 
@@ -239,8 +242,8 @@ LaunchPlan plan_launch(const LaunchRequest& r) {
                                   std::to_string(slots) + " slots; --server-hosts places the servers elsewhere)");
     }
     if (plan.workers > slots) {
-      throw std::invalid_argument("--nproc " + std::to_string(plan.workers) + " asks for more ranks than the hosts offer (" +
-                                  std::to_string(slots) + " slots)");
+      throw std::invalid_argument("--nproc " + std::to_string(plan.workers) +
+                                  " asks for more ranks than the hosts offer (" + std::to_string(slots) + " slots)");
     }
   }
   if (!r.server_hosts.empty() && dedicated > total_slots(r.server_hosts)) {
@@ -277,9 +280,10 @@ LaunchPlan plan_launch(const LaunchRequest& r) {
     std::string spec;
     for (const auto& h : plan.rank_hosts) spec += (spec.empty() ? "" : ",") + h;
     if (spec.size() > kMaxHostArgument) {
-      throw std::invalid_argument("the placement of " + std::to_string(plan.nproc) +
-                                  " ranks on their hosts is longer (" + std::to_string(spec.size()) +
-                                  " characters) than one mpirun argument may be: use fewer ranks or shorter host names");
+      throw std::invalid_argument(
+          "the placement of " + std::to_string(plan.nproc) + " ranks on their hosts is longer (" +
+          std::to_string(spec.size()) +
+          " characters) than one mpirun argument may be: use fewer ranks or shorter host names");
     }
     plan.argv.insert(plan.argv.end(), {"--map-by", "seq", "--host", spec});
   } else if (r.hosts.empty()) {

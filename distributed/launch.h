@@ -31,8 +31,8 @@ void check_hosts_resolve(const std::vector<HostSlots>& hosts);
 std::filesystem::path find_mpirun();
 
 struct LaunchRequest {
-  int nproc = 0;                          // workers; 0: the hosts' slots (less dedicated servers sharing them)
-  std::vector<HostSlots> hosts;           // empty: N local ranks
+  int nproc = 0;                 // workers; 0: the hosts' slots (less dedicated servers sharing them)
+  std::vector<HostSlots> hosts;  // empty: N local ranks
   // Parameter-server shards (0: none). Co-located (not dedicated): threads of workers 0..servers-1,
   // no ranks of their own, so there may be no more of them than workers. Dedicated: ranks of their
   // own, nproc..nproc+servers-1, started after the workers.
@@ -42,21 +42,21 @@ struct LaunchRequest {
   // one of `hosts`: its ranks add up). Empty: after the workers, in the hosts' next slots (local
   // ranks when there are no hosts). Given: every rank is placed exactly (mpirun --map-by seq).
   std::vector<HostSlots> server_hosts;
-  std::filesystem::path executable;       // this program
-  std::vector<std::string> rank_args;     // the ranks' arguments (the run's, without the launch flags)
-  std::string rsh_agent;                  // OpenMPI's plm_rsh_agent (network-namespace hosts), or empty
-  std::string network;                    // CIDR for OpenMPI's TCP traffic (oob/btl if_include), or empty
-  std::vector<std::pair<std::string, std::string>> mca;   // extra --mca name value
-  std::vector<std::pair<std::string, std::string>> env;   // exported to every rank (-x)
+  std::filesystem::path executable;    // this program
+  std::vector<std::string> rank_args;  // the ranks' arguments (the run's, without the launch flags)
+  std::string rsh_agent;               // OpenMPI's plm_rsh_agent (network-namespace hosts), or empty
+  std::string network;                 // CIDR for OpenMPI's TCP traffic (oob/btl if_include), or empty
+  std::vector<std::pair<std::string, std::string>> mca;  // extra --mca name value
+  std::vector<std::pair<std::string, std::string>> env;  // exported to every rank (-x)
 };
 
 struct LaunchPlan {
-  int nproc = 0;                          // the ranks mpirun starts: workers, then dedicated servers
-  int workers = 0;                        // ranks 0..workers-1
-  int servers = 0;                        // dedicated server ranks, workers..nproc-1 (0: none)
-  int ranks_per_host = 0;                 // the most ranks on one host, servers included: threads per rank = cores / this
-  std::vector<std::string> rank_hosts;    // with server hosts: rank i's host (mpirun --map-by seq); else empty
-  std::vector<std::string> argv;          // mpirun and its arguments
+  int nproc = 0;                        // the ranks mpirun starts: workers, then dedicated servers
+  int workers = 0;                      // ranks 0..workers-1
+  int servers = 0;                      // dedicated server ranks, workers..nproc-1 (0: none)
+  int ranks_per_host = 0;               // the most ranks on one host, servers included: threads per rank = cores / this
+  std::vector<std::string> rank_hosts;  // with server hosts: rank i's host (mpirun --map-by seq); else empty
+  std::vector<std::string> argv;        // mpirun and its arguments
 };
 
 // The mpirun command for `request` (mpirun located by find_mpirun). Validates ranks against slots

@@ -58,8 +58,8 @@ void MpiCommunicator::do_all_reduce(void* data, size_t count, DataType type, Red
   auto* p = static_cast<char*>(data);
   for (size_t done = 0; done < count;) {
     const size_t n = std::min(kMaxPiece, count - done);
-    TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done * size_of(type), static_cast<int>(n), mpi_type(type),
-                               mpi_op(op), comm_));
+    TS_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, p + done * size_of(type), static_cast<int>(n), mpi_type(type), mpi_op(op), comm_));
     done += n;
   }
 }

@@ -11,7 +11,7 @@ namespace ts::distributed {
 struct World {
   int rank = 0;
   int size = 1;
-  int local_rank = 0;   // among the ranks on this host
+  int local_rank = 0;  // among the ranks on this host
   int local_size = 1;
 };
 

@@ -54,7 +54,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 struct NcclCommunicator::Handles {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  void* scratch = nullptr;   // one float for the barrier's all-reduce
+  void* scratch = nullptr;  // one float for the barrier's all-reduce
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device) : h_(std::make_unique<Handles>()), device_(device) {

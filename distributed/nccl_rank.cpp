@@ -38,7 +38,8 @@ int local_gpu_count() {
 }
 
 std::string nccl_unavailable_reason() {
-  return local_gpu_count() > 0 ? std::string() : "--backend nccl needs a GPU per rank; this machine has none that CUDA can use";
+  return local_gpu_count() > 0 ? std::string()
+                               : "--backend nccl needs a GPU per rank; this machine has none that CUDA can use";
 }
 
 NcclRank nccl_rank(MPI_Comm bootstrap, int local_rank, int local_size) {

@@ -25,7 +25,7 @@ void agree_on_gpus(MPI_Comm bootstrap, const GpuAssignment& mine);
 
 struct NcclRank {
   std::unique_ptr<Communicator> communicator;
-  std::unique_ptr<BenchMemory> memory;   // the GPU's, for the benchmark's buffers
+  std::unique_ptr<BenchMemory> memory;  // the GPU's, for the benchmark's buffers
 };
 // A communicator over `bootstrap` on GPU `local_rank` of this host (gpu_assignment.h). Collective
 // over `bootstrap`: when any rank's host has fewer GPUs than ranks, every rank throws DistError

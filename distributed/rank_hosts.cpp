@@ -9,7 +9,7 @@
 namespace ts::distributed {
 
 std::vector<std::string> gather_host_names(Communicator& comm) {
-  constexpr size_t kName = 256;   // HOST_NAME_MAX + 1 on Linux
+  constexpr size_t kName = 256;  // HOST_NAME_MAX + 1 on Linux
   std::array<char, kName> mine{};
   if (::gethostname(mine.data(), kName - 1) != 0) mine = {'?'};
   std::vector<char> all(kName * static_cast<size_t>(comm.size()));

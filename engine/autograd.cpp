@@ -72,7 +72,7 @@ void accumulate(Tensor& slot, const Tensor& g) {
 
 struct LeafState {
   int pending = 0;
-  Tensor grad;   // sum of this pass's contributions
+  Tensor grad;  // sum of this pass's contributions
 };
 
 // The shared engine behind backward() and grad(). When `capture` is non-empty, gradients of
@@ -126,7 +126,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   // With a capture list, only nodes that lead to a captured tensor run, and each is told which
   // of its inputs lead there (post-order over the graph, iterative: graphs are deep).
   std::unordered_map<Node*, bool> useful;
-  struct ClearMasks {   // even when a backward throws: a later pass must not see stale masks
+  struct ClearMasks {  // even when a backward throws: a later pass must not see stale masks
     std::unordered_map<Node*, bool>& nodes;
     ~ClearMasks() {
       for (auto& entry : nodes) entry.first->set_needed_inputs({});
@@ -185,7 +185,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
         // else still holds it (the same gradient handed to two leaves, or saved elsewhere).
         Tensor g2 = st.grad;
         st.grad = Tensor();
-        const bool sole_owner = g2.impl_ptr().use_count() <= 2 && g2.storage().use_count() == 1;  // g2 and the input list
+        const bool sole_owner =
+            g2.impl_ptr().use_count() <= 2 && g2.storage().use_count() == 1;  // g2 and the input list
         if (sole_owner && g2.is_leaf() && g2.layout() == leaf.layout() && g2.shape() == leaf.shape()) {
           g2.storage()->retag(vocabulary::Category::weight_grads, leaf_impl->name);
           meta.grad = g2.impl_ptr();
@@ -245,7 +246,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
     bool any = false;
     for (auto& g : grads) any |= g.defined();
-    if (capture && !useful[node.get()]) any = false;   // leads to no captured tensor
+    if (capture && !useful[node.get()]) any = false;  // leads to no captured tensor
     std::vector<Tensor> input_grads;
     if (any) {
       // Missing output gradients are zeros of the output's shape.

@@ -14,7 +14,7 @@ namespace ts::engine {
 
 // Where an input's gradient goes: a node's output, or a leaf tensor that accumulates it.
 struct Edge {
-  std::shared_ptr<Node> node;        // producer of a non-leaf input
+  std::shared_ptr<Node> node;  // producer of a non-leaf input
   int output_index = 0;
   std::shared_ptr<TensorImpl> leaf;  // leaf that requires grad
   bool valid() const { return node != nullptr || leaf != nullptr; }
@@ -36,7 +36,11 @@ class Node : public std::enable_shared_from_this<Node> {
   const std::string* owner() const { return owner_; }
   profiler::StringId owner_id() const { return owner_id_; }
   // Shape/layout/device of each output, so that a missing gradient can be made as zeros.
-  struct OutputInfo { Shape shape; Layout layout; Device device; };
+  struct OutputInfo {
+    Shape shape;
+    Layout layout;
+    Device device;
+  };
   const std::vector<OutputInfo>& outputs() const { return outputs_; }
   // Whether the running backward wants input i's gradient: grad() of a few tensors (WGAN-GP's
   // penalty asks only for the input's) lets nodes skip the others, e.g. the weight gradients.
@@ -47,7 +51,7 @@ class Node : public std::enable_shared_from_this<Node> {
   friend void connect(const std::shared_ptr<Node>&, const std::vector<const Tensor*>&, const std::vector<Tensor*>&);
   std::vector<Edge> next_;
   std::vector<OutputInfo> outputs_;
-  std::vector<bool> needed_;   // empty: all
+  std::vector<bool> needed_;  // empty: all
   int num_outputs_ = 0;
   const std::string* owner_ = nullptr;
   profiler::StringId owner_id_ = 0;

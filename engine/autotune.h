@@ -33,8 +33,8 @@ class AutotuneScope {
 // have been made inside a timed iteration; a search can be that only if the switch turned off
 // while it ran. Plans found in the cache are not counted.
 struct ConvPlanStats {
-  int64_t searched = 0;             // every candidate timed on the device
-  int64_t heuristic = 0;            // the library's heuristics, nothing run
+  int64_t searched = 0;   // every candidate timed on the device
+  int64_t heuristic = 0;  // the library's heuristics, nothing run
   int64_t searched_while_off = 0;
   int64_t heuristic_while_off = 0;
 };

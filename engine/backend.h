@@ -12,7 +12,7 @@ namespace ts::engine {
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
-  int64_t dilation_h = 1, dilation_w = 1;   // 1 = no dilation (PyTorch's convention)
+  int64_t dilation_h = 1, dilation_w = 1;  // 1 = no dilation (PyTorch's convention)
   int64_t groups = 1;
 };
 
@@ -20,7 +20,7 @@ struct Pool2dParams {
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
-  bool count_include_pad = false;   // average pooling only
+  bool count_include_pad = false;  // average pooling only
 };
 
 // Output spatial size; throws std::invalid_argument when the window does not fit.
@@ -28,8 +28,8 @@ int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, i
 
 struct BatchNormStats {
   Tensor y;
-  Tensor mean;   // [C], batch mean
-  Tensor var;    // [C], biased batch variance (what normalisation used)
+  Tensor mean;  // [C], batch mean
+  Tensor var;   // [C], biased batch variance (what normalisation used)
   // batch_norm_relu_forward_train only: what its backward needs to apply the ReLU's gradient, in
   // the backend's own form (oneDNN's workspace on the CPU; y itself by default).
   Tensor relu_mask;
@@ -41,17 +41,17 @@ struct BatchNormGrads {
 
 struct PoolResult {
   Tensor y;
-  Tensor workspace;   // max pooling: what backward needs (argmax), category workspace
+  Tensor workspace;  // max pooling: what backward needs (argmax), category workspace
 };
 
 struct WeightGrads {
   Tensor dw;
-  Tensor dbias;   // undefined when there is no bias
+  Tensor dbias;  // undefined when there is no bias
 };
 
 struct CrossEntropyResult {
-  Tensor loss;    // [1], mean over the batch
-  Tensor probs;   // [N, K] softmax probabilities, saved for backward
+  Tensor loss;   // [1], mean over the batch
+  Tensor probs;  // [N, K] softmax probabilities, saved for backward
 };
 
 class Backend {
@@ -84,8 +84,8 @@ class Backend {
   virtual Tensor mul(const Tensor& a, const Tensor& b) = 0;
   virtual Tensor scale(const Tensor& x, float s) = 0;
   virtual void add_inplace(const Tensor& acc, const Tensor& x, float alpha) = 0;  // acc += alpha * x
-  virtual Tensor tanh_forward(const Tensor& x) = 0;                      // any layout, kept
-  virtual Tensor tanh_backward(const Tensor& dy, const Tensor& y) = 0;   // dy (1 - y^2)
+  virtual Tensor tanh_forward(const Tensor& x) = 0;                               // any layout, kept
+  virtual Tensor tanh_backward(const Tensor& dy, const Tensor& y) = 0;            // dy (1 - y^2)
   // Clipped ReLU (Deep Speech 2's activation): y = min(max(x, 0), ceiling), any layout, kept;
   // backward dx = dy where 0 < y < ceiling (as hardtanh: no gradient at or beyond the clip).
   virtual Tensor clipped_relu_forward(const Tensor& x, float ceiling) = 0;
@@ -96,10 +96,10 @@ class Backend {
   // Inverted-dropout mask: each element 1/(1-p) with probability 1-p, else 0, drawn from a
   // counter-based hash of (seed, element index) so that every backend draws the same mask.
   virtual Tensor dropout_mask(const Shape& shape, float p, uint64_t seed) = 0;
-  virtual Tensor exp_forward(const Tensor& x) = 0;   // plain
+  virtual Tensor exp_forward(const Tensor& x) = 0;  // plain
 
   // --- reduce family ---
-  virtual Tensor sum_all(const Tensor& x) = 0;   // [1]
+  virtual Tensor sum_all(const Tensor& x) = 0;  // [1]
   // sum of squares of the logical values (any layout) -> [1]: gradient clipping's norm.
   virtual Tensor sum_squares(const Tensor& x) = 0;
 
@@ -112,7 +112,8 @@ class Backend {
 
   // --- norm family: batch normalisation over N, H, W per channel (x 4-D [N,C,H,W] or 2-D
   // [N,C]); layer normalisation (plain) ---
-  virtual BatchNormStats batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) = 0;
+  virtual BatchNormStats batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                  float eps) = 0;
   virtual Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                          const Tensor& running_mean, const Tensor& running_var, float eps) = 0;
   // use_global_stats: mean/var are running statistics (eval mode), treated as constants.
@@ -177,7 +178,8 @@ class Backend {
   virtual SmoothedCrossEntropy label_smoothed_ce_forward(const Tensor& logits, const Tensor& labels, float eps,
                                                          int64_t ignore_index, float normalizer) = 0;
   virtual Tensor label_smoothed_ce_backward(const Tensor& dloss, const Tensor& logits, const Tensor& lse,
-                                            const Tensor& labels, float eps, int64_t ignore_index, float normalizer) = 0;
+                                            const Tensor& labels, float eps, int64_t ignore_index,
+                                            float normalizer) = 0;
   // loss [1] = scale * sum_i w_i l(x_i - t_i), l(d) = 0.5 d^2 / beta if |d| < beta else |d| - 0.5 beta
   // (beta 0: L1). x, target and weights (nullptr: all ones) share a shape.
   virtual Tensor smooth_l1_forward(const Tensor& x, const Tensor& target, const Tensor* weights, float beta,
@@ -194,8 +196,8 @@ class Backend {
   struct AttentionResult {
     Tensor out, probs;
   };
-  virtual AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* key_lengths,
-                                            int64_t heads, float scale, bool causal) = 0;
+  virtual AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor* key_lengths, int64_t heads, float scale, bool causal) = 0;
   struct AttentionGrads {
     Tensor dq, dk, dv;
   };
@@ -228,10 +230,10 @@ class Backend {
   enum class RnnCell { lstm, gru };
   struct RnnArgs {
     RnnCell cell = RnnCell::lstm;
-    Tensor x;              // [T, B, I], time-major
-    Tensor w_ih, w_hh;     // [G H, I], [G H, H]
-    Tensor b_ih, b_hh;     // [G H]; undefined: zeros (LSTM adds both, as PyTorch)
-    Tensor h0, c0;         // [B, H]; undefined: zeros; c0 LSTM only
+    Tensor x;           // [T, B, I], time-major
+    Tensor w_ih, w_hh;  // [G H, I], [G H, H]
+    Tensor b_ih, b_hh;  // [G H]; undefined: zeros (LSTM adds both, as PyTorch)
+    Tensor h0, c0;      // [B, H]; undefined: zeros; c0 LSTM only
     // [B] fp32 integers in [0, T] (undefined: all T), on x's device or the CPU (cuDNN wants them
     // on the host too); padding sits at the end. Steps t >=
     // lengths[b] keep the state and output zeros; `reverse` runs each sequence from its own last
@@ -240,18 +242,18 @@ class Backend {
     bool reverse = false;
   };
   struct RnnForwardResult {
-    Tensor y;          // [T, B, H], zeros at padded steps
-    Tensor h_n, c_n;   // [B, H], the state after each sequence's own last step (c_n: LSTM only)
+    Tensor y;         // [T, B, H], zeros at padded steps
+    Tensor h_n, c_n;  // [B, H], the state after each sequence's own last step (c_n: LSTM only)
     // What backward needs, category activations, in the backend's own format (cuDNN's reserve
     // space on CUDA); undefined unless `training`.
     Tensor reserve;
   };
   virtual RnnForwardResult rnn_forward(const RnnArgs& a, bool training) = 0;
   struct RnnGrads {
-    Tensor dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh;   // undefined where not asked for or absent
+    Tensor dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh;  // undefined where not asked for or absent
   };
   struct RnnNeed {
-    bool dx = true, dh0 = true, dc0 = true, weights = true;   // weights: w_ih, w_hh and the biases
+    bool dx = true, dh0 = true, dc0 = true, weights = true;  // weights: w_ih, w_hh and the biases
   };
   // dy [T, B, H], dh_n and dc_n [B, H] (undefined: zeros); y and reserve from rnn_forward of
   // the same arguments.
@@ -270,9 +272,9 @@ class Backend {
   // computed with the loss in one pass, as cuDNN's CTC does; undefined otherwise.
   enum class CtcReduction { mean, sum };
   struct CtcResult {
-    Tensor loss;   // [1]
-    Tensor nll;    // [N]
-    Tensor grad;   // [T, N, K] or undefined
+    Tensor loss;  // [1]
+    Tensor nll;   // [N]
+    Tensor grad;  // [T, N, K] or undefined
   };
   virtual CtcResult ctc_loss_forward(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths,
                                      const Tensor& target_lengths, int64_t blank, CtcReduction reduction,

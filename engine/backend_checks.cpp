@@ -56,8 +56,8 @@ void check_permutation(const Shape& x, const std::vector<int64_t>& perm) {
 
 void check_select_rows(const Tensor& x, const Tensor& index) {
   if (x.dim() < 1 || index.dim() != 1) {
-    fail("index_select_rows", "expected input [N, ...] and index [M], got " + shape_str(x.shape()) + " and " +
-                                  shape_str(index.shape()));
+    fail("index_select_rows",
+         "expected input [N, ...] and index [M], got " + shape_str(x.shape()) + " and " + shape_str(index.shape()));
   }
 }
 

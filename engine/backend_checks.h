@@ -26,7 +26,7 @@ void check_row_indices(const float* index, int64_t count, int64_t rows, const ch
 
 // --- attention family ---
 struct AttentionDims {
-  int64_t b = 0, tq = 0, tk = 0, hd = 0;   // batch, query and key steps, heads x head width
+  int64_t b = 0, tq = 0, tk = 0, hd = 0;  // batch, query and key steps, heads x head width
 };
 // q [B, Tq, H d], k and v [B, Tk, H d] with H = heads dividing the width.
 AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads);

@@ -2,9 +2,9 @@
 // convolution plans' stats: the one place that knows every backend of this build (the backends
 // themselves never include one another). cpu always; cuda when the build has CUDA.
 #include <memory>
-#include <vector>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/autotune.h"
 #include "engine/backend.h"
@@ -88,7 +88,8 @@ DeviceMemory& memory_for(Device device) {
     return (*memories)[static_cast<size_t>(device.index)];
   }
 #endif
-  if (device.type == DeviceType::cuda) throw std::runtime_error("this build has no CUDA backend for device " + device.str());
+  if (device.type == DeviceType::cuda)
+    throw std::runtime_error("this build has no CUDA backend for device " + device.str());
   throw std::runtime_error("no device memory for " + device.str() + " (host memory is the CPU backend's)");
 }
 
@@ -116,14 +117,16 @@ void synchronize(Device device) {
     return;
   }
 #endif
-  if (device.type == DeviceType::cuda) throw std::runtime_error("this build has no CUDA backend for device " + device.str());
+  if (device.type == DeviceType::cuda)
+    throw std::runtime_error("this build has no CUDA backend for device " + device.str());
 }
 
 std::unique_ptr<DeviceEventPair> make_event_pair(Device device) {
 #ifdef TS_HAVE_CUDA
   if (device.type == DeviceType::cuda) return std::make_unique<cuda::EventPair>(device.index);
 #endif
-  if (device.type == DeviceType::cuda) throw std::runtime_error("this build has no CUDA backend for device " + device.str());
+  if (device.type == DeviceType::cuda)
+    throw std::runtime_error("this build has no CUDA backend for device " + device.str());
   return nullptr;
 }
 

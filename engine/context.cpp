@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
+#include "vocabulary/clock.h"
 
 namespace ts::engine {
 
@@ -54,7 +54,8 @@ PlantedSlowdown read_planted_slowdown() {
   }
   if (colon == std::string::npos || colon == 0 || used == 0 || used != text.size() - colon - 1 || !(p.fraction > 0) ||
       p.fraction > 100) {
-    throw std::invalid_argument("TS_TEST_SLOW_OP must be NAME:FRACTION with 0 < FRACTION <= 100 (got \"" + text + "\")");
+    throw std::invalid_argument("TS_TEST_SLOW_OP must be NAME:FRACTION with 0 < FRACTION <= 100 (got \"" + text +
+                                "\")");
   }
   const std::string name = text.substr(0, colon);
   p.on = true;
@@ -68,7 +69,7 @@ const PlantedSlowdown& planted_slowdown() {
   return p;
 }
 
-thread_local int64_t t_planted_start_ns = -1;   // the outermost op being slowed on this thread
+thread_local int64_t t_planted_start_ns = -1;  // the outermost op being slowed on this thread
 }  // namespace
 
 CancelScope::CancelScope(const std::atomic<bool>* flag) : previous_(g_cancel.exchange(flag)) {}
@@ -90,7 +91,7 @@ OwnerScope::~OwnerScope() {
 
 OpScope::OpScope(profiler::StringId name, OpWork work) : name_(name), work_(work) {
   throw_if_cancelled();
-  const PlantedSlowdown& slow = planted_slowdown();   // throws on a bad TS_TEST_SLOW_OP, before any change
+  const PlantedSlowdown& slow = planted_slowdown();  // throws on a bad TS_TEST_SLOW_OP, before any change
   auto& ctx = thread_context();
   ++ctx.op_depth;
   if (slow.on && ctx.op_depth == 1 && (slow.every_op || slow.name == name)) {
@@ -100,7 +101,8 @@ OpScope::OpScope(profiler::StringId name, OpWork work) : name_(name), work_(work
   active_ = g_op_tracing.load(std::memory_order_relaxed) && tracer.enabled();
   if (active_) {
     observer_ = profiler::range_observer();
-    if (observer_ != nullptr) observer_->begin(profiler::EventKind::op, name_, ctx.owner_id, ctx.pass, tracer.iteration());
+    if (observer_ != nullptr)
+      observer_->begin(profiler::EventKind::op, name_, ctx.owner_id, ctx.pass, tracer.iteration());
     parent_ = ctx.traced_op;
     ctx.traced_op = this;
     start_ns_ = vocabulary::now_ns();
@@ -121,7 +123,8 @@ OpScope::~OpScope() {
   auto& ctx = thread_context();
   if (ctx.op_depth == 1 && t_planted_start_ns >= 0) {
     const int64_t now = vocabulary::now_ns();
-    const auto until = now + static_cast<int64_t>(static_cast<double>(now - t_planted_start_ns) * planted_slowdown().fraction);
+    const auto until =
+        now + static_cast<int64_t>(static_cast<double>(now - t_planted_start_ns) * planted_slowdown().fraction);
     t_planted_start_ns = -1;
     while (vocabulary::now_ns() < until) {
     }

@@ -14,12 +14,12 @@ namespace ts::engine {
 
 struct ThreadContext {
   vocabulary::Category category = vocabulary::Category::other;
-  const std::string* owner = nullptr;       // layer path; nullptr = top level
-  profiler::StringId owner_id = 0;          // the same path interned in the tracer
+  const std::string* owner = nullptr;  // layer path; nullptr = top level
+  profiler::StringId owner_id = 0;     // the same path interned in the tracer
   profiler::Pass pass = profiler::Pass::none;
   bool grad_enabled = true;
-  int op_depth = 0;                          // >0 while inside an op (nested ops are not separate layer time)
-  class OpScope* traced_op = nullptr;        // the innermost op being traced on this thread
+  int op_depth = 0;                    // >0 while inside an op (nested ops are not separate layer time)
+  class OpScope* traced_op = nullptr;  // the innermost op being traced on this thread
 };
 
 ThreadContext& thread_context();

@@ -37,7 +37,7 @@ bool device_usable(Device device, std::string* why = nullptr);
 // a miss is a block fresh from the system. What a run records, without the CPU backend's headers.
 struct HostCacheStats {
   int64_t hits = 0, misses = 0;
-  int64_t evicted_bytes = 0;   // cached blocks given back to keep the footprint bounded
+  int64_t evicted_bytes = 0;  // cached blocks given back to keep the footprint bounded
 };
 HostCacheStats host_cache_stats();
 
@@ -46,7 +46,7 @@ HostCacheStats host_cache_stats();
 struct DeviceMemoryStats {
   bool available = false;
   int64_t reserved_peak_bytes = 0, used_peak_bytes = 0, reserved_bytes = 0;
-  bool driver_ok = false;   // the driver answered (cudaMemGetInfo)
+  bool driver_ok = false;  // the driver answered (cudaMemGetInfo)
   int64_t driver_free_bytes = 0, driver_total_bytes = 0;
   bool tf32_allowed = false;
 };

@@ -97,8 +97,8 @@ GradcheckResult gradcheck(const GradFn& f, std::vector<Tensor> inputs, const Gra
       const double lm = project(f(inputs), r);
       p[i] = orig;
       // The step actually taken in fp32.
-      const double step = static_cast<double>(static_cast<float>(orig + o.eps)) -
-                          static_cast<double>(static_cast<float>(orig - o.eps));
+      const double step =
+          static_cast<double>(static_cast<float>(orig + o.eps)) - static_cast<double>(static_cast<float>(orig - o.eps));
       const double num = (lp - lm) / step;
       const double an = a[static_cast<size_t>(i)];
       const double err = std::abs(an - num);

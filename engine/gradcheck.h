@@ -13,10 +13,10 @@
 namespace ts::engine {
 
 struct GradcheckOptions {
-  double eps = 1e-2;        // fp32: larger steps keep rounding noise below the tolerance
+  double eps = 1e-2;  // fp32: larger steps keep rounding noise below the tolerance
   double atol = 1e-2;
   double rtol = 1e-2;
-  int64_t max_elements_per_input = 64;   // sampled deterministically when an input is larger
+  int64_t max_elements_per_input = 64;  // sampled deterministically when an input is larger
   uint64_t seed = 1234;
 };
 
@@ -29,7 +29,7 @@ struct GradcheckResult {
   int64_t worst_index = -1;
   double worst_analytic = 0, worst_numeric = 0;
   int64_t checked = 0;
-  std::string message;   // human-readable summary (for test failure output)
+  std::string message;  // human-readable summary (for test failure output)
 };
 
 using GradFn = std::function<Tensor(const std::vector<Tensor>&)>;

@@ -11,8 +11,8 @@ namespace ts::engine::ops {
 
 // --- layout family (ops/layout.cpp) ---
 Tensor to_layout(const Tensor& x, const Layout& layout);
-Tensor reshape(const Tensor& x, const Shape& shape);   // plain result
-Tensor flatten(const Tensor& x);                       // [N, ...] -> [N, prod(...)]
+Tensor reshape(const Tensor& x, const Shape& shape);  // plain result
+Tensor flatten(const Tensor& x);                      // [N, ...] -> [N, prod(...)]
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // Rows of x [N, K] at index [M] (fp32 integers, never need grad) -> [M, K]; backward
@@ -29,7 +29,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t dim, const std::vector<int64_
 // --- pointwise family (ops/pointwise.cpp) ---
 Tensor relu(const Tensor& x);
 Tensor relu_backward(const Tensor& dy, const Tensor& y);
-Tensor add(const Tensor& a, const Tensor& b);   // layouts may differ; b is brought to a's layout
+Tensor add(const Tensor& a, const Tensor& b);  // layouts may differ; b is brought to a's layout
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& x, float s);
 // Its backward is not differentiable again (a second backward through it throws).
@@ -40,13 +40,13 @@ Tensor clipped_relu(const Tensor& x, float ceiling);
 Tensor clipped_relu_backward(const Tensor& dy, const Tensor& y, float ceiling);
 // Element-wise exp (plain result); first order only.
 Tensor exp(const Tensor& x);
-Tensor gelu(const Tensor& x);   // exact: x Phi(x)
+Tensor gelu(const Tensor& x);  // exact: x Phi(x)
 // Inverted dropout with a mask drawn from (seed, element index); identity when !training or p == 0.
 Tensor dropout(const Tensor& x, float p, uint64_t seed, bool training = true);
 
 // --- reduce family (ops/reduce.cpp) ---
-Tensor sum(const Tensor& x);                    // [1]
-Tensor mean(const Tensor& x);                   // [1]
+Tensor sum(const Tensor& x);   // [1]
+Tensor mean(const Tensor& x);  // [1]
 
 // --- conv family (ops/conv.cpp) ---
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias /* may be undefined */, const Conv2dParams& p);
@@ -72,7 +72,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Layout& x_layout, const Pool2dParams& p);
-Tensor global_avg_pool2d(const Tensor& x);     // [N, C, H, W] -> [N, C] (plain)
+Tensor global_avg_pool2d(const Tensor& x);  // [N, C, H, W] -> [N, C] (plain)
 // Nearest-neighbour upsampling by an integer factor (twice differentiable).
 Tensor upsample_nearest2d(const Tensor& x, int64_t factor);
 Tensor upsample_nearest2d_backward(const Tensor& dy, int64_t factor);
@@ -126,9 +126,9 @@ Tensor additive_attention(const Tensor& query, const Tensor& keys, const Tensor&
 // each sequence from its own last real step back to 0 (a bidirectional layer's backward half).
 // Every input but lengths gets a gradient; first order only (a second backward throws).
 struct RnnOutput {
-  Tensor y;     // [T, B, H], zeros at padded steps
-  Tensor h_n;   // [B, H]: the state after each sequence's own last real step (h0 where length is 0)
-  Tensor c_n;   // [B, H]: the LSTM's cell state there; undefined for the GRU
+  Tensor y;    // [T, B, H], zeros at padded steps
+  Tensor h_n;  // [B, H]: the state after each sequence's own last real step (h0 where length is 0)
+  Tensor c_n;  // [B, H]: the LSTM's cell state there; undefined for the GRU
 };
 RnnOutput lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
                const Tensor& b_ih, const Tensor& b_hh, const Tensor& lengths, bool reverse = false);
@@ -139,14 +139,14 @@ RnnOutput gru(const Tensor& x, const Tensor& h0, const Tensor& w_ih, const Tenso
 // measures with ---
 struct CtcLossOptions {
   int64_t blank = 0;
-  Backend::CtcReduction reduction = Backend::CtcReduction::mean;   // PyTorch's 'mean' (see backend.h)
-  bool zero_infinity = false;   // infeasible samples: loss 0 and gradient 0 instead of inf / NaN
+  Backend::CtcReduction reduction = Backend::CtcReduction::mean;  // PyTorch's 'mean' (see backend.h)
+  bool zero_infinity = false;  // infeasible samples: loss 0 and gradient 0 instead of inf / NaN
 };
 // logits [T, N, K] (time-major, unnormalised: log-softmax is fused inside), targets [sum L_n]
 // (concatenated label sequences), input_lengths [N], target_lengths [N]: fp32 integers that
 // never need grad. -> [1]. Per-sample -log p [N] goes to `nll` when given. First order only.
-Tensor ctc_loss(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths,
-                const Tensor& target_lengths, const CtcLossOptions& options = {}, Tensor* nll = nullptr);
+Tensor ctc_loss(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths, const Tensor& target_lengths,
+                const CtcLossOptions& options = {}, Tensor* nll = nullptr);
 // Greedy (best-path) decoding on the host: argmax per frame over each sample's first
 // input_lengths[n] frames, repeats collapsed, blanks dropped. Not an op (no autograd, no event).
 std::vector<std::vector<int64_t>> ctc_greedy_decode(const Tensor& logits, const Tensor& input_lengths,

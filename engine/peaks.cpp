@@ -39,7 +39,8 @@ MachinePeaks measure_peaks(Device device, int threads) {
   if (!device.is_cpu()) {
     throw std::invalid_argument("measure_peaks: the machine's peaks are measured on the CPU only, not " + device.str());
   }
-  if (threads < 1) throw std::invalid_argument("measure_peaks: needs at least one thread, got " + std::to_string(threads));
+  if (threads < 1)
+    throw std::invalid_argument("measure_peaks: needs at least one thread, got " + std::to_string(threads));
   struct RestoreThreads {
     int n;
     ~RestoreThreads() { set_op_threads(n); }

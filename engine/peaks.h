@@ -11,10 +11,10 @@ namespace ts::engine {
 
 struct MachinePeaks {
   int threads = 1;
-  double sgemm_gflops = 0;   // the best of several square products, 1e9 FLOP/s
-  int64_t sgemm_size = 0;    // their M = N = K
-  double copy_gbps = 0;      // the best of several copies; bytes read + written, 1e9 B/s
-  int64_t copy_bytes = 0;    // the size of the copied array
+  double sgemm_gflops = 0;  // the best of several square products, 1e9 FLOP/s
+  int64_t sgemm_size = 0;   // their M = N = K
+  double copy_gbps = 0;     // the best of several copies; bytes read + written, 1e9 B/s
+  int64_t copy_bytes = 0;   // the size of the copied array
 };
 
 // Runs the two measurements with `threads` threads for the calling thread's ops (about a second

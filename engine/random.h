@@ -12,13 +12,13 @@ namespace ts::engine {
 class Rng {
  public:
   explicit Rng(uint64_t seed) : gen_(seed) {}
-  double uniform();                       // [0, 1)
+  double uniform();  // [0, 1)
   double uniform(double lo, double hi);
-  double normal();                        // Box-Muller, standard normal
-  int64_t integer(int64_t n);             // [0, n)
+  double normal();             // Box-Muller, standard normal
+  int64_t integer(int64_t n);  // [0, n)
   uint64_t next() { return gen_(); }
 
-  void fill_uniform(const Tensor& t, float lo, float hi);   // plain tensors, any device
+  void fill_uniform(const Tensor& t, float lo, float hi);  // plain tensors, any device
   void fill_normal(const Tensor& t, float mean, float stddev);
 
  private:

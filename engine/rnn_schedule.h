@@ -29,12 +29,12 @@ void check_tensor(const Tensor& t, const char* op, const char* what, const Shape
 Dims check_args(const Backend::RnnArgs& a, const char* op, Device device, bool lengths_on_cpu_ok);
 
 struct Schedule {
-  std::vector<int64_t> len;      // per sequence
-  std::vector<int64_t> perm;     // row j of the state buffers is sequence perm[j]
-  std::vector<int64_t> active;   // per t < max_len
-  std::vector<int64_t> offset;   // per t <= max_len; offset[max_len] = rows = sum of lengths
+  std::vector<int64_t> len;     // per sequence
+  std::vector<int64_t> perm;    // row j of the state buffers is sequence perm[j]
+  std::vector<int64_t> active;  // per t < max_len
+  std::vector<int64_t> offset;  // per t <= max_len; offset[max_len] = rows = sum of lengths
   int64_t max_len = 0;
-  bool dense = true;             // every length T: packed rows are x's own [T, B] rows
+  bool dense = true;  // every length T: packed rows are x's own [T, B] rows
   int64_t rows() const { return offset.back(); }
 };
 

@@ -87,7 +87,8 @@ int64_t shape_numel(const Shape& s) {
 
 int64_t storage_numel(const Shape& shape, const Layout& layout) {
   if (layout.kind != Layout::Kind::channel_blocked) return shape_numel(shape);
-  if (shape.size() < 2 || layout.block <= 0) throw std::logic_error("channel-blocked layout needs rank >= 2 and a block");
+  if (shape.size() < 2 || layout.block <= 0)
+    throw std::logic_error("channel-blocked layout needs rank >= 2 and a block");
   if (check_dimensions(shape)) return 0;
   // Channels padded up to a whole number of blocks: ceil(C / block) * block, without C + block - 1.
   const int64_t block = layout.block;
@@ -107,7 +108,7 @@ Storage::Storage(int64_t bytes, Device device, vocabulary::Category category, st
     : bytes_(bytes), device_(device), category_(category) {
   if (bytes < 0) throw std::invalid_argument("negative allocation size");
   switch (device.type) {
-    case DeviceType::meta: return;   // shapes only
+    case DeviceType::meta: return;  // shapes only
     case DeviceType::cpu: {
       data_ = cpu::host_allocate(static_cast<size_t>(bytes));
       ledger_id_ = memprof::Ledger::global().on_alloc(bytes, category, owner);
@@ -144,7 +145,7 @@ Tensor Tensor::empty(const Shape& shape, Device device, Layout layout) {
 }
 
 Tensor Tensor::empty(const Shape& shape, Device device, Layout layout, vocabulary::Category category) {
-  const int64_t bytes = storage_bytes(shape, layout);   // throws on negative dimensions and overflow
+  const int64_t bytes = storage_bytes(shape, layout);  // throws on negative dimensions and overflow
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->layout = layout;
@@ -157,7 +158,8 @@ Tensor Tensor::empty(const Shape& shape, Device device, Layout layout, vocabular
     const memprof::Snapshot now = memprof::Ledger::global().current();
     for (vocabulary::Category c : vocabulary::kAllCategories) {
       const int64_t b = now.bytes[static_cast<size_t>(c)];
-      if (b > 0) live += std::string(vocabulary::to_string(c)) + " " + cpu::format_host_bytes(static_cast<size_t>(b)) + ", ";
+      if (b > 0)
+        live += std::string(vocabulary::to_string(c)) + " " + cpu::format_host_bytes(static_cast<size_t>(b)) + ", ";
     }
     throw cpu::OutOfMemoryError("out of memory for a tensor of shape " + shape_str(shape) + " (category " +
                                     std::string(vocabulary::to_string(category)) + ", owner '" +
@@ -184,7 +186,8 @@ Tensor Tensor::full(const Shape& shape, float value, Device device) {
 
 Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values, Device device) {
   if (static_cast<int64_t>(values.size()) != shape_numel(shape)) {
-    throw std::invalid_argument("from_vector: " + std::to_string(values.size()) + " values for shape " + shape_str(shape));
+    throw std::invalid_argument("from_vector: " + std::to_string(values.size()) + " values for shape " +
+                                shape_str(shape));
   }
   Tensor t = empty(shape, device);
   if (device.type == DeviceType::cuda) {
@@ -199,7 +202,8 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values,
 int64_t Tensor::size(int64_t d) const {
   const int64_t r = dim();
   if (d < 0) d += r;
-  if (d < 0 || d >= r) throw std::out_of_range("dimension " + std::to_string(d) + " of a rank-" + std::to_string(r) + " tensor");
+  if (d < 0 || d >= r)
+    throw std::out_of_range("dimension " + std::to_string(d) + " of a rank-" + std::to_string(r) + " tensor");
   return impl_->shape[static_cast<size_t>(d)];
 }
 
@@ -233,9 +237,7 @@ Tensor& Tensor::set_requires_grad(bool on) {
   return *this;
 }
 
-Tensor Tensor::grad() const {
-  return impl_->autograd.grad ? Tensor(impl_->autograd.grad) : Tensor();
-}
+Tensor Tensor::grad() const { return impl_->autograd.grad ? Tensor(impl_->autograd.grad) : Tensor(); }
 
 void Tensor::zero_grad() { impl_->autograd.grad.reset(); }
 

@@ -59,9 +59,9 @@ using GradReadyHook = std::function<void(Tensor&)>;
 
 struct AutogradMeta {
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;   // leaves only; accumulated (+=) across uses
-  std::shared_ptr<Node> grad_fn;      // non-leaves: the node that produced this tensor
-  int output_index = 0;               // which output of grad_fn this is
+  std::shared_ptr<TensorImpl> grad;  // leaves only; accumulated (+=) across uses
+  std::shared_ptr<Node> grad_fn;     // non-leaves: the node that produced this tensor
+  int output_index = 0;              // which output of grad_fn this is
   std::vector<GradReadyHook> hooks;
 };
 
@@ -69,9 +69,9 @@ struct TensorImpl {
   Shape shape;
   Layout layout;
   std::shared_ptr<Storage> storage;
-  int64_t offset = 0;   // in floats; views (reshape) share storage
+  int64_t offset = 0;  // in floats; views (reshape) share storage
   AutogradMeta autograd;
-  std::string name;     // parameters: their full path, e.g. "layer3.2.conv2.weight"
+  std::string name;  // parameters: their full path, e.g. "layer3.2.conv2.weight"
 };
 
 class Tensor;
@@ -95,7 +95,7 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl_->shape; }
   int64_t dim() const { return static_cast<int64_t>(impl_->shape.size()); }
-  int64_t size(int64_t d) const;   // negative d counts from the end
+  int64_t size(int64_t d) const;  // negative d counts from the end
   int64_t numel() const { return shape_numel(impl_->shape); }
   int64_t storage_numel() const { return engine::storage_numel(impl_->shape, impl_->layout); }
   int64_t nbytes() const { return engine::storage_bytes(impl_->shape, impl_->layout); }
@@ -103,7 +103,7 @@ class Tensor {
   const Layout& layout() const { return impl_->layout; }
   vocabulary::Category category() const { return impl_->storage->category(); }
 
-  float* data() const;   // throws on meta tensors
+  float* data() const;  // throws on meta tensors
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
 
   // Logical values in row-major order of the shape (reorders blocked layouts).
@@ -114,7 +114,7 @@ class Tensor {
   Tensor& set_requires_grad(bool on);
   bool is_leaf() const { return impl_->autograd.grad_fn == nullptr; }
   Tensor grad() const;
-  void zero_grad();   // drops the gradient; it is allocated again at the next accumulation
+  void zero_grad();  // drops the gradient; it is allocated again at the next accumulation
   const std::shared_ptr<Node>& grad_fn() const { return impl_->autograd.grad_fn; }
   int output_index() const { return impl_->autograd.output_index; }
   void add_grad_ready_hook(GradReadyHook hook);

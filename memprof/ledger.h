@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "vocabulary/memory_category.h"
 #include "vocabulary/clock.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::memprof {
 

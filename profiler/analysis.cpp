@@ -66,8 +66,11 @@ std::vector<IterationPhases> phase_times(std::span<const Event> events, const Na
     auto [it, fresh] = slots.try_emplace(id, unknown);
     if (fresh) {
       const std::string_view n = lookup(id);
-      it->second = n == "data" ? data : n == "forward" ? forward : n == "backward" ? backward
-                 : n == "optimizer" ? optimizer : unknown;
+      it->second = n == "data"        ? data
+                   : n == "forward"   ? forward
+                   : n == "backward"  ? backward
+                   : n == "optimizer" ? optimizer
+                                      : unknown;
     }
     return it->second;
   };
@@ -191,7 +194,8 @@ std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& 
   return stats;
 }
 
-std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name, const NameLookup& lookup) {
+std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name,
+                                   const NameLookup& lookup) {
   std::vector<OpStat> out;
   out.reserve(by_name.size());
   for (auto& [name, times] : by_name) {
@@ -201,7 +205,7 @@ std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int6
     s.name = std::string(lookup(name));
     s.count = static_cast<int64_t>(times.size());
     for (int64_t t : times) s.total_ns += t;
-    s.inclusive_ns = s.total_ns;   // durations without nesting; op_summary sets its own
+    s.inclusive_ns = s.total_ns;  // durations without nesting; op_summary sets its own
     s.mean_ns = static_cast<double>(s.total_ns) / static_cast<double>(s.count);
     const size_t mid = times.size() / 2;
     s.median_ns = times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;

@@ -55,8 +55,8 @@ struct LayerTime {
   std::string name;
   int64_t forward_ns = 0;
   int64_t backward_ns = 0;
-  int64_t other_ns = 0;  // outermost ops with Pass::none (e.g. under no-grad evaluation)
-  int64_t calls = 0;     // outermost op events
+  int64_t other_ns = 0;          // outermost ops with Pass::none (e.g. under no-grad evaluation)
+  int64_t calls = 0;             // outermost op events
   std::vector<std::string> ops;  // distinct names of those op events, sorted
 };
 
@@ -70,7 +70,7 @@ std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLook
 // for an outermost one) and its self time (its duration minus that of the op events directly
 // nested in it, never negative). parent and root index the returned vector.
 struct OpNode {
-  size_t event;            // index into the events
+  size_t event;  // index into the events
   std::ptrdiff_t parent;
   std::ptrdiff_t root;
   int64_t self_ns;
@@ -99,7 +99,8 @@ std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& 
 
 // The statistics of each name's durations, sorted as op_summary's (names without any left out);
 // shared by the op summary and the GPU kernel summary.
-std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name, const NameLookup& lookup);
+std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name,
+                                   const NameLookup& lookup);
 
 // ---- interval algebra -------------------------------------------------------------------
 

@@ -27,13 +27,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "vocabulary/clock.h"
 #include "profiler/cupti_kinds.h"
 #include "profiler/device_sync.h"
 #include "profiler/gpu_tracer.h"
 #include "profiler/launch_context.h"
 #include "profiler/range_observer.h"
 #include "profiler/tracer.h"
+#include "vocabulary/clock.h"
 
 namespace ts::profiler {
 namespace {
@@ -45,15 +45,16 @@ std::string cupti_error(CUptiResult rc) {
 }
 
 // The project's one checking macro for CUPTI: a failed call throws naming the call.
-#define TS_CUPTI_CHECK(expr)                                                                  \
-  do {                                                                                        \
-    const CUptiResult ts_cupti_rc_ = (expr);                                                  \
-    if (ts_cupti_rc_ != CUPTI_SUCCESS) throw std::runtime_error(std::string(#expr) + ": " + cupti_error(ts_cupti_rc_)); \
+#define TS_CUPTI_CHECK(expr)                                                           \
+  do {                                                                                 \
+    const CUptiResult ts_cupti_rc_ = (expr);                                           \
+    if (ts_cupti_rc_ != CUPTI_SUCCESS)                                                 \
+      throw std::runtime_error(std::string(#expr) + ": " + cupti_error(ts_cupti_rc_)); \
   } while (0)
 
 uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(vocabulary::now_ns()); }
 
-constexpr size_t kBufferBytes = size_t{8} << 20;        // per host buffer
+constexpr size_t kBufferBytes = size_t{8} << 20;         // per host buffer
 constexpr size_t kDeviceBufferBytes = size_t{32} << 20;  // per context, for records made on the GPU
 
 // Which external correlation ids a range pushed, so that its end pops exactly those.
@@ -217,18 +218,14 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
       case EventKind::run:
       case EventKind::phase:
       case EventKind::comm:
-      case EventKind::wait:
-        nvtxRangePushA(std::string(tracer_.str(name)).c_str());
-        break;
+      case EventKind::wait: nvtxRangePushA(std::string(tracer_.str(name)).c_str()); break;
       case EventKind::marker: break;
     }
   }
 
   void end(EventKind kind) override {
     switch (kind) {
-      case EventKind::op:
-        pop_pushed();
-        break;
+      case EventKind::op: pop_pushed(); break;
       case EventKind::iteration:
         pop_pushed();
         nvtxRangePop();
@@ -274,7 +271,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     if (pushed == kPushedNone) return;
     PushGuard guard(*this);
     if (!guard) return;
-    if (pushed == kPushedOp) (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
+    if (pushed == kPushedOp)
+      (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
     (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
   }
 
@@ -323,7 +321,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     auto [it, fresh] = api_names_.try_emplace(key, 0);
     if (fresh) {
       const char* name = nullptr;
-      const auto domain = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+      const auto domain =
+          kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
       if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) name = "CUDA API";
       it->second = tracer_.intern(name);
     }
@@ -404,7 +403,8 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
           const auto* x = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
           if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) op_ids_[x->correlationId] = x->externalId;
-          if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1) iteration_ids_[x->correlationId] = x->externalId;
+          if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1)
+            iteration_ids_[x->correlationId] = x->externalId;
           continue;
         }
         case CUPTI_ACTIVITY_KIND_MEMORY2: {

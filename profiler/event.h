@@ -41,7 +41,7 @@ struct Event {
   // Op events: the work the op did itself (not the ops nested in it), as the op declared it.
   WorkClass work = WorkClass::none;
   int64_t flops = 0;
-  int64_t bytes = 0;   // the least traffic: each input read once, each output written once
+  int64_t bytes = 0;  // the least traffic: each input read once, each output written once
 };
 
 }  // namespace ts::profiler

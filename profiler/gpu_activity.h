@@ -13,8 +13,8 @@
 namespace ts::profiler {
 
 enum class GpuKind : uint8_t {
-  kernel,    // a compute kernel
-  comm,      // a communication kernel (NCCL): the `comm` of the time breakdown
+  kernel,  // a compute kernel
+  comm,    // a communication kernel (NCCL): the `comm` of the time breakdown
   memcpy,
   memset,
   sync,      // a synchronisation the CPU waited on (stream, event, context, device)
@@ -35,17 +35,17 @@ bool is_communication_kernel(std::string_view name);
 struct GpuActivity {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  StringId name = 0;      // kernel name (demangled), "Memcpy HtoD" (as Kineto names copies), API function
-  StringId detail = 0;    // grid/block for kernels, copy kind, memory kind; 0 = none
-  StringId layer = 0;     // layer (owner path) of the op that launched it; 0 = none
-  StringId op = 0;        // the op that launched it; 0 = launched outside any op
+  StringId name = 0;    // kernel name (demangled), "Memcpy HtoD" (as Kineto names copies), API function
+  StringId detail = 0;  // grid/block for kernels, copy kind, memory kind; 0 = none
+  StringId layer = 0;   // layer (owner path) of the op that launched it; 0 = none
+  StringId op = 0;      // the op that launched it; 0 = launched outside any op
   GpuKind kind = GpuKind::kernel;
   Pass pass = Pass::none;
   int16_t device = 0;
-  int32_t iteration = -1; // the training iteration in which it was launched
-  uint32_t stream = 0;    // CUDA stream id (api, marker: OS thread id)
+  int32_t iteration = -1;    // the training iteration in which it was launched
+  uint32_t stream = 0;       // CUDA stream id (api, marker: OS thread id)
   uint32_t correlation = 0;  // CUPTI correlation id: links an API call to what it launched
-  int64_t bytes = 0;      // memcpy/memset size; memory: +allocated / -freed
+  int64_t bytes = 0;         // memcpy/memset size; memory: +allocated / -freed
   int64_t duration_ns() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
 };
 

@@ -152,8 +152,9 @@ std::vector<GpuLayerTime> gpu_layer_times(std::span<const GpuActivity> activitie
       acc.first = a.start_ns;
     }
     acc.first = std::min(acc.first, a.start_ns);
-    (a.pass == Pass::forward ? acc.t.forward_ns : a.pass == Pass::backward ? acc.t.backward_ns : acc.t.other_ns) +=
-        a.duration_ns();
+    (a.pass == Pass::forward    ? acc.t.forward_ns
+     : a.pass == Pass::backward ? acc.t.backward_ns
+                                : acc.t.other_ns) += a.duration_ns();
     ++acc.t.activities;
   }
   std::vector<Acc*> order;

@@ -32,8 +32,12 @@ struct GpuBreakdown {
   int64_t busy_ns = 0;
   int64_t idle_ns = 0;
   int64_t span_ns() const { return end_ns - start_ns; }
-  double busy_fraction() const { return span_ns() > 0 ? static_cast<double>(busy_ns) / static_cast<double>(span_ns()) : 0.0; }
-  double overlap_fraction() const { return comm_ns > 0 ? static_cast<double>(overlap_ns) / static_cast<double>(comm_ns) : 0.0; }
+  double busy_fraction() const {
+    return span_ns() > 0 ? static_cast<double>(busy_ns) / static_cast<double>(span_ns()) : 0.0;
+  }
+  double overlap_fraction() const {
+    return comm_ns > 0 ? static_cast<double>(overlap_ns) / static_cast<double>(comm_ns) : 0.0;
+  }
 };
 
 // Sorted by (device, iteration); activities launched outside any iteration (-1) or in

@@ -49,7 +49,7 @@ Roofline roofline(std::span<const Event> events, const NameLookup& lookup, const
     phases_of[e.iteration].push_back({e.start_ns, e.end_ns});
     if (it->second) data[e.thread].push_back({e.start_ns, e.end_ns});
   }
-  for (const auto& [i, span] : spans) {   // the loop's time outside any phase
+  for (const auto& [i, span] : spans) {  // the loop's time outside any phase
     ++r.iterations;
     r.total_ns += span.end_ns - span.start_ns - union_length(clip(phases_of[i], span.start_ns, span.end_ns));
   }
@@ -67,11 +67,12 @@ Roofline roofline(std::span<const Event> events, const NameLookup& lookup, const
   const std::vector<OpNode> nodes = op_tree(events);
   int64_t ops_in_data_ns = 0;
   static const std::vector<Interval> kNone;
-  const auto on = [](const std::unordered_map<uint32_t, std::vector<Interval>>& m, uint32_t t) -> const std::vector<Interval>& {
+  const auto on = [](const std::unordered_map<uint32_t, std::vector<Interval>>& m,
+                     uint32_t t) -> const std::vector<Interval>& {
     auto it = m.find(t);
     return it == m.end() ? kNone : it->second;
   };
-  std::vector<char> inside(nodes.size(), 0);   // per root: inside a phase
+  std::vector<char> inside(nodes.size(), 0);  // per root: inside a phase
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Event& e = events[nodes[i].event];
     if (nodes[i].root == static_cast<std::ptrdiff_t>(i)) {

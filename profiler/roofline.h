@@ -14,10 +14,10 @@
 namespace ts::profiler {
 
 struct WorkTotals {
-  int64_t self_ns = 0;   // the ops' self time
+  int64_t self_ns = 0;  // the ops' self time
   int64_t flops = 0;
   int64_t bytes = 0;
-  int64_t calls = 0;     // op events
+  int64_t calls = 0;  // op events
 };
 
 struct Roofline {
@@ -28,9 +28,9 @@ struct Roofline {
   // Indexed by WorkClass; `none` holds the self time of ops that declared no work (autograd
   // nodes around their pieces), which is counted in the overhead.
   std::array<WorkTotals, kWorkClassCount> by_class{};
-  int64_t data_ns = 0;       // in data phases, outside ops (making or loading the batch)
-  int64_t overhead_ns = 0;   // total - work - data: between ops, in the loop, autograd's bookkeeping
-  int64_t iterations = 0;    // counted iterations
+  int64_t data_ns = 0;      // in data phases, outside ops (making or loading the batch)
+  int64_t overhead_ns = 0;  // total - work - data: between ops, in the loop, autograd's bookkeeping
+  int64_t iterations = 0;   // counted iterations
 
   const WorkTotals& operator[](WorkClass c) const { return by_class[static_cast<size_t>(c)]; }
   // The self time of the ops that declared work (every class but none).
@@ -39,6 +39,7 @@ struct Roofline {
 
 // Over the counted iterations: ops count where they run inside a phase of their own thread
 // (collectives' helper ops on a communication thread do not), each in the class it declared.
-Roofline roofline(std::span<const Event> events, const NameLookup& lookup, const IterationFilter& counted = all_iterations);
+Roofline roofline(std::span<const Event> events, const NameLookup& lookup,
+                  const IterationFilter& counted = all_iterations);
 
 }  // namespace ts::profiler

@@ -41,8 +41,7 @@ CheckCount outside_iteration(std::span<const GpuActivity> activities, std::span<
 }
 
 EventTimeDifference event_time_difference(std::span<const GpuActivity> activities,
-                                          std::span<const IterationWindow> iterations,
-                                          const IterationFilter& counted) {
+                                          std::span<const IterationWindow> iterations, const IterationFilter& counted) {
   std::unordered_map<int32_t, int64_t> last_end;
   for (const GpuActivity& a : activities) {
     if (!occupies_device(a.kind)) continue;

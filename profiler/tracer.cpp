@@ -8,7 +8,7 @@ namespace ts::profiler {
 
 namespace detail {
 
-inline constexpr size_t kChunkEvents = 4096;  // 128 KiB per chunk
+inline constexpr size_t kChunkEvents = 4096;   // 128 KiB per chunk
 inline constexpr size_t kMaxSpareChunks = 64;  // 8 MiB kept for reuse after a drain
 
 struct Chunk {
@@ -18,7 +18,6 @@ struct Chunk {
 // One thread's events, in fixed-size chunks: a push never moves recorded events.
 // The spinlock is uncontended except while drain()/clear() take the chunks.
 struct ThreadBuffer {
-
   explicit ThreadBuffer(uint32_t id) : thread_id(id) {}
 
   void lock() {

@@ -14,16 +14,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "vocabulary/clock.h"
 #include "profiler/event.h"
 #include "profiler/range_observer.h"
+#include "vocabulary/clock.h"
 
 namespace ts::profiler {
 
 namespace detail {
 struct ThreadBuffer;
 struct Chunk;
-}
+}  // namespace detail
 
 class Tracer {
  public:

@@ -17,7 +17,8 @@ namespace {
   const std::string from = env != nullptr && *env != '\0' ? std::string(" (from ") + kChartJsEnv + ")" : "";
   throw std::runtime_error("the charting library Chart.js is not available: " + path + from + ": " + why +
                            " (install Debian's libjs-chart.js: apt-get install libjs-chart.js, or scripts/setup; "
-                           "or point " + kChartJsEnv + " at a UMD build of Chart.js 3)");
+                           "or point " +
+                           kChartJsEnv + " at a UMD build of Chart.js 3)");
 }
 
 }  // namespace
@@ -47,8 +48,8 @@ std::string chart_js_version(const std::string& source) {
   const size_t at = source.find(marker);
   if (at == std::string::npos || at > 1024) return {};
   size_t end = at + marker.size();
-  while (end < source.size() && (std::isalnum(static_cast<unsigned char>(source[end])) || source[end] == '.' ||
-                                 source[end] == '-'))
+  while (end < source.size() &&
+         (std::isalnum(static_cast<unsigned char>(source[end])) || source[end] == '.' || source[end] == '-'))
     ++end;
   return source.substr(at + marker.size(), end - at - marker.size());
 }

@@ -88,7 +88,9 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
   OutputFile file(out, db);  // refuses a harmful target before the run is read
   store::Reader reader(db);
   const auto info = reader.run(run);
-  if (!info) throw store::StoreError(store::StoreError::Kind::not_found, fmt::format("run {} not found in {}", run, db.string()));
+  if (!info)
+    throw store::StoreError(store::StoreError::Kind::not_found,
+                            fmt::format("run {} not found in {}", run, db.string()));
   constexpr std::optional<int64_t> all_ranks = std::nullopt;
   const std::vector<store::EventRow> events =
       reader.events(run, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, all_ranks);
@@ -113,10 +115,10 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
   TraceEvents o(file);
   // One process's trace: rank 0 for tools that read a trace per rank (HTA, which wants a space after the colon).
   o.put("{\"displayTimeUnit\":\"ms\",\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0},");
-  o.put(fmt::format("\"otherData\":{{\"producer\":\"trainscope\",\"run\":{},\"workload\":{},\"preset\":{},\"device\":{},"
-                    "\"ranks\":{},\"origin_ns\":{}}},\n\"traceEvents\":[\n",
-                    run, json_string(info->workload), json_string(info->preset), json_string(info->device),
-                    info->ranks, origin));
+  o.put(fmt::format(
+      "\"otherData\":{{\"producer\":\"trainscope\",\"run\":{},\"workload\":{},\"preset\":{},\"device\":{},"
+      "\"ranks\":{},\"origin_ns\":{}}},\n\"traceEvents\":[\n",
+      run, json_string(info->workload), json_string(info->preset), json_string(info->device), info->ranks, origin));
 
   // A process per rank (named, and sorted by rank), a thread per producer thread in it.
   std::set<int64_t> ranks;
@@ -153,8 +155,8 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     track(c.rank, c.thread);
     o.event(fmt::format(
         R"({{"ph":"X","cat":"comm","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{"bytes":{},"label":{},"iteration":{}}}}})",
-        json_string(c.collective), rank_pid(c.rank), c.thread, us(c.start_ns, origin), us(c.end_ns, c.start_ns), c.bytes,
-        json_string(c.label), c.iteration));
+        json_string(c.collective), rank_pid(c.rank), c.thread, us(c.start_ns, origin), us(c.end_ns, c.start_ns),
+        c.bytes, json_string(c.label), c.iteration));
     ++stats.collectives;
     tick();
   }
@@ -183,17 +185,18 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     const int64_t pid = host_side ? kApiPid : a.device;
     if (tracks[pid].insert(a.stream).second) {
       if (tracks[pid].size() == 1) {
-        o.event(metadata("process_name", pid, 0, host_side ? std::string("CUDA API") : fmt::format("GPU {}", a.device)));
+        o.event(
+            metadata("process_name", pid, 0, host_side ? std::string("CUDA API") : fmt::format("GPU {}", a.device)));
       }
       o.event(metadata("thread_name", pid, a.stream,
                        host_side ? fmt::format("thread {}", a.stream) : fmt::format("stream {}", a.stream)));
     }
     // Host-side records carry no device or stream: tools that read Kineto traces (HTA) take an
     // event with a stream for a GPU event.
-    std::string args = host_side ? fmt::format(R"("thread":{},"correlation":{},"iteration":{})", a.stream,
-                                               a.correlation, a.iteration)
-                                 : fmt::format(R"("device":{},"stream":{},"correlation":{},"iteration":{})", a.device,
-                                               a.stream, a.correlation, a.iteration);
+    std::string args =
+        host_side ? fmt::format(R"("thread":{},"correlation":{},"iteration":{})", a.stream, a.correlation, a.iteration)
+                  : fmt::format(R"("device":{},"stream":{},"correlation":{},"iteration":{})", a.device, a.stream,
+                                a.correlation, a.iteration);
     if (!a.layer.empty()) args += fmt::format(R"(,"layer":{})", json_string(a.layer));
     if (!a.op.empty()) args += fmt::format(R"(,"op":{})", json_string(a.op));
     if (!a.pass.empty() && a.pass != "none") args += fmt::format(R"(,"pass":{})", json_string(a.pass));
@@ -205,8 +208,8 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     ++stats.gpu_activities;
     if (!host_side && a.correlation != 0) {
       if (auto it = launches.find(a.correlation); it != launches.end()) {
-        o.event(fmt::format(R"({{"ph":"s","cat":"ac2g","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})", a.correlation,
-                            kApiPid, it->second.thread, us(it->second.start_ns, origin)));
+        o.event(fmt::format(R"({{"ph":"s","cat":"ac2g","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})",
+                            a.correlation, kApiPid, it->second.thread, us(it->second.start_ns, origin)));
         o.event(fmt::format(R"({{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":{},"pid":{},"tid":{},"ts":{}}})",
                             a.correlation, pid, a.stream, us(a.start_ns, origin)));
         ++stats.flows;
@@ -221,7 +224,8 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     const auto& [rank, t] = key;
     track(rank, std::nullopt);
     std::string args;
-    for (const auto* p : points) args += fmt::format("{}{}:{}", args.empty() ? "" : ",", json_string(p->category), p->live_bytes);
+    for (const auto* p : points)
+      args += fmt::format("{}{}:{}", args.empty() ? "" : ",", json_string(p->category), p->live_bytes);
     o.event(fmt::format(R"({{"ph":"C","name":"memory by category","pid":{},"ts":{},"args":{{{}}}}})", rank_pid(rank),
                         us(t, origin), args));
     ++stats.counters;

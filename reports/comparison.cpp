@@ -15,7 +15,8 @@ namespace ts::reports {
 namespace {
 
 // One metric's samples from every run of one side, pooled.
-std::vector<double> pooled(const std::vector<const RunDigest*>& runs, const std::function<const std::vector<double>*(const RunDigest&)>& pick) {
+std::vector<double> pooled(const std::vector<const RunDigest*>& runs,
+                           const std::function<const std::vector<double>*(const RunDigest&)>& pick) {
   std::vector<double> out;
   for (const RunDigest* r : runs) {
     if (const auto* v = pick(*r)) out.insert(out.end(), v->begin(), v->end());
@@ -23,8 +24,8 @@ std::vector<double> pooled(const std::vector<const RunDigest*>& runs, const std:
   return out;
 }
 
-MetricComparison compare_samples(std::string metric, std::string unit, bool higher_is_better, const std::vector<double>& base,
-                                 const std::vector<double>& next) {
+MetricComparison compare_samples(std::string metric, std::string unit, bool higher_is_better,
+                                 const std::vector<double>& base, const std::vector<double>& next) {
   MetricComparison m;
   m.metric = std::move(metric);
   m.unit = std::move(unit);
@@ -75,7 +76,8 @@ std::map<std::string, int64_t> memory_of(const RunDigest& r) {
   return m;
 }
 
-PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest*>& base, const std::vector<const RunDigest*>& next) {
+PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest*>& base,
+                            const std::vector<const RunDigest*>& next) {
   PairComparison p;
   p.key = key;
   for (const auto* r : base) {
@@ -87,9 +89,11 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     p.new_run_throughput.push_back(median(r->throughput_per_iteration));
   }
   const std::string unit = base.front()->unit;
-  p.metrics.push_back(compare_samples("throughput", unit, true, pooled(base, [](const RunDigest& r) { return &r.throughput_per_iteration; }),
+  p.metrics.push_back(compare_samples("throughput", unit, true,
+                                      pooled(base, [](const RunDigest& r) { return &r.throughput_per_iteration; }),
                                       pooled(next, [](const RunDigest& r) { return &r.throughput_per_iteration; })));
-  p.metrics.push_back(compare_samples("iteration time", "ms", false, pooled(base, [](const RunDigest& r) { return &r.iteration_ms; }),
+  p.metrics.push_back(compare_samples("iteration time", "ms", false,
+                                      pooled(base, [](const RunDigest& r) { return &r.iteration_ms; }),
                                       pooled(next, [](const RunDigest& r) { return &r.iteration_ms; })));
   std::vector<std::string> phases;
   for (const auto* side : {&base, &next}) {
@@ -109,7 +113,8 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     p.metrics.push_back(compare_samples("phase " + name, "ms", false, pooled(base, pick), pooled(next, pick)));
   }
   if (key.ranks > 1) {
-    p.metrics.push_back(compare_samples("exposed comm", "ms", false, pooled(base, [](const RunDigest& r) { return &r.exposed_comm_ms; }),
+    p.metrics.push_back(compare_samples("exposed comm", "ms", false,
+                                        pooled(base, [](const RunDigest& r) { return &r.exposed_comm_ms; }),
                                         pooled(next, [](const RunDigest& r) { return &r.exposed_comm_ms; })));
   }
 
@@ -118,9 +123,10 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
   for (const auto* side : {&base, &next}) {
     for (const auto* r : *side) {
       if (memory_of(*r) != memory_of(*side->front())) {
-        p.notes.push_back(fmt::format("run {}'s memory at peak differs from run {}'s on the same side: the ledger was not "
-                                      "deterministic here; the first run's is compared",
-                                      r->run.id, side->front()->run.id));
+        p.notes.push_back(
+            fmt::format("run {}'s memory at peak differs from run {}'s on the same side: the ledger was not "
+                        "deterministic here; the first run's is compared",
+                        r->run.id, side->front()->run.id));
       }
     }
   }
@@ -135,7 +141,9 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     m.category = c;
     m.base_bytes = base_mem.contains(c) ? base_mem.at(c) : 0;
     m.new_bytes = new_mem.contains(c) ? new_mem.at(c) : 0;
-    m.verdict = m.new_bytes == m.base_bytes ? Verdict::same : m.new_bytes > m.base_bytes ? Verdict::grew : Verdict::shrank;
+    m.verdict = m.new_bytes == m.base_bytes  ? Verdict::same
+                : m.new_bytes > m.base_bytes ? Verdict::grew
+                                             : Verdict::shrank;
     p.memory.push_back(m);
   }
   return p;
@@ -148,9 +156,12 @@ std::string interval_text(const MetricComparison& m) {
 
 std::string row_class(Verdict v) {
   switch (v) {
-    case Verdict::faster: case Verdict::shrank: return "better";
-    case Verdict::slower: case Verdict::grew: return "worse";
-    case Verdict::too_few_samples: case Verdict::missing: return "warning";
+    case Verdict::faster:
+    case Verdict::shrank: return "better";
+    case Verdict::slower:
+    case Verdict::grew: return "worse";
+    case Verdict::too_few_samples:
+    case Verdict::missing: return "warning";
     default: return "";
   }
 }
@@ -216,7 +227,8 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
   }
   if (c.pairs.empty()) {
     std::string why = "nothing to compare: no workload, preset, device, batch and rank count is in both selections";
-    if (by_base.empty() || by_new.empty()) why += fmt::format(" ({} has no completed run)", by_base.empty() ? c.base_label : c.new_label);
+    if (by_base.empty() || by_new.empty())
+      why += fmt::format(" ({} has no completed run)", by_base.empty() ? c.base_label : c.new_label);
     throw std::invalid_argument(why);
   }
   if (!ratios.empty()) c.geomean_throughput_ratio = geometric_mean(ratios);
@@ -236,21 +248,24 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
                                     *std::min_element(p.base_run_throughput.begin(), p.base_run_throughput.end());
       if (thr.verdict == Verdict::slower && slowdown > limit) {
         if (every_repeat) {
-          c.regressions.push_back(fmt::format("{}: throughput {} ({} slower per sample, p = {:.2g}), above the {}% allowed",
-                                              p.key.label(), signed_percent(thr.delta), signed_percent(slowdown), thr.p_value,
-                                              *gate.fail_on_regression_pct));
+          c.regressions.push_back(fmt::format(
+              "{}: throughput {} ({} slower per sample, p = {:.2g}), above the {}% allowed", p.key.label(),
+              signed_percent(thr.delta), signed_percent(slowdown), thr.p_value, *gate.fail_on_regression_pct));
         } else {
-          c.notes.push_back(fmt::format("{}: throughput {} overall, but not in every repeat (the runs' medians overlap): "
-                                        "not counted as a regression", p.key.label(), signed_percent(thr.delta)));
+          c.notes.push_back(
+              fmt::format("{}: throughput {} overall, but not in every repeat (the runs' medians overlap): "
+                          "not counted as a regression",
+                          p.key.label(), signed_percent(thr.delta)));
         }
       }
       const auto& peak = p.memory.front();
-      if (peak.base_bytes > 0 &&
-          static_cast<double>(peak.new_bytes) > static_cast<double>(peak.base_bytes) * (1 + gate.memory_tolerance_pct / 100.0)) {
-        c.regressions.push_back(fmt::format("{}: peak memory grew from {} to {} bytes ({}), above the {}% allowed", p.key.label(),
-                                            peak.base_bytes, peak.new_bytes,
-                                            signed_percent(static_cast<double>(peak.new_bytes) / static_cast<double>(peak.base_bytes) - 1),
-                                            gate.memory_tolerance_pct));
+      if (peak.base_bytes > 0 && static_cast<double>(peak.new_bytes) >
+                                     static_cast<double>(peak.base_bytes) * (1 + gate.memory_tolerance_pct / 100.0)) {
+        c.regressions.push_back(
+            fmt::format("{}: peak memory grew from {} to {} bytes ({}), above the {}% allowed", p.key.label(),
+                        peak.base_bytes, peak.new_bytes,
+                        signed_percent(static_cast<double>(peak.new_bytes) / static_cast<double>(peak.base_bytes) - 1),
+                        gate.memory_tolerance_pct));
       }
     }
   }
@@ -264,18 +279,22 @@ Document comparison_document(const Comparison& c) {
 
   Section summary{"Summary", {}, {}};
   Table overview;
-  overview.caption = "Throughput per configuration: medians over every timed iteration of every repeat; change = new/base - 1 "
-                     "with its 95% Hodges-Lehmann interval; p from the two-sided Mann-Whitney U test.";
+  overview.caption =
+      "Throughput per configuration: medians over every timed iteration of every repeat; change = new/base - 1 "
+      "with its 95% Hodges-Lehmann interval; p from the two-sided Mann-Whitney U test.";
   overview.header = {"configuration", "base", "new", "change [95% CI]", "p", "n base/new", "peak memory", "verdict"};
   overview.numeric = {false, true, true, true, true, true, false, false};
   for (const auto& p : c.pairs) {
     const auto& m = p.metrics.front();
     const auto& peak = p.memory.front();
-    const std::string mem = peak.verdict == Verdict::same ? "same"
-                                                          : fmt::format("{} ({} → {})", to_string(peak.verdict), human_bytes(static_cast<double>(peak.base_bytes)),
-                                                                        human_bytes(static_cast<double>(peak.new_bytes)));
-    overview.rows.push_back({p.key.label(), three_digits(m.base_median) + " " + m.unit, three_digits(m.new_median) + " " + m.unit,
-                             interval_text(m), fmt::format("{:.3g}", m.p_value), fmt::format("{}/{}", m.base_n, m.new_n), mem,
+    const std::string mem =
+        peak.verdict == Verdict::same
+            ? "same"
+            : fmt::format("{} ({} → {})", to_string(peak.verdict), human_bytes(static_cast<double>(peak.base_bytes)),
+                          human_bytes(static_cast<double>(peak.new_bytes)));
+    overview.rows.push_back({p.key.label(), three_digits(m.base_median) + " " + m.unit,
+                             three_digits(m.new_median) + " " + m.unit, interval_text(m),
+                             fmt::format("{:.3g}", m.p_value), fmt::format("{}/{}", m.base_n, m.new_n), mem,
                              std::string(to_string(m.verdict))});
     overview.row_class.push_back(peak.verdict == Verdict::grew ? "worse" : row_class(m.verdict));
   }
@@ -286,7 +305,8 @@ Document comparison_document(const Comparison& c) {
   summary.blocks.push_back(std::move(overview));
 
   // The chart: each configuration's throughput change with its interval, as floating bars.
-  nlohmann::json labels = nlohmann::json::array(), intervals = nlohmann::json::array(), points = nlohmann::json::array();
+  nlohmann::json labels = nlohmann::json::array(), intervals = nlohmann::json::array(),
+                 points = nlohmann::json::array();
   for (const auto& p : c.pairs) {
     const auto& m = p.metrics.front();
     labels.push_back(p.key.label());
@@ -296,19 +316,30 @@ Document comparison_document(const Comparison& c) {
   Chart change;
   change.title = "Throughput change, new vs base (%)";
   change.alt_text = "Throughput change per configuration with its 95% interval; the table above has the numbers.";
-  change.config = {{"type", "bar"},
-                   {"data", {{"labels", labels},
-                             {"datasets", {{{"label", "95% interval"}, {"data", intervals}, {"backgroundColor", "rgba(70,130,180,0.35)"}},
-                                           {{"label", "estimate"}, {"type", "line"}, {"data", points}, {"showLine", false},
-                                            {"pointRadius", 5}, {"borderColor", "rgb(20,60,120)"}, {"backgroundColor", "rgb(20,60,120)"}}}}}},
-                   {"options", {{"indexAxis", "y"}, {"maintainAspectRatio", false},
-                                {"scales", {{"x", {{"title", {{"display", true}, {"text", "% change in samples/s (right: faster)"}}}}}}}}}};
+  change.config = {
+      {"type", "bar"},
+      {"data",
+       {{"labels", labels},
+        {"datasets",
+         {{{"label", "95% interval"}, {"data", intervals}, {"backgroundColor", "rgba(70,130,180,0.35)"}},
+          {{"label", "estimate"},
+           {"type", "line"},
+           {"data", points},
+           {"showLine", false},
+           {"pointRadius", 5},
+           {"borderColor", "rgb(20,60,120)"},
+           {"backgroundColor", "rgb(20,60,120)"}}}}}},
+      {"options",
+       {{"indexAxis", "y"},
+        {"maintainAspectRatio", false},
+        {"scales", {{"x", {{"title", {{"display", true}, {"text", "% change in samples/s (right: faster)"}}}}}}}}}};
   summary.blocks.push_back(std::move(change));
 
   if (c.gated) {
-    summary.blocks.push_back(Paragraph{c.regressions.empty() ? "Regression gate: passed."
-                                                            : fmt::format("Regression gate: FAILED ({} regression{}).", c.regressions.size(),
-                                                                          c.regressions.size() == 1 ? "" : "s")});
+    summary.blocks.push_back(Paragraph{c.regressions.empty()
+                                           ? "Regression gate: passed."
+                                           : fmt::format("Regression gate: FAILED ({} regression{}).",
+                                                         c.regressions.size(), c.regressions.size() == 1 ? "" : "s")});
     if (!c.regressions.empty()) {
       Table t;
       t.header = {"regression"};
@@ -323,9 +354,10 @@ Document comparison_document(const Comparison& c) {
   bool few = false;
   for (const auto& p : c.pairs) few = few || p.metrics.front().verdict == Verdict::too_few_samples;
   if (few) {
-    summary.blocks.push_back(Paragraph{fmt::format("Warning: some configurations have fewer than {} samples on a side; such a "
-                                                   "comparison cannot reach significance reliably. Run more iterations or repeats.",
-                                                   kMinSamples)});
+    summary.blocks.push_back(
+        Paragraph{fmt::format("Warning: some configurations have fewer than {} samples on a side; such a "
+                              "comparison cannot reach significance reliably. Run more iterations or repeats.",
+                              kMinSamples)});
   }
   if (!c.only_in_base.empty() || !c.only_in_new.empty() || !c.skipped.empty()) {
     Table t;
@@ -342,14 +374,15 @@ Document comparison_document(const Comparison& c) {
   Section details{"Per configuration", {}, {}};
   for (const auto& p : c.pairs) {
     Section s{p.key.label(), {}, {}};
-    s.blocks.push_back(Paragraph{fmt::format("Base runs {}; new runs {}.", runs_text(p.base_runs), runs_text(p.new_runs))});
+    s.blocks.push_back(
+        Paragraph{fmt::format("Base runs {}; new runs {}.", runs_text(p.base_runs), runs_text(p.new_runs))});
     Table t;
     t.header = {"metric", "base median", "new median", "change [95% CI]", "p", "n base/new", "verdict"};
     t.numeric = {false, true, true, true, true, true, false};
     for (const auto& m : p.metrics) {
-      t.rows.push_back({m.metric + " (" + m.unit + ")", three_digits(m.base_median), three_digits(m.new_median), interval_text(m),
-                        m.verdict == Verdict::missing ? "" : fmt::format("{:.3g}", m.p_value), fmt::format("{}/{}", m.base_n, m.new_n),
-                        std::string(to_string(m.verdict))});
+      t.rows.push_back({m.metric + " (" + m.unit + ")", three_digits(m.base_median), three_digits(m.new_median),
+                        interval_text(m), m.verdict == Verdict::missing ? "" : fmt::format("{:.3g}", m.p_value),
+                        fmt::format("{}/{}", m.base_n, m.new_n), std::string(to_string(m.verdict))});
       t.row_class.push_back(row_class(m.verdict));
     }
     s.blocks.push_back(std::move(t));
@@ -358,8 +391,8 @@ Document comparison_document(const Comparison& c) {
     mem.header = {"category", "base bytes", "new bytes", "change", "verdict"};
     mem.numeric = {false, true, true, true, false};
     for (const auto& m : p.memory) {
-      mem.rows.push_back({m.category, with_commas(m.base_bytes), with_commas(m.new_bytes), with_commas(m.new_bytes - m.base_bytes),
-                          std::string(to_string(m.verdict))});
+      mem.rows.push_back({m.category, with_commas(m.base_bytes), with_commas(m.new_bytes),
+                          with_commas(m.new_bytes - m.base_bytes), std::string(to_string(m.verdict))});
       mem.row_class.push_back(row_class(m.verdict));
     }
     s.blocks.push_back(std::move(mem));
@@ -371,27 +404,51 @@ Document comparison_document(const Comparison& c) {
 }
 
 nlohmann::json comparison_json(const Comparison& c) {
-  nlohmann::json j = {{"base", c.base_label}, {"new", c.new_label}, {"geomean_throughput_ratio", c.geomean_throughput_ratio},
-                      {"only_in_base", c.only_in_base}, {"only_in_new", c.only_in_new}, {"skipped", c.skipped},
-                      {"significance", kSignificance}, {"min_samples", kMinSamples}};
-  if (c.gated) j["gate"] = {{"passed", c.regressions.empty()}, {"regressions", c.regressions}, {"not_counted", c.notes}};
+  nlohmann::json j = {{"base", c.base_label},
+                      {"new", c.new_label},
+                      {"geomean_throughput_ratio", c.geomean_throughput_ratio},
+                      {"only_in_base", c.only_in_base},
+                      {"only_in_new", c.only_in_new},
+                      {"skipped", c.skipped},
+                      {"significance", kSignificance},
+                      {"min_samples", kMinSamples}};
+  if (c.gated)
+    j["gate"] = {{"passed", c.regressions.empty()}, {"regressions", c.regressions}, {"not_counted", c.notes}};
   nlohmann::json pairs = nlohmann::json::array();
   for (const auto& p : c.pairs) {
     nlohmann::json metrics = nlohmann::json::array(), memory = nlohmann::json::array();
     for (const auto& m : p.metrics) {
-      metrics.push_back({{"metric", m.metric}, {"unit", m.unit}, {"higher_is_better", m.higher_is_better}, {"base_n", m.base_n},
-                         {"new_n", m.new_n}, {"base_median", m.base_median}, {"new_median", m.new_median}, {"delta", m.delta},
-                         {"delta_low", m.delta_low}, {"delta_high", m.delta_high}, {"p_value", m.p_value},
+      metrics.push_back({{"metric", m.metric},
+                         {"unit", m.unit},
+                         {"higher_is_better", m.higher_is_better},
+                         {"base_n", m.base_n},
+                         {"new_n", m.new_n},
+                         {"base_median", m.base_median},
+                         {"new_median", m.new_median},
+                         {"delta", m.delta},
+                         {"delta_low", m.delta_low},
+                         {"delta_high", m.delta_high},
+                         {"p_value", m.p_value},
                          {"verdict", std::string(to_string(m.verdict))}});
     }
     for (const auto& m : p.memory) {
-      memory.push_back({{"category", m.category}, {"base_bytes", m.base_bytes}, {"new_bytes", m.new_bytes},
+      memory.push_back({{"category", m.category},
+                        {"base_bytes", m.base_bytes},
+                        {"new_bytes", m.new_bytes},
                         {"verdict", std::string(to_string(m.verdict))}});
     }
-    pairs.push_back({{"workload", p.key.workload}, {"preset", p.key.preset}, {"device", p.key.device}, {"batch", p.key.batch},
-                     {"ranks", p.key.ranks}, {"base_runs", p.base_runs}, {"new_runs", p.new_runs},
-                     {"base_run_throughput", p.base_run_throughput}, {"new_run_throughput", p.new_run_throughput}, {"metrics", metrics},
-                     {"memory", memory}, {"notes", p.notes}});
+    pairs.push_back({{"workload", p.key.workload},
+                     {"preset", p.key.preset},
+                     {"device", p.key.device},
+                     {"batch", p.key.batch},
+                     {"ranks", p.key.ranks},
+                     {"base_runs", p.base_runs},
+                     {"new_runs", p.new_runs},
+                     {"base_run_throughput", p.base_run_throughput},
+                     {"new_run_throughput", p.new_run_throughput},
+                     {"metrics", metrics},
+                     {"memory", memory},
+                     {"notes", p.notes}});
   }
   j["pairs"] = pairs;
   return j;

@@ -34,36 +34,36 @@ struct MetricComparison {
 };
 
 struct MemoryComparison {
-  std::string category;   // "peak" for the total, else a ledger category
+  std::string category;  // "peak" for the total, else a ledger category
   int64_t base_bytes = 0, new_bytes = 0;
   Verdict verdict = Verdict::same;
 };
 
 struct PairComparison {
   RunKey key;
-  std::vector<int64_t> base_runs, new_runs;   // run ids (completed ones; the others are listed in `skipped`)
-  std::vector<double> base_run_throughput, new_run_throughput;   // each run's median, in run order
-  std::vector<MetricComparison> metrics;      // throughput first, then iteration time, phases, exposed comm
-  std::vector<MemoryComparison> memory;       // total peak first, then each category
-  std::vector<std::string> notes;             // e.g. runs of one side that failed
+  std::vector<int64_t> base_runs, new_runs;  // run ids (completed ones; the others are listed in `skipped`)
+  std::vector<double> base_run_throughput, new_run_throughput;  // each run's median, in run order
+  std::vector<MetricComparison> metrics;  // throughput first, then iteration time, phases, exposed comm
+  std::vector<MemoryComparison> memory;   // total peak first, then each category
+  std::vector<std::string> notes;         // e.g. runs of one side that failed
 };
 
 struct GateOptions {
-  std::optional<double> fail_on_regression_pct;   // unset: no gate (exit 0 unless bad input)
-  double memory_tolerance_pct = 0;                // peak growth above this fails the gate
+  std::optional<double> fail_on_regression_pct;  // unset: no gate (exit 0 unless bad input)
+  double memory_tolerance_pct = 0;               // peak growth above this fails the gate
 };
 
 struct Comparison {
   std::string base_label, new_label;
   std::vector<PairComparison> pairs;
-  std::vector<std::string> only_in_base, only_in_new;   // keys without a partner
-  std::vector<std::string> skipped;                     // runs left out and why (failed, lost, ...)
+  std::vector<std::string> only_in_base, only_in_new;  // keys without a partner
+  std::vector<std::string> skipped;                    // runs left out and why (failed, lost, ...)
   // Geometric mean over pairs of the throughput ratio new/base (benchstat's geomean row); 0: none.
   double geomean_throughput_ratio = 0;
   // The gate: regressions found (empty: pass). Filled when GateOptions asks for a gate.
   bool gated = false;
   std::vector<std::string> regressions;
-  std::vector<std::string> notes;   // significant slowdowns the gate did not count, and why
+  std::vector<std::string> notes;  // significant slowdowns the gate did not count, and why
 };
 
 // Throws std::invalid_argument when no key is in both selections (nothing to compare).

@@ -27,16 +27,15 @@ std::string table_name(const Table& t, const std::string& where) {
 
 void validate_table(const Table& t, const std::string& where) {
   const size_t cols = t.header.size();
-  if (cols == 0 && !t.rows.empty())
-    throw std::invalid_argument(table_name(t, where) + " has rows but no header");
+  if (cols == 0 && !t.rows.empty()) throw std::invalid_argument(table_name(t, where) + " has rows but no header");
   for (size_t r = 0; r < t.rows.size(); ++r) {
     if (t.rows[r].size() != cols)
-      throw std::invalid_argument(fmt::format("{}: row {} has {} cells, the header {}", table_name(t, where), r + 1,
-                                              t.rows[r].size(), cols));
+      throw std::invalid_argument(
+          fmt::format("{}: row {} has {} cells, the header {}", table_name(t, where), r + 1, t.rows[r].size(), cols));
   }
   if (!t.numeric.empty() && t.numeric.size() != cols)
-    throw std::invalid_argument(fmt::format("{}: numeric has {} entries for {} columns", table_name(t, where),
-                                            t.numeric.size(), cols));
+    throw std::invalid_argument(
+        fmt::format("{}: numeric has {} entries for {} columns", table_name(t, where), t.numeric.size(), cols));
   if (!t.row_class.empty() && t.row_class.size() != t.rows.size())
     throw std::invalid_argument(fmt::format("{}: row_class has {} entries for {} rows", table_name(t, where),
                                             t.row_class.size(), t.rows.size()));
@@ -72,7 +71,9 @@ size_t count_charts(const Section& s) {
 // ---------------------------------------------------------------------------------------------
 // Markdown
 
-bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || (static_cast<unsigned char>(c) >= 0x80); }
+bool is_alnum(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || (static_cast<unsigned char>(c) >= 0x80);
+}
 
 enum class MdContext { heading, paragraph, cell };
 
@@ -104,7 +105,12 @@ std::string md_line(std::string_view line, MdContext ctx) {
     const char c = line[i];
     const char next = i + 1 < line.size() ? line[i + 1] : '\0';
     switch (c) {
-      case '\\': case '`': case '*': case '~': case '|': case '$':
+      case '\\':
+      case '`':
+      case '*':
+      case '~':
+      case '|':
+      case '$':
         out += '\\';
         out += c;
         break;

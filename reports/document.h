@@ -18,25 +18,25 @@ struct Paragraph {
 };
 
 struct Table {
-  std::string caption;                          // plain text; empty: none
-  std::vector<std::string> header;              // one per column; not empty when there are rows
-  std::vector<std::vector<std::string>> rows;   // cells as plain text, already formatted; header.size() each
-  std::vector<bool> numeric;                    // per column, true: right-aligned; empty: none is
+  std::string caption;                         // plain text; empty: none
+  std::vector<std::string> header;             // one per column; not empty when there are rows
+  std::vector<std::vector<std::string>> rows;  // cells as plain text, already formatted; header.size() each
+  std::vector<bool> numeric;                   // per column, true: right-aligned; empty: none is
   // Per row, optional (empty, or one per row): "better", "worse", "warning", "failed" or "".
   // HTML tints the row (green, red, amber, grey); Markdown shows nothing for it.
   std::vector<std::string> row_class;
 };
 
 struct Chart {
-  std::string title;      // plain text, shown above the chart
+  std::string title;  // plain text, shown above the chart
   // A Chart.js 3 configuration object ({"type", "data", "options"}), JSON only (no callbacks).
   // The page fills in what it leaves out: options.maintainAspectRatio false (the chart fills a
   // fixed-height box at the page's width), options.animation false, and the colours of datasets
   // that name none (a colour-blind-safe palette: one colour per dataset; per slice for pie,
   // doughnut and polarArea).
   nlohmann::json config;
-  std::string alt_text;   // a one-line summary: Markdown shows it instead of the chart; the canvas' aria-label
-  int height = 0;         // CSS pixels of the chart's box in HTML (its width is the page's); 0: 320
+  std::string alt_text;  // a one-line summary: Markdown shows it instead of the chart; the canvas' aria-label
+  int height = 0;        // CSS pixels of the chart's box in HTML (its width is the page's); 0: 320
 };
 
 using Block = std::variant<Paragraph, Table, Chart>;
@@ -44,12 +44,12 @@ using Block = std::variant<Paragraph, Table, Chart>;
 struct Section {
   std::string title;
   std::vector<Block> blocks;
-  std::vector<Section> subsections;   // headings one level down (HTML h3..h6, Markdown ###..######)
+  std::vector<Section> subsections;  // headings one level down (HTML h3..h6, Markdown ###..######)
 };
 
 struct Document {
-  std::string title;      // HTML <title> and <h1>; Markdown "# "
-  std::string subtitle;   // a line under the title; empty: none
+  std::string title;     // HTML <title> and <h1>; Markdown "# "
+  std::string subtitle;  // a line under the title; empty: none
   std::vector<Section> sections;
 };
 

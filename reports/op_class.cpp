@@ -8,21 +8,44 @@ namespace ts::reports {
 
 std::string op_class(std::string_view op_name) {
   std::string name(op_name);
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   // First match wins: "attention" before "linear" (attention's own matrix multiplies are its
   // own), "conv" before "backward_data" (a convolution's backward pieces are convolutions).
   static const std::pair<const char*, const char*> kByPart[] = {
-      {"conv", "convolution"},       {"attention", "attention"},    {"lstm", "recurrent"},
-      {"gru", "recurrent"},          {"linear", "matrix multiply"}, {"matmul", "matrix multiply"},
-      {"norm_penalty", "element-wise"}, {"norm", "normalisation"},  {"pool", "pooling & resize"},
-      {"upsample", "pooling & resize"}, {"softmax", "softmax & loss"}, {"entropy", "softmax & loss"},
-      {"loss", "softmax & loss"},    {"ctc", "softmax & loss"},     {"smoothl1", "softmax & loss"},
-      {"roi", "RoI"},                {"layout", "layout & copies"}, {"permute", "layout & copies"},
-      {"reshape", "layout & copies"}, {"concat", "layout & copies"}, {"split", "layout & copies"},
-      {"slice", "layout & copies"},  {"index", "layout & copies"},  {"relu", "element-wise"},
-      {"tanh", "element-wise"},      {"exp", "element-wise"},       {"add", "element-wise"},
-      {"mul", "element-wise"},       {"scale", "element-wise"},     {"sum", "element-wise"},
-      {"mean", "element-wise"},      {"sigmoid", "element-wise"},   {"dropout", "element-wise"},
+      {"conv", "convolution"},
+      {"attention", "attention"},
+      {"lstm", "recurrent"},
+      {"gru", "recurrent"},
+      {"linear", "matrix multiply"},
+      {"matmul", "matrix multiply"},
+      {"norm_penalty", "element-wise"},
+      {"norm", "normalisation"},
+      {"pool", "pooling & resize"},
+      {"upsample", "pooling & resize"},
+      {"softmax", "softmax & loss"},
+      {"entropy", "softmax & loss"},
+      {"loss", "softmax & loss"},
+      {"ctc", "softmax & loss"},
+      {"smoothl1", "softmax & loss"},
+      {"roi", "RoI"},
+      {"layout", "layout & copies"},
+      {"permute", "layout & copies"},
+      {"reshape", "layout & copies"},
+      {"concat", "layout & copies"},
+      {"split", "layout & copies"},
+      {"slice", "layout & copies"},
+      {"index", "layout & copies"},
+      {"relu", "element-wise"},
+      {"tanh", "element-wise"},
+      {"exp", "element-wise"},
+      {"add", "element-wise"},
+      {"mul", "element-wise"},
+      {"scale", "element-wise"},
+      {"sum", "element-wise"},
+      {"mean", "element-wise"},
+      {"sigmoid", "element-wise"},
+      {"dropout", "element-wise"},
       {"gelu", "element-wise"},
   };
   for (const auto& [part, cls] : kByPart) {

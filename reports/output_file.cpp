@@ -37,8 +37,9 @@ struct Target {
 // The system would refuse these only when the file is opened, after the work of making it.
 void check_lengths(const fs::path& shown, const fs::path& p) {
   if (p.native().size() >= PATH_MAX)
-    throw OutputRefused(fmt::format("cannot write '{}...': the path is {} bytes; paths are limited to {} bytes (PATH_MAX)",
-                                    p.native().substr(0, 80), p.native().size(), PATH_MAX - 1));
+    throw OutputRefused(
+        fmt::format("cannot write '{}...': the path is {} bytes; paths are limited to {} bytes (PATH_MAX)",
+                    p.native().substr(0, 80), p.native().size(), PATH_MAX - 1));
   for (const auto& part : p) {
     if (part.native().size() > NAME_MAX)
       refuse(shown, fmt::format("the name '{}...' is {} bytes; names are limited to {} bytes (NAME_MAX)",
@@ -118,7 +119,8 @@ Target resolve(const fs::path& path, const fs::path& reading_db) {
   }
   if (t.exists) {
     if (S_ISDIR(t.st.st_mode)) refuse(path, "it is a directory");
-    if (!S_ISREG(t.st.st_mode)) refuse(path, fmt::format("it is {}; only regular files are written", kind_of(t.st.st_mode)));
+    if (!S_ISREG(t.st.st_mode))
+      refuse(path, fmt::format("it is {}; only regular files are written", kind_of(t.st.st_mode)));
     if (::access(t.path.c_str(), W_OK) != 0) refuse(path, fmt::format("it is not writable ({})", errno_text(errno)));
   }
   if (!reading_db.empty()) check_not_database(t, path, reading_db);
@@ -203,9 +205,11 @@ void OutputFile::flush() {
 void OutputFile::commit() {
   if (fd_ < 0) throw std::logic_error("OutputFile::commit called twice");
   flush();
-  if (::fsync(fd_) != 0) throw std::runtime_error(fmt::format("writing '{}' failed: {}", path_.string(), errno_text(errno)));
+  if (::fsync(fd_) != 0)
+    throw std::runtime_error(fmt::format("writing '{}' failed: {}", path_.string(), errno_text(errno)));
   const int fd = std::exchange(fd_, -1);
-  if (::close(fd) != 0) throw std::runtime_error(fmt::format("writing '{}' failed: {}", path_.string(), errno_text(errno)));
+  if (::close(fd) != 0)
+    throw std::runtime_error(fmt::format("writing '{}' failed: {}", path_.string(), errno_text(errno)));
   // Making the contents may have taken long (a big export): what the path names is checked again.
   const Target t = resolve(path_, reading_db_);
   if (t.path != target_)
@@ -217,7 +221,8 @@ void OutputFile::commit() {
   ::fsync(dir_fd_);  // makes the rename itself durable; best effort (not every file system can)
 }
 
-void write_output_file(const fs::path& path, const fs::path& reading_db, const std::function<void(OutputFile&)>& produce) {
+void write_output_file(const fs::path& path, const fs::path& reading_db,
+                       const std::function<void(OutputFile&)>& produce) {
   OutputFile file(path, reading_db);
   produce(file);
   file.commit();

@@ -75,13 +75,16 @@ std::optional<RunFigures::Listed> RunFigures::listed() const {
   return std::nullopt;
 }
 
-RunFigures run_figures(const std::vector<store::MetricRow>& metrics, const std::vector<store::IterationRow>& iterations) {
+RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
+                       const std::vector<store::IterationRow>& iterations) {
   RunFigures f;
   std::map<std::string, const store::MetricRow*> by_name;
   for (const auto& m : metrics) {
     if (m.iteration < 0) by_name[m.name] = &m;
   }
-  const auto value = [&](const char* name) { return by_name.contains(name) ? std::optional(by_name[name]->value) : std::nullopt; };
+  const auto value = [&](const char* name) {
+    return by_name.contains(name) ? std::optional(by_name[name]->value) : std::nullopt;
+  };
   const auto unit = [&](const char* name, const char* otherwise) {
     return by_name.contains(name) && !by_name[name]->unit.empty() ? by_name[name]->unit : std::string(otherwise);
   };
@@ -109,7 +112,7 @@ RunFigures run_figures(const std::vector<store::MetricRow>& metrics, const std::
   for (const auto& it : iterations) {
     if (it.warmup) continue;
     const double t = ms(it.end_ns - it.start_ns);
-    if (t <= 0) continue;   // a clock step: no rate can be made of it
+    if (t <= 0) continue;  // a clock step: no rate can be made of it
     wall.push_back(t);
     rates.push_back(static_cast<double>(it.samples) / (t * 1e-3));
   }
@@ -123,8 +126,9 @@ RunFigures run_figures(const std::vector<store::MetricRow>& metrics, const std::
 
 RunFigures read_run_figures(store::Reader& reader, int64_t run, KeptIterations kept) {
   const auto metrics = reader.metrics(run);
-  const bool stored = std::any_of(metrics.begin(), metrics.end(),
-                                  [](const store::MetricRow& m) { return m.iteration < 0 && m.name == "throughput_median"; });
+  const bool stored = std::any_of(metrics.begin(), metrics.end(), [](const store::MetricRow& m) {
+    return m.iteration < 0 && m.name == "throughput_median";
+  });
   if (stored || kept == KeptIterations::ignore) return run_figures(metrics, {});
   return run_figures(metrics, reader.iterations(run));
 }
@@ -163,7 +167,8 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   d.run = run;
   d.key = {run.workload, run.preset, run.device, run.batch_size, std::max<int64_t>(run.ranks, 1)};
   d.status = store::status_label(run);
-  if (const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false); cfg.is_object() && cfg.contains("suite")) {
+  if (const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false);
+      cfg.is_object() && cfg.contains("suite")) {
     const auto& tag = cfg["suite"];
     d.suite = tag.value("name", "");
     d.suite_entry = tag.value("entry", int64_t{0});
@@ -182,7 +187,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   for (const auto& it : iterations) {
     if (it.warmup) continue;
     const double wall = ms(it.end_ns - it.start_ns);
-    if (wall <= 0) continue;   // a clock step: no rate can be made of it
+    if (wall <= 0) continue;  // a clock step: no rate can be made of it
     timed.push_back(it.index);
     d.iteration_ms.push_back(wall);
     d.throughput_per_iteration.push_back(static_cast<double>(it.samples) / (wall * 1e-3));
@@ -190,7 +195,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   d.phases = phase_samples(reader, run.id, timed);
 
   if (d.key.ranks > 1) {
-    std::map<int64_t, double> exposed;   // iteration -> the largest over ranks
+    std::map<int64_t, double> exposed;  // iteration -> the largest over ranks
     std::map<int64_t, std::vector<store::RankBreakdownRow>> per_rank;
     const std::set<int64_t> timed_set(timed.begin(), timed.end());
     for (auto& b : reader.rank_breakdown(run.id)) {
@@ -219,7 +224,8 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   for (const auto& o : reader.op_summary(run.id)) {
     if (o.device == "cpu") d.ops.push_back({o.name, o.count, ms(o.total_ns)});
   }
-  std::stable_sort(d.ops.begin(), d.ops.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
+  std::stable_sort(d.ops.begin(), d.ops.end(),
+                   [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
   for (const auto& l : reader.layers(run.id)) {
     d.layers.push_back({l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6, l.activation_bytes, l.parameter_count});
   }
@@ -235,7 +241,7 @@ std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::v
                                    const MemoryClassifier& classify) {
   store::Reader reader(db);
   const auto runs = reader.runs();
-  std::map<int64_t, std::string> suite_of;   // run id -> the suite that made it ("" when none)
+  std::map<int64_t, std::string> suite_of;  // run id -> the suite that made it ("" when none)
   for (const auto& r : runs) {
     const auto cfg = nlohmann::json::parse(r.config_json, nullptr, false);
     if (cfg.is_object() && cfg.contains("suite")) suite_of[r.id] = cfg["suite"].value("name", "");
@@ -262,8 +268,9 @@ std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::v
     }
     if (!named) {
       throw std::invalid_argument(
-          one || (lo && hi) ? fmt::format("{}: no training run {} in {}", sel, sel, db.string())
-                            : fmt::format("{}: neither a run id, a range A-B, nor a suite with runs in {}", sel, db.string()));
+          one || (lo && hi)
+              ? fmt::format("{}: no training run {} in {}", sel, sel, db.string())
+              : fmt::format("{}: neither a run id, a range A-B, nor a suite with runs in {}", sel, db.string()));
     }
   }
   std::vector<RunDigest> out;

@@ -29,7 +29,7 @@ struct RunKey {
   std::string workload, preset, device;
   int64_t batch = 0, ranks = 1;
   auto operator<=>(const RunKey&) const = default;
-  std::string label() const;   // "resnet50/tiny cpu batch 16 x2 ranks"
+  std::string label() const;  // "resnet50/tiny cpu batch 16 x2 ranks"
 };
 
 // The median and the 10th and 90th percentiles of per-iteration values (quantile(), type 7).
@@ -53,7 +53,7 @@ struct Rate {
 struct RunFigures {
   int64_t timed_iterations = 0;
   bool from_kept_iterations = false;
-  std::optional<Rate> sustained_headline;   // in the workload's own unit (tokens/s where tokens lead)
+  std::optional<Rate> sustained_headline;  // in the workload's own unit (tokens/s where tokens lead)
   std::optional<Rate> sustained_samples, sustained_tokens;
   std::optional<Spread> samples_per_iteration, tokens_per_iteration;
   std::optional<double> iteration_ms_median;
@@ -72,7 +72,8 @@ struct RunFigures {
 enum class KeptIterations { ignore, when_not_stored };
 
 // From the run's whole-run metrics (iteration < 0) and, when they hold no rates, its iterations.
-RunFigures run_figures(const std::vector<store::MetricRow>& metrics, const std::vector<store::IterationRow>& iterations);
+RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
+                       const std::vector<store::IterationRow>& iterations);
 // The same, read through `reader` (iterations only when `kept` asks for them and no rate is stored).
 RunFigures read_run_figures(store::Reader& reader, int64_t run, KeptIterations kept);
 
@@ -90,30 +91,41 @@ struct RankBreakdownMedians {
   double gradient_wait_ms = 0;
 };
 
-struct OpTotal { std::string name; int64_t count = 0; double total_ms = 0; };
-struct LayerTotal { std::string layer; double forward_ms = 0, backward_ms = 0; int64_t activation_bytes = 0, parameters = 0; };
-struct MemoryCategory { std::string category, tbd_class; int64_t bytes = 0; };
+struct OpTotal {
+  std::string name;
+  int64_t count = 0;
+  double total_ms = 0;
+};
+struct LayerTotal {
+  std::string layer;
+  double forward_ms = 0, backward_ms = 0;
+  int64_t activation_bytes = 0, parameters = 0;
+};
+struct MemoryCategory {
+  std::string category, tbd_class;
+  int64_t bytes = 0;
+};
 
 struct RunDigest {
   std::filesystem::path db;
   store::RunRow run;
   RunKey key;
-  std::string status;            // completed, failed, interrupted, running, lost, running?
-  std::string suite;             // the suite that made it ("" when none), its entry and repeat
+  std::string status;  // completed, failed, interrupted, running, lost, running?
+  std::string suite;   // the suite that made it ("" when none), its entry and repeat
   int64_t suite_entry = 0, suite_repeat = 0;
-  std::string unit = "samples/s";         // of throughput_per_iteration
+  std::string unit = "samples/s";  // of throughput_per_iteration
   // Per timed iteration of rank 0 (the ranks step together): wall time and samples/s of one rank
   // (times ranks for the job's rate). Iterations of no length (a clock step) are left out.
   std::vector<double> iteration_ms, throughput_per_iteration;
-  RunFigures figures;                     // the run's rates, sustained and per iteration
-  std::vector<PhaseSamples> phases;       // data, forward, backward, optimizer, then a workload's own
-  std::vector<double> exposed_comm_ms;    // per timed iteration, the largest over ranks (empty: one rank)
-  std::optional<double> exposed_comm_median_ms;   // its median (unset: one rank)
+  RunFigures figures;                            // the run's rates, sustained and per iteration
+  std::vector<PhaseSamples> phases;              // data, forward, backward, optimizer, then a workload's own
+  std::vector<double> exposed_comm_ms;           // per timed iteration, the largest over ranks (empty: one rank)
+  std::optional<double> exposed_comm_median_ms;  // its median (unset: one rank)
   std::vector<RankBreakdownMedians> breakdown;   // per rank (distributed runs), by rank
-  std::vector<OpTotal> ops;               // CPU ops by total time, largest first
-  std::vector<LayerTotal> layers;         // model order
-  std::vector<MemoryCategory> memory;     // at the peak, by category, non-zero ones
-  int64_t peak_bytes = 0;                 // the sum of every category at the peak
+  std::vector<OpTotal> ops;                      // CPU ops by total time, largest first
+  std::vector<LayerTotal> layers;                // model order
+  std::vector<MemoryCategory> memory;            // at the peak, by category, non-zero ones
+  int64_t peak_bytes = 0;                        // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;
   std::map<std::string, double> metrics;  // rank 0's whole-run metrics
 

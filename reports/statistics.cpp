@@ -27,7 +27,8 @@ void check_positive(const std::vector<double>& v, const char* function) {
 }
 
 void check_confidence(double confidence, const char* function) {
-  if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument(std::string(function) + ": confidence not in (0, 1)");
+  if (!(confidence > 0 && confidence < 1))
+    throw std::invalid_argument(std::string(function) + ": confidence not in (0, 1)");
 }
 
 // P(Z > z) for a standard normal Z.
@@ -194,7 +195,8 @@ MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<doubl
     const std::vector<double> counts = u_counts(a.size(), b.size(), u);
     double at_most_u = 0;
     for (const double c : counts) at_most_u += c;
-    result.p_value = std::min(1.0, 2 * at_most_u / binomial(std::min(a.size(), b.size()), std::max(a.size(), b.size())));
+    result.p_value =
+        std::min(1.0, 2 * at_most_u / binomial(std::min(a.size(), b.size()), std::max(a.size(), b.size())));
     return result;
   }
   const double n = n1 + n2;

@@ -20,12 +20,12 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // A configuration's runs (its repeats), pooled: what the report shows per row.
 struct Group {
   RunKey key;
-  std::vector<const RunDigest*> runs, ok;   // all, and the completed ones the figures use
+  std::vector<const RunDigest*> runs, ok;  // all, and the completed ones the figures use
   std::vector<double> throughput, iteration_ms;
-  std::vector<std::pair<std::string, double>> phase_ms;   // median per phase
-  std::vector<std::pair<std::string, double>> class_ms;   // per timed iteration, by op class
-  std::vector<OpTotal> ops;                               // per timed iteration
-  const RunDigest* first = nullptr;                       // the first completed run (memory, layers, breakdown)
+  std::vector<std::pair<std::string, double>> phase_ms;  // median per phase
+  std::vector<std::pair<std::string, double>> class_ms;  // per timed iteration, by op class
+  std::vector<OpTotal> ops;                              // per timed iteration
+  const RunDigest* first = nullptr;                      // the first completed run (memory, layers, breakdown)
   std::string unit = "samples/s";
 
   double job_throughput() const { return throughput.empty() ? 0 : median(throughput) * static_cast<double>(key.ranks); }
@@ -76,9 +76,11 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
       t.total_ms /= std::max(timed, 1.0);
       g.ops.push_back(t);
     }
-    std::stable_sort(g.ops.begin(), g.ops.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
+    std::stable_sort(g.ops.begin(), g.ops.end(),
+                     [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
     for (auto& [cls, total] : classes) g.class_ms.emplace_back(cls, total / std::max(timed, 1.0));
-    std::stable_sort(g.class_ms.begin(), g.class_ms.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::stable_sort(g.class_ms.begin(), g.class_ms.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
     out.push_back(std::move(g));
   }
   return out;
@@ -86,22 +88,26 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
 
 std::string peak_text(const Group& g) { return g.first ? human_bytes(static_cast<double>(g.first->peak_bytes)) : "-"; }
 
-nlohmann::json stacked_bar(const std::vector<std::string>& labels, const std::vector<std::pair<std::string, std::vector<double>>>& series,
+nlohmann::json stacked_bar(const std::vector<std::string>& labels,
+                           const std::vector<std::pair<std::string, std::vector<double>>>& series,
                            const std::string& axis, bool horizontal, bool percent = true) {
   nlohmann::json datasets = nlohmann::json::array();
   for (const auto& [name, values] : series) datasets.push_back({{"label", name}, {"data", values}});
   const std::string value_axis = horizontal ? "x" : "y", label_axis = horizontal ? "y" : "x";
   return {{"type", "bar"},
           {"data", {{"labels", labels}, {"datasets", datasets}}},
-          {"options", {{"indexAxis", horizontal ? "y" : "x"},
-                       {"scales", {{value_axis, percent ? nlohmann::json{{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", axis}}}}
-                                                        : nlohmann::json{{"stacked", true}, {"title", {{"display", true}, {"text", axis}}}}},
-                                   {label_axis, {{"stacked", true}}}}}}}};
+          {"options",
+           {{"indexAxis", horizontal ? "y" : "x"},
+            {"scales",
+             {{value_axis,
+               percent ? nlohmann::json{{"stacked", true}, {"max", 100}, {"title", {{"display", true}, {"text", axis}}}}
+                       : nlohmann::json{{"stacked", true}, {"title", {{"display", true}, {"text", axis}}}}},
+              {label_axis, {{"stacked", true}}}}}}}};
 }
 
 // One series per category over the groups, as percentages of each group's total.
-std::vector<std::pair<std::string, std::vector<double>>> shares(const std::vector<std::string>& categories,
-                                                                const std::vector<std::map<std::string, double>>& per_group) {
+std::vector<std::pair<std::string, std::vector<double>>> shares(
+    const std::vector<std::string>& categories, const std::vector<std::map<std::string, double>>& per_group) {
   std::vector<std::pair<std::string, std::vector<double>>> out;
   for (const auto& c : categories) {
     std::vector<double> v;
@@ -130,8 +136,9 @@ Chart share_chart(std::string title, std::string alt_text, const std::vector<std
 }
 
 // The share chart of each group's parts (phases, op classes); nothing when no group has parts.
-void add_share_chart(Section& s, const std::vector<Group>& groups, std::vector<std::pair<std::string, double>> Group::*parts,
-                     const std::string& title, const std::string& alt_text, const std::string& axis) {
+void add_share_chart(Section& s, const std::vector<Group>& groups,
+                     std::vector<std::pair<std::string, double>> Group::*parts, const std::string& title,
+                     const std::string& alt_text, const std::string& axis) {
   std::vector<std::string> labels, names;
   std::vector<std::map<std::string, double>> per_group;
   for (const auto& g : groups) {
@@ -150,30 +157,34 @@ void add_share_chart(Section& s, const std::vector<Group>& groups, std::vector<s
 Section summary_section(const std::vector<Group>& groups) {
   Section s{"Summary", {}, {}};
   Table t;
-  t.caption = "Per configuration (workload, preset, device, batch per rank, ranks): repeats pooled; throughput is one rank's, "
-              "median and p10-p90 over every timed iteration; peak memory from the ledger (rank 0).";
+  t.caption =
+      "Per configuration (workload, preset, device, batch per rank, ranks): repeats pooled; throughput is one rank's, "
+      "median and p10-p90 over every timed iteration; peak memory from the ledger (rank 0).";
   // Medians per iteration, pooled over repeats: not the sustained rate `show` and `runs` lead with.
-  t.header = {"configuration", "runs ok/all", "throughput (median/iteration)", "p10-p90", "iteration ms", "job throughput", "peak memory"};
+  t.header = {"configuration",  "runs ok/all", "throughput (median/iteration)", "p10-p90", "iteration ms",
+              "job throughput", "peak memory"};
   t.numeric = {false, true, true, true, true, true, true};
   for (const auto& g : groups) {
     const bool ok = !g.throughput.empty();
-    t.rows.push_back({g.key.label(), fmt::format("{}/{}", g.ok.size(), g.runs.size()),
-                      ok ? three_digits(median(g.throughput)) + " " + g.unit : "-",
-                      ok ? three_digits(quantile(g.throughput, 0.1)) + "-" + three_digits(quantile(g.throughput, 0.9)) : "-",
-                      ok ? three_digits(median(g.iteration_ms)) : "-",
-                      ok && g.key.ranks > 1 ? three_digits(g.job_throughput()) + " " + g.unit : "",
-                      peak_text(g)});
+    t.rows.push_back(
+        {g.key.label(), fmt::format("{}/{}", g.ok.size(), g.runs.size()),
+         ok ? three_digits(median(g.throughput)) + " " + g.unit : "-",
+         ok ? three_digits(quantile(g.throughput, 0.1)) + "-" + three_digits(quantile(g.throughput, 0.9)) : "-",
+         ok ? three_digits(median(g.iteration_ms)) : "-",
+         ok && g.key.ranks > 1 ? three_digits(g.job_throughput()) + " " + g.unit : "", peak_text(g)});
     t.row_class.push_back(g.ok.empty() ? "failed" : g.ok.size() < g.runs.size() ? "warning" : "");
   }
   s.blocks.push_back(std::move(t));
 
   // Where the time goes, comparable across configurations of very different speed: shares of
   // each phase in the median iteration, and of each op class in the traced op time.
-  add_share_chart(s, groups, &Group::phase_ms, "Time per phase (% of the median iteration's phases)",
-                  "Stacked bars: each configuration's phases as shares of its iteration; the per-configuration tables have the ms.",
-                  "% of iteration");
+  add_share_chart(
+      s, groups, &Group::phase_ms, "Time per phase (% of the median iteration's phases)",
+      "Stacked bars: each configuration's phases as shares of its iteration; the per-configuration tables have the ms.",
+      "% of iteration");
   add_share_chart(s, groups, &Group::class_ms, "Op time by class (% of traced op time)",
-                  "Stacked bars: each configuration's traced CPU op time by op class (convolution, matrix multiply, element-wise, ...).",
+                  "Stacked bars: each configuration's traced CPU op time by op class (convolution, matrix multiply, "
+                  "element-wise, ...).",
                   "% of op time");
   return s;
 }
@@ -186,7 +197,8 @@ Section memory_section(const std::vector<Group>& groups) {
   std::vector<std::string> labels, categories, classes;
   std::vector<std::map<std::string, double>> ours, tbd;
   Table t;
-  t.caption = "MiB live at the ledger's peak (rank 0), in TBD's five classes; each configuration's section splits them by category";
+  t.caption = "MiB live at the ledger's peak (rank 0), in TBD's five classes; each configuration's section splits them "
+              "by category";
   t.header = {"configuration", "peak"};
   t.header.insert(t.header.end(), kTbdClasses.begin(), kTbdClasses.end());
   t.numeric.assign(t.header.size(), true);
@@ -198,9 +210,11 @@ Section memory_section(const std::vector<Group>& groups) {
     for (const auto& m : g.first->memory) {
       mine[m.category] += static_cast<double>(m.bytes) / kMiB;
       theirs[m.tbd_class.empty() ? "?" : m.tbd_class] += static_cast<double>(m.bytes) / kMiB;
-      if (std::find(categories.begin(), categories.end(), m.category) == categories.end()) categories.push_back(m.category);
+      if (std::find(categories.begin(), categories.end(), m.category) == categories.end())
+        categories.push_back(m.category);
     }
-    std::vector<std::string> row = {g.key.label(), fmt::format("{:.1f}", static_cast<double>(g.first->peak_bytes) / kMiB)};
+    std::vector<std::string> row = {g.key.label(),
+                                    fmt::format("{:.1f}", static_cast<double>(g.first->peak_bytes) / kMiB)};
     for (const auto& cls : kTbdClasses) row.push_back(theirs.contains(cls) ? fmt::format("{:.1f}", theirs[cls]) : "0");
     t.rows.push_back(std::move(row));
     ours.push_back(mine);
@@ -218,19 +232,22 @@ Section memory_section(const std::vector<Group>& groups) {
   }
   s.blocks.push_back(std::move(t));
   s.blocks.push_back(share_chart("Memory at peak by category (% of peak)",
-                                 "Stacked bars: each configuration's peak memory split by the ledger's categories.", labels,
-                                 categories, ours, "% of peak bytes"));
-  s.blocks.push_back(share_chart("Memory at peak in TBD's five classes (% of peak)",
-                                 "Stacked bars: the same peaks in TBD's classes (weights, gradients, feature maps, workspace, dynamic).",
-                                 labels, classes, tbd, "% of peak bytes"));
+                                 "Stacked bars: each configuration's peak memory split by the ledger's categories.",
+                                 labels, categories, ours, "% of peak bytes"));
+  s.blocks.push_back(share_chart(
+      "Memory at peak in TBD's five classes (% of peak)",
+      "Stacked bars: the same peaks in TBD's classes (weights, gradients, feature maps, workspace, dynamic).", labels,
+      classes, tbd, "% of peak bytes"));
   return s;
 }
 
 // Curves where a suite varied one thing: ranks (scaling) or batch (throughput versus batch).
 Section curves_section(const std::vector<Group>& groups) {
   Section s{"Scaling and batch size", {}, {}};
-  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<const Group*>> by_ranks;   // fixed batch
-  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<const Group*>> by_batch;   // fixed ranks
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<const Group*>>
+      by_ranks;  // fixed batch
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::vector<const Group*>>
+      by_batch;  // fixed ranks
   for (const auto& g : groups) {
     if (g.throughput.empty()) continue;
     by_ranks[{g.key.workload, g.key.preset, g.key.device, g.key.batch}].push_back(&g);
@@ -242,7 +259,8 @@ Section curves_section(const std::vector<Group>& groups) {
     nlohmann::json measured = nlohmann::json::array(), ideal = nlohmann::json::array();
     const double one = v.front()->job_throughput() / static_cast<double>(v.front()->key.ranks);
     Table t;
-    t.caption = fmt::format("{}/{} {} batch {} per rank: job throughput against ranks", std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k));
+    t.caption = fmt::format("{}/{} {} batch {} per rank: job throughput against ranks", std::get<0>(k), std::get<1>(k),
+                            std::get<2>(k), std::get<3>(k));
     t.header = {"ranks", "job throughput", "scaling efficiency"};
     t.numeric = {true, true, true};
     for (const auto* g : v) {
@@ -256,9 +274,14 @@ Section curves_section(const std::vector<Group>& groups) {
     c.title = t.caption;
     c.alt_text = "Line chart: measured job throughput against ranks, beside linear scaling from the smallest run.";
     c.config = {{"type", "line"},
-                {"data", {{"datasets", {{{"label", "measured"}, {"data", measured}}, {{"label", "linear scaling"}, {"data", ideal}, {"borderDash", {6, 4}}}}}}},
-                {"options", {{"scales", {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "ranks"}}}}},
-                                         {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
+                {"data",
+                 {{"datasets",
+                   {{{"label", "measured"}, {"data", measured}},
+                    {{"label", "linear scaling"}, {"data", ideal}, {"borderDash", {6, 4}}}}}}},
+                {"options",
+                 {{"scales",
+                   {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "ranks"}}}}},
+                    {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
     s.blocks.push_back(std::move(c));
     s.blocks.push_back(std::move(t));
   }
@@ -273,11 +296,15 @@ Section curves_section(const std::vector<Group>& groups) {
     c.alt_text = "Line chart: median throughput per rank at each batch size; the summary table has the numbers.";
     c.config = {{"type", "line"},
                 {"data", {{"datasets", {{{"label", "median throughput"}, {"data", points}}}}}},
-                {"options", {{"scales", {{"x", {{"type", "logarithmic"}, {"title", {{"display", true}, {"text", "batch per rank"}}}}},
-                                         {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
+                {"options",
+                 {{"scales",
+                   {{"x", {{"type", "logarithmic"}, {"title", {{"display", true}, {"text", "batch per rank"}}}}},
+                    {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
     s.blocks.push_back(std::move(c));
   }
-  if (s.blocks.empty()) s.blocks.push_back(Paragraph{"The selection has no configurations that differ only in ranks or only in batch size."});
+  if (s.blocks.empty())
+    s.blocks.push_back(
+        Paragraph{"The selection has no configurations that differ only in ranks or only in batch size."});
   return s;
 }
 
@@ -296,7 +323,8 @@ Section group_section(const Group& g) {
   ph.caption = "Time per phase (median ms per timed iteration)";
   ph.header = {"phase", "ms", "share"};
   ph.numeric = {false, true, true};
-  for (const auto& [p, v] : g.phase_ms) ph.rows.push_back({p, three_digits(v), fmt::format("{:.1f}%", phases_total > 0 ? 100 * v / phases_total : 0)});
+  for (const auto& [p, v] : g.phase_ms)
+    ph.rows.push_back({p, three_digits(v), fmt::format("{:.1f}%", phases_total > 0 ? 100 * v / phases_total : 0)});
   s.blocks.push_back(std::move(ph));
 
   if (!g.ops.empty()) {
@@ -306,7 +334,8 @@ Section group_section(const Group& g) {
     cls.caption = "Op time by class (ms per timed iteration, traced CPU ops)";
     cls.header = {"class", "ms", "share"};
     cls.numeric = {false, true, true};
-    for (const auto& [c, v] : g.class_ms) cls.rows.push_back({c, three_digits(v), fmt::format("{:.1f}%", 100 * v / total)});
+    for (const auto& [c, v] : g.class_ms)
+      cls.rows.push_back({c, three_digits(v), fmt::format("{:.1f}%", 100 * v / total)});
     s.blocks.push_back(std::move(cls));
     Table ops;
     ops.caption = fmt::format("Top {} ops (ms per timed iteration)", std::min(kTopOps, g.ops.size()));
@@ -316,8 +345,8 @@ Section group_section(const Group& g) {
     for (const auto* r : g.ok) timed += static_cast<double>(r->iteration_ms.size());
     for (size_t i = 0; i < std::min(kTopOps, g.ops.size()); ++i) {
       const auto& o = g.ops[i];
-      ops.rows.push_back({o.name, op_class(o.name), three_digits(static_cast<double>(o.count) / std::max(timed, 1.0)), three_digits(o.total_ms),
-                          fmt::format("{:.1f}%", 100 * o.total_ms / total)});
+      ops.rows.push_back({o.name, op_class(o.name), three_digits(static_cast<double>(o.count) / std::max(timed, 1.0)),
+                          three_digits(o.total_ms), fmt::format("{:.1f}%", 100 * o.total_ms / total)});
     }
     s.blocks.push_back(std::move(ops));
   } else {
@@ -326,35 +355,41 @@ Section group_section(const Group& g) {
 
   if (!g.first->memory.empty()) {
     Table mem;
-    mem.caption = fmt::format("Memory at peak of run {} by category (the ledger; deterministic for a build, model and batch)", g.first->run.id);
+    mem.caption =
+        fmt::format("Memory at peak of run {} by category (the ledger; deterministic for a build, model and batch)",
+                    g.first->run.id);
     mem.header = {"category", "TBD class", "bytes", "share"};
     mem.numeric = {false, false, true, true};
     for (const auto& m : g.first->memory) {
       mem.rows.push_back({m.category, m.tbd_class, with_commas(m.bytes),
-                          fmt::format("{:.1f}%", 100.0 * static_cast<double>(m.bytes) / static_cast<double>(std::max<int64_t>(g.first->peak_bytes, 1)))});
+                          fmt::format("{:.1f}%", 100.0 * static_cast<double>(m.bytes) /
+                                                     static_cast<double>(std::max<int64_t>(g.first->peak_bytes, 1)))});
     }
     s.blocks.push_back(std::move(mem));
   }
 
   auto layers = g.first->layers;
   if (!layers.empty()) {
-    std::stable_sort(layers.begin(), layers.end(),
-                     [](const LayerTotal& a, const LayerTotal& b) { return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms; });
+    std::stable_sort(layers.begin(), layers.end(), [](const LayerTotal& a, const LayerTotal& b) {
+      return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms;
+    });
     Table lt;
     // Self figures, as stored: a block's row holds its own ops (a residual add, its ReLU) and its own
     // parameters, its sub-layers have rows of their own.
-    lt.caption = fmt::format("Slowest {} layers of run {} (ms per timed iteration in each layer's own ops, sub-layers apart; "
-                             "its own activations and parameters)",
-                             std::min(kTopLayers, layers.size()), g.first->run.id);
+    lt.caption =
+        fmt::format("Slowest {} layers of run {} (ms per timed iteration in each layer's own ops, sub-layers apart; "
+                    "its own activations and parameters)",
+                    std::min(kTopLayers, layers.size()), g.first->run.id);
     lt.header = {"layer", "forward ms", "backward ms", "activations", "parameters"};
     lt.numeric = {false, true, true, true, true};
     for (size_t i = 0; i < std::min(kTopLayers, layers.size()); ++i) {
       const auto& l = layers[i];
-      lt.rows.push_back({l.layer, three_digits(l.forward_ms), three_digits(l.backward_ms), human_bytes(static_cast<double>(l.activation_bytes)),
-                         with_commas(l.parameters)});
+      lt.rows.push_back({l.layer, three_digits(l.forward_ms), three_digits(l.backward_ms),
+                         human_bytes(static_cast<double>(l.activation_bytes)), with_commas(l.parameters)});
     }
     s.blocks.push_back(std::move(lt));
-    std::stable_sort(layers.begin(), layers.end(), [](const LayerTotal& a, const LayerTotal& b) { return a.activation_bytes > b.activation_bytes; });
+    std::stable_sort(layers.begin(), layers.end(),
+                     [](const LayerTotal& a, const LayerTotal& b) { return a.activation_bytes > b.activation_bytes; });
     nlohmann::json labels = nlohmann::json::array(), values = nlohmann::json::array();
     for (size_t i = 0; i < std::min<size_t>(12, layers.size()); ++i) {
       labels.push_back(layers[i].layer);
@@ -372,14 +407,16 @@ Section group_section(const Group& g) {
 
   if (!g.first->breakdown.empty()) {
     Table bt;
-    bt.caption = fmt::format("Time breakdown per rank of run {} (median ms per timed iteration; docs/formulas.md)", g.first->run.id);
+    bt.caption = fmt::format("Time breakdown per rank of run {} (median ms per timed iteration; docs/formulas.md)",
+                             g.first->run.id);
     bt.header = {"rank", "iteration", "compute", "comm", "overlap", "exposed comm", "idle"};
     bt.numeric = {true, true, true, true, true, true, true};
     std::vector<std::string> labels;
     std::vector<double> compute_only, overlap, exposed, idle;
     for (const auto& b : g.first->breakdown) {
-      bt.rows.push_back({std::to_string(b.rank), three_digits(b.iteration_ms), three_digits(b.compute_ms), three_digits(b.comm_ms),
-                         three_digits(b.overlap_ms), three_digits(b.exposed_comm_ms), three_digits(b.idle_ms)});
+      bt.rows.push_back({std::to_string(b.rank), three_digits(b.iteration_ms), three_digits(b.compute_ms),
+                         three_digits(b.comm_ms), three_digits(b.overlap_ms), three_digits(b.exposed_comm_ms),
+                         three_digits(b.idle_ms)});
       labels.push_back(fmt::format("rank {}", b.rank));
       compute_only.push_back(b.compute_ms - b.overlap_ms);
       overlap.push_back(b.overlap_ms);
@@ -389,8 +426,11 @@ Section group_section(const Group& g) {
     s.blocks.push_back(std::move(bt));
     Chart c;
     c.title = "Compute, communication and idle time per rank (ms, median iteration)";
-    c.alt_text = "Stacked bars per rank: compute alone, compute overlapped with communication, exposed communication, idle.";
-    c.config = stacked_bar(labels, {{"compute only", compute_only}, {"overlap", overlap}, {"exposed comm", exposed}, {"idle", idle}}, "ms", true, false);
+    c.alt_text =
+        "Stacked bars per rank: compute alone, compute overlapped with communication, exposed communication, idle.";
+    c.config = stacked_bar(
+        labels, {{"compute only", compute_only}, {"overlap", overlap}, {"exposed comm", exposed}, {"idle", idle}}, "ms",
+        true, false);
     c.height = chart_height(labels.size());
     s.blocks.push_back(std::move(c));
   }
@@ -413,7 +453,8 @@ Section failures_section(const std::vector<RunDigest>& runs) {
   if (t.rows.empty()) {
     s.blocks.push_back(Paragraph{"Every selected run completed."});
   } else {
-    s.blocks.push_back(Paragraph{"These runs are left out of the figures above (a configuration's other repeats still count)."});
+    s.blocks.push_back(
+        Paragraph{"These runs are left out of the figures above (a configuration's other repeats still count)."});
     s.blocks.push_back(std::move(t));
   }
   return s;
@@ -440,7 +481,8 @@ Section environment_section(const std::vector<RunDigest>& runs) {
     if (e.key == "launch_token") continue;
     bool same = true;
     for (const auto& r : runs) {
-      const auto it = std::find_if(r.environment.begin(), r.environment.end(), [&](const store::EnvEntry& x) { return x.key == e.key; });
+      const auto it = std::find_if(r.environment.begin(), r.environment.end(),
+                                   [&](const store::EnvEntry& x) { return x.key == e.key; });
       same = same && (r.environment.empty() || (it != r.environment.end() && it->value == e.value));
     }
     t.rows.push_back({e.key, e.value, same ? "yes" : "no"});
@@ -476,32 +518,53 @@ Document suite_report_document(const std::vector<RunDigest>& runs, const std::st
 nlohmann::json suite_report_json(const std::vector<RunDigest>& runs, const std::string& source) {
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : group_runs(runs)) {
-    nlohmann::json j = {{"workload", g.key.workload}, {"preset", g.key.preset}, {"device", g.key.device}, {"batch", g.key.batch},
-                        {"ranks", g.key.ranks}, {"unit", g.unit}, {"runs", nlohmann::json::array()}, {"completed_runs", g.ok.size()}};
-    for (const auto* r : g.runs) j["runs"].push_back({{"id", r->run.id}, {"status", r->status}, {"repeat", r->suite_repeat}});
+    nlohmann::json j = {{"workload", g.key.workload},
+                        {"preset", g.key.preset},
+                        {"device", g.key.device},
+                        {"batch", g.key.batch},
+                        {"ranks", g.key.ranks},
+                        {"unit", g.unit},
+                        {"runs", nlohmann::json::array()},
+                        {"completed_runs", g.ok.size()}};
+    for (const auto* r : g.runs)
+      j["runs"].push_back({{"id", r->run.id}, {"status", r->status}, {"repeat", r->suite_repeat}});
     if (!g.throughput.empty()) {
-      j["throughput"] = {{"median", median(g.throughput)}, {"p10", quantile(g.throughput, 0.1)}, {"p90", quantile(g.throughput, 0.9)},
-                         {"samples", g.throughput.size()}, {"job_median", g.job_throughput()}};
+      j["throughput"] = {{"median", median(g.throughput)},
+                         {"p10", quantile(g.throughput, 0.1)},
+                         {"p90", quantile(g.throughput, 0.9)},
+                         {"samples", g.throughput.size()},
+                         {"job_median", g.job_throughput()}};
       j["iteration_ms_median"] = median(g.iteration_ms);
     }
     for (const auto& [p, v] : g.phase_ms) j["phases_ms"][p] = v;
     for (const auto& [c, v] : g.class_ms) j["op_classes_ms"][c] = v;
     for (size_t i = 0; i < std::min(kTopOps, g.ops.size()); ++i) {
-      j["top_ops"].push_back({{"op", g.ops[i].name}, {"class", op_class(g.ops[i].name)}, {"ms_per_iteration", g.ops[i].total_ms}});
+      j["top_ops"].push_back(
+          {{"op", g.ops[i].name}, {"class", op_class(g.ops[i].name)}, {"ms_per_iteration", g.ops[i].total_ms}});
     }
     if (g.first) {
       j["peak_bytes"] = g.first->peak_bytes;
-      for (const auto& m : g.first->memory) j["memory_at_peak"].push_back({{"category", m.category}, {"tbd_class", m.tbd_class}, {"bytes", m.bytes}});
+      for (const auto& m : g.first->memory)
+        j["memory_at_peak"].push_back({{"category", m.category}, {"tbd_class", m.tbd_class}, {"bytes", m.bytes}});
       for (const auto& b : g.first->breakdown) {
-        j["breakdown"].push_back({{"rank", b.rank}, {"iteration_ms", b.iteration_ms}, {"compute_ms", b.compute_ms}, {"comm_ms", b.comm_ms},
-                                  {"overlap_ms", b.overlap_ms}, {"exposed_comm_ms", b.exposed_comm_ms}, {"idle_ms", b.idle_ms}});
+        j["breakdown"].push_back({{"rank", b.rank},
+                                  {"iteration_ms", b.iteration_ms},
+                                  {"compute_ms", b.compute_ms},
+                                  {"comm_ms", b.comm_ms},
+                                  {"overlap_ms", b.overlap_ms},
+                                  {"exposed_comm_ms", b.exposed_comm_ms},
+                                  {"idle_ms", b.idle_ms}});
       }
     }
     groups.push_back(j);
   }
   nlohmann::json failed = nlohmann::json::array();
   for (const auto& r : runs) {
-    if (!r.finished_ok()) failed.push_back({{"id", r.run.id}, {"status", r.status}, {"error", r.run.error}, {"timed_iterations_kept", r.iteration_ms.size()}});
+    if (!r.finished_ok())
+      failed.push_back({{"id", r.run.id},
+                        {"status", r.status},
+                        {"error", r.run.error},
+                        {"timed_iterations_kept", r.iteration_ms.size()}});
   }
   return {{"source", source}, {"runs", runs.size()}, {"configurations", groups}, {"not_completed", failed}};
 }

@@ -66,7 +66,7 @@ std::string Instruments::start_device(engine::Device device, bool gpu_tracing) {
 void Instruments::stop_device(RunRecorder* recorder) {
   if (device_stopped_) return;
   device_stopped_ = true;
-  if (!recorder) return;   // only the rank that records starts a GPU tracer
+  if (!recorder) return;  // only the rank that records starts a GPU tracer
   if (gpu_) recorder->set_gpu_trace(gpu_->stop());
   gpu_.reset();
   record_device_memory(device_, *recorder);

@@ -16,8 +16,8 @@
 namespace ts::session {
 
 struct QualityPoint {
-  int64_t iterations = 0;   // trained so far, warm-up included
-  double training_s = 0;    // their time
+  int64_t iterations = 0;  // trained so far, warm-up included
+  double training_s = 0;   // their time
   double value = 0;
 };
 

@@ -27,7 +27,8 @@ json flush_json(const store::RunFlush& f) {
   for (const auto& r : f.phases) a.push_back({r.iteration, r.phase, r.start_ns, r.end_ns});
   j["ph"] = std::move(a);
   a = json::array();
-  for (const auto& r : f.events) a.push_back({r.start_ns, r.end_ns, r.name, r.layer, r.kind, r.pass, r.iteration, r.thread});
+  for (const auto& r : f.events)
+    a.push_back({r.start_ns, r.end_ns, r.name, r.layer, r.kind, r.pass, r.iteration, r.thread});
   j["ev"] = std::move(a);
   a = json::array();
   for (const auto& r : f.memory) a.push_back({r.t_ns, r.category, r.live_bytes});
@@ -36,7 +37,8 @@ json flush_json(const store::RunFlush& f) {
   for (const auto& r : f.samples) a.push_back({r.t_ns, r.name, r.value});
   j["sa"] = std::move(a);
   a = json::array();
-  for (const auto& r : f.collectives) a.push_back({r.iteration, r.thread, r.collective, r.label, r.bytes, r.start_ns, r.end_ns});
+  for (const auto& r : f.collectives)
+    a.push_back({r.iteration, r.thread, r.collective, r.label, r.bytes, r.start_ns, r.end_ns});
   j["co"] = std::move(a);
   return j;
 }
@@ -209,8 +211,8 @@ void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s) {
 }
 
 RankSummary summarise_rank(const std::vector<profiler::Event>& events,
-                           const std::vector<distributed::CollectiveRecord>& calls, const distributed::Communicator& comm,
-                           const distributed::DataParallel* dp, int64_t warmup) {
+                           const std::vector<distributed::CollectiveRecord>& calls,
+                           const distributed::Communicator& comm, const distributed::DataParallel* dp, int64_t warmup) {
   RankSummary s;
   s.breakdown = rank_breakdown_rows(events, [warmup](int32_t i) { return i >= warmup; });
   s.comm_ops = comm_op_rows(calls, comm.backend(), comm.size());
@@ -263,8 +265,8 @@ void add_rank_verdicts(const std::vector<RankPayload>& remote, const std::vector
   if (!missing.empty()) {
     std::string list;
     for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-    error += (error.empty() ? "" : "; ") +
-             fmt::format("rank(s) {} sent no final records within {} s", list, wait.count());
+    error +=
+        (error.empty() ? "" : "; ") + fmt::format("rank(s) {} sent no final records within {} s", list, wait.count());
     status = store::RunStatus::failed;
   }
   for (const auto& p : remote) {

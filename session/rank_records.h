@@ -25,8 +25,8 @@ namespace ts::session {
 
 struct RankPayload {
   int64_t rank = 0;
-  bool final = false;            // the rank's last message
-  store::RunFlush flush;         // streamed rows (the rank field is stamped by rank 0)
+  bool final = false;     // the rank's last message
+  store::RunFlush flush;  // streamed rows (the rank field is stamped by rank 0)
   // Final message only:
   std::vector<store::RankBreakdownRow> breakdown;
   std::vector<store::CommOpRow> comm_ops;
@@ -37,7 +37,7 @@ struct RankPayload {
   // `rank` is the producer's and travels with them (a worker's rank; the rank hosting a shard).
   std::vector<store::PsStalenessRow> ps_staleness;
   std::vector<store::PsServerRow> ps_servers;
-  std::string error;             // the rank's failure, if it failed
+  std::string error;  // the rank's failure, if it failed
 };
 
 std::vector<uint8_t> to_bytes(const RankPayload& p);
@@ -60,14 +60,14 @@ struct RankSummary {
   std::vector<store::RankBreakdownRow> breakdown;
   std::vector<store::CommOpRow> comm_ops;
   std::vector<store::MetricRow> metrics;
-  std::vector<store::PsStalenessRow> ps_staleness;   // what this rank's server applied
+  std::vector<store::PsStalenessRow> ps_staleness;  // what this rank's server applied
   std::vector<store::PsServerRow> ps_servers;
 };
 
 // From every event and collective call the rank's stream saw (`dp`: its all-reduce, if any).
 RankSummary summarise_rank(const std::vector<profiler::Event>& events,
-                           const std::vector<distributed::CollectiveRecord>& calls, const distributed::Communicator& comm,
-                           const distributed::DataParallel* dp, int64_t warmup);
+                           const std::vector<distributed::CollectiveRecord>& calls,
+                           const distributed::Communicator& comm, const distributed::DataParallel* dp, int64_t warmup);
 // A parameter server's figures on this rank: its worker's pushes, its server's work and the
 // staleness of what that server applied (per worker and iteration), the layout's balance.
 void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s);

@@ -34,7 +34,8 @@ void append_event_rows(std::span<const profiler::Event> events, const profiler::
 void append_memory_points(const std::vector<memprof::Snapshot>& snapshots, std::vector<store::MemoryPoint>& rows) {
   for (const auto& snap : snapshots) {
     for (size_t c = 0; c < vocabulary::kCategoryCount; ++c) {
-      rows.push_back({snap.t_ns, std::string(vocabulary::to_string(static_cast<vocabulary::Category>(c))), snap.bytes[c]});
+      rows.push_back(
+          {snap.t_ns, std::string(vocabulary::to_string(static_cast<vocabulary::Category>(c))), snap.bytes[c]});
     }
   }
 }
@@ -114,7 +115,7 @@ std::string layer_of(const std::string& param) {
 struct Timing {
   std::set<int32_t> warmup;
   std::vector<double> throughput, token_throughput, iteration_ms;
-  double seconds = 0, samples = 0, tokens = 0;   // the sustained rates' sums
+  double seconds = 0, samples = 0, tokens = 0;  // the sustained rates' sums
   std::vector<store::IterationRow> rows;
 };
 
@@ -199,7 +200,7 @@ void rate_metrics(const Timing& t, const workloads::ThroughputUnits& units, std:
     metrics.push_back({"throughput_p90", percentile(t.throughput, 0.9), sample_rate, -1});
     metrics.push_back({"iteration_time_median", percentile(t.iteration_ms, 0.5), "ms", -1});
   }
-  if (!t.token_throughput.empty() && t.seconds > 0) {   // sequence workloads: real tokens, or frames
+  if (!t.token_throughput.empty() && t.seconds > 0) {  // sequence workloads: real tokens, or frames
     metrics.push_back({"tokens_per_s", t.tokens / t.seconds, token_rate, -1});
     metrics.push_back({"tokens_per_s_median", percentile(t.token_throughput, 0.5), token_rate, -1});
     metrics.push_back({"tokens_per_s_p10", percentile(t.token_throughput, 0.1), token_rate, -1});
@@ -207,8 +208,8 @@ void rate_metrics(const Timing& t, const workloads::ThroughputUnits& units, std:
   }
   if (t.seconds > 0 && !t.throughput.empty()) {
     const bool tokens = units.tokens_headline && !t.token_throughput.empty();
-    metrics.push_back({"headline_throughput", (tokens ? t.tokens : t.samples) / t.seconds,
-                       tokens ? token_rate : sample_rate, -1});
+    metrics.push_back(
+        {"headline_throughput", (tokens ? t.tokens : t.samples) / t.seconds, tokens ? token_rate : sample_rate, -1});
   }
 }
 
@@ -242,7 +243,7 @@ memprof::Snapshot RunRecorder::record_memory(const workloads::LoopResult& loop, 
   if (everything) {
     writer_.add_memory_timeline(run_, points);
   } else {
-    writer_.replace_memory_timeline(run_, points, 0);   // rank 0's: the other ranks' streamed timelines stay
+    writer_.replace_memory_timeline(run_, points, 0);  // rank 0's: the other ranks' streamed timelines stay
   }
   // The training loop's peak: evaluation afterwards (detection's test-time RoIs outnumber the
   // training ones) must not stand in for it. The ledger's own when the loop never ran.
@@ -296,7 +297,8 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
       {"parameter_count", static_cast<double>(parameter_count_), "count", -1},
       {"timed_iterations", timed, "count", -1},
       {"peak_memory_bytes", static_cast<double>(peak.total), "bytes", -1},
-      {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(vocabulary::Category::weights)]), "bytes", -1},
+      {"weights_bytes", static_cast<double>(peak.bytes[static_cast<size_t>(vocabulary::Category::weights)]), "bytes",
+       -1},
       {"trace_events", static_cast<double>(events.size()), "count", -1},
   };
   metrics.insert(metrics.end(), change_counts.begin(), change_counts.end());
@@ -311,12 +313,14 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak) {
   std::vector<store::MemoryPeakRow> rows;
   for (size_t c = 0; c < vocabulary::kCategoryCount; ++c) {
-    rows.push_back({std::string(vocabulary::to_string(static_cast<vocabulary::Category>(c))), peak.bytes[c], peak.t_ns});
+    rows.push_back(
+        {std::string(vocabulary::to_string(static_cast<vocabulary::Category>(c))), peak.bytes[c], peak.t_ns});
   }
   return rows;
 }
 
-void append_collective_rows(const std::vector<distributed::CollectiveRecord>& records, std::vector<store::CollectiveRow>& rows) {
+void append_collective_rows(const std::vector<distributed::CollectiveRecord>& records,
+                            std::vector<store::CollectiveRow>& rows) {
   for (const auto& r : records) {
     store::CollectiveRow c;
     c.iteration = r.iteration;
@@ -355,8 +359,8 @@ std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profile
   return rows;
 }
 
-std::vector<store::CommOpRow> comm_op_rows(const std::vector<distributed::CollectiveRecord>& records, std::string_view backend,
-                                           int ranks) {
+std::vector<store::CommOpRow> comm_op_rows(const std::vector<distributed::CollectiveRecord>& records,
+                                           std::string_view backend, int ranks) {
   std::vector<store::CommOpRow> rows;
   for (const auto& s : distributed::summarise(records, ranks)) {
     store::CommOpRow r;

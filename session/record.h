@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "collectors/environment.h"
-#include "distributed/communicator.h"
 #include "collectors/process_sampler.h"
+#include "distributed/communicator.h"
 #include "engine/nn/module.h"
 #include "memprof/ledger.h"
 #include "profiler/analysis.h"
@@ -54,14 +54,15 @@ std::vector<store::MetricRow> roofline_metrics(const profiler::Roofline& r);
 // The ledger's breakdown at its peak, one row per category.
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak);
 // A communicator's recorded calls as the store's collective rows.
-void append_collective_rows(const std::vector<distributed::CollectiveRecord>& records, std::vector<store::CollectiveRow>& rows);
+void append_collective_rows(const std::vector<distributed::CollectiveRecord>& records,
+                            std::vector<store::CollectiveRow>& rows);
 // The per-iteration communication breakdown of this process's events (counted iterations only),
 // with a parameter-server worker's pull and push waits.
 std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profiler::Event> events,
                                                          const profiler::IterationFilter& counted);
 // A communicator's calls summarised per collective and size, as nccl-tests reports them.
-std::vector<store::CommOpRow> comm_op_rows(const std::vector<distributed::CollectiveRecord>& records, std::string_view backend,
-                                           int ranks);
+std::vector<store::CommOpRow> comm_op_rows(const std::vector<distributed::CollectiveRecord>& records,
+                                           std::string_view backend, int ranks);
 
 // What record() writes: everything (a run stored at its end, or spilled to a side file), or
 // what a RunStream did not (the summaries; rank 0's streamed memory timeline replaced by its whole

@@ -5,10 +5,10 @@
 #include <map>
 #include <set>
 
-#include "session/record.h"
 #include "profiler/gpu_analysis.h"
 #include "profiler/trace_checks.h"
 #include "profiler/tracer.h"
+#include "session/record.h"
 
 namespace ts::session {
 
@@ -44,7 +44,7 @@ void trace_check_metrics(const profiler::GpuTrace& g, const workloads::LoopResul
     metrics.push_back({"gpu_trace_outside_iteration", outside.fraction(), "", -1});
   }
   const auto events = profiler::event_time_difference(g.activities, windows, counted);
-  if (events.iterations > 0) {   // CUDA-event times are the training loop's, on a GPU only
+  if (events.iterations > 0) {  // CUDA-event times are the training loop's, on a GPU only
     metrics.push_back({"gpu_trace_event_diff_max", events.max, "", -1});
     metrics.push_back({"gpu_trace_event_diff_median", events.median, "", -1});
   }

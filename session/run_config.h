@@ -19,11 +19,11 @@ struct RunConfig {
   std::string preset = "tiny";
   std::string device = "cpu";
   std::string data = "synthetic";
-  std::optional<int64_t> batch;   // unset: the preset's default
-  std::optional<int64_t> learners;   // actor-learner threads (a3c); unset: the preset's
+  std::optional<int64_t> batch;     // unset: the preset's default
+  std::optional<int64_t> learners;  // actor-learner threads (a3c); unset: the preset's
   int64_t iterations = 20;
   int64_t warmup = 3;
-  int64_t threads = 0;      // 0: all cores
+  int64_t threads = 0;  // 0: all cores
   uint64_t seed = 1;
   int64_t eval_batches = 2;
   // Evaluations during training (session/quality_curve.h): after every `eval_every` timed
@@ -43,15 +43,15 @@ struct RunConfig {
   // Which suite run this is (empty name: not from a suite); stored in the config as "suite".
   struct SuiteTag {
     std::string name;
-    int64_t entry = 0, repeat = 0;   // 1-based: the [[run]] table and the repeat of its batch
+    int64_t entry = 0, repeat = 0;  // 1-based: the [[run]] table and the repeat of its batch
   } suite;
 
   // Distribution (docs/distributed.md). nproc: the ranks the launcher starts (a rank learns its
   // place from MPI); the data-parallel knobs are stored in the run's config.
-  int64_t nproc = 1;                   // with hosts, 0: one rank per slot
-  std::string hosts;                   // --hosts h1:2,h2:2 (the launcher's)
-  std::filesystem::path hostfile;      // --hostfile (the launcher's)
-  std::vector<std::pair<std::string, std::string>> mca;   // --mca NAME=VALUE, passed to mpirun
+  int64_t nproc = 1;                                     // with hosts, 0: one rank per slot
+  std::string hosts;                                     // --hosts h1:2,h2:2 (the launcher's)
+  std::filesystem::path hostfile;                        // --hostfile (the launcher's)
+  std::vector<std::pair<std::string, std::string>> mca;  // --mca NAME=VALUE, passed to mpirun
   // How the ranks share what they learn: all-reduce data parallelism (distributed/data_parallel.h) or
   // a parameter server (distributed/ps/); the knobs of the one not chosen are ignored.
   enum class Strategy { allreduce, ps } strategy = Strategy::allreduce;

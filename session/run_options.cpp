@@ -48,7 +48,7 @@ auto seconds_get(std::chrono::milliseconds RunConfig::*f) {
 }
 auto seconds_set(std::chrono::milliseconds RunConfig::*f) {
   return [f](RunConfig& c, const json& v) {
-    c.*f = std::chrono::milliseconds(std::llround(v.get<double>() * 1000));   // 0.29 s is 290 ms, not 289
+    c.*f = std::chrono::milliseconds(std::llround(v.get<double>() * 1000));  // 0.29 s is 290 ms, not 289
   };
 }
 template <class T>
@@ -76,189 +76,361 @@ distributed::BucketOrder bucket_order_of(const std::string& s) {
 
 std::vector<RunOption> make_table() {
   std::vector<RunOption> t;
-  t.push_back({.name = "workload", .type = OptionType::text, .help = "Workload name (see `trainscope list`)",
-               .suite_key = "workload", .stored = Stored::top, .stored_key = "workload",
-               .get = field_get(&RunConfig::workload), .set = field_set(&RunConfig::workload)});
-  t.push_back({.name = "preset", .type = OptionType::text, .help = "tiny | small | full", .suite_key = "preset",
-               .stored = Stored::top, .stored_key = "preset", .get = field_get(&RunConfig::preset),
+  t.push_back({.name = "workload",
+               .type = OptionType::text,
+               .help = "Workload name (see `trainscope list`)",
+               .suite_key = "workload",
+               .stored = Stored::top,
+               .stored_key = "workload",
+               .get = field_get(&RunConfig::workload),
+               .set = field_set(&RunConfig::workload)});
+  t.push_back({.name = "preset",
+               .type = OptionType::text,
+               .help = "tiny | small | full",
+               .suite_key = "preset",
+               .stored = Stored::top,
+               .stored_key = "preset",
+               .get = field_get(&RunConfig::preset),
                .set = field_set(&RunConfig::preset)});
-  t.push_back({.name = "device", .type = OptionType::text, .help = "cpu (cuda in CUDA builds)", .suite_key = "device",
-               .stored = Stored::top, .stored_key = "device", .get = field_get(&RunConfig::device),
+  t.push_back({.name = "device",
+               .type = OptionType::text,
+               .help = "cpu (cuda in CUDA builds)",
+               .suite_key = "device",
+               .stored = Stored::top,
+               .stored_key = "device",
+               .get = field_get(&RunConfig::device),
                .set = field_set(&RunConfig::device)});
   // A suite's batch may also be a list of sizes, each a run of its own (cli/suite.cpp).
-  t.push_back({.name = "batch", .type = OptionType::integer, .help = "Batch size (default: the preset's)",
-               .suite_key = "batch", .min = 1, .max = 2'147'483'647,   // 2^31 - 1: an int in every kernel's index math
-               .stored = Stored::resolved, .stored_key = "batch", .get = optional_get(&RunConfig::batch),
+  t.push_back({.name = "batch",
+               .type = OptionType::integer,
+               .help = "Batch size (default: the preset's)",
+               .suite_key = "batch",
+               .min = 1,
+               .max = 2'147'483'647,  // 2^31 - 1: an int in every kernel's index math
+               .stored = Stored::resolved,
+               .stored_key = "batch",
+               .get = optional_get(&RunConfig::batch),
                .set = optional_set(&RunConfig::batch)});
-  t.push_back({.name = "learners", .type = OptionType::integer,
+  t.push_back({.name = "learners",
+               .type = OptionType::integer,
                .help = "Actor-learner threads, for workloads that have them (a3c; default: the preset's)",
-               .suite_key = "learners", .min = 1, .max = 4096, .stored = Stored::top_if_set, .stored_key = "learners",
-               .get = optional_get(&RunConfig::learners), .set = optional_set(&RunConfig::learners)});
-  t.push_back({.name = "iters", .type = OptionType::integer, .help = "Timed iterations", .suite_key = "iterations",
-               .min = 1, .max = 1'000'000'000, .stored = Stored::top, .stored_key = "iterations",
-               .get = field_get(&RunConfig::iterations), .set = field_set(&RunConfig::iterations)});
-  t.push_back({.name = "warmup", .type = OptionType::integer, .help = "Warm-up iterations, excluded from the figures",
-               .suite_key = "warmup", .min = 0, .max = 1'000'000'000, .stored = Stored::top, .stored_key = "warmup",
-               .get = field_get(&RunConfig::warmup), .set = field_set(&RunConfig::warmup)});
+               .suite_key = "learners",
+               .min = 1,
+               .max = 4096,
+               .stored = Stored::top_if_set,
+               .stored_key = "learners",
+               .get = optional_get(&RunConfig::learners),
+               .set = optional_set(&RunConfig::learners)});
+  t.push_back({.name = "iters",
+               .type = OptionType::integer,
+               .help = "Timed iterations",
+               .suite_key = "iterations",
+               .min = 1,
+               .max = 1'000'000'000,
+               .stored = Stored::top,
+               .stored_key = "iterations",
+               .get = field_get(&RunConfig::iterations),
+               .set = field_set(&RunConfig::iterations)});
+  t.push_back({.name = "warmup",
+               .type = OptionType::integer,
+               .help = "Warm-up iterations, excluded from the figures",
+               .suite_key = "warmup",
+               .min = 0,
+               .max = 1'000'000'000,
+               .stored = Stored::top,
+               .stored_key = "warmup",
+               .get = field_get(&RunConfig::warmup),
+               .set = field_set(&RunConfig::warmup)});
   // The machine's cores bound it further (cli/validate.cpp): more threads than cores never finish.
-  t.push_back({.name = "threads", .type = OptionType::integer, .help = "CPU threads (default: all cores)",
-               .suite_key = "threads", .min = 0, .max = 1024, .stored = Stored::resolved, .stored_key = "threads",
-               .get = field_get(&RunConfig::threads), .set = field_set(&RunConfig::threads)});
-  t.push_back({.name = "seed", .type = OptionType::count, .help = "Random seed", .suite_key = "seed",
-               .stored = Stored::top, .stored_key = "seed", .get = field_get(&RunConfig::seed),
+  t.push_back({.name = "threads",
+               .type = OptionType::integer,
+               .help = "CPU threads (default: all cores)",
+               .suite_key = "threads",
+               .min = 0,
+               .max = 1024,
+               .stored = Stored::resolved,
+               .stored_key = "threads",
+               .get = field_get(&RunConfig::threads),
+               .set = field_set(&RunConfig::threads)});
+  t.push_back({.name = "seed",
+               .type = OptionType::count,
+               .help = "Random seed",
+               .suite_key = "seed",
+               .stored = Stored::top,
+               .stored_key = "seed",
+               .get = field_get(&RunConfig::seed),
                .set = field_set(&RunConfig::seed)});
-  t.push_back({.name = "data", .type = OptionType::text, .help = "synthetic | fashion-mnist[:DIR]", .suite_key = "data",
-               .stored = Stored::top, .stored_key = "data", .get = field_get(&RunConfig::data),
+  t.push_back({.name = "data",
+               .type = OptionType::text,
+               .help = "synthetic | fashion-mnist[:DIR]",
+               .suite_key = "data",
+               .stored = Stored::top,
+               .stored_key = "data",
+               .get = field_get(&RunConfig::data),
                .set = field_set(&RunConfig::data)});
-  t.push_back({.name = "eval-batches", .type = OptionType::integer,
-               .help = "Held-out batches for the quality metric (0: none)", .suite_key = "eval_batches", .min = 0,
-               .max = 1'000'000, .stored = Stored::top, .stored_key = "eval_batches",
-               .get = field_get(&RunConfig::eval_batches), .set = field_set(&RunConfig::eval_batches)});
-  t.push_back({.name = "eval-every", .type = OptionType::integer,
+  t.push_back({.name = "eval-batches",
+               .type = OptionType::integer,
+               .help = "Held-out batches for the quality metric (0: none)",
+               .suite_key = "eval_batches",
+               .min = 0,
+               .max = 1'000'000,
+               .stored = Stored::top,
+               .stored_key = "eval_batches",
+               .get = field_get(&RunConfig::eval_batches),
+               .set = field_set(&RunConfig::eval_batches)});
+  t.push_back({.name = "eval-every",
+               .type = OptionType::integer,
                .help = "Also evaluate after every N timed iterations, outside the timed figures: the quality curve "
                        "(0: only at the end)",
-               .suite_key = "eval_every", .min = 0, .max = 1'000'000'000, .stored = Stored::top_if_set,
-               .stored_key = "eval_every", .get = field_get(&RunConfig::eval_every),
+               .suite_key = "eval_every",
+               .min = 0,
+               .max = 1'000'000'000,
+               .stored = Stored::top_if_set,
+               .stored_key = "eval_every",
+               .get = field_get(&RunConfig::eval_every),
                .set = field_set(&RunConfig::eval_every)});
-  t.push_back({.name = "quality-target", .type = OptionType::number,
+  t.push_back({.name = "quality-target",
+               .type = OptionType::number,
                .help = "The quality (the workload's metric) whose first evaluation at or past it gives the run's time "
                        "to quality; needs --eval-every",
-               .suite_key = "quality_target", .min = -1e9, .max = 1e9, .stored = Stored::top_if_set,
-               .stored_key = "quality_target", .get = optional_get(&RunConfig::quality_target),
+               .suite_key = "quality_target",
+               .min = -1e9,
+               .max = 1e9,
+               .stored = Stored::top_if_set,
+               .stored_key = "quality_target",
+               .get = optional_get(&RunConfig::quality_target),
                .set = optional_set(&RunConfig::quality_target)});
-  t.push_back({.name = "db", .type = OptionType::text, .help = "SQLite file to store into",
-               .get = path_get(&RunConfig::db), .set = path_set(&RunConfig::db)});
-  t.push_back({.name = "trace", .type = OptionType::flag,
-               .help = "Do not record per-op events (phases are still timed)", .suite_key = "trace", .negated = true,
-               .stored = Stored::top, .stored_key = "trace", .get = field_get(&RunConfig::trace),
+  t.push_back({.name = "db",
+               .type = OptionType::text,
+               .help = "SQLite file to store into",
+               .get = path_get(&RunConfig::db),
+               .set = path_set(&RunConfig::db)});
+  t.push_back({.name = "trace",
+               .type = OptionType::flag,
+               .help = "Do not record per-op events (phases are still timed)",
+               .suite_key = "trace",
+               .negated = true,
+               .stored = Stored::top,
+               .stored_key = "trace",
+               .get = field_get(&RunConfig::trace),
                .set = field_set(&RunConfig::trace)});
-  t.push_back({.name = "roofline", .type = OptionType::flag,
+  t.push_back({.name = "roofline",
+               .type = OptionType::flag,
                .help = "After training, measure the machine's SGEMM peak and copy bandwidth (about 2 s) and store them "
                        "beside the step's roofline (docs/formulas.md)",
-               .suite_key = "roofline", .stored = Stored::top, .stored_key = "roofline",
-               .get = field_get(&RunConfig::roofline), .set = field_set(&RunConfig::roofline)});
-  t.push_back({.name = "flush-interval", .type = OptionType::number,
+               .suite_key = "roofline",
+               .stored = Stored::top,
+               .stored_key = "roofline",
+               .get = field_get(&RunConfig::roofline),
+               .set = field_set(&RunConfig::roofline)});
+  t.push_back({.name = "flush-interval",
+               .type = OptionType::number,
                .help = "Seconds between writes while the run goes on: a run killed keeps all but the last interval",
-               .min = 0.01, .max = 600.0, .get = seconds_get(&RunConfig::flush_interval),
+               .min = 0.01,
+               .max = 600.0,
+               .get = seconds_get(&RunConfig::flush_interval),
                .set = seconds_set(&RunConfig::flush_interval)});
-  t.push_back({.name = "lock-wait", .type = OptionType::number,
+  t.push_back({.name = "lock-wait",
+               .type = OptionType::number,
                .help = "Seconds the final write waits for a db another process has locked, before writing the run to "
                        "a side file to import",
-               .min = 0.0, .max = 86400.0, .get = seconds_get(&RunConfig::lock_wait),
+               .min = 0.0,
+               .max = 86400.0,
+               .get = seconds_get(&RunConfig::lock_wait),
                .set = seconds_set(&RunConfig::lock_wait)});
-  t.push_back({.name = "json", .type = OptionType::flag, .help = "Print the summary as JSON",
-               .get = field_get(&RunConfig::json), .set = field_set(&RunConfig::json)});
+  t.push_back({.name = "json",
+               .type = OptionType::flag,
+               .help = "Print the summary as JSON",
+               .get = field_get(&RunConfig::json),
+               .set = field_set(&RunConfig::json)});
   // Distribution (docs/distributed.md). With hosts and no --nproc: 0, one rank per slot (cli).
-  t.push_back({.name = "nproc", .type = OptionType::integer,
+  t.push_back({.name = "nproc",
+               .type = OptionType::integer,
                .help = "Ranks (processes) to train with, started through mpirun (with --hosts: one per slot); with "
                        "--strategy ps the workers, dedicated servers coming on top",
-               .suite_key = "nproc", .min = 1, .max = 4096, .launch = true, .get = field_get(&RunConfig::nproc),
+               .suite_key = "nproc",
+               .min = 1,
+               .max = 4096,
+               .launch = true,
+               .get = field_get(&RunConfig::nproc),
                .set = field_set(&RunConfig::nproc)});
-  t.push_back({.name = "hosts", .type = OptionType::text,
+  t.push_back({.name = "hosts",
+               .type = OptionType::text,
                .help = "Hosts and their slots for the ranks, e.g. h1:2,h2:2 (default: this machine)",
-               .suite_key = "hosts", .launch = true, .get = field_get(&RunConfig::hosts),
+               .suite_key = "hosts",
+               .launch = true,
+               .get = field_get(&RunConfig::hosts),
                .set = field_set(&RunConfig::hosts)});
-  t.push_back({.name = "hostfile", .type = OptionType::text,
-               .help = "File of hosts (`host slots=N` per line), instead of --hosts", .suite_key = "hostfile",
-               .launch = true, .get = path_get(&RunConfig::hostfile), .set = path_set(&RunConfig::hostfile)});
-  t.push_back({.name = "mca", .type = OptionType::pairs,
-               .help = "NAME=VALUE passed to mpirun as --mca NAME VALUE (repeatable)", .suite_key = "mca",
-               .launch = true, .get = field_get(&RunConfig::mca), .set = field_set(&RunConfig::mca)});
+  t.push_back({.name = "hostfile",
+               .type = OptionType::text,
+               .help = "File of hosts (`host slots=N` per line), instead of --hosts",
+               .suite_key = "hostfile",
+               .launch = true,
+               .get = path_get(&RunConfig::hostfile),
+               .set = path_set(&RunConfig::hostfile)});
+  t.push_back({.name = "mca",
+               .type = OptionType::pairs,
+               .help = "NAME=VALUE passed to mpirun as --mca NAME VALUE (repeatable)",
+               .suite_key = "mca",
+               .launch = true,
+               .get = field_get(&RunConfig::mca),
+               .set = field_set(&RunConfig::mca)});
   // How the ranks share what they learn (docs/cli.md, "Strategies").
-  t.push_back({.name = "strategy", .type = OptionType::text,
+  t.push_back({.name = "strategy",
+               .type = OptionType::text,
                .help = "allreduce (data parallel: gradients averaged by all-reduce) | ps (parameter server: workers "
                        "push gradients to server shards and pull parameters)",
-               .suite_key = "strategy", .choices = {"allreduce", "ps"},
+               .suite_key = "strategy",
+               .choices = {"allreduce", "ps"},
                .get = [](const RunConfig& c) { return json(c.strategy == Strategy::ps ? "ps" : "allreduce"); },
-               .set = [](RunConfig& c, const json& v) {
-                 const auto s = v.get<std::string>();
-                 if (s != "ps" && s != "allreduce") throw std::invalid_argument("unknown strategy '" + s + "'");
-                 c.strategy = s == "ps" ? Strategy::ps : Strategy::allreduce;
-               }});
-  t.push_back({.name = "bucket-mb", .type = OptionType::number, .help = "Gradient bucket size in MiB for the all-reduce",
-               .suite_key = "bucket_mb", .min = 0.001, .max = 4096.0, .scope = OptionScope::allreduce,
-               .stored = Stored::strategy, .stored_key = "bucket_mb",
+               .set =
+                   [](RunConfig& c, const json& v) {
+                     const auto s = v.get<std::string>();
+                     if (s != "ps" && s != "allreduce") throw std::invalid_argument("unknown strategy '" + s + "'");
+                     c.strategy = s == "ps" ? Strategy::ps : Strategy::allreduce;
+                   }});
+  t.push_back({.name = "bucket-mb",
+               .type = OptionType::number,
+               .help = "Gradient bucket size in MiB for the all-reduce",
+               .suite_key = "bucket_mb",
+               .min = 0.001,
+               .max = 4096.0,
+               .scope = OptionScope::allreduce,
+               .stored = Stored::strategy,
+               .stored_key = "bucket_mb",
                .get = dp_get(&distributed::DataParallelOptions::bucket_mb),
                .set = dp_set(&distributed::DataParallelOptions::bucket_mb)});
-  t.push_back({.name = "bucket-order", .type = OptionType::text,
-               .help = "arrival (rebuilt from the first iteration's gradient order, as DDP) | reverse_registration",
-               .suite_key = "bucket_order", .choices = {"arrival", "reverse_registration"},
-               .scope = OptionScope::allreduce, .stored = Stored::strategy, .stored_key = "bucket_order",
-               .get = [](const RunConfig& c) { return json(std::string(distributed::to_string(c.data_parallel.order))); },
-               .set = [](RunConfig& c, const json& v) { c.data_parallel.order = bucket_order_of(v.get<std::string>()); }});
-  t.push_back({.name = "overlap", .type = OptionType::flag,
-               .help = "All-reduce the gradients after backward instead of during it", .suite_key = "overlap",
-               .scope = OptionScope::allreduce, .negated = true, .stored = Stored::strategy, .stored_key = "overlap",
+  t.push_back(
+      {.name = "bucket-order",
+       .type = OptionType::text,
+       .help = "arrival (rebuilt from the first iteration's gradient order, as DDP) | reverse_registration",
+       .suite_key = "bucket_order",
+       .choices = {"arrival", "reverse_registration"},
+       .scope = OptionScope::allreduce,
+       .stored = Stored::strategy,
+       .stored_key = "bucket_order",
+       .get = [](const RunConfig& c) { return json(std::string(distributed::to_string(c.data_parallel.order))); },
+       .set = [](RunConfig& c, const json& v) { c.data_parallel.order = bucket_order_of(v.get<std::string>()); }});
+  t.push_back({.name = "overlap",
+               .type = OptionType::flag,
+               .help = "All-reduce the gradients after backward instead of during it",
+               .suite_key = "overlap",
+               .scope = OptionScope::allreduce,
+               .negated = true,
+               .stored = Stored::strategy,
+               .stored_key = "overlap",
                .get = dp_get(&distributed::DataParallelOptions::overlap),
                .set = dp_set(&distributed::DataParallelOptions::overlap)});
   // Both strategies': with ps, the cli copies it to ps.priority (apply_strategy).
-  t.push_back({.name = "priority", .type = OptionType::flag,
+  t.push_back({.name = "priority",
+               .type = OptionType::flag,
                .help = "Partition gradients and send the front layers' first (ByteScheduler/P3); with --strategy ps: "
                        "push and pull the front layers' keys first",
-               .suite_key = "priority", .stored = Stored::strategy, .stored_key = "priority",
+               .suite_key = "priority",
+               .stored = Stored::strategy,
+               .stored_key = "priority",
                .get = dp_get(&distributed::DataParallelOptions::priority),
                .set = dp_set(&distributed::DataParallelOptions::priority),
                .stored_value = [](const RunConfig& c) {
                  return json(c.strategy == Strategy::ps ? c.ps.priority : c.data_parallel.priority);
                }});
-  t.push_back({.name = "cross-barrier", .type = OptionType::flag,
+  t.push_back({.name = "cross-barrier",
+               .type = OptionType::flag,
                .help = "With --priority: run the optimizer after every gradient is averaged, not per parameter as "
                        "each arrives (the next forward then waits for the whole step)",
-               .suite_key = "cross_barrier", .scope = OptionScope::allreduce, .negated = true,
-               .stored = Stored::strategy, .stored_key = "cross_barrier",
+               .suite_key = "cross_barrier",
+               .scope = OptionScope::allreduce,
+               .negated = true,
+               .stored = Stored::strategy,
+               .stored_key = "cross_barrier",
                .get = dp_get(&distributed::DataParallelOptions::cross_barrier),
                .set = dp_set(&distributed::DataParallelOptions::cross_barrier),
                // Asked for, and meaningful only with priority; whether taken: metric dp_cross_barrier.
                .stored_value = [](const RunConfig& c) {
                  return json(c.data_parallel.priority && c.data_parallel.cross_barrier);
                }});
-  t.push_back({.name = "partition-mb", .type = OptionType::number, .help = "With --priority: partition size in MiB",
-               .suite_key = "partition_mb", .min = 0.001, .max = 4096.0, .scope = OptionScope::allreduce,
-               .stored = Stored::strategy, .stored_key = "partition_mb",
+  t.push_back({.name = "partition-mb",
+               .type = OptionType::number,
+               .help = "With --priority: partition size in MiB",
+               .suite_key = "partition_mb",
+               .min = 0.001,
+               .max = 4096.0,
+               .scope = OptionScope::allreduce,
+               .stored = Stored::strategy,
+               .stored_key = "partition_mb",
                .get = dp_get(&distributed::DataParallelOptions::partition_mb),
                .set = dp_set(&distributed::DataParallelOptions::partition_mb)});
   // The parameter server's (--strategy ps); their interplay is the cli's apply_strategy.
-  t.push_back({.name = "servers", .type = OptionType::integer,
+  t.push_back({.name = "servers",
+               .type = OptionType::integer,
                .help = "With --strategy ps: server shards (1 to 4096); co-located servers run beside workers 0..S-1, "
                        "so there are at most as many as workers",
-               .suite_key = "servers", .min = 1, .max = 4096, .scope = OptionScope::ps,
-               .get = ps_get(&distributed::ps::PsOptions::servers), .set = ps_set(&distributed::ps::PsOptions::servers)});
-  t.push_back({.name = "dedicated-servers", .type = OptionType::flag,
+               .suite_key = "servers",
+               .min = 1,
+               .max = 4096,
+               .scope = OptionScope::ps,
+               .get = ps_get(&distributed::ps::PsOptions::servers),
+               .set = ps_set(&distributed::ps::PsOptions::servers)});
+  t.push_back({.name = "dedicated-servers",
+               .type = OptionType::flag,
                .help = "With --strategy ps: the servers are ranks of their own, started after the --nproc workers",
-               .suite_key = "dedicated_servers", .scope = OptionScope::ps,
+               .suite_key = "dedicated_servers",
+               .scope = OptionScope::ps,
                .get = ps_get(&distributed::ps::PsOptions::dedicated),
                .set = ps_set(&distributed::ps::PsOptions::dedicated)});
-  t.push_back({.name = "server-hosts", .type = OptionType::text,
+  t.push_back({.name = "server-hosts",
+               .type = OptionType::text,
                .help = "With --strategy ps: the dedicated servers' hosts and their slots, e.g. s1:1,s2:1 (as --hosts; "
                        "implies --dedicated-servers)",
-               .suite_key = "server_hosts", .scope = OptionScope::ps, .stored = Stored::strategy,
-               .stored_key = "server_hosts", .get = ps_get(&distributed::ps::PsOptions::server_hosts),
+               .suite_key = "server_hosts",
+               .scope = OptionScope::ps,
+               .stored = Stored::strategy,
+               .stored_key = "server_hosts",
+               .get = ps_get(&distributed::ps::PsOptions::server_hosts),
                .set = ps_set(&distributed::ps::PsOptions::server_hosts),
-               .stored_value = [](const RunConfig& c) { return c.ps.server_hosts.empty() ? json() : json(c.ps.server_hosts); }});
-  t.push_back({.name = "ps-mode", .type = OptionType::text,
+               .stored_value = [](const RunConfig& c) {
+                 return c.ps.server_hosts.empty() ? json() : json(c.ps.server_hosts);
+               }});
+  t.push_back({.name = "ps-mode",
+               .type = OptionType::text,
                .help = "With --strategy ps: sync | async | bounded (at most --staleness steps ahead of the slowest "
                        "worker) | eager (servers push new values as they update)",
-               .suite_key = "ps_mode", .choices = {"sync", "async", "bounded", "eager"}, .scope = OptionScope::ps,
-               .stored = Stored::strategy, .stored_key = "mode",
+               .suite_key = "ps_mode",
+               .choices = {"sync", "async", "bounded", "eager"},
+               .scope = OptionScope::ps,
+               .stored = Stored::strategy,
+               .stored_key = "mode",
                .get = [](const RunConfig& c) { return json(std::string(distributed::ps::to_string(c.ps.mode))); },
-               .set = [](RunConfig& c, const json& v) {
-                 const auto mode = distributed::ps::parse_ps_mode(v.get<std::string>());
-                 if (!mode) throw std::invalid_argument("unknown ps mode '" + v.get<std::string>() + "'");
-                 c.ps.mode = *mode;
-               }});
-  t.push_back({.name = "staleness", .type = OptionType::integer,
+               .set =
+                   [](RunConfig& c, const json& v) {
+                     const auto mode = distributed::ps::parse_ps_mode(v.get<std::string>());
+                     if (!mode) throw std::invalid_argument("unknown ps mode '" + v.get<std::string>() + "'");
+                     c.ps.mode = *mode;
+                   }});
+  t.push_back({.name = "staleness",
+               .type = OptionType::integer,
                .help = "With --strategy ps: the most steps a worker may run ahead of the slowest, 0 to 1000000 "
                        "(implies --ps-mode bounded)",
-               .suite_key = "staleness", .min = 0, .max = 1'000'000, .scope = OptionScope::ps,
-               .stored = Stored::strategy, .stored_key = "staleness",
+               .suite_key = "staleness",
+               .min = 0,
+               .max = 1'000'000,
+               .scope = OptionScope::ps,
+               .stored = Stored::strategy,
+               .stored_key = "staleness",
                .get = ps_get(&distributed::ps::PsOptions::staleness),
                .set = ps_set(&distributed::ps::PsOptions::staleness)});
   // The lower bound is exclusive: a chunk must hold something.
-  t.push_back({.name = "chunk-mb", .type = OptionType::number,
+  t.push_back({.name = "chunk-mb",
+               .type = OptionType::number,
                .help = "With --strategy ps: tensors larger than this are cut into keys of this size, MiB (more than "
                        "0.001, at most 4096)",
-               .suite_key = "chunk_mb", .min = 0.001, .max = 4096.0, .min_exclusive = true, .scope = OptionScope::ps,
-               .stored = Stored::strategy, .stored_key = "chunk_mb",
+               .suite_key = "chunk_mb",
+               .min = 0.001,
+               .max = 4096.0,
+               .min_exclusive = true,
+               .scope = OptionScope::ps,
+               .stored = Stored::strategy,
+               .stored_key = "chunk_mb",
                .get = ps_get(&distributed::ps::PsOptions::chunk_mb),
                .set = ps_set(&distributed::ps::PsOptions::chunk_mb)});
   return t;
@@ -294,13 +466,15 @@ json stored_config(const RunConfig& c, const StoredFacts& facts) {
       case Stored::resolved: cfg[key] = o.name == "batch" ? facts.batch : facts.threads; break;
       case Stored::strategy: {
         if (facts.distributed.is_null() || value.is_null()) break;
-        const bool applies = o.scope == OptionScope::any || (o.scope == OptionScope::ps) == (c.strategy == Strategy::ps);
+        const bool applies =
+            o.scope == OptionScope::any || (o.scope == OptionScope::ps) == (c.strategy == Strategy::ps);
         if (applies) cfg["distributed"][key] = value;
         break;
       }
     }
   }
-  if (!c.suite.name.empty()) cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
+  if (!c.suite.name.empty())
+    cfg["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
   return cfg;
 }
 
@@ -311,7 +485,8 @@ json rank_document(const RunConfig& c) {
     if (!o.launch) options[std::string(o.name)] = o.get(c);
   }
   doc["command_line"] = c.command_line;
-  if (!c.suite.name.empty()) doc["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
+  if (!c.suite.name.empty())
+    doc["suite"] = {{"name", c.suite.name}, {"entry", c.suite.entry}, {"repeat", c.suite.repeat}};
   return doc;
 }
 

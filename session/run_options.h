@@ -15,12 +15,12 @@
 namespace ts::session {
 
 enum class OptionType {
-  text,       // a string (paths included)
-  integer,    // int64, range [min, max]
-  count,      // uint64 (the seed): any non-negative integer
-  number,     // double, range [min, max] where given
-  flag,       // bool; on the command line `--NAME`, or `--no-NAME` when `negated`
-  pairs,      // NAME=VALUE list (--mca): a JSON array of [name, value]
+  text,     // a string (paths included)
+  integer,  // int64, range [min, max]
+  count,    // uint64 (the seed): any non-negative integer
+  number,   // double, range [min, max] where given
+  flag,     // bool; on the command line `--NAME`, or `--no-NAME` when `negated`
+  pairs,    // NAME=VALUE list (--mca): a JSON array of [name, value]
 };
 
 // Which strategy an option belongs to: the other strategy refuses it.
@@ -36,19 +36,19 @@ enum class Stored {
 };
 
 struct RunOption {
-  std::string_view name;        // the flag without "--" ("bucket-mb"); "workload" is the positional
+  std::string_view name;  // the flag without "--" ("bucket-mb"); "workload" is the positional
   OptionType type;
-  std::string_view help;        // empty: hidden (set by the launcher or a suite, not typed)
-  std::string_view suite_key;   // empty: not a suite key
-  double min = 0, max = 0;      // integer and number ranges; both 0: none
-  bool min_exclusive = false;   // the range excludes min (checked by the cli's apply_strategy)
-  std::vector<std::string_view> choices;   // text options with a fixed set of values
+  std::string_view help;                  // empty: hidden (set by the launcher or a suite, not typed)
+  std::string_view suite_key;             // empty: not a suite key
+  double min = 0, max = 0;                // integer and number ranges; both 0: none
+  bool min_exclusive = false;             // the range excludes min (checked by the cli's apply_strategy)
+  std::vector<std::string_view> choices;  // text options with a fixed set of values
   OptionScope scope = OptionScope::any;
-  bool negated = false;         // a flag written --no-NAME on the command line (the suite key is positive)
-  bool launch = false;          // the launcher's alone: not passed to the ranks
+  bool negated = false;  // a flag written --no-NAME on the command line (the suite key is positive)
+  bool launch = false;   // the launcher's alone: not passed to the ranks
   Stored stored = Stored::none;
-  std::string_view stored_key;  // empty with Stored::none
-  std::function<nlohmann::json(const RunConfig&)> get;        // null: unset (an optional)
+  std::string_view stored_key;                          // empty with Stored::none
+  std::function<nlohmann::json(const RunConfig&)> get;  // null: unset (an optional)
   std::function<void(RunConfig&, const nlohmann::json&)> set;
   // The stored value where it differs from get (e.g. cross_barrier: asked for and meaningful).
   std::function<nlohmann::json(const RunConfig&)> stored_value = nullptr;
@@ -70,7 +70,7 @@ struct StoredFacts {
   int64_t threads = 0;
   nlohmann::json units = nlohmann::json::object();
   nlohmann::json preset_table = nlohmann::json::object();
-  nlohmann::json distributed;   // null: not distributed
+  nlohmann::json distributed;  // null: not distributed
 };
 // The run's stored config (config_json): the stored options, the facts and the suite tag.
 nlohmann::json stored_config(const RunConfig& config, const StoredFacts& facts);
@@ -78,10 +78,10 @@ nlohmann::json stored_config(const RunConfig& config, const StoredFacts& facts);
 // The ranks' configuration: every option but the launcher's, plus the command line and the
 // suite tag, as one document. A rank rebuilds its RunConfig from it instead of re-parsing flags.
 nlohmann::json rank_document(const RunConfig& config);
-RunConfig config_from_document(const nlohmann::json& document);   // throws std::invalid_argument
+RunConfig config_from_document(const nlohmann::json& document);  // throws std::invalid_argument
 // The document as one command-line word (hex of its JSON): nothing an rsh agent or mpirun
 // quotes, splits or expands.
 std::string encode_document(const nlohmann::json& document);
-nlohmann::json decode_document(std::string_view word);   // throws std::invalid_argument
+nlohmann::json decode_document(std::string_view word);  // throws std::invalid_argument
 
 }  // namespace ts::session

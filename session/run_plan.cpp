@@ -101,7 +101,7 @@ RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t co
   wc.learners = c.learners.value_or(0);
   wc.seed = c.seed;
   wc.data = c.data;
-  wc.rank = p.trains ? p.rank : 0;   // a dedicated server builds worker 0's model: the same parameters
+  wc.rank = p.trains ? p.rank : 0;  // a dedicated server builds worker 0's model: the same parameters
   wc.world_size = p.workers;
 
   p.info = run_info(p);
@@ -114,7 +114,9 @@ StoredFacts stored_facts(const RunConfig& c) {
   StoredFacts facts;
   facts.batch = c.batch.value_or(preset.default_batch);
   facts.threads = c.threads;
-  facts.units = {{"samples", spec.units.samples}, {"tokens", spec.units.tokens}, {"batch", spec.units.batch},
+  facts.units = {{"samples", spec.units.samples},
+                 {"tokens", spec.units.tokens},
+                 {"batch", spec.units.batch},
                  {"headline", spec.units.tokens_headline ? "tokens" : "samples"}};
   for (const auto& [k, v] : preset.table) facts.preset_table[k] = v;
   if (c.nproc > 1) facts.distributed = distributed_facts(c, facts.batch);

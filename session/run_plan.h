@@ -18,16 +18,16 @@ namespace ts::session {
 
 struct RunPlan {
   int rank = 0, ranks = 1;
-  bool distributed = false;   // more than one rank
-  bool writes_db = true;      // rank 0 keeps the run's row; the others send it their records
-  bool on_ps = false;         // the ranks share through a parameter server
-  distributed::ps::Topology topology;   // on_ps only
-  bool trains = true;         // false on a dedicated server rank, which only serves
-  int workers = 1;            // the ranks that train
+  bool distributed = false;            // more than one rank
+  bool writes_db = true;               // rank 0 keeps the run's row; the others send it their records
+  bool on_ps = false;                  // the ranks share through a parameter server
+  distributed::ps::Topology topology;  // on_ps only
+  bool trains = true;                  // false on a dedicated server rank, which only serves
+  int workers = 1;                     // the ranks that train
   int threads = 1;
   // The config with its defaults resolved once (batch, threads, nproc = ranks): what is stored.
   RunConfig resolved;
-  workloads::WorkloadConfig workload;   // batch resolved: no workload sees the 0 "preset's default"
+  workloads::WorkloadConfig workload;  // batch resolved: no workload sees the 0 "preset's default"
   workloads::ThroughputUnits units;
   // The run row's fields; started_at and the writing process are stamped when the row begins
   // (session/run_record.h), and config_json gains the ranks' hosts once they are known.

@@ -57,7 +57,7 @@ class RunRecord {
   struct Stored {
     store::RunStatus status = store::RunStatus::completed;
     std::string error;
-    std::filesystem::path spill_file;   // set when the results went to a side file
+    std::filesystem::path spill_file;  // set when the results went to a side file
   };
   Stored store_final(const Rows& to_db, const Rows& to_spill, store::RunStatus status, std::string error,
                      const Notice& notice);

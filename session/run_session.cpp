@@ -75,7 +75,8 @@ std::unique_ptr<RunRecord> begin_record(const Stage& s, const std::vector<std::s
 }
 
 // The stream that writes the run while it runs: rank 0 to the db, the others to rank 0.
-std::unique_ptr<RunStream> start_stream(const Stage& s, RunRecord* record, const Links& links, Instruments& instruments) {
+std::unique_ptr<RunStream> start_stream(const Stage& s, RunRecord* record, const Links& links,
+                                        Instruments& instruments) {
   try {
     std::unique_ptr<FlushSink> sink;
     if (record) {
@@ -99,7 +100,8 @@ std::unique_ptr<RunStream> start_stream(const Stage& s, RunRecord* record, const
 // The machine's limits the roofline sets the step against (--roofline): SGEMM and copy on one
 // thread and on the run's threads, measured after the loop so that they take nothing from it.
 void record_machine_peaks(const Stage& s, RunRecorder& recorder) {
-  if (!s.config.json) tell(s.hooks.notice, "trainscope: measuring the machine's SGEMM peak and copy bandwidth (--roofline)\n");
+  if (!s.config.json)
+    tell(s.hooks.notice, "trainscope: measuring the machine's SGEMM peak and copy bandwidth (--roofline)\n");
   const int threads = s.plan.threads;
   const engine::MachinePeaks one = engine::measure_peaks(engine::Device::cpu(), 1);
   const engine::MachinePeaks all = threads > 1 ? engine::measure_peaks(engine::Device::cpu(), threads) : one;
@@ -116,7 +118,7 @@ struct Training {
   std::unique_ptr<distributed::DataParallel> dp;
   std::unique_ptr<distributed::ps::PsJob> ps_job;
   workloads::LoopResult loop;
-  std::optional<workloads::Quality> quality;   // the final evaluation (rank 0)
+  std::optional<workloads::Quality> quality;  // the final evaluation (rank 0)
   int64_t rss_before_model = -1;
   std::string failure;
   bool cancelled = false;  // Ctrl-C while building or evaluating, which stop at their next op
@@ -130,24 +132,29 @@ void attach_strategy(const Stage& s, const Links& links, Training& t) {
   const RunConfig& c = s.config;
   if (s.plan.on_ps) {
     auto recipes = t.workload->optimizer_recipes();
-    if (recipes.empty()) throw std::runtime_error(c.workload + " cannot train on a parameter server (it describes no optimizer for the servers)");
-    t.ps_job = std::make_unique<distributed::ps::PsJob>(MPI_COMM_WORLD, c.ps, t.workload->gradient_groups(), std::move(recipes));
-    t.ps_job->start_server();   // a dedicated server rank serves here until every worker is done
+    if (recipes.empty())
+      throw std::runtime_error(c.workload +
+                               " cannot train on a parameter server (it describes no optimizer for the servers)");
+    t.ps_job = std::make_unique<distributed::ps::PsJob>(MPI_COMM_WORLD, c.ps, t.workload->gradient_groups(),
+                                                        std::move(recipes));
+    t.ps_job->start_server();  // a dedicated server rank serves here until every worker is done
     if (t.ps_job->worker() != nullptr) t.ps_job->worker()->initialize();
   } else if (s.plan.distributed) {
     // Its learners' gradients never reach the phases that average them (validate() refuses it).
     if (workloads::find_workload(c.workload)->has_learners) {
       throw std::runtime_error(c.workload + "'s actor-learners cannot train data-parallel: --strategy ps");
     }
-    t.dp = std::make_unique<distributed::DataParallel>(*links.comm, *links.control, t.workload->gradient_groups(), c.data_parallel);
+    t.dp = std::make_unique<distributed::DataParallel>(*links.comm, *links.control, t.workload->gradient_groups(),
+                                                       c.data_parallel);
     if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
       auto split = t.workload->split_step();
       const std::string why_not = split ? t.dp->take_split_step(std::move(*split))
                                         : "its optimizer step needs every gradient first (global-norm clipping) or "
                                           "an iteration has several steps";
       if (!why_not.empty() && s.plan.rank == 0) {
-        tell(s.hooks.notice, fmt::format("trainscope: {}: no cross-barrier updates ({}); priority still orders the buckets\n",
-                                         c.workload, why_not));
+        tell(s.hooks.notice,
+             fmt::format("trainscope: {}: no cross-barrier updates ({}); priority still orders the buckets\n",
+                         c.workload, why_not));
       }
     }
     t.dp->broadcast_parameters();
@@ -161,7 +168,7 @@ workloads::LoopOptions loop_options(const Stage& s, const Training& t) {
   lo.warmup = s.config.warmup;
   lo.device = s.plan.workload.device;
   lo.stop = &s.stop;
-  if (t.dp) lo.exchange = t.dp.get();   // the strategy; neither: one process (a dedicated server rank has no worker)
+  if (t.dp) lo.exchange = t.dp.get();  // the strategy; neither: one process (a dedicated server rank has no worker)
   if (t.ps_job) lo.exchange = t.ps_job->worker();
   return lo;
 }
@@ -169,7 +176,7 @@ workloads::LoopOptions loop_options(const Stage& s, const Training& t) {
 // After each iteration, outside its span: evaluations during training (--eval-every), the
 // stream, the progress display.
 std::function<void(workloads::IterationResult&)> after_iteration(const Stage& s, Training& t, QualityCurve& curve,
-                                                                  RunStream& stream) {
+                                                                 RunStream& stream) {
   return [&s, &t, &curve, &stream](workloads::IterationResult& it) {
     if (curve.count(it)) {
       // The model as this rank trains it: updates still pending applied, the servers' newest values installed.
@@ -368,7 +375,8 @@ RunOutcome RunSession::run() {
   }
   std::vector<RankPayload> remote;
   if (plan.distributed) {
-    remote = gather_finals(static_cast<DbSink&>(stream->sink()), *links.channel, kFinalRecordsWait, out.status, out.error);
+    remote =
+        gather_finals(static_cast<DbSink&>(stream->sink()), *links.channel, kFinalRecordsWait, out.status, out.error);
   }
   out = store_run(s, std::move(out), t, events, *stream, *row, *rec, instruments, mine, remote);
   if (hooks_.run_stored) hooks_.run_stored();

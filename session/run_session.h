@@ -19,7 +19,7 @@
 namespace ts::session {
 
 struct RunOutcome {
-  int64_t run_id = 0;   // 0 on ranks other than 0 (only rank 0 knows the db)
+  int64_t run_id = 0;  // 0 on ranks other than 0 (only rank 0 knows the db)
   store::RunStatus status = store::RunStatus::completed;
   std::string error;
   std::filesystem::path spill_file;  // set when the db refused the final write

@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "distributed/communicator.h"
-#include "session/rank_channel.h"
-#include "session/rank_records.h"
-#include "session/record.h"
 #include "fmt/format.h"
 #include "profiler/analysis.h"
 #include "profiler/tracer.h"
+#include "session/rank_channel.h"
+#include "session/rank_records.h"
+#include "session/record.h"
 #include "store/liveness.h"
 
 namespace ts::session {

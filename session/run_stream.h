@@ -51,8 +51,8 @@ class DbSink final : public FlushSink {
   store::Writer writer_;
   const int64_t run_;
   RankChannel* gather_;
-  std::vector<RankPayload> unwritten_;   // other ranks' flushes not yet written
-  std::vector<RankPayload> finals_;      // their summaries (flushes emptied once written)
+  std::vector<RankPayload> unwritten_;  // other ranks' flushes not yet written
+  std::vector<RankPayload> finals_;     // their summaries (flushes emptied once written)
 };
 
 // A rank other than 0: every flush goes to rank 0.
@@ -70,8 +70,9 @@ class RunStream {
   struct Options {
     std::chrono::milliseconds interval{2000};
     size_t memory_points_per_flush = 32;  // the streamed timeline; the final write replaces it
-    std::vector<distributed::Communicator*> communicators;  // whose collectives are streamed (distributed runs; null ones skipped)
-    Notice notice;   // told once when a flush first fails
+    std::vector<distributed::Communicator*>
+        communicators;  // whose collectives are streamed (distributed runs; null ones skipped)
+    Notice notice;      // told once when a flush first fails
   };
   // Starts the flush thread.
   RunStream(std::unique_ptr<FlushSink> sink, const collectors::ProcessSampler& sampler, Options options);
@@ -110,7 +111,7 @@ class RunStream {
   std::condition_variable wake_;
   bool stop_ = false;
   std::vector<store::IterationRow> iterations_;  // guarded by mutex_: handed over by add_iteration
-  Stats stats_;                                   // guarded by mutex_
+  Stats stats_;                                  // guarded by mutex_
 
   // Touched by the flush thread only (by finish() after it stopped).
   std::vector<profiler::Event> events_;

@@ -14,8 +14,8 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   constexpr std::optional<int64_t> all_ranks = std::nullopt;
   to.add_iterations(copy, from.iterations(id, all_ranks));
   to.add_phases(copy, from.phases(id, all_ranks));
-  to.add_events(copy, from.events(id, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1,
-                                  all_ranks));
+  to.add_events(
+      copy, from.events(id, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, all_ranks));
   to.add_layers(copy, from.layers(id));
   to.add_op_summary(copy, from.op_summary(id));
   to.add_memory_timeline(copy, from.memory_timeline(id, all_ranks));

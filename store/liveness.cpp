@@ -62,8 +62,7 @@ LivenessVerdict liveness(const RunRow& run, const ProcessIdentity& here, int64_t
       return {Liveness::live, fmt::format("process {} is running", run.pid)};
     return {Liveness::lost, fmt::format("process {} on this host is gone", run.pid)};
   }
-  if (run.host == here.host && run.boot_id != here.boot_id)
-    return {Liveness::lost, "this host was restarted since"};
+  if (run.host == here.host && run.boot_id != here.boot_id) return {Liveness::lost, "this host was restarted since"};
   const int64_t limit = std::max<int64_t>(60'000, 5 * run.heartbeat_interval_ms);
   const int64_t age = now_ms - run.heartbeat_ms;
   if (run.heartbeat_ms == 0 || age > limit)

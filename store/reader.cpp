@@ -1,7 +1,7 @@
 #include "store/reader.h"
 
-#include <functional>
 #include <fmt/format.h>
+#include <functional>
 
 #include <bit>
 #include <set>
@@ -34,7 +34,9 @@ struct Reader::Impl {
     return query<T>(sql, run, row, [](Stmt&) {});
   }
   int64_t count(std::string_view sql, int64_t run, const std::function<void(Stmt&)>& bind) {
-    return query<int64_t>(sql, run, [](const Stmt& s) { return s.col_int(0); }, bind).front();
+    return query<int64_t>(
+               sql, run, [](const Stmt& s) { return s.col_int(0); }, bind)
+        .front();
   }
 
   // The distinct ranks of run `run` in `table` (indexed on (run_id, rank, ...)), in order: one
@@ -88,13 +90,10 @@ RankSql rank_sql(int version, std::optional<int64_t> rank, std::string_view tabl
 
 // Files before v3 have no liveness columns: they read as never heard from.
 std::string run_columns(int version) {
-  return std::string(
-             "SELECT id, workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
-             "parameter_count, started_at, command_line, config_json, status, ended_at, error, ") +
-         (version >= 3 ? "host, boot_id, pid, pid_start, heartbeat_interval_ms, heartbeat_ms"
-                       : "'', '', 0, 0, 0, 0") +
-         (version >= 4 ? ", ranks, global_batch_size" : ", 1, batch_size") +
-         " FROM runs";
+  return std::string("SELECT id, workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
+                     "parameter_count, started_at, command_line, config_json, status, ended_at, error, ") +
+         (version >= 3 ? "host, boot_id, pid, pid_start, heartbeat_interval_ms, heartbeat_ms" : "'', '', 0, 0, 0, 0") +
+         (version >= 4 ? ", ranks, global_batch_size" : ", 1, batch_size") + " FROM runs";
 }
 
 RunRow run_row(const Stmt& s) {
@@ -156,7 +155,9 @@ std::optional<RunRow> Reader::run(int64_t id) {
 
 std::vector<EnvEntry> Reader::environment(int64_t run) {
   return impl_->query<EnvEntry>("SELECT key, value FROM environment WHERE run_id = ?1 ORDER BY id", run,
-                                [](const Stmt& s) { return EnvEntry{s.col_text(0), s.col_text(1)}; });
+                                [](const Stmt& s) {
+                                  return EnvEntry{s.col_text(0), s.col_text(1)};
+                                });
 }
 
 std::vector<IterationRow> Reader::iterations(int64_t run, std::optional<int64_t> rank) {
@@ -168,7 +169,7 @@ std::vector<IterationRow> Reader::iterations(int64_t run, std::optional<int64_t>
                   r.column, r.filter, r.order),
       run,
       [](const Stmt& s) {
-        return IterationRow{s.col_int(0), s.col_int(1) != 0, s.col_int(2),   s.col_int(3),
+        return IterationRow{s.col_int(0), s.col_int(1) != 0, s.col_int(2), s.col_int(3),
                             s.col_int(4), s.col_double(5),   s.col_int(6)};
       },
       [&](Stmt& s) { r.bind(s); });
@@ -181,7 +182,10 @@ std::vector<PhaseRow> Reader::phases(int64_t run, std::optional<int64_t> rank) {
       fmt::format("SELECT iteration, phase, start_ns, end_ns, {} FROM phases WHERE run_id = ?1{} "
                   "ORDER BY {}iteration, start_ns, id",
                   r.column, r.filter, r.order),
-      run, [](const Stmt& s) { return PhaseRow{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3), s.col_int(4)}; },
+      run,
+      [](const Stmt& s) {
+        return PhaseRow{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3), s.col_int(4)};
+      },
       [&](Stmt& s) { r.bind(s); });
 }
 
@@ -211,8 +215,8 @@ std::vector<EventRow> Reader::events(int64_t run, int64_t from_ns, int64_t to_ns
                   r.column, r.filter),
       run,
       [](const Stmt& s) {
-        return EventRow{s.col_int(0),  s.col_int(1),  s.col_text(2), s.col_text(3), s.col_text(4),
-                        s.col_text(5), s.col_int(6),  s.col_int(7),  s.col_int(8)};
+        return EventRow{s.col_int(0),  s.col_int(1), s.col_text(2), s.col_text(3), s.col_text(4),
+                        s.col_text(5), s.col_int(6), s.col_int(7),  s.col_int(8)};
       },
       [&](Stmt& s) {
         s.bind(2, from_ns).bind(3, to_ns).bind(4, limit < 0 ? int64_t{-1} : limit);
@@ -241,8 +245,9 @@ std::vector<std::pair<int64_t, int64_t>> Reader::event_counts_by_rank(int64_t ru
     return {{0, n}};
   }
   return impl_->query<std::pair<int64_t, int64_t>>(
-      "SELECT rank, count(*) FROM events WHERE run_id = ?1 GROUP BY rank ORDER BY rank", run,
-      [](const Stmt& s) { return std::pair<int64_t, int64_t>{s.col_int(0), s.col_int(1)}; });
+      "SELECT rank, count(*) FROM events WHERE run_id = ?1 GROUP BY rank ORDER BY rank", run, [](const Stmt& s) {
+        return std::pair<int64_t, int64_t>{s.col_int(0), s.col_int(1)};
+      });
 }
 
 std::vector<int64_t> Reader::ranks_present(int64_t run) {
@@ -283,8 +288,9 @@ std::vector<GpuActivityRow> Reader::gpu_activities(int64_t run, int64_t from_ns,
 
 int64_t Reader::gpu_activity_count(int64_t run) {
   if (impl_->version < 2) return 0;
-  return impl_->query<int64_t>("SELECT count(*) FROM gpu_activities WHERE run_id = ?1", run,
-                               [](const Stmt& s) { return s.col_int(0); })
+  return impl_
+      ->query<int64_t>("SELECT count(*) FROM gpu_activities WHERE run_id = ?1", run,
+                       [](const Stmt& s) { return s.col_int(0); })
       .front();
 }
 
@@ -294,7 +300,7 @@ std::vector<GpuBreakdownRow> Reader::gpu_breakdown(int64_t run) {
       "SELECT device, iteration, start_ns, end_ns, compute_ns, comm_ns, memcpy_ns, memset_ns, overlap_ns, "
       "exposed_comm_ns, busy_ns, idle_ns FROM gpu_breakdown WHERE run_id = ?1 ORDER BY device, iteration, id",
       run, [](const Stmt& s) {
-        return GpuBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3),  s.col_int(4),  s.col_int(5),
+        return GpuBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4),  s.col_int(5),
                                s.col_int(6), s.col_int(7), s.col_int(8), s.col_int(9), s.col_int(10), s.col_int(11)};
       });
 }
@@ -323,10 +329,14 @@ std::vector<MemoryPoint> Reader::memory_timeline(int64_t run, std::optional<int6
   const RankSql r = rank_sql(impl_->version, rank, "m", 2);
   if (r.none) return {};
   return impl_->query<MemoryPoint>(
-      fmt::format("SELECT m.t_ns, c.value, m.live_bytes, {} FROM memory_timeline m JOIN strings c ON c.id = m.category_id "
-                  "WHERE m.run_id = ?1{} ORDER BY {}m.t_ns, m.id",
-                  r.column, r.filter, r.order),
-      run, [](const Stmt& s) { return MemoryPoint{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3)}; },
+      fmt::format(
+          "SELECT m.t_ns, c.value, m.live_bytes, {} FROM memory_timeline m JOIN strings c ON c.id = m.category_id "
+          "WHERE m.run_id = ?1{} ORDER BY {}m.t_ns, m.id",
+          r.column, r.filter, r.order),
+      run,
+      [](const Stmt& s) {
+        return MemoryPoint{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3)};
+      },
       [&](Stmt& s) { r.bind(s); });
 }
 
@@ -336,7 +346,10 @@ std::vector<MemoryPeakRow> Reader::memory_peak(int64_t run, std::optional<int64_
   return impl_->query<MemoryPeakRow>(
       fmt::format("SELECT category, bytes, t_ns, {} FROM memory_peak WHERE run_id = ?1{} ORDER BY {}id", r.column,
                   r.filter, r.order),
-      run, [](const Stmt& s) { return MemoryPeakRow{s.col_text(0), s.col_int(1), s.col_int(2), s.col_int(3)}; },
+      run,
+      [](const Stmt& s) {
+        return MemoryPeakRow{s.col_text(0), s.col_int(1), s.col_int(2), s.col_int(3)};
+      },
       [&](Stmt& s) { r.bind(s); });
 }
 
@@ -364,7 +377,10 @@ std::vector<MemoryLiveRow> Reader::memory_live_at(int64_t run, int64_t t_ns, int
       "WHERE run_id = ?1 AND rank = ?2 AND t_ns <= ?3 GROUP BY category_id, owner_id) s "
       "JOIN strings c ON c.id = s.category_id JOIN strings o ON o.id = s.owner_id "
       "WHERE s.bytes <> 0 ORDER BY s.bytes DESC, c.value, o.value",
-      run, [](const Stmt& s) { return MemoryLiveRow{s.col_text(0), s.col_text(1), s.col_int(2)}; },
+      run,
+      [](const Stmt& s) {
+        return MemoryLiveRow{s.col_text(0), s.col_text(1), s.col_int(2)};
+      },
       [&](Stmt& s) { s.bind(2, rank).bind(3, t_ns); });
 }
 
@@ -387,7 +403,10 @@ std::vector<SampleRow> Reader::samples(int64_t run, std::optional<int64_t> rank)
   return impl_->query<SampleRow>(
       fmt::format("SELECT t_ns, name, value, {} FROM samples WHERE run_id = ?1{} ORDER BY {}t_ns, id", r.column,
                   r.filter, r.order),
-      run, [](const Stmt& s) { return SampleRow{s.col_int(0), s.col_text(1), s.col_double(2), s.col_int(3)}; },
+      run,
+      [](const Stmt& s) {
+        return SampleRow{s.col_int(0), s.col_text(1), s.col_double(2), s.col_int(3)};
+      },
       [&](Stmt& s) { r.bind(s); });
 }
 
@@ -400,7 +419,7 @@ std::vector<CollectiveRow> Reader::collectives(int64_t run, std::optional<int64_
                   r.filter, r.order),
       run,
       [](const Stmt& s) {
-        return CollectiveRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_text(3),
+        return CollectiveRow{s.col_int(0),  s.col_int(1), s.col_int(2), s.col_text(3),
                              s.col_text(4), s.col_int(5), s.col_int(6), s.col_int(7)};
       },
       [&](Stmt& s) { r.bind(s); });
@@ -412,9 +431,9 @@ std::vector<CommOpRow> Reader::comm_ops(int64_t run) {
       "SELECT rank, backend, collective, bytes, ranks, count, total_ns, mean_ns, min_ns, max_ns, algbw_gbps, "
       "busbw_gbps FROM comm_ops WHERE run_id = ?1 ORDER BY rank, collective, bytes, id",
       run, [](const Stmt& s) {
-        return CommOpRow{s.col_int(0),    s.col_text(1), s.col_text(2), s.col_int(3),     s.col_int(4),
-                         s.col_int(5),    s.col_int(6),  s.col_double(7), s.col_int(8),   s.col_int(9),
-                         s.col_double(10), s.col_double(11)};
+        return CommOpRow{s.col_int(0), s.col_text(1), s.col_text(2),    s.col_int(3),
+                         s.col_int(4), s.col_int(5),  s.col_int(6),     s.col_double(7),
+                         s.col_int(8), s.col_int(9),  s.col_double(10), s.col_double(11)};
       });
 }
 
@@ -425,9 +444,8 @@ std::vector<RankBreakdownRow> Reader::rank_breakdown(int64_t run) {
                   "idle_ns, backward_wait_ns, {} FROM rank_breakdown WHERE run_id = ?1 ORDER BY rank, iteration, id",
                   impl_->version >= 6 ? "pull_wait_ns, push_wait_ns" : "0, 0"),
       run, [](const Stmt& s) {
-        return RankBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2),  s.col_int(3),  s.col_int(4), s.col_int(5),
-                                s.col_int(6), s.col_int(7), s.col_int(8),  s.col_int(9),  s.col_int(10),
-                                s.col_int(11)};
+        return RankBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4),  s.col_int(5),
+                                s.col_int(6), s.col_int(7), s.col_int(8), s.col_int(9), s.col_int(10), s.col_int(11)};
       });
 }
 

@@ -24,15 +24,15 @@ class Reader {
 
   int schema_version() const;
 
-  std::vector<RunRow> runs();                 // ordered by id
+  std::vector<RunRow> runs();  // ordered by id
   std::optional<RunRow> run(int64_t id);
-  std::vector<EnvEntry> environment(int64_t run);      // insertion order
+  std::vector<EnvEntry> environment(int64_t run);  // insertion order
   // Per-rank records (schema v4): `rank` picks one rank's rows, 0 by default (a single-process
   // run's, and what every caller before v4 meant); std::nullopt: every rank's, ordered by rank
   // first, then as for one rank. Files before v4 hold rank 0's rows only.
-  std::vector<IterationRow> iterations(int64_t run, std::optional<int64_t> rank = 0);   // by index
+  std::vector<IterationRow> iterations(int64_t run, std::optional<int64_t> rank = 0);  // by index
   int64_t iteration_count(int64_t run, std::optional<int64_t> rank = 0);
-  std::vector<PhaseRow> phases(int64_t run, std::optional<int64_t> rank = 0);           // by iteration, then start
+  std::vector<PhaseRow> phases(int64_t run, std::optional<int64_t> rank = 0);  // by iteration, then start
   // Events whose start_ns lies in [from_ns, to_ns], ordered by start, then the longer first (an
   // enclosing range before what it contains, though it ended, and was streamed, later), then
   // insertion order; limit < 0: no limit (with every rank: the first `limit` in rank order).
@@ -41,9 +41,9 @@ class Reader {
                                std::optional<int64_t> rank = 0);
   int64_t event_count(int64_t run, std::optional<int64_t> rank = 0);
   std::vector<std::pair<int64_t, int64_t>> event_counts_by_rank(int64_t run);  // (rank, events), by rank
-  std::vector<int64_t> ranks_present(int64_t run);  // ranks with iterations or events, ascending
-  std::vector<LayerRow> layers(int64_t run);           // insertion (model) order
-  std::vector<OpSummaryRow> op_summary(int64_t run);   // insertion order
+  std::vector<int64_t> ranks_present(int64_t run);    // ranks with iterations or events, ascending
+  std::vector<LayerRow> layers(int64_t run);          // insertion (model) order
+  std::vector<OpSummaryRow> op_summary(int64_t run);  // insertion order
   std::vector<MemoryPoint> memory_timeline(int64_t run, std::optional<int64_t> rank = 0);  // by time
   std::vector<MemoryPeakRow> memory_peak(int64_t run, std::optional<int64_t> rank = 0);    // insertion order
   // The memory ledger's changes (schema v5; empty for older files and runs without them): by
@@ -51,8 +51,8 @@ class Reader {
   // at or before it per category and owner, zero sums left out, by bytes descending.
   std::vector<MemoryChangeRow> memory_changes(int64_t run, std::optional<int64_t> rank = 0);
   std::vector<MemoryLiveRow> memory_live_at(int64_t run, int64_t t_ns, int64_t rank = 0);
-  std::vector<MetricRow> metrics(int64_t run, std::optional<int64_t> rank = 0);            // insertion order
-  std::vector<SampleRow> samples(int64_t run, std::optional<int64_t> rank = 0);            // by time
+  std::vector<MetricRow> metrics(int64_t run, std::optional<int64_t> rank = 0);  // insertion order
+  std::vector<SampleRow> samples(int64_t run, std::optional<int64_t> rank = 0);  // by time
   // GPU profiler (schema v2; empty for files of version 1). Activities as events() does.
   std::vector<GpuActivityRow> gpu_activities(int64_t run, int64_t from_ns = std::numeric_limits<int64_t>::min(),
                                              int64_t to_ns = std::numeric_limits<int64_t>::max(), int64_t limit = -1);
@@ -61,7 +61,7 @@ class Reader {
   std::vector<CopySummaryRow> copy_summary(int64_t run);    // insertion order
   // Distribution (schema v4; empty for older files).
   std::vector<CollectiveRow> collectives(int64_t run, std::optional<int64_t> rank = std::nullopt);  // by start
-  std::vector<CommOpRow> comm_ops(int64_t run);                // by rank, collective, bytes
+  std::vector<CommOpRow> comm_ops(int64_t run);  // by rank, collective, bytes
   // by rank, iteration; pull_wait_ns / push_wait_ns (v6) are 0 in older files
   std::vector<RankBreakdownRow> rank_breakdown(int64_t run);
   std::vector<CollectiveBenchRow> collective_bench(int64_t run);  // insertion order

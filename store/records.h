@@ -23,9 +23,9 @@ struct RunInfo {  // known when the run starts
   std::string command_line;
   std::string config_json;  // run config + preset hyper-parameter table, as JSON text
   // Who writes the run (schema v3), so readers can tell a live run from a dead one.
-  std::string host, boot_id;         // hostname; /proc/sys/kernel/random/boot_id
-  int64_t pid = 0, pid_start = 0;    // the writing process and its start time (/proc/PID/stat field 22)
-  int64_t heartbeat_interval_ms = 0; // how often the writer promises a heartbeat (0: none)
+  std::string host, boot_id;          // hostname; /proc/sys/kernel/random/boot_id
+  int64_t pid = 0, pid_start = 0;     // the writing process and its start time (/proc/PID/stat field 22)
+  int64_t heartbeat_interval_ms = 0;  // how often the writer promises a heartbeat (0: none)
   // Distribution (schema v4): one run is one row with `ranks` processes; rank 0 writes every
   // rank's records. batch_size is per rank; global_batch_size (0: batch_size * ranks, filled in
   // by the writer) is what one iteration of the whole run processes.
@@ -39,34 +39,95 @@ struct RunRow : RunInfo {
   std::string ended_at;
   std::string error;
 };
-struct EnvEntry { std::string key, value; };
-struct IterationRow { int64_t index = 0; bool warmup = false; int64_t start_ns = 0, end_ns = 0; int64_t samples = 0; double loss = 0; int64_t rank = 0; };
-struct PhaseRow { int64_t iteration = 0; std::string phase; int64_t start_ns = 0, end_ns = 0; int64_t rank = 0; };
-struct EventRow { int64_t start_ns = 0, end_ns = 0; std::string name, layer, kind, pass; int64_t iteration = -1; int64_t thread = 0; int64_t rank = 0; };
+struct EnvEntry {
+  std::string key, value;
+};
+struct IterationRow {
+  int64_t index = 0;
+  bool warmup = false;
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t samples = 0;
+  double loss = 0;
+  int64_t rank = 0;
+};
+struct PhaseRow {
+  int64_t iteration = 0;
+  std::string phase;
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t rank = 0;
+};
+struct EventRow {
+  int64_t start_ns = 0, end_ns = 0;
+  std::string name, layer, kind, pass;
+  int64_t iteration = -1;
+  int64_t thread = 0;
+  int64_t rank = 0;
+};
 struct LayerRow {
-  std::string layer; std::string op_types; int64_t calls = 0; double forward_ns = 0, backward_ns = 0; int64_t activation_bytes = 0; int64_t parameter_count = 0;
+  std::string layer;
+  std::string op_types;
+  int64_t calls = 0;
+  double forward_ns = 0, backward_ns = 0;
+  int64_t activation_bytes = 0;
+  int64_t parameter_count = 0;
   double gpu_forward_ns = 0, gpu_backward_ns = 0;  // device time its ops launched (GPU runs)
 };
 // total_ns and the statistics: self time; inclusive_ns: with what the op ran (v5; 0 in older files).
-struct OpSummaryRow { std::string device, name; int64_t count = 0; int64_t total_ns = 0; double mean_ns = 0, median_ns = 0; int64_t min_ns = 0, max_ns = 0; int64_t inclusive_ns = 0; };
-struct MemoryPoint { int64_t t_ns = 0; std::string category; int64_t live_bytes = 0; int64_t rank = 0; };
-struct MemoryPeakRow { std::string category; int64_t bytes = 0; int64_t t_ns = 0; int64_t rank = 0; };
+struct OpSummaryRow {
+  std::string device, name;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  double mean_ns = 0, median_ns = 0;
+  int64_t min_ns = 0, max_ns = 0;
+  int64_t inclusive_ns = 0;
+};
+struct MemoryPoint {
+  int64_t t_ns = 0;
+  std::string category;
+  int64_t live_bytes = 0;
+  int64_t rank = 0;
+};
+struct MemoryPeakRow {
+  std::string category;
+  int64_t bytes = 0;
+  int64_t t_ns = 0;
+  int64_t rank = 0;
+};
 // The memory ledger's change log (schema v5): one allocation (delta > 0) or free (delta < 0) of
 // a category under its owner (a layer path or a parameter's name, "" for none), on the rank's clock.
-struct MemoryChangeRow { int64_t t_ns = 0; std::string category, owner; int64_t delta = 0; int64_t rank = 0; };
+struct MemoryChangeRow {
+  int64_t t_ns = 0;
+  std::string category, owner;
+  int64_t delta = 0;
+  int64_t rank = 0;
+};
 // What was live at a time, per category and owner: the sum of the changes up to it.
-struct MemoryLiveRow { std::string category, owner; int64_t bytes = 0; };
-struct MetricRow { std::string name; double value = 0; std::string unit; int64_t iteration = -1; /* -1: whole run */ int64_t rank = 0; };
+struct MemoryLiveRow {
+  std::string category, owner;
+  int64_t bytes = 0;
+};
+struct MetricRow {
+  std::string name;
+  double value = 0;
+  std::string unit;
+  int64_t iteration = -1; /* -1: whole run */
+  int64_t rank = 0;
+};
 // GPU profiler (schema v2). kind: kernel, comm, memcpy, memset, sync, api, marker, memory, overhead.
 struct GpuActivityRow {
-  int64_t start_ns = 0, end_ns = 0; std::string kind, name, detail, layer, op, pass;
+  int64_t start_ns = 0, end_ns = 0;
+  std::string kind, name, detail, layer, op, pass;
   int64_t device = 0, stream = 0, correlation = 0, iteration = -1, bytes = 0;
 };
 struct GpuBreakdownRow {
   int64_t device = 0, iteration = 0, start_ns = 0, end_ns = 0;
-  int64_t compute_ns = 0, comm_ns = 0, memcpy_ns = 0, memset_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, busy_ns = 0, idle_ns = 0;
+  int64_t compute_ns = 0, comm_ns = 0, memcpy_ns = 0, memset_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, busy_ns = 0,
+          idle_ns = 0;
 };
-struct CopySummaryRow { std::string device, name; int64_t count = 0, bytes = 0, total_ns = 0; };
+struct CopySummaryRow {
+  std::string device, name;
+  int64_t count = 0, bytes = 0, total_ns = 0;
+};
 
 // Distribution (schema v4). `rank` on the per-rank records above says whose they are (0 in a
 // single-process run); run-level records without one (layers, kernel summary, GPU) are rank 0's.
@@ -109,7 +170,11 @@ struct CollectiveBenchRow {
 // (`rank`) and its iteration: kind "updates", the key's updates between the worker's read of the
 // value and the gradient's update (0 in sync mode); kind "clock_gap", at each read the server
 // answered, how many steps the reader was ahead of the slowest worker (bounded mode's bound).
-struct PsStalenessRow { int64_t rank = 0, iteration = -1; std::string kind; int64_t staleness = 0, count = 0; };
+struct PsStalenessRow {
+  int64_t rank = 0, iteration = -1;
+  std::string kind;
+  int64_t staleness = 0, count = 0;
+};
 // One server shard over the run: where it ran, what it held, what crossed it, how busy it was.
 // queue: the messages waiting for it, sampled each time it takes one.
 struct PsServerRow {
@@ -118,7 +183,12 @@ struct PsServerRow {
   int64_t queue_max = 0;
   double queue_mean = 0;
 };
-struct SampleRow { int64_t t_ns = 0; std::string name; double value = 0; int64_t rank = 0; };  // system samplers (rss, cpu%)
+struct SampleRow {
+  int64_t t_ns = 0;
+  std::string name;
+  double value = 0;
+  int64_t rank = 0;
+};  // system samplers (rss, cpu%)
 
 // What a running run measured since its last flush: written in one transaction together with
 // the run's heartbeat, so a run killed at any moment keeps every flush before it.

@@ -465,10 +465,8 @@ std::string file_uri(const fs::path& path, std::string_view query) {
   for (unsigned char c : fs::absolute(path).string()) {
     const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
                             c == '_' || c == '.' || c == '~';
-    if (unreserved || c == '/')
-      uri += static_cast<char>(c);
-    else
-      uri += fmt::format("%{:02X}", c);
+    if (unreserved || c == '/') uri += static_cast<char>(c);
+    else uri += fmt::format("%{:02X}", c);
   }
   uri += '?';
   uri += query;

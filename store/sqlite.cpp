@@ -56,7 +56,8 @@ void Db::set_lock_wait(std::chrono::milliseconds limit, bool report) {
   if (!lock_wait_) lock_wait_.reset(new LockWait);
   lock_wait_->limit = limit;
   lock_wait_->report = report;
-  TS_SQLITE_CHECK(sqlite3_busy_handler(db_.get(), wait_for_lock, lock_wait_.get()), db_.get(), "setting the busy handler");
+  TS_SQLITE_CHECK(sqlite3_busy_handler(db_.get(), wait_for_lock, lock_wait_.get()), db_.get(),
+                  "setting the busy handler");
 }
 
 Db::Db(const std::filesystem::path& path, int flags) {
@@ -103,8 +104,8 @@ std::string Db::query_text(std::string_view sql) {
 
 Stmt::Stmt(const Db& db, std::string_view sql) : db_(db.get()) {
   sqlite3_stmt* raw = nullptr;
-  const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
-                                    &raw, nullptr);
+  const int rc =
+      sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
   stmt_.reset(raw);
   TS_SQLITE_CHECK(rc, db_, sql);
 }
@@ -126,9 +127,8 @@ Stmt& Stmt::bind(int index, double value) {
 
 Stmt& Stmt::bind(int index, std::string_view value) {
   // SQLITE_TRANSIENT: sqlite copies, so callers may pass temporaries.
-  TS_SQLITE_CHECK(
-      sqlite3_bind_text64(stmt_.get(), index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8), db_,
-      sqlite3_sql(stmt_.get()));
+  TS_SQLITE_CHECK(sqlite3_bind_text64(stmt_.get(), index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
+                  db_, sqlite3_sql(stmt_.get()));
   return *this;
 }
 

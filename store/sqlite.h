@@ -20,11 +20,11 @@ namespace ts::store::detail {
 // it with sqlite's own message and code. Kind: NOTADB -> not_trainscope, CORRUPT -> corrupt, BUSY and
 // LOCKED -> busy, else io.
 [[noreturn]] void throw_sqlite_error(int rc, sqlite3* db, std::string_view context);
-#define TS_SQLITE_CHECK(rc_expr, db, context)                                                  \
-  do {                                                                                         \
-    const int ts_rc_ = (rc_expr);                                                              \
-    if (ts_rc_ != SQLITE_OK && ts_rc_ != SQLITE_ROW && ts_rc_ != SQLITE_DONE)                  \
-      ::ts::store::detail::throw_sqlite_error(ts_rc_, (db), (context));                        \
+#define TS_SQLITE_CHECK(rc_expr, db, context)                                 \
+  do {                                                                        \
+    const int ts_rc_ = (rc_expr);                                             \
+    if (ts_rc_ != SQLITE_OK && ts_rc_ != SQLITE_ROW && ts_rc_ != SQLITE_DONE) \
+      ::ts::store::detail::throw_sqlite_error(ts_rc_, (db), (context));       \
   } while (false)
 
 class Db {
@@ -41,17 +41,21 @@ class Db {
   // (default 5 s). With `report`, a wait past 2 s prints a line on stderr every 5 s, naming
   // the file and how long is left, so a stalled command says why.
   void set_lock_wait(std::chrono::milliseconds limit, bool report);
-  struct LockWait;  // the busy handler's state; on the heap so its address survives moves
-  void exec(std::string_view sql);           // one or more statements, no results
-  int64_t query_int(std::string_view sql);   // first column of the first row (0 when no row)
+  struct LockWait;                          // the busy handler's state; on the heap so its address survives moves
+  void exec(std::string_view sql);          // one or more statements, no results
+  int64_t query_int(std::string_view sql);  // first column of the first row (0 when no row)
   std::string query_text(std::string_view sql);
   int64_t changes() const noexcept { return sqlite3_changes64(db_.get()); }
   int64_t last_insert_id() const noexcept { return sqlite3_last_insert_rowid(db_.get()); }
 
  private:
   void open(const std::string& filename, int flags);
-  struct Closer { void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); } };
-  struct LockWaitDeleter { void operator()(LockWait* w) const noexcept; };
+  struct Closer {
+    void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+  };
+  struct LockWaitDeleter {
+    void operator()(LockWait* w) const noexcept;
+  };
   std::unique_ptr<LockWait, LockWaitDeleter> lock_wait_;  // declared first: outlives the connection
   OpenFile registered_;  // this process has the file open (store/open_files.h); outlives the connection
   std::unique_ptr<sqlite3, Closer> db_;
@@ -70,6 +74,7 @@ class Stmt {
     ~Use() { sqlite3_reset(s_.stmt_.get()); }
     Use(const Use&) = delete;
     Use& operator=(const Use&) = delete;
+
    private:
     Stmt& s_;
   };
@@ -79,8 +84,11 @@ class Stmt {
   Stmt& bind(int index, bool value) { return bind(index, static_cast<int64_t>(value ? 1 : 0)); }
   Stmt& bind(int index, double value);
   Stmt& bind(int index, std::string_view value);
-  bool step();                 // true: a row is available; false: done
-  void run() { while (step()) {} }
+  bool step();  // true: a row is available; false: done
+  void run() {
+    while (step()) {
+    }
+  }
   void rearm() noexcept { sqlite3_reset(stmt_.get()); }  // for the next row; bindings are kept
 
   int64_t col_int(int index) const { return sqlite3_column_int64(stmt_.get(), index); }
@@ -89,7 +97,9 @@ class Stmt {
 
  private:
   void reset();
-  struct Finalizer { void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); } };
+  struct Finalizer {
+    void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
+  };
   std::unique_ptr<sqlite3_stmt, Finalizer> stmt_;
   sqlite3* db_ = nullptr;
 };

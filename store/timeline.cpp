@@ -65,9 +65,9 @@ struct TimelineReader::Impl {
     events = s.col_int(4);
     if (geo.base_ns < 1 || geo.levels < 1 || geo.levels > detail::kMaxTimelineLevels ||
         geo.bucket_ns(geo.levels - 1) > (INT64_MAX >> 2))
-      throw StoreError(StoreError::Kind::corrupt,
-                       fmt::format("run {}'s timeline index is impossible (base {} ns, {} levels)", run, geo.base_ns,
-                                   geo.levels));
+      throw StoreError(
+          StoreError::Kind::corrupt,
+          fmt::format("run {}'s timeline index is impossible (base {} ns, {} levels)", run, geo.base_ns, geo.levels));
     return true;
   }
 
@@ -141,9 +141,8 @@ TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels
   if (w.level >= 0) {
     const int64_t width = m.geo.bucket_ns(w.level);
     w.bucket_ns = width;
-    Stmt s(m.lod(),
-           "SELECT bucket, lane, depth, events, busy_ns, name_id FROM timeline_tiles "
-           "WHERE run_id = ?1 AND level = ?2 AND bucket BETWEEN ?3 AND ?4");
+    Stmt s(m.lod(), "SELECT bucket, lane, depth, events, busy_ns, name_id FROM timeline_tiles "
+                    "WHERE run_id = ?1 AND level = ?2 AND bucket BETWEEN ?3 AND ?4");
     Stmt::Use use(s);
     s.bind(1, m.run).bind(2, w.level);
     s.bind(3, (w.from_ns - m.geo.origin_ns) / width - 1).bind(4, (w.to_ns - m.geo.origin_ns) / width);
@@ -163,9 +162,8 @@ TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels
   // of class c is shorter than the next class's bound, so it starts no earlier than that before
   // the window; the top class is open-ended and few (the run holds at most ~256 per lane and depth).
   {
-    Stmt s(m.lod(),
-           "SELECT lane, depth, start_ns, end_ns, source_id, name_id FROM timeline_spans "
-           "WHERE run_id = ?1 AND size_class = ?2 AND start_ns BETWEEN ?3 AND ?4 AND end_ns >= ?5");
+    Stmt s(m.lod(), "SELECT lane, depth, start_ns, end_ns, source_id, name_id FROM timeline_spans "
+                    "WHERE run_id = ?1 AND size_class = ?2 AND start_ns BETWEEN ?3 AND ?4 AND end_ns >= ?5");
     for (int c = std::max(0, w.level); c < m.geo.levels; ++c) {
       Stmt::Use use(s);
       const int64_t earliest = c + 1 < m.geo.levels ? w.from_ns - m.geo.bucket_ns(c + 1) : INT64_MIN;
@@ -236,8 +234,8 @@ TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
   auto& m = *impl_;
   TimelineEventDetails d;
   d.event = event;
-  const TimelineLane* lane = event.lane >= 0 && event.lane < static_cast<int>(m.lanes.size()) ? &m.lanes[event.lane]
-                                                                                               : nullptr;
+  const TimelineLane* lane =
+      event.lane >= 0 && event.lane < static_cast<int>(m.lanes.size()) ? &m.lanes[event.lane] : nullptr;
   if (lane != nullptr)
     d.source_label = lane->source == "gpu"
                          ? fmt::format("GPU {} · stream {}", lane->rank, lane->thread)
@@ -256,9 +254,8 @@ TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
     d.thread = s.col_int(5);
     d.event.name = m.name(s.col_int(6));
     if (d.kind == "comm" && m.has_collectives) {
-      Stmt c(m.file,
-             "SELECT bytes, collective, label FROM collectives WHERE run_id = ?1 AND rank = ?2 AND thread = ?3 "
-             "AND start_ns = ?4 LIMIT 1");
+      Stmt c(m.file, "SELECT bytes, collective, label FROM collectives WHERE run_id = ?1 AND rank = ?2 AND thread = ?3 "
+                     "AND start_ns = ?4 LIMIT 1");
       Stmt::Use use_c(c);
       if (c.bind(1, m.run).bind(2, d.rank).bind(3, d.thread).bind(4, event.start_ns).step()) {
         d.bytes = c.col_int(0);
@@ -267,9 +264,8 @@ TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
     }
     return d;
   }
-  Stmt s(m.file,
-         "SELECT kind_id, name_id, detail_id, layer_id, op_id, pass_id, device, stream, iteration, bytes "
-         "FROM gpu_activities WHERE id = ?1 AND run_id = ?2");
+  Stmt s(m.file, "SELECT kind_id, name_id, detail_id, layer_id, op_id, pass_id, device, stream, iteration, bytes "
+                 "FROM gpu_activities WHERE id = ?1 AND run_id = ?2");
   Stmt::Use use(s);
   if (!s.bind(1, event.id).bind(2, m.run).step()) return d;
   d.kind = m.name(s.col_int(0));

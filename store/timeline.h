@@ -23,7 +23,7 @@ struct TimelineLane {
   int lane = 0;
   std::string source, label;
   int64_t rank = 0, thread = 0;
-  int depths = 0;       // nesting levels present
+  int depths = 0;  // nesting levels present
   int64_t events = 0;
 };
 
@@ -46,24 +46,24 @@ struct TimelineEvent {
 
 struct TimelineWindow {
   int64_t from_ns = 0, to_ns = 0;
-  int level = -1;              // the summaries' level; -1: raw events only
-  int64_t bucket_ns = 0;       // the summaries' bucket width
-  std::vector<TimelineTile> tiles;     // by lane, depth, start
-  std::vector<TimelineEvent> events;   // overlapping the window, by lane, depth, start
+  int level = -1;                     // the summaries' level; -1: raw events only
+  int64_t bucket_ns = 0;              // the summaries' bucket width
+  std::vector<TimelineTile> tiles;    // by lane, depth, start
+  std::vector<TimelineEvent> events;  // overlapping the window, by lane, depth, start
 };
 
 // What the viewer shows for a selected event.
 struct TimelineEventDetails {
   TimelineEvent event;
-  std::string source_label;          // "rank 0 · training (thread 0)", "GPU 0 · stream 7"
-  std::string layer, kind, pass, detail, launched_by;  // launched_by: a kernel's launching op
+  std::string source_label;                                  // "rank 0 · training (thread 0)", "GPU 0 · stream 7"
+  std::string layer, kind, pass, detail, launched_by;        // launched_by: a kernel's launching op
   int64_t iteration = -1, rank = 0, thread = 0, bytes = -1;  // bytes -1: not known
 };
 
 // Iterations and phases, drawn as bands behind a rank's lanes.
 struct TimelineBand {
   int64_t rank = 0, iteration = 0, start_ns = 0, end_ns = 0;
-  std::string phase;   // empty: the iteration itself
+  std::string phase;  // empty: the iteration itself
   bool warmup = false;
 };
 
@@ -81,9 +81,9 @@ class TimelineReader {
   TimelineReader(TimelineReader&&) noexcept;
   TimelineReader& operator=(TimelineReader&&) noexcept;
 
-  bool index_stored() const;   // false: built in memory on opening
-  int64_t start_ns() const;    // the first event's start (0 and 0 when nothing was traced)
-  int64_t end_ns() const;      // the last event's end
+  bool index_stored() const;  // false: built in memory on opening
+  int64_t start_ns() const;   // the first event's start (0 and 0 when nothing was traced)
+  int64_t end_ns() const;     // the last event's end
   int64_t event_count() const;
   const std::vector<TimelineLane>& lanes() const;
   std::vector<TimelineBand> bands();

@@ -62,8 +62,8 @@ struct Accumulator {
     *weakest = {name, weakest->second + ns};
   }
   int64_t top_name() const {
-    const auto best = std::max_element(names.begin(), names.begin() + used,
-                                       [](auto& a, auto& b) { return a.second < b.second; });
+    const auto best =
+        std::max_element(names.begin(), names.begin() + used, [](auto& a, auto& b) { return a.second < b.second; });
     return used == 0 ? 0 : best->first;
   }
 };
@@ -86,9 +86,10 @@ class Builder {
   Builder(Db& target, int64_t run, TimelineGeometry geometry)
       : run_(run),
         geo_(geometry),
-        span_insert_(target,
-                     "INSERT INTO timeline_spans (run_id, size_class, lane, depth, start_ns, end_ns, source_id, name_id) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") {}
+        span_insert_(
+            target,
+            "INSERT INTO timeline_spans (run_id, size_class, lane, depth, start_ns, end_ns, source_id, name_id) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") {}
 
   // Events of one lane arrive by start, the longer first among equal starts.
   void add(Lane& lane, int64_t id, int64_t start, int64_t end, int64_t name) {
@@ -109,8 +110,7 @@ class Builder {
       span_insert_.bind(1, run_).bind(2, size_class).bind(3, lane.index).bind(4, depth);
       span_insert_.bind(5, start).bind(6, end).bind(7, id).bind(8, name).run();
     }
-    for (int level = size_class + 1; level < geo_.levels; ++level)
-      sum(lane, depth, level, start, end, name);
+    for (int level = size_class + 1; level < geo_.levels; ++level) sum(lane, depth, level, start, end, name);
   }
 
   // Every tile, in the table's key order.
@@ -224,13 +224,12 @@ void build_timeline_index(Db& source, Db& target, int64_t run) {
     total += s.col_int(4);
   };
   {
-    Stmt s(source, fmt::format(
-                       "SELECT {0}, thread, min(start_ns), max(end_ns), count(*), "
-                       "max(kind_id IN (SELECT id FROM strings WHERE value IN ('run', 'iteration'))), "
-                       "max(kind_id = (SELECT id FROM strings WHERE value = 'phase')), "
-                       "max(kind_id = (SELECT id FROM strings WHERE value = 'comm')) "
-                       "FROM events WHERE run_id = ?1 GROUP BY {0}, thread ORDER BY {0}, thread",
-                       rank));
+    Stmt s(source, fmt::format("SELECT {0}, thread, min(start_ns), max(end_ns), count(*), "
+                               "max(kind_id IN (SELECT id FROM strings WHERE value IN ('run', 'iteration'))), "
+                               "max(kind_id = (SELECT id FROM strings WHERE value = 'phase')), "
+                               "max(kind_id = (SELECT id FROM strings WHERE value = 'comm')) "
+                               "FROM events WHERE run_id = ?1 GROUP BY {0}, thread ORDER BY {0}, thread",
+                               rank));
     Stmt::Use use(s);
     s.bind(1, run);
     // A thread's role from what it recorded: the loop's (iterations), a learner's (phases of its
@@ -255,9 +254,8 @@ void build_timeline_index(Db& source, Db& target, int64_t run) {
     }
   }
   if (gpu) {
-    Stmt s(source,
-           "SELECT device, stream, min(start_ns), max(end_ns), count(*) FROM gpu_activities WHERE run_id = ?1 "
-           "GROUP BY device, stream ORDER BY device, stream");
+    Stmt s(source, "SELECT device, stream, min(start_ns), max(end_ns), count(*) FROM gpu_activities WHERE run_id = ?1 "
+                   "GROUP BY device, stream ORDER BY device, stream");
     Stmt::Use use(s);
     s.bind(1, run);
     while (s.step()) {
@@ -310,9 +308,8 @@ void build_timeline_index(Db& source, Db& target, int64_t run) {
   }
   if (gpu) {
     TieOrder order(builder);
-    Stmt s(source,
-           "SELECT id, device, stream, start_ns, end_ns, name_id FROM gpu_activities WHERE run_id = ?1 "
-           "ORDER BY start_ns");
+    Stmt s(source, "SELECT id, device, stream, start_ns, end_ns, name_id FROM gpu_activities WHERE run_id = ?1 "
+                   "ORDER BY start_ns");
     Stmt::Use use(s);
     s.bind(1, run);
     while (s.step()) {
@@ -323,25 +320,22 @@ void build_timeline_index(Db& source, Db& target, int64_t run) {
     order.release();
   }
 
-  Stmt tile(target,
-            "INSERT INTO timeline_tiles (run_id, level, bucket, lane, depth, events, busy_ns, name_id) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  Stmt tile(target, "INSERT INTO timeline_tiles (run_id, level, bucket, lane, depth, events, busy_ns, name_id) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
   for (const Tile& t : builder.finish(lanes)) {
     Stmt::Use use(tile);
     tile.bind(1, run).bind(2, t.level).bind(3, t.bucket).bind(4, t.lane).bind(5, t.depth);
     tile.bind(6, t.events).bind(7, t.busy_ns).bind(8, t.name_id).run();
   }
-  Stmt lane_insert(target,
-                   "INSERT INTO timeline_lanes (run_id, lane, source, rank, thread, label, depths, events) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  Stmt lane_insert(target, "INSERT INTO timeline_lanes (run_id, lane, source, rank, thread, label, depths, events) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
   for (const Lane& lane : lanes) {
     Stmt::Use use(lane_insert);
     lane_insert.bind(1, run).bind(2, lane.index).bind(3, std::string_view(lane.gpu ? "gpu" : "cpu")).bind(4, lane.rank);
     lane_insert.bind(5, lane.thread).bind(6, lane.label).bind(7, lane.depths).bind(8, lane.events).run();
   }
-  Stmt index(target,
-             "INSERT INTO timeline_index (run_id, origin_ns, end_ns, base_ns, levels, events) "
-             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  Stmt index(target, "INSERT INTO timeline_index (run_id, origin_ns, end_ns, base_ns, levels, events) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
   Stmt::Use use(index);
   index.bind(1, run).bind(2, geo.origin_ns).bind(3, last).bind(4, geo.base_ns).bind(5, geo.levels).bind(6, total);
   index.run();

@@ -13,9 +13,9 @@
 
 namespace ts::store::detail {
 
-inline constexpr int kTimelineFanOut = 4;       // bucket width ratio between neighbouring levels
+inline constexpr int kTimelineFanOut = 4;         // bucket width ratio between neighbouring levels
 inline constexpr int64_t kTopLevelBuckets = 256;  // the coarsest level needs no more across a run
-inline constexpr int kMaxTimelineLevels = 24;      // 4^24 buckets: more than any run needs
+inline constexpr int kMaxTimelineLevels = 24;     // 4^24 buckets: more than any run needs
 
 // What a reader needs to know of an index.
 struct TimelineGeometry {

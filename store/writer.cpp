@@ -18,7 +18,6 @@ namespace ts::store {
 namespace fs = std::filesystem;
 using detail::Stmt;
 
-
 namespace {
 struct StringHash {
   using is_transparent = void;
@@ -87,60 +86,52 @@ struct Writer::Impl {
     Stmt::Use use(forget_timeline);
     forget_timeline.bind(1, run).run();
   }
-  Stmt environment{db,
-                   "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3) "
-                   "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value"};
-  Stmt iteration{db,
-                 "INSERT INTO iterations (run_id, idx, warmup, start_ns, end_ns, samples, loss, rank) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+  Stmt environment{db, "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3) "
+                       "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value"};
+  Stmt iteration{db, "INSERT INTO iterations (run_id, idx, warmup, start_ns, end_ns, samples, loss, rank) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
   Stmt phase{db,
              "INSERT INTO phases (run_id, iteration, phase, start_ns, end_ns, rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt event{db,
              "INSERT INTO events (run_id, start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread, "
              "rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
-  Stmt layer{db,
-             "INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
-             "parameter_count, gpu_forward_ns, gpu_backward_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
-  Stmt gpu_activity{db,
-                    "INSERT INTO gpu_activities (run_id, start_ns, end_ns, kind_id, name_id, detail_id, layer_id, op_id, "
-                    "pass_id, device, stream, correlation, iteration, bytes) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"};
-  Stmt gpu_breakdown{db,
-                     "INSERT INTO gpu_breakdown (run_id, device, iteration, start_ns, end_ns, compute_ns, comm_ns, "
-                     "memcpy_ns, memset_ns, overlap_ns, exposed_comm_ns, busy_ns, idle_ns) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
-  Stmt copy{db, "INSERT INTO copy_summary (run_id, device, name, count, bytes, total_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  Stmt layer{db, "INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
+                 "parameter_count, gpu_forward_ns, gpu_backward_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
+  Stmt gpu_activity{
+      db, "INSERT INTO gpu_activities (run_id, start_ns, end_ns, kind_id, name_id, detail_id, layer_id, op_id, "
+          "pass_id, device, stream, correlation, iteration, bytes) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"};
+  Stmt gpu_breakdown{db, "INSERT INTO gpu_breakdown (run_id, device, iteration, start_ns, end_ns, compute_ns, comm_ns, "
+                         "memcpy_ns, memset_ns, overlap_ns, exposed_comm_ns, busy_ns, idle_ns) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+  Stmt copy{db,
+            "INSERT INTO copy_summary (run_id, device, name, count, bytes, total_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt kernel{db,
               "INSERT INTO kernel_summary (run_id, device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, "
               "inclusive_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
   Stmt memory{db,
               "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
   Stmt peak{db, "INSERT INTO memory_peak (run_id, category, bytes, t_ns, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
-  Stmt memory_change{db,
-                     "INSERT INTO memory_changes (run_id, rank, t_ns, category_id, owner_id, delta) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
-  Stmt metric{db,
-              "INSERT INTO metrics (run_id, name, value, unit, iteration, rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  Stmt memory_change{db, "INSERT INTO memory_changes (run_id, rank, t_ns, category_id, owner_id, delta) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  Stmt metric{db, "INSERT INTO metrics (run_id, name, value, unit, iteration, rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt sample{db, "INSERT INTO samples (run_id, t_ns, name, value, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
   // Distribution (schema v4).
-  Stmt collective{db,
-                  "INSERT INTO collectives (run_id, rank, iteration, thread, collective, label, bytes, start_ns, "
-                  "end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
-  Stmt comm_op{db,
-               "INSERT INTO comm_ops (run_id, rank, backend, collective, bytes, ranks, count, total_ns, mean_ns, "
-               "min_ns, max_ns, algbw_gbps, busbw_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
-  Stmt rank_breakdown{db,
-                      "INSERT INTO rank_breakdown (run_id, rank, iteration, start_ns, end_ns, compute_ns, comm_ns, "
-                      "overlap_ns, exposed_comm_ns, idle_ns, backward_wait_ns, pull_wait_ns, push_wait_ns) "
-                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+  Stmt collective{db, "INSERT INTO collectives (run_id, rank, iteration, thread, collective, label, bytes, start_ns, "
+                      "end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
+  Stmt comm_op{
+      db, "INSERT INTO comm_ops (run_id, rank, backend, collective, bytes, ranks, count, total_ns, mean_ns, "
+          "min_ns, max_ns, algbw_gbps, busbw_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+  Stmt rank_breakdown{db, "INSERT INTO rank_breakdown (run_id, rank, iteration, start_ns, end_ns, compute_ns, comm_ns, "
+                          "overlap_ns, exposed_comm_ns, idle_ns, backward_wait_ns, pull_wait_ns, push_wait_ns) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
   Stmt collective_bench{db,
                         "INSERT INTO collective_bench (run_id, backend, collective, bytes, ranks, iterations, time_ns, "
                         "algbw_gbps, busbw_gbps, min_time_ns, max_time_ns) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
   // Parameter servers (schema v6).
-  Stmt ps_staleness{db,
-                    "INSERT INTO ps_staleness (run_id, rank, iteration, kind, staleness, count) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  Stmt ps_staleness{db, "INSERT INTO ps_staleness (run_id, rank, iteration, kind, staleness, count) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt ps_server{db,
                  "INSERT INTO ps_servers (run_id, server, rank, keys, bytes_held, bytes_in, bytes_out, pushes, pulls, "
                  "updates, busy_ns, queue_max, queue_mean) "
@@ -428,9 +419,8 @@ void Writer::add_metrics(int64_t run, std::span<const MetricRow> rows) {
 }
 
 void Writer::add_samples(int64_t run, std::span<const SampleRow> rows) {
-  impl_->bulk(run, rows, impl_->sample, [](Stmt& s, const SampleRow& r) {
-    s.bind(2, r.t_ns).bind(3, r.name).bind(4, r.value).bind(5, r.rank);
-  });
+  impl_->bulk(run, rows, impl_->sample,
+              [](Stmt& s, const SampleRow& r) { s.bind(2, r.t_ns).bind(3, r.name).bind(4, r.value).bind(5, r.rank); });
 }
 
 void Writer::add_collectives(int64_t run, std::span<const CollectiveRow> rows) {

@@ -22,8 +22,7 @@ class Writer {
   // files throw StoreError (not_trainscope / newer_schema) and are left untouched.
   // Another process's write lock is waited for up to `lock_wait` (with a progress line on
   // stderr after 2 s); past it a write throws StoreError of kind busy.
-  explicit Writer(const std::filesystem::path& path,
-                  std::chrono::milliseconds lock_wait = std::chrono::seconds(60));
+  explicit Writer(const std::filesystem::path& path, std::chrono::milliseconds lock_wait = std::chrono::seconds(60));
   ~Writer();
   Writer(Writer&&) noexcept;
   Writer& operator=(Writer&&) noexcept;

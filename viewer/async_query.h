@@ -17,7 +17,7 @@ namespace ts::viewer {
 template <class T>
 struct QueryResult {
   std::optional<T> value;
-  QString error;   // set when the query threw
+  QString error;  // set when the query threw
 };
 
 // Runs `query` off the GUI thread; `done` is called on `context`'s thread with its result, unless

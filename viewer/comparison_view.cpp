@@ -37,7 +37,7 @@ const QString kNone = QStringLiteral("—");
 
 struct HtmlRow {
   QStringList cells;
-  const char* colour = nullptr;   // background of the whole row; nullptr: none
+  const char* colour = nullptr;  // background of the whole row; nullptr: none
 };
 
 QString table(const QStringList& header, const std::vector<HtmlRow>& rows) {
@@ -54,8 +54,10 @@ QString table(const QStringList& header, const std::vector<HtmlRow>& rows) {
 
 const char* colour_of(reports::Verdict v) {
   switch (v) {
-    case reports::Verdict::faster: case reports::Verdict::shrank: return kBetter;
-    case reports::Verdict::slower: case reports::Verdict::grew: return kWorse;
+    case reports::Verdict::faster:
+    case reports::Verdict::shrank: return kBetter;
+    case reports::Verdict::slower:
+    case reports::Verdict::grew: return kWorse;
     case reports::Verdict::too_few_samples: return kWarning;
     default: return nullptr;
   }
@@ -69,9 +71,11 @@ QString verdict_text(reports::Verdict v) {
 // One line naming a run: id, database file, what it measures, its status.
 QString run_line(const RunRef& ref, const reports::RunDigest& d) {
   const auto& k = d.key;
-  return QStringList{"run " + QString::number(ref.run), QFileInfo(ref.db).fileName().toHtmlEscaped(),
-                     esc(k.workload) + "/" + esc(k.preset), esc(k.device), "batch " + QString::number(k.batch),
-                     QString::number(k.ranks) + (k.ranks == 1 ? " rank" : " ranks"), "<b>" + esc(d.status) + "</b>"}
+  return QStringList{
+      "run " + QString::number(ref.run),     QFileInfo(ref.db).fileName().toHtmlEscaped(),
+      esc(k.workload) + "/" + esc(k.preset), esc(k.device),
+      "batch " + QString::number(k.batch),   QString::number(k.ranks) + (k.ranks == 1 ? " rank" : " ranks"),
+      "<b>" + esc(d.status) + "</b>"}
       .join(" · ");
 }
 
@@ -111,22 +115,24 @@ QString metrics_table(const RunComparison& c) {
     if (m.statistics) {
       const auto& s = *m.statistics;
       r.cells << QString("%1 [%2, %3]").arg(percent(s.delta), percent(s.delta_low), percent(s.delta_high))
-              << QString::number(s.p_value, 'g', 3) << QString("%1/%2").arg(s.base_n).arg(s.new_n) << verdict_text(s.verdict);
+              << QString::number(s.p_value, 'g', 3) << QString("%1/%2").arg(s.base_n).arg(s.new_n)
+              << verdict_text(s.verdict);
       r.colour = colour_of(s.verdict);
     } else {
-      r.cells << (m.change ? percent(*m.change) : kNone) << kNone << QString("%1/%2").arg(m.base_n).arg(m.new_n) << kNone;
+      r.cells << (m.change ? percent(*m.change) : kNone) << kNone << QString("%1/%2").arg(m.base_n).arg(m.new_n)
+              << kNone;
     }
     rows.push_back(std::move(r));
   }
-  return table({"metric", "base median", "new median", c.judged ? "change [95% interval]" : "change of the medians", "p",
-                "n base/new", "verdict"},
+  return table({"metric", "base median", "new median", c.judged ? "change [95% interval]" : "change of the medians",
+                "p", "n base/new", "verdict"},
                rows);
 }
 
 QString breakdown_table(const RunComparison& c) {
   using B = reports::RankBreakdownMedians;
   const std::vector<std::pair<QString, double B::*>> fields = {
-      {"iteration", &B::iteration_ms}, {"compute", &B::compute_ms}, {"comm", &B::comm_ms},
+      {"iteration", &B::iteration_ms}, {"compute", &B::compute_ms},           {"comm", &B::comm_ms},
       {"overlap", &B::overlap_ms},     {"exposed comm", &B::exposed_comm_ms}, {"idle", &B::idle_ms}};
   QStringList header = {"rank"};
   for (const auto& [name, _] : fields) header << name;
@@ -137,7 +143,8 @@ QString breakdown_table(const RunComparison& c) {
       const QString base = r.base ? ms((*r.base).*field) : kNone;
       const QString next = r.next ? ms((*r.next).*field) : kNone;
       QString cell = base + " → " + next;
-      if (r.base && r.next && (*r.base).*field > 0) cell += " <small>(" + percent((*r.next).*field / (*r.base).*field - 1) + ")</small>";
+      if (r.base && r.next && (*r.base).*field > 0)
+        cell += " <small>(" + percent((*r.next).*field / (*r.base).*field - 1) + ")</small>";
       row.cells << cell;
     }
     rows.push_back(std::move(row));
@@ -150,9 +157,15 @@ QString memory_table(const RunComparison& c) {
   for (const auto& m : c.memory) {
     HtmlRow r;
     const int64_t change = m.new_bytes - m.base_bytes;
-    const QString share = m.base_bytes > 0 ? percent(static_cast<double>(m.new_bytes) / static_cast<double>(m.base_bytes) - 1) : kNone;
-    r.cells = {m.category == "peak" ? "<b>total at peak</b>" : esc(m.category), esc(m.tbd_class), bytes(m.base_bytes),
-               bytes(m.new_bytes), signed_bytes(change), change == 0 ? QString() : share, m.verdict ? verdict_text(*m.verdict) : kNone};
+    const QString share =
+        m.base_bytes > 0 ? percent(static_cast<double>(m.new_bytes) / static_cast<double>(m.base_bytes) - 1) : kNone;
+    r.cells = {m.category == "peak" ? "<b>total at peak</b>" : esc(m.category),
+               esc(m.tbd_class),
+               bytes(m.base_bytes),
+               bytes(m.new_bytes),
+               signed_bytes(change),
+               change == 0 ? QString() : share,
+               m.verdict ? verdict_text(*m.verdict) : kNone};
     if (m.verdict) r.colour = colour_of(*m.verdict);
     rows.push_back(std::move(r));
   }
@@ -163,13 +176,16 @@ QString memory_table(const RunComparison& c) {
 QString op_changes(const RunComparison& c) {
   size_t both = 0, base_only = 0, new_only = 0;
   for (const auto& o : c.ops) (o.base && o.next ? both : o.base ? base_only : new_only)++;
-  QString h = QString("<p>%1 ops and kernels in both runs, %2 only in the base, %3 only in the new run (the tables have them all).</p>")
+  QString h = QString("<p>%1 ops and kernels in both runs, %2 only in the base, %3 only in the new run (the tables "
+                      "have them all).</p>")
                   .arg(both)
                   .arg(base_only)
                   .arg(new_only);
   std::vector<const OpDelta*> moved;
   for (const auto& o : c.ops) moved.push_back(&o);
-  const auto change_ns = [](const OpDelta* o) { return (o->next ? o->next->total_ns : 0) - (o->base ? o->base->total_ns : 0); };
+  const auto change_ns = [](const OpDelta* o) {
+    return (o->next ? o->next->total_ns : 0) - (o->base ? o->base->total_ns : 0);
+  };
   std::stable_sort(moved.begin(), moved.end(),
                    [&](const OpDelta* a, const OpDelta* b) { return std::abs(change_ns(a)) > std::abs(change_ns(b)); });
   moved.resize(std::min<size_t>(moved.size(), 8));
@@ -178,7 +194,8 @@ QString op_changes(const RunComparison& c) {
     const QString base = o->base ? ms(static_cast<double>(o->base->total_ns) * 1e-6) : kNone;
     const QString next = o->next ? ms(static_cast<double>(o->next->total_ns) * 1e-6) : kNone;
     const QString where = o->base && o->next ? QString() : o->base ? "base only" : "new only";
-    rows.push_back({{esc(o->name), esc(o->device), base, next, (change_ns(o) > 0 ? "+" : "") + ms(static_cast<double>(change_ns(o)) * 1e-6), where},
+    rows.push_back({{esc(o->name), esc(o->device), base, next,
+                     (change_ns(o) > 0 ? "+" : "") + ms(static_cast<double>(change_ns(o)) * 1e-6), where},
                     where.isEmpty() ? nullptr : kWarning});
   }
   if (!rows.empty()) h += table({"op or kernel", "device", "base total ms", "new total ms", "change ms", ""}, rows);
@@ -193,32 +210,39 @@ QString ops_note(const RunComparison& c) {
                          "missing from a run as 0 ms.")
                      .arg(base)
                      .arg(next);
-  if (base != next) note += " The runs timed different numbers of iterations: compare the means per call, or the totals per iteration.";
+  if (base != next)
+    note += " The runs timed different numbers of iterations: compare the means per call, or the totals per iteration.";
   return note;
 }
 
 }  // namespace
 
 QString comparison_html(const RunComparison& c) {
-  const QString what = c.base.key == c.next.key ? esc(c.base.key.label()) : esc(c.base.key.label()) + " → " + esc(c.next.key.label());
-  QString h = QString("<h2>run %1 → run %2 · %3</h2>").arg(QString::number(c.base_ref.run), QString::number(c.new_ref.run), what);
+  const QString what =
+      c.base.key == c.next.key ? esc(c.base.key.label()) : esc(c.base.key.label()) + " → " + esc(c.next.key.label());
+  QString h = QString("<h2>run %1 → run %2 · %3</h2>")
+                  .arg(QString::number(c.base_ref.run), QString::number(c.new_ref.run), what);
   for (const auto& note : c.notes) h += QString("<p style='background-color:%1'>%2</p>").arg(kWarning, esc(note));
   h += runs_table(c);
   h += QString("<h3>Timing (%1)</h3>")
-           .arg(c.judged ? "medians over the timed iterations; change = new/base - 1 with its 95% Hodges-Lehmann interval; p from "
+           .arg(c.judged ? "medians over the timed iterations; change = new/base - 1 with its 95% Hodges-Lehmann "
+                           "interval; p from "
                            "the two-sided Mann-Whitney U test, as trainscope compare"
                          : "medians over the timed iterations; no statistics");
   h += metrics_table(c);
-  if (!c.breakdown.empty()) h += "<h3>Breakdown per rank (median ms per timed iteration, base → new)</h3>" + breakdown_table(c);
+  if (!c.breakdown.empty())
+    h += "<h3>Breakdown per rank (median ms per timed iteration, base → new)</h3>" + breakdown_table(c);
   h += QString("<h3>Memory at peak: %1 → %2 (the ledger, rank 0; compared exactly)</h3>")
-           .arg(esc(reports::human_bytes(static_cast<double>(c.base.peak_bytes))), esc(reports::human_bytes(static_cast<double>(c.next.peak_bytes))));
+           .arg(esc(reports::human_bytes(static_cast<double>(c.base.peak_bytes))),
+                esc(reports::human_bytes(static_cast<double>(c.next.peak_bytes))));
   h += memory_table(c);
   h += "<h3>Ops and kernels: the largest changes in self time</h3><p>" + ops_note(c) + "</p>" + op_changes(c);
   if (c.environment.empty()) {
     h += "<h3>Environment</h3><p>the same in both runs</p>";
   } else {
     std::vector<HtmlRow> rows;
-    for (const auto& e : c.environment) rows.push_back({{esc(e.key), e.base ? esc(*e.base) : kNone, e.next ? esc(*e.next) : kNone}});
+    for (const auto& e : c.environment)
+      rows.push_back({{esc(e.key), e.base ? esc(*e.base) : kNone, e.next ? esc(*e.next) : kNone}});
     h += "<h3>Environment: what differs</h3>" + table({"key", "base", "new"}, rows);
   }
   return h;
@@ -241,9 +265,15 @@ QString in_text(bool base, bool next) { return base && next ? "both" : base ? "b
 
 std::vector<RecordColumn<OpDelta>> op_columns() {
   using R = OpDelta;
-  const auto total = [](const std::optional<store::OpSummaryRow>& o) { return o ? QVariant(ms_of(static_cast<double>(o->total_ns))) : none(); };
-  const auto mean = [](const std::optional<store::OpSummaryRow>& o) { return o ? QVariant(ms_of(o->mean_ns)) : none(); };
-  const auto count = [](const std::optional<store::OpSummaryRow>& o) { return o ? QVariant(static_cast<qlonglong>(o->count)) : none(); };
+  const auto total = [](const std::optional<store::OpSummaryRow>& o) {
+    return o ? QVariant(ms_of(static_cast<double>(o->total_ns))) : none();
+  };
+  const auto mean = [](const std::optional<store::OpSummaryRow>& o) {
+    return o ? QVariant(ms_of(o->mean_ns)) : none();
+  };
+  const auto count = [](const std::optional<store::OpSummaryRow>& o) {
+    return o ? QVariant(static_cast<qlonglong>(o->count)) : none();
+  };
   const auto total_ns = [](const std::optional<store::OpSummaryRow>& o) {
     return o ? std::optional<double>(static_cast<double>(o->total_ns)) : std::nullopt;
   };
@@ -255,13 +285,20 @@ std::vector<RecordColumn<OpDelta>> op_columns() {
       {"base total ms", [=](const R& r) { return total(r.base); }, 3},
       {"new total ms", [=](const R& r) { return total(r.next); }, 3},
       // An op that ran in one run only moved by all of its time: it counts 0 where it did not run.
-      {"Δ total ms", [](const R& r) {
+      {"Δ total ms",
+       [](const R& r) {
          return QVariant(ms_of(static_cast<double>((r.next ? r.next->total_ns : 0) - (r.base ? r.base->total_ns : 0))));
-       }, 3},
+       },
+       3},
       {"Δ total %", [=](const R& r) { return percent_change(total_ns(r.base), total_ns(r.next)); }, 1},
       {"base mean ms", [=](const R& r) { return mean(r.base); }, 4},
       {"new mean ms", [=](const R& r) { return mean(r.next); }, 4},
-      {"Δ mean %", [](const R& r) { return percent_change(as_double(r.base, &store::OpSummaryRow::mean_ns), as_double(r.next, &store::OpSummaryRow::mean_ns)); }, 1},
+      {"Δ mean %",
+       [](const R& r) {
+         return percent_change(as_double(r.base, &store::OpSummaryRow::mean_ns),
+                               as_double(r.next, &store::OpSummaryRow::mean_ns));
+       },
+       1},
       {"base count", [=](const R& r) { return count(r.base); }},
       {"new count", [=](const R& r) { return count(r.next); }},
   };
@@ -270,28 +307,46 @@ std::vector<RecordColumn<OpDelta>> op_columns() {
 std::vector<RecordColumn<LayerDelta>> layer_columns() {
   using R = LayerDelta;
   using L = store::LayerRow;
-  const auto time = [](const std::optional<L>& l, double L::*field) { return l ? QVariant(ms_of((*l).*field)) : none(); };
-  const auto kib = [](const std::optional<L>& l) { return l ? QVariant(static_cast<double>(l->activation_bytes) / 1024.0) : none(); };
-  const auto params = [](const std::optional<L>& l) { return l ? QVariant(static_cast<qlonglong>(l->parameter_count)) : none(); };
+  const auto time = [](const std::optional<L>& l, double L::*field) {
+    return l ? QVariant(ms_of((*l).*field)) : none();
+  };
+  const auto kib = [](const std::optional<L>& l) {
+    return l ? QVariant(static_cast<double>(l->activation_bytes) / 1024.0) : none();
+  };
+  const auto params = [](const std::optional<L>& l) {
+    return l ? QVariant(static_cast<qlonglong>(l->parameter_count)) : none();
+  };
   // The order of ComparisonView::LayerColumn.
   return {
       {"layer", [](const R& r) { return QVariant(QString::fromStdString(r.layer)); }},
       {"in", [](const R& r) { return QVariant(in_text(r.base.has_value(), r.next.has_value())); }},
       {"base forward ms", [=](const R& r) { return time(r.base, &L::forward_ns); }, 4},
       {"new forward ms", [=](const R& r) { return time(r.next, &L::forward_ns); }, 4},
-      {"Δ forward %", [](const R& r) { return percent_change(as_double(r.base, &L::forward_ns), as_double(r.next, &L::forward_ns)); }, 1},
+      {"Δ forward %",
+       [](const R& r) { return percent_change(as_double(r.base, &L::forward_ns), as_double(r.next, &L::forward_ns)); },
+       1},
       {"base backward ms", [=](const R& r) { return time(r.base, &L::backward_ns); }, 4},
       {"new backward ms", [=](const R& r) { return time(r.next, &L::backward_ns); }, 4},
-      {"Δ backward %", [](const R& r) { return percent_change(as_double(r.base, &L::backward_ns), as_double(r.next, &L::backward_ns)); }, 1},
+      {"Δ backward %",
+       [](const R& r) {
+         return percent_change(as_double(r.base, &L::backward_ns), as_double(r.next, &L::backward_ns));
+       },
+       1},
       {"base activations KiB", [=](const R& r) { return kib(r.base); }, 1},
       {"new activations KiB", [=](const R& r) { return kib(r.next); }, 1},
-      {"Δ activations KiB", [](const R& r) {
-         return r.base && r.next ? QVariant(static_cast<double>(r.next->activation_bytes - r.base->activation_bytes) / 1024.0) : none();
-       }, 1},
+      {"Δ activations KiB",
+       [](const R& r) {
+         return r.base && r.next
+                    ? QVariant(static_cast<double>(r.next->activation_bytes - r.base->activation_bytes) / 1024.0)
+                    : none();
+       },
+       1},
       {"base parameters", [=](const R& r) { return params(r.base); }},
       {"new parameters", [=](const R& r) { return params(r.next); }},
-      {"Δ parameters", [](const R& r) {
-         return r.base && r.next ? QVariant(static_cast<qlonglong>(r.next->parameter_count - r.base->parameter_count)) : none();
+      {"Δ parameters",
+       [](const R& r) {
+         return r.base && r.next ? QVariant(static_cast<qlonglong>(r.next->parameter_count - r.base->parameter_count))
+                                 : none();
        }},
   };
 }
@@ -354,15 +409,18 @@ ComparisonView::ComparisonView(QWidget* parent)
 
 void ComparisonView::compare(const RunRef& base, const RunRef& next) {
   const uint64_t request = ++request_;
-  const QString runs = tr("run %1 of %2 and run %3 of %4").arg(QString::number(base.run), base.db, QString::number(next.run), next.db);
+  const QString runs =
+      tr("run %1 of %2 and run %3 of %4").arg(QString::number(base.run), base.db, QString::number(next.run), next.db);
   show_message(tr("Reading %1 ...").arg(runs));
   run_query<RunComparison>(
       this, [base, next] { return load_run_comparison(base, next); },
       [this, request, base, next, runs](QueryResult<RunComparison> r) {
-        if (request != request_) return;   // the user has asked for another comparison since
+        if (request != request_) return;  // the user has asked for another comparison since
         if (!r.value) {
           show_message(tr("Could not compare %1: %2").arg(runs, r.error));
-          emit error_reported(tr("Cannot compare run %1 with run %2").arg(QString::number(base.run), QString::number(next.run)), r.error);
+          emit error_reported(
+              tr("Cannot compare run %1 with run %2").arg(QString::number(base.run), QString::number(next.run)),
+              r.error);
           return;
         }
         show_comparison(std::move(*r.value));
@@ -383,8 +441,9 @@ void ComparisonView::show_message(const QString& text) {
 void ComparisonView::show_comparison(RunComparison c) {
   header_->setText(QString("<b>base</b> %1<br><b>new</b> %2%3")
                        .arg(run_line(c.base_ref, c.base), run_line(c.new_ref, c.next),
-                            c.judged ? QString() : QString("<br><span style='background-color:%1'>%2</span>")
-                                                       .arg(kWarning, tr("not judged: see the summary"))));
+                            c.judged ? QString()
+                                     : QString("<br><span style='background-color:%1'>%2</span>")
+                                           .arg(kWarning, tr("not judged: see the summary"))));
   summary_html_ = comparison_html(c);
   summary_->setHtml(summary_html_);
   ops_note_->setText(ops_note(c));

@@ -33,11 +33,36 @@ class ComparisonView : public QWidget {
 
  public:
   // The tables' columns (tests sort and read by them).
-  enum OpColumn { kOpName, kOpDevice, kOpIn, kOpBaseTotal, kOpNewTotal, kOpDeltaTotal, kOpDeltaTotalPercent, kOpBaseMean,
-                  kOpNewMean, kOpDeltaMeanPercent, kOpBaseCount, kOpNewCount };
-  enum LayerColumn { kLayerName, kLayerIn, kLayerBaseForward, kLayerNewForward, kLayerDeltaForwardPercent, kLayerBaseBackward,
-                     kLayerNewBackward, kLayerDeltaBackwardPercent, kLayerBaseActivations, kLayerNewActivations,
-                     kLayerDeltaActivations, kLayerBaseParameters, kLayerNewParameters, kLayerDeltaParameters };
+  enum OpColumn {
+    kOpName,
+    kOpDevice,
+    kOpIn,
+    kOpBaseTotal,
+    kOpNewTotal,
+    kOpDeltaTotal,
+    kOpDeltaTotalPercent,
+    kOpBaseMean,
+    kOpNewMean,
+    kOpDeltaMeanPercent,
+    kOpBaseCount,
+    kOpNewCount
+  };
+  enum LayerColumn {
+    kLayerName,
+    kLayerIn,
+    kLayerBaseForward,
+    kLayerNewForward,
+    kLayerDeltaForwardPercent,
+    kLayerBaseBackward,
+    kLayerNewBackward,
+    kLayerDeltaBackwardPercent,
+    kLayerBaseActivations,
+    kLayerNewActivations,
+    kLayerDeltaActivations,
+    kLayerBaseParameters,
+    kLayerNewParameters,
+    kLayerDeltaParameters
+  };
 
   explicit ComparisonView(QWidget* parent = nullptr);
 
@@ -48,14 +73,14 @@ class ComparisonView : public QWidget {
   const std::optional<RunComparison>& comparison() const { return comparison_; }
   const DeltaTableModel<OpDelta>* ops_model() const { return ops_; }
   const DeltaTableModel<LayerDelta>* layers_model() const { return layers_; }
-  QTableView* ops_view() const { return ops_view_; }         // its model: the sorted, filtered rows
+  QTableView* ops_view() const { return ops_view_; }  // its model: the sorted, filtered rows
   QTableView* layers_view() const { return layers_view_; }
   QLineEdit* ops_search() const { return ops_search_; }
   QLineEdit* layers_search() const { return layers_search_; }
   QTabWidget* tabs() const { return tabs_; }
   QString header_text() const;
   QString summary_html() const { return summary_html_; }
-  QString summary_text() const;   // as shown, without markup
+  QString summary_text() const;  // as shown, without markup
 
  signals:
   void compared();
@@ -63,21 +88,21 @@ class ComparisonView : public QWidget {
 
  private:
   void show_comparison(RunComparison comparison);
-  void show_message(const QString& text);   // loading, or why it failed
+  void show_message(const QString& text);  // loading, or why it failed
 
   QLabel* header_;
   QTabWidget* tabs_;
   QTextBrowser* summary_;
   DeltaTableModel<OpDelta>* ops_;
   DeltaTableModel<LayerDelta>* layers_;
-  QLabel* ops_note_;   // what the totals cover
+  QLabel* ops_note_;  // what the totals cover
   QTableView* ops_view_ = nullptr;
   QTableView* layers_view_ = nullptr;
   QLineEdit* ops_search_ = nullptr;
   QLineEdit* layers_search_ = nullptr;
   QString summary_html_;
   std::optional<RunComparison> comparison_;
-  uint64_t request_ = 0;   // a newer compare() makes an older answer stale
+  uint64_t request_ = 0;  // a newer compare() makes an older answer stale
 };
 
 }  // namespace ts::viewer

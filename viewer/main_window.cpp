@@ -19,8 +19,8 @@
 #include "viewer/comparison_view.h"
 #include "viewer/memory_view.h"
 #include "viewer/models/run_list.h"
-#include "viewer/run_overview.h"
 #include "viewer/models/run_table_model.h"
+#include "viewer/run_overview.h"
 #include "viewer/searchable_table.h"
 #include "viewer/timeline_view.h"
 
@@ -38,7 +38,8 @@ std::vector<RecordColumn<store::OpSummaryRow>> op_columns() {
       {"count", [](const R& r) { return QVariant(static_cast<qlonglong>(r.count)); }},
       // With what the op ran (its nested ops); blank for files before schema v5.
       {"total ms",
-       [](const R& r) { return r.inclusive_ns > 0 ? QVariant(ms(static_cast<double>(r.inclusive_ns))) : QVariant(); }, 3},
+       [](const R& r) { return r.inclusive_ns > 0 ? QVariant(ms(static_cast<double>(r.inclusive_ns))) : QVariant(); },
+       3},
       {"self ms", [](const R& r) { return QVariant(ms(static_cast<double>(r.total_ns))); }, 3},
       {"mean ms", [](const R& r) { return QVariant(ms(r.mean_ns)); }, 4},
       {"median ms", [](const R& r) { return QVariant(ms(r.median_ns)); }, 4},
@@ -77,7 +78,7 @@ MainWindow::MainWindow(QWidget* parent)
   setWindowTitle(tr("trainscope viewer"));
   runs_proxy_->setSourceModel(runs_);
   runs_proxy_->setSortRole(kSortRole);
-  runs_proxy_->setFilterKeyColumn(-1);   // a filter matches any column
+  runs_proxy_->setFilterKeyColumn(-1);  // a filter matches any column
   runs_proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
   runs_filter_->setPlaceholderText(tr("Filter runs (workload, status, device, ...)"));
   runs_filter_->setClearButtonEnabled(true);
@@ -86,11 +87,13 @@ MainWindow::MainWindow(QWidget* parent)
   runs_view_->setSortingEnabled(true);
   runs_view_->sortByColumn(RunTableModel::kId, Qt::AscendingOrder);
   runs_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  runs_view_->setSelectionMode(QAbstractItemView::ExtendedSelection);   // two rows: compare them
+  runs_view_->setSelectionMode(QAbstractItemView::ExtendedSelection);  // two rows: compare them
   runs_view_->verticalHeader()->hide();
   runs_view_->horizontalHeader()->setStretchLastSection(true);
   connect(runs_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
-          [this](const QModelIndex& current) { if (current.isValid()) select_run(current.row()); });
+          [this](const QModelIndex& current) {
+            if (current.isValid()) select_run(current.row());
+          });
 
   auto* left = new QWidget;
   auto* left_layout = new QVBoxLayout(left);
@@ -120,7 +123,7 @@ MainWindow::MainWindow(QWidget* parent)
   auto* split = new QSplitter;
   split->addWidget(left);
   split->addWidget(tabs_);
-  split->setSizes({600, 800});   // the runs table's columns up to throughput in view
+  split->setSizes({600, 800});  // the runs table's columns up to throughput in view
   setCentralWidget(split);
   statusBar()->addWidget(status_, 1);
 
@@ -175,10 +178,10 @@ void MainWindow::reselect_shown_run(const QString& db) {
     const RunListEntry& e = runs_->entry(row);
     if (e.db != db || e.run.id != shown_->run) continue;
     const QModelIndex shown = runs_proxy_->mapFromSource(runs_->index(row, 0));
-    if (!shown.isValid()) return;   // filtered out: the views keep what they show
+    if (!shown.isValid()) return;  // filtered out: the views keep what they show
     // Resetting the model cleared the current row; setting it again reads the run anew.
-    runs_view_->selectionModel()->setCurrentIndex(
-        shown, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    runs_view_->selectionModel()->setCurrentIndex(shown,
+                                                  QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     return;
   }
 }
@@ -195,7 +198,7 @@ void MainWindow::select_run(int row) {
   run_query<RunDetails>(
       this, [db = e.db.toStdString(), id = e.run.id] { return load_run_details(db, id); },
       [this, request, db = e.db, id = e.run.id](QueryResult<RunDetails> r) {
-        if (request != details_request_) return;   // the user has moved on
+        if (request != details_request_) return;  // the user has moved on
         if (!r.value) {
           overview_->show_message(tr("Run %1 of %2 could not be read: %3").arg(id).arg(db, r.error));
           report_error(tr("Cannot read run %1").arg(id), r.error);
@@ -254,7 +257,7 @@ void MainWindow::report_error(const QString& title, const QString& message) {
   if (!dialogs_) return;
   auto* box = new QMessageBox(QMessageBox::Warning, title, message, QMessageBox::Ok, this);
   box->setAttribute(Qt::WA_DeleteOnClose);
-  box->open();   // not exec(): the window goes on
+  box->open();  // not exec(): the window goes on
 }
 
 }  // namespace ts::viewer

@@ -35,14 +35,14 @@ class MainWindow : public QMainWindow {
  public:
   explicit MainWindow(QWidget* parent = nullptr);
 
-  void open_database(const QString& path);   // async; adds its runs, or reports why it cannot
+  void open_database(const QString& path);  // async; adds its runs, or reports why it cannot
   // Re-reads every open database (runs being written); the run shown stays selected and its views
   // are read again (the timeline keeps its zoom).
   void refresh();
-  void select_run(int row);                  // a row of the runs table as shown (sorted, filtered)
-  void compare_rows(int base_row, int new_row);   // rows as shown; the older run is the base
-  void compare_selected();                   // the two selected rows (Run > Compare, Ctrl+D)
-  void set_dialogs_enabled(bool on) { dialogs_ = on; }   // tests: errors as signals only
+  void select_run(int row);                             // a row of the runs table as shown (sorted, filtered)
+  void compare_rows(int base_row, int new_row);         // rows as shown; the older run is the base
+  void compare_selected();                              // the two selected rows (Run > Compare, Ctrl+D)
+  void set_dialogs_enabled(bool on) { dialogs_ = on; }  // tests: errors as signals only
 
   QTableView* runs_view() const { return runs_view_; }
   QLineEdit* runs_filter() const { return runs_filter_; }
@@ -66,7 +66,7 @@ class MainWindow : public QMainWindow {
   void choose_databases();
   void show_details(const RunDetails& details);
   void highlight_row(QTableView* view, const QModelIndex& current);
-  void reselect_shown_run(const QString& db);   // after `db`'s runs were read again
+  void reselect_shown_run(const QString& db);  // after `db`'s runs were read again
 
   RunTableModel* runs_;
   QSortFilterProxyModel* runs_proxy_;
@@ -83,8 +83,8 @@ class MainWindow : public QMainWindow {
   QTableView* ops_view_ = nullptr;
   QTableView* layers_view_ = nullptr;
   QLabel* status_;
-  uint64_t details_request_ = 0;   // a newer selection makes an older answer stale
-  std::optional<RunRef> shown_;    // the run the views show
+  uint64_t details_request_ = 0;  // a newer selection makes an older answer stale
+  std::optional<RunRef> shown_;   // the run the views show
   bool dialogs_ = true;
 };
 

@@ -28,12 +28,12 @@
 #include <set>
 #include <string>
 
-#include "vocabulary/memory_category.h"
 #include "reports/number_format.h"
 #include "store/error.h"
 #include "store/reader.h"
 #include "viewer/async_query.h"
 #include "viewer/nice_step.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::viewer {
 
@@ -60,9 +60,9 @@ void set_ticks(QValueAxis* axis, double range, int ticks) {
 // One colour per category, the same in every run (Okabe-Ito's colour-blind-safe set, plus a
 // brown and a grey): stacked areas in the theme's few colours would repeat after five.
 QColor category_colour(const std::string& category) {
-  static const QColor colours[vocabulary::kCategoryCount] = {
-      QColor("#0072B2"), QColor("#56B4E9"), QColor("#009E73"), QColor("#E69F00"), QColor("#F0E442"),
-      QColor("#CC79A7"), QColor("#D55E00"), QColor("#8C564B"), QColor("#999999")};
+  static const QColor colours[vocabulary::kCategoryCount] = {QColor("#0072B2"), QColor("#56B4E9"), QColor("#009E73"),
+                                                             QColor("#E69F00"), QColor("#F0E442"), QColor("#CC79A7"),
+                                                             QColor("#D55E00"), QColor("#8C564B"), QColor("#999999")};
   const auto c = vocabulary::parse_category(category);
   return c ? colours[static_cast<size_t>(*c)] : QColor("#444444");
 }
@@ -136,7 +136,7 @@ MemoryView::MemoryView(QWidget* parent)
   proxy->setSortRole(kSortRole);
   live_view_->setModel(proxy);
   live_view_->setSortingEnabled(true);
-  live_view_->sortByColumn(-1, Qt::AscendingOrder);   // the store's order (largest first) until a header is clicked
+  live_view_->sortByColumn(-1, Qt::AscendingOrder);  // the store's order (largest first) until a header is clicked
   live_view_->verticalHeader()->hide();
   live_view_->horizontalHeader()->setStretchLastSection(true);
   live_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -212,13 +212,13 @@ void MemoryView::show_rank(qint64 rank) {
 
 void MemoryView::load(int64_t rank) {
   const uint64_t request = ++load_request_;
-  ++inspect_request_;   // a click's answer for the previous run or rank is stale too
-  replace_chart(new QChart);   // no clicks on the previous run's chart meanwhile
+  ++inspect_request_;         // a click's answer for the previous run or rank is stale too
+  replace_chart(new QChart);  // no clicks on the previous run's chart meanwhile
   show_message(tr("Reading the memory of run %1 ...").arg(run_));
   run_query<MemoryData>(
       this, [db = db_, run = run_, rank] { return load_memory_data(db, run, rank); },
       [this, request, db = db_, run = run_](QueryResult<MemoryData> r) {
-        if (request != load_request_) return;   // the user has moved on
+        if (request != load_request_) return;  // the user has moved on
         if (!r.value) {
           show_message(tr("The memory of run %1 of %2 could not be read: %3").arg(run).arg(db, r.error));
           emit error_reported(tr("Cannot read the memory of run %1").arg(run), r.error);
@@ -235,7 +235,7 @@ void MemoryView::show_data(const MemoryData& d) {
   for (const int64_t k : d.ranks) ranks_->addItem(tr("rank %1").arg(k), QVariant::fromValue<qlonglong>(k));
   ranks_->setCurrentIndex(ranks_->findData(QVariant::fromValue<qlonglong>(d.rank)));
   ranks_->setEnabled(d.ranks.size() > 1);
-  ranks_->setVisible(d.ranks.size() > 1);   // a chooser only when there is something to choose
+  ranks_->setVisible(d.ranks.size() > 1);  // a chooser only when there is something to choose
   ranks_label_->setVisible(d.ranks.size() > 1);
   live_->set_rows({});
   live_summary_->setText(tr("Click a time in the chart to see what was live then, by category and owner."));
@@ -283,7 +283,7 @@ void MemoryView::show_data(const MemoryData& d) {
   }
   int64_t highest_total = peak_.total_bytes;
   for (const auto& p : points) highest_total = std::max(highest_total, p.total);
-  y_top_mib_ = std::max(mib(highest_total) * 1.12, 1e-3);   // room above the peak for its label
+  y_top_mib_ = std::max(mib(highest_total) * 1.12, 1e-3);  // room above the peak for its label
 
   auto* chart = new QChart;
   chart->setTitle(tr("Live memory by category, run %1, rank %2").arg(run_).arg(d.rank));
@@ -383,7 +383,7 @@ void MemoryView::inspect_at(qint64 t_ns) {
   const double at = static_cast<double>(t_ns - origin_ns_) * 1e-9;
   inspect_line_->replace({QPointF(at, 0), QPointF(at, y_top_mib_)});
   inspect_line_->setVisible(true);
-  for (auto* marker : chart()->legend()->markers(inspect_line_)) marker->setVisible(false);   // shown again with it
+  for (auto* marker : chart()->legend()->markers(inspect_line_)) marker->setVisible(false);  // shown again with it
   live_summary_->setText(tr("Reading what was live at %1 ...").arg(seconds_text(at)));
   const uint64_t request = ++inspect_request_;
   run_query<std::vector<store::MemoryLiveRow>>(
@@ -392,7 +392,7 @@ void MemoryView::inspect_at(qint64 t_ns) {
         return store::Reader(db).memory_live_at(run, t_ns, rank);
       },
       [this, request, t_ns, at](QueryResult<std::vector<store::MemoryLiveRow>> r) {
-        if (request != inspect_request_) return;   // a newer click, run or rank
+        if (request != inspect_request_) return;  // a newer click, run or rank
         if (!r.value) {
           live_->set_rows({});
           live_summary_->setText(tr("What was live at %1 could not be read: %2").arg(seconds_text(at), r.error));

@@ -30,21 +30,21 @@ class MemoryView : public QWidget {
  public:
   explicit MemoryView(QWidget* parent = nullptr);
 
-  void show_run(const QString& db_path, qint64 run_id);   // async: loaded() or error_reported()
-  void show_rank(qint64 rank);                             // another rank of the same run, async
-  void inspect_at(qint64 t_ns);                            // what a click does: async, inspected()
+  void show_run(const QString& db_path, qint64 run_id);  // async: loaded() or error_reported()
+  void show_rank(qint64 rank);                           // another rank of the same run, async
+  void inspect_at(qint64 t_ns);                          // what a click does: async, inspected()
 
   // For tests and the window around it.
   QChart* chart() const;
   const PeakMarker& peak() const { return peak_; }
   QLineSeries* peak_line() const { return peak_line_; }
   QString peak_label() const;
-  qint64 origin_ns() const { return origin_ns_; }   // the time at x = 0 (the rank's first point)
+  qint64 origin_ns() const { return origin_ns_; }  // the time at x = 0 (the rank's first point)
   qint64 rank() const { return rank_; }
   QComboBox* rank_chooser() const { return ranks_; }
   const RecordTableModel<store::MemoryLiveRow>* live_model() const { return live_; }
   QString live_summary() const;
-  QString message() const;   // the sentence shown instead of the chart ("" when the chart shows)
+  QString message() const;  // the sentence shown instead of the chart ("" when the chart shows)
 
  signals:
   void loaded();
@@ -81,8 +81,8 @@ class MemoryView : public QWidget {
   qint64 origin_ns_ = 0;
   PeakMarker peak_;
   bool has_changes_ = false;
-  uint64_t load_request_ = 0;      // a newer run or rank makes an older answer stale
-  uint64_t inspect_request_ = 0;   // likewise a newer click
+  uint64_t load_request_ = 0;     // a newer run or rank makes an older answer stale
+  uint64_t inspect_request_ = 0;  // likewise a newer click
 };
 
 }  // namespace ts::viewer

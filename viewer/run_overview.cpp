@@ -1,14 +1,14 @@
 #include "viewer/run_overview.h"
 
 #include <QBarCategoryAxis>
+#include <QBarSet>
 #include <QChart>
 #include <QChartView>
 #include <QHorizontalStackedBarSeries>
-#include <QBarSet>
 #include <QSplitter>
 #include <QTextBrowser>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 
 #include "nlohmann/json.hpp"
 #include "reports/number_format.h"
@@ -86,7 +86,8 @@ QString overview_html(const reports::RunDigest& d) {
       rows.push_back({esc(m.category), esc(m.tbd_class), QString::fromStdString(reports::with_commas(m.bytes)),
                       num(100.0 * d.share_of_peak(m.bytes), 1) + "%"});
     }
-    h += QString("<h3>Memory at peak: %1 (the ledger, rank 0)</h3>").arg(esc(reports::human_bytes(static_cast<double>(d.peak_bytes)))) +
+    h += QString("<h3>Memory at peak: %1 (the ledger, rank 0)</h3>")
+             .arg(esc(reports::human_bytes(static_cast<double>(d.peak_bytes)))) +
          table({"category", "TBD class", "bytes", "share"}, rows);
   }
   if (!d.environment.empty()) {

@@ -21,7 +21,7 @@ class RunOverview : public QWidget {
  public:
   explicit RunOverview(QWidget* parent = nullptr);
   void show_run(const reports::RunDigest& digest);
-  void show_message(const QString& text);   // nothing selected, loading, or why it failed
+  void show_message(const QString& text);  // nothing selected, loading, or why it failed
 
  private:
   void replace_chart(QChart* chart);

@@ -24,7 +24,7 @@ SearchableTable make_searchable_table(QAbstractItemModel* model, QSortFilterProx
   t.view = new QTableView;
   t.view->setModel(proxy);
   t.view->setSortingEnabled(true);
-  t.view->sortByColumn(-1, Qt::AscendingOrder);   // the model's order until a header is clicked
+  t.view->sortByColumn(-1, Qt::AscendingOrder);  // the model's order until a header is clicked
   t.view->verticalHeader()->hide();
   t.view->horizontalHeader()->setStretchLastSection(true);
   t.view->setSelectionBehavior(QAbstractItemView::SelectRows);

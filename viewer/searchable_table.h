@@ -13,7 +13,7 @@ class QWidget;
 namespace ts::viewer {
 
 struct SearchableTable {
-  QWidget* page = nullptr;   // the box, `note` when given, and the table, top to bottom
+  QWidget* page = nullptr;  // the box, `note` when given, and the table, top to bottom
   QLineEdit* search = nullptr;
   QTableView* view = nullptr;
 };

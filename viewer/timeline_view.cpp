@@ -36,7 +36,7 @@ struct TimelineView::Session {
 
 namespace {
 
-constexpr double kMinViewNs = 200;   // the deepest zoom: 200 ns across the plot
+constexpr double kMinViewNs = 200;  // the deepest zoom: 200 ns across the plot
 
 QString duration_text(double ns) {
   const double a = std::abs(ns);
@@ -181,9 +181,7 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
 
 int64_t TimelineView::view_from() const { return std::llround(canvas_->from_); }
 int64_t TimelineView::view_to() const { return std::llround(canvas_->to_); }
-const store::TimelineWindow* TimelineView::window() const {
-  return canvas_->window_ ? &*canvas_->window_ : nullptr;
-}
+const store::TimelineWindow* TimelineView::window() const { return canvas_->window_ ? &*canvas_->window_ : nullptr; }
 
 void TimelineView::set_view(int64_t from_ns, int64_t to_ns) {
   const double span = static_cast<double>(canvas_->run_end_ - canvas_->run_start_);
@@ -301,7 +299,8 @@ void TimelineView::on_selected(const std::optional<store::TimelineEvent>& event,
                                const std::optional<store::TimelineTile>& tile) {
   selected_.reset();
   if (tile) {
-    const double share = 100.0 * static_cast<double>(tile->busy_ns) / static_cast<double>(tile->end_ns - tile->start_ns);
+    const double share =
+        100.0 * static_cast<double>(tile->busy_ns) / static_cast<double>(tile->end_ns - tile->start_ns);
     details_->setHtml(tr("<b>%1 events</b> start in %2 – %3 (a summary: zoom in to see them one by one)<br>"
                          "busy %4 (%5% of the interval), most of it in <b>%6</b>")
                           .arg(tile->events)
@@ -335,7 +334,8 @@ QString TimelineView::details_text() const {
   if (!selected_) return details_->toPlainText();
   const auto& d = *selected_;
   auto row = [](const QString& key, const QString& value) {
-    return value.isEmpty() ? QString() : QStringLiteral("<tr><td>%1</td><td>%2</td></tr>").arg(key, value.toHtmlEscaped());
+    return value.isEmpty() ? QString()
+                           : QStringLiteral("<tr><td>%1</td><td>%2</td></tr>").arg(key, value.toHtmlEscaped());
   };
   auto text = [](const std::string& s) { return QString::fromStdString(s); };
   QString html = QStringLiteral("<b>%1</b> <table>").arg(text(d.event.name).toHtmlEscaped());
@@ -496,7 +496,8 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
       const int top = lane_top(tile.lane);
       if (top < 0) continue;
       const int x0 = x_of(tile.start_ns), x1 = std::max(x0 + 1, x_of(tile.end_ns));
-      const double busy = std::min(1.0, static_cast<double>(tile.busy_ns) / static_cast<double>(tile.end_ns - tile.start_ns));
+      const double busy =
+          std::min(1.0, static_cast<double>(tile.busy_ns) / static_cast<double>(tile.end_ns - tile.start_ns));
       const int h = std::max(2, static_cast<int>(std::lround(busy * (kRowHeight - 2))));
       p.fillRect(x0, top + tile.depth * kRowHeight + (kRowHeight - 1 - h), x1 - x0, h, colour_of(tile.top_name));
     }
@@ -527,7 +528,8 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
   const auto& marks = view_->marks_;
   for (auto it = marks.begin(); it != marks.end();) {
     const int lane = it->lane;
-    const auto lane_end = std::partition_point(it, marks.end(), [&](const store::TimelineMark& m) { return m.lane == lane; });
+    const auto lane_end =
+        std::partition_point(it, marks.end(), [&](const store::TimelineMark& m) { return m.lane == lane; });
     if (const RowLayout* row = lane_row(lane); row != nullptr) {
       const auto first = std::partition_point(it, lane_end, [&](const store::TimelineMark& m) {
         return static_cast<double>(m.start_ns) < from_ - (to_ - from_);
@@ -605,7 +607,7 @@ void TimelineCanvas::keyPressEvent(QKeyEvent* e) {
 
 void TimelineCanvas::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
-  view_->request_window();   // a different width may want another level
+  view_->request_window();  // a different width may want another level
 }
 
 }  // namespace ts::viewer

@@ -32,33 +32,33 @@ class TimelineView : public QWidget {
   explicit TimelineView(QWidget* parent = nullptr);
   ~TimelineView() override;
 
-  void show_run(const QString& db_path, qint64 run_id);   // async; `loaded` when drawn
+  void show_run(const QString& db_path, qint64 run_id);  // async; `loaded` when drawn
   void show_message(const QString& text);
   // Marks every event of an op or kernel (`layer` false) or of a layer; empty: none.
   void highlight(const QString& name, bool layer);
 
-  int64_t event_count() const { return event_count_; }   // the open run's traced events; 0: none open
+  int64_t event_count() const { return event_count_; }  // the open run's traced events; 0: none open
 
   // The view, in the run's nanoseconds.
   int64_t view_from() const;
   int64_t view_to() const;
   void set_view(int64_t from_ns, int64_t to_ns);
-  void zoom(double factor, std::optional<int64_t> anchor_ns = std::nullopt);   // > 1: zoom in
-  void pan(double fraction);                                                   // of the view's width
+  void zoom(double factor, std::optional<int64_t> anchor_ns = std::nullopt);  // > 1: zoom in
+  void pan(double fraction);                                                  // of the view's width
   void show_all();
   // Selects what is drawn at `pos` (canvas coordinates); false when nothing is there.
   bool select_at(QPoint pos);
 
   TimelineCanvas* canvas() const { return canvas_; }
-  const store::TimelineWindow* window() const;        // the last window received
+  const store::TimelineWindow* window() const;  // the last window received
   const std::optional<store::TimelineEventDetails>& selected() const { return selected_; }
   const std::vector<store::TimelineMark>& marks() const { return marks_; }
   QString details_text() const;
-  qint64 last_query_ms() const { return last_query_ms_; }   // the last window's query, off the GUI thread
+  qint64 last_query_ms() const { return last_query_ms_; }  // the last window's query, off the GUI thread
 
  signals:
-  void loaded();                     // the run is open and its first window drawn
-  void window_ready();               // a window answered (after zoom, pan, resize)
+  void loaded();        // the run is open and its first window drawn
+  void window_ready();  // a window answered (after zoom, pan, resize)
   void selection_changed();
   void highlighted(int marks);
   void error_reported(const QString& title, const QString& message);
@@ -72,13 +72,13 @@ class TimelineView : public QWidget {
   TimelineCanvas* canvas_;
   QTextBrowser* details_;
   QLabel* status_;
-  std::shared_ptr<Session> session_;   // the open run; queries hold it while they run
-  uint64_t generation_ = 0;            // a newer run makes older answers stale
+  std::shared_ptr<Session> session_;  // the open run; queries hold it while they run
+  uint64_t generation_ = 0;           // a newer run makes older answers stale
   bool in_flight_ = false, pending_ = false;
   std::optional<store::TimelineEventDetails> selected_;
   std::vector<store::TimelineMark> marks_;
   qint64 last_query_ms_ = 0;
-  int64_t event_count_ = 0;   // read when the run opened: never a query on the GUI thread
+  int64_t event_count_ = 0;  // read when the run opened: never a query on the GUI thread
 };
 
 // The painted area; owned by TimelineView, which holds the data it draws.
@@ -92,7 +92,7 @@ class TimelineCanvas : public QWidget {
   int plot_width() const { return std::max(1, width() - kLabelWidth); }
   double ns_per_pixel() const;
   int64_t time_at(int x) const;
-  int lane_top(int lane) const;   // -1: not drawn
+  int lane_top(int lane) const;  // -1: not drawn
   qint64 last_paint_ms() const { return last_paint_ms_; }
 
   static constexpr int kLabelWidth = 190, kRulerHeight = 24, kBandHeight = 14, kRowHeight = 16, kMaxDepths = 12;
@@ -110,7 +110,7 @@ class TimelineCanvas : public QWidget {
  private:
   friend class TimelineView;
   struct RowLayout {
-    int lane = -1;       // -1: a rank's band row
+    int lane = -1;  // -1: a rank's band row
     int64_t rank = 0;
     int top = 0, height = 0;
   };
@@ -130,10 +130,10 @@ class TimelineCanvas : public QWidget {
   std::vector<store::TimelineBand> bands_;
   std::optional<store::TimelineWindow> window_;
   std::vector<RowLayout> rows_;
-  std::vector<int> lane_rows_;              // lane -> its index in rows_ (-1: none)
-  std::map<int64_t, int> band_rows_;        // rank -> its band row's index in rows_
+  std::vector<int> lane_rows_;        // lane -> its index in rows_ (-1: none)
+  std::map<int64_t, int> band_rows_;  // rank -> its band row's index in rows_
   int64_t run_start_ = 0, run_end_ = 0;
-  double from_ = 0, to_ = 1;   // the view (ns); doubles so deep zooms keep fractions
+  double from_ = 0, to_ = 1;  // the view (ns); doubles so deep zooms keep fractions
   std::optional<QPoint> drag_from_;
   double drag_view_from_ = 0;
   bool dragged_ = false;

@@ -11,14 +11,10 @@ namespace {
 
 const char* metric_name(LoopPhase phase) {
   switch (phase) {
-    case LoopPhase::data:
-      return kGpuEventDataNs;
-    case LoopPhase::forward:
-      return kGpuEventForwardNs;
-    case LoopPhase::backward:
-      return kGpuEventBackwardNs;
-    case LoopPhase::optimizer:
-      return kGpuEventOptimizerNs;
+    case LoopPhase::data: return kGpuEventDataNs;
+    case LoopPhase::forward: return kGpuEventForwardNs;
+    case LoopPhase::backward: return kGpuEventBackwardNs;
+    case LoopPhase::optimizer: return kGpuEventOptimizerNs;
   }
   throw std::logic_error("unknown loop phase " + std::to_string(static_cast<int>(phase)));
 }
@@ -61,7 +57,7 @@ void DeviceIterationTimer::report(IterationResult& it) const {
   it.metrics.push_back({kGpuEventNs, static_cast<double>(it.device_ns), "ns"});
   for (LoopPhase phase : {LoopPhase::data, LoopPhase::forward, LoopPhase::backward, LoopPhase::optimizer}) {
     const PhasePairs& p = phases_[static_cast<size_t>(phase)];
-    if (p.used == 0) continue;   // not run on the loop's thread in this iteration
+    if (p.used == 0) continue;  // not run on the loop's thread in this iteration
     int64_t ns = 0;
     for (size_t k = 0; k < p.used; ++k) ns += p.pairs[k]->elapsed_ns();
     it.metrics.push_back({metric_name(phase), static_cast<double>(ns), "ns"});

@@ -34,7 +34,7 @@ class DeviceIterationTimer {
  private:
   struct PhasePairs {
     std::vector<std::unique_ptr<engine::DeviceEventPair>> pairs;
-    size_t used = 0;   // runs begun in this iteration
+    size_t used = 0;  // runs begun in this iteration
   };
 
   DeviceIterationTimer(engine::Device device, std::unique_ptr<engine::DeviceEventPair> iteration);

@@ -8,7 +8,7 @@ namespace ts::workloads {
 using engine::Tensor;
 
 namespace {
-constexpr int64_t kReferenceBatch = 256;   // the batch the base learning rate is given for
+constexpr int64_t kReferenceBatch = 256;  // the batch the base learning rate is given for
 
 engine::optim::SgdOptions sgd_options(const engine::optim::LrSchedule& lr) {
   engine::optim::SgdOptions o;
@@ -60,8 +60,8 @@ Tensor ImageClassifier::forward_loss(const Batch& batch) {
   engine::OwnerScope owner(&loss_path, loss_id);
   Tensor loss = engine::ops::softmax_cross_entropy(out.logits, batch.labels);
   if (out.aux_logits.defined()) {
-    loss = engine::ops::add(loss, engine::ops::scale(engine::ops::softmax_cross_entropy(out.aux_logits, batch.labels),
-                                                     aux_weight_));
+    loss = engine::ops::add(
+        loss, engine::ops::scale(engine::ops::softmax_cross_entropy(out.aux_logits, batch.labels), aux_weight_));
   }
   return loss;
 }

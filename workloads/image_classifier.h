@@ -38,10 +38,10 @@ class ImageClassifier : public Workload {
   void zero_grad() override { sgd_.zero_grad(); }
   std::optional<engine::optim::SplitStep> split_step() override { return sgd_.split_step(); }
   std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
-    return {engine::optim::sgd_recipe(sgd_.options())};   // no clipping in optimizer_step()
+    return {engine::optim::sgd_recipe(sgd_.options())};  // no clipping in optimizer_step()
   }
   double learning_rate() const override { return sgd_.current_lr(); }
-  Quality evaluate(int64_t batches) override;   // batches < 0: the whole held-out set
+  Quality evaluate(int64_t batches) override;  // batches < 0: the whole held-out set
 
   ImageSource& data() { return *data_; }
   engine::optim::Sgd& optimizer() { return sgd_; }

@@ -62,7 +62,9 @@ const Preset* WorkloadSpec::preset(const std::string& n) const {
 }
 
 const std::vector<WorkloadSpec>& registry() {
-  static const std::vector<WorkloadSpec> specs = {resnet50_spec(), inception_v3_spec(), seq2seq_spec(), transformer_spec(), faster_rcnn_spec(), deepspeech2_spec(), wgan_spec(), a3c_spec()};
+  static const std::vector<WorkloadSpec> specs = {resnet50_spec(),    inception_v3_spec(), seq2seq_spec(),
+                                                  transformer_spec(), faster_rcnn_spec(),  deepspeech2_spec(),
+                                                  wgan_spec(),        a3c_spec()};
   return specs;
 }
 

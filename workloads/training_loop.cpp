@@ -10,8 +10,8 @@
 #include "engine/context.h"
 #include "engine/nn/parameter_gate.h"
 #include "memprof/ledger.h"
-#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
+#include "vocabulary/clock.h"
 #include "workloads/device_iteration_timer.h"
 #include "workloads/gpu_metric_names.h"
 
@@ -37,7 +37,9 @@ const PhaseIds& phase_ids() {
 class LoopPhases final : public Phases {
  public:
   LoopPhases(engine::optim::GradientExchange& exchange, DeviceIterationTimer* device_time)
-      : exchange_(exchange), gate_(exchange.forward_gate()), device_time_(device_time),
+      : exchange_(exchange),
+        gate_(exchange.forward_gate()),
+        device_time_(device_time),
         loop_thread_(std::this_thread::get_id()) {}
   void data(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().data, profiler::EventKind::phase);
@@ -61,7 +63,7 @@ class LoopPhases final : public Phases {
     on_device(LoopPhase::backward, [&] {
       exchange_.begin_backward(group);
       f();
-      exchange_.end_backward();   // all-reduce: what is left, and the wait; parameter server: the last pushes
+      exchange_.end_backward();  // all-reduce: what is left, and the wait; parameter server: the last pushes
     });
   }
   void optimizer(const std::function<void()>& f) override {
@@ -152,9 +154,9 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   }
   // Set from the first timed iteration to the loop's end: a convolution shape first seen in a
   // timed iteration takes the library's heuristic plan rather than timing every candidate there.
-  std::unique_ptr<engine::AutotuneScope> no_autotune;   // (std::optional: GCC 12 warns of a false maybe-uninitialized)
+  std::unique_ptr<engine::AutotuneScope> no_autotune;  // (std::optional: GCC 12 warns of a false maybe-uninitialized)
   for (int64_t i = 0; i < total && !result.failed; ++i) {
-    const bool stop = exchange.agree_stop(options.stop && options.stop->load());   // distributed: all ranks, or none
+    const bool stop = exchange.agree_stop(options.stop && options.stop->load());  // distributed: all ranks, or none
     if (stop) {
       result.interrupted = true;
       break;
@@ -199,7 +201,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
     if (result.failed) break;
   }
   try {
-    exchange.flush();   // an interrupted or failed loop's updates, before anything reads the model
+    exchange.flush();  // an interrupted or failed loop's updates, before anything reads the model
   } catch (const std::exception& e) {
     if (!result.failed) {
       result.failed = true;
@@ -211,7 +213,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   // What is allocated next (evaluation, another loop's set-up) is no iteration of this one.
   ledger.set_iteration(-1);
   try {
-    result.metrics = w.run_metrics();   // also after a failure: what was measured is kept
+    result.metrics = w.run_metrics();  // also after a failure: what was measured is kept
   } catch (const std::exception& e) {
     if (!result.failed) {
       result.failed = true;

@@ -20,25 +20,25 @@ struct IterationResult {
   bool warmup = false;
   int64_t start_ns = 0, end_ns = 0;
   int64_t samples = 0;
-  int64_t tokens = 0;   // sequence workloads only
+  int64_t tokens = 0;  // sequence workloads only
   double loss = 0;
   double learning_rate = 0;
-  std::vector<Metric> metrics;   // Workload::iteration_metrics()
+  std::vector<Metric> metrics;  // Workload::iteration_metrics()
   // On a GPU: the device time of the iteration's work, from a CUDA-event pair on the engine's
   // stream around it, the reference the GPU trace is checked against; -1 on the CPU.
   int64_t device_ns = -1;
 };
 
 struct LoopOptions {
-  int64_t iterations = 10;   // timed iterations
-  int64_t warmup = 2;        // before them, marked and excluded from the figures
+  int64_t iterations = 10;  // timed iterations
+  int64_t warmup = 2;       // before them, marked and excluded from the figures
   // The workload's device. On a GPU, each iteration ends when the device has run its work, and
   // its device time and its phases' are measured (IterationResult::device_ns, the gpu_event_*
   // metrics: gpu_metric_names.h), as are the run's convolution plans (gpu_conv_* run metrics).
   // Whatever the device, autotuning (engine/autotune.h) is off from the first timed iteration
   // to the loop's end.
   engine::Device device = engine::Device::cpu();
-  const std::atomic<bool>* stop = nullptr;   // set asynchronously (signal handler) to stop after this iteration
+  const std::atomic<bool>* stop = nullptr;  // set asynchronously (signal handler) to stop after this iteration
   // After each iteration, outside its span: progress display, evaluation (whose quality it may
   // add to the iteration's metrics).
   std::function<void(IterationResult&)> on_iteration;
@@ -53,7 +53,7 @@ struct LoopResult {
   bool interrupted = false;
   bool failed = false;
   std::string error;
-  std::vector<Metric> metrics;   // Workload::run_metrics(), after the last iteration
+  std::vector<Metric> metrics;  // Workload::run_metrics(), after the last iteration
   // The memory ledger's peak over the loop (from its start, with the model already built):
   // the training peak, which what runs afterwards (evaluation) must not replace.
   memprof::Snapshot memory_peak;

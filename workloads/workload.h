@@ -28,7 +28,7 @@ using PresetTable = std::vector<std::pair<std::string, std::string>>;
 // default batch and the numbers in the summary are read from it, so they cannot disagree with
 // the model that is built.
 struct Preset {
-  std::string name;          // tiny | small | full
+  std::string name;  // tiny | small | full
   std::string summary;
   int64_t default_batch = 1;
   PresetTable table;
@@ -47,10 +47,10 @@ std::string grouped_count(int64_t n);
 struct WorkloadConfig {
   std::string preset = "tiny";
   engine::Device device = engine::Device::cpu();
-  int64_t batch = 0;          // 0: the preset's default
+  int64_t batch = 0;  // 0: the preset's default
   uint64_t seed = 1;
-  std::string data = "synthetic";   // or a data set name/path the workload understands
-  int64_t learners = 0;       // actor-learner threads (workloads with has_learners); 0: the preset's
+  std::string data = "synthetic";  // or a data set name/path the workload understands
+  int64_t learners = 0;            // actor-learner threads (workloads with has_learners); 0: the preset's
   // Data parallelism (distributed/): this process is rank `rank` of `world_size`. Each rank reads its
   // own shard of the data; the model is built the same on every rank (rank 0's is broadcast).
   int rank = 0;
@@ -64,7 +64,7 @@ struct Batch {
 };
 
 struct Quality {
-  std::string metric;   // e.g. "accuracy"
+  std::string metric;  // e.g. "accuracy"
   double value = 0;
   std::string unit;
   bool higher_is_better = true;
@@ -97,7 +97,7 @@ struct Metric {
 struct StepResult {
   double loss = 0;
   int64_t samples = 0;
-  int64_t tokens = 0;   // sequence workloads: real (unpadded) source + target tokens
+  int64_t tokens = 0;  // sequence workloads: real (unpadded) source + target tokens
 };
 
 class Workload {
@@ -114,9 +114,9 @@ class Workload {
   // generator step) override it; they may still supply next_batch() (what their data phase
   // draws, which the shard tests read) and leave the other hooks alone.
   virtual StepResult step(Phases& phases);
-  virtual Batch next_batch();                              // the data phase
+  virtual Batch next_batch();                               // the data phase
   virtual engine::Tensor forward_loss(const Batch& batch);  // the forward phase, a scalar loss
-  virtual void optimizer_step();                           // the optimizer phase
+  virtual void optimizer_step();                            // the optimizer phase
   virtual void zero_grad();
 
   // The parameters each backward phase produces gradients for, one list per group; a step's

@@ -43,11 +43,13 @@ KeyLayout plan_keys(const std::vector<std::vector<TensorSpec>>& groups, int serv
   // the greedy bin balancing whose largest server is within one key of the optimum.
   std::vector<int> order(layout.keys.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return layout.keys[static_cast<size_t>(a)].count > layout.keys[static_cast<size_t>(b)].count; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return layout.keys[static_cast<size_t>(a)].count > layout.keys[static_cast<size_t>(b)].count;
+  });
   layout.server_bytes.assign(static_cast<size_t>(servers), 0);
   for (int id : order) {
-    const auto least = std::min_element(layout.server_bytes.begin(), layout.server_bytes.end()) - layout.server_bytes.begin();
+    const auto least =
+        std::min_element(layout.server_bytes.begin(), layout.server_bytes.end()) - layout.server_bytes.begin();
     Key& k = layout.keys[static_cast<size_t>(id)];
     k.server = static_cast<int>(least);
     layout.server_bytes[static_cast<size_t>(least)] += k.bytes();

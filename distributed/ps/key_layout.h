@@ -18,22 +18,22 @@ struct TensorSpec {
 
 struct Key {
   int id = 0;
-  int group = 0;          // the gradient group (workloads::Workload::gradient_groups)
-  int tensor = 0;         // the parameter's index within its group
-  int64_t offset = 0;     // the chunk's first element within the parameter
-  int64_t count = 0;      // its elements
+  int group = 0;       // the gradient group (workloads::Workload::gradient_groups)
+  int tensor = 0;      // the parameter's index within its group
+  int64_t offset = 0;  // the chunk's first element within the parameter
+  int64_t count = 0;   // its elements
   int server = 0;
   // Lower goes first when priority is on: the parameter's place in its group (registration
   // order, which is forward order: the front layers, which the next forward needs first).
   int priority = 0;
-  std::string name;       // "fc1.weight" or "fc1.weight[2/4]"
+  std::string name;  // "fc1.weight" or "fc1.weight[2/4]"
   int64_t bytes() const { return count * 4; }
 };
 
 struct KeyLayout {
-  std::vector<Key> keys;                                // by id
-  std::vector<std::vector<std::vector<int>>> of_tensor; // [group][tensor]: its keys, by offset
-  std::vector<int64_t> server_bytes;                    // what each server holds
+  std::vector<Key> keys;                                 // by id
+  std::vector<std::vector<std::vector<int>>> of_tensor;  // [group][tensor]: its keys, by offset
+  std::vector<int64_t> server_bytes;                     // what each server holds
 
   // The largest server's bytes over the mean: 1 is perfect balance.
   double imbalance() const;

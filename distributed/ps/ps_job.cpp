@@ -58,26 +58,27 @@ PsJob::PsJob(MPI_Comm world, const PsOptions& options, std::vector<std::vector<e
     throw DistError("parameter server: the ranks built different models (their parameters' names or sizes differ)");
   }
   if (recipes.size() != groups.size()) {
-    throw DistError("parameter server: the workload gives " + std::to_string(recipes.size()) + " optimizer recipes for " +
-                    std::to_string(groups.size()) + " gradient groups");
+    throw DistError("parameter server: the workload gives " + std::to_string(recipes.size()) +
+                    " optimizer recipes for " + std::to_string(groups.size()) + " gradient groups");
   }
   const auto chunk = std::max<int64_t>(1, static_cast<int64_t>(options.chunk_mb * kMiB / 4.0));
   layout_ = plan_keys(specs, topology_.servers, chunk);
 
   server_index_ = topology_.server_of(rank_);
   if (server_index_ >= 0) {
-    server_ = std::make_unique<ParameterServer>(server_index_, rank_, layout_, recipes, options, topology_, to_servers_, to_workers_);
+    server_ = std::make_unique<ParameterServer>(server_index_, rank_, layout_, recipes, options, topology_, to_servers_,
+                                                to_workers_);
   }
   if (worker) {
     std::vector<double> clip;
     for (const auto& r : recipes) clip.push_back(r.max_grad_norm);
-    worker_ = std::make_unique<PsWorker>(rank_, layout_, std::move(groups), std::move(clip), options, topology_, to_servers_,
-                                         to_workers_, workers_);
+    worker_ = std::make_unique<PsWorker>(rank_, layout_, std::move(groups), std::move(clip), options, topology_,
+                                         to_servers_, to_workers_, workers_);
   }
 }
 
 PsJob::~PsJob() {
-  if (server_thread_.joinable()) server_thread_.detach();   // a failed job: MPI's abort ends it
+  if (server_thread_.joinable()) server_thread_.detach();  // a failed job: MPI's abort ends it
   worker_.reset();
   for (MPI_Comm* c : {&to_servers_, &to_workers_, &workers_}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);

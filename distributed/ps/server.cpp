@@ -12,9 +12,9 @@
 #include "distributed/error.h"
 #include "distributed/ps/wire.h"
 #include "engine/context.h"
-#include "vocabulary/memory_category.h"
-#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
+#include "vocabulary/clock.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::distributed::ps {
 
@@ -36,7 +36,8 @@ const Names& names() {
 void trace(profiler::StringId name, profiler::StringId layer, int64_t start_ns, int32_t iteration) {
   auto& tracer = profiler::Tracer::global();
   if (!tracer.enabled()) return;
-  profiler::Event e{start_ns, vocabulary::now_ns(), name, layer, profiler::EventKind::comm, profiler::Pass::none, iteration, 0};
+  profiler::Event e{
+      start_ns, vocabulary::now_ns(), name, layer, profiler::EventKind::comm, profiler::Pass::none, iteration, 0};
   tracer.record_raw(e);
 }
 
@@ -53,14 +54,14 @@ struct ParameterServer::KeyState {
   std::vector<float> sum;
   int contributions = 0;
   bool any_gradient = false;
-  std::vector<int64_t> pushes;                       // per worker, applied (or summed)
+  std::vector<int64_t> pushes;  // per worker, applied (or summed)
   struct Read {
     int worker = 0;
     int64_t clock = 0;
     int32_t iteration = -1;
     int32_t final_read = 0;
   };
-  std::vector<Read> waiting;                         // reads not answered yet
+  std::vector<Read> waiting;  // reads not answered yet
 };
 
 // The network side: messages in arrival order, taken by the serving thread.
@@ -75,8 +76,13 @@ struct ParameterServer::Inbox {
 ParameterServer::ParameterServer(int server, int rank, const KeyLayout& layout,
                                  std::vector<engine::optim::OptimizerRecipe> recipes, const PsOptions& options,
                                  const Topology& topology, MPI_Comm to_servers, MPI_Comm to_workers)
-    : server_(server), layout_(layout), recipes_(std::move(recipes)), options_(options), topology_(topology),
-      to_servers_(to_servers), to_workers_(to_workers) {
+    : server_(server),
+      layout_(layout),
+      recipes_(std::move(recipes)),
+      options_(options),
+      topology_(topology),
+      to_servers_(to_servers),
+      to_workers_(to_workers) {
   stats_.server = server;
   stats_.rank = rank;
   keys_.resize(layout.keys.size());
@@ -150,7 +156,7 @@ void ParameterServer::serve() {
       stats_.busy_ns += vocabulary::now_ns() - start;
     }
   } catch (...) {
-    receiver.detach();   // blocked in a receive that may never match; the job is ending
+    receiver.detach();  // blocked in a receive that may never match; the job is ending
     throw;
   }
   receiver.join();
@@ -175,13 +181,15 @@ void ParameterServer::handle(int source, Message& m) {
     return;
   }
   if (h.key < 0 || static_cast<size_t>(h.key) >= keys_.size() || !keys_[static_cast<size_t>(h.key)]) {
-    throw DistError("parameter server " + std::to_string(server_) + ": key " + std::to_string(h.key) + " is not held here");
+    throw DistError("parameter server " + std::to_string(server_) + ": key " + std::to_string(h.key) +
+                    " is not held here");
   }
   KeyState& k = *keys_[static_cast<size_t>(h.key)];
   const auto count = static_cast<size_t>(k.key->count);
   switch (h.kind) {
     case MessageKind::init:
-      if (m.data.size() != count) throw DistError("parameter server: key '" + k.key->name + "' initialised with the wrong size");
+      if (m.data.size() != count)
+        throw DistError("parameter server: key '" + k.key->name + "' initialised with the wrong size");
       std::copy(m.data.begin(), m.data.end(), k.value.data());
       k.initialized = true;
       answer_waiting(k);
@@ -192,7 +200,8 @@ void ParameterServer::handle(int source, Message& m) {
       answer_waiting(k);
       return;
     case MessageKind::push:
-      if (!k.initialized) throw DistError("parameter server: key '" + k.key->name + "' pushed before it was initialised");
+      if (!k.initialized)
+        throw DistError("parameter server: key '" + k.key->name + "' pushed before it was initialised");
       if (!m.data.empty() && m.data.size() != count) {
         throw DistError("parameter server: a gradient of the wrong size for key '" + k.key->name + "'");
       }
@@ -203,8 +212,7 @@ void ParameterServer::handle(int source, Message& m) {
       stats_.pushes += 1;
       apply(k, m);
       return;
-    default:
-      throw DistError("parameter server: unexpected message kind " + std::to_string(static_cast<int>(h.kind)));
+    default: throw DistError("parameter server: unexpected message kind " + std::to_string(static_cast<int>(h.kind)));
   }
 }
 
@@ -247,7 +255,8 @@ void ParameterServer::apply(KeyState& k, const Message& m) {
   const int64_t start = vocabulary::now_ns();
   if (!m.data.empty()) {
     // eager: the learning rate scaled down by the gradient's staleness (Zhang et al. 2016).
-    const double lr_scale = options_.mode == PsMode::eager ? 1.0 / (1.0 + static_cast<double>(std::max<int64_t>(0, staleness))) : 1.0;
+    const double lr_scale =
+        options_.mode == PsMode::eager ? 1.0 / (1.0 + static_cast<double>(std::max<int64_t>(0, staleness))) : 1.0;
     engine::CategoryScope category(vocabulary::Category::weight_grads);
     k.optimizer->step({engine::Tensor::from_vector({k.key->count}, m.data)}, lr_scale);
     stats_.updates += 1;
@@ -259,7 +268,8 @@ void ParameterServer::apply(KeyState& k, const Message& m) {
   if (options_.mode == PsMode::eager) {
     // The new value to every worker still listening, at once: their pulls are the server's.
     for (int other = 0; other < workers; ++other) {
-      if (!done_workers_[static_cast<size_t>(other)]) reply(k, other, k.pushes[static_cast<size_t>(other)], h.iteration);
+      if (!done_workers_[static_cast<size_t>(other)])
+        reply(k, other, k.pushes[static_cast<size_t>(other)], h.iteration);
     }
     return;
   }
@@ -276,7 +286,7 @@ bool ParameterServer::may_answer(const KeyState& k, int64_t clock, int64_t* gap)
   }
   *gap = clock - slowest;
   switch (options_.mode) {
-    case PsMode::sync: return k.version >= clock;   // one version per round
+    case PsMode::sync: return k.version >= clock;  // one version per round
     case PsMode::bounded: return *gap <= options_.staleness;
     case PsMode::async:
     case PsMode::eager: return true;

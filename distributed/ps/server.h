@@ -24,7 +24,7 @@ struct ServerStats {
   int server = 0, rank = 0;
   int64_t keys = 0, bytes_held = 0;
   int64_t bytes_in = 0, bytes_out = 0, pushes = 0, pulls = 0, updates = 0;
-  int64_t busy_ns = 0;   // serving messages (not waiting for them)
+  int64_t busy_ns = 0;  // serving messages (not waiting for them)
   int64_t queue_max = 0;
   double queue_mean = 0;
 };
@@ -64,9 +64,9 @@ class ParameterServer {
   PsOptions options_;
   Topology topology_;
   MPI_Comm to_servers_, to_workers_;
-  std::vector<std::unique_ptr<KeyState>> keys_;   // by key id; null for other servers' keys
+  std::vector<std::unique_ptr<KeyState>> keys_;  // by key id; null for other servers' keys
   int done_ = 0;
-  std::vector<bool> done_workers_;   // a done worker listens no more: nothing is sent to it
+  std::vector<bool> done_workers_;  // a done worker listens no more: nothing is sent to it
   ServerStats stats_;
   StalenessCounts staleness_;
 };

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
@@ -21,7 +21,8 @@ constexpr int64_t kFirstSleepUs = 20, kMaxSleepUs = 200;
 void send_message(MPI_Comm comm, int dest, const MessageHeader& header, const float* data, int64_t count) {
   const size_t bytes = sizeof(MessageHeader) + static_cast<size_t>(count) * sizeof(float);
   if (bytes > static_cast<size_t>(INT32_MAX)) {
-    throw DistError("parameter server: a message of " + std::to_string(bytes) + " bytes is over MPI's count limit; use a smaller --chunk-mb");
+    throw DistError("parameter server: a message of " + std::to_string(bytes) +
+                    " bytes is over MPI's count limit; use a smaller --chunk-mb");
   }
   std::vector<unsigned char> buffer(bytes);
   std::memcpy(buffer.data(), &header, sizeof(MessageHeader));
@@ -43,7 +44,8 @@ Message receive_message(MPI_Comm comm, int& source) {
     if (polls < kBusyPolls) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(kMaxSleepUs, kFirstSleepUs << std::min(polls - kBusyPolls, 4))));
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::min(kMaxSleepUs, kFirstSleepUs << std::min(polls - kBusyPolls, 4))));
     }
   }
   int bytes = 0;
@@ -51,8 +53,10 @@ Message receive_message(MPI_Comm comm, int& source) {
   std::vector<unsigned char> buffer(static_cast<size_t>(bytes));
   TS_MPI_CHECK(MPI_Mrecv(buffer.data(), bytes, MPI_BYTE, &handle, &status));
   source = status.MPI_SOURCE;
-  if (static_cast<size_t>(bytes) < sizeof(MessageHeader) || (static_cast<size_t>(bytes) - sizeof(MessageHeader)) % sizeof(float) != 0) {
-    throw DistError("parameter server: a malformed message of " + std::to_string(bytes) + " bytes from rank " + std::to_string(source));
+  if (static_cast<size_t>(bytes) < sizeof(MessageHeader) ||
+      (static_cast<size_t>(bytes) - sizeof(MessageHeader)) % sizeof(float) != 0) {
+    throw DistError("parameter server: a malformed message of " + std::to_string(bytes) + " bytes from rank " +
+                    std::to_string(source));
   }
   Message m;
   std::memcpy(&m.header, buffer.data(), sizeof(MessageHeader));

@@ -12,19 +12,19 @@
 namespace ts::distributed::ps {
 
 enum class MessageKind : int32_t {
-  init = 1,     // worker 0 -> server: a key's first value
-  push = 2,     // worker -> server: a gradient (no floats: the worker had none for the key)
-  pull = 3,     // worker -> server: the key's value, once the server may answer (`clock`)
-  done = 4,     // worker -> server: no more messages from this worker
-  value = 5,    // server -> worker: a key's value (`version`), answering the worker's `clock`
-  bye = 6,      // server -> worker: nothing more from this server
+  init = 1,   // worker 0 -> server: a key's first value
+  push = 2,   // worker -> server: a gradient (no floats: the worker had none for the key)
+  pull = 3,   // worker -> server: the key's value, once the server may answer (`clock`)
+  done = 4,   // worker -> server: no more messages from this worker
+  value = 5,  // server -> worker: a key's value (`version`), answering the worker's `clock`
+  bye = 6,    // server -> worker: nothing more from this server
 };
 
 struct MessageHeader {
   MessageKind kind = MessageKind::push;
   int32_t key = -1;
   int32_t worker = 0;
-  int32_t iteration = -1;   // the worker's training iteration when it sent (profiling)
+  int32_t iteration = -1;  // the worker's training iteration when it sent (profiling)
   // push: the worker's pushes of this key so far, this one included; pull: the pushes it has
   // made (the read must reflect the rounds bounded mode requires); value: the pushes answered.
   int64_t clock = 0;

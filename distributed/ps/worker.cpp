@@ -27,7 +27,8 @@ struct Names {
 const Names& names() {
   static const Names n = [] {
     auto& t = profiler::Tracer::global();
-    return Names{t.intern("ps push"), t.intern("ps pull"), t.intern("pull wait"), t.intern("push wait"), t.intern("ps init")};
+    return Names{t.intern("ps push"), t.intern("ps pull"), t.intern("pull wait"), t.intern("push wait"),
+                 t.intern("ps init")};
   }();
   return n;
 }
@@ -52,8 +53,8 @@ struct PsWorker::State {
     std::vector<float> arrived;
   };
   std::vector<KeyState> keys;
-  std::unordered_map<const engine::TensorImpl*, std::pair<int, int>> where;   // parameter -> (group, tensor)
-  std::vector<std::vector<bool>> gated, ungated, hooked;                      // [group][tensor]
+  std::unordered_map<const engine::TensorImpl*, std::pair<int, int>> where;  // parameter -> (group, tensor)
+  std::vector<std::vector<bool>> gated, ungated, hooked;                     // [group][tensor]
 
   // Outgoing messages; `order` decides which goes first (priority, then arrival).
   struct Outgoing {
@@ -63,13 +64,13 @@ struct PsWorker::State {
   };
   std::multimap<std::pair<int64_t, int64_t>, Outgoing> outbox;
   int64_t sequence = 0;
-  int64_t in_flight = 0;         // queued or being sent
-  int64_t queued_push_floats = 0;   // gradient values queued or being sent
+  int64_t in_flight = 0;           // queued or being sent
+  int64_t queued_push_floats = 0;  // gradient values queued or being sent
   bool closing = false;
   int byes = 0;
   bool finished = false;
-  int active = -1;               // the group whose backward is running
-  bool gate_open = false;        // inside a forward phase
+  int active = -1;         // the group whose backward is running
+  bool gate_open = false;  // inside a forward phase
   int64_t pushes = 0, bytes_pushed = 0;
   std::exception_ptr error;
 
@@ -95,15 +96,18 @@ struct PsWorker::State {
     k.pushed += 1;
     std::vector<float> data;
     if (grad.defined()) data.assign(grad.data() + spec.offset, grad.data() + spec.offset + spec.count);
-    enqueue(id, MessageHeader{MessageKind::push, id, worker, profiler::Tracer::global().iteration(), k.pushed, std::max<int64_t>(0, version)},
+    enqueue(id,
+            MessageHeader{MessageKind::push, id, worker, profiler::Tracer::global().iteration(), k.pushed,
+                          std::max<int64_t>(0, version)},
             std::move(data), topology.server_rank(spec.server));
   }
   // Group `group`'s parameters, once `tensors` are shown to match them (a learner's copy of the
   // network, or its gradients, where `may_be_undefined`).
-  const std::vector<engine::Tensor>& checked_group(int group, const std::vector<engine::Tensor>& tensors, const char* what,
-                                                   bool may_be_undefined = false) const {
+  const std::vector<engine::Tensor>& checked_group(int group, const std::vector<engine::Tensor>& tensors,
+                                                   const char* what, bool may_be_undefined = false) const {
     if (group < 0 || static_cast<size_t>(group) >= groups.size()) {
-      throw DistError(std::string("parameter server: ") + what + " of gradient group " + std::to_string(group) + ", which does not exist");
+      throw DistError(std::string("parameter server: ") + what + " of gradient group " + std::to_string(group) +
+                      ", which does not exist");
     }
     const auto& params = groups[static_cast<size_t>(group)];
     if (tensors.size() != params.size()) {
@@ -112,9 +116,10 @@ struct PsWorker::State {
     }
     for (size_t t = 0; t < params.size(); ++t) {
       if (may_be_undefined && !tensors[t].defined()) continue;
-      if (!tensors[t].defined() || tensors[t].layout() != params[t].layout() || tensors[t].device().type != engine::DeviceType::cpu) {
-        throw DistError(std::string("parameter server: ") + what + ": tensor " + std::to_string(t) + " is not laid out as '" +
-                        params[t].name() + "' on the CPU");
+      if (!tensors[t].defined() || tensors[t].layout() != params[t].layout() ||
+          tensors[t].device().type != engine::DeviceType::cpu) {
+        throw DistError(std::string("parameter server: ") + what + ": tensor " + std::to_string(t) +
+                        " is not laid out as '" + params[t].name() + "' on the CPU");
       }
     }
     return params;
@@ -137,19 +142,22 @@ PsWorker::PsWorker(int worker, const KeyLayout& layout, std::vector<std::vector<
   st.to_workers = to_workers;
   st.workers = workers;
   st.keys.resize(layout.keys.size());
-  if (layout.of_tensor.size() != st.groups.size()) throw DistError("parameter server: the key layout does not match the model's groups");
+  if (layout.of_tensor.size() != st.groups.size())
+    throw DistError("parameter server: the key layout does not match the model's groups");
   for (size_t g = 0; g < st.groups.size(); ++g) {
-    if (layout.of_tensor[g].size() != st.groups[g].size()) throw DistError("parameter server: the key layout does not match the model");
+    if (layout.of_tensor[g].size() != st.groups[g].size())
+      throw DistError("parameter server: the key layout does not match the model");
     st.gated.emplace_back(st.groups[g].size(), false);
     st.ungated.emplace_back(st.groups[g].size(), false);
     st.hooked.emplace_back(st.groups[g].size(), false);
     for (size_t t = 0; t < st.groups[g].size(); ++t) {
       engine::Tensor& p = st.groups[g][t];
-      if (p.device().type != engine::DeviceType::cpu) throw DistError("the parameter server trains on the CPU (parameter '" + p.name() + "')");
+      if (p.device().type != engine::DeviceType::cpu)
+        throw DistError("the parameter server trains on the CPU (parameter '" + p.name() + "')");
       st.where[p.impl()] = {static_cast<int>(g), static_cast<int>(t)};
       std::weak_ptr<State> weak = state_;
       const bool clipped = st.clip_norms[g] > 0;
-      if (clipped) continue;   // pushed after backward, once the group's norm is known
+      if (clipped) continue;  // pushed after backward, once the group's norm is known
       p.add_grad_ready_hook([this, weak, g, t](engine::Tensor&) {
         auto shared = weak.lock();
         if (!shared) return;
@@ -198,7 +206,10 @@ void PsWorker::send_thread(const std::shared_ptr<State>& state) {
       }
       const bool is_push = out.header.kind == MessageKind::push;
       {
-        profiler::Range r(tracer, is_push ? names().push : out.header.kind == MessageKind::init ? names().init : names().pull,
+        profiler::Range r(tracer,
+                          is_push                                ? names().push
+                          : out.header.kind == MessageKind::init ? names().init
+                                                                 : names().pull,
                           profiler::EventKind::comm);
         send_message(st.to_servers, out.dest, out.header, out.data.data(), static_cast<int64_t>(out.data.size()));
       }
@@ -234,7 +245,8 @@ void PsWorker::receive_thread(const std::shared_ptr<State>& state) {
         st.cv.notify_all();
         continue;
       }
-      if (m.header.kind != MessageKind::value || m.header.key < 0 || static_cast<size_t>(m.header.key) >= st.keys.size() ||
+      if (m.header.kind != MessageKind::value || m.header.key < 0 ||
+          static_cast<size_t>(m.header.key) >= st.keys.size() ||
           m.data.size() != static_cast<size_t>(st.layout.keys[static_cast<size_t>(m.header.key)].count)) {
         throw DistError("parameter server: a malformed answer from rank " + std::to_string(source));
       }
@@ -261,7 +273,9 @@ void PsWorker::initialize() {
   for (const Key& k : st.layout.keys) {
     const float* base = st.groups[static_cast<size_t>(k.group)][static_cast<size_t>(k.tensor)].data() + k.offset;
     const int dest = st.topology.server_rank(k.server);
-    if (st.worker == 0) st.enqueue(k.id, MessageHeader{MessageKind::init, k.id, 0, -1, 0, 0}, std::vector<float>(base, base + k.count), dest);
+    if (st.worker == 0)
+      st.enqueue(k.id, MessageHeader{MessageKind::init, k.id, 0, -1, 0, 0}, std::vector<float>(base, base + k.count),
+                 dest);
     st.enqueue(k.id, MessageHeader{MessageKind::pull, k.id, st.worker, -1, 0, 0}, {}, dest);
   }
   lock.unlock();
@@ -299,7 +313,8 @@ void PsWorker::begin_forward() {
     for (size_t g = 0; g < st.groups.size(); ++g) {
       std::fill(st.gated[g].begin(), st.gated[g].end(), false);
       for (size_t t = 0; t < st.groups[g].size(); ++t) {
-        if (st.ungated[g][t]) keys.insert(keys.end(), st.layout.of_tensor[g][t].begin(), st.layout.of_tensor[g][t].end());
+        if (st.ungated[g][t])
+          keys.insert(keys.end(), st.layout.of_tensor[g][t].begin(), st.layout.of_tensor[g][t].end());
       }
     }
   }
@@ -329,7 +344,8 @@ void PsWorker::begin_backward(int group) {
   State& st = *state_;
   std::unique_lock lock(st.mutex);
   st.check();
-  if (group < 0 || static_cast<size_t>(group) >= st.groups.size()) throw DistError("parameter server: no gradient group " + std::to_string(group));
+  if (group < 0 || static_cast<size_t>(group) >= st.groups.size())
+    throw DistError("parameter server: no gradient group " + std::to_string(group));
   st.gate_open = false;
   const auto pushed = [&] {
     return st.error || std::none_of(st.outbox.begin(), st.outbox.end(),
@@ -355,7 +371,8 @@ void PsWorker::end_backward() {
   }
   if (group < 0) throw DistError("parameter server: end_backward without begin_backward");
   auto& params = st.groups[static_cast<size_t>(group)];
-  if (st.clip_norms[static_cast<size_t>(group)] > 0) engine::optim::clip_grad_norm(params, st.clip_norms[static_cast<size_t>(group)]);
+  if (st.clip_norms[static_cast<size_t>(group)] > 0)
+    engine::optim::clip_grad_norm(params, st.clip_norms[static_cast<size_t>(group)]);
   for (size_t t = 0; t < params.size(); ++t) {
     bool hooked = false;
     {
@@ -364,7 +381,8 @@ void PsWorker::end_backward() {
       st.hooked[static_cast<size_t>(group)][t] = true;
       // A gradient for a parameter no gate saw: the forward read it outside its layer's scope,
       // so from the next step on its value is installed before the forward begins.
-      if (params[t].grad().defined() && !st.gated[static_cast<size_t>(group)][t]) st.ungated[static_cast<size_t>(group)][t] = true;
+      if (params[t].grad().defined() && !st.gated[static_cast<size_t>(group)][t])
+        st.ungated[static_cast<size_t>(group)][t] = true;
     }
     if (!hooked) push_tensor(group, static_cast<int>(t), params[t].grad().defined());
     params[t].zero_grad();
@@ -460,7 +478,7 @@ void PsWorker::finish() {
   }
   std::exception_ptr failure;
   try {
-    for (const Key& k : st.layout.keys) install(k.id, true, true);   // the answers to this worker's last pushes
+    for (const Key& k : st.layout.keys) install(k.id, true, true);  // the answers to this worker's last pushes
     // Once every worker is through, one last read of every key: asynchronous workers end at
     // different times, and each should hold the servers' final model, not its last read of it.
     TS_MPI_CHECK(MPI_Barrier(st.workers));
@@ -470,7 +488,8 @@ void PsWorker::finish() {
       st.enqueue(k.id, h, {}, st.topology.server_rank(k.server));
     }
     const auto all_final = [&] {
-      return st.error || std::all_of(st.keys.begin(), st.keys.end(), [](const State::KeyState& k) { return k.final_arrived; });
+      return st.error ||
+             std::all_of(st.keys.begin(), st.keys.end(), [](const State::KeyState& k) { return k.final_arrived; });
     };
     if (!all_final()) {
       profiler::Range r(names().pull_wait, profiler::EventKind::wait);
@@ -486,8 +505,8 @@ void PsWorker::finish() {
     std::unique_lock lock(st.mutex);
     if (!st.error) {
       for (int s = 0; s < st.topology.servers; ++s) {
-        st.enqueue(-1, MessageHeader{MessageKind::done, -1, st.worker, profiler::Tracer::global().iteration(), 0, 0}, {},
-                   st.topology.server_rank(s));
+        st.enqueue(-1, MessageHeader{MessageKind::done, -1, st.worker, profiler::Tracer::global().iteration(), 0, 0},
+                   {}, st.topology.server_rank(s));
       }
       st.closing = true;
       st.cv.notify_all();

@@ -95,7 +95,7 @@ class PsWorker final : public engine::nn::ParameterGate,
   // Installs `key`'s newest value; with `wait`, first waits for the answer to its last push
   // (eager mode: the one before, unless `even_eager`). A key never installed is always waited for.
   void install(int key, bool wait, bool even_eager = false);
-  std::shared_ptr<State> state_;   // the gradient hooks hold it weakly
+  std::shared_ptr<State> state_;  // the gradient hooks hold it weakly
 };
 
 }  // namespace ts::distributed::ps

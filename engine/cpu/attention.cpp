@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_common.h"
-#include "engine/cpu/fast_math.h"
-#include "engine/cpu/dnnl_common.h"
 #include "engine/backend_checks.h"
+#include "engine/cpu/cpu_common.h"
+#include "engine/cpu/dnnl_common.h"
+#include "engine/cpu/fast_math.h"
 
 namespace ts::engine::cpu {
 
@@ -32,7 +32,7 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   }
 }
 
-constexpr int64_t kAdditiveParallelThreshold = 1 << 14;   // B S A below this: one thread
+constexpr int64_t kAdditiveParallelThreshold = 1 << 14;  // B S A below this: one thread
 
 void check_plain_shape(const Tensor& t, const char* op, const char* what, const Shape& shape) {
   if (!t.defined()) throw std::invalid_argument(std::string(op) + ": " + what + " is undefined");
@@ -55,12 +55,9 @@ __attribute__((target_clones("avx2", "default"))) float score_row(int64_t A, con
 
 // With t = tanh(q + k) and ds = d loss / d score: dk = ds v (1 - t^2) (written), dq += dk,
 // dv += ds t.
-__attribute__((target_clones("avx2", "default"))) void score_backward_row(int64_t A, float ds,
-                                                                          const float* __restrict q,
-                                                                          const float* __restrict k,
-                                                                          const float* __restrict v,
-                                                                          float* __restrict dk, float* __restrict dq,
-                                                                          float* __restrict dv) {
+__attribute__((target_clones("avx2", "default"))) void score_backward_row(
+    int64_t A, float ds, const float* __restrict q, const float* __restrict k, const float* __restrict v,
+    float* __restrict dk, float* __restrict dq, float* __restrict dv) {
 #pragma omp simd
   for (int64_t a = 0; a < A; ++a) {
     const float t = fast_tanh(q[a] + k[a]);
@@ -89,8 +86,8 @@ struct Dims {
 };
 
 Dims check_args(const char* op, const Tensor& query, const Tensor& keys, const Tensor& values, const Tensor& v) {
-  if (!query.defined() || !keys.defined() || !values.defined() || !v.defined() || query.dim() != 2 ||
-      keys.dim() != 3 || values.dim() != 3) {
+  if (!query.defined() || !keys.defined() || !values.defined() || !v.defined() || query.dim() != 2 || keys.dim() != 3 ||
+      values.dim() != 3) {
     throw std::invalid_argument(std::string(op) + ": query [B, A], keys [B, S, A], values [B, S, D], v [A] expected");
   }
   const Dims d{query.size(0), keys.size(1), query.size(1), values.size(2)};
@@ -165,17 +162,17 @@ Backend::AttentionGrads CpuBackend::attention_backward(const Tensor& dout, const
       const int64_t n = bh / heads, h = bh % heads;
       const float* p = pp + bh * tq * tk;
       const int64_t qo = n * tq * hd + h * dh, ko = n * tk * hd + h * dh;
-      gemm('T', 'N', tk, dh, tq, 1.0f, p, tk, pdo + qo, hd, 0.0f, dv + ko, hd);              // dV = P^T dO
-      gemm('N', 'T', tq, tk, dh, 1.0f, pdo + qo, hd, pv + ko, hd, 0.0f, ds.data(), tk);      // dP = dO V^T
-      for (int64_t i = 0; i < tq; ++i) {   // dS = P (dP - rowsum(P dP)); hidden keys have P = 0
+      gemm('T', 'N', tk, dh, tq, 1.0f, p, tk, pdo + qo, hd, 0.0f, dv + ko, hd);          // dV = P^T dO
+      gemm('N', 'T', tq, tk, dh, 1.0f, pdo + qo, hd, pv + ko, hd, 0.0f, ds.data(), tk);  // dP = dO V^T
+      for (int64_t i = 0; i < tq; ++i) {  // dS = P (dP - rowsum(P dP)); hidden keys have P = 0
         const float* prow = p + i * tk;
         float* row = ds.data() + i * tk;
         double dot = 0;
         for (int64_t j = 0; j < tk; ++j) dot += static_cast<double>(prow[j]) * row[j];
         for (int64_t j = 0; j < tk; ++j) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
       }
-      gemm('N', 'N', tq, dh, tk, scale, ds.data(), tk, pk + ko, hd, 0.0f, dq + qo, hd);      // dQ = s dS K
-      gemm('T', 'N', tk, dh, tq, scale, ds.data(), tk, pq + qo, hd, 0.0f, dk + ko, hd);      // dK = s dS^T Q
+      gemm('N', 'N', tq, dh, tk, scale, ds.data(), tk, pk + ko, hd, 0.0f, dq + qo, hd);  // dQ = s dS K
+      gemm('T', 'N', tk, dh, tq, scale, ds.data(), tk, pq + qo, hd, 0.0f, dk + ko, hd);  // dK = s dS^T Q
     }
   }
   return r;

@@ -13,7 +13,7 @@ namespace {
 struct ConvGeom {
   memory::dims src, weights, bias, dst;
   memory::dims strides, dilates, pad_l, pad_r;
-  memory::dims weights_plain_dims;   // [O, I/g, kh, kw] or [g, O/g, I/g, kh, kw]
+  memory::dims weights_plain_dims;  // [O, I/g, kh, kw] or [g, O/g, I/g, kh, kw]
   bool grouped = false;
 };
 
@@ -56,8 +56,14 @@ md weights_plain_md(const ConvGeom& c) { return md(c.weights_plain_dims, f32, c.
 
 // `any` formats for the data and weights, so the primitive picks its layout; a plain bias.
 dnnl_pd::ConvDescs descs(const ConvGeom& c, bool bias) {
-  return {any_md(c.src), any_md(c.weights), bias ? md(c.bias, f32, tag::a) : md(), any_md(c.dst),
-          c.strides,     c.dilates,         c.pad_l,                           c.pad_r};
+  return {any_md(c.src),
+          any_md(c.weights),
+          bias ? md(c.bias, f32, tag::a) : md(),
+          any_md(c.dst),
+          c.strides,
+          c.dilates,
+          c.pad_l,
+          c.pad_r};
 }
 
 dnnl_pd::ConvForward fwd_pd(const dnnl::engine& eng, const ConvGeom& c, bool bias) {
@@ -69,12 +75,11 @@ Shape dst_shape(const ConvGeom& c) { return Shape(c.dst.begin(), c.dst.end()); }
 // Where a primitive's output goes: straight into a tensor of one of our layouts, or into a
 // temporary that is reordered to `final_layout`.
 struct OutputPlan {
-  Layout layout;        // layout of the returned tensor
-  Reorder reorder;      // from the primitive's md to md_for(shape, layout), when needed
+  Layout layout;    // layout of the returned tensor
+  Reorder reorder;  // from the primitive's md to md_for(shape, layout), when needed
 };
 
-OutputPlan plan_output(const dnnl::engine& eng, const md& produced, const Shape& shape,
-                       std::optional<Layout> wanted) {
+OutputPlan plan_output(const dnnl::engine& eng, const md& produced, const Shape& shape, std::optional<Layout> wanted) {
   OutputPlan o;
   if (!wanted) {
     auto l = layout_of(produced, shape);
@@ -105,7 +110,7 @@ struct BwdWeightsEntry {
   dnnl::convolution_backward_weights::primitive_desc pd;
   dnnl::convolution_backward_weights prim;
   Reorder x, dy;
-  Reorder dw;   // to plain OIHW
+  Reorder dw;  // to plain OIHW
   md dbias_md;
 };
 
@@ -124,8 +129,7 @@ std::shared_ptr<FwdEntry> fwd_entry(CpuBackend::Impl& im, const Shape& x, const 
 }
 
 std::shared_ptr<BwdDataEntry> bwd_data_entry(CpuBackend::Impl& im, const Shape& dy_shape, const Layout& dyl,
-                                             const Shape& w, const Shape& x, const Layout& xl,
-                                             const Conv2dParams& p) {
+                                             const Shape& w, const Shape& x, const Layout& xl, const Conv2dParams& p) {
   return im.get<BwdDataEntry>(Key("conv_bwd_data") << dy_shape << dyl << w << x << xl << p, [&] {
     const ConvGeom c = conv_geom(x, w, p);
     if (dst_shape(c) != dy_shape) {
@@ -134,8 +138,8 @@ std::shared_ptr<BwdDataEntry> bwd_data_entry(CpuBackend::Impl& im, const Shape& 
     }
     auto hint = fwd_pd(im.eng, c, false);
     const auto pd = dnnl_pd::conv_backward_data(im.eng, descs(c, false), hint);
-    auto e = std::make_shared<BwdDataEntry>(
-        BwdDataEntry{pd, dnnl::convolution_backward_data(pd), Reorder(), Reorder(), {}});
+    auto e =
+        std::make_shared<BwdDataEntry>(BwdDataEntry{pd, dnnl::convolution_backward_data(pd), Reorder(), Reorder(), {}});
     e->dy = Reorder(im.eng, md_for(dy_shape, dyl), pd.diff_dst_desc());
     e->weights = Reorder(im.eng, weights_plain_md(c), pd.weights_desc());
     e->out = plan_output(im.eng, pd.diff_src_desc(), x, xl);
@@ -144,14 +148,14 @@ std::shared_ptr<BwdDataEntry> bwd_data_entry(CpuBackend::Impl& im, const Shape& 
 }
 
 std::shared_ptr<BwdWeightsEntry> bwd_weights_entry(CpuBackend::Impl& im, const Shape& x, const Layout& xl,
-                                                   const Shape& dy_shape, const Layout& dyl, const Shape& w,
-                                                   bool bias, const Conv2dParams& p) {
+                                                   const Shape& dy_shape, const Layout& dyl, const Shape& w, bool bias,
+                                                   const Conv2dParams& p) {
   return im.get<BwdWeightsEntry>(
       Key("conv_bwd_weights") << x << xl << dy_shape << dyl << w << static_cast<int64_t>(bias) << p, [&] {
         const ConvGeom c = conv_geom(x, w, p);
         if (dst_shape(c) != dy_shape) {
-          throw std::invalid_argument("conv2d_backward_weights: dy " + shape_str(dy_shape) +
-                                      " does not match output " + shape_str(dst_shape(c)));
+          throw std::invalid_argument("conv2d_backward_weights: dy " + shape_str(dy_shape) + " does not match output " +
+                                      shape_str(dst_shape(c)));
         }
         auto hint = fwd_pd(im.eng, c, bias);
         const auto pd = dnnl_pd::conv_backward_weights(im.eng, descs(c, bias), hint);
@@ -194,7 +198,9 @@ Tensor CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor
   memory src(e->pd.src_desc(), im.eng, prepare(im, e->src, x, src_tmp));
   memory wm(e->pd.weights_desc(), im.eng, prepare(im, e->weights, w, w_tmp));
   memory dst(e->pd.dst_desc(), im.eng, output_target(e->out, e->pd.dst_desc(), e->y_shape, y, y_tmp));
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst},
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                       {DNNL_ARG_WEIGHTS, wm},
+                                       {DNNL_ARG_DST, dst},
                                        {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
   if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(md({w.size(0)}, f32, tag::a), im.eng, bias->data()));
   im.run(e->prim, args);

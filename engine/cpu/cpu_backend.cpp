@@ -87,9 +87,8 @@ Reorder::Reorder(const dnnl::engine& eng, const md& a, const md& b) : from(a), t
 }
 
 std::shared_ptr<Reorder> CpuBackend::Impl::layout_reorder(const Shape& shape, const Layout& from, const Layout& to) {
-  return get<Reorder>(Key("reorder") << shape << from << to, [&] {
-    return std::make_shared<Reorder>(eng, md_for(shape, from), md_for(shape, to));
-  });
+  return get<Reorder>(Key("reorder") << shape << from << to,
+                      [&] { return std::make_shared<Reorder>(eng, md_for(shape, from), md_for(shape, to)); });
 }
 
 void CpuBackend::Impl::primitive_reorder(const Reorder& r, void* src, void* dst) {
@@ -114,7 +113,7 @@ memory CpuBackend::Impl::scratchpad(const md& d) {
   thread_local Tensor buffer;
   const size_t bytes = d.get_size();
   if (!buffer.defined() || static_cast<size_t>(buffer.nbytes()) < bytes) {
-    buffer = Tensor();   // free the old one first
+    buffer = Tensor();  // free the old one first
     buffer = temp_buffer(bytes, vocabulary::Category::workspace);
   }
   return memory(d, eng, buffer.data());

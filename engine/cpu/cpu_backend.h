@@ -125,8 +125,8 @@ class CpuBackend final : public Backend {
   // one sgemm per step for the recurrent one plus a fused OpenMP gate kernel; backward likewise,
   // with the weight gradients as a few big sgemms over all steps at the end ---
   RnnForwardResult rnn_forward(const RnnArgs& a, bool training) override;
-  RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy,
-                        const Tensor& dh_n, const Tensor& dc_n, const RnnNeed& need) override;
+  RnnGrads rnn_backward(const RnnArgs& a, const Tensor& y, const Tensor& reserve, const Tensor& dy, const Tensor& dh_n,
+                        const Tensor& dc_n, const RnnNeed& need) override;
 
   // --- ctc family: cpu/ctc.cpp, log-space alpha/beta in double, OpenMP over the batch ---
   CtcResult ctc_loss_forward(const Tensor& logits, const Tensor& targets, const Tensor& input_lengths,
@@ -135,8 +135,8 @@ class CpuBackend final : public Backend {
   Tensor ctc_loss_backward(const Tensor& dloss, const Tensor& grad) override;
 
   // --- roi family: cpu/roi.cpp (plain C++ with OpenMP) ---
-  Tensor roi_align_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,
-                           float spatial_scale, int64_t sampling_ratio, bool aligned) override;
+  Tensor roi_align_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w, float spatial_scale,
+                           int64_t sampling_ratio, bool aligned) override;
   Tensor roi_align_backward(const Tensor& dy, const Tensor& rois, const Shape& x_shape, float spatial_scale,
                             int64_t sampling_ratio, bool aligned) override;
   PoolResult roi_pool_forward(const Tensor& x, const Tensor& rois, int64_t pooled_h, int64_t pooled_w,

@@ -79,7 +79,7 @@ double ctc_sample(const float* logits, int64_t n_stride, int64_t k_count, const 
   const int64_t last = t_count - 1;
   const double log_p = states > 1 ? log_add(A(last, states - 1), A(last, states - 2)) : A(last, 0);
   const double nll = -log_p;
-  if (grad == nullptr || std::isinf(nll)) return nll;   // NaN logits go on, to NaN gradients
+  if (grad == nullptr || std::isinf(nll)) return nll;  // NaN logits go on, to NaN gradients
 
   // Beta (including y_t, like alpha), two rows; per frame, occupancy per label
   // gamma_t(k) = sum_{q: l'_q = k} alpha_t(q) beta_t(q) / (y_t(k) p), and
@@ -155,7 +155,7 @@ Backend::CtcResult CpuBackend::ctc_loss_forward(const Tensor& logits_in, const T
     const double weight = plan.weight(i, reduction);
     float* g = grad ? grad + i * k_count : nullptr;
     double nll = ctc_sample(z + i * k_count, stride, k_count, labels.data() + s.offset, s, blank, g, weight);
-    const bool infeasible = std::isinf(nll);   // NaN (from NaN logits) is not zeroed
+    const bool infeasible = std::isinf(nll);  // NaN (from NaN logits) is not zeroed
     if (infeasible && zero_infinity) nll = 0;
     nll_out[i] = static_cast<float>(nll);
     contribution[static_cast<size_t>(i)] = weight * nll;

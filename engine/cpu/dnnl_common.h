@@ -3,8 +3,8 @@
 // translate between our Shape/Layout and oneDNN memory descriptors. With dnnl_primitives.h (the
 // primitive descriptors, where oneDNN 2.x and 3.x differ), the thin layer through which the
 // CPU backend reaches oneDNN.
-#include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstddef>
 #include <cstring>
@@ -36,13 +36,24 @@ std::optional<Layout> layout_of(const md& d, const Shape& shape);
 class Key {
  public:
   explicit Key(const char* kind) : s_(kind) {}
-  Key& operator<<(int64_t v) { s_ += '|'; s_ += std::to_string(v); return *this; }
-  Key& operator<<(const Shape& sh) {
+  Key& operator<<(int64_t v) {
     s_ += '|';
-    for (auto d : sh) { s_ += std::to_string(d); s_ += ','; }
+    s_ += std::to_string(v);
     return *this;
   }
-  Key& operator<<(const Layout& l) { s_ += '|'; s_ += l.str(); return *this; }
+  Key& operator<<(const Shape& sh) {
+    s_ += '|';
+    for (auto d : sh) {
+      s_ += std::to_string(d);
+      s_ += ',';
+    }
+    return *this;
+  }
+  Key& operator<<(const Layout& l) {
+    s_ += '|';
+    s_ += l.str();
+    return *this;
+  }
   Key& operator<<(const Conv2dParams& p) {
     return *this << p.stride_h << p.stride_w << p.pad_h << p.pad_w << p.dilation_h << p.dilation_w << p.groups;
   }

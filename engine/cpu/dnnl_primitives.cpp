@@ -51,8 +51,8 @@ ConvBackwardWeights conv_backward_weights(const dnnl::engine& eng, const ConvDes
     return ConvBackwardWeights(eng, algorithm::convolution_direct, c.src, c.weights, c.bias, c.dst, c.strides,
                                c.dilates, c.pad_l, c.pad_r, hint, attr);
   }
-  return ConvBackwardWeights(eng, algorithm::convolution_direct, c.src, c.weights, c.dst, c.strides, c.dilates,
-                             c.pad_l, c.pad_r, hint, attr);
+  return ConvBackwardWeights(eng, algorithm::convolution_direct, c.src, c.weights, c.dst, c.strides, c.dilates, c.pad_l,
+                             c.pad_r, hint, attr);
 }
 
 BatchNormForward batch_norm_forward(const dnnl::engine& eng, const md& data, float eps, bool training,
@@ -87,8 +87,8 @@ ConvForward conv_forward(const dnnl::engine& eng, const ConvDescs& c) {
   using Desc = dnnl::convolution_forward::desc;
   const Desc d = has_bias(c) ? Desc(prop_kind::forward_training, algorithm::convolution_direct, c.src, c.weights,
                                     c.bias, c.dst, c.strides, c.dilates, c.pad_l, c.pad_r)
-                             : Desc(prop_kind::forward_training, algorithm::convolution_direct, c.src, c.weights,
-                                    c.dst, c.strides, c.dilates, c.pad_l, c.pad_r);
+                             : Desc(prop_kind::forward_training, algorithm::convolution_direct, c.src, c.weights, c.dst,
+                                    c.strides, c.dilates, c.pad_l, c.pad_r);
   return ConvForward(d, CpuBackend::Impl::attr(), eng);
 }
 
@@ -100,17 +100,17 @@ ConvBackwardData conv_backward_data(const dnnl::engine& eng, const ConvDescs& c,
 
 ConvBackwardWeights conv_backward_weights(const dnnl::engine& eng, const ConvDescs& c, const ConvForward& hint) {
   using Desc = dnnl::convolution_backward_weights::desc;
-  const Desc d = has_bias(c) ? Desc(algorithm::convolution_direct, c.src, c.weights, c.bias, c.dst, c.strides,
-                                    c.dilates, c.pad_l, c.pad_r)
-                             : Desc(algorithm::convolution_direct, c.src, c.weights, c.dst, c.strides, c.dilates,
-                                    c.pad_l, c.pad_r);
+  const Desc d =
+      has_bias(c)
+          ? Desc(algorithm::convolution_direct, c.src, c.weights, c.bias, c.dst, c.strides, c.dilates, c.pad_l, c.pad_r)
+          : Desc(algorithm::convolution_direct, c.src, c.weights, c.dst, c.strides, c.dilates, c.pad_l, c.pad_r);
   return ConvBackwardWeights(d, CpuBackend::Impl::attr(), eng, hint);
 }
 
 BatchNormForward batch_norm_forward(const dnnl::engine& eng, const md& data, float eps, bool training,
                                     bool global_stats, bool relu) {
-  const dnnl::batch_normalization_forward::desc d(
-      training ? prop_kind::forward_training : prop_kind::forward_inference, data, eps, bn_flags(global_stats, relu));
+  const dnnl::batch_normalization_forward::desc d(training ? prop_kind::forward_training : prop_kind::forward_inference,
+                                                  data, eps, bn_flags(global_stats, relu));
   return BatchNormForward(d, CpuBackend::Impl::attr(), eng);
 }
 

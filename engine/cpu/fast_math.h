@@ -20,7 +20,7 @@ inline float select(bool c, float a, float b) {
 inline float fast_exp(float x) {
   x = select(x < -87.0f, -87.0f, x);
   x = select(x > 88.0f, 88.0f, x);
-  constexpr float kRound = 12582912.0f;   // 1.5 * 2^23: adding it rounds x log2(e) to an integer n
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds x log2(e) to an integer n
   const float t = x * 1.44269504088896341f + kRound;
   const float n = t - kRound;
   float r = x - n * 0.693359375f;
@@ -47,7 +47,9 @@ inline float fast_tanh(float x) {
   const float z = x * x;
   const float small =
       ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
-       3.33332819422e-1f) * z * x + x;
+       3.33332819422e-1f) *
+          z * x +
+      x;
   return select(std::abs(x) < 0.625f, small, big);
 }
 

@@ -19,7 +19,7 @@ namespace ts::engine::cpu {
 
 namespace {
 
-constexpr size_t kAlignment = 64;               // cache line; what AVX-512 loads like
+constexpr size_t kAlignment = 64;  // cache line; what AVX-512 loads like
 // Blocks of 64 KiB and more are cached, each its own mapping: glibc's heap kept the freed blocks
 // under its dynamic mmap threshold (up to 32 MiB) and returned little of them, which added some
 // 280 MiB of resident memory to the transformer's 430 MiB of tensors; mapped blocks leave the
@@ -32,12 +32,12 @@ constexpr int64_t kCacheSlack = int64_t{64} << 20;
 
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;   // by size class
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size class
   HostAllocatorStats stats;
 };
 
 Cache& cache() {
-  static Cache* c = new Cache();   // never destroyed: tensors may be freed during static destruction
+  static Cache* c = new Cache();  // never destroyed: tensors may be freed during static destruction
   return *c;
 }
 
@@ -76,19 +76,20 @@ void evict_over_bound(Cache& c, int64_t incoming) {
   }
 }
 
-std::atomic<size_t> g_memory_limit{0};   // 0: physical memory
+std::atomic<size_t> g_memory_limit{0};  // 0: physical memory
 
 // "this machine's 23.5 GiB of physical memory", or the limit a test set.
 std::string limit_words() {
   const size_t limit = host_memory_limit();
-  if (limit == host_physical_memory_bytes()) return "this machine's " + format_host_bytes(limit) + " of physical memory";
+  if (limit == host_physical_memory_bytes())
+    return "this machine's " + format_host_bytes(limit) + " of physical memory";
   return "the host memory limit of " + format_host_bytes(limit);
 }
 
 OutOfMemoryError refusal(size_t bytes, const std::string& why) {
-  return OutOfMemoryError("cannot allocate " + format_host_bytes(bytes) + " (" + std::to_string(bytes) +
-                              " bytes) of host memory: " + why,
-                          bytes);
+  return OutOfMemoryError(
+      "cannot allocate " + format_host_bytes(bytes) + " (" + std::to_string(bytes) + " bytes) of host memory: " + why,
+      bytes);
 }
 
 }  // namespace
@@ -150,7 +151,7 @@ void* host_allocate(size_t bytes) {
   const size_t cls = host_size_class(bytes);
   const size_t limit = host_memory_limit();
   if (bytes > limit) throw refusal(bytes, "more than " + limit_words());
-  const auto cls_bytes = static_cast<int64_t>(cls);   // fits: host_size_class keeps to PTRDIFF_MAX
+  const auto cls_bytes = static_cast<int64_t>(cls);  // fits: host_size_class keeps to PTRDIFF_MAX
   auto& c = cache();
   if (cls >= kCacheFrom) {
     std::lock_guard lock(c.mutex);
@@ -180,7 +181,8 @@ void* host_allocate(size_t bytes) {
   if (!p) {
     const auto st = host_allocator_stats();
     throw refusal(bytes, "the system refused it, even after the allocator's cache was given back (blocks of 64 KiB "
-                         "and more in use: " + format_host_bytes(static_cast<size_t>(st.allocated_bytes)) + ")");
+                         "and more in use: " +
+                             format_host_bytes(static_cast<size_t>(st.allocated_bytes)) + ")");
   }
   if (cls >= kCacheFrom) {
     // Counted once the block exists, so that a refused request leaves the books as they were.

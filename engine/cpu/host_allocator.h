@@ -29,11 +29,11 @@ class OutOfMemoryError : public std::runtime_error {
 };
 
 struct HostAllocatorStats {
-  int64_t allocated_bytes = 0;   // handed out (rounded to the size class)
-  int64_t cached_bytes = 0;      // free blocks kept for reuse
+  int64_t allocated_bytes = 0;  // handed out (rounded to the size class)
+  int64_t cached_bytes = 0;     // free blocks kept for reuse
   int64_t hits = 0, misses = 0;
   int64_t peak_allocated_bytes = 0;
-  int64_t evicted_bytes = 0;     // cached blocks given back to keep the footprint bounded
+  int64_t evicted_bytes = 0;  // cached blocks given back to keep the footprint bounded
 };
 
 // Throws OutOfMemoryError, naming the request, when the system refuses the block (after giving

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend_checks.h"
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
 #include "engine/cpu/dnnl_primitives.h"
-#include "engine/backend_checks.h"
 
 namespace ts::engine::cpu {
 

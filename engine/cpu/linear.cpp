@@ -39,7 +39,8 @@ Tensor CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor
   check_plain2d(w, "linear", "w");
   const int64_t n = x.size(0), i = x.size(1), o = w.size(0);
   if (w.size(1) != i) {
-    throw std::invalid_argument("linear: x " + shape_str(x.shape()) + " and w " + shape_str(w.shape()) + " do not match");
+    throw std::invalid_argument("linear: x " + shape_str(x.shape()) + " and w " + shape_str(w.shape()) +
+                                " do not match");
   }
   const bool has_bias = bias && bias->defined();
   if (has_bias && (bias->dim() != 1 || bias->size(0) != o)) {
@@ -47,7 +48,7 @@ Tensor CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor
   }
   Tensor y = Tensor::empty({n, o}, x.device());
   float* py = y.data();
-  if (has_bias) {   // y starts as the bias in every row, and the GEMM adds to it (beta 1)
+  if (has_bias) {  // y starts as the bias in every row, and the GEMM adds to it (beta 1)
     const float* pb = bias->data();
 #pragma omp parallel for if (n * o > (1 << 15))
     for (int64_t r = 0; r < n; ++r) std::copy(pb, pb + o, py + r * o);
@@ -64,7 +65,7 @@ Tensor CpuBackend::linear_backward_data(const Tensor& dy, const Tensor& w) {
     throw std::invalid_argument("linear_backward_data: dy " + shape_str(dy.shape()) + " and w " + shape_str(w.shape()));
   }
   Tensor dx = Tensor::empty({n, i}, dy.device());
-  gemm('N', 'N', n, i, o, dy.data(), o, w.data(), i, 0.0f, dx.data(), i);   // dx = dy w
+  gemm('N', 'N', n, i, o, dy.data(), o, w.data(), i, 0.0f, dx.data(), i);  // dx = dy w
   return dx;
 }
 
@@ -79,7 +80,7 @@ WeightGrads CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& d
   WeightGrads r;
   r.dw = Tensor::empty({o, i}, x.device());
   if (n == 0) fill(r.dw, 0.0f);
-  gemm('T', 'N', o, i, n, dy.data(), o, x.data(), i, 0.0f, r.dw.data(), i);   // dw = dy^T x
+  gemm('T', 'N', o, i, n, dy.data(), o, x.data(), i, 0.0f, r.dw.data(), i);  // dw = dy^T x
   if (bias) {
     r.dbias = Tensor::empty({o}, x.device());
     const float* g = dy.data();

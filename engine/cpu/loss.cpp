@@ -19,8 +19,8 @@ namespace {
 // step): fast_exp's terms (relative error 1e-7) summed in double. AVX2 where the machine has it.
 struct RowSums {
   float max;
-  double exp_sum;   // sum_k exp(x_k - max)
-  double sum;       // sum_k x_k
+  double exp_sum;  // sum_k exp(x_k - max)
+  double sum;      // sum_k x_k
 };
 
 __attribute__((target_clones("avx2", "default"))) RowSums row_sums(const float* row, int64_t n) {
@@ -143,7 +143,7 @@ CrossEntropyResult CpuBackend::softmax_cross_entropy_forward(const Tensor& logit
     const float inv = static_cast<float>(1.0 / s);
     for (int64_t j = 0; j < k; ++j) pi[j] *= inv;
     const auto c = static_cast<int64_t>(lab[i]);
-    total += std::log(s) + static_cast<double>(m) - static_cast<double>(zi[c]);   // -log softmax
+    total += std::log(s) + static_cast<double>(m) - static_cast<double>(zi[c]);  // -log softmax
   }
   r.loss = Tensor::empty({1}, logits.device());
   r.loss.data()[0] = n > 0 ? static_cast<float>(total / static_cast<double>(n)) : 0.0f;
@@ -183,8 +183,9 @@ Backend::SmoothedCrossEntropy CpuBackend::label_smoothed_ce_forward(const Tensor
   for (int64_t i = 0; i < n; ++i) {
     const auto y = static_cast<int64_t>(lab[i]);
     if (static_cast<float>(y) != lab[i] || ((y < 0 || y >= vocab) && y != ignore_index)) {
-      throw std::invalid_argument("label_smoothed_ce: label " + std::to_string(lab[i]) + " at row " + std::to_string(i) +
-                                  " is not in [0, " + std::to_string(vocab) + ") nor the ignored index");
+      throw std::invalid_argument("label_smoothed_ce: label " + std::to_string(lab[i]) + " at row " +
+                                  std::to_string(i) + " is not in [0, " + std::to_string(vocab) +
+                                  ") nor the ignored index");
     }
   }
   SmoothedCrossEntropy r{Tensor::empty({1}, logits.device()), Tensor::empty({n}, logits.device())};

@@ -79,7 +79,7 @@ BatchNormStats bn_train(CpuBackend::Impl& im, const Tensor& x, const Tensor& gam
                                        {DNNL_ARG_MEAN, memory(vec_md(c), im.eng, r.mean.data())},
                                        {DNNL_ARG_VARIANCE, memory(vec_md(c), im.eng, r.var.data())},
                                        {DNNL_ARG_SCRATCHPAD, im.scratchpad(e->pd.scratchpad_desc())}};
-  if (relu) {   // kept for backward, as the activations are
+  if (relu) {  // kept for backward, as the activations are
     r.relu_mask = temp_buffer(e->pd.workspace_desc().get_size(), vocabulary::Category::activations);
     args.emplace(DNNL_ARG_WORKSPACE, memory(e->pd.workspace_desc(), im.eng, r.relu_mask.data()));
   }
@@ -88,8 +88,8 @@ BatchNormStats bn_train(CpuBackend::Impl& im, const Tensor& x, const Tensor& gam
 }
 
 // The backward of either; `relu_mask` (the fused ReLU's workspace) defined iff the forward fused one.
-BatchNormGrads bn_backward(CpuBackend& be, CpuBackend::Impl& im, const Tensor& dy_in, const Tensor& x, const Tensor& gamma,
-                           const Tensor& mean, const Tensor& var, float eps, bool use_global_stats,
+BatchNormGrads bn_backward(CpuBackend& be, CpuBackend::Impl& im, const Tensor& dy_in, const Tensor& x,
+                           const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps, bool use_global_stats,
                            const Tensor& relu_mask) {
   const bool relu = relu_mask.defined();
   const char* op = relu ? "batch_norm_relu_backward" : "batch_norm_backward";
@@ -105,14 +105,15 @@ BatchNormGrads bn_backward(CpuBackend& be, CpuBackend::Impl& im, const Tensor& d
   check_channel_vec(var, c, op, "var");
   const Tensor dy = dy_in.layout() == x.layout() ? dy_in : be.to_layout(dy_in, x.layout());
   const Layout l = bn_layout(x);
-  auto e = im.get<BnBwdEntry>(Key("bn_bwd") << s << l << static_cast<int64_t>(eps * 1e9f)
-                                            << static_cast<int64_t>(use_global_stats) << static_cast<int64_t>(relu),
-                              [&] {
-                                const md data = md_for(s, l);
-                                auto hint = dnnl_pd::batch_norm_forward(im.eng, data, eps, true, use_global_stats, relu);
-                                const auto pd = dnnl_pd::batch_norm_backward(im.eng, data, eps, use_global_stats, hint, relu);
-                                return std::make_shared<BnBwdEntry>(BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)});
-                              });
+  auto e = im.get<BnBwdEntry>(
+      Key("bn_bwd") << s << l << static_cast<int64_t>(eps * 1e9f) << static_cast<int64_t>(use_global_stats)
+                    << static_cast<int64_t>(relu),
+      [&] {
+        const md data = md_for(s, l);
+        auto hint = dnnl_pd::batch_norm_forward(im.eng, data, eps, true, use_global_stats, relu);
+        const auto pd = dnnl_pd::batch_norm_backward(im.eng, data, eps, use_global_stats, hint, relu);
+        return std::make_shared<BnBwdEntry>(BnBwdEntry{pd, dnnl::batch_normalization_backward(pd)});
+      });
   if (relu && static_cast<size_t>(relu_mask.nbytes()) < e->pd.workspace_desc().get_size()) {
     throw std::invalid_argument(std::string(op) + ": the ReLU mask is not this shape's workspace");
   }
@@ -196,7 +197,8 @@ Backend::LayerNormResult CpuBackend::layer_norm_forward(const Tensor& x, const T
   check_plain(beta, "layer_norm", "beta", 1);
   const int64_t m = x.size(0), d = x.size(1);
   if (gamma.size(0) != d || beta.size(0) != d) {
-    throw std::invalid_argument("layer_norm: gamma/beta " + shape_str(gamma.shape()) + " for x " + shape_str(x.shape()));
+    throw std::invalid_argument("layer_norm: gamma/beta " + shape_str(gamma.shape()) + " for x " +
+                                shape_str(x.shape()));
   }
   LayerNormResult r{Tensor::empty({m, d}, x.device()), Tensor::empty({m}, x.device()), Tensor::empty({m}, x.device())};
   const float *px = x.data(), *g = gamma.data(), *b = beta.data();

@@ -79,7 +79,8 @@ void CpuBackend::sgd_step(const Tensor& param, const Tensor& grad_in, const Tens
     return;
   }
   check_same(param, buf, "sgd_step");
-  if (buf.layout() != param.layout()) throw std::invalid_argument("sgd_step: momentum buffer layout differs from param");
+  if (buf.layout() != param.layout())
+    throw std::invalid_argument("sgd_step: momentum buffer layout differs from param");
   float* b = buf.data();
   parallel_for(n, [=](int64_t i) {
     const float gi = g[i] + weight_decay * w[i];

@@ -15,9 +15,7 @@
 
 namespace ts::engine::cpu {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 Tensor CpuBackend::relu_forward(const Tensor& x) {
   check_cpu(x, "relu");
@@ -83,7 +81,7 @@ Tensor CpuBackend::tanh_forward(const Tensor& x) {
   Tensor y = Tensor::empty(x.shape(), x.device(), x.layout());
   const float* s = x.data();
   float* d = y.data();
-  parallel_for(x.storage_numel(), [=](int64_t i) { d[i] = std::tanh(s[i]); });   // tanh(0) = 0 keeps padding zero
+  parallel_for(x.storage_numel(), [=](int64_t i) { d[i] = std::tanh(s[i]); });  // tanh(0) = 0 keeps padding zero
   return y;
 }
 

@@ -26,7 +26,8 @@ PoolGeom pool_geom(const Shape& x, const Pool2dParams& p, const char* op) {
   if (x.size() != 4) throw std::invalid_argument(std::string(op) + ": expected a 4-D input, got " + shape_str(x));
   if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1 || p.pad_h < 0 || p.pad_w < 0 ||
       p.pad_h * 2 > p.kernel_h || p.pad_w * 2 > p.kernel_w) {
-    throw std::invalid_argument(std::string(op) + ": bad kernel/stride/padding (padding must be at most half the kernel)");
+    throw std::invalid_argument(std::string(op) +
+                                ": bad kernel/stride/padding (padding must be at most half the kernel)");
   }
   const int64_t oh = conv_out_size(x[2], p.kernel_h, p.stride_h, p.pad_h, 1);
   const int64_t ow = conv_out_size(x[3], p.kernel_w, p.stride_w, p.pad_w, 1);
@@ -51,14 +52,14 @@ algorithm avg_algo(const Pool2dParams& p) {
 struct PoolFwdEntry {
   dnnl::pooling_forward::primitive_desc pd;
   dnnl::pooling_forward prim;
-  Layout out_layout;   // the primitive's dst is md_for(y_shape, out_layout)
+  Layout out_layout;  // the primitive's dst is md_for(y_shape, out_layout)
   Shape y_shape;
 };
 
 struct PoolBwdEntry {
   dnnl::pooling_backward::primitive_desc pd;
   dnnl::pooling_backward prim;
-  Reorder dy;   // the caller's dy layout -> the forward's dst md
+  Reorder dy;  // the caller's dy layout -> the forward's dst md
 };
 
 dnnl_pd::PoolDescs pool_descs(const PoolGeom& g, const md& src, const md& dst, algorithm a) {
@@ -140,8 +141,8 @@ Tensor CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& workspace
   check_cpu(dy, "max_pool2d_backward");
   check_cpu(workspace, "max_pool2d_backward");
   auto& im = *impl_;
-  auto e = pool_bwd_entry(im, dy.shape(), dy.layout(), x_shape, x_layout, p, algorithm::pooling_max,
-                          "max_pool2d_backward");
+  auto e =
+      pool_bwd_entry(im, dy.shape(), dy.layout(), x_shape, x_layout, p, algorithm::pooling_max, "max_pool2d_backward");
   const md ws = e->pd.workspace_desc();
   if (static_cast<size_t>(workspace.nbytes()) < ws.get_size()) {
     throw std::invalid_argument("max_pool2d_backward: workspace too small for " + shape_str(x_shape));

@@ -38,7 +38,7 @@ namespace {
 
 using RnnCell = Backend::RnnCell;
 
-constexpr int64_t kParallelThreshold = 1 << 14;   // elements; below this a step runs on one thread
+constexpr int64_t kParallelThreshold = 1 << 14;  // elements; below this a step runs on one thread
 
 // Row-major C = alpha op(A) op(B) + beta C through oneDNN's sgemm (threaded by oneDNN when
 // called outside a parallel region). k == 0 leaves beta C, which sgemm may not.
@@ -113,12 +113,9 @@ __attribute__((target_clones("avx2", "default"))) void gru_forward_row(int64_t H
 // g: the reserve row; c_prev: c_{t-1}; dy: the output's gradient; dh, dc: the recurrent
 // gradients reaching this step (dc becomes dc_{t-1}; dh is overwritten by the sgemm after);
 // dg: the gate pre-activation gradients, to the step's row and to the per-step buffer.
-__attribute__((target_clones("avx2", "default"))) void lstm_backward_row(int64_t H, const float* __restrict g,
-                                                                         const float* __restrict c_prev,
-                                                                         const float* __restrict dy,
-                                                                         const float* __restrict dh_in,
-                                                                         float* __restrict dc, float* __restrict dg,
-                                                                         float* __restrict dg_step) {
+__attribute__((target_clones("avx2", "default"))) void lstm_backward_row(
+    int64_t H, const float* __restrict g, const float* __restrict c_prev, const float* __restrict dy,
+    const float* __restrict dh_in, float* __restrict dc, float* __restrict dg, float* __restrict dg_step) {
 #pragma omp simd
   for (int64_t k = 0; k < H; ++k) {
     const float i = g[k], f = g[H + k], gg = g[2 * H + k], o = g[3 * H + k], c = g[4 * H + k];
@@ -141,12 +138,9 @@ __attribute__((target_clones("avx2", "default"))) void lstm_backward_row(int64_t
 // per-step copy): of the recurrent side (h W_hh^T + b_hh), which differs in n by the factor r.
 // dh: in, the recurrent gradient reaching this step; out, its direct part z dh (the sgemm adds
 // dgh W_hh).
-__attribute__((target_clones("avx2", "default"))) void gru_backward_row(int64_t H, const float* __restrict g,
-                                                                        const float* __restrict h_prev,
-                                                                        const float* __restrict dy,
-                                                                        float* __restrict dh, float* __restrict dgi,
-                                                                        float* __restrict dgh,
-                                                                        float* __restrict dg_step) {
+__attribute__((target_clones("avx2", "default"))) void gru_backward_row(
+    int64_t H, const float* __restrict g, const float* __restrict h_prev, const float* __restrict dy,
+    float* __restrict dh, float* __restrict dgi, float* __restrict dgh, float* __restrict dg_step) {
 #pragma omp simd
   for (int64_t k = 0; k < H; ++k) {
     const float r = g[k], z = g[H + k], n = g[2 * H + k], hn = g[3 * H + k];
@@ -269,7 +263,7 @@ Backend::RnnForwardResult CpuBackend::rnn_forward(const RnnArgs& a, bool trainin
   for (int64_t k = 0; k < GH; ++k) bias_sum[static_cast<size_t>(k)] += bias_hh[static_cast<size_t>(k)];
   const float* w_hh = a.w_hh.data();
   float* pgh = gh.data();
-  Tensor w_hh_t;   // [H, G H]: the 'N' form
+  Tensor w_hh_t;  // [H, G H]: the 'N' form
   if (!w_hh_fits_cache(GH, H) && sc.max_len > 1) {
     w_hh_t = buffer(GH * H);
     transpose(w_hh, GH, H, w_hh_t.data());
@@ -346,7 +340,7 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
   const float* pc0 = a.c0.defined() ? a.c0.data() : nullptr;
   const float* w_hh = a.w_hh.data();
 
-  Tensor w_hh_t;   // [H, G H]: the 'T' form
+  Tensor w_hh_t;  // [H, G H]: the 'T' form
   if (w_hh_fits_cache(GH, H) && sc.max_len > 1) {
     w_hh_t = buffer(GH * H);
     transpose(w_hh, GH, H, w_hh_t.data());
@@ -358,7 +352,7 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
     for (int64_t j = 0; j < n; ++j) {
       const int64_t b = sc.perm[static_cast<size_t>(j)];
       const int64_t t = time_of(s, sc.len[static_cast<size_t>(b)], a.reverse);
-      const int64_t tp = a.reverse ? t + 1 : t - 1;   // the previous step's time (when s > 0)
+      const int64_t tp = a.reverse ? t + 1 : t - 1;  // the previous step's time (when s > 0)
       const int64_t row = sc.offset[static_cast<size_t>(t)] + j;
       const float* g_out = pdy ? pdy + (t * B + b) * H : zeros.data();
       if (d.lstm) {
@@ -367,8 +361,7 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
         lstm_backward_row(H, pres + row * S, c_prev, g_out, dhs + j * H, dcs + j * H, dgi + row * GH, dstep + j * GH);
       } else {
         const float* h_prev = s > 0 ? py + (tp * B + b) * H : (ph0 ? ph0 + b * H : zeros.data());
-        gru_backward_row(H, pres + row * S, h_prev, g_out, dhs + j * H, dgi + row * GH, dgh + row * GH,
-                         dstep + j * GH);
+        gru_backward_row(H, pres + row * S, h_prev, g_out, dhs + j * H, dgi + row * GH, dgh + row * GH, dstep + j * GH);
       }
     }
     // dh_{t-1} = dg W_hh (+ the GRU's direct z dh, already in place).
@@ -456,7 +449,7 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
     };
     if (a.b_ih.defined()) g.db_ih = column_sums(dgi);
     if (a.b_hh.defined()) {
-      if (d.lstm && g.db_ih.defined()) {   // the same sum; a copy, since each bias accumulates its own
+      if (d.lstm && g.db_ih.defined()) {  // the same sum; a copy, since each bias accumulates its own
         g.db_hh = Tensor::empty({GH}, Device::cpu());
         std::memcpy(g.db_hh.data(), g.db_ih.data(), static_cast<size_t>(GH) * sizeof(float));
       } else {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_common.h"
 #include "engine/backend_checks.h"
+#include "engine/cpu/cpu_common.h"
 #include "engine/numerics/roi.h"
 
 namespace ts::engine::cpu {
@@ -42,7 +42,8 @@ std::vector<RoiTable> roi_align_tables(const Tensor& rois, int64_t height, int64
   const float* r = rois.data();
 #pragma omp parallel for schedule(dynamic) if (n_rois > 16)
   for (int64_t i = 0; i < n_rois; ++i) {
-    const numerics::RoiBox box = numerics::roi_box(r + i * 5, spatial_scale, aligned, pooled_h, pooled_w, sampling_ratio);
+    const numerics::RoiBox box =
+        numerics::roi_box(r + i * 5, spatial_scale, aligned, pooled_h, pooled_w, sampling_ratio);
     RoiTable& t = tables[static_cast<size_t>(i)];
     t.batch = box.batch;
     t.per_bin = box.grid_h * box.grid_w;
@@ -184,8 +185,8 @@ PoolResult CpuBackend::roi_pool_forward(const Tensor& x_in, const Tensor& rois_i
   const int64_t n_rois = rois.size(0), channels = x.size(1), height = x.size(2), width = x.size(3);
   PoolResult res;
   res.y = Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device());
-  res.workspace =
-      Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device(), Layout::plain(), vocabulary::Category::workspace);
+  res.workspace = Tensor::empty({n_rois, channels, pooled_h, pooled_w}, x.device(), Layout::plain(),
+                                vocabulary::Category::workspace);
   const float* px = x.data();
   const float* pr = rois.data();
   float* py = res.y.data();

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/cuda_common.h"
-#include "engine/cuda/attention_kernels.h"
-#include "engine/cuda/device_memory.h"
 #include "engine/backend_checks.h"
+#include "engine/cuda/attention_kernels.h"
+#include "engine/cuda/cuda_common.h"
+#include "engine/cuda/device_memory.h"
 
 namespace ts::engine::cuda {
 
@@ -64,10 +64,10 @@ void check_plain_shape(const Tensor& t, int device, const char* op, const char* 
   }
 }
 
-kernels::AdditiveAttentionDims check_args(const char* op, const Tensor& query, const Tensor& keys,
-                                          const Tensor& values, const Tensor& v, int device) {
-  if (!query.defined() || !keys.defined() || !values.defined() || !v.defined() || query.dim() != 2 ||
-      keys.dim() != 3 || values.dim() != 3) {
+kernels::AdditiveAttentionDims check_args(const char* op, const Tensor& query, const Tensor& keys, const Tensor& values,
+                                          const Tensor& v, int device) {
+  if (!query.defined() || !keys.defined() || !values.defined() || !v.defined() || query.dim() != 2 || keys.dim() != 3 ||
+      values.dim() != 3) {
     throw std::invalid_argument(std::string(op) + ": query [B, A], keys [B, S, A], values [B, S, D], v [A] expected");
   }
   kernels::AdditiveAttentionDims d;

@@ -9,9 +9,9 @@
 #include <cfloat>
 #include <cmath>
 
-#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/attention_kernels.h"
 #include "engine/cuda/block_reduce.cuh"
+#include "engine/cuda/kernel_grid.cuh"
 
 namespace ts::engine::cuda::kernels {
 
@@ -246,8 +246,7 @@ cudaError_t additive_attention_backward(const float* dcontext, const float* quer
   float* ds = workspace + 2 * B;
   float* dv_part = ds + B * S;
   if (B > 0) {
-    backward_rows_kernel<<<blocks_for_rows(B), kThreads, 0, s>>>(dcontext, values, probs, B, S, D, ds, counts,
-                                                                 dvalues);
+    backward_rows_kernel<<<blocks_for_rows(B), kThreads, 0, s>>>(dcontext, values, probs, B, S, D, ds, counts, dvalues);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
     if (A > 0) {

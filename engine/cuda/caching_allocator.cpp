@@ -59,7 +59,8 @@ void* CachingAllocator::take_cached(size_t rounded, StreamKey stream) {
   return p;
 }
 
-void* CachingAllocator::allocate(size_t bytes, StreamKey stream, vocabulary::Category category, std::string_view owner) {
+void* CachingAllocator::allocate(size_t bytes, StreamKey stream, vocabulary::Category category,
+                                 std::string_view owner) {
   if (bytes == 0) return nullptr;
   const size_t rounded = round_size(bytes);
   std::lock_guard<std::mutex> lock(mutex_);

@@ -25,7 +25,7 @@ struct ConvPlan {
   int algo = 0;
   size_t workspace = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  bool searched = false;   // timed by cudnnFind*Ex; else cuDNN's heuristics' pick
+  bool searched = false;  // timed by cudnnFind*Ex; else cuDNN's heuristics' pick
 };
 
 namespace {
@@ -180,8 +180,8 @@ void choose_heuristic(ConvPlan& plan, cudnnHandle_t h, Pass pass, const Perf* pe
 
 // Times every candidate with the call's own buffers (the search writes the output, which the
 // real call then overwrites).
-void search(ConvPlan& plan, CudaBackend::Impl& im, cudnnHandle_t h, Pass pass, bool tf32, const void* a,
-            const void* b, void* out, const char* op) {
+void search(ConvPlan& plan, CudaBackend::Impl& im, cudnnHandle_t h, Pass pass, bool tf32, const void* a, const void* b,
+            void* out, const char* op) {
   size_t ws_bytes = 0;
   Tensor ws = search_workspace(im.device, ws_bytes);
   void* ws_ptr = ws.defined() ? ws.data() : nullptr;
@@ -190,24 +190,24 @@ void search(ConvPlan& plan, CudaBackend::Impl& im, cudnnHandle_t h, Pass pass, b
     case Pass::forward: {
       std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
       TS_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, plan.x.get(), a, plan.w.get(), b, plan.conv.get(),
-                                                            plan.y.get(), out, static_cast<int>(perf.size()),
-                                                            &returned, perf.data(), ws_ptr, ws_bytes));
+                                                            plan.y.get(), out, static_cast<int>(perf.size()), &returned,
+                                                            perf.data(), ws_ptr, ws_bytes));
       choose(plan, perf.data(), returned, ws_bytes, tf32, op);
       break;
     }
     case Pass::backward_data: {  // a = w, b = dy, out = dx
       std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
-      TS_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          h, plan.w.get(), a, plan.y.get(), b, plan.conv.get(), plan.x.get(), out, static_cast<int>(perf.size()),
-          &returned, perf.data(), ws_ptr, ws_bytes));
+      TS_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, plan.w.get(), a, plan.y.get(), b, plan.conv.get(),
+                                                                 plan.x.get(), out, static_cast<int>(perf.size()),
+                                                                 &returned, perf.data(), ws_ptr, ws_bytes));
       choose(plan, perf.data(), returned, ws_bytes, tf32, op);
       break;
     }
     case Pass::backward_weights: {  // a = x, b = dy, out = dw
       std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
-      TS_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          h, plan.x.get(), a, plan.y.get(), b, plan.conv.get(), plan.w.get(), out, static_cast<int>(perf.size()),
-          &returned, perf.data(), ws_ptr, ws_bytes));
+      TS_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, plan.x.get(), a, plan.y.get(), b, plan.conv.get(),
+                                                                   plan.w.get(), out, static_cast<int>(perf.size()),
+                                                                   &returned, perf.data(), ws_ptr, ws_bytes));
       choose(plan, perf.data(), returned, ws_bytes, tf32, op);
       break;
     }
@@ -231,8 +231,8 @@ void from_heuristics(ConvPlan& plan, cudnnHandle_t h, Pass pass, bool tf32, cons
     case Pass::backward_data: {
       std::array<cudnnConvolutionBwdDataAlgoPerf_t, 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
       TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.w.get(), plan.y.get(), plan.conv.get(),
-                                                                 plan.x.get(), static_cast<int>(perf.size()),
-                                                                 &returned, perf.data()));
+                                                                 plan.x.get(), static_cast<int>(perf.size()), &returned,
+                                                                 perf.data()));
       choose_heuristic(plan, h, pass, perf.data(), returned, tf32, op);
       break;
     }
@@ -282,62 +282,39 @@ std::shared_ptr<ConvPlan> get_plan(CudaBackend::Impl& im, Env& env, Pass pass, c
 
 const char* fwd_algo_name(int a) {
   switch (static_cast<cudnnConvolutionFwdAlgo_t>(a)) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
-      return "IMPLICIT_GEMM";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
-      return "IMPLICIT_PRECOMP_GEMM";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
-      return "GEMM";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
-      return "DIRECT";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
-      return "FFT";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
-      return "FFT_TILING";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
-      return "WINOGRAD";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
-      return "WINOGRAD_NONFUSED";
-    default:
-      return "?";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "?";
   }
 }
 
 const char* bwd_data_algo_name(int a) {
   switch (static_cast<cudnnConvolutionBwdDataAlgo_t>(a)) {
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
-      return "ALGO_0";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
-      return "ALGO_1";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT:
-      return "FFT";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
-      return "FFT_TILING";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD:
-      return "WINOGRAD";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
-      return "WINOGRAD_NONFUSED";
-    default:
-      return "?";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "?";
   }
 }
 
 const char* bwd_filter_algo_name(int a) {
   switch (static_cast<cudnnConvolutionBwdFilterAlgo_t>(a)) {
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
-      return "ALGO_0";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
-      return "ALGO_1";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT:
-      return "FFT";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
-      return "ALGO_3";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
-      return "WINOGRAD_NONFUSED";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING:
-      return "FFT_TILING";
-    default:
-      return "?";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
+    default: return "?";
   }
 }
 
@@ -477,15 +454,9 @@ std::string CudaBackend::conv_algo_info(const Shape& x_shape, const Shape& w_sha
   Tensor dy = Tensor::zeros({g.n, g.o, g.oh, g.ow}, dev);
   const Pass pass = static_cast<Pass>(which);
   switch (pass) {
-    case Pass::forward:
-      conv2d_forward(x, w, nullptr, p);
-      break;
-    case Pass::backward_data:
-      conv2d_backward_data(dy, w, x_shape, Layout::plain(), p);
-      break;
-    case Pass::backward_weights:
-      conv2d_backward_weights(x, dy, w_shape, false, p);
-      break;
+    case Pass::forward: conv2d_forward(x, w, nullptr, p); break;
+    case Pass::backward_data: conv2d_backward_data(dy, w, x_shape, Layout::plain(), p); break;
+    case Pass::backward_weights: conv2d_backward_weights(x, dy, w_shape, false, p); break;
   }
   std::shared_ptr<ConvPlan> plan;
   {

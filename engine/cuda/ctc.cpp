@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/cuda_common.h"
-#include "engine/cuda/ctc_kernels.h"
-#include "engine/cuda/pointwise_kernels.h"
 #include "engine/ctc_plan.h"
+#include "engine/cuda/ctc_kernels.h"
+#include "engine/cuda/cuda_common.h"
 #include "engine/cuda/device_memory.h"
+#include "engine/cuda/pointwise_kernels.h"
 
 namespace ts::engine::cuda {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "engine/cuda/block_reduce.cuh"
-#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/ctc_kernels.h"
+#include "engine/cuda/kernel_grid.cuh"
 #include "engine/numerics/ctc.h"
 
 namespace ts::engine::cuda::kernels {

@@ -85,12 +85,9 @@ Tensor workspace_tensor(int64_t bytes, int device) {
 
 kernels::Layout4 layout4(const Layout& l) {
   switch (l.kind) {
-    case Layout::Kind::plain:
-      return {0, 0};
-    case Layout::Kind::channels_last:
-      return {1, 0};
-    case Layout::Kind::channel_blocked:
-      return {2, l.block};
+    case Layout::Kind::plain: return {0, 0};
+    case Layout::Kind::channels_last: return {1, 0};
+    case Layout::Kind::channel_blocked: return {2, l.block};
   }
   throw std::logic_error("unknown layout");
 }

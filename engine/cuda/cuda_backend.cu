@@ -3,8 +3,8 @@
 #include <cfloat>
 #include <cmath>
 
-#include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/cuda_backend_kernels.h"
+#include "engine/cuda/kernel_grid.cuh"
 
 namespace ts::engine::cuda::kernels {
 
@@ -13,14 +13,12 @@ namespace {
 __device__ __forceinline__ int64_t offset4(Layout4 l, int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H,
                                            int64_t W) {
   switch (l.kind) {
-    case 1:
-      return ((n * H + h) * W + w) * C + c;
+    case 1: return ((n * H + h) * W + w) * C + c;
     case 2: {
       const int64_t b = l.block, cb = (C + b - 1) / b;
       return (((n * cb + c / b) * H + h) * W + w) * b + c % b;
     }
-    default:
-      return ((n * C + c) * H + h) * W + w;
+    default: return ((n * C + c) * H + h) * W + w;
   }
 }
 

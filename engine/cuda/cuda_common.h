@@ -14,9 +14,9 @@
 
 #include "engine/cuda/check.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/device_context.h"
 #include "engine/cuda/cuda_backend_kernels.h"
-#include "engine/cuda/reduce_kernels.h"   // the reductions every family uses
+#include "engine/cuda/device_context.h"
+#include "engine/cuda/reduce_kernels.h"  // the reductions every family uses
 
 namespace ts::engine::cuda {
 

@@ -10,7 +10,7 @@
 namespace ts::engine::cuda {
 
 EventPair::EventPair(int device) : device_(device) {
-  DeviceContext::get(device);   // throws, with the reason, when the device is not usable
+  DeviceContext::get(device);  // throws, with the reason, when the device is not usable
   DeviceGuard guard(device);
   // Default flags: timing on (with cudaEventDisableTiming, elapsed time would be an error).
   TS_CUDA_CHECK(cudaEventCreate(&begin_));

@@ -6,7 +6,7 @@
 
 #include "engine/device_timeline.h"
 
-struct CUevent_st;   // cudaEvent_t is a CUevent_st*
+struct CUevent_st;  // cudaEvent_t is a CUevent_st*
 
 namespace ts::engine::cuda {
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/cuda_common.h"
-#include "engine/cuda/layout_kernels.h"
 #include "engine/backend_checks.h"
+#include "engine/cuda/cuda_common.h"
 #include "engine/cuda/device_memory.h"
+#include "engine/cuda/layout_kernels.h"
 
 namespace ts::engine::cuda {
 

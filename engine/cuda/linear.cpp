@@ -1,5 +1,5 @@
-// The linear family on the GPU: fully connected layers on cuBLAS. cuBLAS is column-major; a row-major [r, c] matrix is the
-// column-major [c, r] matrix, its transpose, so with x [N, I], w [O, I], y [N, O] row-major:
+// The linear family on the GPU: fully connected layers on cuBLAS. cuBLAS is column-major; a row-major [r, c] matrix is
+// the column-major [c, r] matrix, its transpose, so with x [N, I], w [O, I], y [N, O] row-major:
 //   y  = x w^T   <=>  y^T  (O x N) = w (O x I) x^T (I x N):  gemm(T, N, O, N, I, w, x)
 //   dx = dy w    <=>  dx^T (I x N) = w^T (I x O) dy^T (O x N): gemm(N, N, I, N, O, w, dy)
 //   dw = dy^T x  <=>  dw^T (I x O) = x^T (I x N) dy (N x O):   gemm(N, T, I, O, N, x, dy)

@@ -4,9 +4,9 @@
 #include <cfloat>
 #include <cmath>
 
+#include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/norm_kernels.h"
-#include "engine/cuda/block_reduce.cuh"
 
 namespace ts::engine::cuda::kernels {
 

@@ -48,8 +48,8 @@ void CudaBackend::adam_step(const Tensor& param, const Tensor& grad_in, const Te
                                    eps, weight_decay, step_size, bc2_sqrt, env.stream));
 }
 
-void CudaBackend::rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr,
-                               float alpha, float eps, bool eps_inside_sqrt) {
+void CudaBackend::rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha,
+                               float eps, bool eps_inside_sqrt) {
   const char* op = "rmsprop_step";
   for (const Tensor* t : {&param, &grad, &square_avg}) {
     if (!usable_plain(*t, device_, -1)) fail(op, "needs plain tensors on cuda:" + std::to_string(device_));

@@ -39,8 +39,7 @@ cudaError_t dropout_mask(float* mask, int64_t n, float p, float keep, uint64_t s
 cudaError_t clipped_relu_forward(const float* x, float ceiling, float* y, int64_t n, cudaStream_t s);
 
 // dx = dy where 0 < y < ceiling, else 0 (hardtanh's convention at the clips).
-cudaError_t clipped_relu_backward(const float* dy, const float* y, float ceiling, float* dx, int64_t n,
-                                  cudaStream_t s);
+cudaError_t clipped_relu_backward(const float* dy, const float* y, float ceiling, float* dx, int64_t n, cudaStream_t s);
 
 cudaError_t exp_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 

@@ -58,10 +58,8 @@ SpatialView spatial_view(const Tensor& t, const char* op) {
   if (t.dim() != 4) fail(op, "needs [N, C, H, W], got " + shape_str(t.shape()));
   const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
   switch (t.layout().kind) {
-    case Layout::Kind::plain:
-      return {n * c, h, w, 1};
-    case Layout::Kind::channels_last:
-      return {n, h, w, c};
+    case Layout::Kind::plain: return {n * c, h, w, 1};
+    case Layout::Kind::channels_last: return {n, h, w, c};
     case Layout::Kind::channel_blocked: {
       const int64_t b = t.layout().block;
       return {n * ((c + b - 1) / b), h, w, b};

@@ -3,9 +3,9 @@
 #include <cfloat>
 #include <cmath>
 
+#include "engine/cuda/block_reduce.cuh"
 #include "engine/cuda/kernel_grid.cuh"
 #include "engine/cuda/reduce_kernels.h"
-#include "engine/cuda/block_reduce.cuh"
 
 namespace ts::engine::cuda::kernels {
 

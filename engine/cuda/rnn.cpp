@@ -36,7 +36,7 @@ using kernels::RnnStepRows;
 void gemm(Env& env, char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc, const char* op) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {   // an empty sum: C = beta C
+  if (k == 0) {  // an empty sum: C = beta C
     if (beta == 0.0f) {
       TS_CUDA_CHECK(cudaMemset2DAsync(c, static_cast<size_t>(ldc) * sizeof(float), 0,
                                       static_cast<size_t>(n) * sizeof(float), static_cast<size_t>(m), env.stream));
@@ -58,11 +58,11 @@ Tensor buffer(int64_t floats, int device, vocabulary::Category category = vocabu
 // The schedule and the row tables the kernels read, on the host and on the device.
 struct Plan {
   rnn::Schedule sc;
-  Tensor table;                         // on the device: the int32 arrays below, one after another
-  const RnnStepRows* steps = nullptr;   // per real step, step-major: step s's are [offset[s], offset[s+1])
-  const int32_t* src_row = nullptr;     // per packed row: its row t B + b in x, y, dx
-  const int32_t* prev_y = nullptr;      // per packed row: the y row of its previous step, or -1 - b
-  const int32_t* perm = nullptr;        // per state row j: the sequence b
+  Tensor table;                        // on the device: the int32 arrays below, one after another
+  const RnnStepRows* steps = nullptr;  // per real step, step-major: step s's are [offset[s], offset[s+1])
+  const int32_t* src_row = nullptr;    // per packed row: its row t B + b in x, y, dx
+  const int32_t* prev_y = nullptr;     // per packed row: the y row of its previous step, or -1 - b
+  const int32_t* perm = nullptr;       // per state row j: the sequence b
 };
 
 std::vector<float> host_lengths(const Tensor& lengths) {
@@ -82,9 +82,9 @@ Plan make_plan(const Backend::RnnArgs& a, const rnn::Dims& d, int device, const 
   }
   const int64_t P = sc.rows();
   std::vector<RnnStepRows> steps(static_cast<size_t>(P));
-  std::vector<int32_t> src_row(static_cast<size_t>(P)), prev_y(static_cast<size_t>(P)),
-      perm(static_cast<size_t>(d.B));
-  for (int64_t j = 0; j < d.B; ++j) perm[static_cast<size_t>(j)] = static_cast<int32_t>(sc.perm[static_cast<size_t>(j)]);
+  std::vector<int32_t> src_row(static_cast<size_t>(P)), prev_y(static_cast<size_t>(P)), perm(static_cast<size_t>(d.B));
+  for (int64_t j = 0; j < d.B; ++j)
+    perm[static_cast<size_t>(j)] = static_cast<int32_t>(sc.perm[static_cast<size_t>(j)]);
   for (int64_t s = 0; s < sc.max_len; ++s) {
     for (int64_t j = 0; j < sc.active[static_cast<size_t>(s)]; ++j) {
       const int64_t b = sc.perm[static_cast<size_t>(j)];
@@ -126,8 +126,7 @@ Plan make_plan(const Backend::RnnArgs& a, const rnn::Dims& d, int device, const 
 const float* packed(Env& env, const Plan& p, const Tensor& x, int64_t width, int device, Tensor& holder) {
   if (p.sc.dense) return x.data();
   holder = buffer(p.sc.rows() * width, device);
-  TS_CUDA_CHECK(
-      kernels::rnn_gather_rows(x.data(), nullptr, p.src_row, p.sc.rows(), width, holder.data(), env.stream));
+  TS_CUDA_CHECK(kernels::rnn_gather_rows(x.data(), nullptr, p.src_row, p.sc.rows(), width, holder.data(), env.stream));
   return holder.data();
 }
 
@@ -150,7 +149,7 @@ Backend::RnnForwardResult CudaBackend::rnn_forward(const RnnArgs& a, bool traini
   r.y = Tensor::empty({T, B, H}, dev);
   r.h_n = Tensor::empty({B, H}, dev);
   if (lstm) r.c_n = Tensor::empty({B, H}, dev);
-  if (!p.sc.dense && T * B * H > 0) {   // padded steps output zeros
+  if (!p.sc.dense && T * B * H > 0) {  // padded steps output zeros
     TS_CUDA_CHECK(cudaMemsetAsync(r.y.data(), 0, static_cast<size_t>(T * B * H) * sizeof(float), env.stream));
   }
   Tensor res = buffer(P * S, device_, training ? vocabulary::Category::activations : vocabulary::Category::workspace);
@@ -243,7 +242,7 @@ Backend::RnnGrads CudaBackend::rnn_backward(const RnnArgs& a, const Tensor& y, c
     } else {
       Tensor dxp = buffer(P * I, device_);
       gemm(env, 'N', 'N', P, I, GH, dgi_t.data(), GH, a.w_ih.data(), I, 0.0f, dxp.data(), I, op);
-      if (T * B * I > 0) {   // padded steps get zeros
+      if (T * B * I > 0) {  // padded steps get zeros
         TS_CUDA_CHECK(cudaMemsetAsync(g.dx.data(), 0, static_cast<size_t>(T * B * I) * sizeof(float), env.stream));
       }
       TS_CUDA_CHECK(kernels::rnn_scatter_rows(dxp.data(), p.src_row, P, I, g.dx.data(), env.stream));
@@ -269,7 +268,7 @@ Backend::RnnGrads CudaBackend::rnn_backward(const RnnArgs& a, const Tensor& y, c
     }
     if (a.b_hh.defined()) {
       g.db_hh = Tensor::empty({GH}, dev);
-      if (lstm && g.db_ih.defined()) {   // the same sum; a copy, since each bias accumulates its own
+      if (lstm && g.db_ih.defined()) {  // the same sum; a copy, since each bias accumulates its own
         TS_CUDA_CHECK(cudaMemcpyAsync(g.db_hh.data(), g.db_ih.data(), static_cast<size_t>(GH) * sizeof(float),
                                       cudaMemcpyDeviceToDevice, env.stream));
       } else {

@@ -109,8 +109,8 @@ __global__ void lstm_backward_kernel(int64_t H, int64_t n, const RnnStepRows* st
 }
 
 __global__ void gru_backward_kernel(int64_t H, int64_t n, const RnnStepRows* steps, const float* res, int64_t stride,
-                                    const float* y, const float* h0, const float* dy, float* dh, float* dgi,
-                                    float* dgh, float* dstep) {
+                                    const float* y, const float* h0, const float* dy, float* dh, float* dgi, float* dgh,
+                                    float* dstep) {
   for (int64_t idx = global_index(); idx < n * H; idx += grid_stride()) {
     const int64_t j = idx / H, k = idx % H;
     const RnnStepRows e = steps[j];

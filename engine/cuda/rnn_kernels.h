@@ -33,8 +33,7 @@ cudaError_t lstm_forward_step(int64_t h_size, int64_t n, const RnnStepRows* step
                               const float* gh, const float* b_ih, const float* b_hh, float* c, float* h, float* y,
                               cudaStream_t s);
 cudaError_t gru_forward_step(int64_t h_size, int64_t n, const RnnStepRows* steps, float* res, int64_t stride,
-                             const float* gh, const float* b_ih, const float* b_hh, float* h, float* y,
-                             cudaStream_t s);
+                             const float* gh, const float* b_ih, const float* b_hh, float* h, float* y, cudaStream_t s);
 
 // Backward through one step. dy (null: zeros) [T B, H]; dh, dc: the recurrent gradients
 // reaching the step [n, H] (LSTM: dc becomes dc_{t-1} and dh is left for the GEMM to

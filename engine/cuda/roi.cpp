@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend_checks.h"
 #include "engine/cuda/cuda_common.h"
 #include "engine/cuda/roi_kernels.h"
-#include "engine/backend_checks.h"
 
 namespace ts::engine::cuda {
 

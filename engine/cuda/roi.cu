@@ -31,7 +31,8 @@ __global__ void roi_align_forward_kernel(const float* x, const float* rois, RoiG
     for (int iy = 0; iy < b.grid_h; ++iy) {
       const float yy = numerics::sample_y(b, ph, iy);
       for (int ix = 0; ix < b.grid_w; ++ix) {
-        const numerics::BilinearSample s = numerics::bilinear_sample(yy, numerics::sample_x(b, pw, ix), g.height, g.width);
+        const numerics::BilinearSample s =
+            numerics::bilinear_sample(yy, numerics::sample_x(b, pw, ix), g.height, g.width);
         acc += s.w[0] * src[s.idx[0]] + s.w[1] * src[s.idx[1]] + s.w[2] * src[s.idx[2]] + s.w[3] * src[s.idx[3]];
       }
     }
@@ -54,7 +55,8 @@ __global__ void roi_align_backward_kernel(const float* dy, const float* rois, Ro
     for (int iy = 0; iy < b.grid_h; ++iy) {
       const float yy = numerics::sample_y(b, ph, iy);
       for (int ix = 0; ix < b.grid_w; ++ix) {
-        const numerics::BilinearSample s = numerics::bilinear_sample(yy, numerics::sample_x(b, pw, ix), g.height, g.width);
+        const numerics::BilinearSample s =
+            numerics::bilinear_sample(yy, numerics::sample_x(b, pw, ix), g.height, g.width);
         for (int q = 0; q < 4; ++q) atomicAdd(dst + s.idx[q], s.w[q] * gb);
       }
     }

@@ -3,8 +3,8 @@
 // cross-barrier scheduling (engine/optim/split_step.h) installs one on the training thread
 // while the previous step's gradients are still being averaged: a layer waits only for its own
 // parameters' gradients and updates them, so the front layers (whose gradients the priority
-// schedule averages first) start computing while the back layers' are still in flight. Module::scope() calls the gate; a layer that reads parameters outside its own
-// scope() defeats it (data parallelism detects that and fails the run).
+// schedule averages first) start computing while the back layers' are still in flight. Module::scope() calls the gate;
+// a layer that reads parameters outside its own scope() defeats it (data parallelism detects that and fails the run).
 namespace ts::engine::nn {
 
 class Module;

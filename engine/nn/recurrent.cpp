@@ -14,7 +14,8 @@ Recurrent::Recurrent(Backend::RnnCell cell, const RnnOptions& o, Device device, 
   if (o.input_size <= 0 || o.hidden_size <= 0 || o.num_layers <= 0) {
     throw std::invalid_argument(std::string(kind) + ": input_size, hidden_size and num_layers must be positive");
   }
-  if (!(o.dropout >= 0.0f && o.dropout < 1.0f)) throw std::invalid_argument(std::string(kind) + ": dropout must be in [0, 1)");
+  if (!(o.dropout >= 0.0f && o.dropout < 1.0f))
+    throw std::invalid_argument(std::string(kind) + ": dropout must be in [0, 1)");
   const int64_t gates = cell == Backend::RnnCell::lstm ? 4 : 3, h = o.hidden_size;
   const int64_t layer_out = o.bidirectional && o.merge == RnnOptions::Merge::concat ? 2 * h : h;
   const auto bound = static_cast<float>(1.0 / std::sqrt(static_cast<double>(h)));
@@ -41,7 +42,8 @@ Recurrent::Recurrent(Backend::RnnCell cell, const RnnOptions& o, Device device, 
 
 const Recurrent::Weights& Recurrent::weights(int64_t layer, int64_t dir) const {
   if (layer < 0 || layer >= o_.num_layers || dir < 0 || dir >= directions()) {
-    throw std::out_of_range("Recurrent::weights: no layer " + std::to_string(layer) + " direction " + std::to_string(dir));
+    throw std::out_of_range("Recurrent::weights: no layer " + std::to_string(layer) + " direction " +
+                            std::to_string(dir));
   }
   return w_[static_cast<size_t>(layer * directions() + dir)];
 }

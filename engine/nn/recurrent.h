@@ -30,14 +30,14 @@ struct RnnOptions {
 // The final states of every layer and direction, in PyTorch's order: l0, l0_reverse, l1, ...
 // (h_n[k] is what PyTorch's h_n[k] holds, each [B, H]).
 struct RnnStates {
-  std::vector<Tensor> h, c;   // c: LSTM only
+  std::vector<Tensor> h, c;  // c: LSTM only
 };
 
 class Recurrent : public Module {
  public:
   struct Output {
-    Tensor y;          // [T, B, H] or [T, B, 2H] (bidirectional, concat), zeros at padded steps
-    RnnStates final;   // at each sequence's own last real step
+    Tensor y;         // [T, B, H] or [T, B, 2H] (bidirectional, concat), zeros at padded steps
+    RnnStates final;  // at each sequence's own last real step
   };
   // x [T, B, input_size] time-major; lengths [B] (fp32 integers, may be undefined = all T);
   // initial: empty vectors (zeros) or one [B, H] tensor per layer and direction, in the order
@@ -59,7 +59,7 @@ class Recurrent : public Module {
  private:
   Backend::RnnCell cell_;
   RnnOptions o_;
-  std::vector<Weights> w_;   // layer * directions + dir
+  std::vector<Weights> w_;  // layer * directions + dir
 };
 
 // torch.nn.LSTM(input_size, hidden_size, num_layers, bias, dropout=, bidirectional=) with

@@ -4,7 +4,7 @@
 // and the cells each RoIPool bin covers. Both backends compute
 // these with this code, in this order (the kernels without FMA contraction), so they read the
 // same cells with the same weights.
-#include <math.h>   // ceilf, floorf, roundf: on the host and in kernels
+#include <math.h>  // ceilf, floorf, roundf: on the host and in kernels
 
 #include <cstdint>
 

@@ -40,9 +40,8 @@ struct AdditiveAttentionBackward : Node {
   Tensor query, keys, values, v, probs;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor dcontext = ops::to_layout(g[0], Layout::plain());
-    Backend::AdditiveAttentionGrads r =
-        backend_of(query).additive_attention_backward(dcontext, query.detach(), keys.detach(), values.detach(),
-                                                      v.detach(), probs);
+    Backend::AdditiveAttentionGrads r = backend_of(query).additive_attention_backward(
+        dcontext, query.detach(), keys.detach(), values.detach(), v.detach(), probs);
     add_op_work(memory_work({&dcontext, &query, &keys, &values, &v, &probs, &r.dquery, &r.dkeys, &r.dvalues, &r.dv},
                             2 * additive_attention_flops(keys, values)));
     mark_not_differentiable("additive_attention_backward", {&dcontext, &query, &keys, &values, &v},
@@ -65,8 +64,8 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, con
   check_same_device(q_in, v_in, "attention");
   if (q_in.dim() != 3 || k_in.dim() != 3 || v_in.shape() != k_in.shape() || q_in.size(0) != k_in.size(0) ||
       q_in.size(2) != k_in.size(2) || heads < 1 || q_in.size(2) % heads != 0) {
-    fail("attention", "q [B, Tq, H dh], k and v [B, Tk, H dh] expected, got " +
-                          detail::shapes({&q_in, &k_in, &v_in}) + " with " + std::to_string(heads) + " heads");
+    fail("attention", "q [B, Tq, H dh], k and v [B, Tk, H dh] expected, got " + detail::shapes({&q_in, &k_in, &v_in}) +
+                          " with " + std::to_string(heads) + " heads");
   }
   if (key_lengths.defined() && (key_lengths.dim() != 1 || key_lengths.size(0) != q_in.size(0))) {
     fail("attention", "key_lengths must be [B], got " + shape_str(key_lengths.shape()));
@@ -118,7 +117,8 @@ Tensor additive_attention(const Tensor& query_in, const Tensor& keys_in, const T
   const Tensor lens = lengths.defined() ? lengths.detach() : Tensor();
   Backend::AdditiveAttentionResult r =
       backend_of(query).additive_attention_forward(query, keys, values, v, lens.defined() ? &lens : nullptr);
-  scope.add_work(memory_work({&query, &keys, &values, &v, &r.probs, &r.context}, additive_attention_flops(keys, values)));
+  scope.add_work(
+      memory_work({&query, &keys, &values, &v, &r.probs, &r.context}, additive_attention_flops(keys, values)));
   if (needs_grad({&query, &keys, &values, &v})) {
     auto n = std::make_shared<AdditiveAttentionBackward>();
     n->query = query;

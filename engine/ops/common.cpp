@@ -12,7 +12,8 @@ void check_defined(const Tensor& t, const char* op, const char* what) {
 }
 
 void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.device() != b.device()) fail(op, "tensors on different devices: " + a.device().str() + " and " + b.device().str());
+  if (a.device() != b.device())
+    fail(op, "tensors on different devices: " + a.device().str() + " and " + b.device().str());
 }
 
 void check_4d(const Tensor& t, const char* op, const char* what) {

@@ -10,7 +10,7 @@ namespace ts::engine::ops {
 namespace {
 
 struct Conv2dBackward : Node {
-  Tensor x, w;   // x for the weights gradient, w for the data gradient
+  Tensor x, w;  // x for the weights gradient, w for the data gradient
   Shape x_shape, w_shape;
   Layout x_layout;
   Conv2dParams p;
@@ -25,7 +25,10 @@ struct Conv2dBackward : Node {
     }
     return r;
   }
-  void release_saved() override { x = Tensor(); w = Tensor(); }
+  void release_saved() override {
+    x = Tensor();
+    w = Tensor();
+  }
   std::string name() const override { return "Conv2dBackward"; }
 };
 
@@ -83,8 +86,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   check_4d(w, "conv2d", "weight");
   check_same_device(x, w, "conv2d");
   if (p.groups < 1 || x.size(1) != w.size(1) * p.groups || w.size(0) % p.groups != 0) {
-    fail("conv2d", "input " + shape_str(x.shape()) + " and weight " + shape_str(w.shape()) + " do not match groups=" +
-                       std::to_string(p.groups));
+    fail("conv2d", "input " + shape_str(x.shape()) + " and weight " + shape_str(w.shape()) +
+                       " do not match groups=" + std::to_string(p.groups));
   }
   if (bias.defined()) {
     check_same_device(x, bias, "conv2d");
@@ -94,8 +97,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   }
   OpScope scope(name);
   Tensor y = backend_of(x).conv2d_forward(x, w, bias.defined() ? &bias : nullptr, p);
-  scope.add_work(compute_work(conv_flops(y.shape(), w.shape()) + (bias.defined() ? y.numel() : 0),
-                              bytes_of({&x, &w, &bias, &y})));
+  scope.add_work(
+      compute_work(conv_flops(y.shape(), w.shape()) + (bias.defined() ? y.numel() : 0), bytes_of({&x, &w, &bias, &y})));
   if (needs_grad({&x, &w, &bias})) {
     auto n = std::make_shared<Conv2dBackward>();
     n->need_x = x.requires_grad();
@@ -144,8 +147,8 @@ WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Sha
   check_same_device(x, dy, "conv2d_backward_weights");
   OpScope scope(name);
   WeightGrads r = backend_of(x).conv2d_backward_weights(x, dy, w_shape, bias, p);
-  scope.add_work(compute_work(conv_flops(dy.shape(), w_shape) + (bias ? dy.numel() : 0),
-                              bytes_of({&x, &dy, &r.dw, &r.dbias})));
+  scope.add_work(
+      compute_work(conv_flops(dy.shape(), w_shape) + (bias ? dy.numel() : 0), bytes_of({&x, &dy, &r.dw, &r.dbias})));
   if (needs_grad({&x, &dy})) {
     auto n = std::make_shared<Conv2dBackwardWeightsBackward>();
     n->need_x = x.requires_grad();

@@ -140,7 +140,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   }
   OpScope scope(name);
   const Tensor xp = to_layout(x, Layout::plain());
-  Tensor y = xp.detach().view(shape);   // a view: no work of its own (its time is the framework's)
+  Tensor y = xp.detach().view(shape);  // a view: no work of its own (its time is the framework's)
   if (needs_grad({&xp})) connect(std::make_shared<ReshapeBackward>(x.shape()), {&xp}, {&y});
   return y;
 }
@@ -166,8 +166,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   for (const auto& t : xs) {
     bool ok = t.dim() == rank;
     for (int64_t k = 0; ok && k < rank; ++k) ok = k == d || t.size(k) == xs[0].size(k);
-    if (!ok) fail("concat", "shapes " + shape_str(xs[0].shape()) + " and " + shape_str(t.shape()) +
-                                " differ outside dim " + std::to_string(d));
+    if (!ok)
+      fail("concat", "shapes " + shape_str(xs[0].shape()) + " and " + shape_str(t.shape()) + " differ outside dim " +
+                         std::to_string(d));
   }
   OpScope scope(name);
   Tensor y = backend_of(xs[0]).concat(xs, d);
@@ -196,7 +197,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   }
   OpScope scope(name);
   Tensor y = backend_of(x).slice(x, d, start, length);
-  scope.add_work(reorder_work(2 * bytes_of({&y})));   // the slice read, and written
+  scope.add_work(reorder_work(2 * bytes_of({&y})));  // the slice read, and written
   if (needs_grad({&x})) {
     auto n = std::make_shared<SliceBackward>();
     n->x_shape = x.shape();
@@ -254,7 +255,7 @@ Tensor index_select_rows(const Tensor& x, const Tensor& index) {
   check_index(index, x, "index_select_rows");
   OpScope scope(name);
   Tensor y = backend_of(x).index_select_rows(x, index);
-  scope.add_work(reorder_work(2 * bytes_of({&y}) + bytes_of({&index})));   // the rows read, and written
+  scope.add_work(reorder_work(2 * bytes_of({&y}) + bytes_of({&index})));  // the rows read, and written
   if (needs_grad({&x})) {
     auto n = std::make_shared<IndexSelectBackward>();
     n->index = index.detach();

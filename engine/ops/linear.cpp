@@ -59,8 +59,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias) {
   check_2d(x_in, "linear", "input");
   check_2d(w_in, "linear", "weight");
   check_same_device(x_in, w_in, "linear");
-  if (x_in.size(1) != w_in.size(1)) fail("linear", "input " + shape_str(x_in.shape()) + " and weight " +
-                                                       shape_str(w_in.shape()) + " do not match");
+  if (x_in.size(1) != w_in.size(1))
+    fail("linear", "input " + shape_str(x_in.shape()) + " and weight " + shape_str(w_in.shape()) + " do not match");
   if (bias.defined()) {
     check_same_device(x_in, bias, "linear");
     if (bias.dim() != 1 || bias.size(0) != w_in.size(0)) {

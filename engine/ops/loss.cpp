@@ -11,7 +11,7 @@ namespace {
 
 struct CrossEntropyBackward : Node {
   Tensor probs, labels;
-  Tensor logits;   // only so that a second backward through this one fails loudly
+  Tensor logits;  // only so that a second backward through this one fails loudly
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(probs).softmax_cross_entropy_backward(g[0], probs, labels);
     add_op_work(memory_work({&probs, &labels, &dx}));
@@ -23,7 +23,7 @@ struct CrossEntropyBackward : Node {
 };
 
 struct NormPenaltyBackward : Node {
-  Tensor x, norms;   // x with its history: a second backward through this one must fail loudly
+  Tensor x, norms;  // x with its history: a second backward through this one must fail loudly
   float target;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(x).norm_penalty_backward(g[0], x.detach(), norms, target);
@@ -41,7 +41,7 @@ struct SmoothedCrossEntropyBackward : Node {
   int64_t ignore_index;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     Tensor dx = backend_of(logits).label_smoothed_ce_backward(g[0], logits.detach(), lse, labels, eps, ignore_index,
-                                                             normalizer);
+                                                              normalizer);
     add_op_work(memory_work({&logits, &lse, &labels, &dx}));
     mark_not_differentiable("label_smoothed_cross_entropy_backward", {&g[0], &logits}, {&dx});
     return {dx};
@@ -113,8 +113,8 @@ Tensor label_smoothed_cross_entropy(const Tensor& logits_in, const Tensor& label
   check_defined(labels, "label_smoothed_cross_entropy", "labels");
   check_same_device(logits_in, labels, "label_smoothed_cross_entropy");
   if (logits_in.dim() != 2 || labels.dim() != 1 || labels.size(0) != logits_in.size(0)) {
-    fail("label_smoothed_cross_entropy", "expected logits [N, V] and labels [N], got " +
-                                             detail::shapes({&logits_in, &labels}));
+    fail("label_smoothed_cross_entropy",
+         "expected logits [N, V] and labels [N], got " + detail::shapes({&logits_in, &labels}));
   }
   if (!(eps >= 0.0f && eps < 1.0f)) fail("label_smoothed_cross_entropy", "eps must be in [0, 1)");
   if (!(normalizer > 0.0f)) fail("label_smoothed_cross_entropy", "normalizer must be positive");
@@ -125,7 +125,7 @@ Tensor label_smoothed_cross_entropy(const Tensor& logits_in, const Tensor& label
   scope.add_work(memory_work({&logits, &labels, &r.lse, &r.loss}));
   if (needs_grad({&logits})) {
     auto n = std::make_shared<SmoothedCrossEntropyBackward>();
-    n->logits = logits;   // the probabilities are recomputed from it: no second [N, V] buffer
+    n->logits = logits;  // the probabilities are recomputed from it: no second [N, V] buffer
     n->lse = r.lse;
     n->labels = labels.detach();
     n->eps = eps;

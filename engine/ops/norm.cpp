@@ -40,7 +40,7 @@ struct BatchNormReluBackward : Node {
 };
 
 struct LayerNormBackward : Node {
-  Tensor x, gamma, mean, rstd;   // x is the [M, D] view the kernel saw
+  Tensor x, gamma, mean, rstd;  // x is the [M, D] view the kernel saw
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor dy = ops::reshape(g[0], x.shape());
     BatchNormGrads r = backend_of(x).layer_norm_backward(dy, x.detach(), gamma.detach(), mean, rstd);
@@ -125,7 +125,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, cons
       be.copy(running_mean, node->mean);
       be.copy(running_var, node->var);
     }
-    node->x = x;   // with history: a second backward through BN's backward must fail loudly
+    node->x = x;  // with history: a second backward through BN's backward must fail loudly
     node->gamma = gamma;
     connect(node, {&x, &gamma, &beta}, {&y});
   }
@@ -148,7 +148,7 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     node->mean = s.mean;
     node->var = s.var;
     node->relu_mask = s.relu_mask;
-    node->x = x;   // with history: a second backward through this one must fail loudly
+    node->x = x;  // with history: a second backward through this one must fail loudly
     node->gamma = gamma;
     connect(node, {&x, &gamma, &beta}, {&s.y});
   }
@@ -173,7 +173,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma, const Tensor& beta, f
   scope.add_work(memory_work({&x, &gamma, &beta, &r.y}));
   if (needs_grad({&x, &gamma, &beta})) {
     auto n = std::make_shared<LayerNormBackward>();
-    n->x = x;   // with history: a second backward through this one must fail loudly
+    n->x = x;  // with history: a second backward through this one must fail loudly
     n->gamma = gamma;
     n->mean = r.mean;
     n->rstd = r.rstd;

@@ -22,7 +22,9 @@ struct ReluBackward : Node {
 struct ReluBackwardBackward : Node {
   Tensor y;
   explicit ReluBackwardBackward(Tensor y_) : y(std::move(y_)) {}
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {ops::relu_backward(g[0], y), Tensor()}; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {ops::relu_backward(g[0], y), Tensor()};
+  }
   void release_saved() override { y = Tensor(); }
   std::string name() const override { return "ReluBackwardBackward"; }
 };
@@ -70,13 +72,16 @@ struct AddBackward : Node {
 };
 
 struct MulBackward : Node {
-  Tensor a, b;   // kept with their history so that the backward is differentiable
+  Tensor a, b;  // kept with their history so that the backward is differentiable
   bool need_a, need_b;
   MulBackward(Tensor a_, Tensor b_, bool na, bool nb) : a(std::move(a_)), b(std::move(b_)), need_a(na), need_b(nb) {}
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     return {need_a ? ops::mul(g[0], b) : Tensor(), need_b ? ops::mul(g[0], a) : Tensor()};
   }
-  void release_saved() override { a = Tensor(); b = Tensor(); }
+  void release_saved() override {
+    a = Tensor();
+    b = Tensor();
+  }
   std::string name() const override { return "MulBackward"; }
 };
 
@@ -248,7 +253,7 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed, bool training) {
       mask = m;
     }
   }
-  scope.add_work(memory_work({&mask}));   // drawing the mask; the product is mul's
+  scope.add_work(memory_work({&mask}));  // drawing the mask; the product is mul's
   // y = x * mask: mul's backward is the mask again, and is twice differentiable.
   return mul(xp, mask);
 }

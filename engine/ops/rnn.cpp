@@ -19,15 +19,16 @@ int64_t rnn_flops(const Backend::RnnArgs& a) {
   if (a.lengths.defined() && a.lengths.device().is_cpu()) {
     rows = 0;
     const float* len = a.lengths.data();
-    for (int64_t b = 0; b < a.lengths.numel(); ++b) rows += std::clamp<int64_t>(static_cast<int64_t>(len[b]), 0, a.x.size(0));
+    for (int64_t b = 0; b < a.lengths.numel(); ++b)
+      rows += std::clamp<int64_t>(static_cast<int64_t>(len[b]), 0, a.x.size(0));
   }
   return 2 * rows * a.w_hh.size(0) * (a.w_ih.size(1) + a.w_hh.size(1));
 }
 
 // Inputs in connect order: x, h0, c0, w_ih, w_hh, b_ih, b_hh (c0 undefined for the GRU).
 struct RnnBackward : Node {
-  Backend::RnnArgs args;   // with their history: a second backward must fail loudly, not drop terms
-  Tensor y, reserve;       // y detached (it is this node's own output)
+  Backend::RnnArgs args;  // with their history: a second backward must fail loudly, not drop terms
+  Tensor y, reserve;      // y detached (it is this node's own output)
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const bool lstm = args.cell == Backend::RnnCell::lstm;
     auto wanted = [&](size_t i, const Tensor& t) { return t.defined() && t.requires_grad() && input_needed(i); };
@@ -47,14 +48,13 @@ struct RnnBackward : Node {
       if (t->defined()) outs.push_back(t);
     }
     if (!outs.empty()) {
-      mark_not_differentiable(lstm ? "lstm_backward" : "gru_backward",
-                              {&dy, &dh_n, &dc_n, &args.x, &args.h0, &args.c0, &args.w_ih, &args.w_hh, &args.b_ih,
-                               &args.b_hh},
-                              outs);
+      mark_not_differentiable(
+          lstm ? "lstm_backward" : "gru_backward",
+          {&dy, &dh_n, &dc_n, &args.x, &args.h0, &args.c0, &args.w_ih, &args.w_hh, &args.b_ih, &args.b_hh}, outs);
     }
-    return {need.dx ? r.dx : Tensor(),          need.dh0 ? r.dh0 : Tensor(), need.dc0 ? r.dc0 : Tensor(),
-            need.weights ? r.dw_ih : Tensor(),  need.weights ? r.dw_hh : Tensor(),
-            need.weights ? r.db_ih : Tensor(),  need.weights ? r.db_hh : Tensor()};
+    return {need.dx ? r.dx : Tensor(),         need.dh0 ? r.dh0 : Tensor(),       need.dc0 ? r.dc0 : Tensor(),
+            need.weights ? r.dw_ih : Tensor(), need.weights ? r.dw_hh : Tensor(), need.weights ? r.db_ih : Tensor(),
+            need.weights ? r.db_hh : Tensor()};
   }
   void release_saved() override {
     const auto cell = args.cell;
@@ -64,9 +64,7 @@ struct RnnBackward : Node {
     args.reverse = reverse;
     y = reserve = Tensor();
   }
-  std::string name() const override {
-    return args.cell == Backend::RnnCell::lstm ? "LstmBackward" : "GruBackward";
-  }
+  std::string name() const override { return args.cell == Backend::RnnCell::lstm ? "LstmBackward" : "GruBackward"; }
 };
 
 Tensor plain_or_undefined(const Tensor& t) { return t.defined() ? to_layout(t, Layout::plain()) : Tensor(); }
@@ -101,7 +99,8 @@ RnnOutput run(Backend::RnnCell cell, const Tensor& x_in, const Tensor& h0_in, co
     }
   }
   if (lengths.defined()) {
-    if (lengths.dim() != 1 || lengths.size(0) != batch) fail(op, "lengths must be [B], got " + shape_str(lengths.shape()));
+    if (lengths.dim() != 1 || lengths.size(0) != batch)
+      fail(op, "lengths must be [B], got " + shape_str(lengths.shape()));
     if (!lengths.device().is_cpu() && lengths.device() != x_in.device()) {
       fail(op, "lengths on " + lengths.device().str() + " for x on " + x_in.device().str());
     }

@@ -38,8 +38,8 @@ class Adam {
   std::vector<Tensor> m_, v_;
   AdamOptions options_;
   int64_t step_ = 0;
-  float step_lr_ = 0;      // what begin_step() fixed: the learning rate
-  int64_t step_count_ = 0; // and the bias correction's step (from 1)
+  float step_lr_ = 0;       // what begin_step() fixed: the learning rate
+  int64_t step_count_ = 0;  // and the bias correction's step (from 1)
 
   void begin_step(double lr_scale = 1.0);
   void update(size_t i, const Tensor& grad);

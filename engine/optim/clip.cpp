@@ -14,7 +14,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   static const auto name = op_name("clip_grad_norm");
   OpScope scope(name);
   double total = 0;
-  int64_t bytes = 0;   // every gradient read for the norm; read and written again when scaled
+  int64_t bytes = 0;  // every gradient read for the norm; read and written again when scaled
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -26,7 +26,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     const auto s = static_cast<float>(max_norm / (norm + 1e-6));
     for (const Tensor& p : params) {
       const Tensor g = p.grad();
-      if (g.defined()) backend_of(g).add_inplace(g, g, s - 1.0f);   // g += (s - 1) g: g *= s in place
+      if (g.defined()) backend_of(g).add_inplace(g, g, s - 1.0f);  // g += (s - 1) g: g *= s in place
     }
     bytes *= 3;
   }

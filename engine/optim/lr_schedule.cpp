@@ -12,12 +12,13 @@ double LrSchedule::at(int64_t step) const {
     const auto w = static_cast<double>(std::max<int64_t>(1, warmup_steps));
     return base_lr * std::min(1.0 / std::sqrt(s1), s1 * std::pow(w, -1.5));
   }
-  if (warmup_steps > 0 && step < warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  if (warmup_steps > 0 && step < warmup_steps)
+    return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   const int64_t s = step - warmup_steps;
   switch (kind) {
     case Kind::constant: return base_lr;
     case Kind::step: return base_lr * std::pow(gamma, static_cast<double>(s / std::max<int64_t>(1, step_size)));
-    case Kind::inverse_sqrt: break;   // handled above
+    case Kind::inverse_sqrt: break;  // handled above
     case Kind::cosine: {
       const int64_t span = std::max<int64_t>(1, total_steps - warmup_steps);
       const double t = std::min(1.0, static_cast<double>(s) / static_cast<double>(span));

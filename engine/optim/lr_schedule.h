@@ -11,10 +11,10 @@ struct LrSchedule {
   enum class Kind { constant, step, cosine, inverse_sqrt };
   Kind kind = Kind::constant;
   double base_lr = 0.1;
-  int64_t warmup_steps = 0;   // linear ramp from base_lr / warmup_steps
-  int64_t step_size = 30;     // step: multiply by gamma every step_size steps
+  int64_t warmup_steps = 0;  // linear ramp from base_lr / warmup_steps
+  int64_t step_size = 30;    // step: multiply by gamma every step_size steps
   double gamma = 0.1;
-  int64_t total_steps = 0;    // cosine: decays to min_lr at total_steps
+  int64_t total_steps = 0;  // cosine: decays to min_lr at total_steps
   double min_lr = 0;
 
   double at(int64_t step) const;

@@ -18,7 +18,7 @@ class Shard final : public ShardOptimizer {
   int64_t steps() const override { return opt_.steps(); }
 
  private:
-  Optimizer opt_;   // RmsProp can be neither copied nor moved: built in place
+  Optimizer opt_;  // RmsProp can be neither copied nor moved: built in place
 };
 
 template <class Optimizer, class Options>

@@ -30,7 +30,7 @@ class ShardOptimizer {
 };
 
 struct OptimizerRecipe {
-  std::string name;              // "sgd" | "adam" | "rmsprop"
+  std::string name;  // "sgd" | "adam" | "rmsprop"
   // Global-norm clipping the workload applies before its step (0: none). A parameter server
   // cannot see the global norm of the summed gradient: its workers clip their own gradient.
   double max_grad_norm = 0;

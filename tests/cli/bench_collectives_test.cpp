@@ -14,15 +14,17 @@
 
 namespace {
 
-using ts::testing::TempDir;
 using ts::testing::run_trainscope;
+using ts::testing::TempDir;
 
 TEST(BenchCollectives, TwoRanksPrintAndStoreEverySize) {
-  ASSERT_EQ(std::system("command -v mpirun > /dev/null 2>&1"), 0) << "mpirun not installed (scripts/setup installs openmpi-bin)";
+  ASSERT_EQ(std::system("command -v mpirun > /dev/null 2>&1"), 0)
+      << "mpirun not installed (scripts/setup installs openmpi-bin)";
   TempDir dir;
   const auto db = dir / "b.db";
   const auto res = run_trainscope("bench collectives --nproc 2 --min-bytes 8 --max-bytes 4K --factor 4 --iters 3 "
-                                  "--warmup 1 --db " + db.string());
+                                  "--warmup 1 --db " +
+                                  db.string());
   ASSERT_EQ(res.exit_code, 0) << res.out;
   EXPECT_NE(res.out.find("busbw(GB/s)"), std::string::npos) << res.out;
   EXPECT_NE(res.out.find("stored in"), std::string::npos) << res.out;
@@ -43,7 +45,7 @@ TEST(BenchCollectives, TwoRanksPrintAndStoreEverySize) {
     EXPECT_EQ(row.iterations, 3);
     EXPECT_GT(row.time_ns, 0);
     if (row.collective == "all_reduce") {
-      EXPECT_NEAR(row.busbw_gbps, row.algbw_gbps, 1e-9);   // 2(n-1)/n = 1
+      EXPECT_NEAR(row.busbw_gbps, row.algbw_gbps, 1e-9);  // 2(n-1)/n = 1
     }
     if (row.collective == "all_gather") {
       EXPECT_NEAR(row.busbw_gbps, row.algbw_gbps / 2, 1e-9);
@@ -64,7 +66,8 @@ TEST(BenchCollectives, TwoRanksPrintAndStoreEverySize) {
   const auto listed = run_trainscope("runs --db " + db.string());
   ASSERT_EQ(listed.exit_code, 0) << listed.out;
   EXPECT_NE(listed.out.find("collectives"), std::string::npos) << listed.out;
-  EXPECT_EQ(listed.out.find("0.00"), std::string::npos) << "no samples/s for a benchmark of collectives\n" << listed.out;
+  EXPECT_EQ(listed.out.find("0.00"), std::string::npos) << "no samples/s for a benchmark of collectives\n"
+                                                        << listed.out;
 
   const auto show = run_trainscope("show " + std::to_string(runs[0].id) + " --db " + db.string());
   ASSERT_EQ(show.exit_code, 0) << show.out;
@@ -76,12 +79,13 @@ TEST(BenchCollectives, JsonHasEveryRow) {
   TempDir dir;
   const auto db = dir / "j.db";
   const auto res = run_trainscope("bench collectives --nproc 2 --collectives all_reduce,barrier --max-bytes 64 "
-                                  "--iters 2 --json --db " + db.string() + " 2>/dev/null");
+                                  "--iters 2 --json --db " +
+                                  db.string() + " 2>/dev/null");
   ASSERT_EQ(res.exit_code, 0) << res.out;
   const auto j = nlohmann::json::parse(res.out.substr(res.out.find('{')));
   EXPECT_EQ(j["status"], "completed");
   EXPECT_EQ(j["wrong_elements"], 0);
-  EXPECT_EQ(j["rows"].size(), 5u);   // 8, 16, 32, 64 bytes and the barrier
+  EXPECT_EQ(j["rows"].size(), 5u);  // 8, 16, 32, 64 bytes and the barrier
 }
 
 TEST(BenchCollectives, BadInputIsRefusedWithNothingWritten) {
@@ -101,7 +105,8 @@ TEST(BenchCollectives, BadInputIsRefusedWithNothingWritten) {
 TEST(BenchCollectives, NcclRunsWhereThereIsAGpuAndIsRefusedElsewhere) {
   TempDir dir;
   const auto db = dir / "n.db";
-  const auto res = run_trainscope("bench collectives --backend nccl --nproc 1 --max-bytes 64 --iters 2 --db " + db.string());
+  const auto res =
+      run_trainscope("bench collectives --backend nccl --nproc 1 --max-bytes 64 --iters 2 --db " + db.string());
   if (res.exit_code == 2) {
     EXPECT_TRUE(res.out.find("GPU") != std::string::npos || res.out.find("CUDA build") != std::string::npos) << res.out;
     EXPECT_FALSE(std::filesystem::exists(db));

@@ -17,7 +17,8 @@ using namespace ts::testing;
 namespace {
 
 std::string tiny_run(const std::filesystem::path& db, const std::string& extra = "") {
-  return "run resnet50 --preset tiny --iters 3 --warmup 1 --threads 1 --eval-batches 1 --db " + db.string() + " " + extra;
+  return "run resnet50 --preset tiny --iters 3 --warmup 1 --threads 1 --eval-batches 1 --db " + db.string() + " " +
+         extra;
 }
 
 std::map<std::string, double> metrics_of(store::Reader& r, int64_t run) {
@@ -35,7 +36,7 @@ TEST(Cli, RunStoresACompleteRun) {
   const auto db = dir / "t.db";
   const auto res = run_trainscope(tiny_run(db));
   ASSERT_EQ(res.exit_code, 0) << res.out;
-  EXPECT_NE(res.out.find("images/s sustained"), std::string::npos) << res.out;   // the headline, in the workload's unit
+  EXPECT_NE(res.out.find("images/s sustained"), std::string::npos) << res.out;  // the headline, in the workload's unit
   EXPECT_NE(res.out.find("stored in"), std::string::npos) << res.out;
 
   store::Reader r(db);
@@ -60,16 +61,19 @@ TEST(Cli, RunStoresACompleteRun) {
   std::map<int64_t, std::set<std::string>> phases;
   for (const auto& p : r.phases(run.id)) phases[p.iteration].insert(p.phase);
   ASSERT_EQ(phases.size(), 4u);
-  for (const auto& [i, names] : phases) EXPECT_EQ(names, (std::set<std::string>{"data", "forward", "backward", "optimizer"})) << i;
+  for (const auto& [i, names] : phases)
+    EXPECT_EQ(names, (std::set<std::string>{"data", "forward", "backward", "optimizer"})) << i;
 
   // Events with interned names and layers; op summary; layers with their parameters.
   EXPECT_GT(r.event_count(run.id), 500);
   bool conv_event = false;
-  for (const auto& e : r.events(run.id, INT64_MIN, INT64_MAX, 5000)) conv_event |= e.name == "conv2d" && e.layer == "layer3.2.conv2";
+  for (const auto& e : r.events(run.id, INT64_MIN, INT64_MAX, 5000))
+    conv_event |= e.name == "conv2d" && e.layer == "layer3.2.conv2";
   EXPECT_TRUE(conv_event);
   std::set<std::string> ops;
   for (const auto& o : r.op_summary(run.id)) ops.insert(o.name);
-  for (const char* op : {"conv2d", "batch_norm", "relu", "max_pool2d", "linear", "softmax_cross_entropy"}) EXPECT_TRUE(ops.contains(op)) << op;
+  for (const char* op : {"conv2d", "batch_norm", "relu", "max_pool2d", "linear", "softmax_cross_entropy"})
+    EXPECT_TRUE(ops.contains(op)) << op;
   const auto m = metrics_of(r, run.id);
   int64_t layer_params = 0;
   bool conv_layer = false;
@@ -97,7 +101,7 @@ TEST(Cli, RunStoresACompleteRun) {
   EXPECT_GT(m.at("throughput_median"), 0);
   EXPECT_EQ(m.at("timed_iterations"), 3);
   EXPECT_TRUE(m.contains("accuracy"));
-  EXPECT_TRUE(m.contains("host_cache_hits"));   // their values: RunStoresHowTheHostCacheFared
+  EXPECT_TRUE(m.contains("host_cache_hits"));  // their values: RunStoresHowTheHostCacheFared
   EXPECT_TRUE(m.contains("host_cache_misses"));
   EXPECT_TRUE(m.contains("host_cache_evicted_bytes"));
   EXPECT_FALSE(r.samples(run.id).empty());
@@ -144,8 +148,8 @@ TEST(Cli, NoTraceKeepsPhasesButNoOpEvents) {
 TEST(Cli, ThroughputIsSustainedInTheWorkloadsUnit) {
   TempDir dir;
   const auto db = dir / "t.db";
-  const auto res = run_trainscope("run transformer --preset tiny --iters 4 --warmup 1 --threads 1 --eval-batches 0 --db " +
-                                  db.string());
+  const auto res = run_trainscope(
+      "run transformer --preset tiny --iters 4 --warmup 1 --threads 1 --eval-batches 0 --db " + db.string());
   ASSERT_EQ(res.exit_code, 0) << res.out;
   store::Reader r(db);
   double samples = 0, tokens = 0, seconds = 0;
@@ -196,15 +200,15 @@ TEST(Cli, RooflineSetsTheStepAgainstTheMachine) {
   EXPECT_GT(m.at("roofline_compute_ns"), 0);
   EXPECT_GT(m.at("roofline_compute_flops"), 0);
   EXPECT_GT(m.at("roofline_memory_bytes"), 0);
-  EXPECT_EQ(m.at("roofline_other_ns"), 0);   // resnet50 has no CTC or RoI op
+  EXPECT_EQ(m.at("roofline_other_ns"), 0);  // resnet50 has no CTC or RoI op
   // One timed iteration's FLOPs: the tiny preset's is no single literal to check, but a second run
   // of the same shapes does the same work.
   ASSERT_EQ(run_trainscope(tiny_run(db)).exit_code, 0);
   EXPECT_EQ(metrics_of(r, 2).at("roofline_compute_flops"), m.at("roofline_compute_flops"));
-  EXPECT_FALSE(metrics_of(r, 2).contains("machine_sgemm_gflops"));   // measured only when asked
+  EXPECT_FALSE(metrics_of(r, 2).contains("machine_sgemm_gflops"));  // measured only when asked
   EXPECT_GT(m.at("machine_sgemm_gflops_1t"), 0);
   EXPECT_GT(m.at("machine_copy_gbps_1t"), 0);
-  EXPECT_EQ(m.at("machine_peak_threads"), 1);   // the run's threads
+  EXPECT_EQ(m.at("machine_peak_threads"), 1);  // the run's threads
   const auto show = run_trainscope("show 1 --db " + db.string());
   ASSERT_EQ(show.exit_code, 0) << show.out;
   for (const char* part : {"roofline", "GFLOP/s", "% of SGEMM", "% of copy", "overhead"}) {
@@ -277,8 +281,10 @@ TEST(Cli, EvalEveryStoresTheQualityCurveAndTheTimeToQuality) {
   TempDir dir;
   const auto db = dir / "q.db";
   for (const std::string target : {"0", "1.5"}) {
-    const auto res = run_trainscope("run transformer --preset tiny --iters 6 --warmup 1 --eval-batches 1 --eval-every 3 "
-                                    "--quality-target " + target + " --db " + db.string());
+    const auto res =
+        run_trainscope("run transformer --preset tiny --iters 6 --warmup 1 --eval-batches 1 --eval-every 3 "
+                       "--quality-target " +
+                       target + " --db " + db.string());
     ASSERT_EQ(res.exit_code, 0) << res.out;
     EXPECT_NE(res.out.find(target == "0" ? "to quality     " : "1.5 not reached in any evaluation"), std::string::npos)
         << res.out;
@@ -295,7 +301,7 @@ TEST(Cli, EvalEveryStoresTheQualityCurveAndTheTimeToQuality) {
     EXPECT_NE(run.config_json.find("\"eval_every\":3"), std::string::npos) << run.config_json;
   }
   const auto reached = metrics_of(r, runs[0].id), missed = metrics_of(r, runs[1].id);
-  double first_four_s = 0;   // iterations 0..3: the warm-up and three timed
+  double first_four_s = 0;  // iterations 0..3: the warm-up and three timed
   for (const auto& it : r.iterations(runs[0].id)) {
     if (it.index <= 3) first_four_s += static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
   }
@@ -318,7 +324,7 @@ TEST(Cli, BadInputExitsTwoAndWritesNothing) {
       "run resnet50 --iters abc --db " + db.string(),
       "run resnet50 --device tpu --db " + db.string(),
       "run resnet50 --data imagenet --iters 1 --db " + db.string(),
-      "run resnet50 --learners 2 --db " + db.string(),   // only a3c has learner threads
+      "run resnet50 --learners 2 --db " + db.string(),  // only a3c has learner threads
       "run a3c --learners 0 --db " + db.string(),
       "run --db " + db.string(),
       "frobnicate",
@@ -386,7 +392,8 @@ TEST(Cli, InterruptedRunIsKeptAndMarked) {
   bool started = false;
   for (int i = 0; i < 600 && !started; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    started = read_file(log).find("iterations") != std::string::npos || read_file(log).find(" it ") != std::string::npos;
+    started =
+        read_file(log).find("iterations") != std::string::npos || read_file(log).find(" it ") != std::string::npos;
   }
   ASSERT_TRUE(started) << read_file(log);
   kill(pid, SIGINT);

@@ -2,22 +2,22 @@
 // Runs the real trainscope binary and captures its exit code and output.
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
 #include <array>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 namespace ts::testing {
 
 struct CommandResult {
   int exit_code = -1;
-  std::string out;   // stdout and stderr together
+  std::string out;  // stdout and stderr together
 };
 
 // Runs `command` through the shell, stdout and stderr together.
@@ -63,10 +63,11 @@ inline std::string read_file(const std::filesystem::path& p) {
 }
 
 // The suite into `db` (`rounds` times); TS_TEST_SLOW_OP plants a slowdown when `slow` is set.
-inline void run_suite(const TempDir& dir, const std::filesystem::path& db, const std::string& suite_text, const std::string& slow = "") {
+inline void run_suite(const TempDir& dir, const std::filesystem::path& db, const std::string& suite_text,
+                      const std::string& slow = "") {
   std::ofstream(dir / "s.toml") << suite_text;
-  const auto r = run_command((slow.empty() ? std::string() : "TS_TEST_SLOW_OP='" + slow + "' ") + TRAINSCOPE_BIN + " suite " +
-                             (dir / "s.toml").string() + " --db " + db.string());
+  const auto r = run_command((slow.empty() ? std::string() : "TS_TEST_SLOW_OP='" + slow + "' ") + TRAINSCOPE_BIN +
+                             " suite " + (dir / "s.toml").string() + " --db " + db.string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
 }
 

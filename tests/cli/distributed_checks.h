@@ -24,7 +24,8 @@ inline void expect_breakdown_identities(store::Reader& r, int64_t run) {
 
 // Nothing lost on the way to rank 0: every rank's stored events are what it recorded, and each
 // has its iterations and (all-reduce data parallelism: `collectives`) its collectives.
-inline void expect_every_ranks_records(store::Reader& r, int64_t run, int ranks, size_t iterations, bool collectives = true) {
+inline void expect_every_ranks_records(store::Reader& r, int64_t run, int ranks, size_t iterations,
+                                       bool collectives = true) {
   const auto counts = r.event_counts_by_rank(run);
   ASSERT_EQ(counts.size(), static_cast<size_t>(ranks));
   for (const auto& [rank, n] : counts) {

@@ -19,10 +19,10 @@
 
 namespace {
 
-using ts::testing::TempDir;
-using ts::testing::run_trainscope;
 using ts::testing::expect_breakdown_identities;
 using ts::testing::expect_every_ranks_records;
+using ts::testing::run_trainscope;
+using ts::testing::TempDir;
 
 bool have_mpirun() { return std::system("command -v mpirun > /dev/null 2>&1") == 0; }
 
@@ -96,12 +96,14 @@ TEST(DistributedRun, PriorityCrossBarrierTrainsAsTheWholeStep) {
   const auto db = dir / "cb.db";
   for (const std::string workload : {"resnet50", "transformer"}) {
     for (const std::string flag : {"", " --no-cross-barrier"}) {
-      const auto res = run_trainscope("run " + workload + " --iters 3 --warmup 1 --nproc 2 --priority --partition-mb 0.05" +
-                                      flag + " --db " + db.string() + " 2>&1");
+      const auto res =
+          run_trainscope("run " + workload + " --iters 3 --warmup 1 --nproc 2 --priority --partition-mb 0.05" + flag +
+                         " --db " + db.string() + " 2>&1");
       ASSERT_EQ(res.exit_code, 0) << res.out;
     }
   }
-  const auto refused = run_trainscope("run seq2seq --iters 2 --warmup 0 --nproc 2 --priority --db " + db.string() + " 2>&1");
+  const auto refused =
+      run_trainscope("run seq2seq --iters 2 --warmup 0 --nproc 2 --priority --db " + db.string() + " 2>&1");
   ASSERT_EQ(refused.exit_code, 0) << refused.out;
   EXPECT_NE(refused.out.find("no cross-barrier updates"), std::string::npos) << refused.out;
 
@@ -122,7 +124,8 @@ TEST(DistributedRun, PriorityCrossBarrierTrainsAsTheWholeStep) {
       const auto with = r.iterations(runs[i].id, rank), without = r.iterations(runs[i + 1].id, rank);
       ASSERT_EQ(with.size(), 4u);
       ASSERT_EQ(with.size(), without.size());
-      for (size_t k = 0; k < with.size(); ++k) EXPECT_EQ(with[k].loss, without[k].loss) << "rank " << rank << " iteration " << k;
+      for (size_t k = 0; k < with.size(); ++k)
+        EXPECT_EQ(with[k].loss, without[k].loss) << "rank " << rank << " iteration " << k;
     }
     expect_breakdown_identities(r, runs[i].id);
     expect_every_ranks_records(r, runs[i].id, 2, 4);
@@ -133,17 +136,17 @@ TEST(DistributedRun, PriorityCrossBarrierTrainsAsTheWholeStep) {
 TEST(DistributedRun, BadDistributedInputIsRefusedWithNothingWritten) {
   TempDir dir;
   const auto db = dir / "bad.db";
-  for (const std::string args : {"run a3c --nproc 2", "run resnet50 --nproc 0", "run resnet50 --nproc 5000",
-                                 "run resnet50 --hosts no-such-host.invalid:1",
-                                 "run resnet50 --hosts 127.0.0.1:1 --nproc 2", "run resnet50 --hosts a:0",
-                                 "run resnet50 --hosts 127.0.0.1 --hostfile /nonexistent",
-                                 "run resnet50 --nproc 2 --mca novalue"}) {
+  for (const std::string args :
+       {"run a3c --nproc 2", "run resnet50 --nproc 0", "run resnet50 --nproc 5000",
+        "run resnet50 --hosts no-such-host.invalid:1", "run resnet50 --hosts 127.0.0.1:1 --nproc 2",
+        "run resnet50 --hosts a:0", "run resnet50 --hosts 127.0.0.1 --hostfile /nonexistent",
+        "run resnet50 --nproc 2 --mca novalue"}) {
     const auto res = run_trainscope(args + " --db " + db.string() + " 2>&1");
     EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
     EXPECT_FALSE(std::filesystem::exists(db)) << args;
   }
   const auto res = ts::testing::run_command("PATH=/nonexistent " + std::string(TRAINSCOPE_BIN) +
-                                                " run resnet50 --nproc 2 --db " + db.string() + " 2>&1");
+                                            " run resnet50 --nproc 2 --db " + db.string() + " 2>&1");
   EXPECT_EQ(res.exit_code, 2) << res.out;
   EXPECT_NE(res.out.find("mpirun"), std::string::npos) << res.out;
   EXPECT_FALSE(std::filesystem::exists(db));
@@ -157,7 +160,7 @@ int find_pid(const std::filesystem::path& db, int rank) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream cmd(e.path() / "cmdline"), env(e.path() / "environ");
     std::string c((std::istreambuf_iterator<char>(cmd)), {}), v((std::istreambuf_iterator<char>(env)), {});
-    const std::string program = c.substr(0, c.find('\0'));   // not mpirun, nor the shell that started the job
+    const std::string program = c.substr(0, c.find('\0'));  // not mpirun, nor the shell that started the job
     if (c.find(db.string()) == std::string::npos || !program.ends_with("trainscope")) continue;
     const bool is_rank = v.find("OMPI_COMM_WORLD_RANK=") != std::string::npos;
     if (rank < 0 ? !is_rank : v.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
@@ -189,9 +192,10 @@ struct EndlessJob {
   }
   // Seconds until the job ended (at most 60).
   double wait_since(std::chrono::steady_clock::time_point t) const {
-    for (int i = 0; i < 600 && !std::filesystem::exists(rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 600 && !std::filesystem::exists(rc); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));   // the shell's write of rc
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the shell's write of rc
     return seconds;
   }
   bool ended() const { return std::filesystem::exists(rc); }

@@ -29,11 +29,12 @@ eval_batches = 0
   std::string alarms;
   for (int trial = 0; trial < 20; ++trial) {
     TempDir dir;
-    for (int round = 0; round < 2; ++round) {   // A B, then B A, as scripts/ci-compare
+    for (int round = 0; round < 2; ++round) {  // A B, then B A, as scripts/ci-compare
       run_suite(dir, dir / (round == 0 ? "a.db" : "b.db"), suite);
       run_suite(dir, dir / (round == 0 ? "b.db" : "a.db"), suite);
     }
-    const auto r = run_trainscope("compare " + (dir / "a.db").string() + " " + (dir / "b.db").string() + " --fail-on-regression 10");
+    const auto r = run_trainscope("compare " + (dir / "a.db").string() + " " + (dir / "b.db").string() +
+                                  " --fail-on-regression 10");
     ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
     if (r.exit_code == 0) {
       ++passed;

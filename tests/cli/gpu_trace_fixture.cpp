@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <exception>
 
-#include "session/record.h"
 #include "profiler/tracer.h"
+#include "session/record.h"
 #include "store/writer.h"
 
 using namespace ts;
@@ -36,10 +36,16 @@ int main(int argc, char** argv) {
       it.end_ns = base + 900'000;
       it.samples = 8;
       loop.iterations.push_back(it);
-      events.push_back({base, base + 900'000, id("iteration"), 0, profiler::EventKind::iteration, profiler::Pass::none, i, 0});
+      events.push_back(
+          {base, base + 900'000, id("iteration"), 0, profiler::EventKind::iteration, profiler::Pass::none, i, 0});
       if (i == 4) break;
       const int64_t s = 1000 * i;  // each iteration a little different
-      struct K { profiler::GpuKind kind; const char* name; uint32_t stream; int64_t start, end; };
+      struct K {
+        profiler::GpuKind kind;
+        const char* name;
+        uint32_t stream;
+        int64_t start, end;
+      };
       const K kernels[] = {
           {profiler::GpuKind::kernel, "sm90_gemm_f32", 7, 100'000, 300'000 + s},
           {profiler::GpuKind::kernel, "relu_kernel", 8, 150'000, 320'000},

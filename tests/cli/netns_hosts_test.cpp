@@ -49,7 +49,8 @@ TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
     const auto res = run_trainscope("run " + workload + " --iters 2 --warmup 1 --eval-batches 0 --threads 1 " +
                                     "--hosts tsh1:2,tsh2:2 --bucket-mb 0.05 --mca plm_rsh_agent=" + kScripts +
                                     "netns-rsh --mca oob_tcp_if_include=10.99.0.0/24 "
-                                    "--mca btl_tcp_if_include=10.99.0.0/24 --db " + db.string());
+                                    "--mca btl_tcp_if_include=10.99.0.0/24 --db " +
+                                    db.string());
     ASSERT_EQ(res.exit_code, 0) << res.out;
     EXPECT_NE(res.out.find("slowest rank"), std::string::npos) << res.out;
   }

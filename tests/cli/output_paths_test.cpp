@@ -32,7 +32,6 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-
 // trainscope with `args`, run in `dir` (relative names are what SQLite would take as URIs).
 CommandResult run_in(const fs::path& dir, const std::string& args) {
   return ts::testing::run_command("cd " + quote(dir.string()) + " && " + TRAINSCOPE_BIN + " " + args);
@@ -136,12 +135,14 @@ TEST(CliOutputPaths, ExportNeverReplacesTheDatabase) {
   const std::string db_bytes = read_file(db), wal_bytes = read_file(dir / "t.db-wal");
   const auto before = entries(dir.path());
 
-  const std::vector<std::pair<std::string, std::string>> cases = {  // --db, --chrome
-      {"t.db", "t.db"},          {"t.db", "./t.db"},        {"./t.db", "t.db"},     {"t.db", db.string()},
-      {"t.db", "adir/../t.db"},  {"t.db", "link.db"},       {"link.db", "t.db"},    {"t.db", "hard.db"},
-      {"t.db", "t.db-wal"},      {"t.db", "t.db-shm"},      {"t.db", "t.db-journal"}, {"link.db", "t.db-wal"},
-      {"t.db", "adir"},          {"t.db", "adir/"},         {"t.db", "."},          {"t.db", "fifo"},
-      {"t.db", device},          {"t.db", "missing/x.json"}};
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // --db, --chrome
+      {"t.db", "t.db"},      {"t.db", "./t.db"},       {"./t.db", "t.db"},
+      {"t.db", db.string()}, {"t.db", "adir/../t.db"}, {"t.db", "link.db"},
+      {"link.db", "t.db"},   {"t.db", "hard.db"},      {"t.db", "t.db-wal"},
+      {"t.db", "t.db-shm"},  {"t.db", "t.db-journal"}, {"link.db", "t.db-wal"},
+      {"t.db", "adir"},      {"t.db", "adir/"},        {"t.db", "."},
+      {"t.db", "fifo"},      {"t.db", device},         {"t.db", "missing/x.json"}};
   for (const auto& [read_db, out] : cases) {
     const auto res = run_in(dir.path(), "export 1 --db " + quote(read_db) + " --chrome " + quote(out));
     EXPECT_EQ(res.exit_code, 2) << "--db " << read_db << " --chrome " << out << "\n" << res.out;
@@ -237,15 +238,18 @@ TEST(CliOutputPaths, ReadsADatabaseInADirectoryItCannotWrite) {
   fs::create_directories(dir / "ro");
   fs::create_directories(dir / "out");
   fs::permissions(dir / "out", fs::perms::all);  // nobody writes the export here
-  ASSERT_EQ(ts::testing::run_command(std::string(TRAINSCOPE_BIN) + " " + quick_run((dir / "ro/t.db").string())).exit_code, 0);
+  ASSERT_EQ(
+      ts::testing::run_command(std::string(TRAINSCOPE_BIN) + " " + quick_run((dir / "ro/t.db").string())).exit_code, 0);
   { store::Writer last(dir / "ro/t.db"); }  // the last connection to close removes -wal and -shm
   ASSERT_EQ(entries(dir / "ro"), std::set<std::string>{"t.db"});
   ReadOnlyDirectory read_only(dir / "ro");
   const std::string db = quote((dir / "ro/t.db").string());
 
   auto res = run_unprivileged("runs --db " + db);
-  if (res.exit_code == kCannotDropRoot) GTEST_SKIP() << "running as root and cannot become nobody: root writes any directory";
-  if (res.exit_code == 126 || res.exit_code == 127) GTEST_SKIP() << "nobody cannot run " << TRAINSCOPE_BIN << ": " << res.out;
+  if (res.exit_code == kCannotDropRoot)
+    GTEST_SKIP() << "running as root and cannot become nobody: root writes any directory";
+  if (res.exit_code == 126 || res.exit_code == 127)
+    GTEST_SKIP() << "nobody cannot run " << TRAINSCOPE_BIN << ": " << res.out;
   EXPECT_EQ(res.exit_code, 0) << res.out;
   EXPECT_NE(res.out.find("resnet50"), std::string::npos) << res.out;
   res = run_unprivileged("show 1 --db " + db);

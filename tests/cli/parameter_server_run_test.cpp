@@ -13,16 +13,18 @@
 
 namespace {
 
-using ts::testing::TempDir;
 using ts::testing::run_trainscope;
+using ts::testing::TempDir;
 
 TEST(ParameterServerRun, SyncOnCoLocatedServersStoresTheServersAndNoStaleness) {
   ASSERT_EQ(std::system("command -v mpirun > /dev/null 2>&1"), 0) << "mpirun not installed (scripts/setup installs it)";
   TempDir dir;
   const auto db = dir / "ps.db";
   for (const std::string workload : {"resnet50", "transformer", "wgan"}) {
-    const auto res = run_trainscope("run " + workload + " --preset tiny --iters 3 --warmup 1 --eval-batches 1 --nproc 2 "
-                                    "--strategy ps --servers 2 --chunk-mb 0.01 --db " + db.string() + " 2>&1");
+    const auto res = run_trainscope("run " + workload +
+                                    " --preset tiny --iters 3 --warmup 1 --eval-batches 1 --nproc 2 "
+                                    "--strategy ps --servers 2 --chunk-mb 0.01 --db " +
+                                    db.string() + " 2>&1");
     ASSERT_EQ(res.exit_code, 0) << res.out;
   }
   ts::store::Reader r(db);
@@ -30,14 +32,14 @@ TEST(ParameterServerRun, SyncOnCoLocatedServersStoresTheServersAndNoStaleness) {
     SCOPED_TRACE(run.workload);
     EXPECT_EQ(run.status, ts::store::RunStatus::completed);
     EXPECT_NE(run.config_json.find("\"parameter_server\""), std::string::npos);
-    ts::testing::expect_every_ranks_records(r, run.id, 2, 4, /*collectives=*/false);   // point-to-point, not collectives
+    ts::testing::expect_every_ranks_records(r, run.id, 2, 4, /*collectives=*/false);  // point-to-point, not collectives
     const auto servers = r.ps_servers(run.id);
     ASSERT_EQ(servers.size(), 2u);
     int64_t keys = 0;
     for (const auto& s : servers) {
-      EXPECT_EQ(s.rank, s.server);   // co-located: server s on worker s
+      EXPECT_EQ(s.rank, s.server);  // co-located: server s on worker s
       EXPECT_GT(s.pushes, 0);
-      EXPECT_EQ(s.pushes % 2, 0);    // every key from both workers, each step
+      EXPECT_EQ(s.pushes % 2, 0);  // every key from both workers, each step
       EXPECT_GT(s.bytes_out, 0);
       keys += s.keys;
     }
@@ -50,7 +52,7 @@ TEST(ParameterServerRun, SyncOnCoLocatedServersStoresTheServersAndNoStaleness) {
     ASSERT_FALSE(staleness.empty());
     for (const auto& s : staleness) {
       EXPECT_EQ(s.kind, "updates");
-      EXPECT_EQ(s.staleness, 0);   // sync: every gradient meets the value it was computed from
+      EXPECT_EQ(s.staleness, 0);  // sync: every gradient meets the value it was computed from
     }
     bool waited = false;
     for (const auto& b : r.rank_breakdown(run.id)) waited = waited || b.pull_wait_ns > 0;
@@ -62,15 +64,16 @@ TEST(ParameterServerRun, BoundedStalenessOnADedicatedServerKeepsItsBound) {
   TempDir dir;
   const auto db = dir / "ps.db";
   const auto res = run_trainscope("run resnet50 --preset tiny --iters 6 --warmup 1 --eval-batches 1 --nproc 2 "
-                                  "--strategy ps --dedicated-servers --staleness 1 --db " + db.string() + " 2>&1");
+                                  "--strategy ps --dedicated-servers --staleness 1 --db " +
+                                  db.string() + " 2>&1");
   ASSERT_EQ(res.exit_code, 0) << res.out;
   ts::store::Reader r(db);
   const auto run = r.runs().at(0);
   EXPECT_EQ(run.ranks, 3);
-  EXPECT_EQ(run.global_batch_size, 2 * run.batch_size);   // two workers
+  EXPECT_EQ(run.global_batch_size, 2 * run.batch_size);  // two workers
   const auto servers = r.ps_servers(run.id);
   ASSERT_EQ(servers.size(), 1u);
-  EXPECT_EQ(servers[0].rank, 2);   // after the workers
+  EXPECT_EQ(servers[0].rank, 2);  // after the workers
   int64_t reads = 0;
   for (const auto& s : r.ps_staleness(run.id)) {
     if (s.kind != "clock_gap") continue;
@@ -87,8 +90,10 @@ TEST(ParameterServerRun, A3cLearnersOnEveryWorkerPushEachUpdateAsynchronously) {
   // tiny: 2 learners per worker take 8 updates per iteration between them; 1 + 3 iterations.
   constexpr int64_t kUpdatesPerWorker = 8 * 4;
   for (const std::string mode : {"async", "eager"}) {
-    const auto res = run_trainscope("run a3c --preset tiny --iters 3 --warmup 1 --eval-batches 1 --nproc 2 --strategy ps "
-                                    "--servers 2 --chunk-mb 0.25 --eval-every 2 --ps-mode " + mode + " --db " + db.string() + " 2>&1");
+    const auto res =
+        run_trainscope("run a3c --preset tiny --iters 3 --warmup 1 --eval-batches 1 --nproc 2 --strategy ps "
+                       "--servers 2 --chunk-mb 0.25 --eval-every 2 --ps-mode " +
+                       mode + " --db " + db.string() + " 2>&1");
     ASSERT_EQ(res.exit_code, 0) << res.out;
   }
   ts::store::Reader r(db);

@@ -20,8 +20,8 @@ using namespace ts::testing;
 namespace {
 
 struct Refused {
-  std::string args;   // after `run`
-  std::string says;   // part of the message
+  std::string args;  // after `run`
+  std::string says;  // part of the message
 };
 
 // Each `run ARGS --db DIR/sub/t.db` exits 2, says why, and creates neither the db nor its directory.
@@ -67,7 +67,8 @@ TEST(CliPs, BadParameterServerInputIsRefusedWithNothingWritten) {
       {"resnet50 --strategy ps --nproc 2 --servers 4097", "--servers must be from 1 to 4096 (got 4097)"},
       {"resnet50 --strategy ps --servers 3 --nproc 2",
        "--servers 3 asks for more co-located servers than there are workers (--nproc 2)"},
-      {"resnet50 --strategy ps --hosts 127.0.0.1:2 --servers 3", "asks for more co-located servers than there are workers"},
+      {"resnet50 --strategy ps --hosts 127.0.0.1:2 --servers 3",
+       "asks for more co-located servers than there are workers"},
       {"resnet50 --strategy ps --nproc 2 --staleness -1", "--staleness must be from 0 to 1000000 (got -1)"},
       {"resnet50 --strategy ps --nproc 2 --staleness 1000001", "--staleness must be from 0 to 1000000 (got 1000001)"},
       {"resnet50 --strategy ps --nproc 1", "--strategy ps needs --nproc 2 or more, or --dedicated-servers"},
@@ -84,16 +85,20 @@ TEST(CliPs, BadParameterServerInputIsRefusedWithNothingWritten) {
       {"resnet50 --nproc 2 --server-hosts 127.0.0.1:1", "--server-hosts needs --strategy ps"},
       {"resnet50 --nproc 2 --staleness 3", "--staleness needs --strategy ps"},
       {"resnet50 --nproc 2 --chunk-mb 2", "--chunk-mb needs --strategy ps"},
-      {"resnet50 --strategy ps --nproc 2 --bucket-mb 5", "--bucket-mb is an all-reduce option: it does not apply with --strategy ps"},
-      {"resnet50 --strategy ps --nproc 2 --bucket-order reverse_registration", "--bucket-order is an all-reduce option"},
+      {"resnet50 --strategy ps --nproc 2 --bucket-mb 5",
+       "--bucket-mb is an all-reduce option: it does not apply with --strategy ps"},
+      {"resnet50 --strategy ps --nproc 2 --bucket-order reverse_registration",
+       "--bucket-order is an all-reduce option"},
       {"resnet50 --strategy ps --nproc 2 --no-overlap", "--no-overlap is an all-reduce option"},
       {"resnet50 --strategy ps --nproc 2 --partition-mb 1", "--partition-mb is an all-reduce option"},
       {"resnet50 --strategy ps --nproc 2 --no-cross-barrier", "--no-cross-barrier is an all-reduce option"},
-      {"resnet50 --strategy ps --nproc 2 --ps-mode bogus", "--ps-mode must be sync, async, bounded or eager (got 'bogus')"},
+      {"resnet50 --strategy ps --nproc 2 --ps-mode bogus",
+       "--ps-mode must be sync, async, bounded or eager (got 'bogus')"},
       {"resnet50 --strategy ps --nproc 2 --staleness 2 --ps-mode sync",
        "--staleness 2 applies to --ps-mode bounded only (got --ps-mode sync)"},
       {"resnet50 --strategy ps --nproc 2 --staleness 2 --ps-mode eager", "applies to --ps-mode bounded only"},
-      {"resnet50 --strategy ps --nproc 2 --chunk-mb 0.001", "--chunk-mb must be more than 0.001 and at most 4096 MiB (got 0.001)"},
+      {"resnet50 --strategy ps --nproc 2 --chunk-mb 0.001",
+       "--chunk-mb must be more than 0.001 and at most 4096 MiB (got 0.001)"},
       {"resnet50 --strategy ps --nproc 2 --chunk-mb 4096.5", "--chunk-mb must be more than 0.001 and at most 4096"},
       {"resnet50 --strategy ps --nproc 2 --chunk-mb nan", "--chunk-mb must be more than 0.001"},
       {"resnet50 --strategy ps --nproc 2 --device cuda", "the parameter server trains on the CPU: --device cpu"},
@@ -115,11 +120,14 @@ TEST(CliPs, SuiteEntryWithABadPsKeyIsRefusedWithNothingWritten) {
   const std::vector<Refused> cases = {
       {"strategy = \"ps\"\nnproc = 2\nservers = 0\n", "key 'servers' must be an integer in 1..4096 (got integer 0)"},
       {"strategy = \"ps\"\nnproc = 2\nservers = 3\n", "--servers 3 asks for more co-located servers"},
-      {"strategy = \"ps\"\nnproc = 2\nstaleness = -1\n", "key 'staleness' must be an integer in 0..1000000 (got integer -1)"},
-      {"strategy = \"ps\"\nnproc = 2\nps_mode = \"bogus\"\n", "key 'ps_mode' must be sync, async, bounded or eager (got 'bogus')"},
+      {"strategy = \"ps\"\nnproc = 2\nstaleness = -1\n",
+       "key 'staleness' must be an integer in 0..1000000 (got integer -1)"},
+      {"strategy = \"ps\"\nnproc = 2\nps_mode = \"bogus\"\n",
+       "key 'ps_mode' must be sync, async, bounded or eager (got 'bogus')"},
       {"strategy = \"ps\"\nnproc = 2\nstaleness = 2\nps_mode = \"sync\"\n",
        "key 'staleness' 2 applies to ps_mode = \"bounded\" only (got ps_mode = \"sync\")"},
-      {"strategy = \"ps\"\nnproc = 2\nbucket_mb = 5\n", "key 'bucket_mb' is an all-reduce option: it does not apply with strategy = \"ps\""},
+      {"strategy = \"ps\"\nnproc = 2\nbucket_mb = 5\n",
+       "key 'bucket_mb' is an all-reduce option: it does not apply with strategy = \"ps\""},
       {"nproc = 2\nservers = 2\n", "key 'servers' needs strategy = \"ps\""},
       {"strategy = \"ps\"\nnproc = 1\n", "--strategy ps needs --nproc 2 or more, or --dedicated-servers"},
       {"strategy = \"ps\"\nnproc = 2\nchunk_mb = 0.001\n", "key 'chunk_mb' must be more than 0.001"},
@@ -191,7 +199,8 @@ TEST(CliPs, PsOptionsReachTheRanksAndServerHostsPlaceTheServerRanks) {
   std::tie(argv, out) = launch("--strategy ps --nproc 1 --dedicated-servers");
   EXPECT_TRUE(has(argv, {"-np", "2"}));
 
-  // Server hosts: rank i on the i-th host of the list (addresses of this machine; a fresh machine may not resolve "localhost").
+  // Server hosts: rank i on the i-th host of the list (addresses of this machine; a fresh machine may not resolve
+  // "localhost").
   std::tie(argv, out) = launch("--strategy ps --hosts 127.0.0.1:2 --servers 2 --server-hosts 127.0.0.3:1,127.0.0.2:1");
   EXPECT_TRUE(has(argv, {"-np", "4"}));
   EXPECT_TRUE(has(argv, {"--map-by", "seq", "--host", "127.0.0.1,127.0.0.1,127.0.0.3,127.0.0.2"}));

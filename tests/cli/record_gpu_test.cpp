@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "session/record.h"
 #include "cli/summary.h"
 #include "cli_test_util.h"
 #include "profiler/tracer.h"
+#include "session/record.h"
 #include "store/reader.h"
 #include "store/writer.h"
 
@@ -69,7 +69,8 @@ TEST(RecordGpu, StoresActivitiesBreakdownSummariesAndMetrics) {
   }
   std::vector<profiler::Event> events;
   for (int i = 0; i < 3; ++i) {
-    events.push_back({1000 * i, 1000 * i + 900, id("iteration"), 0, profiler::EventKind::iteration, profiler::Pass::none, i, 0});
+    events.push_back(
+        {1000 * i, 1000 * i + 900, id("iteration"), 0, profiler::EventKind::iteration, profiler::Pass::none, i, 0});
     events.push_back({1000 * i + 10, 1000 * i + 300, id("conv2d"), id("layer1.0.conv1"), profiler::EventKind::op,
                       profiler::Pass::forward, i, 0});
   }
@@ -191,7 +192,7 @@ TEST(RecordGpu, ChecksWithNothingToCheckAreLeftOut) {
   const auto db = dir / "g.db";
   auto& tracer = profiler::Tracer::global();
   workloads::LoopResult loop;
-  workloads::IterationResult it;   // device_ns stays -1: no CUDA events, no comparison with them
+  workloads::IterationResult it;  // device_ns stays -1: no CUDA events, no comparison with them
   it.start_ns = 1000;
   it.end_ns = 2000;
   it.samples = 8;

@@ -45,7 +45,6 @@ void sql(const std::filesystem::path& db, const std::string& statement) {
   ASSERT_EQ(rc, SQLITE_OK) << statement << ": " << message;
 }
 
-
 // 0: the page loaded, every chart drew, no error; 77: no browser here.
 CommandResult browser_check(const std::filesystem::path& html, int min_charts) {
   return run_command("python3 " + std::string(TS_SOURCE_DIR) + "/tests/reports/browser_check.py " + html.string() +
@@ -61,21 +60,21 @@ TEST(Report, ASuiteWithFailedInterruptedAndDeadRunsSaysSoAndStillRenders) {
   for (size_t at = 0; (at = repeated.find("eval_batches = 0\n", at)) != std::string::npos; at += 20) {
     repeated.insert(at + 17, "repeats = 3\n");
   }
-  run_suite(dir, db, repeated);   // interleaved: odd ids resnet50, even ids transformer
+  run_suite(dir, db, repeated);  // interleaved: odd ids resnet50, even ids transformer
   // Runs ended each way a run can end badly, as the store holds them: failed with its error,
   // interrupted, and one whose writer died (still `running`, its pid gone: lost).
   sql(db, "UPDATE runs SET status = 'failed', error = 'out of memory in conv2d' WHERE id = 1");
   sql(db, "UPDATE runs SET status = 'interrupted' WHERE id = 2");
   sql(db, "UPDATE runs SET status = 'running', ended_at = '', pid = 2147483646, pid_start = 1 WHERE id = 4");
-  const auto r = run_trainscope("report " + db.string() + " --html " + (dir / "r.html").string() + " --md " + (dir / "r.md").string() +
-                                " --json " + (dir / "r.json").string());
+  const auto r = run_trainscope("report " + db.string() + " --html " + (dir / "r.html").string() + " --md " +
+                                (dir / "r.md").string() + " --json " + (dir / "r.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string md = read_file(dir / "r.md");
   EXPECT_NE(md.find("## Runs that did not complete"), std::string::npos) << md;
   EXPECT_NE(md.find("out of memory in conv2d"), std::string::npos) << md;
   EXPECT_NE(md.find("| interrupted |"), std::string::npos) << md;
   EXPECT_NE(md.find("| lost |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| resnet50/tiny cpu batch 4 | 2/3 |"), std::string::npos) << md;   // the completed runs count
+  EXPECT_NE(md.find("| resnet50/tiny cpu batch 4 | 2/3 |"), std::string::npos) << md;  // the completed runs count
   EXPECT_NE(md.find("| transformer/tiny cpu batch 256 | 1/3 |"), std::string::npos) << md;
   const auto j = nlohmann::json::parse(read_file(dir / "r.json"));
   EXPECT_EQ(j["not_completed"].size(), 3u);
@@ -87,7 +86,8 @@ TEST(Report, ASuiteWithFailedInterruptedAndDeadRunsSaysSoAndStillRenders) {
     EXPECT_GT(g["peak_bytes"].get<int64_t>(), 0);
   }
   const auto page = browser_check(dir / "r.html", 4);
-  if (page.exit_code == 77) GTEST_SKIP() << "no headless browser here (scripts/setup installs chromium-headless-shell): " << page.out;
+  if (page.exit_code == 77)
+    GTEST_SKIP() << "no headless browser here (scripts/setup installs chromium-headless-shell): " << page.out;
   EXPECT_EQ(page.exit_code, 0) << page.out;
 }
 
@@ -96,19 +96,20 @@ TEST(Report, BadInputExitsTwoAndWritesNothing) {
   const auto db = dir / "r.db";
   run_suite(dir, db, kSuite);
   const auto html = (dir / "r.html").string();
-  for (const std::string& args : {"report " + db.string() + " 99 --html " + html, "report " + db.string() + " nosuchsuite --html " + html,
-                                  "report " + (dir / "missing.db").string() + " --html " + html,
-                                  "report " + db.string() + " --md " + (dir / "r.md").string() + " --html /nonexistent/dir/r.html",
-                                  "report " + db.string() + " --html " + db.string(),
-                                  "compare 1 99 --db " + db.string(), "compare 1 2 --db " + db.string(),   // resnet50 against transformer
-                                  "compare 1 1 --db " + db.string() + " --fail-on-regression -5",
-                                  "compare " + db.string() + " " + (dir / "missing.db").string()}) {
+  for (const std::string& args :
+       {"report " + db.string() + " 99 --html " + html, "report " + db.string() + " nosuchsuite --html " + html,
+        "report " + (dir / "missing.db").string() + " --html " + html,
+        "report " + db.string() + " --md " + (dir / "r.md").string() + " --html /nonexistent/dir/r.html",
+        "report " + db.string() + " --html " + db.string(), "compare 1 99 --db " + db.string(),
+        "compare 1 2 --db " + db.string(),  // resnet50 against transformer
+        "compare 1 1 --db " + db.string() + " --fail-on-regression -5",
+        "compare " + db.string() + " " + (dir / "missing.db").string()}) {
     const auto r = run_trainscope(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find("trainscope: "), std::string::npos) << args << "\n" << r.out;
   }
   EXPECT_FALSE(std::filesystem::exists(html));
-  EXPECT_FALSE(std::filesystem::exists(dir / "r.md"));   // the bad --html was refused before the good --md was written
+  EXPECT_FALSE(std::filesystem::exists(dir / "r.md"));  // the bad --html was refused before the good --md was written
   const auto r = run_trainscope("compare 1 2 --db " + db.string());
   EXPECT_NE(r.out.find("nothing to compare"), std::string::npos) << r.out;
 }
@@ -124,7 +125,8 @@ TEST(Compare, TheGateCatchesAPlantedSlowdownAndExactMemoryGrowth) {
     run_suite(dir, slow, kSuite, "*:1");
   }
   auto r = run_trainscope("compare " + base.string() + " " + slow.string() + " --fail-on-regression 10 --md " +
-                          (dir / "c.md").string() + " --html " + (dir / "c.html").string() + " --json " + (dir / "c.json").string());
+                          (dir / "c.md").string() + " --html " + (dir / "c.html").string() + " --json " +
+                          (dir / "c.json").string());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("regression: "), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(read_file(dir / "c.json"));
@@ -132,7 +134,7 @@ TEST(Compare, TheGateCatchesAPlantedSlowdownAndExactMemoryGrowth) {
   ASSERT_EQ(j["pairs"].size(), 2u);
   for (const auto& p : j["pairs"]) {
     EXPECT_EQ(p["metrics"][0]["verdict"], "slower") << p.dump();
-    EXPECT_EQ(p["memory"][0]["verdict"], "same") << p.dump();   // a slower build, the same memory
+    EXPECT_EQ(p["memory"][0]["verdict"], "same") << p.dump();  // a slower build, the same memory
   }
   const auto page = browser_check(dir / "c.html", 1);
   if (page.exit_code != 77) {
@@ -142,10 +144,11 @@ TEST(Compare, TheGateCatchesAPlantedSlowdownAndExactMemoryGrowth) {
   // One byte more activation memory at the peak, in one run of the same build: caught exactly.
   std::filesystem::copy_file(base, dir / "grown.db");
   sql(dir / "grown.db", "UPDATE memory_peak SET bytes = bytes + 1 WHERE category = 'activations' AND run_id IN (1, 3)");
-  r = run_trainscope("compare " + base.string() + " " + (dir / "grown.db").string() + " --fail-on-regression 10 --json " +
-                     (dir / "m.json").string());
+  r = run_trainscope("compare " + base.string() + " " + (dir / "grown.db").string() +
+                     " --fail-on-regression 10 --json " + (dir / "m.json").string());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("peak memory grew"), std::string::npos) << r.out;
-  r = run_trainscope("compare " + base.string() + " " + (dir / "grown.db").string() + " --fail-on-regression 10 --memory-tolerance 1");
+  r = run_trainscope("compare " + base.string() + " " + (dir / "grown.db").string() +
+                     " --fail-on-regression 10 --memory-tolerance 1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }

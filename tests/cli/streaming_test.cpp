@@ -1,8 +1,8 @@
 // A run is written while it runs: killed at any moment (kill -9, a second Ctrl-C) it leaves a
 // valid db, its run marked, with everything up to its last flush; a db locked at the final
 // write costs nothing (the run goes to a side file that `trainscope import` merges).
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sqlite3.h>
@@ -116,8 +116,8 @@ bool wait_for_rows(const fs::path& db, const std::string& sql, int64_t n, std::c
 // Endless training (a fast tiny workload), written every 50 ms.
 std::vector<std::string> endless_run(const fs::path& db) {
   // No warm-up: every iteration kept is a timed one, from which `show` computes the throughput.
-  return {"run", "transformer", "--iters", "1000000", "--warmup", "0", "--threads", "1", "--eval-batches", "0",
-          "--flush-interval", "0.05", "--db", db.string()};
+  return {"run", "transformer",    "--iters", "1000000",          "--warmup", "0",    "--threads",
+          "1",   "--eval-batches", "0",       "--flush-interval", "0.05",     "--db", db.string()};
 }
 
 TEST(Streaming, KillNineAtRandomMomentsKeepsAValidDbWithTheRunsMarkedLost) {
@@ -180,8 +180,8 @@ TEST(Streaming, KillNineAtRandomMomentsKeepsAValidDbWithTheRunsMarkedLost) {
 
 TEST(Streaming, FlushIntervalAndLockWaitAreChecked) {
   TempDir dir;
-  for (const std::string bad : {"--flush-interval nan", "--flush-interval 0", "--flush-interval 601",
-                                "--lock-wait -1", "--lock-wait inf"}) {
+  for (const std::string bad :
+       {"--flush-interval nan", "--flush-interval 0", "--flush-interval 601", "--lock-wait -1", "--lock-wait inf"}) {
     const auto r = run_trainscope("run transformer --iters 1 " + bad + " --db " + (dir / "runs.db").string());
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
   }
@@ -319,7 +319,10 @@ TEST(StoreOpenFiles, ASecondConnectionInTheProcessKeepsTheFirstOnesLocks) {
   ts::store::RunInfo info;
   info.workload = "resnet50";
   const int64_t run = w.begin_run(info);
-  { ts::store::Reader r(db); EXPECT_EQ(r.runs().size(), 1u); }
+  {
+    ts::store::Reader r(db);
+    EXPECT_EQ(r.runs().size(), 1u);
+  }
   ts::store::Writer::check_target(db);
   { ts::store::Writer e(empty); }
   // Another process (a fresh one: a fork would share this one's SQLite state) opens the db for

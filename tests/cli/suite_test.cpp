@@ -103,7 +103,7 @@ std::string refusal(const TempDir& dir, const std::string& text) {
 
 struct BadCase {
   std::string text;
-  std::string expected;   // a part of the message: "bad.toml:LINE: run #N: key 'K' ..." or the like
+  std::string expected;  // a part of the message: "bad.toml:LINE: run #N: key 'K' ..." or the like
 };
 
 void expect_refusals(const std::vector<BadCase>& cases) {
@@ -111,23 +111,27 @@ void expect_refusals(const std::vector<BadCase>& cases) {
   for (const auto& c : cases) {
     const std::string message = refusal(dir, c.text);
     EXPECT_NE(message.find(c.expected), std::string::npos)
-        << "file:\n" << c.text << "\nexpected a message containing: " << c.expected << "\ngot: " << message;
+        << "file:\n"
+        << c.text << "\nexpected a message containing: " << c.expected << "\ngot: " << message;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "s.db"));
 }
 
-const std::string kRun = "[[run]]\nworkload = \"resnet50\"\n";   // lines 1-2
+const std::string kRun = "[[run]]\nworkload = \"resnet50\"\n";  // lines 1-2
 const std::string kA3c = "[[run]]\nworkload = \"a3c\"\n";
 
 }  // namespace
 
 TEST(Suite, RepeatsInterleaveEntriesRoundByRoundUnlessAskedNotTo) {
-  const std::string text = kRun + "batch = [1, 2]\nrepeats = 3\n" + kRun + "seed = 7\n" + kRun + "seed = 9\nrepeats = 2\n";
+  const std::string text =
+      kRun + "batch = [1, 2]\nrepeats = 3\n" + kRun + "seed = 7\n" + kRun + "seed = 9\nrepeats = 2\n";
   TempDir dir;
   const auto interleaved = cli::load_suite(text, "i.toml", dir / "s.db");
   // (entry, batch or seed, repeat): round 1 has all four runs, round 2 loses the second entry,
   // round 3 keeps only the first entry's two batches.
-  struct Expect { int64_t entry, key, repeat; };
+  struct Expect {
+    int64_t entry, key, repeat;
+  };
   const std::vector<Expect> order = {{1, 1, 1}, {1, 2, 1}, {2, 7, 1}, {3, 9, 1}, {1, 1, 2},
                                      {1, 2, 2}, {3, 9, 2}, {1, 1, 3}, {1, 2, 3}};
   ASSERT_EQ(interleaved.run_count(), order.size());
@@ -244,7 +248,7 @@ TEST(Suite, UnknownKeysAndNestedTablesAreRefusedAtTheirLine) {
       {kRun + "[[run.sub]]\nx = 1\n", "bad.toml:3: run #1: unknown key 'sub'"},
       {kRun + "extra.x = 1\n", "bad.toml:3: run #1: unknown key 'extra'"},
       {kRun + "[run.batch]\nsize = 4\n", "run #1: key 'batch' must be an integer in 1..2147483647 or a non-empty array "
-                                        "of them (got a table)"},
+                                         "of them (got a table)"},
   });
 }
 
@@ -297,7 +301,7 @@ TEST(Suite, HugeRepeatsAreCountedWithoutBuildingEveryRun) {
   EXPECT_EQ(suite.run_at(0).batch, std::optional<int64_t>(1));
   EXPECT_EQ(suite.run_at(999'999).batch, std::optional<int64_t>(1));
   EXPECT_EQ(suite.run_at(1'000'000).batch, std::optional<int64_t>(2));
-  EXPECT_EQ(suite.run_at(10'000'000).seed, 1u);   // the second entry's first run
+  EXPECT_EQ(suite.run_at(10'000'000).seed, 1u);  // the second entry's first run
   const auto last = suite.run_at(999'999'999);
   EXPECT_EQ(last.batch, std::optional<int64_t>(10));
   EXPECT_EQ(last.seed, 99u);
@@ -310,7 +314,8 @@ TEST(Suite, HugeInterleavedRepeatsAreFoundWithoutWalkingEveryRound) {
   // of equal rounds, not the rounds.
   std::string text;
   for (int entry = 0; entry < 100; ++entry) {
-    text += kRun + "batch = [1, 2]\nrepeats = " + std::to_string(10'000 * (entry + 1)) + "\nseed = " + std::to_string(entry) + "\n";
+    text += kRun + "batch = [1, 2]\nrepeats = " + std::to_string(10'000 * (entry + 1)) +
+            "\nseed = " + std::to_string(entry) + "\n";
   }
   TempDir dir;
   const auto suite = cli::load_suite(text, "huge.toml", dir / "s.db");
@@ -318,7 +323,7 @@ TEST(Suite, HugeInterleavedRepeatsAreFoundWithoutWalkingEveryRound) {
   EXPECT_EQ(suite.run_at(0).seed, 0u);
   EXPECT_EQ(suite.run_at(199).seed, 99u);
   EXPECT_EQ(suite.run_at(200).suite.repeat, 2);
-  const auto last = suite.run_at(suite.run_count() - 1);   // only the last entry has round 1,000,000
+  const auto last = suite.run_at(suite.run_count() - 1);  // only the last entry has round 1,000,000
   EXPECT_EQ(last.seed, 99u);
   EXPECT_EQ(last.suite.repeat, 1'000'000);
   EXPECT_EQ(last.batch, std::optional<int64_t>(2));
@@ -370,11 +375,12 @@ TEST(Suite, InputsTomlPlusPlusMishandlesAreRefusedBeforeItSeesThem) {
 
 TEST(Suite, DistributedKeysSetTheRunsLaunchAndDataParallelism) {
   TempDir dir;
-  const auto suite = cli::load_suite(kRun + "nproc = 4\nmca = [\"btl_tcp_links=4\", \"a=b=c\"]\nbucket_mb = 5\n"
-                                            "partition_mb = 0.5\noverlap = false\npriority = true\n"
-                                            "bucket_order = \"reverse_registration\"\n"
-                                            "[[run]]\nworkload = \"transformer\"\nhosts = \"127.0.0.1:2\"\nmca = \"x=1\"\n",
-                                     "d.toml", dir / "s.db");
+  const auto suite =
+      cli::load_suite(kRun + "nproc = 4\nmca = [\"btl_tcp_links=4\", \"a=b=c\"]\nbucket_mb = 5\n"
+                             "partition_mb = 0.5\noverlap = false\npriority = true\n"
+                             "bucket_order = \"reverse_registration\"\n"
+                             "[[run]]\nworkload = \"transformer\"\nhosts = \"127.0.0.1:2\"\nmca = \"x=1\"\n",
+                      "d.toml", dir / "s.db");
   ASSERT_EQ(suite.entries.size(), 2u);
   const auto& a = suite.entries[0].config;
   EXPECT_EQ(a.nproc, 4);
@@ -397,7 +403,8 @@ TEST(Suite, BadDistributedKeysAreRefused) {
   expect_refusals({
       {kRun + "nproc = 0\n", "bad.toml:3: run #1: key 'nproc' must be an integer in 1..4096 (got integer 0)"},
       {kRun + "nproc = 2.0\n", "key 'nproc' must be an integer"},
-      {kRun + "bucket_mb = 0\n", "bad.toml:3: run #1: key 'bucket_mb' must be a number from 0.001 to 4096 (got integer 0)"},
+      {kRun + "bucket_mb = 0\n",
+       "bad.toml:3: run #1: key 'bucket_mb' must be a number from 0.001 to 4096 (got integer 0)"},
       {kRun + "bucket_mb = \"25\"\n", "key 'bucket_mb' must be a number"},
       {kRun + "bucket_order = \"random\"\n", "key 'bucket_order' must be \"arrival\" or \"reverse_registration\""},
       {kRun + "overlap = 1\n", "key 'overlap' must be a boolean"},
@@ -410,13 +417,16 @@ TEST(Suite, BadDistributedKeysAreRefused) {
 
 TEST(Suite, ParameterServerKeysSetTheStrategy) {
   TempDir dir;
-  const auto suite = cli::load_suite(kRun + "strategy = \"ps\"\nnproc = 4\nservers = 2\nstaleness = 3\nchunk_mb = 0.5\n"
-                                            "priority = true\n" +
-                                         kRun + "strategy = \"ps\"\nnproc = 2\nserver_hosts = \"127.0.0.1:2\"\nservers = 2\n"
-                                                "ps_mode = \"eager\"\n" +
-                                         kRun + "strategy = \"ps\"\nnproc = 1\ndedicated_servers = true\nps_mode = \"sync\"\n" +
-                                         kRun + "strategy = \"allreduce\"\nnproc = 2\nbucket_mb = 5\n",
-                                     "ps.toml", dir / "s.db");
+  const auto suite =
+      cli::load_suite(kRun +
+                          "strategy = \"ps\"\nnproc = 4\nservers = 2\nstaleness = 3\nchunk_mb = 0.5\n"
+                          "priority = true\n" +
+                          kRun +
+                          "strategy = \"ps\"\nnproc = 2\nserver_hosts = \"127.0.0.1:2\"\nservers = 2\n"
+                          "ps_mode = \"eager\"\n" +
+                          kRun + "strategy = \"ps\"\nnproc = 1\ndedicated_servers = true\nps_mode = \"sync\"\n" + kRun +
+                          "strategy = \"allreduce\"\nnproc = 2\nbucket_mb = 5\n",
+                      "ps.toml", dir / "s.db");
   ASSERT_EQ(suite.entries.size(), 4u);
   using Strategy = cli::RunConfig::Strategy;
   const auto& a = suite.entries[0].config;
@@ -442,12 +452,13 @@ TEST(Suite, ParameterServerKeysSetTheStrategy) {
 }
 
 TEST(Suite, BadParameterServerKeysAreRefused) {
-  const std::string ps = "strategy = \"ps\"\nnproc = 2\n";   // lines 3-4
+  const std::string ps = "strategy = \"ps\"\nnproc = 2\n";  // lines 3-4
   expect_refusals({
       {kRun + "strategy = \"ring\"\n", "bad.toml:1: run #1: key 'strategy' must be allreduce or ps (got 'ring')"},
       {kRun + "strategy = 1\n", "bad.toml:3: run #1: key 'strategy' must be a string (got integer 1)"},
       {kRun + ps + "servers = 0\n", "bad.toml:5: run #1: key 'servers' must be an integer in 1..4096 (got integer 0)"},
-      {kRun + ps + "servers = 3\n", "bad.toml:1: run #1: --servers 3 asks for more co-located servers than there are workers"},
+      {kRun + ps + "servers = 3\n",
+       "bad.toml:1: run #1: --servers 3 asks for more co-located servers than there are workers"},
       {kRun + ps + "staleness = -1\n", "key 'staleness' must be an integer in 0..1000000 (got integer -1)"},
       {kRun + ps + "staleness = 1.5\n", "key 'staleness' must be an integer"},
       {kRun + ps + "ps_mode = \"bogus\"\n", "key 'ps_mode' must be sync, async, bounded or eager (got 'bogus')"},
@@ -459,7 +470,8 @@ TEST(Suite, BadParameterServerKeysAreRefused) {
       {kRun + ps + "dedicated_servers = false\nserver_hosts = \"127.0.0.1:1\"\n",
        "key 'server_hosts' places dedicated servers: it contradicts dedicated_servers = false"},
       {kRun + ps + "server_hosts = \"a:0\"\n", "key 'server_hosts': host 'a': slots must be"},
-      {kRun + ps + "bucket_mb = 5\n", "key 'bucket_mb' is an all-reduce option: it does not apply with strategy = \"ps\""},
+      {kRun + ps + "bucket_mb = 5\n",
+       "key 'bucket_mb' is an all-reduce option: it does not apply with strategy = \"ps\""},
       {kRun + ps + "overlap = true\n", "key 'overlap' is an all-reduce option"},
       {kRun + ps + "device = \"cuda\"\n", "the parameter server trains on the CPU"},
       {kRun + "strategy = \"ps\"\n", "--strategy ps needs --nproc 2 or more, or --dedicated-servers"},
@@ -483,7 +495,8 @@ TEST(Suite, PsHostsSuiteParsesWithItsSevenWays) {
     EXPECT_EQ(c.eval_every, 10);
     EXPECT_EQ(c.quality_target, 30.0);
     EXPECT_EQ(c.hosts, "tsh1:2,tsh2:2");
-    std::string way = c.strategy == Strategy::allreduce ? "allreduce" : std::string(distributed::ps::to_string(c.ps.mode));
+    std::string way =
+        c.strategy == Strategy::allreduce ? "allreduce" : std::string(distributed::ps::to_string(c.ps.mode));
     if (c.strategy == Strategy::ps && c.ps.dedicated) way += " dedicated";
     if (c.strategy == Strategy::ps && c.ps.priority) way += " priority";
     ways.push_back(way);

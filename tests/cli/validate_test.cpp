@@ -24,7 +24,7 @@ int64_t online_cores_here() {
 
 struct Refused {
   std::string args;
-  std::string says;   // part of the message
+  std::string says;  // part of the message
 };
 
 // Each `run ARGS --db DB` exits 2 (not a signal, not a failed run), says why, and leaves no db.
@@ -81,7 +81,7 @@ TEST(CliValidate, EvalEveryAndQualityTargetAreChecked) {
 // check's (a db path that cannot be created), so nothing is run.
 TEST(CliValidate, EdgesOfTheRangesAreAccepted) {
   TempDir dir;
-  std::ofstream(dir / "file") << "x";   // a path below a regular file can never be created
+  std::ofstream(dir / "file") << "x";  // a path below a regular file can never be created
   const auto db = dir / "file" / "t.db";
   // The control: one past an edge, with the same db, is refused for its range (ranges come first).
   const auto past = run_trainscope("run resnet50 --iters 1000000001 --db " + db.string());
@@ -105,7 +105,7 @@ TEST(CliValidate, ThreadsAboveTheCoresAreRefusedNamingTheCores) {
   expect_refused({
       {"--threads " + std::to_string(cores + 1), says},
       {"--threads 1000", says},
-      {"--threads 1099511627776", says},   // once cast to int: 0, "all cores", and nonsense stored
+      {"--threads 1099511627776", says},  // once cast to int: 0, "all cores", and nonsense stored
       {"--threads -1", says},
   });
 }
@@ -135,7 +135,8 @@ TEST(CliValidate, LeadingZerosReadAsDecimal) {
   TempDir dir;
   const auto db = dir / "t.db";
   const auto res = run_trainscope("run resnet50 --batch 010 --iters 1 --warmup 0 --eval-batches 0 --threads 1 "
-                                  "--no-trace --db " + db.string());
+                                  "--no-trace --db " +
+                                  db.string());
   ASSERT_EQ(res.exit_code, 0) << res.out;
   store::Reader r(db);
   const auto run = r.run(1);
@@ -149,8 +150,9 @@ TEST(CliValidate, BatchLargerThanTheMachineFailsTheRunCleanly) {
   TempDir dir;
   const auto db = dir / "t.db";
   const auto res = run_trainscope("run resnet50 --batch 2147483647 --iters 1 --warmup 0 --eval-batches 0 --threads 1 "
-                                  "--no-trace --db " + db.string());
-  EXPECT_EQ(res.exit_code, 1) << res.out;   // never a signal (128 + n)
+                                  "--no-trace --db " +
+                                  db.string());
+  EXPECT_EQ(res.exit_code, 1) << res.out;  // never a signal (128 + n)
   store::Reader r(db);
   const auto run = r.run(1);
   ASSERT_TRUE(run.has_value());

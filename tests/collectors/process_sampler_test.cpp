@@ -38,8 +38,8 @@ TEST(ProcessSampler, SamplesRssAndCpu) {
     EXPECT_GE(v, 0);
     EXPECT_LE(v, 100.0 + 1e-9);
   }
-  EXPECT_TRUE(std::is_sorted(samples.begin(), samples.end(),
-                             [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; }));
+  EXPECT_TRUE(
+      std::is_sorted(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; }));
 }
 
 // stop() wakes the sampler instead of waiting out its interval: a minute here, so that a slow or

@@ -44,7 +44,8 @@ TEST(CollectiveBench, EveryCollectiveAndSizeIsRightAndCombinedOnEveryRank) {
       continue;
     }
     // Gather and scatter buffers are whole blocks of float32 per rank.
-    const int64_t block = (r.collective == Collective::all_gather || r.collective == Collective::reduce_scatter) ? 4 * n : 4;
+    const int64_t block =
+        (r.collective == Collective::all_gather || r.collective == Collective::reduce_scatter) ? 4 * n : 4;
     EXPECT_EQ(r.bytes % block, 0);
     EXPECT_NEAR(r.busbw_gbps, r.algbw_gbps * bus_factor(r.collective, n), 1e-9);
     // Every rank holds the same combined figures (they are what rank 0 stores).
@@ -91,7 +92,8 @@ TEST(CollectiveBench, OneRanksStopStopsEveryRank) {
   auto memory = host_memory();
   std::atomic<bool> stop{comm.rank() == comm.size() - 1};
   int results = 0;
-  EXPECT_FALSE(run_collective_bench(comm, comm, *memory, tiny(), &stop, [&](const CollectiveBenchResult&) { ++results; }));
+  EXPECT_FALSE(
+      run_collective_bench(comm, comm, *memory, tiny(), &stop, [&](const CollectiveBenchResult&) { ++results; }));
   EXPECT_EQ(results, 0);
 }
 

@@ -60,10 +60,10 @@ TEST(MpiCommunicator, RecordsEveryCallWithNcclTestsSizes) {
   EXPECT_EQ(records[0].collective, Collective::all_reduce);
   EXPECT_EQ(records[0].label, "bucket 0.0");
   EXPECT_EQ(records[0].bytes, 4000);
-  EXPECT_EQ(records[1].bytes, 4000 * n);   // the whole gathered buffer, as nccl-tests counts it
+  EXPECT_EQ(records[1].bytes, 4000 * n);  // the whole gathered buffer, as nccl-tests counts it
   EXPECT_EQ(records[2].bytes, 0);
   for (const auto& rec : records) EXPECT_LE(rec.start_ns, rec.end_ns);
-  EXPECT_TRUE(comm.take_records().empty());   // taken once
+  EXPECT_TRUE(comm.take_records().empty());  // taken once
 }
 
 TEST(MpiCommunicator, LargeBuffersAreReducedWhole) {

@@ -37,7 +37,7 @@ TEST(CommFigures, SummariesGroupByCollectiveAndSize) {
   EXPECT_EQ(s[1].max_ns, 300);
   EXPECT_DOUBLE_EQ(s[1].mean_ns, 200);
   EXPECT_DOUBLE_EQ(s[1].algbw_gbps, 5.0);
-  EXPECT_DOUBLE_EQ(s[1].busbw_gbps, 5.0);   // 2 ranks: factor 1
+  EXPECT_DOUBLE_EQ(s[1].busbw_gbps, 5.0);  // 2 ranks: factor 1
   EXPECT_EQ(s[2].collective, Collective::broadcast);
 }
 
@@ -51,7 +51,7 @@ TEST(SweepSizes, GeometricFromMinToMaxInclusive) {
   EXPECT_EQ(sweep_sizes(8, 64, 2), (std::vector<int64_t>{8, 16, 32, 64}));
   EXPECT_EQ(sweep_sizes(8, 100, 2), (std::vector<int64_t>{8, 16, 32, 64}));
   EXPECT_EQ(sweep_sizes(5, 5, 2), (std::vector<int64_t>{5}));
-  EXPECT_EQ(sweep_sizes(1, int64_t{1} << 62, 1 << 30).size(), 3u);   // no overflow past max
+  EXPECT_EQ(sweep_sizes(1, int64_t{1} << 62, 1 << 30).size(), 3u);  // no overflow past max
   EXPECT_THROW(sweep_sizes(0, 8, 2), std::invalid_argument);
   EXPECT_THROW(sweep_sizes(16, 8, 2), std::invalid_argument);
   EXPECT_THROW(sweep_sizes(8, 16, 1), std::invalid_argument);

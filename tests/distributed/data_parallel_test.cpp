@@ -54,13 +54,13 @@ std::vector<Config> configs() {
   o.overlap = false;
   out.push_back({"overlap off", o});
   o = {};
-  o.bucket_mb = 1e-4;   // ~26 floats: every tensor its own bucket, the large ones alone
+  o.bucket_mb = 1e-4;  // ~26 floats: every tensor its own bucket, the large ones alone
   out.push_back({"tiny buckets", o});
   o.order = BucketOrder::reverse_registration;
   out.push_back({"tiny buckets, reverse registration order", o});
   o = {};
   o.priority = true;
-  o.partition_mb = 2e-4;   // ~52 floats: fc1.weight (256) and fc2.weight (128) are partitioned
+  o.partition_mb = 2e-4;  // ~52 floats: fc1.weight (256) and fc2.weight (128) are partitioned
   out.push_back({"priority with partitions", o});
   o.overlap = false;
   out.push_back({"priority, overlap off", o});
@@ -100,7 +100,7 @@ TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
     }
     Mlp m(11);
     DataParallel dp(comm, control, {m.parameters()}, c.options);
-    for (int pass = 0; pass < 2; ++pass) {   // the second pass runs on the rebuilt buckets
+    for (int pass = 0; pass < 2; ++pass) {  // the second pass runs on the rebuilt buckets
       for (auto& p : m.parameters()) p.zero_grad();
       const Tensor loss = m.loss(make_batch(500 + static_cast<uint64_t>(comm.rank())));
       dp.begin_backward(0);
@@ -146,7 +146,7 @@ TEST(DataParallel, RanksWithDifferentModelsAreRefusedOnEveryRank) {
 
 TEST(DataParallel, BroadcastMakesEveryRankStartFromRankZero) {
   MpiCommunicator comm, control;
-  Mlp m(100 + static_cast<uint64_t>(comm.rank()));   // different on each rank
+  Mlp m(100 + static_cast<uint64_t>(comm.rank()));  // different on each rank
   DataParallel dp(comm, control, {m.parameters()}, {});
   dp.broadcast_parameters();
   const auto expected = values(Mlp(100).parameters());
@@ -180,11 +180,11 @@ TEST(DataParallel, CollectivesAndTheWaitAreTraced) {
     if (e.kind == profiler::EventKind::comm && tracer.str(e.name) == "all_reduce") ++reduces;
     if (e.kind == profiler::EventKind::wait) ++waits;
   }
-  EXPECT_EQ(reduces, static_cast<int>(dp.buckets().size()));   // one all-reduce per bucket, none twice
+  EXPECT_EQ(reduces, static_cast<int>(dp.buckets().size()));  // one all-reduce per bucket, none twice
   EXPECT_EQ(waits, 1);
   int64_t bytes = 0;
   for (const auto& b : dp.buckets()) bytes += b.bytes;
-  EXPECT_EQ(bytes, 4 * (8 * 32 + 32 + 32 * 4 + 4));   // every gradient in exactly one bucket
+  EXPECT_EQ(bytes, 4 * (8 * 32 + 32 + 32 * 4 + 4));  // every gradient in exactly one bucket
 }
 
 // Cross-barrier (ByteScheduler): the optimizer step is cut per parameter and the next forward
@@ -204,16 +204,16 @@ class SlowCommunicator final : public ForwardingCommunicator {
 DataParallelOptions priority_options(bool overlap) {
   DataParallelOptions o;
   o.priority = true;
-  o.partition_mb = 2e-4;   // fc1.weight and fc2.weight partitioned, as in configs()
+  o.partition_mb = 2e-4;  // fc1.weight and fc2.weight partitioned, as in configs()
   o.overlap = overlap;
   return o;
 }
 
 // As train(), with the step handed to `dp` (cross-barrier): forwards under its gate, the
 // optimizer phase only begins the step.
-std::vector<std::vector<float>> train_cross_barrier(Mlp& m, int steps, DataParallel& dp,
-                                                    const std::function<std::pair<Tensor, Tensor>(int)>& batch,
-                                                    const std::function<Tensor(const Mlp&, const std::pair<Tensor, Tensor>&)>& loss_of) {
+std::vector<std::vector<float>> train_cross_barrier(
+    Mlp& m, int steps, DataParallel& dp, const std::function<std::pair<Tensor, Tensor>(int)>& batch,
+    const std::function<Tensor(const Mlp&, const std::pair<Tensor, Tensor>&)>& loss_of) {
   auto sgd = make_sgd(m);
   EXPECT_EQ(dp.take_split_step(sgd.split_step()), "");
   EXPECT_TRUE(dp.cross_barrier());
@@ -263,7 +263,7 @@ TEST(DataParallel, CrossBarrierEndsWithTheSingleProcessParameters) {
       if (tracer.str(e.name) == "parameter wait") ++parameter_waits;
       if (e.kind == profiler::EventKind::phase && tracer.str(e.name) == "optimizer") ++updates;
     }
-    EXPECT_GE(parameter_waits, 1) << name;   // a forward waited for a layer's gradients
+    EXPECT_GE(parameter_waits, 1) << name;  // a forward waited for a layer's gradients
     // Updates as phases, one per layer reached or left for the next backward: more than one per step.
     EXPECT_GT(updates, 4) << name;
   }
@@ -296,7 +296,7 @@ TEST(DataParallel, CrossBarrierRefusesAForwardThatSkipsItsGate) {
     loss.backward();
     dp.end_backward();
     if (s == 0) {
-      dp.begin_updates();   // the first forward ran with nothing pending: nothing to check
+      dp.begin_updates();  // the first forward ran with nothing pending: nothing to check
     } else {
       try {
         dp.begin_updates();
@@ -306,7 +306,7 @@ TEST(DataParallel, CrossBarrierRefusesAForwardThatSkipsItsGate) {
       }
     }
   }
-  dp.flush();   // returns: the abandoned step's updates never run
+  dp.flush();  // returns: the abandoned step's updates never run
 }
 
 TEST(DataParallel, CrossBarrierIsTakenOnlyWhereItCanWork) {
@@ -314,7 +314,7 @@ TEST(DataParallel, CrossBarrierIsTakenOnlyWhereItCanWork) {
   Mlp m(9);
   auto sgd = make_sgd(m);
   {
-    DataParallel dp(comm, control, {m.parameters()}, {});   // no priority
+    DataParallel dp(comm, control, {m.parameters()}, {});  // no priority
     EXPECT_NE(dp.take_split_step(sgd.split_step()), "");
     EXPECT_FALSE(dp.cross_barrier());
   }
@@ -326,11 +326,11 @@ TEST(DataParallel, CrossBarrierIsTakenOnlyWhereItCanWork) {
   }
   {
     DataParallel dp(comm, control, {m.fc1->parameters(), m.fc2->parameters()}, priority_options(true));
-    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");   // two gradient groups
+    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");  // two gradient groups
   }
   {
     DataParallel dp(comm, control, {m.fc2->parameters()}, priority_options(true));
-    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");   // the optimizer updates fc1, not averaged
+    EXPECT_NE(dp.take_split_step(sgd.split_step()), "");  // the optimizer updates fc1, not averaged
   }
   EXPECT_THROW(DataParallel(comm, comm, {m.parameters()}, {}), DistError);
 }

@@ -31,7 +31,7 @@ TEST(GpuAgreement, NoRefusalLetsEveryRankOn) {
 }
 
 TEST(GpuAgreement, OneRefusedRankStopsEveryRankWithItsReason) {
-  const int refused = world_size() - 1;   // the last rank: its reason must reach rank 0 too
+  const int refused = world_size() - 1;  // the last rank: its reason must reach rank 0 too
   GpuAssignment mine;
   if (world_rank() == refused) {
     mine.refusal = "2 ranks on a host with 1 GPU (rank " + std::to_string(refused) + "'s own words)";
@@ -42,14 +42,13 @@ TEST(GpuAgreement, OneRefusedRankStopsEveryRankWithItsReason) {
     agree_on_gpus(MPI_COMM_WORLD, mine);
     FAIL() << "rank " << world_rank() << " went on although rank " << refused << " was refused";
   } catch (const DistError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "rank " + std::to_string(refused) + ": 2 ranks on a host with 1 GPU (rank " + std::to_string(refused) +
-                  "'s own words)");
+    EXPECT_EQ(std::string(e.what()), "rank " + std::to_string(refused) + ": 2 ranks on a host with 1 GPU (rank " +
+                                         std::to_string(refused) + "'s own words)");
   }
 }
 
 TEST(GpuAgreement, TheFirstRefusedRankIsNamed) {
-  GpuAssignment mine;   // every rank refused
+  GpuAssignment mine;  // every rank refused
   mine.refusal = "rank " + std::to_string(world_rank()) + " has none";
   try {
     agree_on_gpus(MPI_COMM_WORLD, mine);

@@ -84,7 +84,7 @@ TEST(Launch, PlansLocalAndMultiHostCommands) {
   r.nproc = 3;
   EXPECT_EQ(plan_launch(r).ranks_per_host, 2);
   r.nproc = 5;
-  EXPECT_THROW(plan_launch(r), std::invalid_argument);   // more ranks than slots
+  EXPECT_THROW(plan_launch(r), std::invalid_argument);  // more ranks than slots
 }
 
 // The value of `flag` in the plan's argv ("" when absent).
@@ -111,7 +111,7 @@ TEST(Launch, PlansDedicatedServersAfterTheWorkers) {
   EXPECT_TRUE(has(p.argv, {"--oversubscribe"}));
   EXPECT_TRUE(p.rank_hosts.empty());
 
-  r.nproc = 1;   // one worker and its server: two ranks
+  r.nproc = 1;  // one worker and its server: two ranks
   r.servers = 1;
   p = plan_launch(r);
   EXPECT_EQ(p.nproc, 2);
@@ -136,10 +136,11 @@ TEST(Launch, PlansDedicatedServersAfterTheWorkers) {
     (void)plan_launch(r);
     FAIL() << "4 workers and a server on 4 slots";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--nproc 4 and 1 dedicated server ask for 5 ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--nproc 4 and 1 dedicated server ask for 5 ranks"), std::string::npos)
+        << e.what();
   }
   r.nproc = 0;
-  r.servers = 4;   // no slot left for a worker
+  r.servers = 4;  // no slot left for a worker
   EXPECT_THROW(plan_launch(r), std::invalid_argument);
 }
 
@@ -157,13 +158,13 @@ TEST(Launch, CoLocatedServersNeedAsManyWorkers) {
   EXPECT_TRUE(has(p.argv, {"-np", "3"}));
   r.servers = 4;
   EXPECT_THROW(plan_launch(r), std::invalid_argument);
-  r.nproc = 0;   // with hosts, the workers are their slots
+  r.nproc = 0;  // with hosts, the workers are their slots
   r.hosts = {{"h1", 2}, {"h2", 2}};
   EXPECT_EQ(plan_launch(r).nproc, 4);
   r.servers = 5;
   EXPECT_THROW(plan_launch(r), std::invalid_argument);
   r.servers = 1;
-  r.server_hosts = {{"s1", 1}};   // server hosts are for dedicated servers
+  r.server_hosts = {{"s1", 1}};  // server hosts are for dedicated servers
   EXPECT_THROW(plan_launch(r), std::invalid_argument);
 }
 
@@ -220,7 +221,7 @@ TEST(Launch, PlacesServerRanksOnTheServerHosts) {
         << e.what();
   }
   r.servers = 1;
-  r.nproc = 5;   // workers beyond the hosts' slots: refused as without servers
+  r.nproc = 5;  // workers beyond the hosts' slots: refused as without servers
   EXPECT_THROW(plan_launch(r), std::invalid_argument);
 
   // Workers on this machine (no hosts), servers elsewhere; this machine's names are one host.
@@ -242,7 +243,7 @@ TEST(Launch, RanksHereAloneNeedNoSshWhereThereIsNone) {
   const ts::testing::ScratchDir dir("launch_path");
   const std::filesystem::path bin = dir.path();
   std::filesystem::create_symlink(mpirun, bin / "mpirun");
-  ::setenv("PATH", bin.c_str(), 1);   // mpirun, and neither ssh nor rsh
+  ::setenv("PATH", bin.c_str(), 1);  // mpirun, and neither ssh nor rsh
   LaunchRequest r;
   r.nproc = 2;
   r.executable = "/bin/trainscope";

@@ -16,8 +16,9 @@ int main(int argc, char** argv) {
       int rank;
       explicit FailurePrinter(int r) : rank(r) {}
       void OnTestPartResult(const ::testing::TestPartResult& r) override {
-        if (r.failed()) std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name() ? r.file_name() : "?",
-                                     r.line_number(), r.summary());
+        if (r.failed())
+          std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name() ? r.file_name() : "?", r.line_number(),
+                       r.summary());
       }
     };
     delete listeners.Release(listeners.default_result_printer());

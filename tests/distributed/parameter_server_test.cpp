@@ -41,18 +41,21 @@ std::pair<Tensor, Tensor> teacher_batch(uint64_t seed) {
   for (auto& v : x) v = static_cast<float>(rng.uniform(-1, 1));
   for (int n = 0; n < 16; ++n)
     for (int j = 0; j < 4; ++j)
-      for (int i = 0; i < 8; ++i) t[static_cast<size_t>(n * 4 + j)] += w[static_cast<size_t>(j * 8 + i)] * x[static_cast<size_t>(n * 8 + i)];
+      for (int i = 0; i < 8; ++i)
+        t[static_cast<size_t>(n * 4 + j)] += w[static_cast<size_t>(j * 8 + i)] * x[static_cast<size_t>(n * 8 + i)];
   return {Tensor::from_vector({16, 8}, x), Tensor::from_vector({16, 4}, t)};
 }
 
-std::pair<Tensor, Tensor> shard_batch(int worker, int step) { return teacher_batch(900 + 31 * static_cast<uint64_t>(worker) + static_cast<uint64_t>(step)); }
+std::pair<Tensor, Tensor> shard_batch(int worker, int step) {
+  return teacher_batch(900 + 31 * static_cast<uint64_t>(worker) + static_cast<uint64_t>(step));
+}
 
 // `steps` steps of the tiny MLP on this rank's shard through a PS job with `o`; returns the
 // worker's final parameters (empty on a dedicated server rank). `slow`: a worker that sleeps
 // that long each step.
 struct Outcome {
   std::vector<std::vector<float>> parameters;
-  float held_out_before = 0, held_out_after = 0;   // the loss on a batch no worker trains on
+  float held_out_before = 0, held_out_after = 0;  // the loss on a batch no worker trains on
   StalenessCounts staleness;
   std::vector<ServerStats> servers;
 };
@@ -65,7 +68,7 @@ Outcome train_on_ps(const PsOptions& o, int steps, int slow_worker = -1, std::ch
   sgd.lr.base_lr *= lr_scale;
   PsJob job(MPI_COMM_WORLD, o, {m.parameters()}, {engine::optim::sgd_recipe(sgd)});
   Outcome out;
-  job.start_server();   // a dedicated server serves here until the workers are done
+  job.start_server();  // a dedicated server serves here until the workers are done
   if (PsWorker* w = job.worker()) {
     const int me = job.topology().is_worker(world_rank()) ? world_rank() : -1;
     w->initialize();
@@ -128,7 +131,7 @@ std::vector<Placement> sync_placements() {
   out.push_back({"one co-located server", o});
   o.servers = n;
   out.push_back({"a server on every worker", o});
-  o.chunk_mb = 100.0 * 4 / (1024.0 * 1024.0);   // 100-float chunks: fc1.weight (256 floats) in 3 keys
+  o.chunk_mb = 100.0 * 4 / (1024.0 * 1024.0);  // 100-float chunks: fc1.weight (256 floats) in 3 keys
   out.push_back({"every worker, chunked", o});
   o.priority = true;
   out.push_back({"every worker, chunked, priority", o});
@@ -149,7 +152,7 @@ TEST(ParameterServer, SyncEndsWithAllReducesParameters) {
     for (const auto& [what, count] : got.staleness) EXPECT_EQ(std::get<3>(what), 0) << p.name;
     for (const auto& s : got.servers) {
       EXPECT_GT(s.keys, 0) << p.name;
-      EXPECT_EQ(s.pushes, s.updates * workers) << p.name;   // every round: one update of each key
+      EXPECT_EQ(s.pushes, s.updates * workers) << p.name;  // every round: one update of each key
       EXPECT_GT(s.bytes_in, s.bytes_held) << p.name;
     }
   }
@@ -161,7 +164,7 @@ TEST(ParameterServer, ChunksAreBalancedAcrossServersByBytes) {
   EXPECT_EQ(one.keys.size(), 4u);
   EXPECT_EQ(one.server_bytes[0] + one.server_bytes[1], 2010 * 4);
   const KeyLayout chunked = plan_keys(groups, 3, 250);
-  EXPECT_EQ(chunked.of_tensor[0][0].size(), 4u);   // 1000 floats in 250-float chunks
+  EXPECT_EQ(chunked.of_tensor[0][0].size(), 4u);  // 1000 floats in 250-float chunks
   EXPECT_LT(chunked.imbalance(), 1.15);
   int64_t covered = 0;
   for (int id : chunked.of_tensor[0][2]) covered += chunked.keys[static_cast<size_t>(id)].count;
@@ -210,10 +213,11 @@ TEST(ParameterServer, AsyncAndEagerTrainAndEveryWorkerEndsWithTheServersValues) 
     std::vector<float> flat;
     for (const auto& t : got.parameters) flat.insert(flat.end(), t.begin(), t.end());
     std::vector<float> all(flat.size() * static_cast<size_t>(world_size()));
-    MPI_Allgather(flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, all.data(), static_cast<int>(flat.size()), MPI_FLOAT,
-                  MPI_COMM_WORLD);
+    MPI_Allgather(flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, all.data(), static_cast<int>(flat.size()),
+                  MPI_FLOAT, MPI_COMM_WORLD);
     for (int r = 1; r < world_size(); ++r) {
-      for (size_t i = 0; i < flat.size(); ++i) ASSERT_EQ(all[i], all[static_cast<size_t>(r) * flat.size() + i]) << to_string(mode);
+      for (size_t i = 0; i < flat.size(); ++i)
+        ASSERT_EQ(all[i], all[static_cast<size_t>(r) * flat.size() + i]) << to_string(mode);
     }
   }
 }

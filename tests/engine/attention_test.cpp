@@ -34,7 +34,8 @@ std::vector<float> naive_attention(const Tensor& q, const Tensor& k, const Tenso
         for (int64_t j = 0; j < tk; ++j) {
           if (j >= lens[static_cast<size_t>(n)] || (causal && j > i)) continue;
           double dot = 0;
-          for (int64_t d = 0; d < dh; ++d) dot += qv[(n * tq + i) * hd + h * dh + d] * kv[(n * tk + j) * hd + h * dh + d];
+          for (int64_t d = 0; d < dh; ++d)
+            dot += qv[(n * tq + i) * hd + h * dh + d] * kv[(n * tk + j) * hd + h * dh + d];
           s[static_cast<size_t>(j)] = dot * scale;
           mx = std::max(mx, s[static_cast<size_t>(j)]);
         }
@@ -63,7 +64,7 @@ TEST_P(AttentionOps, AttentionValues) {
   }
   const auto all = ops::attention(q, k, v, Tensor(), 2, 0.5f, false).to_vector();
   EXPECT_LT(max_rel_diff(all, naive_attention(q, k, v, {5, 5}, 2, 0.5f, false)), 1e-5);
-  EXPECT_THROW(ops::attention(q, k, v, lens, 4, 1.0f, false), std::invalid_argument);   // 6 % 4 != 0
+  EXPECT_THROW(ops::attention(q, k, v, lens, 4, 1.0f, false), std::invalid_argument);  // 6 % 4 != 0
 }
 
 TEST_P(AttentionOps, AttentionGradient) {
@@ -110,7 +111,7 @@ TEST_P(AttentionOps, MatchesTheFormulaWithPaddedKeysHidden) {
   const int64_t B = 3, S = 5, A = 7, D = 4;
   Tensor q = on(rand_tensor({B, A}, 1)), k = on(rand_tensor({B, S, A}, 2)), val = on(rand_tensor({B, S, D}, 3)),
          v = on(rand_tensor({A}, 4, true, -2.0f, 2.0f));
-  const Tensor lens = on(Tensor::from_vector({B}, {5, 2, 0}));   // a row with no key gives zeros
+  const Tensor lens = on(Tensor::from_vector({B}, {5, 2, 0}));  // a row with no key gives zeros
   NoGradScope no_grad;
   Tensor probs;
   const auto ctx = ops::additive_attention(q, k, val, v, lens, &probs).to_vector();
@@ -120,7 +121,7 @@ TEST_P(AttentionOps, MatchesTheFormulaWithPaddedKeysHidden) {
   for (size_t i = 0; i < ctx.size(); ++i) EXPECT_NEAR(ctx[i], ref_ctx[i], 2e-6) << i;
   const auto p = probs.to_vector();
   for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(p[i], ref_probs[i], 2e-6) << i;
-  EXPECT_EQ(p[1 * S + 2], 0.0f);   // hidden keys weigh nothing
+  EXPECT_EQ(p[1 * S + 2], 0.0f);  // hidden keys weigh nothing
 
   // Hidden keys and values change nothing: overwrite row 1's keys and values past its length.
   auto kv = k.to_vector(), vv = val.to_vector();
@@ -150,9 +151,9 @@ TEST_P(AttentionOps, GradientsMatchFiniteDifferences) {
   const Tensor lens = Tensor::from_vector({B}, {4, 1, 3});
   GradcheckOptions o;
   o.eps = 3e-3;
-  EXPECT_GRADCHECK(gradcheck(
-      [&](const std::vector<Tensor>& t) { return ops::additive_attention(t[0], t[1], t[2], t[3], on(lens)); },
-      {q, k, val, v}, o));
+  EXPECT_GRADCHECK(
+      gradcheck([&](const std::vector<Tensor>& t) { return ops::additive_attention(t[0], t[1], t[2], t[3], on(lens)); },
+                {q, k, val, v}, o));
   // Hidden keys and values get exactly zero gradient.
   const auto g = grad({ops::sum(ops::additive_attention(on(q), on(k), on(val), on(v), on(lens)))}, {k, val});
   const auto dk = g[0].to_vector(), dval = g[1].to_vector();
@@ -192,15 +193,13 @@ TEST_P(AttentionOps, AdditiveGradientsWithEmptyRowsAndWithoutLengths) {
   for (const std::vector<float>& l : {std::vector<float>{4, 1, 3}, std::vector<float>{4, 0, 2}}) {
     SCOPED_TRACE(std::to_string(l[1]));
     const Tensor lens = Tensor::from_vector({B}, l);
-    EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) {
-                                 return ops::additive_attention(t[0], t[1], t[2], t[3], t[4]);
-                               },
-                               {q, k, val, v, lens}, o));
+    EXPECT_GRADCHECK(
+        gradcheck([](const std::vector<Tensor>& t) { return ops::additive_attention(t[0], t[1], t[2], t[3], t[4]); },
+                  {q, k, val, v, lens}, o));
   }
-  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) {
-                               return ops::additive_attention(t[0], t[1], t[2], t[3], Tensor());
-                             },
-                             {q, k, val, v}, o));
+  EXPECT_GRADCHECK(
+      gradcheck([](const std::vector<Tensor>& t) { return ops::additive_attention(t[0], t[1], t[2], t[3], Tensor()); },
+                {q, k, val, v}, o));
 }
 
 TS_ON_EVERY_DEVICE(AttentionOps);

@@ -106,14 +106,14 @@ TEST(Autograd, GradAsksOnlyForTheInputsItNeeds) {
   Tensor x = leaf({1, 2}), w = leaf({3, 4}), v = leaf({5, 6});
   std::vector<bool> seen_top, seen_side;
   int runs_top = 0, runs_side = 0;
-  Tensor side = probe(w, v, &seen_side, &runs_side);   // leads only to w and v
+  Tensor side = probe(w, v, &seen_side, &runs_side);  // leads only to w and v
   Tensor top = probe(x, side, &seen_top, &runs_top);
   auto g = grad({ops::sum(top)}, {x});
   EXPECT_EQ(g[0].to_vector(), (std::vector<float>{1, 1}));
   EXPECT_EQ(seen_top, (std::vector<bool>{true, false}));
   EXPECT_EQ(runs_side, 0);
   ops::sum(top).backward();
-  EXPECT_EQ(seen_top, (std::vector<bool>{true, true}));   // the masks of grad() are gone
+  EXPECT_EQ(seen_top, (std::vector<bool>{true, true}));  // the masks of grad() are gone
   EXPECT_EQ(seen_side, (std::vector<bool>{true, true}));
   EXPECT_EQ(runs_side, 1);
 }

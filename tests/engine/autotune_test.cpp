@@ -27,7 +27,7 @@ TEST(Autotune, ScopesNestAndRestore) {
       EXPECT_TRUE(autotune());
     }
     EXPECT_FALSE(autotune());
-    set_autotune(true);   // a set inside a scope lasts until the scope ends
+    set_autotune(true);  // a set inside a scope lasts until the scope ends
     EXPECT_TRUE(autotune());
   }
   EXPECT_TRUE(autotune());

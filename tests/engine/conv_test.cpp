@@ -95,7 +95,7 @@ TEST_P(ConvOps, Conv2dBackwardPiecesAreDifferentiable) {
   EXPECT_GRADCHECK(gradcheck(
       [p, xs](const std::vector<Tensor>& t) { return ops::conv2d_backward_data(t[0], t[1], xs, Layout::plain(), p); },
       {dy, w}));
-  for (int which : {0, 1}) {   // the weights gradient, then the bias gradient
+  for (int which : {0, 1}) {  // the weights gradient, then the bias gradient
     SCOPED_TRACE(which);
     EXPECT_GRADCHECK(gradcheck(
         [p, ws, which](const std::vector<Tensor>& t) {
@@ -117,7 +117,11 @@ TEST_P(ConvOps, Conv2dRejectsBadShapes) {
 }
 
 TEST_P(ConvOps, ConvForwardMatchesNaive) {
-  struct Case { Shape x, w; Conv2dParams p; bool bias; };
+  struct Case {
+    Shape x, w;
+    Conv2dParams p;
+    bool bias;
+  };
   const Case cases[] = {
       {{2, 3, 7, 7}, {5, 3, 3, 3}, conv_params(1, 1), true},
       {{1, 3, 15, 15}, {8, 3, 7, 7}, conv_params(2, 3), false},
@@ -172,7 +176,10 @@ TEST(ConvCpu, BlockedConvEqualsPlain) {
 
 TEST(ConvCpu, ConvImplementationsAreNotReference) {
   auto& be = cpu_backend();
-  struct Case { Shape x, w; Conv2dParams p; };
+  struct Case {
+    Shape x, w;
+    Conv2dParams p;
+  };
   const Case cases[] = {
       {{16, 64, 56, 56}, {64, 64, 3, 3}, conv_params(1, 1)},
       {{16, 256, 56, 56}, {64, 256, 1, 1}, conv_params(1, 0)},
@@ -182,7 +189,7 @@ TEST(ConvCpu, ConvImplementationsAreNotReference) {
     for (Layout l : {Layout::plain(), Layout::blocked(8)}) {
       if (c.x[1] == 3 && !l.is_plain()) continue;
       for (int which = 0; which < 3; ++which) {
-        if (c.x[1] == 3 && which == 1) continue;   // the first conv needs no data gradient
+        if (c.x[1] == 3 && which == 1) continue;  // the first conv needs no data gradient
         const std::string impl = be.conv_impl_info(c.x, l, c.w, false, c.p, which);
         SCOPED_TRACE(shape_str(c.x) + " " + l.str() + " pass " + std::to_string(which) + ": " + impl);
         EXPECT_EQ(impl.find("ref"), std::string::npos);

@@ -24,7 +24,7 @@ TEST(CpuBackend, BackendForDevices) {
   EXPECT_EQ(&backend_for(Device::cpu()), &backend_for(Device::cpu()));
   EXPECT_THROW(backend_for(Device::meta()), std::runtime_error);
 #ifndef TS_HAVE_CUDA
-  EXPECT_THROW(backend_for(Device{DeviceType::cuda, 0}), std::runtime_error);   // the CUDA tests cover it otherwise
+  EXPECT_THROW(backend_for(Device{DeviceType::cuda, 0}), std::runtime_error);  // the CUDA tests cover it otherwise
 #endif
 }
 
@@ -84,7 +84,7 @@ TEST(CpuBackend, MemoryCategories) {
     EXPECT_EQ(r.y.category(), vocabulary::Category::activations);
     ledger.reset_peak();
     Tensor w = rand_tensor({32, 16, 3, 3}, 42, false);
-    Tensor y = ops::conv2d(x, w, Tensor(), conv_params(1, 1));   // plain C=16 input: reordered
+    Tensor y = ops::conv2d(x, w, Tensor(), conv_params(1, 1));  // plain C=16 input: reordered
     EXPECT_GT(ledger.peak().bytes[ws], 0);
     EXPECT_EQ(y.category(), vocabulary::Category::activations);
   }

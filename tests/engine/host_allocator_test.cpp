@@ -26,7 +26,7 @@ TEST(HostAllocator, LargeBlocksAreReused) {
   void* a = cpu::host_allocate(8 << 20);
   cpu::host_free(a, 8 << 20);
   EXPECT_EQ(cpu::host_allocator_stats().cached_bytes, static_cast<int64_t>(cpu::host_size_class(8 << 20)));
-  void* b = cpu::host_allocate((8 << 20) - 100);   // same class
+  void* b = cpu::host_allocate((8 << 20) - 100);  // same class
   EXPECT_EQ(a, b);
   const auto after = cpu::host_allocator_stats();
   EXPECT_EQ(after.hits - before.hits, 1);
@@ -49,7 +49,7 @@ TEST(HostAllocator, BlocksFrom64KiBAreCachedAndReused) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(cpu::host_allocator_stats().hits - before.hits, 1);
   cpu::host_free(b, 200 << 10);
-  void* small = cpu::host_allocate(32 << 10);   // below the cached range: malloc's
+  void* small = cpu::host_allocate(32 << 10);  // below the cached range: malloc's
   cpu::host_free(small, 32 << 10);
   EXPECT_EQ(cpu::host_allocator_stats().cached_bytes, static_cast<int64_t>(cpu::host_size_class(200 << 10)));
   cpu::host_empty_cache();

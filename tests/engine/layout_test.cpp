@@ -36,7 +36,9 @@ TEST_P(LayoutOps, ConcatChannelsAndBatch) {
   Tensor f = rand_tensor({1, 3, 2, 2}, 85);
   EXPECT_GRADCHECK(gradcheck(blocked_concat, {d, f}));
   EXPECT_GRADCHECK(gradgradcheck(
-      [](const std::vector<Tensor>& t) { return ops::mul(ops::concat({t[0], t[1]}, 1), ops::concat({t[1], t[0]}, 1)); },
+      [](const std::vector<Tensor>& t) {
+        return ops::mul(ops::concat({t[0], t[1]}, 1), ops::concat({t[1], t[0]}, 1));
+      },
       {a, rand_tensor({2, 3, 2, 2}, 88)}));
 }
 
@@ -53,7 +55,8 @@ TEST_P(LayoutOps, Slice) {
       [](const std::vector<Tensor>& t) { return ops::slice(ops::to_layout(t[0], Layout::blocked(8)), 1, 3, 7); },
       {xb}));
   EXPECT_GRADCHECK(gradgradcheck(
-      [](const std::vector<Tensor>& t) { return ops::mul(ops::slice(t[0], 1, 2, 5), ops::slice(t[0], 1, 4, 5)); }, {x}));
+      [](const std::vector<Tensor>& t) { return ops::mul(ops::slice(t[0], 1, 2, 5), ops::slice(t[0], 1, 4, 5)); },
+      {x}));
   EXPECT_THROW(ops::slice(on(x), 1, 8, 5), std::invalid_argument);
 }
 
@@ -186,7 +189,7 @@ TEST(LayoutCpu, FillCopyLayouts) {
   auto& be = backend_for(Device::cpu());
   Tensor t = Tensor::empty({2, 10, 2, 2}, Device::cpu(), Layout::blocked(8));
   be.fill(t, 2.0f);
-  EXPECT_NEAR(be.sum_all(t).item(), 2.0f * 80, 1e-4);   // padded channels stay zero
+  EXPECT_NEAR(be.sum_all(t).item(), 2.0f * 80, 1e-4);  // padded channels stay zero
   Tensor x = rand_tensor({2, 10, 2, 2}, 40, false);
   Tensor c = Tensor::empty(x.shape(), Device::cpu(), Layout::channels_last());
   be.copy(x, c);

@@ -20,13 +20,14 @@ TEST_P(LinearOps, Linear) {
   Tensor b = rand_tensor({3}, 72);
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }, {x, w, b}));
   EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], Tensor()); }, {x, w}));
-  EXPECT_GRADCHECK(gradgradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }, {x, w, b}));
+  EXPECT_GRADCHECK(
+      gradgradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], t[2]); }, {x, w, b}));
   EXPECT_GRADCHECK(
       gradgradcheck([](const std::vector<Tensor>& t) { return ops::linear(t[0], t[1], Tensor()); }, {x, w}));
   // A WGAN-GP-like penalty: || d(sum(relu(linear)))/dx ||^2 differentiated w.r.t. w.
   Tensor xa = away_from_zero({4, 5}, 73);
-  EXPECT_GRADCHECK(gradgradcheck(
-      [](const std::vector<Tensor>& t) { return ops::relu(ops::linear(t[0], t[1], t[2])); }, {xa, w, b}));
+  EXPECT_GRADCHECK(
+      gradgradcheck([](const std::vector<Tensor>& t) { return ops::relu(ops::linear(t[0], t[1], t[2])); }, {xa, w, b}));
   EXPECT_THROW(ops::linear(on(x), on(rand_tensor({3, 4}, 1)), Tensor()), std::invalid_argument);
 }
 

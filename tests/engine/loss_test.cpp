@@ -49,7 +49,7 @@ TEST_P(LossOps, SoftmaxCrossEntropyValues) {
   Tensor logits = on(Tensor::from_vector({2, 3}, {1.0f, 2.0f, 3.0f, 1000.0f, 0.0f, -1000.0f}));
   Tensor labels = on(Tensor::from_vector({2}, {2, 1}));
   const double l0 = -std::log(std::exp(3.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
-  const double l1 = 1000.0;   // stable log-sum-exp: no overflow
+  const double l1 = 1000.0;  // stable log-sum-exp: no overflow
   EXPECT_NEAR(ops::softmax_cross_entropy(logits, labels).item(), (l0 + l1) / 2, 1e-3);
   try {
     ops::softmax_cross_entropy(logits, on(Tensor::from_vector({2}, {0, 3})));
@@ -63,7 +63,7 @@ TEST_P(LossOps, SoftmaxCrossEntropyValues) {
 
 TEST_P(LossOps, LabelSmoothedCrossEntropy) {
   Tensor logits = rand_tensor({5, 7}, 20, true, -2.0f, 2.0f);
-  Tensor labels = Tensor::from_vector({5}, {3, 0, 6, 0, 2});   // rows labelled 0 (padding) are ignored
+  Tensor labels = Tensor::from_vector({5}, {3, 0, 6, 0, 2});  // rows labelled 0 (padding) are ignored
   {
     NoGradScope no_grad;
     const float eps = 0.1f;

@@ -90,7 +90,7 @@ TEST_P(NormOps, BatchNormEvalAndRunningStats) {
   // Eval in a blocked layout: same values.
   const auto yb =
       ops::batch_norm(ops::to_layout(on(x), Layout::blocked(8)), on(g), on(b), rm, rv, false, momentum, eps);
-  if (device().is_cpu()) {   // the GPU computes in plain NCHW
+  if (device().is_cpu()) {  // the GPU computes in plain NCHW
     EXPECT_EQ(yb.layout(), Layout::blocked(8));
   }
   EXPECT_LT(max_rel_diff(yb.to_vector(), y), 1e-5);
@@ -132,8 +132,12 @@ TEST_P(NormOps, BatchNormReluIsBatchNormThenRelu) {
       Tensor y = fused ? ops::batch_norm_relu(xd, on(g), on(b), rm, rv, true, 0.1f, 1e-5f)
                        : ops::relu(ops::batch_norm(xd, on(g), on(b), rm, rv, true, 0.1f, 1e-5f));
       const auto grads = grad({ops::sum(ops::mul(ops::to_layout(y, Layout::plain()), on(dy)))}, {x, g, b});
-      out[fused] = {ops::to_layout(y, Layout::plain()).to_vector(), rm.to_vector(), rv.to_vector(),
-                    grads[0].to_vector(), grads[1].to_vector(), grads[2].to_vector()};
+      out[fused] = {ops::to_layout(y, Layout::plain()).to_vector(),
+                    rm.to_vector(),
+                    rv.to_vector(),
+                    grads[0].to_vector(),
+                    grads[1].to_vector(),
+                    grads[2].to_vector()};
     }
     for (size_t k = 0; k < out[0].size(); ++k) {
       SCOPED_TRACE(k);
@@ -166,7 +170,8 @@ TEST_P(NormOps, BatchNormReluGradients) {
       },
       {x, g, b}));
   // Its backward is first order, as batch norm's.
-  Tensor y = ops::sum(ops::mul(ops::batch_norm_relu(on(x), on(g), on(b), Tensor(), Tensor(), true, 0.1f, 1e-5f), on(x)));
+  Tensor y =
+      ops::sum(ops::mul(ops::batch_norm_relu(on(x), on(g), on(b), Tensor(), Tensor(), true, 0.1f, 1e-5f), on(x)));
   auto gx = grad({y}, {x}, {}, /*create_graph=*/true);
   EXPECT_THROW(grad({ops::sum(gx[0])}, {g}), std::logic_error);
 }
@@ -188,7 +193,8 @@ TEST_P(NormOps, LayerNorm) {
       }
     }
   }
-  EXPECT_GRADCHECK(gradcheck([](const std::vector<Tensor>& t) { return ops::layer_norm(t[0], t[1], t[2]); }, {x, g, b}));
+  EXPECT_GRADCHECK(
+      gradcheck([](const std::vector<Tensor>& t) { return ops::layer_norm(t[0], t[1], t[2]); }, {x, g, b}));
   EXPECT_THROW(ops::layer_norm(on(x), on(rand_tensor({4}, 4)), on(b)), std::invalid_argument);
 }
 

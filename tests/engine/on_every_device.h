@@ -63,8 +63,8 @@ std::string device_case_name(const ::testing::TestParamInfo<Device>& info);
 
 }  // namespace ts::engine::testing
 
-#define TS_ON_EVERY_DEVICE(Suite)                                                                       \
-  INSTANTIATE_TEST_SUITE_P(Device, Suite,                                                               \
-                           ::testing::Values(::ts::engine::Device::cpu(),                               \
-                                             ::ts::engine::Device{::ts::engine::DeviceType::cuda, 0}), \
-                           ::ts::engine::testing::device_case_name)
+#define TS_ON_EVERY_DEVICE(Suite)                                                                              \
+  INSTANTIATE_TEST_SUITE_P(                                                                                    \
+      Device, Suite,                                                                                           \
+      ::testing::Values(::ts::engine::Device::cpu(), ::ts::engine::Device{::ts::engine::DeviceType::cuda, 0}), \
+      ::ts::engine::testing::device_case_name)

@@ -76,7 +76,7 @@ TEST(OpWork, BackwardPiecesAndNodesDeclareTheirOwnWork) {
   Tensor x = rand_tensor({2, 3, 6, 6}, 10), w = rand_tensor({5, 3, 3, 3}, 11);
   Tensor gamma = rand_tensor({5}, 12, true, 0.5f, 1.5f), beta = rand_tensor({5}, 13);
   const Traced t = trace([&] {
-    Tensor y = ops::conv2d(x, w, Tensor(), conv_params(1, 0));   // y [2, 5, 4, 4]
+    Tensor y = ops::conv2d(x, w, Tensor(), conv_params(1, 0));  // y [2, 5, 4, 4]
     y = ops::relu(ops::batch_norm(y, gamma, beta, Tensor(), Tensor(), true, 0.1f, 1e-5f));
     backward({ops::sum(y)});
   });

@@ -48,7 +48,8 @@ TEST_P(OptimOps, SgdStep) {
 TEST_P(OptimOps, AdamStep) {
   auto& be = backend_for(device());
   const std::vector<float> w0{1.0f, -2.0f, 0.5f, 0.0f};
-  const std::vector<std::vector<float>> grads{{0.1f, 0.2f, -0.3f, 0.0f}, {0.2f, -0.1f, -0.3f, 1e-3f}, {-0.4f, 0.3f, 0.0f, 2.0f}};
+  const std::vector<std::vector<float>> grads{
+      {0.1f, 0.2f, -0.3f, 0.0f}, {0.2f, -0.1f, -0.3f, 1e-3f}, {-0.4f, 0.3f, 0.0f, 2.0f}};
   const double lr = 1e-2, b1 = 0.5, b2 = 0.9, eps = 1e-8, wd = 0.01;
   Tensor w = Tensor::from_vector({4}, w0, device());
   Tensor m = Tensor::zeros({4}, device()), v = Tensor::zeros({4}, device());
@@ -174,7 +175,7 @@ TEST_P(OptimOps, ClipGradNorm) {
   // grads (3, 0) and (4): norm 5.
   ops::sum(ops::add(ops::mul(a, Tensor::from_vector({2}, {3, 0}, device())), ops::scale(a, 0.0f))).backward();
   ops::sum(ops::scale(b, 4.0f)).backward();
-  EXPECT_NEAR(optim::clip_grad_norm({a, b}, 10.0), 5.0, 1e-6);   // under the limit: untouched
+  EXPECT_NEAR(optim::clip_grad_norm({a, b}, 10.0), 5.0, 1e-6);  // under the limit: untouched
   EXPECT_NEAR(b.grad().item(), 4.0f, 1e-6);
   EXPECT_NEAR(optim::clip_grad_norm({a, b}, 1.0), 5.0, 1e-6);
   EXPECT_NEAR(a.grad().to_vector()[0], 0.6f, 1e-5);
@@ -187,7 +188,7 @@ TEST(OptimCpu, InverseSqrtSchedule) {
   s.base_lr = std::pow(512.0, -0.5);
   s.warmup_steps = 4000;
   EXPECT_NEAR(s.at(0), s.base_lr * std::pow(4000.0, -1.5), 1e-12);
-  EXPECT_NEAR(s.at(3999), s.base_lr / std::sqrt(4000.0), 1e-12);   // the peak
+  EXPECT_NEAR(s.at(3999), s.base_lr / std::sqrt(4000.0), 1e-12);  // the peak
   EXPECT_NEAR(s.at(15999), s.base_lr / std::sqrt(16000.0), 1e-12);
   EXPECT_GT(s.at(3999), s.at(3998));
   EXPECT_GT(s.at(3999), s.at(4000));

@@ -38,7 +38,7 @@ using namespace ts::engine::testing;
 namespace {
 
 constexpr int64_t kN = 37;
-const std::vector<int64_t> kCuts = {0, 10, kN};   // the chunks [0, 10) and [10, 37)
+const std::vector<int64_t> kCuts = {0, 10, kN};  // the chunks [0, 10) and [10, 37)
 
 std::vector<float> slice(const std::vector<float>& v, int64_t begin, int64_t end) {
   return {v.begin() + begin, v.begin() + end};
@@ -49,7 +49,7 @@ std::string first_difference(const std::vector<float>& a, const std::vector<floa
   if (a.size() != b.size()) return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) {
-      std::ostringstream o;   // enough digits to tell neighbouring floats apart
+      std::ostringstream o;  // enough digits to tell neighbouring floats apart
       o << std::setprecision(9) << "element " << i << ": " << a[i] << " vs " << b[i];
       return o.str();
     }
@@ -272,7 +272,7 @@ TEST(OptimizerRecipe, AnUndefinedGradientLeavesItsTensorAlone) {
     opt->step({Tensor(), Tensor()});
     EXPECT_EQ(a.to_vector(), va);
     EXPECT_EQ(opt->steps(), 2);
-    EXPECT_THROW(opt->step({Tensor()}), std::invalid_argument);   // one gradient for two tensors
+    EXPECT_THROW(opt->step({Tensor()}), std::invalid_argument);  // one gradient for two tensors
   }
 }
 
@@ -287,7 +287,7 @@ using namespace ts::workloads;
 std::unique_ptr<Workload> build_workload(const std::string& name) {
   const WorkloadSpec* spec = find_workload(name);
   if (!spec) throw std::runtime_error("no workload " + name);
-  WorkloadConfig wc;   // the tiny preset, seed 1, CPU
+  WorkloadConfig wc;  // the tiny preset, seed 1, CPU
   spec->check(wc);
   return spec->create(wc);
 }
@@ -298,8 +298,8 @@ TEST(OptimizerRecipe, EveryWorkloadHasOneRecipePerGradientGroup) {
   const std::set<std::string> kinds = {"sgd", "adam", "rmsprop"};
   // What each workload's own step runs (a workload added later need only name a known kind).
   const std::map<std::string, std::string> expected = {
-      {"resnet50", "sgd"}, {"inception_v3", "sgd"}, {"faster_rcnn", "sgd"}, {"deepspeech2", "sgd"},
-      {"transformer", "adam"}, {"seq2seq", "adam"}, {"wgan", "adam"}, {"a3c", "rmsprop"}};
+      {"resnet50", "sgd"},     {"inception_v3", "sgd"}, {"faster_rcnn", "sgd"}, {"deepspeech2", "sgd"},
+      {"transformer", "adam"}, {"seq2seq", "adam"},     {"wgan", "adam"},       {"a3c", "rmsprop"}};
   std::set<std::string> seen;
   for (const auto& spec : registry()) {
     SCOPED_TRACE(spec.name);
@@ -331,7 +331,7 @@ TEST(OptimizerRecipe, EveryWorkloadHasOneRecipePerGradientGroup) {
     if (spec.name == "a3c") clip = a3c_config("tiny").max_grad_norm;
     for (const auto& r : recipes) EXPECT_EQ(r.max_grad_norm, clip);
     if (spec.name == "wgan") {
-      EXPECT_EQ(recipes.size(), 2u);   // the critic, then the generator
+      EXPECT_EQ(recipes.size(), 2u);  // the critic, then the generator
     }
     seen.insert(spec.name);
   }
@@ -358,7 +358,7 @@ class RecipePhases final : public Phases {
   void optimizer(const std::function<void()>& f) override {
     auto& shards = shards_.at(group_);
     const auto& params = groups_.at(group_);
-    if (shards.empty()) {   // the copies start from the parameters before the first update
+    if (shards.empty()) {  // the copies start from the parameters before the first update
       for (const Tensor& p : params) shards.push_back(ParamShards(p.to_vector(), recipes_.at(group_)));
     }
     for (size_t i = 0; i < params.size(); ++i) {
@@ -384,7 +384,7 @@ class RecipePhases final : public Phases {
         opts.push_back(r.build({chunks.back()}));
       }
     }
-    void step(const std::vector<float>& grad) {   // empty: no gradient
+    void step(const std::vector<float>& grad) {  // empty: no gradient
       for (size_t k = 0; k < chunks.size(); ++k) {
         opts[k]->step({grad.empty() ? Tensor()
                                     : Tensor::from_vector({cuts[k + 1] - cuts[k]}, slice(grad, cuts[k], cuts[k + 1]))});

@@ -88,8 +88,8 @@ TEST_P(PointwiseOps, AddIncludingDifferentLayouts) {
         return ops::add(ops::to_layout(t[0], Layout::channels_last()), ops::to_layout(t[1], Layout::blocked(16)));
       },
       {a, b}));
-  EXPECT_GRADCHECK(gradgradcheck(
-      [](const std::vector<Tensor>& t) { return ops::mul(ops::add(t[0], t[1]), t[1]); }, {a, b}));
+  EXPECT_GRADCHECK(
+      gradgradcheck([](const std::vector<Tensor>& t) { return ops::mul(ops::add(t[0], t[1]), t[1]); }, {a, b}));
   EXPECT_THROW(ops::add(on(a), on(rand_tensor({2, 10, 3, 4}, 1))), std::invalid_argument);
 }
 
@@ -149,7 +149,7 @@ TEST_P(PointwiseOps, Dropout) {
     kept += v != 0.0f;
   }
   EXPECT_NEAR(static_cast<double>(kept) / 10000.0, 0.75, 0.02);
-  EXPECT_EQ(ops::dropout(x, 0.25f, 42).to_vector(), y);    // the same seed draws the same mask
+  EXPECT_EQ(ops::dropout(x, 0.25f, 42).to_vector(), y);  // the same seed draws the same mask
   EXPECT_NE(ops::dropout(x, 0.25f, 43).to_vector(), y);
   EXPECT_TRUE(ops::dropout(x, 0.25f, 42, /*training=*/false).same(x));
   EXPECT_THROW(ops::dropout(x, 1.0f, 1), std::invalid_argument);

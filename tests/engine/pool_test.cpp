@@ -30,8 +30,8 @@ TEST_P(PoolOps, MaxPool) {
 
 TEST_P(PoolOps, AvgPool) {
   Tensor x = rand_tensor({2, 3, 6, 6}, 62);
-  for (auto p : {pool_params(2, 2, 0), pool_params(3, 2, 1, false), pool_params(3, 2, 1, true),
-                 pool_params(3, 1, 1, true)}) {
+  for (auto p :
+       {pool_params(2, 2, 0), pool_params(3, 2, 1, false), pool_params(3, 2, 1, true), pool_params(3, 1, 1, true)}) {
     EXPECT_GRADCHECK(gradcheck([p](const std::vector<Tensor>& t) { return ops::avg_pool2d(t[0], p); }, {x}));
     EXPECT_GRADCHECK(gradgradcheck([p](const std::vector<Tensor>& t) { return ops::avg_pool2d(t[0], p); }, {x}));
   }
@@ -91,8 +91,8 @@ TEST_P(PoolOps, UpsampleNearest) {
 
 TEST_P(PoolOps, PoolForwardMatchesNaive) {
   Tensor x = rand_tensor({2, 3, 7, 7}, 20, false);
-  const Pool2dParams cases[] = {{2, 2, 2, 2, 0, 0, false}, {3, 3, 2, 2, 1, 1, false}, {3, 3, 2, 2, 1, 1, true},
-                                {3, 3, 1, 1, 1, 1, true}};
+  const Pool2dParams cases[] = {
+      {2, 2, 2, 2, 0, 0, false}, {3, 3, 2, 2, 1, 1, false}, {3, 3, 2, 2, 1, 1, true}, {3, 3, 1, 1, 1, 1, true}};
   for (const auto& p : cases) {
     for (bool is_max : {true, false}) {
       Shape ys;
@@ -102,7 +102,7 @@ TEST_P(PoolOps, PoolForwardMatchesNaive) {
       EXPECT_LT(max_rel_diff(y.to_vector(), ref), 1e-5) << "max=" << is_max << " k=" << p.kernel_h;
       Tensor yb = is_max ? ops::max_pool2d(ops::to_layout(on(x), Layout::blocked(8)), p)
                          : ops::avg_pool2d(ops::to_layout(on(x), Layout::blocked(8)), p);
-      if (device().is_cpu()) {   // the GPU computes in plain NCHW
+      if (device().is_cpu()) {  // the GPU computes in plain NCHW
         EXPECT_EQ(yb.layout(), Layout::blocked(8));
       }
       EXPECT_LT(max_rel_diff(yb.to_vector(), ref), 1e-5);

@@ -21,8 +21,8 @@ TEST_P(ReduceOps, ScaleSumMean) {
   EXPECT_GRADCHECK(gradgradcheck(
       [](const std::vector<Tensor>& t) { return ops::scale(ops::mul(ops::sum(t[0]), ops::mean(t[0])), 0.5f); }, {a}));
   Tensor b = rand_tensor({2, 10, 2, 2}, 57);
-  EXPECT_GRADCHECK(gradcheck(
-      [](const std::vector<Tensor>& t) { return ops::mean(ops::to_layout(t[0], Layout::blocked(8))); }, {b}));
+  EXPECT_GRADCHECK(
+      gradcheck([](const std::vector<Tensor>& t) { return ops::mean(ops::to_layout(t[0], Layout::blocked(8))); }, {b}));
   EXPECT_NEAR(ops::sum(ops::to_layout(on(b.detach()), Layout::blocked(8))).item(), ops::sum(on(b.detach())).item(),
               1e-4);
 }

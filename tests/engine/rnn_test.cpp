@@ -62,7 +62,8 @@ Reference reference(bool lstm, const Sizes& s, const Tensor& x, const Tensor& h0
       std::vector<double> gi(static_cast<size_t>(G * H)), gh(static_cast<size_t>(G * H));
       for (int64_t o = 0; o < G * H; ++o) {
         double a = bi[static_cast<size_t>(o)], e = bh[static_cast<size_t>(o)];
-        for (int64_t i = 0; i < I; ++i) a += wi[static_cast<size_t>(o * I + i)] * xv[static_cast<size_t>((t * B + b) * I + i)];
+        for (int64_t i = 0; i < I; ++i)
+          a += wi[static_cast<size_t>(o * I + i)] * xv[static_cast<size_t>((t * B + b) * I + i)];
         for (int64_t k = 0; k < H; ++k) e += wh[static_cast<size_t>(o * H + k)] * h[static_cast<size_t>(k)];
         gi[static_cast<size_t>(o)] = a;
         gh[static_cast<size_t>(o)] = e;
@@ -80,7 +81,7 @@ Reference reference(bool lstm, const Sizes& s, const Tensor& x, const Tensor& h0
           const double n = std::tanh(at(gi, 2) + rr * at(gh, 2));
           hn = (1 - z) * n + z * h[static_cast<size_t>(k)];
         }
-        h[static_cast<size_t>(k)] = hn;   // k's new state depends only on the old h through gh (computed above)
+        h[static_cast<size_t>(k)] = hn;  // k's new state depends only on the old h through gh (computed above)
         r.y[static_cast<size_t>((t * B + b) * H + k)] = static_cast<float>(hn);
       }
     }
@@ -221,12 +222,12 @@ TEST_P(RnnOps, FinalStatesAtEachSequencesOwnLastStep) {
         const int64_t len = lens[static_cast<size_t>(b)];
         for (int64_t k = 0; k < s.H; ++k) {
           const auto i = static_cast<size_t>(b * s.H + k);
-          if (len == 0) {   // nothing ran: the initial state comes back
+          if (len == 0) {  // nothing ran: the initial state comes back
             EXPECT_EQ(h[i], h0[i]);
             if (lstm) {
               EXPECT_EQ(r.c_n.to_vector()[i], c0[i]);
             }
-          } else {          // the output of the last step processed: t = len - 1, or 0 reversed
+          } else {  // the output of the last step processed: t = len - 1, or 0 reversed
             const int64_t last = reverse ? 0 : len - 1;
             EXPECT_EQ(h[i], y[static_cast<size_t>((last * s.B + b) * s.H + k)]);
           }
@@ -241,7 +242,8 @@ TEST_P(RnnOps, FinalStatesAtEachSequencesOwnLastStep) {
         one[2] = ops::slice(t[2], 0, b, 1);
         const ops::RnnOutput alone = run_layer(lstm, one, Tensor(), reverse);
         const auto ha = alone.h_n.to_vector();
-        for (int64_t k = 0; k < s.H; ++k) EXPECT_NEAR(ha[static_cast<size_t>(k)], h[static_cast<size_t>(b * s.H + k)], 1e-6);
+        for (int64_t k = 0; k < s.H; ++k)
+          EXPECT_NEAR(ha[static_cast<size_t>(k)], h[static_cast<size_t>(b * s.H + k)], 1e-6);
       }
     }
   }
@@ -252,9 +254,9 @@ TEST_P(RnnOps, LstmGradients) {
   const Tensor lens = lengths_tensor({4, 2, 3});
   for (bool reverse : {false, true}) {
     SCOPED_TRACE(reverse);
-    EXPECT_GRADCHECK(gradcheck(
-        [&](const std::vector<Tensor>& t) { return all_outputs(run_layer(true, t, on(lens), reverse)); },
-        layer_inputs(true, s, 100)));
+    EXPECT_GRADCHECK(
+        gradcheck([&](const std::vector<Tensor>& t) { return all_outputs(run_layer(true, t, on(lens), reverse)); },
+                  layer_inputs(true, s, 100)));
   }
   // Without lengths, h0/c0 or biases.
   std::vector<Tensor> t = layer_inputs(true, s, 110);
@@ -271,7 +273,7 @@ TEST_P(RnnOps, GruGradients) {
   for (bool reverse : {false, true}) {
     SCOPED_TRACE(reverse);
     std::vector<Tensor> t = layer_inputs(false, s, 120);
-    t.erase(t.begin() + 2);   // no c0
+    t.erase(t.begin() + 2);  // no c0
     EXPECT_GRADCHECK(gradcheck(
         [&](const std::vector<Tensor>& in) {
           return all_outputs(ops::gru(in[0], in[1], in[2], in[3], in[4], in[5], on(lens), reverse));
@@ -355,10 +357,10 @@ TEST_P(RnnOps, NanPropagates) {
   NoGradScope no_grad;
   for (bool lstm : {true, false}) {
     std::vector<Tensor> t = layer_inputs(lstm, s, 175);
-    t[0].data()[0] = std::numeric_limits<float>::quiet_NaN();   // x[0, 0, 0]
+    t[0].data()[0] = std::numeric_limits<float>::quiet_NaN();  // x[0, 0, 0]
     const ops::RnnOutput r = run_layer(lstm, on_each(t), Tensor(), false);
     EXPECT_TRUE(std::isnan(r.h_n.to_vector()[0])) << lstm;
-    EXPECT_FALSE(std::isnan(r.h_n.to_vector()[s.H])) << lstm;   // the other sequence is untouched
+    EXPECT_FALSE(std::isnan(r.h_n.to_vector()[s.H])) << lstm;  // the other sequence is untouched
   }
 }
 
@@ -367,13 +369,12 @@ TEST_P(RnnOps, BadArguments) {
   const std::vector<Tensor> t = on_each(layer_inputs(true, s, 170));
   NoGradScope no_grad;
   EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], on(lengths_tensor({4, 1})), false),
-               std::invalid_argument);   // longer than T
-  EXPECT_THROW(
-      ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], on(Tensor::from_vector({2}, {1.5f, 1.0f})), false),
-      std::invalid_argument);   // not an integer
+               std::invalid_argument);  // longer than T
+  EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], on(Tensor::from_vector({2}, {1.5f, 1.0f})), false),
+               std::invalid_argument);  // not an integer
   EXPECT_THROW(ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], on(lengths_tensor({3})), false),
                std::invalid_argument);
-  EXPECT_THROW(ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], Tensor(), false), std::invalid_argument);   // 4H weights
+  EXPECT_THROW(ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], Tensor(), false), std::invalid_argument);  // 4H weights
   EXPECT_THROW(ops::lstm(t[0], t[2], t[1], t[3], t[4], on(rand_tensor({5}, 1)), t[6], Tensor(), false),
                std::invalid_argument);
   EXPECT_THROW(ops::lstm(on(rand_tensor({3, 2, 5}, 2)), t[1], t[2], t[3], t[4], t[5], t[6], Tensor(), false),
@@ -397,7 +398,8 @@ TEST(RnnModules, PyTorchParameterCounts) {
   // Concatenated, layers after the first read 2H: nn.GRU(1760, 1760, 2, bidirectional=True).
   ds2.num_layers = 2;
   ds2.merge = nn::RnnOptions::Merge::concat;
-  EXPECT_EQ(nn::Gru(ds2, Device::meta(), rng).parameter_count(), 37192320 + 2 * 3 * (1760 * 3520 + 1760 * 1760 + 2 * 1760));
+  EXPECT_EQ(nn::Gru(ds2, Device::meta(), rng).parameter_count(),
+            37192320 + 2 * 3 * (1760 * 3520 + 1760 * 1760 + 2 * 1760));
   nn::RnnOptions no_bias{10, 20, 1};
   no_bias.bias = false;
   EXPECT_EQ(nn::Lstm(no_bias, Device::meta(), rng).parameter_count(), 4 * 20 * 30);
@@ -410,14 +412,14 @@ TEST(RnnModules, PyTorchParameterNames) {
   nn::Lstm m(o, Device::cpu(), rng);
   const auto params = m.named_parameters();
   const std::vector<std::string> expect{
-      "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+      "weight_ih_l0",         "weight_hh_l0",         "bias_ih_l0",         "bias_hh_l0",
       "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse",
-      "weight_ih_l1", "weight_hh_l1", "bias_ih_l1", "bias_hh_l1",
+      "weight_ih_l1",         "weight_hh_l1",         "bias_ih_l1",         "bias_hh_l1",
       "weight_ih_l1_reverse", "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse"};
   ASSERT_EQ(params.size(), expect.size());
   for (size_t i = 0; i < expect.size(); ++i) EXPECT_EQ(params[i].first, expect[i]);
   EXPECT_EQ(params[0].second.shape(), (Shape{16, 3}));
-  EXPECT_EQ(params[8].second.shape(), (Shape{16, 8}));   // layer 1 reads both directions
+  EXPECT_EQ(params[8].second.shape(), (Shape{16, 8}));  // layer 1 reads both directions
   EXPECT_EQ(params[1].second.shape(), (Shape{16, 4}));
   // uniform(-1/sqrt(H), 1/sqrt(H)) everywhere.
   for (const auto& [name, p] : params) {
@@ -492,7 +494,7 @@ TEST(RnnModules, DropoutBetweenLayersInTrainingOnly) {
   const Tensor x = rand_tensor({3, 2, 4}, 10, false);
   NoGradScope no_grad;
   const auto a = m.forward(x, Tensor(), {}, 1).y.to_vector();
-  EXPECT_EQ(a, m.forward(x, Tensor(), {}, 1).y.to_vector());   // the seed fixes the masks
+  EXPECT_EQ(a, m.forward(x, Tensor(), {}, 1).y.to_vector());  // the seed fixes the masks
   EXPECT_NE(a, m.forward(x, Tensor(), {}, 2).y.to_vector());
   m.train(false);
   const auto e = m.forward(x, Tensor(), {}, 1).y.to_vector();
@@ -536,16 +538,20 @@ TEST_P(RnnOps, GradientsWithLengthsBothDirections) {
     for (bool reverse : {false, true}) {
       SCOPED_TRACE(std::string(lstm ? "lstm" : "gru") + (reverse ? " reverse" : ""));
       const int64_t G = lstm ? 4 : 3;
-      const std::vector<Tensor> in{rand_tensor({T, B, I}, 201),           rand_tensor({B, H}, 202),
-                                   rand_tensor({B, H}, 203),              rand_tensor({G * H, I}, 204, true, -0.5f, 0.5f),
-                                   rand_tensor({G * H, H}, 205, true, -0.5f, 0.5f), rand_tensor({G * H}, 206),
-                                   rand_tensor({G * H}, 207),             Tensor::from_vector({B}, {4, 2, 3})};
-      EXPECT_GRADCHECK(gradcheck([lstm, reverse](const std::vector<Tensor>& t) {
-                                   return all_outputs(lstm ? ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
-                                                                       reverse)
-                                                           : ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], t[7], reverse));
-                                 },
-                                 in));
+      const std::vector<Tensor> in{rand_tensor({T, B, I}, 201),
+                                   rand_tensor({B, H}, 202),
+                                   rand_tensor({B, H}, 203),
+                                   rand_tensor({G * H, I}, 204, true, -0.5f, 0.5f),
+                                   rand_tensor({G * H, H}, 205, true, -0.5f, 0.5f),
+                                   rand_tensor({G * H}, 206),
+                                   rand_tensor({G * H}, 207),
+                                   Tensor::from_vector({B}, {4, 2, 3})};
+      EXPECT_GRADCHECK(gradcheck(
+          [lstm, reverse](const std::vector<Tensor>& t) {
+            return all_outputs(lstm ? ops::lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], reverse)
+                                    : ops::gru(t[0], t[1], t[3], t[4], t[5], t[6], t[7], reverse));
+          },
+          in));
     }
   }
 }

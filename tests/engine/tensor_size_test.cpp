@@ -60,7 +60,11 @@ TEST(TensorSize, ZeroDimensionHasNoElementsWhateverTheOthers) {
 
 TEST(TensorSize, NegativeDimensionsAreRefused) {
   expect_throw_naming<std::invalid_argument>([] { shape_numel({2, -3}); }, {"negative", "[2, -3]"});
-  expect_throw_naming<std::invalid_argument>([] { storage_numel({2, -3, 1, 1}, Layout::blocked(8)); }, {"[2, -3, 1, 1]"});
+  expect_throw_naming<std::invalid_argument>(
+      [] {
+        storage_numel({2, -3, 1, 1}, Layout::blocked(8));
+      },
+      {"[2, -3, 1, 1]"});
   expect_throw_naming<std::invalid_argument>([] { Tensor::empty({4, -1}, Device::cpu()); }, {"[4, -1]"});
   // Two negatives multiply to a positive count: a view of 4 elements as [-1, -4] once passed.
   const Tensor t = Tensor::zeros({4}, Device::cpu());
@@ -91,10 +95,16 @@ TEST(TensorSize, ByteCountBeyondInt64IsRefused) {
 
 // ceil(C / block) * block was computed as (C + block - 1) / block * block, which wrapped.
 TEST(TensorSize, BlockedPaddingBeyondInt64IsRefused) {
-  expect_throw_naming<std::length_error>([] { storage_numel({1, kInt64Max, 1, 1}, Layout::blocked(8)); },
-                                         {"padded", "overflows"});
-  expect_throw_naming<std::length_error>([] { storage_numel({kInt64Max / 4, 5, 1, 1}, Layout::blocked(8)); },
-                                         {"channel-blocked", "overflows"});
+  expect_throw_naming<std::length_error>(
+      [] {
+        storage_numel({1, kInt64Max, 1, 1}, Layout::blocked(8));
+      },
+      {"padded", "overflows"});
+  expect_throw_naming<std::length_error>(
+      [] {
+        storage_numel({kInt64Max / 4, 5, 1, 1}, Layout::blocked(8));
+      },
+      {"channel-blocked", "overflows"});
 }
 
 // A tensor larger than the machine is refused before anything is allocated or written, with the
@@ -102,7 +112,7 @@ TEST(TensorSize, BlockedPaddingBeyondInt64IsRefused) {
 TEST(TensorSize, TensorLargerThanMemorySaysHowMuchAndForWhat) {
   const size_t limit = cpu::host_memory_limit();
   if (limit > static_cast<size_t>(kInt64Max) / 2) GTEST_SKIP() << "physical memory unknown";
-  const int64_t rows = static_cast<int64_t>(limit / 4096) + 1;   // rows x 1024 floats: just over the limit
+  const int64_t rows = static_cast<int64_t>(limit / 4096) + 1;  // rows x 1024 floats: just over the limit
   const Shape shape{rows, 1024};
   const auto bytes = static_cast<size_t>(rows) * 4096;
   const std::string owner = "layer3.2.conv2";
@@ -114,8 +124,8 @@ TEST(TensorSize, TensorLargerThanMemorySaysHowMuchAndForWhat) {
   } catch (const cpu::OutOfMemoryError& e) {
     EXPECT_EQ(e.requested_bytes(), bytes);
     const std::string what = e.what();
-    for (const std::string& part : {shape_str(shape), std::string("activations"), owner, std::to_string(bytes),
-                                    std::string("physical memory")}) {
+    for (const std::string& part :
+         {shape_str(shape), std::string("activations"), owner, std::to_string(bytes), std::string("physical memory")}) {
       EXPECT_NE(what.find(part), std::string::npos) << "'" << part << "' missing from: " << what;
     }
   }
@@ -129,7 +139,7 @@ TEST(TensorSize, TensorLargerThanMemorySaysHowMuchAndForWhat) {
 TEST(TensorSize, BlocksBeyondTheLimitTogetherAreRefused) {
   cpu::host_empty_cache();
   const auto in_use = static_cast<size_t>(cpu::host_allocator_stats().allocated_bytes);
-  constexpr int64_t k24MiB = int64_t{24} << 20;   // a size class of its own
+  constexpr int64_t k24MiB = int64_t{24} << 20;  // a size class of its own
   MemoryLimit limit(in_use + (size_t{64} << 20));
   Tensor a = Tensor::empty({k24MiB / 4}, Device::cpu());
   Tensor b = Tensor::empty({k24MiB / 4}, Device::cpu());
@@ -137,14 +147,14 @@ TEST(TensorSize, BlocksBeyondTheLimitTogetherAreRefused) {
   expect_throw_naming<cpu::OutOfMemoryError>([&] { Tensor::empty({k24MiB / 4}, Device::cpu()); },
                                              {"[6291456]", "25165824 bytes", "already in use", "limit"});
   EXPECT_EQ(cpu::host_allocator_stats().allocated_bytes, before.allocated_bytes);
-  b = Tensor();   // freed and cached: the same request fits again
+  b = Tensor();  // freed and cached: the same request fits again
   EXPECT_EQ(Tensor::empty({k24MiB / 4}, Device::cpu()).nbytes(), k24MiB);
   cpu::host_empty_cache();
 }
 
 TEST(HostAllocatorSize, RequestsNoObjectCanHaveAreRefused) {
-  for (size_t bytes : {std::numeric_limits<size_t>::max(), static_cast<size_t>(PTRDIFF_MAX) + 1,
-                       static_cast<size_t>(PTRDIFF_MAX)}) {
+  for (size_t bytes :
+       {std::numeric_limits<size_t>::max(), static_cast<size_t>(PTRDIFF_MAX) + 1, static_cast<size_t>(PTRDIFF_MAX)}) {
     expect_throw_naming<cpu::OutOfMemoryError>([&] { cpu::host_allocate(bytes); }, {std::to_string(bytes)});
     try {
       cpu::host_allocate(bytes);
@@ -157,16 +167,25 @@ TEST(HostAllocatorSize, RequestsNoObjectCanHaveAreRefused) {
 TEST(HostAllocatorSize, HostBuffersAreCheckedLikeTensors) {
   EXPECT_EQ(cpu::check_host_buffer({3, 4}, sizeof(float), "t"), 12u);
   EXPECT_EQ(cpu::check_host_buffer({kInt64Max, 0}, sizeof(float), "t"), 0u);
-  expect_throw_naming<std::invalid_argument>([] { cpu::check_host_buffer({3, -4}, 4, "speech batch"); },
-                                             {"speech batch", "3 x -4"});
-  expect_throw_naming<cpu::OutOfMemoryError>([] { cpu::check_host_buffer({kInt64Max, kInt64Max}, 4, "scene batch"); },
-                                             {"scene batch", "overflow"});
+  expect_throw_naming<std::invalid_argument>(
+      [] {
+        cpu::check_host_buffer({3, -4}, 4, "speech batch");
+      },
+      {"speech batch", "3 x -4"});
+  expect_throw_naming<cpu::OutOfMemoryError>(
+      [] {
+        cpu::check_host_buffer({kInt64Max, kInt64Max}, 4, "scene batch");
+      },
+      {"scene batch", "overflow"});
   expect_throw_naming<cpu::OutOfMemoryError>([] { cpu::check_host_buffer({kInt64Max}, 4, "scene batch"); },
                                              {"scene batch", "overflow", "byte count"});
   {
     MemoryLimit limit(size_t{1} << 20);
-    expect_throw_naming<cpu::OutOfMemoryError>([] { cpu::host_buffer<float>({1024, 257}, "detection batch"); },
-                                               {"detection batch", "1024 x 257", "1052672 bytes", "limit"});
+    expect_throw_naming<cpu::OutOfMemoryError>(
+        [] {
+          cpu::host_buffer<float>({1024, 257}, "detection batch");
+        },
+        {"detection batch", "1024 x 257", "1052672 bytes", "limit"});
     EXPECT_EQ(cpu::host_buffer<float>({1024, 256}, "detection batch").size(), 1024u * 256u);
   }
 }

@@ -180,7 +180,8 @@ TEST(Ledger, ConcurrentAllocFreeBalances) {
     threads.emplace_back([&l, k] {
       std::vector<uint64_t> ids;
       for (int i = 0; i < 2000; ++i) {
-        ids.push_back(l.on_alloc(1 + (i % 13), static_cast<vocabulary::Category>(i % vocabulary::kCategoryCount), "t" + std::to_string(k)));
+        ids.push_back(l.on_alloc(1 + (i % 13), static_cast<vocabulary::Category>(i % vocabulary::kCategoryCount),
+                                 "t" + std::to_string(k)));
         if (i % 3 == 2) {
           l.on_free(ids.front());
           ids.erase(ids.begin());

@@ -10,8 +10,8 @@ namespace {
 struct Trace {
   Tracer tracer;
   std::vector<Event> events;
-  void add(EventKind kind, std::string_view name, int64_t start, int64_t end, int32_t iteration,
-           Pass pass = Pass::none, std::string_view layer = "", uint32_t thread = 0) {
+  void add(EventKind kind, std::string_view name, int64_t start, int64_t end, int32_t iteration, Pass pass = Pass::none,
+           std::string_view layer = "", uint32_t thread = 0) {
     events.push_back(Event{start, end, tracer.intern(name), tracer.intern(layer), kind, pass, iteration, thread});
   }
 };
@@ -53,11 +53,11 @@ TEST(PhaseTimes, NestedPhasesCountForThemselvesOnly) {
   Trace t;
   t.add(EventKind::iteration, "iteration", 0, 100, 0);
   t.add(EventKind::phase, "forward", 0, 50, 0);
-  t.add(EventKind::phase, "optimizer", 5, 10, 0);     // in forward
-  t.add(EventKind::phase, "optimizer", 20, 22, 0);    // in forward
+  t.add(EventKind::phase, "optimizer", 5, 10, 0);   // in forward
+  t.add(EventKind::phase, "optimizer", 20, 22, 0);  // in forward
   t.add(EventKind::phase, "backward", 50, 100, 0);
-  t.add(EventKind::phase, "optimizer", 50, 60, 0);    // in backward, from its start
-  t.add(EventKind::phase, "data", 30, 40, 0, Pass::none, "", 7);   // another thread
+  t.add(EventKind::phase, "optimizer", 50, 60, 0);                // in backward, from its start
+  t.add(EventKind::phase, "data", 30, 40, 0, Pass::none, "", 7);  // another thread
   const auto p = phase_times(t.events, t.tracer);
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].forward_ns, 43);
@@ -108,7 +108,7 @@ TEST(OpSummary, SelfTimeStatsSortedByTotal) {
   t.add(EventKind::op, "copy", 30, 35, 0);
   t.add(EventKind::op, "gemm", 100, 120, 0);
   t.add(EventKind::op, "gemm", 120, 150, 0);
-  t.add(EventKind::op, "gemm", 150, 1000, 9);  // filtered out
+  t.add(EventKind::op, "gemm", 150, 1000, 9);     // filtered out
   t.add(EventKind::phase, "forward", 0, 150, 0);  // not an op
   const auto stats = op_summary(t.events, lookup_in(t.tracer), [](int32_t i) { return i != 9; });
   ASSERT_EQ(stats.size(), 4u);

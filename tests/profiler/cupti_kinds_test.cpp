@@ -28,9 +28,9 @@ TEST(CuptiKinds, NoNvtxMarkersAndNoSerialisingKernelKind) {
 }
 
 TEST(CuptiKinds, WhatAttributionAndTheBreakdownNeedEachOnce) {
-  for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                               CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
-                               CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+  for (CUpti_ActivityKind k :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+        CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
     EXPECT_TRUE(enabled(k)) << "kind " << k;
   }
   const auto kinds = cupti_activity_kinds();

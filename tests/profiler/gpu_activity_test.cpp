@@ -19,7 +19,7 @@ GpuActivity act(GpuKind kind, int64_t start, int64_t end) {
   return a;
 }
 
-constexpr GpuKind kIntervalKinds[] = {GpuKind::kernel, GpuKind::comm, GpuKind::memcpy, GpuKind::memset,
+constexpr GpuKind kIntervalKinds[] = {GpuKind::kernel, GpuKind::comm, GpuKind::memcpy,  GpuKind::memset,
                                       GpuKind::sync,   GpuKind::api,  GpuKind::overhead};
 
 }  // namespace

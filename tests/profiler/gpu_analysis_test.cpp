@@ -14,8 +14,9 @@ using namespace ts::profiler;
 namespace {
 
 // Names by id for the hand-made streams.
-const std::vector<std::string> kNames = {"", "gemm", "relu", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "memcpy HtoD",
-                                         "memset", "layer1.conv1", "fc", "conv2d", "linear"};
+const std::vector<std::string> kNames = {
+    "",   "gemm",   "relu",  "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "memcpy HtoD", "memset", "layer1.conv1",
+    "fc", "conv2d", "linear"};
 std::string_view lookup(StringId id) { return kNames.at(id); }
 
 GpuActivity act(GpuKind kind, int64_t start, int64_t end, StringId name, int32_t iteration, uint32_t stream = 7,
@@ -54,11 +55,15 @@ TEST(GpuAnalysis, BreakdownOverStreamsWithOverlapAndGaps) {
   //   stream 7 memcpy:    [380,400)                 -> memcpy 20
   // span [0,400) = 400; busy = U all = [0,250) [300,350) [380,400) = 320; idle 80.
   std::vector<GpuActivity> a = {
-      act(GpuKind::kernel, 0, 100, 1, 0, 7),        act(GpuKind::kernel, 150, 250, 2, 0, 7),
-      act(GpuKind::kernel, 50, 120, 1, 0, 8),       act(GpuKind::comm, 100, 200, 3, 0, 9),
-      act(GpuKind::comm, 300, 350, 3, 0, 9),        act(GpuKind::memcpy, 380, 400, 4, 0, 7),
+      act(GpuKind::kernel, 0, 100, 1, 0, 7),
+      act(GpuKind::kernel, 150, 250, 2, 0, 7),
+      act(GpuKind::kernel, 50, 120, 1, 0, 8),
+      act(GpuKind::comm, 100, 200, 3, 0, 9),
+      act(GpuKind::comm, 300, 350, 3, 0, 9),
+      act(GpuKind::memcpy, 380, 400, 4, 0, 7),
       // Not device time: an API call and a memory record in the same iteration.
-      act(GpuKind::api, -50, 500, 0, 0, 1234),      act(GpuKind::memory, 10, 10, 0, 0),
+      act(GpuKind::api, -50, 500, 0, 0, 1234),
+      act(GpuKind::memory, 10, 10, 0, 0),
   };
   const auto b = gpu_breakdown(a);
   ASSERT_EQ(b.size(), 1U);
@@ -82,9 +87,9 @@ TEST(GpuAnalysis, IterationsByLaunchDevicesApartWarmupFiltered) {
   // Iteration 1's last kernel runs after iteration 2's first began (asynchronous launches):
   // each iteration keeps its own window, as HTA's per-iteration spans do.
   std::vector<GpuActivity> a = {
-      act(GpuKind::kernel, 0, 10, 1, 0),           // warm-up
-      act(GpuKind::kernel, 100, 150, 1, 1),  act(GpuKind::kernel, 200, 260, 1, 1),
-      act(GpuKind::kernel, 250, 300, 2, 2),  act(GpuKind::memset, 310, 320, 5, 2),
+      act(GpuKind::kernel, 0, 10, 1, 0),  // warm-up
+      act(GpuKind::kernel, 100, 150, 1, 1),       act(GpuKind::kernel, 200, 260, 1, 1),
+      act(GpuKind::kernel, 250, 300, 2, 2),       act(GpuKind::memset, 310, 320, 5, 2),
       act(GpuKind::kernel, 100, 130, 1, 1, 7, 1),  // device 1
       act(GpuKind::kernel, 5, 6, 1, -1),           // before the first iteration: left out
   };
@@ -147,7 +152,7 @@ TEST(GpuAnalysis, CopySummaryBytesAndBandwidth) {
 }
 
 TEST(GpuAnalysis, LayerTimesFromLaunchAttribution) {
-  std::vector<GpuActivity> a = {act(GpuKind::kernel, 0, 10, 1, 1), act(GpuKind::kernel, 20, 25, 2, 1),
+  std::vector<GpuActivity> a = {act(GpuKind::kernel, 0, 10, 1, 1),  act(GpuKind::kernel, 20, 25, 2, 1),
                                 act(GpuKind::kernel, 30, 60, 1, 1), act(GpuKind::kernel, 5, 7, 1, 1),
                                 act(GpuKind::kernel, 70, 90, 1, 1), act(GpuKind::api, 0, 100, 9, 1)};
   a[0].layer = 6, a[0].pass = Pass::forward;

@@ -10,7 +10,8 @@ namespace {
 struct Trace {
   Tracer tracer;
   std::vector<Event> events;
-  Event& add(EventKind kind, std::string_view name, int64_t start, int64_t end, int32_t iteration, uint32_t thread = 0) {
+  Event& add(EventKind kind, std::string_view name, int64_t start, int64_t end, int32_t iteration,
+             uint32_t thread = 0) {
     events.push_back(Event{start, end, tracer.intern(name), 0, kind, Pass::none, iteration, thread});
     return events.back();
   }
@@ -53,8 +54,8 @@ TEST(Roofline, SelfTimeFlopsAndBytesByClassAddUpToTheStep) {
   EXPECT_EQ(r[WorkClass::memory].self_ns, 8);
   EXPECT_EQ(r[WorkClass::memory].bytes, 80);
   EXPECT_EQ(r[WorkClass::reorder].self_ns, 4);
-  EXPECT_EQ(r[WorkClass::none].self_ns, 2);   // Conv2dBackward's own, outside its pieces
-  EXPECT_EQ(r.data_ns, 6);                     // the data phase minus the copy in it
+  EXPECT_EQ(r[WorkClass::none].self_ns, 2);  // Conv2dBackward's own, outside its pieces
+  EXPECT_EQ(r.data_ns, 6);                   // the data phase minus the copy in it
   EXPECT_EQ(r.work_ns(), 60);
   // The gaps between ops, the loop outside phases and Conv2dBackward's own bookkeeping.
   EXPECT_EQ(r.overhead_ns, 100 - 60 - 6);

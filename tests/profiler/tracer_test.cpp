@@ -95,9 +95,9 @@ TEST(Tracer, RangeObserverSeesNestedRanges) {
   }
   set_range_observer(nullptr);
   { Range r(t, phase, EventKind::phase); }
-  const std::vector<std::string> want = {
-      "+phase " + std::to_string(phase) + " 0 none 3",
-      "+op " + std::to_string(op) + " " + std::to_string(layer) + " forward 3", "-op", "-phase"};
+  const std::vector<std::string> want = {"+phase " + std::to_string(phase) + " 0 none 3",
+                                         "+op " + std::to_string(op) + " " + std::to_string(layer) + " forward 3",
+                                         "-op", "-phase"};
   EXPECT_EQ(log.lines, want);
 }
 

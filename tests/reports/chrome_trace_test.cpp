@@ -60,8 +60,8 @@ int64_t make_run(const fs::path& db) {
       {8000, 8000, "memory", "free", "device", "", "", "none", 0, 7, 0, -1, -(1 << 20)},
   };
   w.add_gpu_activities(run, gpu);
-  const std::vector<store::MemoryPoint> memory = {{900, "weights", 100}, {900, "activations", 0}, {2000, "weights", 100},
-                                                  {2000, "activations", 50}};
+  const std::vector<store::MemoryPoint> memory = {
+      {900, "weights", 100}, {900, "activations", 0}, {2000, "weights", 100}, {2000, "activations", 50}};
   w.add_memory_timeline(run, memory);
   w.finish_run(run, store::RunStatus::completed, "2026-11-22T00:00:00Z", "");
   return run;
@@ -186,8 +186,10 @@ TEST(ChromeTrace, OneProcessPerRankWithItsCollectives) {
   std::map<int64_t, int64_t> counters;  // pid -> weights
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "process_name") process_names[e["pid"].get<int64_t>()] = e["args"]["name"];
-    if (e["ph"] == "M" && e["name"] == "process_sort_index") sort_index[e["pid"].get<int64_t>()] = e["args"]["sort_index"];
-    if (e["ph"] == "M" && e["name"] == "thread_name") named_threads.emplace(e["pid"].get<int64_t>(), e["tid"].get<int64_t>());
+    if (e["ph"] == "M" && e["name"] == "process_sort_index")
+      sort_index[e["pid"].get<int64_t>()] = e["args"]["sort_index"];
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      named_threads.emplace(e["pid"].get<int64_t>(), e["tid"].get<int64_t>());
     if (e["ph"] == "X") x.push_back(e);
     if (e["ph"] == "C") counters[e["pid"].get<int64_t>()] = e["args"]["weights"];
   }
@@ -248,5 +250,6 @@ TEST(ChromeTrace, MissingRunAndUnwritablePathFailCleanly) {
   EXPECT_THROW(reports::write_chrome_trace(dir / "none.db", run, dir / "x.json"), store::StoreError);
   EXPECT_THROW(reports::write_chrome_trace(db, run, dir / "no" / "such" / "dir" / "x.json"), std::runtime_error);
   // Nothing half-written is left behind.
-  for (const auto& e : fs::directory_iterator(dir / "")) EXPECT_EQ(e.path().string().find(".partial"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(dir / ""))
+    EXPECT_EQ(e.path().string().find(".partial"), std::string::npos);
 }

@@ -38,7 +38,7 @@ const MetricComparison& throughput_of(const Comparison& c) { return c.pairs.at(0
 
 TEST(Comparison, ASlowerBuildIsSlowerAndFailsAGateBelowItsSlowdown) {
   const std::vector<RunDigest> base = {run_of(1, 10.0, 20, 1), run_of(2, 10.0, 20, 2)};
-  const std::vector<RunDigest> next = {run_of(3, 12.5, 20, 3), run_of(4, 12.5, 20, 4)};   // 25% more time per sample
+  const std::vector<RunDigest> next = {run_of(3, 12.5, 20, 3), run_of(4, 12.5, 20, 4)};  // 25% more time per sample
   GateOptions gate;
   gate.fail_on_regression_pct = 10;
   const Comparison c = compare_runs(base, next, "a", "b", gate);
@@ -51,13 +51,13 @@ TEST(Comparison, ASlowerBuildIsSlowerAndFailsAGateBelowItsSlowdown) {
   EXPECT_LT(m.delta_low, m.delta);
   EXPECT_GT(m.delta_high, m.delta);
   EXPECT_LT(m.p_value, 1e-6);
-  EXPECT_EQ(c.pairs[0].metrics[1].verdict, Verdict::slower);   // iteration time, lower is better
+  EXPECT_EQ(c.pairs[0].metrics[1].verdict, Verdict::slower);  // iteration time, lower is better
   EXPECT_GT(c.pairs[0].metrics[1].delta, 0.2);
   ASSERT_EQ(c.regressions.size(), 1u);
   EXPECT_NE(c.regressions[0].find("resnet50/tiny cpu batch 4"), std::string::npos);
   EXPECT_NEAR(c.geomean_throughput_ratio, 0.8, 0.02);
 
-  gate.fail_on_regression_pct = 30;   // significant, but within what is allowed
+  gate.fail_on_regression_pct = 30;  // significant, but within what is allowed
   EXPECT_TRUE(compare_runs(base, next, "a", "b", gate).regressions.empty());
   // The other way round it is faster, and no gate fails on a speed-up.
   gate.fail_on_regression_pct = 0;
@@ -97,7 +97,7 @@ TEST(Comparison, TheSameDistributionIsNoSignificantChange) {
 TEST(Comparison, FewerThanNineSamplesOnASideAreTooFewWhateverTheDifference) {
   const Comparison c = compare_runs({run_of(1, 10.0, 8, 1)}, {run_of(2, 20.0, 30, 2)}, "a", "b", GateOptions{50.0, 0});
   EXPECT_EQ(throughput_of(c).verdict, Verdict::too_few_samples);
-  EXPECT_TRUE(c.regressions.empty());   // the gate does not act on what it cannot tell
+  EXPECT_TRUE(c.regressions.empty());  // the gate does not act on what it cannot tell
   const auto md = to_markdown(comparison_document(c));
   EXPECT_NE(md.find("fewer than 9 samples"), std::string::npos) << md;
 }
@@ -110,7 +110,7 @@ TEST(Comparison, MemoryIsComparedExactlyAndOneByteOfGrowthFailsTheGate) {
   gate.fail_on_regression_pct = 10;
   const Comparison c = compare_runs({run_of(1, 10.0, 20, 1)}, {grown}, "a", "b", gate);
   const auto& mem = c.pairs.at(0).memory;
-  ASSERT_EQ(mem.size(), 3u);   // peak, then each category
+  ASSERT_EQ(mem.size(), 3u);  // peak, then each category
   EXPECT_EQ(mem[0].category, "peak");
   EXPECT_EQ(mem[0].verdict, Verdict::grew);
   EXPECT_EQ(mem[0].new_bytes - mem[0].base_bytes, 1);
@@ -119,7 +119,7 @@ TEST(Comparison, MemoryIsComparedExactlyAndOneByteOfGrowthFailsTheGate) {
   EXPECT_EQ(mem[2].verdict, Verdict::same);
   ASSERT_EQ(c.regressions.size(), 1u);
   EXPECT_NE(c.regressions[0].find("peak memory grew from 6000 to 6001 bytes"), std::string::npos) << c.regressions[0];
-  gate.memory_tolerance_pct = 1;   // 1 byte in 6000 is within 1%
+  gate.memory_tolerance_pct = 1;  // 1 byte in 6000 is within 1%
   EXPECT_TRUE(compare_runs({run_of(1, 10.0, 20, 1)}, {grown}, "a", "b", gate).regressions.empty());
 }
 
@@ -134,7 +134,8 @@ TEST(Comparison, UnpairedAndUnfinishedRunsAreListedAndNothingInCommonIsAnError) 
   EXPECT_EQ(c.only_in_new, std::vector<std::string>{"wgan/tiny cpu batch 4"});
   ASSERT_EQ(c.skipped.size(), 1u);
   EXPECT_NE(c.skipped[0].find("out of memory"), std::string::npos);
-  EXPECT_THROW(compare_runs({run_of(1, 10.0, 20, 1)}, {run_of(2, 10.0, 20, 2, "wgan")}, "a", "b", {}), std::invalid_argument);
+  EXPECT_THROW(compare_runs({run_of(1, 10.0, 20, 1)}, {run_of(2, 10.0, 20, 2, "wgan")}, "a", "b", {}),
+               std::invalid_argument);
   EXPECT_THROW(compare_runs({run_of(1, 10.0, 20, 1)}, {failed}, "a", "b", {}), std::invalid_argument);
 }
 

@@ -72,9 +72,8 @@ json bar_config(const std::vector<std::string>& labels, bool stacked = false) {
   json cfg = {{"type", "bar"},
               {"data",
                {{"labels", labels},
-                {"datasets",
-                 json::array({{{"label", "baseline"}, {"data", {12.5, 40.1, 7.25, 88.0, 19.5}}},
-                              {{"label", "candidate"}, {"data", {11.9, 43.7, 7.3, 80.2, 0}}}})}}},
+                {"datasets", json::array({{{"label", "baseline"}, {"data", {12.5, 40.1, 7.25, 88.0, 19.5}}},
+                                          {{"label", "candidate"}, {"data", {11.9, 43.7, 7.3, 80.2, 0}}}})}}},
               {"options", {{"plugins", {{"legend", {{"position", "bottom"}}}}}}}};
   if (stacked) {
     cfg["data"]["datasets"] =
@@ -82,8 +81,9 @@ json bar_config(const std::vector<std::string>& labels, bool stacked = false) {
                      {{"label", "backward"}, {"data", {6.0, 21.5, 3.6, 44.2, 9.1}}},
                      {{"label", "optimizer"}, {"data", {0.9, 3.2, 0.5, 9.1, 1.6}}},
                      {{"label", "data loading " + kHostile}, {"data", {0.5, 1.4, 0.25, 3.7, 0.8}}}});
-    cfg["options"]["scales"] = {{"x", {{"stacked", true}}},
-                                {"y", {{"stacked", true}, {"title", {{"display", true}, {"text", "ms per iteration"}}}}}};
+    cfg["options"]["scales"] = {
+        {"x", {{"stacked", true}}},
+        {"y", {{"stacked", true}, {"title", {{"display", true}, {"text", "ms per iteration"}}}}}};
   } else {
     cfg["options"]["scales"] = {{"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", "median ms"}}}}}};
   }
@@ -147,16 +147,16 @@ Document sample_document() {
   return Document{
       .title = "Comparison: main@1a2b3c4 vs pr-42@9f8e7d6",
       .subtitle = "Suite cpu-small, 5 workloads x 20 iterations, interleaved on one machine",
-      .sections =
-          {Section{.title = "Summary",
-                   .blocks = {Paragraph{"1 workload is faster, 1 slower, 1 noisy and 1 failed. Changes are the "
-                                        "median's, with 95% confidence intervals (Mann-Whitney U)."},
-                              verdicts}},
-           Section{.title = "Time", .blocks = {by_workload, over_iterations}},
-           Section{.title = "Breakdown and memory",
-                   .blocks = {breakdown},
-                   .subsections = {Section{.title = "Memory",
-                                           .blocks = {Paragraph{"Peak of the memory ledger's total."}, memory}}}}},
+      .sections = {Section{.title = "Summary",
+                           .blocks = {Paragraph{"1 workload is faster, 1 slower, 1 noisy and 1 failed. Changes are the "
+                                                "median's, with 95% confidence intervals (Mann-Whitney U)."},
+                                      verdicts}},
+                   Section{.title = "Time", .blocks = {by_workload, over_iterations}},
+                   Section{
+                       .title = "Breakdown and memory",
+                       .blocks = {breakdown},
+                       .subsections = {Section{.title = "Memory",
+                                               .blocks = {Paragraph{"Peak of the memory ledger's total."}, memory}}}}},
   };
 }
 
@@ -207,12 +207,12 @@ TEST(DocumentMarkdown, HeadingsNest) {
   Section l5{.title = "Level 5", .subsections = {l6}};
   Section l4{.title = "Level 4", .subsections = {l5}};
   Section l3{.title = "Level 3", .subsections = {l4}};
-  Document doc{.title = "Report", .subtitle = "sub", .sections = {Section{.title = "Level 2", .subsections = {l3}},
-                                                                  Section{.title = "Second"}}};
+  Document doc{.title = "Report",
+               .subtitle = "sub",
+               .sections = {Section{.title = "Level 2", .subsections = {l3}}, Section{.title = "Second"}}};
   const std::string md = to_markdown(doc);
-  EXPECT_EQ(md,
-            "# Report\n\nsub\n\n## Level 2\n\n### Level 3\n\n#### Level 4\n\n##### Level 5\n\n###### Level 6\n\n"
-            "###### Level 7\n\n## Second\n");
+  EXPECT_EQ(md, "# Report\n\nsub\n\n## Level 2\n\n### Level 3\n\n#### Level 4\n\n##### Level 5\n\n###### Level 6\n\n"
+                "###### Level 7\n\n## Second\n");
 }
 
 TEST(DocumentMarkdown, TablesEscapePipesAndNewlines) {
@@ -245,9 +245,10 @@ TEST(DocumentMarkdown, TextIsNeverMarkup) {
       << md;
   EXPECT_FALSE(std::regex_search(md, std::regex(R"((^|[^\\])<[a-z/])"))) << "an unescaped tag in\n" << md;
   // What cannot be markup is left as it is: the summary stays readable as text.
-  const std::string plain = to_markdown(Document{
-      .title = "T",
-      .sections = {Section{.title = "S", .blocks = {Paragraph{"p <0.01, CI [1.2, 3.4] & more > less; &amp; [a]: b"}}}}});
+  const std::string plain = to_markdown(
+      Document{.title = "T",
+               .sections = {Section{.title = "S",
+                                    .blocks = {Paragraph{"p <0.01, CI [1.2, 3.4] & more > less; &amp; [a]: b"}}}}});
   EXPECT_NE(plain.find("p <0.01, CI [1.2, 3.4] & more > less; \\&amp; [a\\]: b"), std::string::npos) << plain;
 }
 
@@ -286,8 +287,8 @@ TEST(Document, RaggedTablesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("Times"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("green"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(to_markdown(Document{
-                   .title = "T", .sections = {Section{.title = "S", .blocks = {Chart{.config = json::array()}}}}}),
+  EXPECT_THROW(to_markdown(Document{.title = "T",
+                                    .sections = {Section{.title = "S", .blocks = {Chart{.config = json::array()}}}}}),
                std::invalid_argument);
 }
 
@@ -395,8 +396,8 @@ TEST(DocumentHtml, MissingLibraryIsAClearError) {
     EXPECT_NE(what.find("TRAINSCOPE_CHART_JS"), std::string::npos) << what;
   }
   // A page without charts needs no library.
-  const std::string html = to_html(
-      Document{.title = "T", .sections = {Section{.title = "S", .blocks = {Paragraph{"no charts here"}}}}});
+  const std::string html =
+      to_html(Document{.title = "T", .sections = {Section{.title = "S", .blocks = {Paragraph{"no charts here"}}}}});
   EXPECT_NE(html.find("data-charts-expected=\"0\""), std::string::npos);
   // An empty file is no library either.
   ts::testing::write_bytes(missing, "");

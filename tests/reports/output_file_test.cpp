@@ -172,13 +172,9 @@ TEST(OutputFile, RefusesDirectoriesDevicesAndPlacesItCannotWrite) {
   fs::create_directories(dir / "adir");
   write_bytes(dir / "plain", "x");
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
-  const std::vector<fs::path> targets = {"",
-                                         dir / "adir",
-                                         dir / "adir/",
-                                         dir / "missing/out.json",
-                                         dir / "plain/out.json",
-                                         dir / "fifo",
-                                         dir / "dangling"};
+  const std::vector<fs::path> targets = {
+      "",           dir / "adir",    dir / "adir/", dir / "missing/out.json", dir / "plain/out.json",
+      dir / "fifo", dir / "dangling"};
   fs::create_symlink(dir / "nowhere/x", dir / "dangling");
   for (const auto& target : targets) {
     EXPECT_THROW(write_text(target, "{}"), OutputRefused) << target;

@@ -41,13 +41,13 @@ TEST(QualityCurve, EvaluatesEveryNthTimedIterationAndCountsWarmupButNotEvaluatio
     evaluated.push_back(i);
     curve.add(Quality{"accuracy", accuracy.at(curve.points().size()), "", true});
   }
-  EXPECT_EQ(evaluated, (std::vector<int64_t>{4, 7, 10}));   // after timed iterations 3, 6, 9
+  EXPECT_EQ(evaluated, (std::vector<int64_t>{4, 7, 10}));  // after timed iterations 3, 6, 9
   ASSERT_EQ(curve.points().size(), 3u);
   EXPECT_EQ(curve.points()[1].iterations, 8);
   EXPECT_NEAR(curve.points()[1].training_s, (1 + 2 + 3 + 4 + 5 + 6 + 7 + 8) * 1e-3, 1e-12);
   const auto m = metrics_of(curve);
   EXPECT_EQ(m.at("quality_target"), 0.5);
-  EXPECT_NEAR(m.at("time_to_quality_s"), 0.036, 1e-12);   // the second point, the first at or past 0.5
+  EXPECT_NEAR(m.at("time_to_quality_s"), 0.036, 1e-12);  // the second point, the first at or past 0.5
   EXPECT_EQ(m.at("iterations_to_quality"), 8);
 }
 

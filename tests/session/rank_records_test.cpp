@@ -11,8 +11,8 @@
 #include "nlohmann/json.hpp"
 #include "session/rank_records.h"
 
-using ts::session::RankPayload;
 using nlohmann::json;
+using ts::session::RankPayload;
 namespace store = ts::store;
 
 namespace {

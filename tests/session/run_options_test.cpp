@@ -2,8 +2,8 @@
 // default comes back the same through each path derived from the table (the command line, a
 // suite, the ranks' document) and is stored as the reports read it. Two configurations, since
 // one strategy's options are refused with the other's.
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
+#include <CLI/CLI.hpp>
 
 #include <set>
 #include <string>
@@ -23,7 +23,7 @@ namespace {
 // RunConfig (or its nested options) changes it, and this test then asks for its declaration.
 struct AnyField {
   template <class T>
-  operator T() const;   // never defined: only used in unevaluated requires-expressions
+  operator T() const;  // never defined: only used in unevaluated requires-expressions
 };
 template <class T, class... Fields>
 constexpr size_t field_count() {
@@ -93,7 +93,7 @@ RunConfig all_reduce_config() {
   c.iterations = 123;
   c.warmup = 7;
   c.threads = 5;
-  c.seed = 18446744073709551615ull;   // the largest seed: the rank's document keeps it whole
+  c.seed = 18446744073709551615ull;  // the largest seed: the rank's document keeps it whole
   c.eval_batches = 9;
   c.eval_every = 11;
   c.quality_target = 0.875;
@@ -109,8 +109,12 @@ RunConfig all_reduce_config() {
   c.hosts = "h1:2,h2:2";
   c.hostfile = "/etc/hosts.ts";
   c.mca = {{"btl", "self,tcp"}, {"plm_rsh_agent", "/x/rsh agent"}};
-  c.data_parallel = {.bucket_mb = 0.25, .overlap = false, .order = distributed::BucketOrder::reverse_registration,
-                     .priority = true, .partition_mb = 0.125, .cross_barrier = false};
+  c.data_parallel = {.bucket_mb = 0.25,
+                     .overlap = false,
+                     .order = distributed::BucketOrder::reverse_registration,
+                     .priority = true,
+                     .partition_mb = 0.125,
+                     .cross_barrier = false};
   return c;
 }
 
@@ -120,8 +124,13 @@ RunConfig ps_config() {
   c.data_parallel = {};
   c.data_parallel.priority = true;
   c.strategy = RunConfig::Strategy::ps;
-  c.ps = {.servers = 3, .dedicated = true, .server_hosts = "s1:2,s2:1", .mode = distributed::ps::PsMode::bounded,
-          .staleness = 4, .priority = true, .chunk_mb = 0.5};
+  c.ps = {.servers = 3,
+          .dedicated = true,
+          .server_hosts = "s1:2,s2:1",
+          .mode = distributed::ps::PsMode::bounded,
+          .staleness = 4,
+          .priority = true,
+          .chunk_mb = 0.5};
   return c;
 }
 
@@ -138,13 +147,51 @@ RunConfig from_flags(const std::vector<std::string>& args, const std::string& co
   return flags.config(command_line);
 }
 
-const std::vector<std::string> kCommonFlags = {
-    "seq2seq", "--preset", "small", "--device", "cuda:1", "--data", "fashion-mnist:/data/fm", "--batch", "48",
-    "--learners", "6", "--iters", "123", "--warmup", "7", "--threads", "5", "--seed", "18446744073709551615",
-    "--eval-batches", "9", "--eval-every", "11", "--quality-target", "0.875", "--no-trace", "--roofline", "--json",
-    "--db", "/tmp/runs/x.db", "--flush-interval", "0.29", "--lock-wait", "12.5", "--nproc", "4", "--hosts",
-    "h1:2,h2:2", "--hostfile", "/etc/hosts.ts", "--mca", "btl=self,tcp", "--mca", "plm_rsh_agent=/x/rsh agent",
-    "--priority"};
+const std::vector<std::string> kCommonFlags = {"seq2seq",
+                                               "--preset",
+                                               "small",
+                                               "--device",
+                                               "cuda:1",
+                                               "--data",
+                                               "fashion-mnist:/data/fm",
+                                               "--batch",
+                                               "48",
+                                               "--learners",
+                                               "6",
+                                               "--iters",
+                                               "123",
+                                               "--warmup",
+                                               "7",
+                                               "--threads",
+                                               "5",
+                                               "--seed",
+                                               "18446744073709551615",
+                                               "--eval-batches",
+                                               "9",
+                                               "--eval-every",
+                                               "11",
+                                               "--quality-target",
+                                               "0.875",
+                                               "--no-trace",
+                                               "--roofline",
+                                               "--json",
+                                               "--db",
+                                               "/tmp/runs/x.db",
+                                               "--flush-interval",
+                                               "0.29",
+                                               "--lock-wait",
+                                               "12.5",
+                                               "--nproc",
+                                               "4",
+                                               "--hosts",
+                                               "h1:2,h2:2",
+                                               "--hostfile",
+                                               "/etc/hosts.ts",
+                                               "--mca",
+                                               "btl=self,tcp",
+                                               "--mca",
+                                               "plm_rsh_agent=/x/rsh agent",
+                                               "--priority"};
 
 const std::string kCommonSuite = R"(
 name = "nightly"
@@ -228,7 +275,7 @@ TEST(RunOptions, FlagsGiveTheConfiguration) {
       args.insert(args.end(), {"--bucket-mb", "0.25", "--no-overlap", "--bucket-order", "reverse_registration",
                                "--partition-mb", "0.125", "--no-cross-barrier"});
     }
-    expected.suite = {};   // the command line has no suite
+    expected.suite = {};  // the command line has no suite
     expect_same(from_flags(args, expected.command_line), expected);
   }
 }
@@ -256,7 +303,7 @@ TEST(RunOptions, TheRanksDocumentGivesTheConfigurationBack) {
     EXPECT_EQ(args[0], "run");
     EXPECT_EQ(args[1], c.workload);
     EXPECT_EQ(args[2], "--db");
-    EXPECT_EQ(args[3], c.db.string());   // readable in `ps`; the document has it too
+    EXPECT_EQ(args[3], c.db.string());  // readable in `ps`; the document has it too
     EXPECT_EQ(args[4], "--rank-config");
     EXPECT_EQ(args[5].find_first_not_of("0123456789abcdef"), std::string::npos);
     const RunConfig back = from_flags({args.begin() + 1, args.end()}, "ignored: the document has it");
@@ -281,22 +328,43 @@ TEST(RunOptions, StoredConfigKeepsItsKeys) {
   facts.preset_table = {{"layers", "2"}};
   facts.distributed = {{"ranks", 4}, {"strategy", "data_parallel_allreduce"}};
   const json stored = session::stored_config(all_reduce_config(), facts);
-  const json expected = {
-      {"workload", "seq2seq"}, {"preset", "small"}, {"device", "cuda:1"}, {"data", "fashion-mnist:/data/fm"},
-      {"batch", 48}, {"learners", 6}, {"iterations", 123}, {"warmup", 7}, {"threads", 5},
-      {"seed", 18446744073709551615ull}, {"eval_batches", 9}, {"eval_every", 11}, {"quality_target", 0.875},
-      {"trace", false}, {"roofline", true}, {"units", {{"samples", "pairs"}}}, {"preset_table", {{"layers", "2"}}},
-      {"suite", {{"name", "nightly"}, {"entry", 3}, {"repeat", 2}}},
-      {"distributed",
-       {{"ranks", 4}, {"strategy", "data_parallel_allreduce"}, {"bucket_mb", 0.25}, {"overlap", false},
-        {"bucket_order", "reverse_registration"}, {"priority", true}, {"partition_mb", 0.125},
-        {"cross_barrier", false}}}};
+  const json expected = {{"workload", "seq2seq"},
+                         {"preset", "small"},
+                         {"device", "cuda:1"},
+                         {"data", "fashion-mnist:/data/fm"},
+                         {"batch", 48},
+                         {"learners", 6},
+                         {"iterations", 123},
+                         {"warmup", 7},
+                         {"threads", 5},
+                         {"seed", 18446744073709551615ull},
+                         {"eval_batches", 9},
+                         {"eval_every", 11},
+                         {"quality_target", 0.875},
+                         {"trace", false},
+                         {"roofline", true},
+                         {"units", {{"samples", "pairs"}}},
+                         {"preset_table", {{"layers", "2"}}},
+                         {"suite", {{"name", "nightly"}, {"entry", 3}, {"repeat", 2}}},
+                         {"distributed",
+                          {{"ranks", 4},
+                           {"strategy", "data_parallel_allreduce"},
+                           {"bucket_mb", 0.25},
+                           {"overlap", false},
+                           {"bucket_order", "reverse_registration"},
+                           {"priority", true},
+                           {"partition_mb", 0.125},
+                           {"cross_barrier", false}}}};
   EXPECT_EQ(stored, expected) << stored.dump(2);
 
   const json on_ps = session::stored_config(ps_config(), facts);
-  EXPECT_EQ(on_ps.at("distributed"),
-            json({{"ranks", 4}, {"strategy", "data_parallel_allreduce"}, {"mode", "bounded"}, {"staleness", 4},
-                  {"priority", true}, {"chunk_mb", 0.5}, {"server_hosts", "s1:2,s2:1"}}))
+  EXPECT_EQ(on_ps.at("distributed"), json({{"ranks", 4},
+                                           {"strategy", "data_parallel_allreduce"},
+                                           {"mode", "bounded"},
+                                           {"staleness", 4},
+                                           {"priority", true},
+                                           {"chunk_mb", 0.5},
+                                           {"server_hosts", "s1:2,s2:1"}}))
       << on_ps.dump(2);
 
   // A single process stores no distribution; unset and default options are left out.

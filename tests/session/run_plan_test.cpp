@@ -11,13 +11,13 @@
 #include "session/run_plan.h"
 #include "workloads/workload.h"
 
+using nlohmann::json;
 using ts::distributed::World;
 using ts::session::plan_run;
 using ts::session::RunConfig;
 using ts::session::RunPlan;
 using ts::session::stored_config;
 using ts::session::stored_facts;
-using nlohmann::json;
 
 namespace {
 
@@ -52,7 +52,7 @@ TEST(RunPlan, ASingleProcessResolvesTheBatchAndTakesEveryCore) {
   EXPECT_EQ(p.info.iterations, 7);
   EXPECT_EQ(p.info.seed, 11u);
   EXPECT_EQ(p.info.heartbeat_interval_ms, 2000);
-  EXPECT_TRUE(p.info.started_at.empty());   // stamped when the row begins, not planned
+  EXPECT_TRUE(p.info.started_at.empty());  // stamped when the row begins, not planned
   const json cfg = json::parse(p.info.config_json);
   EXPECT_EQ(cfg["batch"], default_batch());
   EXPECT_EQ(cfg["threads"], 6);

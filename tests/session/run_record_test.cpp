@@ -101,9 +101,9 @@ TEST(RunRecord, TheFinalWriteStoresRowsAndVerdictTogether) {
   RunRecord record(db, 1s, info());
   bool spilled = false;
   std::string told;
-  const auto stored = record.store_final(
-      [](Writer& w, int64_t id) { w.add_metrics(id, kMetric); }, [&](Writer&, int64_t) { spilled = true; },
-      RunStatus::completed, "", [&](const std::string& t) { told += t; });
+  const auto stored = record.store_final([](Writer& w, int64_t id) { w.add_metrics(id, kMetric); },
+                                         [&](Writer&, int64_t) { spilled = true; }, RunStatus::completed, "",
+                                         [&](const std::string& t) { told += t; });
   EXPECT_FALSE(spilled);
   EXPECT_TRUE(told.empty()) << told;
   EXPECT_EQ(stored.status, RunStatus::completed);
@@ -121,14 +121,13 @@ TEST(RunRecord, ADbThatRefusesTheFinalWriteSpillsTheWholeRun) {
   RunRecord::Stored stored;
   {
     Writer other(db);
-    Writer::Transaction holds_the_lock(other);   // another writer: the db stays locked
-    stored = record.store_final(
-        [](Writer& w, int64_t id) { w.add_metrics(id, kMetric); },
-        [](Writer& w, int64_t id) {
-          w.flush(id, two_iterations());
-          w.add_metrics(id, kMetric);
-        },
-        RunStatus::interrupted, "stopped", [&](const std::string& t) { told += t; });
+    Writer::Transaction holds_the_lock(other);  // another writer: the db stays locked
+    stored = record.store_final([](Writer& w, int64_t id) { w.add_metrics(id, kMetric); },
+                                [](Writer& w, int64_t id) {
+                                  w.flush(id, two_iterations());
+                                  w.add_metrics(id, kMetric);
+                                },
+                                RunStatus::interrupted, "stopped", [&](const std::string& t) { told += t; });
   }
   ASSERT_FALSE(stored.spill_file.empty());
   EXPECT_EQ(stored.spill_file, ts::session::spill_path(db, record.id()));

@@ -443,7 +443,8 @@ TEST(StoreRanks, AVersionThreeFileIsReadAndMigratedAsRankZero) {
         "8, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed', 'box', 77);"
         "INSERT INTO strings (id, value) VALUES (1, 'iteration'), (2, ''), (3, 'none'), (4, 'conv2d'), (5, 'op'), "
         "(6, 'forward'), (7, 'weights');"
-        "INSERT INTO iterations (run_id, idx, warmup, start_ns, end_ns, samples, loss) VALUES (1, 0, 1, 0, 90, 8, 3.0), "
+        "INSERT INTO iterations (run_id, idx, warmup, start_ns, end_ns, samples, loss) VALUES (1, 0, 1, 0, 90, 8, "
+        "3.0), "
         "(1, 1, 0, 100, 200, 8, 2.0);"
         "INSERT INTO phases (run_id, iteration, phase, start_ns, end_ns) VALUES (1, 1, 'forward', 100, 150);"
         "INSERT INTO events (run_id, start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread) "
@@ -496,8 +497,7 @@ TEST(StoreRanks, AVersionThreeFileIsReadAndMigratedAsRankZero) {
     EXPECT_EQ(raw.integer("PRAGMA user_version"), kSchemaVersion);  // v3 -> v4 -> the newest
     EXPECT_EQ(raw.integer("SELECT global_batch_size FROM runs WHERE id = 1"), 8);
     EXPECT_EQ(raw.integer("SELECT ranks FROM runs WHERE id = 1"), 1);
-    for (const char* table :
-         {"iterations", "phases", "events", "samples", "metrics", "memory_timeline", "memory_peak"})
+    for (const char* table : {"iterations", "phases", "events", "samples", "metrics", "memory_timeline", "memory_peak"})
       EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM ") + table + " WHERE rank <> 0"), 0) << table;
     EXPECT_EQ(raw.integer("SELECT count(*) FROM events WHERE rank = 0"), 2);
     EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name = 'events_run_start'"), 0);

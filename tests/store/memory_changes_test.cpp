@@ -47,18 +47,12 @@ RunInfo run_info(int64_t ranks = 1) {
 // owner back to zero. Times repeat across ranks (each rank's own clock) and within one (t 300).
 std::vector<MemoryChangeRow> two_ranks_changes() {
   return {
-      {100, "weights", "conv1", 4096, 0},
-      {110, "weights", "fc", 1024, 0},
-      {200, "activations", "conv1", 8192, 0},
-      {210, "workspace", "", 512, 0},
-      {300, "activations", "fc", 2048, 0},
-      {300, "workspace", "", -512, 0},
-      {400, "activation_grads", "fc", 2048, 0},
-      {500, "activations", "fc", -2048, 0},
-      {600, "activations", "conv1", -8192, 0},
-      {600, "activation_grads", "fc", -2048, 0},
-      {100, "weights", "conv1", 4096, 1},
-      {250, "activations", "conv1", 16384, 1},
+      {100, "weights", "conv1", 4096, 0},       {110, "weights", "fc", 1024, 0},
+      {200, "activations", "conv1", 8192, 0},   {210, "workspace", "", 512, 0},
+      {300, "activations", "fc", 2048, 0},      {300, "workspace", "", -512, 0},
+      {400, "activation_grads", "fc", 2048, 0}, {500, "activations", "fc", -2048, 0},
+      {600, "activations", "conv1", -8192, 0},  {600, "activation_grads", "fc", -2048, 0},
+      {100, "weights", "conv1", 4096, 1},       {250, "activations", "conv1", 16384, 1},
       {350, "comm", "bucket 0", 1024, 1},
   };
 }
@@ -158,15 +152,15 @@ TEST(StoreMemoryChanges, LiveAtSumsTheChangesUpToTheTimeByCategoryAndOwner) {
   }
   // Spelled out at two times: at 400 the activations of conv1 lead; the workspace allocated at
   // 210 and freed at 300 is gone (a zero sum is left out), and so is everything before 100.
-  EXPECT_EQ(as_tuples(r.memory_live_at(run, 400)),
-            (std::vector<Live>{{"activations", "conv1", 8192},
-                               {"weights", "conv1", 4096},
-                               {"activation_grads", "fc", 2048},
-                               {"activations", "fc", 2048},
-                               {"weights", "fc", 1024}}));
-  EXPECT_EQ(as_tuples(r.memory_live_at(run, 250)),
-            (std::vector<Live>{{"activations", "conv1", 8192}, {"weights", "conv1", 4096}, {"weights", "fc", 1024},
-                               {"workspace", "", 512}}));
+  EXPECT_EQ(as_tuples(r.memory_live_at(run, 400)), (std::vector<Live>{{"activations", "conv1", 8192},
+                                                                      {"weights", "conv1", 4096},
+                                                                      {"activation_grads", "fc", 2048},
+                                                                      {"activations", "fc", 2048},
+                                                                      {"weights", "fc", 1024}}));
+  EXPECT_EQ(as_tuples(r.memory_live_at(run, 250)), (std::vector<Live>{{"activations", "conv1", 8192},
+                                                                      {"weights", "conv1", 4096},
+                                                                      {"weights", "fc", 1024},
+                                                                      {"workspace", "", 512}}));
   EXPECT_TRUE(r.memory_live_at(run, 99).empty());
   // After the last change only the weights are live: the total is what was never freed.
   int64_t total = 0;
@@ -216,13 +210,12 @@ TEST(StoreMemoryChanges, AVersionFourFileHasNoneAndIsMigrated) {
     for (int v = 0; v < 4; ++v) ddl += std::string(detail::migration_sql(v));
     raw.exec(ddl);
     raw.exec("PRAGMA user_version = 4; PRAGMA application_id = " + std::to_string(kApplicationId));
-    raw.exec(
-        "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
-        "parameter_count, started_at, command_line, config_json, status) VALUES ('resnet50', 'tiny', 'cpu', "
-        "4, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed');"
-        "INSERT INTO strings (id, value) VALUES (1, 'weights');"
-        "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes) VALUES (1, 10, 1, 64);"
-        "INSERT INTO memory_peak (run_id, category, bytes, t_ns) VALUES (1, 'weights', 64, 10);");
+    raw.exec("INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
+             "parameter_count, started_at, command_line, config_json, status) VALUES ('resnet50', 'tiny', 'cpu', "
+             "4, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed');"
+             "INSERT INTO strings (id, value) VALUES (1, 'weights');"
+             "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes) VALUES (1, 10, 1, 64);"
+             "INSERT INTO memory_peak (run_id, category, bytes, t_ns) VALUES (1, 'weights', 64, 10);");
     EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name = 'memory_changes'"), 0);
   }
   {

@@ -39,7 +39,7 @@ RunInfo ps_run(int64_t ranks = 4) {
 // Two workers (ranks 2 and 3) and what two servers counted of them, written out of the order
 // they read back in: kind, then rank, iteration, staleness.
 const std::vector<PsStalenessRow> kStaleness = {
-    {3, 1, "updates", 0, 7},  {2, 1, "updates", 2, 1},   {2, 1, "updates", 0, 5},  {2, 0, "updates", 0, 9},
+    {3, 1, "updates", 0, 7},   {2, 1, "updates", 2, 1},    {2, 1, "updates", 0, 5}, {2, 0, "updates", 0, 9},
     {2, 1, "clock_gap", 1, 3}, {3, -1, "clock_gap", 0, 4}, {2, 1, "updates", 1, 2}, {3, 1, "updates", 3, 1},
 };
 // What they read back as (the order of the rows above after sorting).
@@ -81,8 +81,7 @@ bool same(const PsStalenessRow& a, const PsStalenessRow& b) {
 bool same(const PsServerRow& a, const PsServerRow& b) {
   return a.server == b.server && a.rank == b.rank && a.keys == b.keys && a.bytes_held == b.bytes_held &&
          a.bytes_in == b.bytes_in && a.bytes_out == b.bytes_out && a.pushes == b.pushes && a.pulls == b.pulls &&
-         a.updates == b.updates && a.busy_ns == b.busy_ns && a.queue_max == b.queue_max &&
-         a.queue_mean == b.queue_mean;
+         a.updates == b.updates && a.busy_ns == b.busy_ns && a.queue_max == b.queue_max && a.queue_mean == b.queue_mean;
 }
 bool same(const RankBreakdownRow& a, const RankBreakdownRow& b) {
   return a.rank == b.rank && a.iteration == b.iteration && a.start_ns == b.start_ns && a.end_ns == b.end_ns &&
@@ -144,8 +143,7 @@ TEST(StorePs, TablesAndBreakdownWaitsRoundTripInOrder) {
     Writer w(db);
     run = write_ps_run(w);
     other = w.begin_run(ps_run(1));
-    EXPECT_EQ(ts::testing::error_kind([&] { w.add_ps_staleness(run + 10, kStaleness); }),
-              StoreError::Kind::not_found);
+    EXPECT_EQ(ts::testing::error_kind([&] { w.add_ps_staleness(run + 10, kStaleness); }), StoreError::Kind::not_found);
     EXPECT_EQ(ts::testing::error_kind([&] { w.add_ps_servers(run + 10, kServers); }), StoreError::Kind::not_found);
   }
   Reader r(db);
@@ -174,15 +172,13 @@ TEST(StorePs, OneRunsHistogramIsReadThroughItsIndex) {
     write_ps_run(w);
   }
   Raw raw(db);
-  const std::string plan =
-      raw.plan("SELECT rank, iteration, kind, staleness, count FROM ps_staleness WHERE run_id = 1 "
-               "ORDER BY kind, rank, iteration, staleness, id");
+  const std::string plan = raw.plan("SELECT rank, iteration, kind, staleness, count FROM ps_staleness WHERE run_id = 1 "
+                                    "ORDER BY kind, rank, iteration, staleness, id");
   EXPECT_NE(plan.find("ps_staleness_run_kind"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("TEMP B-TREE"), std::string::npos) << plan;  // no sort: the index's order
   const std::string one_kind = raw.plan(
       "SELECT staleness, count FROM ps_staleness WHERE run_id = 1 AND kind = 'updates' AND rank = 2 AND iteration = 1");
-  EXPECT_NE(one_kind.find("ps_staleness_run_kind (run_id=? AND kind=? AND rank=? AND iteration=?)"),
-            std::string::npos)
+  EXPECT_NE(one_kind.find("ps_staleness_run_kind (run_id=? AND kind=? AND rank=? AND iteration=?)"), std::string::npos)
       << one_kind;
 }
 

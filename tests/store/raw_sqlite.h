@@ -39,7 +39,8 @@ struct Raw {
     if (sqlite3_prepare_v2(db, ("EXPLAIN QUERY PLAN " + sql).c_str(), -1, &s, nullptr) != SQLITE_OK)
       throw std::runtime_error(sqlite3_errmsg(db));
     std::string out;
-    while (sqlite3_step(s) == SQLITE_ROW) out += std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 3))) + "; ";
+    while (sqlite3_step(s) == SQLITE_ROW)
+      out += std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 3))) + "; ";
     sqlite3_finalize(s);
     return out;
   }

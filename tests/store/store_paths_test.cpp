@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "store/reader.h"
-#include "tests/store/error_kind.h"
 #include "store/writer.h"
+#include "tests/store/error_kind.h"
 
 #include "tests/support/files.h"
 
@@ -69,8 +69,9 @@ class RawDb {
 void make_foreign(const fs::path& absolute) {
   ASSERT_TRUE(absolute.is_absolute());
   RawDb raw(absolute.string());
-  ASSERT_EQ(raw.exec("CREATE TABLE recipes (id INTEGER PRIMARY KEY, title TEXT); INSERT INTO recipes VALUES (1, 'soup')"),
-            SQLITE_OK);
+  ASSERT_EQ(
+      raw.exec("CREATE TABLE recipes (id INTEGER PRIMARY KEY, title TEXT); INSERT INTO recipes VALUES (1, 'soup')"),
+      SQLITE_OK);
 }
 
 RunInfo sample_run(const std::string& workload = "mlp") {
@@ -174,9 +175,8 @@ TEST(StorePaths, UriLookingNamesArePlainFileNames) {
   const std::set<std::string> ours = {"file:other.db", "file:mem.db?mode=memory", "file:ro.db?mode=ro",
                                       "file::memory:", odd};
   for (const auto& entry : entries(dir.path())) {
-    const bool ours_or_its_sidecar =
-        ours.contains(entry) || ((entry.ends_with("-wal") || entry.ends_with("-shm")) &&
-                                 ours.contains(entry.substr(0, entry.size() - 4)));
+    const bool ours_or_its_sidecar = ours.contains(entry) || ((entry.ends_with("-wal") || entry.ends_with("-shm")) &&
+                                                              ours.contains(entry.substr(0, entry.size() - 4)));
     EXPECT_TRUE(ours_or_its_sidecar || entry == "file:foreign.db" || entry == "other.db") << entry;
   }
 }

@@ -19,9 +19,9 @@
 
 #include "store/open.h"
 #include "store/reader.h"
-#include "tests/store/error_kind.h"
 #include "store/schema.h"
 #include "store/writer.h"
+#include "tests/store/error_kind.h"
 
 namespace fs = std::filesystem;
 using namespace ts::store;
@@ -34,8 +34,8 @@ class TempDir {
   TempDir() {
     static std::atomic<int> counter{0};
     std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("ts_store_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" + std::to_string(rd()));
+    path_ = fs::temp_directory_path() / ("ts_store_test_" + std::to_string(::getpid()) + "_" +
+                                         std::to_string(counter++) + "_" + std::to_string(rd()));
     fs::create_directories(path_);
   }
   ~TempDir() {
@@ -137,17 +137,17 @@ TEST(StoreWriter, NewFileGetsIdentitySchemaAndParentDirectory) {
   EXPECT_EQ(raw.text("PRAGMA journal_mode"), "wal");
   for (const char* table : {"runs", "environment", "iterations", "phases", "strings", "events", "layers",
                             "kernel_summary", "memory_timeline", "memory_peak", "metrics", "samples"})
-    EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"),
-              1)
+    EXPECT_EQ(
+        raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"), 1)
         << table;
   for (const char* table : {"collectives", "comm_ops", "rank_breakdown", "collective_bench"})  // v4
-    EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"),
-              1)
+    EXPECT_EQ(
+        raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"), 1)
         << table;
   for (const char* table : {"timeline_index", "timeline_lanes", "timeline_tiles", "timeline_spans", "memory_changes",
                             "ps_staleness", "ps_servers"})  // v5, v6
-    EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"),
-              1)
+    EXPECT_EQ(
+        raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table + "'"), 1)
         << table;
   EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name='events_run_rank_start'"), 1);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_master WHERE name='events_run_start'"), 0);  // replaced in v4
@@ -193,7 +193,8 @@ TEST(StoreWriter, RoundTripsEveryRecordType) {
   const std::vector<MetricRow> metrics = {{"throughput", 1234.5, "samples/s", -1}, {"loss", 0.5, "", 3}};
   const std::vector<SampleRow> samples = {{200, "rss", 1e8}, {100, "cpu_percent", 180.5}};
   const std::vector<GpuActivityRow> gpu = {
-      {300, 350, "kernel", "sgemm_128x64", "grid 8x1x1 block 256x1x1 regs 96", "fc1", "linear", "forward", 0, 7, 42, 1, 0},
+      {300, 350, "kernel", "sgemm_128x64", "grid 8x1x1 block 256x1x1 regs 96", "fc1", "linear", "forward", 0, 7, 42, 1,
+       0},
       {290, 295, "memcpy", "memcpy HtoD", "", "", "", "none", 0, 7, 41, 1, 4096},
       {280, 400, "api", "cudaLaunchKernel", "", "fc1", "linear", "forward", -1, 1234, 42, 1, 0}};
   const std::vector<GpuBreakdownRow> gpu_b = {{0, 1, 290, 350, 50, 0, 5, 0, 0, 0, 55, 5}};
@@ -367,9 +368,10 @@ TEST(StoreWriter, MigratesVersionOneFileKeepingRows) {
     raw.exec(std::string(ts::store::detail::migration_sql(0)));
     raw.exec("PRAGMA user_version = 1");
     raw.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
-    raw.exec("INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
-             "parameter_count, started_at, command_line, config_json, status) VALUES ('resnet50', 'tiny', 'cpu', 8, 2, 1, "
-             "1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed')");
+    raw.exec(
+        "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
+        "parameter_count, started_at, command_line, config_json, status) VALUES ('resnet50', 'tiny', 'cpu', 8, 2, 1, "
+        "1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed')");
     raw.exec("INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
              "parameter_count) VALUES (1, 'conv1', 'conv2d', 2, 10.0, 20.0, 64, 9)");
   }
@@ -524,8 +526,8 @@ TEST(StoreWriter, ForeignSqliteWithAppIdOnlyIsRejected) {
 
 TEST(StoreWriter, TextFileIsRejectedAndUntouched) {
   TempDir dir;
-  for (const std::string& content : {std::string("hello, this is a text file\n"), std::string(5000, 'x'),
-                                    std::string("SQL")}) {
+  for (const std::string& content :
+       {std::string("hello, this is a text file\n"), std::string(5000, 'x'), std::string("SQL")}) {
     const fs::path db = dir / "notes.txt";
     write_bytes(db, content);
     EXPECT_EQ(error_kind([&] { Writer w(db); }), Kind::not_trainscope);

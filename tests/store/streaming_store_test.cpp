@@ -204,11 +204,12 @@ TEST(StoreLiveness, AVersionTwoFileIsMigratedAndItsRunsAreUnknown) {
   {
     sqlite3* h = nullptr;
     ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    const std::string sql = std::string(detail::migration_sql(0)) + std::string(detail::migration_sql(1)) +
-                            "PRAGMA user_version = 2; PRAGMA application_id = " + std::to_string(kApplicationId) +
-                            ";INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, "
-                            "trace, parameter_count, started_at, command_line, config_json, status) VALUES ('resnet50', "
-                            "'tiny', 'cpu', 8, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'x', '{}', 'running');";
+    const std::string sql =
+        std::string(detail::migration_sql(0)) + std::string(detail::migration_sql(1)) +
+        "PRAGMA user_version = 2; PRAGMA application_id = " + std::to_string(kApplicationId) +
+        ";INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, "
+        "trace, parameter_count, started_at, command_line, config_json, status) VALUES ('resnet50', "
+        "'tiny', 'cpu', 8, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'x', '{}', 'running');";
     ASSERT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(h);
   }

@@ -75,7 +75,8 @@ std::vector<Truth> make_trace(uint32_t seed, int iterations) {
     out[run_at].end = t;
   }
   // A learner thread on rank 0 (as A3C's): phases of its own, no iterations.
-  for (int64_t k = 0, l = origin; k < 50; ++k, l += 40'000) out.push_back({false, 0, 2, 0, l, l + 30'000, "rollout", ""});
+  for (int64_t k = 0, l = origin; k < 50; ++k, l += 40'000)
+    out.push_back({false, 0, 2, 0, l, l + 30'000, "rollout", ""});
   int64_t g = origin + 50'000;
   for (int k = 0; k < 3000; ++k) {
     g += between(0, 30'000);
@@ -114,15 +115,18 @@ int64_t write_run(const fs::path& db, const std::vector<Truth>& trace, bool fini
       gpu.push_back(a);
       continue;
     }
-    const std::string kind = t.depth <= 2 && t.thread == 0 ? (t.depth == 0 ? "run" : t.depth == 1 ? "iteration" : "phase")
-                             : t.thread == 1                ? "comm"
-                             : t.thread == 2                ? "phase"
-                                                            : "op";
+    const std::string kind = t.depth <= 2 && t.thread == 0 ? (t.depth == 0   ? "run"
+                                                              : t.depth == 1 ? "iteration"
+                                                                             : "phase")
+                             : t.thread == 1               ? "comm"
+                             : t.thread == 2               ? "phase"
+                                                           : "op";
     events.push_back({t.start, t.end, t.name, t.layer, kind, "none", -1, t.thread, t.rank});
     if (kind == "comm") collectives.push_back({t.rank, -1, t.thread, "all_reduce", "bucket 0", 4096, t.start, t.end});
   }
   // Streamed order: an enclosing range is written after what it encloses (it ends later).
-  std::stable_sort(events.begin(), events.end(), [](const EventRow& a, const EventRow& b) { return a.end_ns < b.end_ns; });
+  std::stable_sort(events.begin(), events.end(),
+                   [](const EventRow& a, const EventRow& b) { return a.end_ns < b.end_ns; });
   w.add_events(run, events);
   w.add_gpu_activities(run, gpu);
   w.add_collectives(run, collectives);
@@ -143,7 +147,9 @@ int lane_of(const std::vector<TimelineLane>& lanes, const Truth& t) {
   return -1;
 }
 
-int64_t overlap(int64_t s, int64_t e, int64_t from, int64_t to) { return std::max<int64_t>(0, std::min(e, to) - std::max(s, from)); }
+int64_t overlap(int64_t s, int64_t e, int64_t from, int64_t to) {
+  return std::max<int64_t>(0, std::min(e, to) - std::max(s, from));
+}
 
 }  // namespace
 
@@ -232,8 +238,9 @@ TEST_F(TimelineStore, ARunWithoutAStoredIndexIsDrawnTheSameFromOneBuiltInMemory)
     const auto b = built.window(built.start_ns(), built.end_ns(), pixels);
     ASSERT_EQ(a.tiles.size(), b.tiles.size());
     for (size_t i = 0; i < a.tiles.size(); ++i) {
-      EXPECT_EQ(std::tie(a.tiles[i].lane, a.tiles[i].depth, a.tiles[i].start_ns, a.tiles[i].busy_ns, a.tiles[i].events),
-                std::tie(b.tiles[i].lane, b.tiles[i].depth, b.tiles[i].start_ns, b.tiles[i].busy_ns, b.tiles[i].events));
+      EXPECT_EQ(
+          std::tie(a.tiles[i].lane, a.tiles[i].depth, a.tiles[i].start_ns, a.tiles[i].busy_ns, a.tiles[i].events),
+          std::tie(b.tiles[i].lane, b.tiles[i].depth, b.tiles[i].start_ns, b.tiles[i].busy_ns, b.tiles[i].events));
       EXPECT_EQ(a.tiles[i].top_name, b.tiles[i].top_name);
     }
     ASSERT_EQ(a.events.size(), b.events.size());
@@ -284,7 +291,8 @@ TEST_F(TimelineStore, MarksFindEveryEventOfANameOrLayer) {
   const int64_t run = write_run(db, trace, true);
   TimelineReader r(db, run);
   const auto count = [&](auto pred) { return std::count_if(trace.begin(), trace.end(), pred); };
-  EXPECT_EQ(static_cast<int64_t>(r.marks("gemm", false).size()), count([](const Truth& t) { return t.name == "gemm"; }));
+  EXPECT_EQ(static_cast<int64_t>(r.marks("gemm", false).size()),
+            count([](const Truth& t) { return t.name == "gemm"; }));
   EXPECT_EQ(static_cast<int64_t>(r.marks("layer1", true).size()),
             count([](const Truth& t) { return t.layer == "layer1"; }));
   EXPECT_TRUE(r.marks("no such op", false).empty());

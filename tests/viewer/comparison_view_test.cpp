@@ -24,15 +24,15 @@
 #include <string>
 #include <utility>
 
-#include "vocabulary/memory_category.h"
 #include "reports/comparison.h"
 #include "reports/number_format.h"
 #include "reports/run_digest.h"
 #include "reports/statistics.h"
 #include "store/reader.h"
+#include "tests/viewer/viewer_test_support.h"
 #include "viewer/comparison_view.h"
 #include "viewer/models/run_comparison.h"
-#include "tests/viewer/viewer_test_support.h"
+#include "vocabulary/memory_category.h"
 
 using ts::viewer::ComparisonView;
 using ts::viewer::RunComparison;
@@ -47,7 +47,9 @@ ts::reports::RunDigest digest(const QString& db, int64_t id) {
   return ts::reports::digest_run(reader, db.toStdString(), *reader.run(id), ts::vocabulary::tbd_class_of);
 }
 
-QVariant cell(const QAbstractItemModel* m, int row, int column, int role = ts::viewer::kSortRole) { return m->data(m->index(row, column), role); }
+QVariant cell(const QAbstractItemModel* m, int row, int column, int role = ts::viewer::kSortRole) {
+  return m->data(m->index(row, column), role);
+}
 
 // The runs of initTestCase.
 constexpr qint64 kBase = 1, kSlowed = 2, kOtherWorkload = 3, kLost = 4;
@@ -95,7 +97,8 @@ class ComparisonViewTest : public QObject {
     const RunComparison& c = *v.comparison();
     QVERIFY(c.judged);
     QVERIFY(c.notes.empty());
-    const auto expected = ts::reports::compare_runs({digest(db_, kBase)}, {digest(db_, kSlowed)}, "base", "new", {}).pairs.at(0);
+    const auto expected =
+        ts::reports::compare_runs({digest(db_, kBase)}, {digest(db_, kSlowed)}, "base", "new", {}).pairs.at(0);
     QCOMPARE(c.metrics.size(), expected.metrics.size());
     for (size_t i = 0; i < c.metrics.size(); ++i) {
       const auto& m = c.metrics[i];
@@ -113,7 +116,7 @@ class ComparisonViewTest : public QObject {
       QCOMPARE(m.new_n, e.new_n);
     }
     QCOMPARE(c.metrics.front().metric, std::string("throughput"));
-    QCOMPARE(c.metrics.back().metric, std::string("exposed comm"));   // two ranks
+    QCOMPARE(c.metrics.back().metric, std::string("exposed comm"));  // two ranks
     // The planted slowdown is caught, and its rows are coloured as the HTML report colours them.
     QCOMPARE(c.metrics.front().statistics->verdict, ts::reports::Verdict::slower);
     const QString html = v.summary_html();
@@ -121,7 +124,7 @@ class ComparisonViewTest : public QObject {
       const auto verdict = m.statistics->verdict;
       const QString row = verdict == ts::reports::Verdict::slower   ? "<tr bgcolor='#fce8e6'>"
                           : verdict == ts::reports::Verdict::faster ? "<tr bgcolor='#e6f4ea'>"
-                                                                     : "<tr>";
+                                                                    : "<tr>";
       QVERIFY2(html.contains(row + "<td>" + QString::fromStdString(m.metric) + "</td>"), m.metric.c_str());
     }
     const auto& throughput = c.metrics.front().statistics;
@@ -163,7 +166,8 @@ class ComparisonViewTest : public QObject {
     }
     QVERIFY(v.summary_text().contains("Breakdown per rank"));
     QVERIFY(v.header_text().contains("resnet50/tiny"));
-    QVERIFY(v.header_text().contains("run 1") && v.header_text().contains("run 2") && v.header_text().contains("completed"));
+    QVERIFY(v.header_text().contains("run 1") && v.header_text().contains("run 2") &&
+            v.header_text().contains("completed"));
   }
 
   void opsAndLayersAreWhatTheStoreHolds() {
@@ -181,12 +185,13 @@ class ComparisonViewTest : public QObject {
     QVERIFY(m->rowCount() > 5);
     for (int row = 0; row < m->rowCount(); ++row) {
       const auto& o = m->rows()[static_cast<size_t>(row)];
-      const auto& b = base.at({o.device, o.name});   // one model: every op in both runs
+      const auto& b = base.at({o.device, o.name});  // one model: every op in both runs
       const auto& n = next.at({o.device, o.name});
       QCOMPARE(o.base->total_ns, b.total_ns);
       QCOMPARE(o.next->count, n.count);
       QCOMPARE(cell(m, row, ComparisonView::kOpBaseTotal).toDouble(), static_cast<double>(b.total_ns) * 1e-6);
-      QCOMPARE(cell(m, row, ComparisonView::kOpDeltaTotal).toDouble(), static_cast<double>(n.total_ns - b.total_ns) * 1e-6);
+      QCOMPARE(cell(m, row, ComparisonView::kOpDeltaTotal).toDouble(),
+               static_cast<double>(n.total_ns - b.total_ns) * 1e-6);
       QCOMPARE(cell(m, row, ComparisonView::kOpDeltaMeanPercent).toDouble(), 100.0 * (n.mean_ns / b.mean_ns - 1.0));
       QCOMPARE(cell(m, row, ComparisonView::kOpNewCount).toLongLong(), n.count);
       QCOMPARE(cell(m, row, ComparisonView::kOpIn, Qt::DisplayRole).toString(), QString("both"));
@@ -204,11 +209,13 @@ class ComparisonViewTest : public QObject {
       QCOMPARE(cell(l, row, ComparisonView::kLayerName).toString(), QString::fromStdString(s.layer));
       QCOMPARE(cell(l, row, ComparisonView::kLayerBaseForward).toDouble(), s.forward_ns * 1e-6);
       QCOMPARE(cell(l, row, ComparisonView::kLayerNewBackward).toDouble(), n.backward_ns * 1e-6);
-      QCOMPARE(cell(l, row, ComparisonView::kLayerBaseActivations).toDouble(), static_cast<double>(s.activation_bytes) / 1024.0);
+      QCOMPARE(cell(l, row, ComparisonView::kLayerBaseActivations).toDouble(),
+               static_cast<double>(s.activation_bytes) / 1024.0);
       QCOMPARE(cell(l, row, ComparisonView::kLayerNewParameters).toLongLong(), n.parameter_count);
       QCOMPARE(cell(l, row, ComparisonView::kLayerDeltaParameters).toLongLong(), 0);
       if (s.forward_ns > 0) {
-        QCOMPARE(cell(l, row, ComparisonView::kLayerDeltaForwardPercent).toDouble(), 100.0 * (n.forward_ns / s.forward_ns - 1.0));
+        QCOMPARE(cell(l, row, ComparisonView::kLayerDeltaForwardPercent).toDouble(),
+                 100.0 * (n.forward_ns / s.forward_ns - 1.0));
       }
     }
   }
@@ -220,8 +227,9 @@ class ComparisonViewTest : public QObject {
     QVERIFY(!c.judged);
     QCOMPARE(c.notes.size(), size_t{1});
     const QString note = QString::fromStdString(c.notes.front());
-    for (const char* part : {"workload resnet50 vs transformer", "ranks 2 vs 1", "one configuration"}) QVERIFY2(note.contains(part), part);
-    QVERIFY(!note.contains("preset tiny"));   // both tiny
+    for (const char* part : {"workload resnet50 vs transformer", "ranks 2 vs 1", "one configuration"})
+      QVERIFY2(note.contains(part), part);
+    QVERIFY(!note.contains("preset tiny"));  // both tiny
     QVERIFY(v.summary_text().contains("workload resnet50 vs transformer"));
     QVERIFY(v.header_text().contains("transformer"));
     const auto base = digest(db_, kBase);
@@ -256,13 +264,15 @@ class ComparisonViewTest : public QObject {
       (o.base ? base_only : new_only)++;
       QVERIFY(cell(m, row, ComparisonView::kOpName, Qt::BackgroundRole).isValid());
       QVERIFY(cell(m, row, ComparisonView::kOpName, Qt::ToolTipRole).toString().contains("only in the"));
-      QCOMPARE(cell(m, row, o.base ? ComparisonView::kOpNewTotal : ComparisonView::kOpBaseTotal, Qt::DisplayRole).toString(), QString("—"));
+      QCOMPARE(
+          cell(m, row, o.base ? ComparisonView::kOpNewTotal : ComparisonView::kOpBaseTotal, Qt::DisplayRole).toString(),
+          QString("—"));
       QVERIFY(!cell(m, row, ComparisonView::kOpDeltaTotalPercent).isValid());
       // Its whole time moved: it counts 0 where it did not run.
       const double total = static_cast<double>(o.base ? o.base->total_ns : o.next->total_ns) * 1e-6;
       QCOMPARE(cell(m, row, ComparisonView::kOpDeltaTotal).toDouble(), o.base ? -total : total);
     }
-    QVERIFY(base_only > 0);   // convolutions are resnet50's alone
+    QVERIFY(base_only > 0);  // convolutions are resnet50's alone
     QVERIFY(new_only > 0);
     std::set<std::string> every = in_base;
     every.insert(in_next.begin(), in_next.end());
@@ -294,16 +304,18 @@ class ComparisonViewTest : public QObject {
       const double d = cell(shown, row, ComparisonView::kOpDeltaTotal).toDouble();
       negative = negative || d < 0;
       positive = positive || d > 0;
-      if (row > 0) QVERIFY2(cell(shown, row - 1, ComparisonView::kOpDeltaTotal).toDouble() <= d, qPrintable(QString::number(row)));
+      if (row > 0)
+        QVERIFY2(cell(shown, row - 1, ComparisonView::kOpDeltaTotal).toDouble() <= d, qPrintable(QString::number(row)));
     }
-    QVERIFY(negative && positive);   // text order would put -0.5 before -12
+    QVERIFY(negative && positive);  // text order would put -0.5 before -12
     // Where a side is missing the change in percent is empty: after every number, either way up.
     for (const auto order : {Qt::AscendingOrder, Qt::DescendingOrder}) {
       view->sortByColumn(ComparisonView::kOpDeltaTotalPercent, order);
       int numbers = 0;
       while (numbers < rows && cell(shown, numbers, ComparisonView::kOpDeltaTotalPercent).isValid()) ++numbers;
       QVERIFY(numbers > 0);
-      for (int row = numbers; row < rows; ++row) QVERIFY(!cell(shown, row, ComparisonView::kOpDeltaTotalPercent).isValid());
+      for (int row = numbers; row < rows; ++row)
+        QVERIFY(!cell(shown, row, ComparisonView::kOpDeltaTotalPercent).isValid());
       for (int row = 1; row < numbers; ++row) {
         const double a = cell(shown, row - 1, ComparisonView::kOpDeltaTotalPercent).toDouble();
         const double b = cell(shown, row, ComparisonView::kOpDeltaTotalPercent).toDouble();
@@ -313,7 +325,8 @@ class ComparisonViewTest : public QObject {
 
     v.ops_search()->setText("CONV");
     int expected = 0;
-    for (const auto& o : v.ops_model()->rows()) expected += QString::fromStdString(o.name).contains("conv", Qt::CaseInsensitive);
+    for (const auto& o : v.ops_model()->rows())
+      expected += QString::fromStdString(o.name).contains("conv", Qt::CaseInsensitive);
     QVERIFY(expected > 0 && expected < rows);
     QCOMPARE(shown->rowCount(), expected);
     for (int row = 0; row < shown->rowCount(); ++row) {
@@ -332,7 +345,7 @@ class ComparisonViewTest : public QObject {
     v.compare(ref(kBase), ref(kSlowed));
     QVERIFY(compared.wait(30000));
     QThreadPool::globalInstance()->waitForDone();
-    QTest::qWait(100);   // the older answer, had it been kept, would land now
+    QTest::qWait(100);  // the older answer, had it been kept, would land now
     QCOMPARE(compared.count(), 1);
     QCOMPARE(v.comparison()->new_ref.run, kSlowed);
     QCOMPARE(v.comparison()->next.key.workload, std::string("resnet50"));
@@ -355,7 +368,7 @@ class ComparisonViewTest : public QObject {
       QCOMPARE(v.ops_model()->rowCount(), 0);
       QVERIFY(v.summary_text().contains(message));
     }
-    compare(v, kBase, kSlowed);   // and it goes on
+    compare(v, kBase, kSlowed);  // and it goes on
   }
 
   void theViewRendersSomething() {

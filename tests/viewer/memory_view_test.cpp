@@ -26,8 +26,8 @@
 
 #include "store/reader.h"
 #include "store/writer.h"
-#include "viewer/memory_view.h"
 #include "tests/viewer/viewer_test_support.h"
+#include "viewer/memory_view.h"
 
 using ts::viewer::MemoryView;
 
@@ -91,11 +91,11 @@ class MemoryViewTest : public QObject {
     const auto areas = areas_of(v.chart());
     std::set<std::string> shown;
     for (const auto& [category, area] : areas) shown.insert(category);
-    QVERIFY(shown == non_zero);   // every category with bytes, and no empty one
+    QVERIFY(shown == non_zero);  // every category with bytes, and no empty one
     QVERIFY(shown.size() >= 3);
-    std::vector<double> below(points.size(), 0.0);   // the stack so far, per point, in MiB
+    std::vector<double> below(points.size(), 0.0);  // the stack so far, per point, in MiB
     std::set<double> lowers_seen;
-    for (auto* s : v.chart()->series()) {   // in stacking order
+    for (auto* s : v.chart()->series()) {  // in stacking order
       auto* area = qobject_cast<QAreaSeries*>(s);
       if (!area) continue;
       const std::string category = area->name().toStdString();
@@ -111,10 +111,10 @@ class MemoryViewTest : public QObject {
         const double bytes = it == by_category.end() ? 0.0 : static_cast<double>(it->second);
         // Its own bytes between its lines, stacked on the categories before it.
         QVERIFY2(std::abs((up.y() - low.y()) * kMiB - bytes) < 0.5, qPrintable(QString("%1 at point %2: %3 vs %4")
-                                                                                    .arg(category.c_str())
-                                                                                    .arg(i)
-                                                                                    .arg((up.y() - low.y()) * kMiB)
-                                                                                    .arg(bytes)));
+                                                                                   .arg(category.c_str())
+                                                                                   .arg(i)
+                                                                                   .arg((up.y() - low.y()) * kMiB)
+                                                                                   .arg(bytes)));
         QVERIFY2(std::abs(low.y() - below[i]) * kMiB < 0.5, category.c_str());
         below[i] = up.y();
         ++i;
@@ -150,7 +150,7 @@ class MemoryViewTest : public QObject {
     load(v, db_, 1);
     QVERIFY(v.message().isEmpty());
     QCOMPARE(v.rank(), 0);
-    QVERIFY(!v.rank_chooser()->isEnabled() && v.rank_chooser()->isHidden());   // one rank: nothing to choose
+    QVERIFY(!v.rank_chooser()->isEnabled() && v.rank_chooser()->isHidden());  // one rank: nothing to choose
     check_chart_against_store(v, db_, 1, 0);
   }
 
@@ -167,9 +167,9 @@ class MemoryViewTest : public QObject {
     QVERIFY(!v.peak().from_timeline);
     QVERIFY(v.peak_line() != nullptr);
     const double x = static_cast<double>(peak.front().t_ns - v.origin_ns()) * 1e-9;
-    QCOMPARE(v.peak_line()->count(), 2);   // a vertical line at the peak's time
+    QCOMPARE(v.peak_line()->count(), 2);  // a vertical line at the peak's time
     QVERIFY(std::abs(v.peak_line()->at(0).x() - x) < 1e-9 && std::abs(v.peak_line()->at(1).x() - x) < 1e-9);
-    QVERIFY(v.peak_line()->at(1).y() * kMiB >= static_cast<double>(total));   // reaching above the stack
+    QVERIFY(v.peak_line()->at(1).y() * kMiB >= static_cast<double>(total));  // reaching above the stack
     const QString label = v.peak_label();
     QVERIFY2(label.contains(QString::number(static_cast<double>(total) / kMiB, 'f', 2) + " MiB"), qPrintable(label));
   }
@@ -216,7 +216,7 @@ class MemoryViewTest : public QObject {
     v.resize(1000, 700);
     v.show();
     load(v, db_, 1);
-    QTest::qWait(50);   // laid out: the plot area is where it is drawn
+    QTest::qWait(50);  // laid out: the plot area is where it is drawn
     QChartView* view = v.findChild<QChartView*>();
     QVERIFY(view != nullptr);
     QChart* chart = v.chart();
@@ -227,8 +227,8 @@ class MemoryViewTest : public QObject {
     QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, at);
     QVERIFY(inspected.wait(20000));
     // The time under the pointer, to within a pixel's worth of the x axis.
-    const double seconds_per_pixel = chart->mapToValue(in_chart + QPointF(1, 0), v.peak_line()).x() -
-                                     chart->mapToValue(in_chart, v.peak_line()).x();
+    const double seconds_per_pixel =
+        chart->mapToValue(in_chart + QPointF(1, 0), v.peak_line()).x() - chart->mapToValue(in_chart, v.peak_line()).x();
     const double clicked = static_cast<double>(inspected.at(0).at(0).toLongLong() - v.origin_ns()) * 1e-9;
     QVERIFY2(std::abs(clicked - x) <= 1.5 * seconds_per_pixel, qPrintable(QString("%1 vs %2").arg(clicked).arg(x)));
     QVERIFY(v.live_model()->rowCount() > 0);
@@ -280,7 +280,7 @@ class MemoryViewTest : public QObject {
     QVERIFY(!errors.at(0).at(1).toString().isEmpty());
     QVERIFY2(v.message().contains("could not be read"), qPrintable(v.message()));
     QSignalSpy again(&v, &MemoryView::error_reported);
-    v.show_run(db_, 999);   // a run that is not there
+    v.show_run(db_, 999);  // a run that is not there
     QVERIFY(again.wait(20000));
   }
 

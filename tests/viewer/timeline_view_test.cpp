@@ -20,9 +20,9 @@
 
 #include "store/reader.h"
 #include "store/timeline.h"
+#include "tests/viewer/viewer_test_support.h"
 #include "viewer/main_window.h"
 #include "viewer/timeline_view.h"
-#include "tests/viewer/viewer_test_support.h"
 
 using ts::viewer::MainWindow;
 using ts::viewer::TimelineCanvas;
@@ -62,7 +62,7 @@ class TimelineViewTest : public QObject {
     v.resize(1200, 600);
     open(v, 1);
     ts::store::TimelineReader reader(db_.toStdString(), 1);
-    QVERIFY(reader.index_stored());   // written at the run's final write
+    QVERIFY(reader.index_stored());  // written at the run's final write
     const auto* w = v.window();
     QVERIFY(w != nullptr);
     QVERIFY(!w->tiles.empty() || !w->events.empty());
@@ -93,7 +93,7 @@ class TimelineViewTest : public QObject {
     for (int i = 0; i < 6; ++i) v.zoom(8, anchor);
     settle(v);
     QVERIFY2(v.window()->level < level_before || level_before < 0, "zooming in reaches a finer level");
-    QVERIFY(v.window()->level == -1);   // 8^6 deeper: the events themselves
+    QVERIFY(v.window()->level == -1);  // 8^6 deeper: the events themselves
     // Keys: Home shows the whole run; '-' zooms out; panning stops at the run's end.
     QTest::keyClick(v.canvas(), Qt::Key_Home);
     settle(v);
@@ -174,7 +174,8 @@ class TimelineViewTest : public QObject {
     w.ops_view()->selectRow(0);
     QVERIFY(marked.wait(20000));
     const QString name = w.ops_view()->model()->index(0, 0).data().toString();
-    const auto expected = std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.name == name.toStdString(); });
+    const auto expected =
+        std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.name == name.toStdString(); });
     QVERIFY(expected > 0);
     QCOMPARE(marked.at(0).at(0).toInt(), static_cast<int>(expected));
     QCOMPARE(static_cast<int64_t>(w.timeline()->marks().size()), static_cast<int64_t>(expected));
@@ -182,7 +183,8 @@ class TimelineViewTest : public QObject {
     w.layers_view()->selectRow(0);
     QVERIFY(marked.wait(20000));
     const QString layer = w.layers_view()->model()->index(0, 0).data().toString();
-    const auto owned = std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.layer == layer.toStdString(); });
+    const auto owned =
+        std::count_if(events.begin(), events.end(), [&](const auto& e) { return e.layer == layer.toStdString(); });
     QCOMPARE(static_cast<int64_t>(w.timeline()->marks().size()), static_cast<int64_t>(owned));
   }
 

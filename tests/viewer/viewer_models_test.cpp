@@ -57,7 +57,7 @@ class ViewerModelsTest : public QObject {
     QVERIFY(dir_.isValid());
     db_ = dir_.filePath("models.db");
     ts::store::Writer w(db_.toStdString());
-    const auto done = w.begin_run(info("resnet50"));   // finished: the sustained headline stored
+    const auto done = w.begin_run(info("resnet50"));  // finished: the sustained headline stored
     w.add_iterations(done, iterations());
     const std::vector<ts::store::MetricRow> stored = {{"headline_throughput", 42.857, "images/s", -1},
                                                       {"throughput_median", 50.0, "images/s", -1},
@@ -68,7 +68,7 @@ class ViewerModelsTest : public QObject {
     const std::vector<ts::store::MemoryPoint> timeline = {{0, "weights", 1024, 0}, {5, "activations", 4096, 0}};
     w.add_memory_timeline(done, timeline);
     w.finish_run(done, ts::store::RunStatus::completed, "2026-11-27T20:01:00Z", "");
-    const auto old = w.begin_run(info("resnet50"));    // stored before the sustained rate
+    const auto old = w.begin_run(info("resnet50"));  // stored before the sustained rate
     const std::vector<ts::store::MetricRow> median_only = {{"throughput_median", 12.5, "images/s", -1}};
     w.add_metrics(old, median_only);
     w.finish_run(old, ts::store::RunStatus::failed, "2026-11-27T20:02:00Z", "out of memory");
@@ -81,8 +81,11 @@ class ViewerModelsTest : public QObject {
     RunTableModel m;
     m.set_runs(db_, ts::viewer::list_runs(db_.toStdString()));
     QCOMPARE(m.rowCount(), 3);
-    QCOMPARE(m.headerData(RunTableModel::kThroughput, Qt::Horizontal, Qt::DisplayRole).toString(), QString("sustained rate"));
-    const auto shown = [&](int row) { return m.data(m.index(row, RunTableModel::kThroughput), Qt::DisplayRole).toString(); };
+    QCOMPARE(m.headerData(RunTableModel::kThroughput, Qt::Horizontal, Qt::DisplayRole).toString(),
+             QString("sustained rate"));
+    const auto shown = [&](int row) {
+      return m.data(m.index(row, RunTableModel::kThroughput), Qt::DisplayRole).toString();
+    };
     QCOMPARE(shown(0), QString("42.86 images/s"));
     QVERIFY(m.entry(0).sustained);
     QCOMPARE(shown(1), QString("12.50 images/s (median/iteration)"));
@@ -103,8 +106,8 @@ class ViewerModelsTest : public QObject {
     QCOMPARE(m.rowCount(), 4);
     QCOMPARE(m.databases(), QStringList({db_, "other.db"}));
     QCOMPARE(m.data(m.index(3, RunTableModel::kThroughput), Qt::DisplayRole).toString(), QString("-"));
-    QCOMPARE(m.data(m.index(3, RunTableModel::kThroughput), kSortRole).toDouble(), -1.0);   // no rate sorts last
-    m.set_runs(db_, ts::viewer::list_runs(db_.toStdString()));   // a refresh replaces, never adds
+    QCOMPARE(m.data(m.index(3, RunTableModel::kThroughput), kSortRole).toDouble(), -1.0);  // no rate sorts last
+    m.set_runs(db_, ts::viewer::list_runs(db_.toStdString()));  // a refresh replaces, never adds
     QCOMPARE(m.rowCount(), 4);
     m.remove_db(db_);
     QCOMPARE(m.rowCount(), 1);
@@ -118,13 +121,13 @@ class ViewerModelsTest : public QObject {
     QCOMPARE(d.peak.size(), size_t{2});
     QCOMPARE(d.timeline.size(), size_t{2});
     QCOMPARE(d.changes_stored, int64_t{7});
-    QCOMPARE(ts::viewer::load_memory_data(db_, 2, -1).changes_stored, int64_t{-1});   // no change log
+    QCOMPARE(ts::viewer::load_memory_data(db_, 2, -1).changes_stored, int64_t{-1});  // no change log
     QVERIFY_THROWS_EXCEPTION(ts::store::StoreError, ts::viewer::load_memory_data(db_, 99, -1));
   }
 
   void aRecordTableShowsNumbersAsTextAndSortsThemAsNumbers() {
-    ts::viewer::RecordTableModel<Op> m({{"op", [](const Op& o) { return QVariant(o.name); }},
-                                        {"ms", [](const Op& o) { return QVariant(o.ms); }, 2}});
+    ts::viewer::RecordTableModel<Op> m(
+        {{"op", [](const Op& o) { return QVariant(o.name); }}, {"ms", [](const Op& o) { return QVariant(o.ms); }, 2}});
     m.set_rows({{"conv", 12.345}, {"relu", 9.5}});
     QCOMPARE(m.rowCount(), 2);
     QCOMPARE(m.columnCount(), 2);
@@ -132,9 +135,9 @@ class ViewerModelsTest : public QObject {
     QCOMPARE(m.data(m.index(0, 1), Qt::DisplayRole).toString(), QString("12.35"));
     QCOMPARE(m.data(m.index(0, 1), kSortRole).toDouble(), 12.345);
     QCOMPARE(m.data(m.index(1, 0), Qt::DisplayRole).toString(), QString("relu"));
-    QVERIFY(m.data(m.index(0, 1), Qt::TextAlignmentRole).isValid());    // numbers to the right
+    QVERIFY(m.data(m.index(0, 1), Qt::TextAlignmentRole).isValid());  // numbers to the right
     QVERIFY(!m.data(m.index(0, 0), Qt::TextAlignmentRole).isValid());
-    QVERIFY(!m.data(m.index(2, 0), Qt::DisplayRole).isValid());         // past the rows
+    QVERIFY(!m.data(m.index(2, 0), Qt::DisplayRole).isValid());  // past the rows
   }
 };
 

@@ -22,14 +22,14 @@
 #include <string>
 
 #include "store/reader.h"
+#include "tests/viewer/viewer_test_support.h"
 #include "viewer/comparison_view.h"
 #include "viewer/main_window.h"
 #include "viewer/memory_view.h"
-#include "viewer/run_overview.h"
 #include "viewer/models/run_details.h"
 #include "viewer/models/run_table_model.h"
+#include "viewer/run_overview.h"
 #include "viewer/timeline_view.h"
-#include "tests/viewer/viewer_test_support.h"
 
 using ts::viewer::MainWindow;
 using ts::viewer::RunTableModel;
@@ -81,7 +81,8 @@ class ViewerTest : public QObject {
       const auto& e = m.entry(row);
       const auto& r = runs[static_cast<size_t>(row)];
       QCOMPARE(e.run.id, r.id);
-      QCOMPARE(m.data(m.index(row, RunTableModel::kWorkload), Qt::DisplayRole).toString(), QString::fromStdString(r.workload));
+      QCOMPARE(m.data(m.index(row, RunTableModel::kWorkload), Qt::DisplayRole).toString(),
+               QString::fromStdString(r.workload));
       QCOMPARE(m.data(m.index(row, RunTableModel::kBatch), Qt::DisplayRole).toLongLong(), r.batch_size);
       // The headline rate, sustained, in the workload's unit (resnet50: images/s, transformer: tokens/s).
       double stored = -1;
@@ -97,11 +98,14 @@ class ViewerTest : public QObject {
         QCOMPARE(*e.throughput, stored);
         QCOMPARE(e.throughput_unit, QString::fromStdString(unit));
         QCOMPARE(e.throughput_unit, QString(r.workload == "resnet50" ? "images/s" : "tokens/s"));
-        QVERIFY(m.data(m.index(row, RunTableModel::kThroughput), Qt::DisplayRole).toString().endsWith(" " + e.throughput_unit));
+        QVERIFY(m.data(m.index(row, RunTableModel::kThroughput), Qt::DisplayRole)
+                    .toString()
+                    .endsWith(" " + e.throughput_unit));
       }
     }
     QCOMPARE(m.data(m.index(0, RunTableModel::kStatus), Qt::DisplayRole).toString(), QString("completed"));
-    QCOMPARE(m.data(m.index(2, RunTableModel::kStatus), Qt::DisplayRole).toString(), QString("lost"));   // its writer is gone
+    QCOMPARE(m.data(m.index(2, RunTableModel::kStatus), Qt::DisplayRole).toString(),
+             QString("lost"));  // its writer is gone
     QVERIFY(m.data(m.index(2, RunTableModel::kStatus), Qt::ForegroundRole).isValid());
   }
 
@@ -121,7 +125,7 @@ class ViewerTest : public QObject {
       QVERIFY(shown->data(shown->index(row - 1, RunTableModel::kThroughput), ts::viewer::kSortRole).toDouble() >=
               shown->data(shown->index(row, RunTableModel::kThroughput), ts::viewer::kSortRole).toDouble());
     }
-    w.runs_view()->sortByColumn(RunTableModel::kId, Qt::DescendingOrder);   // numbers as numbers
+    w.runs_view()->sortByColumn(RunTableModel::kId, Qt::DescendingOrder);  // numbers as numbers
     QCOMPARE(shown->data(shown->index(0, RunTableModel::kId), ts::viewer::kSortRole).toLongLong(), 3);
   }
 
@@ -146,7 +150,8 @@ class ViewerTest : public QObject {
     QCOMPARE(w.ops_model()->headerData(4, Qt::Horizontal, Qt::DisplayRole).toString(), QString("self ms"));
     const auto details = ts::viewer::load_run_details(db_.toStdString(), 1);
     const QString html = ts::viewer::overview_html(details.digest);
-    for (const char* part : {"throughput", "Phases", "forward", "Memory at peak", "activations", "Environment", "Configuration"}) {
+    for (const char* part :
+         {"throughput", "Phases", "forward", "Memory at peak", "activations", "Environment", "Configuration"}) {
       QVERIFY2(html.contains(part), part);
     }
     // The lost run: what it streamed, and its status.
@@ -160,7 +165,8 @@ class ViewerTest : public QObject {
     MainWindow w;
     open(w, db);
     QCOMPARE(w.runs_model()->rowCount(), 3);
-    QVERIFY(run_command(std::string(TRAINSCOPE_BIN) + " run a3c --preset tiny --iters 2 --warmup 1 --eval-batches 0 --db " + db.toStdString()));
+    QVERIFY(run_command(std::string(TRAINSCOPE_BIN) +
+                        " run a3c --preset tiny --iters 2 --warmup 1 --eval-batches 0 --db " + db.toStdString()));
     QSignalSpy loaded(&w, &MainWindow::database_loaded);
     w.refresh();
     QVERIFY(loaded.wait(20000));
@@ -172,8 +178,9 @@ class ViewerTest : public QObject {
   void aRunBeingWrittenIsRefreshedInPlace() {
     const QString db = path("live.db");
     QProcess run;
-    run.start(QString(TRAINSCOPE_BIN), {"run", "resnet50", "--preset", "tiny", "--iters", "1000000", "--warmup", "1",
-                                        "--eval-batches", "0", "--threads", "1", "--flush-interval", "0.2", "--db", db});
+    run.start(QString(TRAINSCOPE_BIN),
+              {"run", "resnet50", "--preset", "tiny", "--iters", "1000000", "--warmup", "1", "--eval-batches", "0",
+               "--threads", "1", "--flush-interval", "0.2", "--db", db});
     QVERIFY(run.waitForStarted());
     const std::string streamed_events = "SELECT count(*) FROM events WHERE run_id = 1";
     QTRY_VERIFY_WITH_TIMEOUT(query_number(db, "SELECT count(*) FROM iterations WHERE run_id = 1") >= 2, 60000);
@@ -199,12 +206,14 @@ class ViewerTest : public QObject {
     QVERIFY(details_loaded.wait(30000));
     QVERIFY(timeline_loaded.count() > 0 || timeline_loaded.wait(30000));
     QCOMPARE(w.runs_view()->selectionModel()->currentIndex().row(), 0);
-    QVERIFY2(w.timeline()->event_count() > events_before + 100,
-             qPrintable(QString("%1 events after the refresh, %2 before").arg(w.timeline()->event_count()).arg(events_before)));
+    QVERIFY2(
+        w.timeline()->event_count() > events_before + 100,
+        qPrintable(
+            QString("%1 events after the refresh, %2 before").arg(w.timeline()->event_count()).arg(events_before)));
     QCOMPARE(w.timeline()->view_from(), zoomed_from);
     QCOMPARE(w.timeline()->view_to(), zoomed_to);
 
-    run.terminate();   // SIGTERM: the run ends `interrupted` after its step
+    run.terminate();  // SIGTERM: the run ends `interrupted` after its step
     QVERIFY(run.waitForFinished(60000));
   }
 
@@ -217,9 +226,11 @@ class ViewerTest : public QObject {
     QVERIFY(QFile::copy(db_, path("newer.db")));
     sql(path("newer.db"), "PRAGMA user_version = 9999");
     sql(path("other_app.db"), "CREATE TABLE t(x)");
-    const std::vector<std::pair<QString, QString>> cases = {
-        {path("missing.db"), "missing"}, {path("foreign.txt"), ""}, {path("corrupt.db"), ""},
-        {path("newer.db"), "newer trainscope"}, {path("other_app.db"), "another application"}};
+    const std::vector<std::pair<QString, QString>> cases = {{path("missing.db"), "missing"},
+                                                            {path("foreign.txt"), ""},
+                                                            {path("corrupt.db"), ""},
+                                                            {path("newer.db"), "newer trainscope"},
+                                                            {path("other_app.db"), "another application"}};
     MainWindow w;
     w.set_dialogs_enabled(false);
     open(w, db_);
@@ -230,7 +241,7 @@ class ViewerTest : public QObject {
       const QString message = errors.at(0).at(1).toString();
       QVERIFY2(!message.isEmpty(), qPrintable(file));
       QVERIFY2(words.isEmpty() || message.contains(words, Qt::CaseInsensitive), qPrintable(message));
-      QCOMPARE(w.runs_model()->rowCount(), 3);   // what was open stays
+      QCOMPARE(w.runs_model()->rowCount(), 3);  // what was open stays
     }
     // With dialogs on, the error is a window-modal box that does not block the event loop.
     w.set_dialogs_enabled(true);
@@ -271,9 +282,9 @@ class ViewerTest : public QObject {
     open(w, db_);
     w.runs_view()->sortByColumn(RunTableModel::kId, Qt::DescendingOrder);
     QSignalSpy compared(w.comparison(), &ts::viewer::ComparisonView::compared);
-    w.runs_view()->selectRow(0);   // run 3
+    w.runs_view()->selectRow(0);  // run 3
     w.runs_view()->selectionModel()->select(w.runs_view()->model()->index(1, 0),
-                                            QItemSelectionModel::Select | QItemSelectionModel::Rows);   // run 2
+                                            QItemSelectionModel::Select | QItemSelectionModel::Rows);  // run 2
     w.compare_selected();
     QVERIFY(compared.wait(30000));
     QCOMPARE(w.tabs()->currentWidget(), static_cast<QWidget*>(w.comparison()));

@@ -214,9 +214,8 @@ TEST(A3c, TinyLearnsToScoreMoreThanARandomPolicy) {
       mean_episode_score(c.game, dynamic_cast<const A3cNet*>(&w->model()), kEpisodes, kA3cEvalSeed, EvalActing::sample);
   int64_t steps = 0;
   for (const auto& it : r.iterations) steps += it.samples;
-  std::printf(
-      "a3c tiny: mean score %.2f -> %.2f (sampling the policy: %.2f) after %lld environment steps in %.1f s; "
-      "random policy %.2f\n",
-      before, after, sampled, static_cast<long long>(steps), secs, random_score);
+  std::printf("a3c tiny: mean score %.2f -> %.2f (sampling the policy: %.2f) after %lld environment steps in %.1f s; "
+              "random policy %.2f\n",
+              before, after, sampled, static_cast<long long>(steps), secs, random_score);
   EXPECT_GT(after, 2.0 * random_score);
 }

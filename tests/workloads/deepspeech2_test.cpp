@@ -16,10 +16,10 @@
 #include "engine/context.h"
 #include "engine/ops.h"
 #include "engine/random.h"
+#include "env_override.h"
 #include "workloads/data/speech_data.h"
 #include "workloads/deepspeech2/deepspeech2.h"
 #include "workloads/training_loop.h"
-#include "env_override.h"
 
 using namespace ts;
 using namespace ts::workloads;
@@ -44,7 +44,7 @@ Tensor random_features(int64_t n, int64_t t, const std::vector<int64_t>& lengths
 
 TEST(DeepSpeech2, ParameterCountFollowsFromTheConfiguration) {
   const DeepSpeech2Config full = deepspeech2_config("full");
-  EXPECT_EQ(deepspeech2_conv_bins(full), 41);   // 161 -> 81 -> 41
+  EXPECT_EQ(deepspeech2_conv_bins(full), 41);  // 161 -> 81 -> 41
   // Convolutions 32 x 11 x 41 + 32 x 32 x 11 x 21 = 250,976; their batch norms 128; rnns.0
   // (input 32 x 41 = 1312) 2 (3 x 1760 (1312 + 1760) + 6 x 1760) = 32,461,440; rnns.1-6
   // 2 (3 x 1760 x 3520 + 6 x 1760) + 2 x 1760 = 37,195,840 each; fc 1760 x 29 + 29 = 51,069.
@@ -68,8 +68,8 @@ TEST(DeepSpeech2, NamesReadLikeThePaper) {
                         "fc.weight", "fc.bias"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
-  EXPECT_FALSE(names.count("rnns.0.bn.weight"));   // the first layer's input is the convolutions' (normalised)
-  EXPECT_FALSE(names.count("conv.0.bias"));        // batch norm follows
+  EXPECT_FALSE(names.count("rnns.0.bn.weight"));  // the first layer's input is the convolutions' (normalised)
+  EXPECT_FALSE(names.count("conv.0.bias"));       // batch norm follows
   // The first GRU sees 32 channels x 41 bins; the later ones the summed directions (1760).
   for (const auto& [name, t] : model.named_parameters()) {
     if (name == "rnns.0.gru.weight_ih_l0") {
@@ -129,7 +129,7 @@ TEST(DeepSpeech2, PaddingChangesNothingInEvalMode) {
   model.train(false);
   engine::NoGradScope no_grad;
   const Tensor alone_x = random_features(1, 23, {23}, 7);
-  const auto alone = model.forward(alone_x, Tensor::from_vector({1}, {23})).logits.to_vector();   // [12, 1, 29]
+  const auto alone = model.forward(alone_x, Tensor::from_vector({1}, {23})).logits.to_vector();  // [12, 1, 29]
   // The same utterance first in a batch padded to 50 frames, next to a 50-frame one.
   Tensor batch_x = random_features(2, 50, {23, 50}, 8);
   {
@@ -138,7 +138,7 @@ TEST(DeepSpeech2, PaddingChangesNothingInEvalMode) {
     std::copy(a.begin(), a.end(), v.begin());
     batch_x = Tensor::from_vector(batch_x.shape(), v);
   }
-  const auto batched = model.forward(batch_x, Tensor::from_vector({2}, {23, 50})).logits.to_vector();   // [25, 2, 29]
+  const auto batched = model.forward(batch_x, Tensor::from_vector({2}, {23, 50})).logits.to_vector();  // [25, 2, 29]
   double worst = 0;
   for (int64_t t = 0; t < 12; ++t) {
     for (int64_t k = 0; k < 29; ++k) {
@@ -166,7 +166,7 @@ TEST(DeepSpeech2, TinyLearnsToRecognise) {
   const auto t1 = std::chrono::steady_clock::now();
   const double start = w->evaluate(-1).value;
   LoopOptions o;
-  o.iterations = 300;   // CER 0.35 when calibrated (seed 1; 0.53-0.61 after 200 steps); ~20 s on one thread
+  o.iterations = 300;  // CER 0.35 when calibrated (seed 1; 0.53-0.61 after 200 steps); ~20 s on one thread
   o.warmup = 0;
   const LoopResult r = run_training(*w, o);
   ASSERT_FALSE(r.failed) << r.error;

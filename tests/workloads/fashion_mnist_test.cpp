@@ -20,20 +20,22 @@ TEST(FashionMnist, TinyResNetReaches85PercentTestAccuracy) {
   ResNetConfig cfg = resnet50_config("tiny");
   cfg.in_channels = 1;
   constexpr int64_t kBatch = 128;
-  constexpr int64_t kSteps = 3 * 60000 / kBatch;   // three epochs
+  constexpr int64_t kSteps = 3 * 60000 / kBatch;  // three epochs
   auto model = std::make_shared<ResNet>(cfg, engine::Device::cpu(), 1);
   auto data = std::make_unique<FashionMnist>(FashionMnist::kDebianDirectory, cfg.image_size, 1, engine::Device::cpu());
-  engine::optim::LrSchedule lr;   // cosine decay to zero after a short warm-up
+  engine::optim::LrSchedule lr;  // cosine decay to zero after a short warm-up
   lr.kind = engine::optim::LrSchedule::Kind::cosine;
   lr.base_lr = 0.05;
   lr.warmup_steps = 30;
   lr.total_steps = kSteps;
-  ImageClassifier w(model, [model](const engine::Tensor& x) { return model->forward(x); }, std::move(data), kBatch, lr);
+  ImageClassifier w(
+      model, [model](const engine::Tensor& x) { return model->forward(x); }, std::move(data), kBatch, lr);
   LoopOptions o;
   o.warmup = 0;
   o.iterations = kSteps;
   o.on_iteration = [](const IterationResult& it) {
-    if ((it.index + 1) % 100 == 0) std::fprintf(stderr, "fashion-mnist: step %lld loss %.3f\n", static_cast<long long>(it.index + 1), it.loss);
+    if ((it.index + 1) % 100 == 0)
+      std::fprintf(stderr, "fashion-mnist: step %lld loss %.3f\n", static_cast<long long>(it.index + 1), it.loss);
   };
   const LoopResult r = run_training(w, o);
   ASSERT_FALSE(r.failed) << r.error;

@@ -34,11 +34,12 @@ TEST(FashionMnist, ReadsDebiansCopy) {
   EXPECT_EQ(b.inputs.shape(), (engine::Shape{8, 1, 32, 32}));
   // The first test image of Fashion-MNIST is an ankle boot (class 9).
   EXPECT_EQ(b.labels.to_vector()[0], 9.0f);
-  EXPECT_EQ(f.heldout(1250, 8).samples, 0);   // past the end
+  EXPECT_EQ(f.heldout(1250, 8).samples, 0);  // past the end
 }
 
 TEST(ImageSource, BadSpecsAreRejected) {
   EXPECT_THROW(make_image_source("imagenet", 32, 3, 10, 1, engine::Device::cpu()), std::invalid_argument);
-  EXPECT_THROW(make_image_source("fashion-mnist:/nonexistent", 32, 3, 10, 1, engine::Device::cpu()), std::invalid_argument);
+  EXPECT_THROW(make_image_source("fashion-mnist:/nonexistent", 32, 3, 10, 1, engine::Device::cpu()),
+               std::invalid_argument);
   EXPECT_THROW(make_image_source("fashion-mnist", 32, 3, 1000, 1, engine::Device::cpu()), std::invalid_argument);
 }

@@ -35,9 +35,7 @@ struct Counter {
     const int64_t c = conv(conv(conv(in, 64, 1, 1), 96, 3, 3), 96, 3, 3);
     return a + b + c + conv(in, pool, 1, 1);
   }
-  int64_t block_b(int64_t in) {
-    return conv(in, 384, 3, 3) + conv(conv(conv(in, 64, 1, 1), 96, 3, 3), 96, 3, 3) + in;
-  }
+  int64_t block_b(int64_t in) { return conv(in, 384, 3, 3) + conv(conv(conv(in, 64, 1, 1), 96, 3, 3), 96, 3, 3) + in; }
   int64_t block_c(int64_t in, int64_t c7) {
     const int64_t a = conv(in, 192, 1, 1);
     const int64_t b = conv(conv(conv(in, c7, 1, 1), c7, 1, 7), 192, 7, 1);
@@ -134,16 +132,15 @@ TEST(InceptionV3, ModulesAreNamedLikeTorchvision) {
   InceptionV3 m(inception_v3_config("full"), engine::Device::meta(), 1);
   std::set<std::string> names;
   for (const auto& [name, t] : m.named_parameters()) names.insert(name);
-  for (const char* n : {"Conv2d_1a_3x3.conv.weight", "Conv2d_1a_3x3.bn.weight", "Conv2d_1a_3x3.bn.bias",
-                        "Conv2d_4a_3x3.conv.weight", "Mixed_5b.branch1x1.conv.weight", "Mixed_5b.branch5x5_2.bn.bias",
-                        "Mixed_5d.branch_pool.conv.weight", "Mixed_6a.branch3x3.conv.weight",
-                        "Mixed_6e.branch7x7dbl_3.conv.weight", "Mixed_6e.branch7x7_2.conv.weight",
-                        "Mixed_7a.branch7x7x3_4.conv.weight", "Mixed_7c.branch3x3dbl_3b.bn.weight",
-                        "AuxLogits.conv0.conv.weight", "AuxLogits.conv1.bn.bias", "AuxLogits.fc.weight", "fc.weight",
-                        "fc.bias"}) {
+  for (const char* n :
+       {"Conv2d_1a_3x3.conv.weight", "Conv2d_1a_3x3.bn.weight", "Conv2d_1a_3x3.bn.bias", "Conv2d_4a_3x3.conv.weight",
+        "Mixed_5b.branch1x1.conv.weight", "Mixed_5b.branch5x5_2.bn.bias", "Mixed_5d.branch_pool.conv.weight",
+        "Mixed_6a.branch3x3.conv.weight", "Mixed_6e.branch7x7dbl_3.conv.weight", "Mixed_6e.branch7x7_2.conv.weight",
+        "Mixed_7a.branch7x7x3_4.conv.weight", "Mixed_7c.branch3x3dbl_3b.bn.weight", "AuxLogits.conv0.conv.weight",
+        "AuxLogits.conv1.bn.bias", "AuxLogits.fc.weight", "fc.weight", "fc.bias"}) {
     EXPECT_TRUE(names.contains(n)) << n;
   }
-  EXPECT_FALSE(names.contains("Conv2d_1a_3x3.conv.bias"));   // BasicConv2d's conv has no bias
+  EXPECT_FALSE(names.contains("Conv2d_1a_3x3.conv.bias"));  // BasicConv2d's conv has no bias
   // Factorised convolutions: 1x7 then 7x1, with torchvision's shapes.
   std::map<std::string, engine::Shape> shapes;
   for (const auto& [name, t] : m.named_parameters()) shapes[name] = t.shape();
@@ -181,7 +178,7 @@ TEST(InceptionV3, TinyForwardGivesLogitsAndEveryParameterGetsAGradient) {
   rng.fill_normal(x, 0, 1);
   const InceptionOutputs out = m.forward(x);
   ASSERT_EQ(out.logits.shape(), (engine::Shape{2, 10}));
-  EXPECT_FALSE(out.aux_logits.defined());   // tiny has no aux head
+  EXPECT_FALSE(out.aux_logits.defined());  // tiny has no aux head
   engine::Tensor loss = engine::ops::softmax_cross_entropy(out.logits, engine::Tensor::from_vector({2}, {1, 7}));
   loss.backward();
   for (const auto& [name, p] : m.named_parameters()) {
@@ -264,6 +261,6 @@ TEST(InceptionV3, TinyLossFallsAndHeldOutAccuracyRisesOnSyntheticData) {
   for (int i = 55; i < 60; ++i) last += r.iterations[static_cast<size_t>(i)].loss / 5;
   EXPECT_LT(last, 0.75 * first) << "first " << first << " last " << last;
   const double after = w->evaluate(4).value;
-  EXPECT_GT(after, 0.3) << "before " << before;   // chance is 10%
+  EXPECT_GT(after, 0.3) << "before " << before;  // chance is 10%
   EXPECT_GT(after, before);
 }

@@ -116,8 +116,8 @@ TEST(PresetTables, InceptionV3) {
 
 TEST(PresetTables, Seq2Seq) {
   for_each_preset("seq2seq", seq2seq_config, [](const Preset& p, const Seq2SeqConfig& c) {
-    expect_starts(p, "layers", n(c.layers) + " encoder + " + n(c.layers) + " decoder LSTM layers, " + n(c.hidden) +
-                                   " units");
+    expect_starts(p, "layers",
+                  n(c.layers) + " encoder + " + n(c.layers) + " decoder LSTM layers, " + n(c.hidden) + " units");
     expect_starts(p, "embedding", n(c.embedding) + ",");
     expect_row(p, "vocabulary", n(c.src_vocab) + " source, " + n(c.tgt_vocab) + " target");
     expect_starts(p, "attention", "additive, " + n(c.attention) + " units");
@@ -152,29 +152,35 @@ TEST(PresetTables, Transformer) {
 
 TEST(PresetTables, FasterRcnn) {
   for_each_preset("faster_rcnn", faster_rcnn_config, [](const Preset& p, const FasterRcnnConfig& c) {
-    expect_starts(p, "backbone", c.backbone + ": bottlenecks " + join(c.blocks) + " (layer1..3) + " +
-                                     n(c.head_blocks) + " (layer4 on RoIs)");
+    expect_starts(
+        p, "backbone",
+        c.backbone + ": bottlenecks " + join(c.blocks) + " (layer1..3) + " + n(c.head_blocks) + " (layer4 on RoIs)");
     expect_starts(p, "base_width", n(c.base_width) + " ");
     expect_contains(p, "batch_norm", "eps " + num(c.bn_eps) + ")");
     expect_contains(p, "batch_norm", "averaged over " + n(c.calibration_images) + " training images");
-    expect_row(p, "image_size", "shorter side " + n(c.short_side) + ", longer at most " + n(c.max_side) +
-                                    "; synthetic " + n(c.short_side) + "x" + n(c.synthetic_width));
-    expect_row(p, "anchors", n(c.num_anchors()) + ": sizes " + join(c.anchor_sizes) + " x ratios (h/w) " +
-                                 join(c.anchor_ratios) + ", stride " + n(c.feature_stride));
+    expect_row(p, "image_size",
+               "shorter side " + n(c.short_side) + ", longer at most " + n(c.max_side) + "; synthetic " +
+                   n(c.short_side) + "x" + n(c.synthetic_width));
+    expect_row(p, "anchors",
+               n(c.num_anchors()) + ": sizes " + join(c.anchor_sizes) + " x ratios (h/w) " + join(c.anchor_ratios) +
+                   ", stride " + n(c.feature_stride));
     expect_contains(p, "rpn_targets", n(c.rpn_targets.batch) + " sampled per image");
     const auto& tp = c.train_proposals;
-    expect_starts(p, "proposals_train", "top " + n(tp.pre_nms_top_n) + " -> NMS " + num(tp.nms_threshold) +
-                                            " -> top " + n(tp.post_nms_top_n) + ", min side " + num(tp.min_size));
+    expect_starts(p, "proposals_train",
+                  "top " + n(tp.pre_nms_top_n) + " -> NMS " + num(tp.nms_threshold) + " -> top " +
+                      n(tp.post_nms_top_n) + ", min side " + num(tp.min_size));
     const auto& ep = c.test_proposals;
-    expect_starts(p, "proposals_test", "top " + n(ep.pre_nms_top_n) + " -> NMS " + num(ep.nms_threshold) +
-                                           " -> top " + n(ep.post_nms_top_n) + ", min side " + num(ep.min_size));
+    expect_starts(p, "proposals_test",
+                  "top " + n(ep.pre_nms_top_n) + " -> NMS " + num(ep.nms_threshold) + " -> top " +
+                      n(ep.post_nms_top_n) + ", min side " + num(ep.min_size));
     expect_starts(p, "roi_sampling", n(c.roi_samples.batch) + " per image");
-    expect_contains(p, "roi_pooler", " " + n(c.pooled_size) + "x" + n(c.pooled_size) + ", scale 1/" +
-                                         n(c.feature_stride));
+    expect_contains(p, "roi_pooler",
+                    " " + n(c.pooled_size) + "x" + n(c.pooled_size) + ", scale 1/" + n(c.feature_stride));
     expect_contains(p, "box_coder", "head weights " + join(c.box_weights));
     expect_contains(p, "losses", "smooth-L1 (beta " + num(c.head_beta) + ") / RoIs");
-    expect_starts(p, "test", "score > " + num(c.score_threshold) + ", per-class NMS " + num(c.test_nms) +
-                                 ", at most " + n(c.detections_per_image) + " per image");
+    expect_starts(p, "test",
+                  "score > " + num(c.score_threshold) + ", per-class NMS " + num(c.test_nms) + ", at most " +
+                      n(c.detections_per_image) + " per image");
     expect_starts(p, "num_classes", n(c.num_classes) + " ");
     expect_starts(p, "batch_size", n(c.default_batch) + " ");
     expect_starts(p, "optimizer", "SGD momentum " + num(c.momentum) + ", weight decay " + num(c.weight_decay) + " ");
@@ -186,10 +192,12 @@ TEST(PresetTables, FasterRcnn) {
 TEST(PresetTables, DeepSpeech2) {
   for_each_preset("deepspeech2", deepspeech2_config, [](const Preset& p, const DeepSpeech2Config& c) {
     expect_starts(p, "input", n(c.frequency_bins) + "-bin log spectrograms");
-    expect_starts(p, "conv.0", n(c.conv_channels) + " channels, " + n(c.conv0_kernel_t) + "x" + n(c.conv0_kernel_f) +
-                                   " stride " + n(c.conv0_stride_t) + "x" + n(c.conv0_stride_f) + " ");
-    expect_starts(p, "conv.1", n(c.conv_channels) + " channels, " + n(c.conv1_kernel_t) + "x" + n(c.conv1_kernel_f) +
-                                   " stride " + n(c.conv1_stride_t) + "x" + n(c.conv1_stride_f) + " ");
+    expect_starts(p, "conv.0",
+                  n(c.conv_channels) + " channels, " + n(c.conv0_kernel_t) + "x" + n(c.conv0_kernel_f) + " stride " +
+                      n(c.conv0_stride_t) + "x" + n(c.conv0_stride_f) + " ");
+    expect_starts(p, "conv.1",
+                  n(c.conv_channels) + " channels, " + n(c.conv1_kernel_t) + "x" + n(c.conv1_kernel_f) + " stride " +
+                      n(c.conv1_stride_t) + "x" + n(c.conv1_stride_f) + " ");
     expect_row(p, "clipped_relu", "min(max(x, 0), " + num(c.relu_clip) + ")");
     expect_starts(p, "rnns", n(c.rnn_layers) + " bidirectional GRU layers of " + n(c.rnn_hidden) + " ");
     expect_starts(p, "fc", n(c.rnn_hidden) + " -> " + n(c.classes) + ",");
@@ -233,18 +241,19 @@ TEST(PresetTables, A3c) {
     expect_starts(p, "iteration", n(c.updates_per_iteration) + " updates");
     expect_row(p, "gamma", num(c.gamma));
     expect_contains(p, "loss", " - " + num(c.entropy_beta) + " H(pi(s_t))] + " + num(c.value_coef) + " sum_t");
-    expect_contains(p, "optimizer", "lr " + num(c.lr) + " constant, decay " + num(c.rms_alpha) + ", eps " +
-                                        num(c.rms_eps) + " ");
+    expect_contains(p, "optimizer",
+                    "lr " + num(c.lr) + " constant, decay " + num(c.rms_alpha) + ", eps " + num(c.rms_eps) + " ");
     expect_row(p, "gradient_clipping", "global norm " + num(c.max_grad_norm) + " per update");
     expect_starts(p, "rewards", c.clip_rewards ? "clipped" : "unclipped");
     const BreakoutConfig& g = c.game;
-    expect_starts(p, "game", "Breakout (workloads/a3c/breakout.h): " + n(g.brick_rows) + "x" + n(g.brick_columns) +
-                                 " bricks from y " + n(g.wall_top) + ", paddle " + n(g.paddle_width));
+    expect_starts(p, "game",
+                  "Breakout (workloads/a3c/breakout.h): " + n(g.brick_rows) + "x" + n(g.brick_columns) +
+                      " bricks from y " + n(g.wall_top) + ", paddle " + n(g.paddle_width));
     expect_contains(p, "game", ", ball " + num(g.ball_speed) + " px/frame");
     expect_contains(p, "game", ", " + n(g.lives) + " lives, " + n(g.walls) + " wall(s)");
-    expect_row(p, "frames", "frame skip " + n(g.frame_skip) + ", " + n(Breakout::kStack) + " stacked, up to " +
-                                n(g.noop_max) + " no-op steps at the start, episodes cut at " + n(g.max_frames) +
-                                " frames");
+    expect_row(p, "frames",
+               "frame skip " + n(g.frame_skip) + ", " + n(Breakout::kStack) + " stacked, up to " + n(g.noop_max) +
+                   " no-op steps at the start, episodes cut at " + n(g.max_frames) + " frames");
     expect_starts(p, "batch_size", n(c.t_max) + " ");
     EXPECT_EQ(p.default_batch, c.t_max);
   });

@@ -25,18 +25,18 @@ TEST(ResNet50, SmallKeepsTheFullTopology) { EXPECT_EQ(count_params("small"), 25'
 
 // The parameter count in closed form, written independently of the model code.
 int64_t resnet50_formula(int64_t w, int64_t in_ch, int64_t classes) {
-  int64_t n = in_ch * w * 49 + 2 * w;   // conv1 7x7, bn1
+  int64_t n = in_ch * w * 49 + 2 * w;  // conv1 7x7, bn1
   const int64_t blocks[4] = {3, 4, 6, 3};
   int64_t in = w;
   for (int s = 0; s < 4; ++s) {
     const int64_t width = w << s, out = 4 * width;
     for (int64_t b = 0; b < blocks[s]; ++b) {
       n += in * width + 2 * width + 9 * width * width + 2 * width + width * out + 2 * out;
-      if (b == 0) n += in * out + 2 * out;   // downsample conv + bn
+      if (b == 0) n += in * out + 2 * out;  // downsample conv + bn
       in = out;
     }
   }
-  return n + in * classes + classes;   // fc
+  return n + in * classes + classes;  // fc
 }
 
 TEST(ResNet50, CountsFollowFromTheArchitecture) {
@@ -49,8 +49,9 @@ TEST(ResNet50, ModulesAreNamedLikeTorchvision) {
   ResNet m(resnet50_config("full"), engine::Device::meta(), 1);
   std::set<std::string> names;
   for (const auto& [name, t] : m.named_parameters()) names.insert(name);
-  for (const char* n : {"conv1.weight", "bn1.weight", "bn1.bias", "layer1.0.conv1.weight", "layer1.0.downsample.0.weight",
-                        "layer1.0.downsample.1.weight", "layer3.2.conv2.weight", "layer4.2.bn3.bias", "fc.weight", "fc.bias"}) {
+  for (const char* n :
+       {"conv1.weight", "bn1.weight", "bn1.bias", "layer1.0.conv1.weight", "layer1.0.downsample.0.weight",
+        "layer1.0.downsample.1.weight", "layer3.2.conv2.weight", "layer4.2.bn3.bias", "fc.weight", "fc.bias"}) {
     EXPECT_TRUE(names.contains(n)) << n;
   }
   EXPECT_FALSE(names.contains("layer1.1.downsample.0.weight"));

@@ -47,14 +47,13 @@ TEST(Seq2Seq, NamesAreReadable) {
   Seq2Seq model(seq2seq_config("full"), engine::Device::meta(), 1);
   std::set<std::string> names;
   for (const auto& [name, t] : model.named_parameters()) names.insert(name);
-  for (const char* n :
-       {"encoder.embedding.weight", "encoder.lstm.0.weight_ih", "encoder.lstm.1.bias_hh", "decoder.embedding.weight",
-        "decoder.lstm.0.weight_ih", "decoder.lstm.1.weight_hh", "decoder.attention.query_proj.weight",
-        "decoder.attention.key_proj.weight", "decoder.attention.v", "decoder.attention_layer.weight",
-        "decoder.output_proj.weight"}) {
+  for (const char* n : {"encoder.embedding.weight", "encoder.lstm.0.weight_ih", "encoder.lstm.1.bias_hh",
+                        "decoder.embedding.weight", "decoder.lstm.0.weight_ih", "decoder.lstm.1.weight_hh",
+                        "decoder.attention.query_proj.weight", "decoder.attention.key_proj.weight",
+                        "decoder.attention.v", "decoder.attention_layer.weight", "decoder.output_proj.weight"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
-  EXPECT_EQ(names.size(), 2u + 4 * 4 + 3 + 1 + 1);   // no biases outside the LSTMs
+  EXPECT_EQ(names.size(), 2u + 4 * 4 + 3 + 1 + 1);  // no biases outside the LSTMs
 }
 
 TEST(Seq2Seq, InitialisedAsTfNmt) {
@@ -71,7 +70,7 @@ TEST(Seq2Seq, InitialisedAsTfNmt) {
       const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
       EXPECT_GE(*lo, -0.1f) << name;
       EXPECT_LE(*hi, 0.1f) << name;
-      EXPECT_GT(*hi - *lo, 0.05f) << name;   // drawn, not constant
+      EXPECT_GT(*hi - *lo, 0.05f) << name;  // drawn, not constant
     }
   }
 }
@@ -92,7 +91,7 @@ TEST(Seq2Seq, PaddedSourceIsInvisible) {
   model.train(false);
   engine::NoGradScope no_grad;
   DropoutStream drop(1);
-  const Tensor src = Tensor::from_vector({2, 5}, {7, 8, 9, 10, 0, 11, 12, 13, 14, 15});   // row 0: 4 real tokens
+  const Tensor src = Tensor::from_vector({2, 5}, {7, 8, 9, 10, 0, 11, 12, 13, 14, 15});  // row 0: 4 real tokens
   const Tensor src_pad = Tensor::from_vector({2, 5}, {7, 8, 9, 10, 30, 11, 12, 13, 14, 15});
   const Tensor lens = Tensor::from_vector({2}, {4, 5});
   const Tensor tgt = Tensor::from_vector({2, 3}, {1, 5, 6, 1, 7, 8});
@@ -116,7 +115,7 @@ TEST(Seq2Seq, GreedyDecodingAgreesWithTeacherForcing) {
   const Tensor lens = Tensor::from_vector({3}, {4, 2, 3});
   int64_t steps = 0;
   const std::vector<float> ids = model.greedy(src, lens, 6, &steps);
-  ASSERT_GE(steps, 3);   // enough steps for the state to matter (6 when written: no early EOS)
+  ASSERT_GE(steps, 3);  // enough steps for the state to matter (6 when written: no early EOS)
   ASSERT_LE(steps, 6);
   // Rows that ended pad after their EOS; feed BOS + the tokens (pads after EOS do not matter
   // for the positions compared).
@@ -135,8 +134,8 @@ TEST(Seq2Seq, GreedyDecodingAgreesWithTeacherForcing) {
   for (int64_t r = 0; r < 3; ++r) {
     for (int64_t t = 0; t < steps; ++t) {
       const float want = ids[static_cast<size_t>(r * steps + t)];
-      if (want == 0.0f) break;   // after EOS
-      const float* row = logits.data() + (t * 3 + r) * v;   // time-major rows
+      if (want == 0.0f) break;                             // after EOS
+      const float* row = logits.data() + (t * 3 + r) * v;  // time-major rows
       // The decoder's steps and the whole sequence run different GEMM shapes (and kernels, by
       // ISA), so logits differ in the last bits: a token tied with the best within that rounding
       // is as right as the argmax (the untrained model's logits are close together).
@@ -146,7 +145,7 @@ TEST(Seq2Seq, GreedyDecodingAgreesWithTeacherForcing) {
           << "row " << r << " step " << t << ": token " << want << " has " << chosen << ", the best " << best;
     }
   }
-  model.train(true);   // dropout would make decoding random
+  model.train(true);  // dropout would make decoding random
   EXPECT_THROW(model.greedy(src, lens, 6, &steps), std::logic_error);
 }
 
@@ -184,11 +183,11 @@ TEST(Seq2Seq, StepReportsPairsAndTokens) {
   int64_t tokens = 0;
   for (int64_t i : first.indices) {
     const SentencePair& p = batcher.corpus().train[static_cast<size_t>(i)];
-    tokens += static_cast<int64_t>(p.src.size() + p.tgt.size() + 1);   // no source EOS; target + EOS
+    tokens += static_cast<int64_t>(p.src.size() + p.tgt.size() + 1);  // no source EOS; target + EOS
   }
   EXPECT_EQ(it.samples, first.pairs);
   EXPECT_EQ(it.tokens, tokens);
-  EXPECT_NEAR(it.loss, std::log(static_cast<double>(c.tgt_vocab)), 0.1);   // TF NMT's small init: near uniform
+  EXPECT_NEAR(it.loss, std::log(static_cast<double>(c.tgt_vocab)), 0.1);  // TF NMT's small init: near uniform
   EXPECT_DOUBLE_EQ(it.learning_rate, c.learning_rate);
 }
 
@@ -201,7 +200,7 @@ TEST(Seq2Seq, TinyLearnsToTranslate) {
   auto w = spec->create(wc);
   const double start = w->evaluate(-1).value;
   LoopOptions o;
-  o.iterations = 800;   // BLEU 90 by 800 when calibrated (seed 3; seeds 1, 2, 5, 7: 63 to 93); a few seconds
+  o.iterations = 800;  // BLEU 90 by 800 when calibrated (seed 3; seeds 1, 2, 5, 7: 63 to 93); a few seconds
   o.warmup = 0;
   const LoopResult r = run_training(*w, o);
   ASSERT_FALSE(r.failed) << r.error;

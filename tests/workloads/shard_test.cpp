@@ -85,7 +85,7 @@ TEST_P(Sharded, RanksOfOneWorldDrawDifferentBatches) {
   auto r0 = build(GetParam(), tiny(0, 2));
   auto r1 = build(GetParam(), tiny(1, 2));
   EXPECT_NE(inputs_of_first_batch(*r0), inputs_of_first_batch(*r1));
-  EXPECT_NE(inputs_of_first_batch(*r0), inputs_of_first_batch(*r1));   // and the second
+  EXPECT_NE(inputs_of_first_batch(*r0), inputs_of_first_batch(*r1));  // and the second
 }
 
 TEST_P(Sharded, RankZeroOfOneIsTheDefault) {
@@ -215,7 +215,7 @@ TEST(Shard, OtherWorkloadsHaveOneGroupOfEveryParameter) {
 TEST(Shard, A3cWorkersShareTheNetworkAndPlayGamesOfTheirOwn) {
   const auto first_iteration_loss = [](int rank, std::vector<std::vector<float>>* params) {
     WorkloadConfig wc = tiny(rank, 2);
-    wc.learners = 1;   // one learner: the iteration is deterministic
+    wc.learners = 1;  // one learner: the iteration is deterministic
     auto w = build("a3c", wc);
     for (const Tensor& p : w->model().parameters()) params->push_back(p.to_vector());
     LoopOptions o;
@@ -256,7 +256,7 @@ TEST(Shard, SeedsMixOnlyInAWorldOfSeveral) {
   std::set<uint64_t> seeds{42};
   for (int r = 0; r < 8; ++r) seeds.insert(shard_seed(42, {r, 8}));
   EXPECT_EQ(seeds.size(), 9u);
-  EXPECT_EQ(shard_seed(42, {3, 8}), shard_seed(42, {3, 4}));   // the rank's stream, whatever the world
+  EXPECT_EQ(shard_seed(42, {3, 8}), shard_seed(42, {3, 4}));  // the rank's stream, whatever the world
   EXPECT_NE(shard_seed(42, {3, 8}), shard_seed(43, {3, 8}));
 }
 
@@ -265,7 +265,8 @@ TEST(Shard, FashionMnistRanksTrainOnHalvesAndTestOnTheSameImages) {
     GTEST_FAIL() << "dataset-fashion-mnist is not installed: run scripts/setup";
   }
   const auto cpu = engine::Device::cpu();
-  FashionMnist a(FashionMnist::kDebianDirectory, 28, 1, cpu, {0, 2}), b(FashionMnist::kDebianDirectory, 28, 1, cpu, {1, 2});
+  FashionMnist a(FashionMnist::kDebianDirectory, 28, 1, cpu, {0, 2}),
+      b(FashionMnist::kDebianDirectory, 28, 1, cpu, {1, 2});
   EXPECT_EQ(a.train_size(), 30000);
   EXPECT_EQ(b.train_size(), 30000);
   EXPECT_NE(a.next_train(8).inputs.to_vector(), b.next_train(8).inputs.to_vector());
@@ -315,7 +316,9 @@ TEST(Shard, SpeechRanksSplitTheTrainingUtterances) {
   }
   ASSERT_EQ(a.heldout_size(), whole.heldout_size());
   for (int64_t i = 0; i < whole.heldout_size(); ++i) {
-    EXPECT_EQ(a.heldout_utterances()[static_cast<size_t>(i)].audio, whole.heldout_utterances()[static_cast<size_t>(i)].audio);
-    EXPECT_EQ(b.heldout_utterances()[static_cast<size_t>(i)].audio, whole.heldout_utterances()[static_cast<size_t>(i)].audio);
+    EXPECT_EQ(a.heldout_utterances()[static_cast<size_t>(i)].audio,
+              whole.heldout_utterances()[static_cast<size_t>(i)].audio);
+    EXPECT_EQ(b.heldout_utterances()[static_cast<size_t>(i)].audio,
+              whole.heldout_utterances()[static_cast<size_t>(i)].audio);
   }
 }

@@ -154,9 +154,9 @@ TEST(TextDataVocabulary, BuiltFromCountsMostFrequentFirstWithCap) {
   const std::unordered_map<std::string, int64_t> counts = {{"x", 5}, {"z", 3}, {"y", 3}, {"w", 1}, {"<unk>", 100}};
   const Vocabulary all = Vocabulary::from_counts(counts, 0);
   EXPECT_EQ(all.words(), (std::vector<std::string>{"<pad>", "<s>", "</s>", "<unk>", "x", "y", "z", "w"}));
-  const Vocabulary capped = Vocabulary::from_counts(counts, 6);   // room for two words
+  const Vocabulary capped = Vocabulary::from_counts(counts, 6);  // room for two words
   EXPECT_EQ(capped.size(), 6);
-  EXPECT_EQ(capped.id("y"), 5);   // the tie with z goes to the smaller word
+  EXPECT_EQ(capped.id("y"), 5);  // the tie with z goes to the smaller word
   EXPECT_EQ(capped.id("z"), Vocabulary::kUnk);
   EXPECT_EQ(Vocabulary::from_counts(counts, 100).size(), 8);
   EXPECT_THROW(Vocabulary::from_counts(counts, 3), std::invalid_argument);
@@ -184,13 +184,13 @@ TEST(TextDataVocabulary, LoadsTfNmtAndFairseqFilesAndNamesBadLines) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(TextDataGrammar, PresetVocabularySizesAreHitAndEveryWordIsReachable) {
-  SyntheticTextOptions en_vi;   // IWSLT15 en-vi: 17,191 / 7,709
+  SyntheticTextOptions en_vi;  // IWSLT15 en-vi: 17,191 / 7,709
   const SyntheticTranslation a(en_vi);
   EXPECT_EQ(a.src_vocab()->size(), 17191);
   EXPECT_EQ(a.tgt_vocab()->size(), 7709);
   check_lexicon(a);
 
-  SyntheticTextOptions shared;   // Transformer base: one vocabulary of 37,000
+  SyntheticTextOptions shared;  // Transformer base: one vocabulary of 37,000
   shared.shared_vocab = 37000;
   const SyntheticTranslation b(shared);
   EXPECT_EQ(b.src_vocab(), b.tgt_vocab());
@@ -206,9 +206,9 @@ TEST(TextDataGrammar, PresetVocabularySizesAreHitAndEveryWordIsReachable) {
     check_lexicon(g);
   }
   // Sizes the grammar cannot fill.
-  EXPECT_THROW(SyntheticTranslation(small_options(12, 40)), std::invalid_argument);   // 8 source words < 9 classes
-  EXPECT_THROW(SyntheticTranslation(small_options(100, 300)), std::invalid_argument);   // over twice the source's
-  EXPECT_THROW(SyntheticTranslation(small_options(1000, 20)), std::invalid_argument);   // too few to spell them
+  EXPECT_THROW(SyntheticTranslation(small_options(12, 40)), std::invalid_argument);    // 8 source words < 9 classes
+  EXPECT_THROW(SyntheticTranslation(small_options(100, 300)), std::invalid_argument);  // over twice the source's
+  EXPECT_THROW(SyntheticTranslation(small_options(1000, 20)), std::invalid_argument);  // too few to spell them
 }
 
 TEST(TextDataGrammar, EveryWordTurnsUpInACorpus) {
@@ -232,7 +232,7 @@ TEST(TextDataGrammar, EveryWordTurnsUpInACorpus) {
 }
 
 TEST(TextDataGrammar, FrequenciesAreZipfLikeAtThePresetSize) {
-  SyntheticTextOptions o;   // 17,191 / 7,709
+  SyntheticTextOptions o;  // 17,191 / 7,709
   o.train_pairs = 5000;
   o.dev_pairs = o.test_pairs = 10;
   const SyntheticTranslation g(o);
@@ -312,7 +312,7 @@ TEST(TextDataGrammar, ReorderingAndAgreementRules) {
   // Ungrammatical sources are refused.
   EXPECT_THROW(g.translate({}), std::invalid_argument);
   EXPECT_THROW(g.translate({n1, v1}), std::invalid_argument);
-  EXPECT_THROW(g.translate({det, num, n1, v1}), std::invalid_argument);   // a number needs a plural
+  EXPECT_THROW(g.translate({det, num, n1, v1}), std::invalid_argument);  // a number needs a plural
   EXPECT_THROW(g.translate({det, n1, v1, conj}), std::invalid_argument);
   EXPECT_THROW(g.translate({det, n1, n2, v1}), std::invalid_argument);
   EXPECT_THROW(g.translate({det, n1, v1, Vocabulary::kUnk}), std::invalid_argument);
@@ -331,14 +331,14 @@ TEST(TextDataGrammar, LengthLimitsHold) {
       EXPECT_LE(p.tgt.size(), 20u);
     }
   }
-  SyntheticTextOptions full;   // the `full` limit: 50 tokens a side
+  SyntheticTextOptions full;  // the `full` limit: 50 tokens a side
   full.train_pairs = 3000;
   full.dev_pairs = full.test_pairs = 10;
   size_t longest = 0;
   for (const auto& p : SyntheticTranslation(full).corpus().train)
     longest = std::max({longest, p.src.size(), p.tgt.size()});
   EXPECT_LE(longest, 50u);
-  EXPECT_GT(longest, 40u);   // the limit binds: long sentences exist
+  EXPECT_GT(longest, 40u);  // the limit binds: long sentences exist
 
   o.min_length = 30;
   o.max_length = 20;
@@ -349,14 +349,14 @@ TEST(TextDataGrammar, LengthLimitsHold) {
 }
 
 TEST(TextDataGrammar, HeldOutSentencesAreUnseenInTraining) {
-  SyntheticTextOptions o = small_options(40, 30);   // a small language: repeats are likely
+  SyntheticTextOptions o = small_options(40, 30);  // a small language: repeats are likely
   o.max_length = 8;
   o.train_pairs = 3000;
   o.dev_pairs = 200;
   o.test_pairs = 200;
   const ParallelCorpus c = SyntheticTranslation(o).corpus();
   const auto train = sources(c.train), dev = sources(c.dev), test = sources(c.test);
-  EXPECT_LT(train.size(), c.train.size());   // the training set does repeat itself
+  EXPECT_LT(train.size(), c.train.size());  // the training set does repeat itself
   EXPECT_EQ(dev.size(), c.dev.size());
   EXPECT_EQ(test.size(), c.test.size());
   for (const auto& s : dev) EXPECT_EQ(train.count(s) + test.count(s), 0u);
@@ -487,9 +487,9 @@ TEST(TextDataBatching, FixedCountBatchesWithAndWithoutBuckets) {
     for (int64_t i : b) ++used[static_cast<size_t>(i)];
   }
   EXPECT_TRUE(std::all_of(used.begin(), used.end(), [](int u) { return u == 1; }));
-  EXPECT_LT(padded_bucketed, padded_plain);   // bucketing by length saves padding
+  EXPECT_LT(padded_bucketed, padded_plain);  // bucketing by length saves padding
 
-  BatchingOptions opt;   // seq2seq: 128 pairs
+  BatchingOptions opt;  // seq2seq: 128 pairs
   TextBatcher a(corpus, opt, 1, engine::Device::cpu()), b(corpus, opt, 1, engine::Device::cpu()),
       c(corpus, opt, 2, engine::Device::cpu());
   EXPECT_EQ(a.next_train().indices, b.next_train().indices);
@@ -543,7 +543,7 @@ TEST(TextDataFiles, ReadsAFolderBuildsVocabulariesAndDropsLongLines) {
   opt.max_length = 6;
   const ParallelCorpus c = read_parallel_text(parse_text_files_spec(spec), opt);
   EXPECT_FALSE(c.shared_vocab());
-  EXPECT_EQ(c.train.size(), 3u);   // of 5: one empty, one with 7 source tokens
+  EXPECT_EQ(c.train.size(), 3u);  // of 5: one empty, one with 7 source tokens
   EXPECT_EQ(c.dropped_empty, 1);
   EXPECT_EQ(c.dropped_too_long, 1);
   EXPECT_EQ(c.dev.size(), 1u);
@@ -553,7 +553,7 @@ TEST(TextDataFiles, ReadsAFolderBuildsVocabulariesAndDropsLongLines) {
                                                             "fast", "ran", "sat"}));
   EXPECT_EQ(c.train[0].src, c.src_vocab->encode("the cat sat"));
   EXPECT_EQ(c.train[0].tgt, c.tgt_vocab->encode("con meo ngoi"));
-  EXPECT_EQ(c.test[1].src, (Ids{c.src_vocab->id("the"), Vocabulary::kUnk}));   // "bird" unseen
+  EXPECT_EQ(c.test[1].src, (Ids{c.src_vocab->id("the"), Vocabulary::kUnk}));  // "bird" unseen
 
   // The factory the workloads call reads the same.
   const auto made = make_parallel_corpus(spec, SyntheticTextOptions{}, opt);
@@ -700,8 +700,8 @@ TEST(TextDataBleu, SpecialTokensAndUnknownWords) {
 }
 
 TEST(TextDataDecoding, IdsToSentencesAndDetokenize) {
-  const std::vector<float> ids = {5, 6, 2, 7, 0,   //
-                                  1, 8, 0, 9, 2,   //
+  const std::vector<float> ids = {5, 6, 2, 7, 0,  //
+                                  1, 8, 0, 9, 2,  //
                                   2, 5, 5, 5, 5};
   const auto s = ids_to_sentences(ids, 3, 5);
   ASSERT_EQ(s.size(), 3u);
@@ -717,7 +717,7 @@ TEST(TextDataDecoding, IdsToSentencesAndDetokenize) {
   SyntheticTextOptions o = small_options();
   const ParallelCorpus c = SyntheticTranslation(o).corpus();
   const TokenBatch b = make_token_batch(c.dev, {0, 1, 2}, engine::Device::cpu());
-  const auto decoded = ids_to_sentences(b.tgt_out);   // a perfect model's output
+  const auto decoded = ids_to_sentences(b.tgt_out);  // a perfect model's output
   std::vector<Ids> refs;
   for (int64_t i : b.indices) refs.push_back(c.dev[static_cast<size_t>(i)].tgt);
   EXPECT_EQ(decoded, refs);

@@ -68,7 +68,7 @@ TEST_P(TrainingLoopGpu, IterationsCarryTheirDeviceTime) {
   ASSERT_TRUE(run.contains(kGpuConvPlansSearched));
   ASSERT_TRUE(run.contains(kGpuConvPlansHeuristic));
   ASSERT_TRUE(run.contains(kGpuConvSearchesTimed));
-  EXPECT_GT(run[kGpuConvPlansSearched] + run[kGpuConvPlansHeuristic], 0);   // both models convolve
+  EXPECT_GT(run[kGpuConvPlansSearched] + run[kGpuConvPlansHeuristic], 0);  // both models convolve
   EXPECT_EQ(run[kGpuConvSearchesTimed], 0);
 }
 

@@ -114,7 +114,8 @@ TEST(TrainingLoop, MemoryIsTaggedByCategory) {
   EXPECT_GT(at(vocabulary::Category::optimizer_state), 0);
   // Per-layer activation bytes name the layers.
   bool conv1 = false;
-  for (const auto& o2 : ledger.per_owner(vocabulary::Category::activations)) conv1 |= o2.owner == "conv1" && o2.bytes_allocated_per_iteration > 0;
+  for (const auto& o2 : ledger.per_owner(vocabulary::Category::activations))
+    conv1 |= o2.owner == "conv1" && o2.bytes_allocated_per_iteration > 0;
   EXPECT_TRUE(conv1);
 }
 
@@ -139,7 +140,8 @@ TEST(TrainingLoop, SameSeedSameLosses) {
   o.iterations = 3;
   auto a = tiny(11), b = tiny(11);
   const auto ra = run_training(*a, o), rb = run_training(*b, o);
-  for (size_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(static_cast<float>(ra.iterations[i].loss), static_cast<float>(rb.iterations[i].loss));
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_FLOAT_EQ(static_cast<float>(ra.iterations[i].loss), static_cast<float>(rb.iterations[i].loss));
 }
 
 // On the CPU, ops run as they are called: no device time, no GPU figures.

@@ -35,8 +35,8 @@ class NoService final : public engine::optim::ParameterService {
 class RecordingExchange final : public engine::optim::GradientExchange {
  public:
   explicit RecordingExchange(Log& log) : log_(log) {}
-  bool runs_workload_step = true;   // what begin_update answers
-  int stop_at_call = -1;            // agree_stop's answer is true from this call on (0-based)
+  bool runs_workload_step = true;  // what begin_update answers
+  int stop_at_call = -1;           // agree_stop's answer is true from this call on (0-based)
   bool offers_service = false;
   bool flush_throws = false;
 
@@ -84,9 +84,7 @@ class ScriptedWorkload final : public Workload {
   Quality evaluate(int64_t) override { return {}; }
   StepResult step(Phases& phases) override {
     phases.data([&] { log_.push_back("data"); });
-    phases.forward([&] {
-      log_.push_back(engine::nn::current_parameter_gate() ? "forward, gated" : "forward");
-    });
+    phases.forward([&] { log_.push_back(engine::nn::current_parameter_gate() ? "forward, gated" : "forward"); });
     for (int group = 0; group < 2; ++group) {
       phases.backward([&] { log_.push_back("backward " + std::to_string(group)); }, group);
       phases.optimizer([&] { log_.push_back("workload step " + std::to_string(group)); });
@@ -141,15 +139,15 @@ TEST(TrainingStrategy, LoopCallsTheHooksInTheDocumentedOrder) {
     want.push_back("agree_stop -");
     append(want, iteration(true));
   }
-  want.push_back("flush");   // the last iteration's updates, inside its span
-  want.push_back("flush");   // after the loop
+  want.push_back("flush");  // the last iteration's updates, inside its span
+  want.push_back("flush");  // after the loop
   EXPECT_EQ(log, want);
 }
 
 TEST(TrainingStrategy, WorkloadStepSkippedWhenTheExchangeUpdates) {
   Log log;
   RecordingExchange exchange(log);
-  exchange.runs_workload_step = false;   // cross-barrier's split step, or the servers
+  exchange.runs_workload_step = false;  // cross-barrier's split step, or the servers
   ScriptedWorkload w(log);
   LoopOptions o = two_plus_one(exchange);
   o.warmup = 0;
@@ -164,14 +162,14 @@ TEST(TrainingStrategy, WorkloadStepSkippedWhenTheExchangeUpdates) {
 TEST(TrainingStrategy, StopIsAgreedBeforeEachIteration) {
   Log log;
   RecordingExchange exchange(log);
-  exchange.stop_at_call = 1;   // another rank was asked to stop during the first iteration
+  exchange.stop_at_call = 1;  // another rank was asked to stop during the first iteration
   ScriptedWorkload w(log);
   const LoopResult r = run_training(w, two_plus_one(exchange));
   EXPECT_TRUE(r.interrupted);
   ASSERT_EQ(r.iterations.size(), 1u);
   Log want = {"agree_stop -"};
   append(want, iteration(true));
-  append(want, {"agree_stop -", "flush"});   // no last-iteration flush: the loop stopped early
+  append(want, {"agree_stop -", "flush"});  // no last-iteration flush: the loop stopped early
   EXPECT_EQ(log, want);
 
   // This process's own stop flag goes to the agreement, which stops before any work.
@@ -196,8 +194,9 @@ TEST(TrainingStrategy, LearnersThatTakeTheServiceBypassThePhasesHooks) {
   EXPECT_EQ(w.taken, &exchange.service);
   // The phases run as in one process (no gate, the workload's own step), but the stop flag and
   // the flushes still go through the exchange.
-  const Log want = {"take_parameter_service", "agree_stop -", "data",         "forward",         "backward 0",
-                    "workload step 0",        "backward 1",   "workload step 1", "flush",        "flush"};
+  const Log want = {
+      "take_parameter_service", "agree_stop -", "data", "forward", "backward 0", "workload step 0", "backward 1",
+      "workload step 1",        "flush",        "flush"};
   EXPECT_EQ(log, want);
 }
 

@@ -50,11 +50,11 @@ TEST(Transformer, CausalAndPaddingMasksHold) {
   model.train(false);
   engine::NoGradScope no_grad;
   DropoutStream drop(1);
-  const Tensor src = Tensor::from_vector({1, 5}, {7, 8, 9, 2, 0});   // 4 real tokens, one pad
+  const Tensor src = Tensor::from_vector({1, 5}, {7, 8, 9, 2, 0});       // 4 real tokens, one pad
   const Tensor src_pad = Tensor::from_vector({1, 5}, {7, 8, 9, 2, 55});  // the pad slot filled with a word
   const Tensor lens = Tensor::from_vector({1}, {4});
   const Tensor tgt_a = Tensor::from_vector({1, 4}, {1, 10, 11, 12});
-  const Tensor tgt_b = Tensor::from_vector({1, 4}, {1, 10, 13, 14});   // differs from position 2 on
+  const Tensor tgt_b = Tensor::from_vector({1, 4}, {1, 10, 13, 14});  // differs from position 2 on
   const auto a = model.forward(src, lens, tgt_a, drop).to_vector();
   const auto b = model.forward(src, lens, tgt_b, drop).to_vector();
   const auto p = model.forward(src_pad, lens, tgt_a, drop).to_vector();
@@ -62,7 +62,7 @@ TEST(Transformer, CausalAndPaddingMasksHold) {
   for (size_t k = 0; k < 2 * v; ++k) ASSERT_NEAR(a[k], b[k], 1e-5) << "positions 0-1 saw the future";
   double diff = 0;
   for (size_t k = 2 * v; k < 3 * v; ++k) diff += std::abs(a[k] - b[k]);
-  EXPECT_GT(diff, 1e-3);   // position 2 does see its own input
+  EXPECT_GT(diff, 1e-3);  // position 2 does see its own input
   for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], p[k], 1e-5) << "a padded source token leaked";
 }
 
@@ -75,7 +75,7 @@ TEST(Transformer, TinyLearnsToTranslate) {
   auto w = spec->create(wc);
   const double start = w->evaluate(-1).value;
   LoopOptions o;
-  o.iterations = 300;   // BLEU passed 60 by 200 and 80 by 300 when calibrated (seed 3); a few seconds
+  o.iterations = 300;  // BLEU passed 60 by 200 and 80 by 300 when calibrated (seed 3); a few seconds
   o.warmup = 0;
   const LoopResult r = run_training(*w, o);
   ASSERT_FALSE(r.failed) << r.error;

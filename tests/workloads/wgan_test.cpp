@@ -25,10 +25,10 @@ int64_t generator_params(const WganConfig& c) {
   int64_t n = c.noise * 16 * first + 16 * first;
   for (size_t i = 0; i + 1 < c.widths.size(); ++i) {
     const int64_t in = c.widths[i] * c.dim, out = c.widths[i + 1] * c.dim;
-    n += in * out + out;          // shortcut 1x1 with bias
-    n += 2 * in + 2 * out;        // bn1, bn2
-    n += in * out * 9;            // conv1, no bias
-    n += out * out * 9 + out;     // conv2 with bias
+    n += in * out + out;       // shortcut 1x1 with bias
+    n += 2 * in + 2 * out;     // bn1, bn2
+    n += in * out * 9;         // conv1, no bias
+    n += out * out * 9 + out;  // conv2 with bias
   }
   const int64_t last = c.widths.back() * c.dim;
   return n + 2 * last + last * 3 * 9 + 3;
@@ -38,9 +38,9 @@ int64_t critic_params(const WganConfig& c) {
   int64_t n = 3 * c.widths.back() * c.dim * 9 + c.widths.back() * c.dim;
   for (size_t i = c.widths.size() - 1; i > 0; --i) {
     const int64_t in = c.widths[i] * c.dim, out = c.widths[i - 1] * c.dim;
-    n += in * out + out;        // shortcut
-    n += in * in * 9;           // conv1, no bias
-    n += in * out * 9 + out;    // conv2 with bias
+    n += in * out + out;      // shortcut
+    n += in * in * 9;         // conv1, no bias
+    n += in * out * 9 + out;  // conv2 with bias
   }
   return n + 16 * c.widths.front() * c.dim + 1;
 }
@@ -70,9 +70,9 @@ TEST(Wgan, NamesReadLikeThePapersCode) {
   Wgan model(wgan_config("full"), engine::Device::meta(), 1);
   std::set<std::string> names;
   for (const auto& [name, t] : model.named_parameters()) names.insert(name);
-  for (const char* n : {"generator.input.weight", "generator.res1.shortcut.weight", "generator.res4.bn2.weight",
-                        "generator.output.bias", "critic.input.weight", "critic.res4.conv2.weight",
-                        "critic.output.weight"}) {
+  for (const char* n :
+       {"generator.input.weight", "generator.res1.shortcut.weight", "generator.res4.bn2.weight",
+        "generator.output.bias", "critic.input.weight", "critic.res4.conv2.weight", "critic.output.weight"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
 }
@@ -93,7 +93,7 @@ TEST(Wgan, SceneImagesAndTheirStatistics) {
   const int64_t n = 64;
   const std::vector<float> a = data.heldout(0, n).to_vector();
   const std::vector<float> b = data.heldout(1, n).to_vector();
-  EXPECT_EQ(a, data.heldout(0, n).to_vector());   // deterministic
+  EXPECT_EQ(a, data.heldout(0, n).to_vector());  // deterministic
   EXPECT_NE(a, b);
   for (float v : a) ASSERT_TRUE(v >= -1.0f && v <= 1.0f);
   const ImageStatistics sa = image_statistics(a, n, 32), sb = image_statistics(b, n, 32);
@@ -126,7 +126,7 @@ TEST(Wgan, OneIterationIsFiveCriticStepsAndAGeneratorStep) {
   const LoopResult r = run_training(*w, o);
   ASSERT_FALSE(r.failed) << r.error;
   ASSERT_EQ(r.iterations.size(), 1u);
-  EXPECT_EQ(r.iterations[0].samples, 4);   // the generator's batch: its samples, not the critic's 5 x 4 images
+  EXPECT_EQ(r.iterations[0].samples, 4);  // the generator's batch: its samples, not the critic's 5 x 4 images
   EXPECT_TRUE(std::isfinite(r.iterations[0].loss));
   // Both networks moved, and no gradient is left behind. The critic's biases after its last
   // ReLU are exempt: D shifts by the same constant for real and fake samples, the loss's
@@ -148,10 +148,10 @@ TEST(Wgan, OneIterationIsFiveCriticStepsAndAGeneratorStep) {
   EXPECT_EQ(moved, expected);
   EXPECT_EQ(expected + 3, before.size());
   EXPECT_THROW(spec->check([] {
-                 WorkloadConfig c;
-                 c.data = "fashion-mnist";
-                 return c;
-               }()),
+    WorkloadConfig c;
+    c.data = "fashion-mnist";
+    return c;
+  }()),
                std::invalid_argument);
 }
 
@@ -166,7 +166,7 @@ TEST(Wgan, TinyConverges) {
   auto w = spec->create(wc);
   const double start = w->evaluate(4).value;
   LoopOptions o;
-  o.iterations = 400;   // about 25 s on one thread; the distance halves by ~180 and keeps falling
+  o.iterations = 400;  // about 25 s on one thread; the distance halves by ~180 and keeps falling
   o.warmup = 0;
   const LoopResult r = run_training(*w, o);
   ASSERT_FALSE(r.failed) << r.error;

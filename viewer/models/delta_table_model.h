@@ -17,7 +17,8 @@ namespace ts::viewer {
 template <class Row>
 class DeltaTableModel : public RecordTableModel<Row> {
  public:
-  DeltaTableModel(std::vector<RecordColumn<Row>> columns, std::function<QString(const Row&)> one_sided, QObject* parent = nullptr)
+  DeltaTableModel(std::vector<RecordColumn<Row>> columns, std::function<QString(const Row&)> one_sided,
+                  QObject* parent = nullptr)
       : RecordTableModel<Row>(std::move(columns), parent), one_sided_(std::move(one_sided)) {}
 
   QVariant data(const QModelIndex& index, int role) const override {
@@ -33,7 +34,7 @@ class DeltaTableModel : public RecordTableModel<Row> {
   }
 
  private:
-  std::function<QString(const Row&)> one_sided_;   // why the row is in one run only; empty: in both
+  std::function<QString(const Row&)> one_sided_;  // why the row is in one run only; empty: in both
 };
 
 }  // namespace ts::viewer

@@ -14,8 +14,8 @@ namespace ts::viewer {
 // What the chart shows of one rank, read in one go: its timeline, its peak, and whether its
 // change log (owners) was stored, and if so whether all of it.
 struct MemoryData {
-  std::vector<int64_t> ranks;   // ranks with memory data, ascending
-  int64_t rank = 0;             // the one read
+  std::vector<int64_t> ranks;  // ranks with memory data, ascending
+  int64_t rank = 0;            // the one read
   std::vector<store::MemoryPoint> timeline;
   std::vector<store::MemoryPeakRow> peak;
   int64_t changes_stored = -1;  // -1: no change log for this rank (older runs, other ranks)

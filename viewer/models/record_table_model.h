@@ -17,7 +17,7 @@ inline constexpr int kSortRole = Qt::UserRole + 1;
 template <class Row>
 struct RecordColumn {
   QString header;
-  std::function<QVariant(const Row&)> value;   // a number (shown with `decimals`) or a string
+  std::function<QVariant(const Row&)> value;  // a number (shown with `decimals`) or a string
   int decimals = 0;
 };
 
@@ -34,8 +34,12 @@ class RecordTableModel : public QAbstractTableModel {
   }
   const std::vector<Row>& rows() const { return rows_; }
 
-  int rowCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
-  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : static_cast<int>(columns_.size()); }
+  int rowCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+  }
+  int columnCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : static_cast<int>(columns_.size());
+  }
 
   QVariant data(const QModelIndex& index, int role) const override {
     if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};

@@ -88,7 +88,7 @@ std::vector<MemoryDelta> memory_rows(const reports::RunDigest& base, const repor
     tbd_class[m.category] = m.tbd_class;
   }
   std::vector<MemoryDelta> out = {{"peak", "", base.peak_bytes, next.peak_bytes, std::nullopt}};
-  for (const auto& [category, tbd] : tbd_class) {   // std::map: categories in compare_runs' (sorted) order
+  for (const auto& [category, tbd] : tbd_class) {  // std::map: categories in compare_runs' (sorted) order
     out.push_back({category, tbd, base_bytes.contains(category) ? base_bytes.at(category) : 0,
                    new_bytes.contains(category) ? new_bytes.at(category) : 0, std::nullopt});
   }
@@ -107,7 +107,8 @@ std::vector<RankBreakdownDelta> breakdown_rows(const reports::RunDigest& base, c
   return out;
 }
 
-std::vector<OpDelta> op_rows(const std::vector<store::OpSummaryRow>& base, const std::vector<store::OpSummaryRow>& next) {
+std::vector<OpDelta> op_rows(const std::vector<store::OpSummaryRow>& base,
+                             const std::vector<store::OpSummaryRow>& next) {
   std::map<std::pair<std::string, std::string>, OpDelta> joined;
   for (const auto& o : base) {
     auto& row = joined[{o.device, o.name}];
@@ -127,7 +128,8 @@ std::vector<OpDelta> op_rows(const std::vector<store::OpSummaryRow>& base, const
   const auto larger_total = [](const OpDelta& o) {
     return std::max(o.base ? o.base->total_ns : 0, o.next ? o.next->total_ns : 0);
   };
-  std::stable_sort(out.begin(), out.end(), [&](const OpDelta& a, const OpDelta& b) { return larger_total(a) > larger_total(b); });
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const OpDelta& a, const OpDelta& b) { return larger_total(a) > larger_total(b); });
   return out;
 }
 
@@ -149,7 +151,8 @@ std::vector<LayerDelta> layer_rows(const std::vector<store::LayerRow>& base, con
   return out;
 }
 
-std::vector<EnvironmentDelta> environment_rows(const std::vector<store::EnvEntry>& base, const std::vector<store::EnvEntry>& next) {
+std::vector<EnvironmentDelta> environment_rows(const std::vector<store::EnvEntry>& base,
+                                               const std::vector<store::EnvEntry>& next) {
   std::map<std::string, std::string> new_values;
   for (const auto& e : next) new_values[e.key] = e.value;
   std::vector<EnvironmentDelta> out;
@@ -231,10 +234,11 @@ RunComparison load_run_comparison(const RunRef& base, const RunRef& next) {
   if (why_not.empty()) {
     judge(c);
   } else {
-    c.notes.push_back(fmt::format("No verdicts: {}. Verdicts need two completed runs of one configuration (workload, preset, "
-                                  "device, batch, ranks); the changes shown are ratios of the medians, without intervals or "
-                                  "tests.",
-                                  fmt::join(why_not, "; ")));
+    c.notes.push_back(
+        fmt::format("No verdicts: {}. Verdicts need two completed runs of one configuration (workload, preset, "
+                    "device, batch, ranks); the changes shown are ratios of the medians, without intervals or "
+                    "tests.",
+                    fmt::join(why_not, "; ")));
   }
   return c;
 }

@@ -28,7 +28,7 @@ struct MetricDelta {
   std::string metric, unit;
   bool higher_is_better = false;
   size_t base_n = 0, new_n = 0;
-  std::optional<double> base_median, new_median;   // unset: the metric is not in that run (a workload's own phase)
+  std::optional<double> base_median, new_median;  // unset: the metric is not in that run (a workload's own phase)
   // new/base - 1: compare_runs' estimate when judged, else the ratio of the medians; unset when
   // a side lacks the metric or the base's median is 0.
   std::optional<double> change;
@@ -74,12 +74,12 @@ struct RunComparison {
   // iterations. Otherwise `notes` says why not and the changes are ratios of medians.
   bool judged = false;
   std::vector<std::string> notes;
-  std::vector<MetricDelta> metrics;            // throughput, iteration time, phases, exposed comm
-  std::vector<MemoryDelta> memory;             // peak first, then each category
-  std::vector<RankBreakdownDelta> breakdown;   // by rank; empty for single-process runs
-  std::vector<OpDelta> ops;                    // the larger total of the two first
-  std::vector<LayerDelta> layers;              // base's model order, then the new run's own layers
-  std::vector<EnvironmentDelta> environment;   // only the entries that differ, base's order first
+  std::vector<MetricDelta> metrics;           // throughput, iteration time, phases, exposed comm
+  std::vector<MemoryDelta> memory;            // peak first, then each category
+  std::vector<RankBreakdownDelta> breakdown;  // by rank; empty for single-process runs
+  std::vector<OpDelta> ops;                   // the larger total of the two first
+  std::vector<LayerDelta> layers;             // base's model order, then the new run's own layers
+  std::vector<EnvironmentDelta> environment;  // only the entries that differ, base's order first
 };
 
 // The RunKey fields in which two runs differ, as "workload resnet50 vs transformer"; empty: one key.

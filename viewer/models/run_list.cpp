@@ -14,7 +14,8 @@ std::vector<RunListEntry> list_runs(const std::filesystem::path& db) {
     e.db = QString::fromStdString(db.string());
     e.status = QString::fromStdString(store::status_label(run));
     // The digest's listed rate, as `runs` prints it; a run cut short: the median of what it kept.
-    if (const auto listed = reports::read_run_figures(reader, run.id, reports::KeptIterations::when_not_stored).listed()) {
+    if (const auto listed =
+            reports::read_run_figures(reader, run.id, reports::KeptIterations::when_not_stored).listed()) {
       e.throughput = listed->rate.value;
       e.throughput_unit = QString::fromStdString(listed->rate.unit);
       e.sustained = listed->sustained;

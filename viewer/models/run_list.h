@@ -13,14 +13,14 @@
 namespace ts::viewer {
 
 struct RunListEntry {
-  QString db;                 // the file, as the user opened it
+  QString db;  // the file, as the user opened it
   store::RunRow run;
-  QString status;             // completed, failed, interrupted, running, lost (its writer is gone), running?
+  QString status;  // completed, failed, interrupted, running, lost (its writer is gone), running?
   // Rank 0's headline rate: sustained, in the workload's unit (runs stored before it had one: the
   // median samples/s; a run cut short: the median of the iterations it kept).
   std::optional<double> throughput;
   QString throughput_unit = QStringLiteral("samples/s");
-  bool sustained = false;     // false: the median per iteration (labelled so in the table)
+  bool sustained = false;  // false: the median per iteration (labelled so in the table)
 };
 
 // Every run in `db` (ordered by id). Throws store::StoreError (missing, foreign, newer, corrupt).

@@ -29,7 +29,9 @@ QStringList RunTableModel::databases() const {
   return out;
 }
 
-int RunTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
+int RunTableModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
 int RunTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
 
 QVariant RunTableModel::data(const QModelIndex& index, int role) const {
@@ -49,9 +51,10 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
       case kStatus: return e.status;
       case kThroughput:
         if (!e.throughput) return sorting ? QVariant(-1.0) : QVariant(QStringLiteral("-"));
-        return sorting ? QVariant(*e.throughput)
-                       : QVariant(QString::number(*e.throughput, 'f', *e.throughput < 100 ? 2 : 1) + " " + e.throughput_unit +
-                                  (e.sustained ? QString() : QStringLiteral(" (median/iteration)")));
+        return sorting
+                   ? QVariant(*e.throughput)
+                   : QVariant(QString::number(*e.throughput, 'f', *e.throughput < 100 ? 2 : 1) + " " +
+                              e.throughput_unit + (e.sustained ? QString() : QStringLiteral(" (median/iteration)")));
       case kStarted: return QString::fromStdString(r.started_at);
     }
     return {};
@@ -62,12 +65,16 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ToolTipRole) {
     if (index.column() == kDb) return e.db;
-    if (index.column() == kStatus && e.status == "lost") return QStringLiteral("its writer is gone: the run ended without a word; it keeps what it flushed");
+    if (index.column() == kStatus && e.status == "lost")
+      return QStringLiteral("its writer is gone: the run ended without a word; it keeps what it flushed");
     if (index.column() == kStatus && !r.error.empty()) return QString::fromStdString(r.error);
   }
   if (role == Qt::TextAlignmentRole) {
     switch (index.column()) {
-      case kId: case kRanks: case kBatch: case kThroughput: return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+      case kId:
+      case kRanks:
+      case kBatch:
+      case kThroughput: return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
       default: return {};
     }
   }
@@ -76,8 +83,8 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
 
 QVariant RunTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* const names[kColumnCount] = {"db", "run", "workload", "preset", "device", "ranks",
-                                                  "batch", "status", "sustained rate", "started"};
+  static const char* const names[kColumnCount] = {"db",    "run",   "workload", "preset",         "device",
+                                                  "ranks", "batch", "status",   "sustained rate", "started"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 

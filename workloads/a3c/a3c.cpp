@@ -16,8 +16,8 @@
 #include "engine/optim/clip.h"
 #include "engine/optim/rmsprop.h"
 #include "engine/random.h"
-#include "vocabulary/clock.h"
 #include "profiler/tracer.h"
+#include "vocabulary/clock.h"
 #include "workloads/data/shard.h"
 
 namespace ts::workloads {
@@ -326,7 +326,7 @@ class Learner {
   engine::Rng rng_;
   A3cNet net_;
   std::vector<Tensor> params_;
-  engine::optim::ParameterService::Versions versions_;   // of the servers' values params_ holds
+  engine::optim::ParameterService::Versions versions_;  // of the servers' values params_ holds
   std::vector<float> obs_;
 };
 
@@ -547,9 +547,9 @@ class A3cWorkload final : public Workload {
   uint64_t seed_;
   uint64_t learner_seed_;  // the games and policies: apart on each parameter-server worker
   Device device_;
-  std::shared_ptr<A3cNet> model_;  // the shared parameters
-  engine::optim::RmsProp opt_;     // the shared optimizer (its square averages are shared too)
-  engine::optim::ParameterService* service_ = nullptr;   // or the parameter server's
+  std::shared_ptr<A3cNet> model_;                       // the shared parameters
+  engine::optim::RmsProp opt_;                          // the shared optimizer (its square averages are shared too)
+  engine::optim::ParameterService* service_ = nullptr;  // or the parameter server's
   std::vector<std::unique_ptr<Learner>> learners_;
   std::vector<std::thread> threads_;
 
@@ -634,9 +634,9 @@ WorkloadSpec a3c_spec() {
                   " 4x4/2, fc " + std::to_string(full.hidden) +
                   ", policy + value), shared RMSProp, on a native Breakout";
   s.presets = {
-      make_preset("tiny", [](const A3cConfig& c) {
-        return "half-width convolutions, " + learners(c) + " on an easy Breakout: tests";
-      }),
+      make_preset(
+          "tiny",
+          [](const A3cConfig& c) { return "half-width convolutions, " + learners(c) + " on an easy Breakout: tests"; }),
       make_preset("small",
                   [](const A3cConfig& c) { return "the Atari network, " + learners(c) + ": CPU benchmarking"; }),
       make_preset("full", [](const A3cConfig& c) {

@@ -56,14 +56,10 @@ const char* const kColourNames[5] = {"red", "green", "blue", "yellow", "magenta"
 bool inside(int shape, float u, float v) {
   const float du = u - 0.5f, dv = v - 0.5f, r2 = du * du + dv * dv;
   switch (shape) {
-    case 0:
-      return true;
-    case 1:
-      return r2 <= 0.25f;
-    case 2:
-      return std::abs(du) <= 0.5f * v;  // apex at the top centre, base at the bottom
-    default:
-      return r2 <= 0.25f && r2 >= 0.09f;
+    case 0: return true;
+    case 1: return r2 <= 0.25f;
+    case 2: return std::abs(du) <= 0.5f * v;  // apex at the top centre, base at the bottom
+    default: return r2 <= 0.25f && r2 >= 0.09f;
   }
 }
 
@@ -146,14 +142,10 @@ class XmlParser {
   void skip_misc() {
     for (;;) {
       skip_space();
-      if (starts("<?"))
-        skip_to("?>");
-      else if (starts("<!--"))
-        skip_to("-->");
-      else if (starts("<!"))
-        skip_to(">");
-      else
-        return;
+      if (starts("<?")) skip_to("?>");
+      else if (starts("<!--")) skip_to("-->");
+      else if (starts("<!")) skip_to(">");
+      else return;
     }
   }
   std::string name() {

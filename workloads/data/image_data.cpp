@@ -19,7 +19,7 @@ using engine::Tensor;
 
 namespace {
 
-constexpr int64_t kNoiseBank = 1 << 20;   // normal samples reused at random offsets: cheap noise
+constexpr int64_t kNoiseBank = 1 << 20;  // normal samples reused at random offsets: cheap noise
 
 // Batches are written on the host (meta: shapes only) and moved to their device by on_device().
 Batch empty_batch(int64_t n, int64_t c, int64_t s, engine::Device device) {
@@ -91,7 +91,8 @@ Batch SyntheticImages::make(engine::Rng& rng, int64_t batch) {
       for (int64_t j = 0; j < 3; ++j) {
         for (int64_t t = 0; t < size_; ++t) {
           // The template is shifted by (dx, dy), wrapping around.
-          const auto u = static_cast<double>((t + dx + size_) % size_), v = static_cast<double>((t + dy + size_) % size_);
+          const auto u = static_cast<double>((t + dx + size_) % size_),
+                     v = static_cast<double>((t + dy + size_) % size_);
           const size_t at = static_cast<size_t>(j * size_ + t);
           sx[at] = static_cast<float>(w[j].amplitude * std::sin(step * w[j].fx * u));
           cx[at] = static_cast<float>(w[j].amplitude * std::cos(step * w[j].fx * u));
@@ -125,7 +126,7 @@ Batch SyntheticImages::make(engine::Rng& rng, int64_t batch) {
 Batch SyntheticImages::next_train(int64_t batch) { return make(rng_, batch); }
 
 Batch SyntheticImages::heldout(int64_t index, int64_t batch) {
-  engine::Rng r(seed_ * 1000003 + 0xabcdef + static_cast<uint64_t>(index));   // disjoint from training draws
+  engine::Rng r(seed_ * 1000003 + 0xabcdef + static_cast<uint64_t>(index));  // disjoint from training draws
   return make(r, batch);
 }
 
@@ -153,14 +154,15 @@ std::vector<uint8_t> read_idx(const std::filesystem::path& path, uint32_t magic,
   const uint32_t ndim = magic & 0xff;
   dims.clear();
   size_t total = 1;
-  bool too_large = false;   // the header's sizes come from the file: checked, then bounded by gzread's unsigned
+  bool too_large = false;  // the header's sizes come from the file: checked, then bounded by gzread's unsigned
   for (uint32_t i = 0; i < ndim; ++i) {
     dims.push_back(be32());
     too_large = too_large || __builtin_mul_overflow(total, size_t{dims.back()}, &total) || total > UINT_MAX;
   }
   if (too_large) {
     gzclose(f);
-    throw std::runtime_error(path.string() + ": its idx header claims more than " + std::to_string(UINT_MAX) + " bytes");
+    throw std::runtime_error(path.string() + ": its idx header claims more than " + std::to_string(UINT_MAX) +
+                             " bytes");
   }
   std::vector<uint8_t> data(total);
   read_exact(data.data(), static_cast<unsigned>(total));
@@ -185,7 +187,8 @@ FashionMnist::FashionMnist(const std::string& directory, int64_t image_size, uin
     throw std::runtime_error("Fashion-MNIST files in " + directory + " disagree on their sizes");
   }
   // This rank's training images: i % world_size == rank (all of them at world size 1).
-  order_ = shard_indices(static_cast<int64_t>(train_labels_.size()), shard, "Fashion-MNIST training images in " + directory);
+  order_ =
+      shard_indices(static_cast<int64_t>(train_labels_.size()), shard, "Fashion-MNIST training images in " + directory);
 }
 
 Batch FashionMnist::gather(const std::vector<uint8_t>& images, const std::vector<uint8_t>& labels,
@@ -205,7 +208,8 @@ Batch FashionMnist::gather(const std::vector<uint8_t>& images, const std::vector
     float* o = in + i * size_ * size_;
     for (int64_t y = 0; y < 28 * scale; ++y) {
       for (int64_t x = 0; x < 28 * scale; ++x) {
-        o[(y + pad) * size_ + x + pad] = (static_cast<float>(src[(y / scale) * 28 + x / scale]) / 255.0f - kMean) / kStd;
+        o[(y + pad) * size_ + x + pad] =
+            (static_cast<float>(src[(y / scale) * 28 + x / scale]) / 255.0f - kMean) / kStd;
       }
     }
     b.labels.data()[i] = static_cast<float>(labels[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
@@ -256,8 +260,7 @@ void check_image_source(const std::string& spec, int64_t classes) {
 }
 
 std::unique_ptr<ImageSource> make_image_source(const std::string& spec, int64_t image_size, int64_t channels,
-                                               int64_t classes, uint64_t seed, engine::Device device,
-                                               DataShard shard) {
+                                               int64_t classes, uint64_t seed, engine::Device device, DataShard shard) {
   check_image_source(spec, classes);
   if (spec == "synthetic") return std::make_unique<SyntheticImages>(image_size, channels, classes, seed, device, shard);
   const std::string dir = spec == "fashion-mnist" ? FashionMnist::kDebianDirectory : spec.substr(14);

@@ -23,8 +23,8 @@ class ImageSource {
   virtual Batch next_train(int64_t batch) = 0;
   // Held-out batch `index` (deterministic); returns samples == 0 past the end of a finite set.
   virtual Batch heldout(int64_t index, int64_t batch) = 0;
-  virtual int64_t heldout_size() const = 0;   // -1: unbounded (synthetic)
-  virtual int64_t train_size() const = 0;     // -1: unbounded
+  virtual int64_t heldout_size() const = 0;  // -1: unbounded (synthetic)
+  virtual int64_t train_size() const = 0;    // -1: unbounded
 };
 
 // Class-conditional images: each class has a fixed smooth template; a sample is its template
@@ -53,7 +53,7 @@ class SyntheticImages : public ImageSource {
   struct Wave {
     double fx, fy, phase, amplitude;
   };
-  std::vector<Wave> waves_;   // [classes, channels, 3]: each template is a sum of three waves
+  std::vector<Wave> waves_;  // [classes, channels, 3]: each template is a sum of three waves
   engine::Rng rng_;
 };
 
@@ -69,10 +69,10 @@ class FashionMnist : public ImageSource {
   int64_t classes() const override { return 10; }
   int64_t image_size() const override { return size_; }
   std::string name() const override { return "fashion-mnist"; }
-  Batch next_train(int64_t batch) override;   // shuffled each epoch
-  Batch heldout(int64_t index, int64_t batch) override;   // the 10,000 test images
+  Batch next_train(int64_t batch) override;              // shuffled each epoch
+  Batch heldout(int64_t index, int64_t batch) override;  // the 10,000 test images
   int64_t heldout_size() const override { return static_cast<int64_t>(test_labels_.size()); }
-  int64_t train_size() const override { return static_cast<int64_t>(order_.size()); }   // this rank's shard
+  int64_t train_size() const override { return static_cast<int64_t>(order_.size()); }  // this rank's shard
   int64_t epoch() const { return epoch_; }
 
   static constexpr const char* kDebianDirectory = "/usr/share/datasets/fashion-mnist";

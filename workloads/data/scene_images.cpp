@@ -27,7 +27,8 @@ constexpr uint64_t kTrainStream = 0x5ce9e11aULL, kHeldoutStream = 0x4e1d07ULL;
 
 SceneImages::SceneImages(int64_t image_size, uint64_t seed, engine::Device device, DataShard shard)
     : size_(image_size), seed_(seed), device_(device), rng_(shard_seed(seed, shard) ^ kTrainStream) {
-  if (image_size < 4) throw std::invalid_argument("scene images need a side of at least 4, got " + std::to_string(image_size));
+  if (image_size < 4)
+    throw std::invalid_argument("scene images need a side of at least 4, got " + std::to_string(image_size));
 }
 
 Tensor SceneImages::make(engine::Rng& rng, int64_t batch) {
@@ -88,7 +89,8 @@ ImageStatistics image_statistics(const std::vector<float>& images, int64_t n, in
     for (int64_t ch = 0; ch < c; ++ch) {
       const float* p = images.data() + (i * c + ch) * size * size;
       for (int64_t y = 0; y < size; ++y) {
-        for (int64_t x = 0; x < size; ++x) cell[static_cast<size_t>(ch * g * g + (y * g / size) * g + x * g / size)] += p[y * size + x];
+        for (int64_t x = 0; x < size; ++x)
+          cell[static_cast<size_t>(ch * g * g + (y * g / size) * g + x * g / size)] += p[y * size + x];
       }
     }
     for (int64_t k = 0; k < cells; ++k) {
@@ -114,7 +116,8 @@ double statistics_distance(const ImageStatistics& a, const ImageStatistics& b) {
   }
   double total = 0.0;
   for (size_t k = 0; k < a.mean.size(); ++k) {
-    total += (a.mean[k] - b.mean[k]) * (a.mean[k] - b.mean[k]) + (a.stddev[k] - b.stddev[k]) * (a.stddev[k] - b.stddev[k]);
+    total +=
+        (a.mean[k] - b.mean[k]) * (a.mean[k] - b.mean[k]) + (a.stddev[k] - b.stddev[k]) * (a.stddev[k] - b.stddev[k]);
   }
   return std::sqrt(total / static_cast<double>(a.mean.size()));
 }

@@ -37,7 +37,7 @@ class SceneImages {
 // of the cell's average, and its standard deviation across images. 2 x 3 x g x g values.
 struct ImageStatistics {
   int64_t grid = 0;
-  std::vector<double> mean, stddev;   // [3, g, g] each
+  std::vector<double> mean, stddev;  // [3, g, g] each
 };
 ImageStatistics image_statistics(const std::vector<float>& images, int64_t n, int64_t size);
 // sqrt(mean((mean_a - mean_b)^2) + mean((std_a - std_b)^2)) over channels and cells: 0 for the

@@ -153,9 +153,8 @@ std::string format_name(uint16_t tag) {
   }
 }
 
-constexpr const char* kConvertHint =
-    " (convert with `sox in.wav -b 16 -c 1 out.wav` or "
-    "`ffmpeg -i in -ac 1 -c:a pcm_s16le out.wav`)";
+constexpr const char* kConvertHint = " (convert with `sox in.wav -b 16 -c 1 out.wav` or "
+                                     "`ffmpeg -i in -ac 1 -c:a pcm_s16le out.wav`)";
 
 // Validates the header; leaves `in` at the first audio byte and returns the byte count.
 struct WavHeader {

@@ -278,7 +278,7 @@ const std::vector<std::string>& target_syllables() {
 }
 
 uint64_t hash_ids(const std::vector<int32_t>& ids) {
-  uint64_t h = 1469598103934665603ULL;   // FNV-1a
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
   for (int32_t id : ids) {
     h ^= static_cast<uint32_t>(id);
     h *= 1099511628211ULL;
@@ -316,7 +316,7 @@ SyntheticTranslation::SyntheticTranslation(const SyntheticTextOptions& options) 
                                 " target words for " + std::to_string(n_src) +
                                 " source words; the dictionary needs between 2 and twice as many");
   }
-  if (n_src > n_tgt * n_tgt - n_tgt + 1) {   // b <= n_tgt - 1 compound heads must suffice
+  if (n_src > n_tgt * n_tgt - n_tgt + 1) {  // b <= n_tgt - 1 compound heads must suffice
     throw std::invalid_argument("synthetic text: " + sizes + ": too few target words to spell " +
                                 std::to_string(n_src) + " source words in codes of at most two tokens");
   }
@@ -346,7 +346,7 @@ SyntheticTranslation::SyntheticTranslation(const SyntheticTextOptions& options) 
   std::vector<std::string> tgt_words;
   for (int64_t j = 0; j < n_tgt; ++j) tgt_words.push_back(spell(j, target_syllables()));
 
-  int32_t tgt_base = Vocabulary::kSpecials;   // the first target word's id
+  int32_t tgt_base = Vocabulary::kSpecials;  // the first target word's id
   if (o.shared_vocab > 0) {
     std::vector<std::string> all = src_words;
     all.insert(all.end(), tgt_words.begin(), tgt_words.end());
@@ -388,9 +388,9 @@ SyntheticTranslation::SyntheticTranslation(const SyntheticTextOptions& options) 
   // Token roles: `singles` are words on their own; `heads` only ever start a compound; every
   // token is used by some code, so every target id is reachable.
   int64_t singles = 0, heads = 0;
-  std::vector<int32_t> seconds;   // the tokens that may end a compound
+  std::vector<int32_t> seconds;  // the tokens that may end a compound
   if (n_tgt >= n_src) {
-    const int64_t compounds = n_tgt - n_src;   // (head, tail) pairs, both used once
+    const int64_t compounds = n_tgt - n_src;  // (head, tail) pairs, both used once
     singles = n_src - compounds;
     heads = compounds;
     seconds.assign(tokens.begin() + singles + heads, tokens.end());
@@ -410,7 +410,7 @@ SyntheticTranslation::SyntheticTranslation(const SyntheticTextOptions& options) 
     if (kk < singles) {
       code = {tokens[k]};
     } else {
-      const int64_t c = kk - singles;   // the c-th compound
+      const int64_t c = kk - singles;  // the c-th compound
       const int64_t head = c % heads, round = c / heads;
       // More target words than source words: head c pairs with tail c, each used once. Fewer:
       // distinct tails per head (round < n_seconds), spread over the tails by the head's offset.
@@ -499,7 +499,7 @@ SentencePair SyntheticTranslation::sample(engine::Rng& rng) const {
       sample_clause(rng, p.src);
     }
     if (p.src.size() > max_len) continue;
-    p.tgt = translate(p.src);   // never shorter than the source
+    p.tgt = translate(p.src);  // never shorter than the source
     if (p.tgt.size() <= max_len) return p;
   }
   throw std::runtime_error("no sentence pair of " + std::to_string(min_len) + ".." + std::to_string(max_len) +
@@ -528,7 +528,7 @@ size_t SyntheticTranslation::parse_np(const std::vector<int32_t>& src, size_t po
   if (pos >= src.size() || cls(pos) != int8_t(WordClass::noun)) fail("a noun");
   append_code(src[pos++], out);
   if (plural) out.push_back(plural_marker_);
-  for (size_t a = end_adj; a > first_adj; --a) append_code(src[a - 1], out);   // mirrored, after the noun
+  for (size_t a = end_adj; a > first_adj; --a) append_code(src[a - 1], out);  // mirrored, after the noun
   return pos;
 }
 
@@ -566,7 +566,7 @@ std::vector<int32_t> SyntheticTranslation::translate(const std::vector<int32_t>&
     }
     pps();
     if (is(pos, WordClass::adverb)) append_code(src[pos++], out);
-    append_code(verb, out);   // verb-final
+    append_code(verb, out);  // verb-final
     if (subject_plural) out.push_back(agreement_marker_);
     if (pos == src.size()) break;
     if (!is(pos, WordClass::conjunction)) {
@@ -582,7 +582,7 @@ ParallelCorpus SyntheticTranslation::corpus() const {
   c.name = "synthetic";
   c.src_vocab = src_vocab_;
   c.tgt_vocab = tgt_vocab_;
-  std::unordered_set<uint64_t> seen;   // source hashes: a collision only redraws a held-out pair
+  std::unordered_set<uint64_t> seen;  // source hashes: a collision only redraws a held-out pair
   seen.reserve(static_cast<size_t>(options_.train_pairs + options_.dev_pairs + options_.test_pairs));
   const uint64_t base = options_.seed * 0x9e3779b97f4a7c15ULL;
   engine::Rng train_rng(base + kTrainStream);
@@ -794,7 +794,8 @@ std::shared_ptr<const ParallelCorpus> make_parallel_corpus(const std::string& sp
   return std::make_shared<const ParallelCorpus>(read_parallel_text(parse_text_files_spec(spec), files));
 }
 
-std::shared_ptr<const ParallelCorpus> shard_corpus(std::shared_ptr<const ParallelCorpus> corpus, const DataShard& shard) {
+std::shared_ptr<const ParallelCorpus> shard_corpus(std::shared_ptr<const ParallelCorpus> corpus,
+                                                   const DataShard& shard) {
   check_shard(shard, "shard_corpus");
   if (!corpus || shard.whole()) return corpus;
   auto out = std::make_shared<ParallelCorpus>();
@@ -814,7 +815,7 @@ std::shared_ptr<const ParallelCorpus> shard_corpus(std::shared_ptr<const Paralle
 
 namespace {
 
-constexpr int64_t kMaxExactId = int64_t{1} << 24;   // fp32 holds every integer below this
+constexpr int64_t kMaxExactId = int64_t{1} << 24;  // fp32 holds every integer below this
 
 int64_t src_len(const SentencePair& p, bool src_eos) {
   return std::max<int64_t>(1, static_cast<int64_t>(p.src.size()) + (src_eos ? 1 : 0));
@@ -910,7 +911,7 @@ BatchPlan plan_pair_batches(const std::vector<SentencePair>& split, int64_t batc
     };
     int64_t longest = 0;
     for (int64_t i : order) longest = std::max(longest, len(i));
-    const int64_t width = (longest + buckets) / buckets;   // ceil((longest + 1) / buckets)
+    const int64_t width = (longest + buckets) / buckets;  // ceil((longest + 1) / buckets)
     for (int64_t i : order) groups[static_cast<size_t>(std::min(buckets - 1, len(i) / width))].push_back(i);
   }
   BatchPlan plan;
@@ -921,7 +922,7 @@ BatchPlan plan_pair_batches(const std::vector<SentencePair>& split, int64_t batc
           g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), start + static_cast<size_t>(batch))));
     }
   }
-  if (shuffle && buckets > 1) shuffle_in_place(plan, *shuffle);   // one bucket: already in random order
+  if (shuffle && buckets > 1) shuffle_in_place(plan, *shuffle);  // one bucket: already in random order
   return plan;
 }
 
@@ -930,7 +931,7 @@ BatchPlan plan_token_batches(const std::vector<SentencePair>& split, int64_t max
   if (max_tokens < 1) throw std::invalid_argument("token batches need max_tokens >= 1");
   std::vector<int64_t> order(split.size());
   std::iota(order.begin(), order.end(), int64_t{0});
-  if (shuffle) shuffle_in_place(order, *shuffle);   // ties of the sort below in random order
+  if (shuffle) shuffle_in_place(order, *shuffle);  // ties of the sort below in random order
   auto key = [&](int64_t i) {
     const auto& p = split[static_cast<size_t>(i)];
     const int64_t s = src_len(p, src_eos), t = tgt_len(p);
@@ -1037,7 +1038,7 @@ void BleuAccumulator::add(const std::vector<int32_t>& hypothesis, const std::vec
     const auto ref_counts = ngram_counts(r, n);
     for (const auto& [gram, count] : ngram_counts(h, n)) {
       const auto it = ref_counts.find(gram);
-      if (it != ref_counts.end()) matches_[n - 1] += std::min(count, it->second);   // clipped
+      if (it != ref_counts.end()) matches_[n - 1] += std::min(count, it->second);  // clipped
     }
   }
 }
@@ -1053,7 +1054,7 @@ BleuScore BleuAccumulator::score(BleuSmoothing smoothing) const {
   if (std::all_of(matches_.begin(), matches_.end(), [](int64_t m) { return m == 0; })) return s;
   double smooth = 1;
   for (size_t n = 0; n < 4; ++n) {
-    if (totals_[n] == 0) break;   // sacreBLEU: this and higher orders stay 0
+    if (totals_[n] == 0) break;  // sacreBLEU: this and higher orders stay 0
     if (matches_[n] == 0) {
       if (smoothing == BleuSmoothing::exp) {
         smooth *= 2;

@@ -79,11 +79,11 @@ class Vocabulary {
  public:
   static constexpr int32_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
   static constexpr int32_t kSpecials = 4;
-  static const std::array<std::string, kSpecials>& special_tokens();   // <pad> <s> </s> <unk>
+  static const std::array<std::string, kSpecials>& special_tokens();  // <pad> <s> </s> <unk>
   // TF NMT's and fairseq's spellings too (<unk>, <s>, </s>, <pad>, <eos>, <bos>, <blank>...).
   static bool is_special_token(std::string_view word);
 
-  Vocabulary();   // the specials only
+  Vocabulary();  // the specials only
   // Words take ids 4, 5, ... in order; duplicates or special tokens throw std::invalid_argument.
   explicit Vocabulary(const std::vector<std::string>& words);
 
@@ -96,12 +96,12 @@ class Vocabulary {
   // One token per line, the specials first: load() gives the same ids back.
   void save(const std::string& path) const;
 
-  int64_t size() const { return static_cast<int64_t>(words_.size()); }   // specials included
-  int32_t id(std::string_view word) const;   // kUnk when unknown
+  int64_t size() const { return static_cast<int64_t>(words_.size()); }  // specials included
+  int32_t id(std::string_view word) const;                              // kUnk when unknown
   bool contains(std::string_view word) const;
-  const std::string& word(int32_t id) const;   // throws out of range
-  std::vector<int32_t> encode(std::string_view line) const;   // white-space tokens
-  const std::vector<std::string>& words() const { return words_; }   // by id, specials first
+  const std::string& word(int32_t id) const;                        // throws out of range
+  std::vector<int32_t> encode(std::string_view line) const;         // white-space tokens
+  const std::vector<std::string>& words() const { return words_; }  // by id, specials first
 
  private:
   void add(const std::string& word);
@@ -117,11 +117,11 @@ struct SentencePair {
 
 // Training, development (held-out) and test pairs with their vocabularies.
 struct ParallelCorpus {
-  std::string name;   // "synthetic" or the data directory
-  std::shared_ptr<const Vocabulary> src_vocab, tgt_vocab;   // the same object when shared
+  std::string name;                                        // "synthetic" or the data directory
+  std::shared_ptr<const Vocabulary> src_vocab, tgt_vocab;  // the same object when shared
   std::vector<SentencePair> train, dev, test;
-  int64_t dropped_too_long = 0;   // training pairs over the maximum length (either side)
-  int64_t dropped_empty = 0;   // pairs with an empty side, in any split
+  int64_t dropped_too_long = 0;  // training pairs over the maximum length (either side)
+  int64_t dropped_empty = 0;     // pairs with an empty side, in any split
   bool shared_vocab() const { return src_vocab == tgt_vocab; }
 };
 
@@ -129,16 +129,16 @@ struct ParallelCorpus {
 // The synthetic language pair (grammar in the header comment)
 
 struct SyntheticTextOptions {
-  int64_t src_vocab = 17191;   // ids, the 4 specials included (IWSLT15 en-vi: 17,191 / 7,709)
+  int64_t src_vocab = 17191;  // ids, the 4 specials included (IWSLT15 en-vi: 17,191 / 7,709)
   int64_t tgt_vocab = 7709;
-  int64_t shared_vocab = 0;   // > 0: one vocabulary of this many ids for both sides (37,000)
-  int64_t min_length = 1;   // tokens per side, BOS/EOS not counted
+  int64_t shared_vocab = 0;  // > 0: one vocabulary of this many ids for both sides (37,000)
+  int64_t min_length = 1;    // tokens per side, BOS/EOS not counted
   int64_t max_length = 50;
-  int64_t train_pairs = 133317;   // IWSLT15 en-vi: train 133,317, tst2012 1,553, tst2013 1,268
+  int64_t train_pairs = 133317;  // IWSLT15 en-vi: train 133,317, tst2012 1,553, tst2013 1,268
   int64_t dev_pairs = 1553;
   int64_t test_pairs = 1268;
   double zipf_exponent = 1.0;
-  uint64_t seed = 2015;   // the language (dictionary) and the sentences
+  uint64_t seed = 2015;  // the language (dictionary) and the sentences
 };
 
 enum class WordClass : uint8_t { det_sg, det_pl, number, adjective, noun, verb, adverb, preposition, conjunction };
@@ -158,11 +158,11 @@ class SyntheticTranslation {
 
   // Source ids of a class, most frequent first.
   const std::vector<int32_t>& words(WordClass c) const { return classes_[static_cast<size_t>(c)]; }
-  WordClass word_class(int32_t src_id) const;   // throws std::invalid_argument for non-words
+  WordClass word_class(int32_t src_id) const;  // throws std::invalid_argument for non-words
   // The target code of a source word (one or two target ids).
   const std::vector<int32_t>& code(int32_t src_id) const;
-  int32_t plural_marker() const { return plural_marker_; }   // `@pl`, target id
-  int32_t agreement_marker() const { return agreement_marker_; }   // `@agr`, target id
+  int32_t plural_marker() const { return plural_marker_; }        // `@pl`, target id
+  int32_t agreement_marker() const { return agreement_marker_; }  // `@agr`, target id
 
   // One grammatical source sentence (no length limits) and its translation.
   std::vector<int32_t> sample_source(engine::Rng& rng) const;
@@ -185,9 +185,9 @@ class SyntheticTranslation {
   SyntheticTextOptions options_;
   std::shared_ptr<const Vocabulary> src_vocab_, tgt_vocab_;
   std::array<std::vector<int32_t>, kWordClasses> classes_;
-  std::array<std::vector<double>, kWordClasses> cdf_;   // Zipf, per class
-  std::vector<int8_t> class_of_;   // by source id; -1: not a word
-  std::vector<std::vector<int32_t>> codes_;   // by source id
+  std::array<std::vector<double>, kWordClasses> cdf_;  // Zipf, per class
+  std::vector<int8_t> class_of_;                       // by source id; -1: not a word
+  std::vector<std::vector<int32_t>> codes_;            // by source id
   int32_t plural_marker_ = 0, agreement_marker_ = 0;
 };
 
@@ -196,17 +196,17 @@ class SyntheticTranslation {
 
 struct TextFilesSpec {
   std::string directory, src_lang, tgt_lang;
-  std::string dev = "dev", test = "test";   // file name prefixes
+  std::string dev = "dev", test = "test";  // file name prefixes
 };
 
 struct TextFileOptions {
-  int64_t max_length = 50;   // training pairs with more tokens on either side are dropped; 0: none
-  int64_t src_vocab_cap = 0;   // vocabularies built from the training data: at most this many ids; 0: all
+  int64_t max_length = 50;    // training pairs with more tokens on either side are dropped; 0: none
+  int64_t src_vocab_cap = 0;  // vocabularies built from the training data: at most this many ids; 0: all
   int64_t tgt_vocab_cap = 0;
-  bool shared_vocab = false;   // one vocabulary for both sides (capped by src_vocab_cap)
+  bool shared_vocab = false;  // one vocabulary for both sides (capped by src_vocab_cap)
 };
 
-bool is_synthetic_text_spec(const std::string& spec);   // "synthetic"
+bool is_synthetic_text_spec(const std::string& spec);  // "synthetic"
 // Throws std::invalid_argument on a malformed spec.
 TextFilesSpec parse_text_files_spec(const std::string& spec);
 // Checks that the files of a spec exist, loading nothing ("synthetic" passes).
@@ -223,22 +223,23 @@ std::shared_ptr<const ParallelCorpus> make_parallel_corpus(const std::string& sp
 // i % world_size == rank (corpus order), with dev, test and the vocabularies (built from the
 // whole training set) unchanged, so every rank has the same model and held-out data. The
 // corpus itself when world_size is 1; std::invalid_argument when the shard would be empty.
-std::shared_ptr<const ParallelCorpus> shard_corpus(std::shared_ptr<const ParallelCorpus> corpus, const DataShard& shard);
+std::shared_ptr<const ParallelCorpus> shard_corpus(std::shared_ptr<const ParallelCorpus> corpus,
+                                                   const DataShard& shard);
 
 // ---------------------------------------------------------------------------------------------
 // Batches
 
 // Integer ids travel as fp32 (exact below 2^24). Rows are padded with 0 (<pad>).
 struct TokenBatch {
-  engine::Tensor src;   // [B, S] source ids (+ EOS when BatchingOptions::src_eos)
-  engine::Tensor src_lengths;   // [B]
-  engine::Tensor tgt_in;   // [B, T] BOS + target: the decoder's input
-  engine::Tensor tgt_out;   // [B, T] target + EOS: what it must predict
-  engine::Tensor tgt_lengths;   // [B] target tokens + 1
-  int64_t pairs = 0;   // B; 0 past the end of a held-out split
-  int64_t src_tokens = 0;   // real (unpadded) tokens: sum of src_lengths
-  int64_t tgt_tokens = 0;   // sum of tgt_lengths (the tokens a loss counts)
-  std::vector<int64_t> indices;   // the pairs, as indices into their split, in row order
+  engine::Tensor src;            // [B, S] source ids (+ EOS when BatchingOptions::src_eos)
+  engine::Tensor src_lengths;    // [B]
+  engine::Tensor tgt_in;         // [B, T] BOS + target: the decoder's input
+  engine::Tensor tgt_out;        // [B, T] target + EOS: what it must predict
+  engine::Tensor tgt_lengths;    // [B] target tokens + 1
+  int64_t pairs = 0;             // B; 0 past the end of a held-out split
+  int64_t src_tokens = 0;        // real (unpadded) tokens: sum of src_lengths
+  int64_t tgt_tokens = 0;        // sum of tgt_lengths (the tokens a loss counts)
+  std::vector<int64_t> indices;  // the pairs, as indices into their split, in row order
 };
 
 // As Workload::next_batch gives it: inputs the source ids, labels the target ids to predict.
@@ -272,10 +273,10 @@ BatchPlan plan_token_batches(const std::vector<SentencePair>& split, int64_t max
 struct BatchingOptions {
   enum class Mode { pairs, tokens };
   Mode mode = Mode::pairs;
-  int64_t pairs = 128;   // pairs mode: pairs per batch
-  int64_t buckets = 1;   // pairs mode: length buckets (TF NMT's iwslt15 setting is 5); 1: none
-  int64_t max_tokens = 4096;   // tokens mode: padded tokens per batch, the larger side
-  bool src_eos = false;   // append EOS to sources (fairseq does, TF NMT does not)
+  int64_t pairs = 128;        // pairs mode: pairs per batch
+  int64_t buckets = 1;        // pairs mode: length buckets (TF NMT's iwslt15 setting is 5); 1: none
+  int64_t max_tokens = 4096;  // tokens mode: padded tokens per batch, the larger side
+  bool src_eos = false;       // append EOS to sources (fairseq does, TF NMT does not)
 };
 
 // Training batches over epochs (the plan drawn again, seeded, at each epoch) and fixed held-out
@@ -285,12 +286,12 @@ class TextBatcher {
   TextBatcher(std::shared_ptr<const ParallelCorpus> corpus, BatchingOptions options, uint64_t seed,
               engine::Device device);
   TokenBatch next_train();
-  TokenBatch heldout(int64_t index) const;   // the dev split; pairs == 0 past the end
-  TokenBatch test(int64_t index) const;   // the test split; pairs == 0 past the end
+  TokenBatch heldout(int64_t index) const;  // the dev split; pairs == 0 past the end
+  TokenBatch test(int64_t index) const;     // the test split; pairs == 0 past the end
   int64_t heldout_batches() const { return static_cast<int64_t>(dev_plan_.size()); }
   int64_t test_batches() const { return static_cast<int64_t>(test_plan_.size()); }
   int64_t epoch() const { return epoch_; }
-  const BatchPlan& epoch_plan() const { return train_plan_; }   // the current epoch's batches
+  const BatchPlan& epoch_plan() const { return train_plan_; }  // the current epoch's batches
   const ParallelCorpus& corpus() const { return *corpus_; }
 
  private:
@@ -318,13 +319,13 @@ class TextBatcher {
 // both sides; an <unk> in a reference never matches (a text scorer sees the real word there),
 // and one in a hypothesis counts as a wrong token.
 enum class BleuSmoothing {
-  none,   // multi-bleu.perl, TF NMT's compute_bleu: any zero precision gives 0
+  none,  // multi-bleu.perl, TF NMT's compute_bleu: any zero precision gives 0
   exp,   // sacreBLEU's default (mteval's): the k-th zero precision becomes 1 / (2^k * total)
 };
 
 struct BleuScore {
-  double score = 0;   // 0..100
-  std::array<double, 4> precisions{};   // percent, after smoothing
+  double score = 0;                    // 0..100
+  std::array<double, 4> precisions{};  // percent, after smoothing
   double brevity_penalty = 0;
   int64_t hyp_length = 0, ref_length = 0;
   std::array<int64_t, 4> matches{}, totals{};
@@ -352,7 +353,7 @@ double corpus_bleu_unsmoothed(const std::vector<std::vector<int32_t>>& hypothese
 // Decoder output ids [rows, steps] (row-major) to sentences: each row up to its first EOS, with
 // <pad> and <s> dropped.
 std::vector<std::vector<int32_t>> ids_to_sentences(const std::vector<float>& ids, int64_t rows, int64_t steps);
-std::vector<std::vector<int32_t>> ids_to_sentences(const engine::Tensor& ids);   // [rows, steps], any device
+std::vector<std::vector<int32_t>> ids_to_sentences(const engine::Tensor& ids);  // [rows, steps], any device
 // Words joined by single spaces, for logs; <pad>, <s>, </s> dropped, <unk> shown.
 std::string detokenize(const Vocabulary& vocab, const std::vector<int32_t>& ids);
 

@@ -21,7 +21,7 @@ namespace ops = engine::ops;
 
 DeepSpeech2Config deepspeech2_config(const std::string& preset) {
   DeepSpeech2Config c;
-  if (preset == "full") return c;   // TBD's Deep Speech 2
+  if (preset == "full") return c;  // TBD's Deep Speech 2
   if (preset == "small") {
     // The same two convolutions (32 channels), seven bidirectional GRUs and fc; the GRUs at 512
     // units and 8 utterances a batch, for two cores.
@@ -103,7 +103,7 @@ nn::Conv2dOptions conv_options(int64_t in, int64_t out, int64_t kt, int64_t kf, 
   o.params.stride_w = sf;
   o.params.pad_h = (kt - 1) / 2;
   o.params.pad_w = (kf - 1) / 2;
-  o.bias = false;   // batch norm follows
+  o.bias = false;  // batch norm follows
   return o;
 }
 
@@ -117,20 +117,20 @@ DeepSpeech2::DeepSpeech2(const DeepSpeech2Config& c, Device device, uint64_t see
   if (c.rnn_layers < 1) throw std::invalid_argument("deepspeech2: at least one recurrent layer");
   Rng rng(seed);
   const int64_t ch = c.conv_channels;
-  conv0_ = register_module("conv.0", std::make_shared<nn::Conv2d>(
-                                         conv_options(1, ch, c.conv0_kernel_t, c.conv0_kernel_f, c.conv0_stride_t,
-                                                      c.conv0_stride_f),
-                                         device, rng));
+  conv0_ = register_module(
+      "conv.0",
+      std::make_shared<nn::Conv2d>(
+          conv_options(1, ch, c.conv0_kernel_t, c.conv0_kernel_f, c.conv0_stride_t, c.conv0_stride_f), device, rng));
   bn0_ = register_module("bn.0", std::make_shared<nn::BatchNorm2d>(ch, device));
-  conv1_ = register_module("conv.1", std::make_shared<nn::Conv2d>(
-                                         conv_options(ch, ch, c.conv1_kernel_t, c.conv1_kernel_f, c.conv1_stride_t,
-                                                      c.conv1_stride_f),
-                                         device, rng));
+  conv1_ = register_module(
+      "conv.1",
+      std::make_shared<nn::Conv2d>(
+          conv_options(ch, ch, c.conv1_kernel_t, c.conv1_kernel_f, c.conv1_stride_t, c.conv1_stride_f), device, rng));
   bn1_ = register_module("bn.1", std::make_shared<nn::BatchNorm2d>(ch, device));
   for (int64_t l = 0; l < c.rnn_layers; ++l) {
     const int64_t in = l == 0 ? ch * deepspeech2_conv_bins(c) : c.rnn_hidden;
-    rnns_.push_back(register_module("rnns." + std::to_string(l),
-                                    std::make_shared<BatchRnn>(in, c.rnn_hidden, l > 0, device, rng)));
+    rnns_.push_back(
+        register_module("rnns." + std::to_string(l), std::make_shared<BatchRnn>(in, c.rnn_hidden, l > 0, device, rng)));
   }
   fc_ = register_module("fc", std::make_shared<nn::Linear>(c.rnn_hidden, c.classes, device, rng));
 }
@@ -164,7 +164,8 @@ DeepSpeech2::Output DeepSpeech2::forward(const Tensor& features, const Tensor& i
   }
   const int64_t n = features.size(0);
   const std::vector<float> frames = input_lengths.to_vector();
-  if (static_cast<int64_t>(frames.size()) != n) throw std::invalid_argument("deepspeech2: one input length per utterance");
+  if (static_cast<int64_t>(frames.size()) != n)
+    throw std::invalid_argument("deepspeech2: one input length per utterance");
   std::vector<int64_t> len0(static_cast<size_t>(n)), len1(static_cast<size_t>(n));
   std::vector<float> out_lengths(static_cast<size_t>(n));
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -261,7 +262,7 @@ class DeepSpeech2Workload final : public Workload {
     ops::CtcLossOptions o;
     o.blank = kSpeechBlank;
     o.reduction = engine::Backend::CtcReduction::sum;
-    o.zero_infinity = true;   // an utterance too short for its transcript counts for nothing
+    o.zero_infinity = true;  // an utterance too short for its transcript counts for nothing
     return ops::scale(ops::ctc_loss(out.logits, b.targets, out.output_lengths, b.target_lengths, o),
                       1.0f / static_cast<float>(b.samples));
   }
@@ -274,7 +275,7 @@ class DeepSpeech2Workload final : public Workload {
     engine::optim::SgdOptions o;
     o.lr.kind = engine::optim::LrSchedule::Kind::step;
     o.lr.base_lr = c.lr;
-    o.lr.step_size = std::max<int64_t>(1, (train_size + batch - 1) / batch);   // one epoch
+    o.lr.step_size = std::max<int64_t>(1, (train_size + batch - 1) / batch);  // one epoch
     o.lr.gamma = 1.0 / c.lr_anneal;
     o.momentum = c.momentum;
     o.weight_decay = 0.0;
@@ -320,9 +321,9 @@ PresetTable describe(const DeepSpeech2Config& c) {
                    " symbols (blank, space, apostrophe, a-z), summed per utterance, mean over the batch"},
       {"optimizer", "SGD momentum " + table_number(c.momentum) + ", no weight decay, gradient norm clipped at " +
                         table_number(c.max_grad_norm)},
-      {"learning_rate", table_number(c.lr) + (c.lr_anneal == 1.0 ? std::string(", constant")
-                                                                  : ", divided by " + table_number(c.lr_anneal) +
-                                                                        " after every epoch")},
+      {"learning_rate",
+       table_number(c.lr) + (c.lr_anneal == 1.0 ? std::string(", constant")
+                                                : ", divided by " + table_number(c.lr_anneal) + " after every epoch")},
       {"init", "conv Kaiming normal (fan_out); GRU and fc PyTorch's uniform +-1/sqrt(fan); batch norm 1/0"},
       {"data", "espeak-ng synthesised phrases (workloads/data/speech_data.h), SortaGrad; quality: held-out character "
                "error rate of greedy CTC decoding"},
@@ -352,19 +353,21 @@ WorkloadSpec deepspeech2_spec() {
   s.description = "Deep Speech 2: 2 conv (" + std::to_string(full.conv_channels) + " ch) + " +
                   std::to_string(full.rnn_layers) + " bidirectional GRU x " + std::to_string(full.rnn_hidden) +
                   " (summed) + fc, CTC over " + std::to_string(full.classes) + " characters, SGD with momentum";
-  s.presets = {
-      make_preset("tiny", [](const DeepSpeech2Config& c) {
-        return "2 conv at " + std::to_string(c.conv_channels) + " channels (" + std::to_string(c.conv0_kernel_t) + "x" +
-               std::to_string(c.conv0_kernel_f) + ", " + std::to_string(c.conv1_kernel_t) + "x" +
-               std::to_string(c.conv1_kernel_f) + "), " + grus(c) + ", " + utterances(c) + ": tests";
-      }),
-      make_preset("small", [](const DeepSpeech2Config& c) {
-        return "full's 2 conv, " + grus(c) + ", " + utterances(c) + ": CPU benchmarking";
-      }),
-      make_preset("full", [](const DeepSpeech2Config& c) {
-        return "TBD's model: 2 conv at " + std::to_string(c.conv_channels) + " channels, " + grus(c) + ", " +
-               utterances(c);
-      })};
+  s.presets = {make_preset("tiny",
+                           [](const DeepSpeech2Config& c) {
+                             return "2 conv at " + std::to_string(c.conv_channels) + " channels (" +
+                                    std::to_string(c.conv0_kernel_t) + "x" + std::to_string(c.conv0_kernel_f) + ", " +
+                                    std::to_string(c.conv1_kernel_t) + "x" + std::to_string(c.conv1_kernel_f) + "), " +
+                                    grus(c) + ", " + utterances(c) + ": tests";
+                           }),
+               make_preset("small",
+                           [](const DeepSpeech2Config& c) {
+                             return "full's 2 conv, " + grus(c) + ", " + utterances(c) + ": CPU benchmarking";
+                           }),
+               make_preset("full", [](const DeepSpeech2Config& c) {
+                 return "TBD's model: 2 conv at " + std::to_string(c.conv_channels) + " channels, " + grus(c) + ", " +
+                        utterances(c);
+               })};
   s.check = [](const WorkloadConfig& wc) {
     deepspeech2_config(wc.preset);
     data_shard(wc, "deepspeech2");
@@ -375,10 +378,10 @@ WorkloadSpec deepspeech2_spec() {
     const DataShard shard = data_shard(wc, "deepspeech2");
     const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
     std::unique_ptr<SpeechDataset> data;
-    if (!wc.device.is_meta()) {   // counting parameters needs no audio (and no espeak-ng)
+    if (!wc.device.is_meta()) {  // counting parameters needs no audio (and no espeak-ng)
       SpeechDataOptions o;
-      o.seed = wc.seed;   // later epochs' shuffling; the corpus itself is fixed
-      o.shard = shard;    // this rank's training utterances
+      o.seed = wc.seed;  // later epochs' shuffling; the corpus itself is fixed
+      o.shard = shard;   // this rank's training utterances
       data = std::make_unique<SpeechDataset>(load_speech_corpus(wc.data), o, wc.device);
     }
     return std::make_unique<DeepSpeech2Workload>(cfg, std::move(data), batch, wc.seed, wc.device);

@@ -1,12 +1,11 @@
 #pragma once
-// Deep Speech 2 (Amodei et al. 2016), the roster's configuration (docs/design.md, "The workloads"): two 2-D convolutions
-// over the spectrogram (32 channels; 11x41 stride 2x2, then 11x21 stride 1x2, time x
-// frequency), each with batch norm and the clipped ReLU min(max(x, 0), 20); seven
-// bidirectional GRU layers of 1760 units whose two directions are summed, with sequence-wise
-// batch norm on the input of every recurrent layer but the first; one fully connected layer
-// to the 29 characters; CTC; SGD with momentum. Modules read conv.0, bn.0, conv.1, bn.1,
-// rnns.0 .. rnns.6 (each rnns.i.bn and rnns.i.gru, PyTorch's GRU parameter names) and fc.
-// The choices and their sources: docs/workloads.md, "## deepspeech2".
+// Deep Speech 2 (Amodei et al. 2016), the roster's configuration (docs/design.md, "The workloads"): two 2-D
+// convolutions over the spectrogram (32 channels; 11x41 stride 2x2, then 11x21 stride 1x2, time x frequency), each with
+// batch norm and the clipped ReLU min(max(x, 0), 20); seven bidirectional GRU layers of 1760 units whose two directions
+// are summed, with sequence-wise batch norm on the input of every recurrent layer but the first; one fully connected
+// layer to the 29 characters; CTC; SGD with momentum. Modules read conv.0, bn.0, conv.1, bn.1, rnns.0 .. rnns.6 (each
+// rnns.i.bn and rnns.i.gru, PyTorch's GRU parameter names) and fc. The choices and their sources: docs/workloads.md,
+// "## deepspeech2".
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,14 +24,14 @@ struct DeepSpeech2Config {
   int64_t conv1_kernel_t = 11, conv1_kernel_f = 21, conv1_stride_t = 1, conv1_stride_f = 2;
   int64_t rnn_layers = 7;
   int64_t rnn_hidden = 1760;
-  int64_t frequency_bins = 161;   // kSpectrogramBins
-  int64_t classes = 29;           // kSpeechAlphabetSize: blank, space, apostrophe, a-z
+  int64_t frequency_bins = 161;  // kSpectrogramBins
+  int64_t classes = 29;          // kSpeechAlphabetSize: blank, space, apostrophe, a-z
   float relu_clip = 20.0f;
-  int64_t batch = 32;             // utterances per iteration
-  double lr = 3e-4;               // on the loss summed per utterance, averaged over the batch
+  int64_t batch = 32;  // utterances per iteration
+  double lr = 3e-4;    // on the loss summed per utterance, averaged over the batch
   double momentum = 0.9;
-  double lr_anneal = 1.1;         // lr divided by this after every epoch
-  double max_grad_norm = 400;     // global gradient-norm clipping (0: none)
+  double lr_anneal = 1.1;      // lr divided by this after every epoch
+  double max_grad_norm = 400;  // global gradient-norm clipping (0: none)
 };
 
 // Throws std::invalid_argument for an unknown preset.
@@ -61,7 +60,7 @@ class BatchRnn : public engine::nn::Module {
   engine::Tensor forward(const engine::Tensor& x, const engine::Tensor& lengths) const;
 
  private:
-  std::shared_ptr<engine::nn::BatchNorm2d> bn_;   // on [T B, I]: BatchNorm2d takes [N, C] too
+  std::shared_ptr<engine::nn::BatchNorm2d> bn_;  // on [T B, I]: BatchNorm2d takes [N, C] too
   std::shared_ptr<engine::nn::Gru> gru_;
 };
 

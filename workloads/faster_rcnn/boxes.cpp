@@ -211,10 +211,8 @@ AnchorTargets assign_anchor_targets(const std::vector<Box>& anchors, const std::
   }
   std::vector<int64_t> pos, neg;  // positions in `inside`
   for (size_t i = 0; i < inside.size(); ++i) {
-    if (label[i] == 1)
-      pos.push_back(static_cast<int64_t>(i));
-    else if (label[i] == 0)
-      neg.push_back(static_cast<int64_t>(i));
+    if (label[i] == 1) pos.push_back(static_cast<int64_t>(i));
+    else if (label[i] == 0) neg.push_back(static_cast<int64_t>(i));
   }
   const auto max_pos = static_cast<int64_t>(static_cast<float>(o.batch) * o.positive_fraction);
   pos = sample_without_replacement(std::move(pos), max_pos, rng);

@@ -514,7 +514,8 @@ Batch FasterRcnnWorkload::batch_from(DetectionSource& source) const {
   images.push_back(source.next_train());
   // The batch takes at least batch x the first image's pixels: checked before the other images
   // are made, which would otherwise fill memory one by one (a batch of 2^31 - 1 did).
-  engine::cpu::check_host_buffer({batch_, 3, images[0].height, images[0].width}, sizeof(float), "detection image batch");
+  engine::cpu::check_host_buffer({batch_, 3, images[0].height, images[0].width}, sizeof(float),
+                                 "detection image batch");
   for (int64_t i = 1; i < batch_; ++i) images.push_back(source.next_train());
   return make_detection_batch(images, model_->device());
 }
@@ -585,7 +586,7 @@ Quality FasterRcnnWorkload::evaluate(int64_t batches) {
 namespace {
 
 PresetTable describe(const FasterRcnnConfig& c) {
-  const auto num = table_number;   // short, for the many numbers below
+  const auto num = table_number;  // short, for the many numbers below
   const auto& tp = c.train_proposals;
   const auto& ep = c.test_proposals;
   const auto& rs = c.roi_samples;
@@ -658,21 +659,22 @@ WorkloadSpec faster_rcnn_spec() {
   s.domain = "object detection";
   s.units = {"images", "", "images", false};
   s.description = "Faster R-CNN, ResNet C4 backbone, RPN + RoIAlign head, VOC classes; quality mAP@0.5";
-  s.presets = {
-      make_preset("tiny", [](const FasterRcnnConfig& c) {
-        return std::to_string(c.short_side) + "x" + std::to_string(c.synthetic_width) +
-               " input, widths /8, 1 block per stage, " + std::to_string(c.num_classes - 1) +
-               " synthetic classes: tests";
-      }),
-      make_preset("small", [](const FasterRcnnConfig& c) {
-        return c.backbone + " C4, " + shorter_side(c) + ", " + std::to_string(c.roi_samples.batch) +
-               " RoIs per image: CPU benchmarking";
-      }),
-      make_preset("full", [](const FasterRcnnConfig& c) {
-        return c.backbone + " C4, " + shorter_side(c) + " (max " + std::to_string(c.max_side) + "), " +
-               std::to_string(c.num_classes) + " classes, batch " + std::to_string(c.default_batch) +
-               ": the published model";
-      })};
+  s.presets = {make_preset("tiny",
+                           [](const FasterRcnnConfig& c) {
+                             return std::to_string(c.short_side) + "x" + std::to_string(c.synthetic_width) +
+                                    " input, widths /8, 1 block per stage, " + std::to_string(c.num_classes - 1) +
+                                    " synthetic classes: tests";
+                           }),
+               make_preset("small",
+                           [](const FasterRcnnConfig& c) {
+                             return c.backbone + " C4, " + shorter_side(c) + ", " +
+                                    std::to_string(c.roi_samples.batch) + " RoIs per image: CPU benchmarking";
+                           }),
+               make_preset("full", [](const FasterRcnnConfig& c) {
+                 return c.backbone + " C4, " + shorter_side(c) + " (max " + std::to_string(c.max_side) + "), " +
+                        std::to_string(c.num_classes) + " classes, batch " + std::to_string(c.default_batch) +
+                        ": the published model";
+               })};
   s.check = [](const WorkloadConfig& wc) {
     faster_rcnn_config(wc.preset);
     data_shard(wc, "faster_rcnn");

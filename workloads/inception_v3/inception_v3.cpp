@@ -22,7 +22,7 @@ engine::Pool2dParams pool_params(int64_t kernel, int64_t stride, int64_t pad) {
   p.kernel_h = p.kernel_w = kernel;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = pad;
-  p.count_include_pad = true;   // F.avg_pool2d's default, which torchvision's blocks use
+  p.count_include_pad = true;  // F.avg_pool2d's default, which torchvision's blocks use
   return p;
 }
 
@@ -36,12 +36,12 @@ struct Grids {
   int64_t mixed_5, mixed_6, mixed_7;
 };
 Grids grids(int64_t s) {
-  int64_t g = valid(s, 3, 2);   // Conv2d_1a_3x3, stride 2
-  g = valid(g, 3, 1);           // Conv2d_2a_3x3 (2b keeps the size)
-  g = valid(g, 3, 2);           // max pool
-  g = valid(g, 3, 1);           // Conv2d_4a_3x3 (3b is 1x1)
+  int64_t g = valid(s, 3, 2);  // Conv2d_1a_3x3, stride 2
+  g = valid(g, 3, 1);          // Conv2d_2a_3x3 (2b keeps the size)
+  g = valid(g, 3, 2);          // max pool
+  g = valid(g, 3, 1);          // Conv2d_4a_3x3 (3b is 1x1)
   Grids r{};
-  r.mixed_5 = valid(g, 3, 2);   // max pool
+  r.mixed_5 = valid(g, 3, 2);  // max pool
   r.mixed_6 = valid(r.mixed_5, 3, 2);
   r.mixed_7 = valid(r.mixed_6, 3, 2);
   return r;
@@ -67,7 +67,7 @@ InceptionConfig inception_v3_config(const std::string& preset) {
     c.image_size = 75;
     c.width = 0.125;
     c.num_classes = 10;
-    c.aux_logits = false;   // the aux head would force a 299x299 input
+    c.aux_logits = false;  // the aux head would force a 299x299 input
     c.batch = 8;
   } else if (preset == "small") {
     c.width = 0.5;
@@ -102,9 +102,10 @@ Tensor BasicConv2d::forward(const Tensor& x) const {
 }
 
 std::shared_ptr<BasicConv2d> InceptionBlock::conv(const std::string& name, int64_t in, int64_t out, int64_t kh,
-                                                  int64_t kw, int64_t stride, int64_t ph, int64_t pw, engine::Rng& rng) {
-  return register_module(name, std::make_shared<BasicConv2d>(in, inception_channels(out, width_), kh, kw, stride, ph,
-                                                             pw, device(), rng));
+                                                  int64_t kw, int64_t stride, int64_t ph, int64_t pw,
+                                                  engine::Rng& rng) {
+  return register_module(
+      name, std::make_shared<BasicConv2d>(in, inception_channels(out, width_), kh, kw, stride, ph, pw, device(), rng));
 }
 
 // ---------------------------------------------------------------- InceptionA
@@ -259,7 +260,7 @@ Tensor InceptionAux::forward(const Tensor& x) const {
   y = conv1_->forward(conv0_->forward(y));
   {
     auto s = scope();
-    y = ops::global_avg_pool2d(y);   // torchvision's adaptive_avg_pool2d to 1x1
+    y = ops::global_avg_pool2d(y);  // torchvision's adaptive_avg_pool2d to 1x1
   }
   return fc_->forward(y);
 }
@@ -277,8 +278,8 @@ InceptionV3::InceptionV3(const InceptionConfig& cfg, engine::Device device, uint
   engine::Rng rng(seed);
   const double w = cfg.width;
   auto basic = [&](const std::string& name, int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
-    return register_module(name, std::make_shared<BasicConv2d>(in, inception_channels(out, w), k, k, stride, pad, pad,
-                                                               device, rng));
+    return register_module(
+        name, std::make_shared<BasicConv2d>(in, inception_channels(out, w), k, k, stride, pad, pad, device, rng));
   };
   stem_a_.push_back(basic("Conv2d_1a_3x3", cfg.in_channels, 32, 3, 2, 0));
   stem_a_.push_back(basic("Conv2d_2a_3x3", stem_a_.back()->out_channels(), 32, 3, 1, 0));
@@ -301,7 +302,8 @@ InceptionV3::InceptionV3(const InceptionConfig& cfg, engine::Device device, uint
   add(mixed_5_6_, "Mixed_6d", std::make_shared<InceptionC>(in, 160, w, device, rng));
   add(mixed_5_6_, "Mixed_6e", std::make_shared<InceptionC>(in, 192, w, device, rng));
   // Registered where torchvision registers it, so parameter order matches torchvision's.
-  if (cfg.aux_logits) aux_ = register_module("AuxLogits", std::make_shared<InceptionAux>(in, cfg.num_classes, w, device, rng));
+  if (cfg.aux_logits)
+    aux_ = register_module("AuxLogits", std::make_shared<InceptionAux>(in, cfg.num_classes, w, device, rng));
   add(mixed_7_, "Mixed_7a", std::make_shared<InceptionD>(in, w, device, rng));
   add(mixed_7_, "Mixed_7b", std::make_shared<InceptionE>(in, w, device, rng));
   add(mixed_7_, "Mixed_7c", std::make_shared<InceptionE>(in, w, device, rng));
@@ -351,23 +353,25 @@ namespace {
 
 PresetTable describe(const InceptionConfig& c) {
   PresetTable t = {
-      {"architecture", "Inception-v3 (torchvision Inception3 layout: stem, Mixed_5b-5d A, 6a B, 6b-6e C, 7a D, 7b-7c E)"},
+      {"architecture",
+       "Inception-v3 (torchvision Inception3 layout: stem, Mixed_5b-5d A, 6a B, 6b-6e C, 7a D, 7b-7c E)"},
       {"image_size", std::to_string(c.image_size)},
       {"in_channels", std::to_string(c.in_channels)},
       {"width_multiplier", table_number(c.width)},
-      {"stem_channels", std::to_string(inception_channels(32, c.width)) + "," +
-                            std::to_string(inception_channels(32, c.width)) + "," +
-                            std::to_string(inception_channels(64, c.width)) + "," +
-                            std::to_string(inception_channels(80, c.width)) + "," +
-                            std::to_string(inception_channels(192, c.width))},
+      {"stem_channels",
+       std::to_string(inception_channels(32, c.width)) + "," + std::to_string(inception_channels(32, c.width)) + "," +
+           std::to_string(inception_channels(64, c.width)) + "," + std::to_string(inception_channels(80, c.width)) +
+           "," + std::to_string(inception_channels(192, c.width))},
       {"mixed_7c_channels", std::to_string(inception_channels(320, c.width) + 4 * inception_channels(384, c.width) +
                                            inception_channels(192, c.width))},
       {"batch_norm", "eps 0.001, momentum 0.1; convolutions without bias"},
       {"avg_pool_branches", "3x3 stride 1 pad 1, count_include_pad"},
       {"aux_logits", c.aux_logits ? "on: avg pool 5x5/3, conv0 1x1, conv1 5x5, global avg pool, fc" : "off"},
-      {"loss", c.aux_logits ? "CE(logits) + " + table_number(c.aux_weight) + " x CE(aux logits) in training; eval: logits only"
-                            : "CE(logits)"},
-      {"dropout", "omitted (torchvision: p 0.5 before fc, training only, no parameters): no dropout op in the engine yet"},
+      {"loss", c.aux_logits
+                   ? "CE(logits) + " + table_number(c.aux_weight) + " x CE(aux logits) in training; eval: logits only"
+                   : "CE(logits)"},
+      {"dropout",
+       "omitted (torchvision: p 0.5 before fc, training only, no parameters): no dropout op in the engine yet"},
       {"transform_input", "off"},
       {"init", "conv Kaiming-normal fan_out, linear uniform +-1/sqrt(fan_in) (torchvision: truncated normal)"},
       {"num_classes", std::to_string(c.num_classes)},
@@ -396,18 +400,21 @@ WorkloadSpec inception_v3_spec() {
   s.name = "inception_v3";
   s.domain = "image classification";
   s.units = {"images", "", "images", false};
-  s.description = "Inception-v3 with the auxiliary classifier (torchvision layout), softmax cross-entropy, SGD with momentum";
-  s.presets = {
-      make_preset("tiny", [](const InceptionConfig& c) {
-        return input(c) + " input, widths " + widths(c) + ", no aux head, " + classes(c) + ": tests";
-      }),
-      make_preset("small", [](const InceptionConfig& c) {
-        return "full topology with the aux head, widths " + widths(c) + ", " + input(c) + ", " + classes(c) +
-               ": CPU benchmarking";
-      }),
-      make_preset("full", [](const InceptionConfig& c) {
-        return input(c) + ", " + classes(c) + ", aux head: the published model (27,161,264 parameters)";
-      })};
+  s.description =
+      "Inception-v3 with the auxiliary classifier (torchvision layout), softmax cross-entropy, SGD with momentum";
+  s.presets = {make_preset("tiny",
+                           [](const InceptionConfig& c) {
+                             return input(c) + " input, widths " + widths(c) + ", no aux head, " + classes(c) +
+                                    ": tests";
+                           }),
+               make_preset("small",
+                           [](const InceptionConfig& c) {
+                             return "full topology with the aux head, widths " + widths(c) + ", " + input(c) + ", " +
+                                    classes(c) + ": CPU benchmarking";
+                           }),
+               make_preset("full", [](const InceptionConfig& c) {
+                 return input(c) + ", " + classes(c) + ", aux head: the published model (27,161,264 parameters)";
+               })};
   s.check = [](const WorkloadConfig& wc) {
     data_shard(wc, "inception_v3");
     check_image_source(wc.data, inception_v3_config(wc.preset).num_classes);

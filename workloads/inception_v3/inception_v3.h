@@ -23,8 +23,8 @@ struct InceptionConfig {
   // topology (blocks, branches, kernels, strides) never changes.
   double width = 1.0;
   bool aux_logits = true;
-  float aux_weight = 0.4f;   // training loss = CE(logits) + aux_weight * CE(aux logits)
-  int64_t batch = 32;        // the preset's default images per iteration (--batch overrides)
+  float aux_weight = 0.4f;  // training loss = CE(logits) + aux_weight * CE(aux logits)
+  int64_t batch = 32;       // the preset's default images per iteration (--batch overrides)
 };
 
 // Throws std::invalid_argument for an unknown preset.
@@ -65,7 +65,7 @@ class InceptionBlock : public engine::nn::Module {
   double width_ = 1.0;
 };
 
-class InceptionA : public InceptionBlock {   // Mixed_5b..5d: 35x35 grid
+class InceptionA : public InceptionBlock {  // Mixed_5b..5d: 35x35 grid
  public:
   InceptionA(int64_t in, int64_t pool_features, double width, engine::Device device, engine::Rng& rng);
   engine::Tensor forward(const engine::Tensor& x) const override;
@@ -75,7 +75,7 @@ class InceptionA : public InceptionBlock {   // Mixed_5b..5d: 35x35 grid
   std::shared_ptr<BasicConv2d> b1x1_, b5x5_1_, b5x5_2_, b3dbl_1_, b3dbl_2_, b3dbl_3_, pool_;
 };
 
-class InceptionB : public InceptionBlock {   // Mixed_6a: 35x35 -> 17x17
+class InceptionB : public InceptionBlock {  // Mixed_6a: 35x35 -> 17x17
  public:
   InceptionB(int64_t in, double width, engine::Device device, engine::Rng& rng);
   engine::Tensor forward(const engine::Tensor& x) const override;
@@ -86,7 +86,7 @@ class InceptionB : public InceptionBlock {   // Mixed_6a: 35x35 -> 17x17
   std::shared_ptr<BasicConv2d> b3x3_, b3dbl_1_, b3dbl_2_, b3dbl_3_;
 };
 
-class InceptionC : public InceptionBlock {   // Mixed_6b..6e: 17x17 grid, factorised 7x7
+class InceptionC : public InceptionBlock {  // Mixed_6b..6e: 17x17 grid, factorised 7x7
  public:
   InceptionC(int64_t in, int64_t channels_7x7, double width, engine::Device device, engine::Rng& rng);
   engine::Tensor forward(const engine::Tensor& x) const override;
@@ -96,7 +96,7 @@ class InceptionC : public InceptionBlock {   // Mixed_6b..6e: 17x17 grid, factor
   std::shared_ptr<BasicConv2d> b1x1_, b7_1_, b7_2_, b7_3_, b7dbl_1_, b7dbl_2_, b7dbl_3_, b7dbl_4_, b7dbl_5_, pool_;
 };
 
-class InceptionD : public InceptionBlock {   // Mixed_7a: 17x17 -> 8x8
+class InceptionD : public InceptionBlock {  // Mixed_7a: 17x17 -> 8x8
  public:
   InceptionD(int64_t in, double width, engine::Device device, engine::Rng& rng);
   engine::Tensor forward(const engine::Tensor& x) const override;
@@ -107,7 +107,7 @@ class InceptionD : public InceptionBlock {   // Mixed_7a: 17x17 -> 8x8
   std::shared_ptr<BasicConv2d> b3_1_, b3_2_, b7x3_1_, b7x3_2_, b7x3_3_, b7x3_4_;
 };
 
-class InceptionE : public InceptionBlock {   // Mixed_7b..7c: 8x8 grid, expanded filter banks
+class InceptionE : public InceptionBlock {  // Mixed_7b..7c: 8x8 grid, expanded filter banks
  public:
   InceptionE(int64_t in, double width, engine::Device device, engine::Rng& rng);
   engine::Tensor forward(const engine::Tensor& x) const override;
@@ -130,8 +130,8 @@ class InceptionAux : public engine::nn::Module {
 };
 
 struct InceptionOutputs {
-  engine::Tensor logits;       // [N, classes]
-  engine::Tensor aux_logits;   // [N, classes] in training mode with the aux head; undefined otherwise
+  engine::Tensor logits;      // [N, classes]
+  engine::Tensor aux_logits;  // [N, classes] in training mode with the aux head; undefined otherwise
 };
 
 class InceptionV3 : public engine::nn::Module {
@@ -142,10 +142,10 @@ class InceptionV3 : public engine::nn::Module {
 
  private:
   InceptionConfig cfg_;
-  std::vector<std::shared_ptr<BasicConv2d>> stem_a_, stem_b_;   // before / after the first max pool
-  std::vector<std::shared_ptr<InceptionBlock>> mixed_5_6_;       // Mixed_5b .. Mixed_6e
+  std::vector<std::shared_ptr<BasicConv2d>> stem_a_, stem_b_;  // before / after the first max pool
+  std::vector<std::shared_ptr<InceptionBlock>> mixed_5_6_;     // Mixed_5b .. Mixed_6e
   std::shared_ptr<InceptionAux> aux_;
-  std::vector<std::shared_ptr<InceptionBlock>> mixed_7_;         // Mixed_7a .. Mixed_7c
+  std::vector<std::shared_ptr<InceptionBlock>> mixed_7_;  // Mixed_7a .. Mixed_7c
   std::shared_ptr<engine::nn::Linear> fc_;
 };
 

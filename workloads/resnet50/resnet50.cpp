@@ -33,14 +33,15 @@ Bottleneck::Bottleneck(int64_t in_channels, int64_t width, int64_t stride, engin
   const int64_t out = width * ResNetConfig::expansion;
   conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(nn::conv_options(in_channels, width, 1), device, rng));
   bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(width, device));
-  conv2_ = register_module("conv2", std::make_shared<nn::Conv2d>(nn::conv_options(width, width, 3, stride, 1), device, rng));
+  conv2_ =
+      register_module("conv2", std::make_shared<nn::Conv2d>(nn::conv_options(width, width, 3, stride, 1), device, rng));
   bn2_ = register_module("bn2", std::make_shared<nn::BatchNorm2d>(width, device));
   conv3_ = register_module("conv3", std::make_shared<nn::Conv2d>(nn::conv_options(width, out, 1), device, rng));
   bn3_ = register_module("bn3", std::make_shared<nn::BatchNorm2d>(out, device));
   if (stride != 1 || in_channels != out) {
     // torchvision's Sequential(conv, bn) is named downsample.0 / downsample.1.
-    down_conv_ = register_module("downsample.0",
-                                 std::make_shared<nn::Conv2d>(nn::conv_options(in_channels, out, 1, stride), device, rng));
+    down_conv_ = register_module(
+        "downsample.0", std::make_shared<nn::Conv2d>(nn::conv_options(in_channels, out, 1, stride), device, rng));
     down_bn_ = register_module("downsample.1", std::make_shared<nn::BatchNorm2d>(out, device));
   }
 }
@@ -56,8 +57,8 @@ Tensor Bottleneck::forward(const Tensor& x) const {
 
 ResNet::ResNet(const ResNetConfig& cfg, engine::Device device, uint64_t seed) : Module(device), cfg_(cfg) {
   engine::Rng rng(seed);
-  conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(nn::conv_options(cfg.in_channels, cfg.base_width, 7, 2, 3),
-                                                                  device, rng));
+  conv1_ = register_module(
+      "conv1", std::make_shared<nn::Conv2d>(nn::conv_options(cfg.in_channels, cfg.base_width, 7, 2, 3), device, rng));
   bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(cfg.base_width, device));
   int64_t in = cfg.base_width;
   for (int stage = 0; stage < 4; ++stage) {
@@ -123,16 +124,19 @@ WorkloadSpec resnet50_spec() {
   s.domain = "image classification";
   s.units = {"images", "", "images", false};
   s.description = "ResNet-50 v1.5 (torchvision layout), softmax cross-entropy, SGD with momentum";
-  s.presets = {
-      make_preset("tiny", [](const ResNetConfig& c) {
-        return input(c) + " input, base width " + std::to_string(c.base_width) + ", " + classes(c) + ": tests";
-      }),
-      make_preset("small", [](const ResNetConfig& c) {
-        return "full topology and widths, " + input(c) + " input, " + classes(c) + ": CPU benchmarking";
-      }),
-      make_preset("full", [](const ResNetConfig& c) {
-        return input(c) + ", " + classes(c) + ": the published model (25,557,032 parameters)";
-      })};
+  s.presets = {make_preset("tiny",
+                           [](const ResNetConfig& c) {
+                             return input(c) + " input, base width " + std::to_string(c.base_width) + ", " +
+                                    classes(c) + ": tests";
+                           }),
+               make_preset("small",
+                           [](const ResNetConfig& c) {
+                             return "full topology and widths, " + input(c) + " input, " + classes(c) +
+                                    ": CPU benchmarking";
+                           }),
+               make_preset("full", [](const ResNetConfig& c) {
+                 return input(c) + ", " + classes(c) + ": the published model (25,557,032 parameters)";
+               })};
   s.check = [](const WorkloadConfig& wc) {
     data_shard(wc, "resnet50");
     check_image_source(wc.data, resnet50_config(wc.preset).num_classes);

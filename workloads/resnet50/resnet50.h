@@ -14,14 +14,14 @@ namespace ts::workloads {
 struct ResNetConfig {
   int64_t image_size = 224;
   int64_t in_channels = 3;
-  int64_t base_width = 64;      // channels of conv1 and layer1's bottleneck width
+  int64_t base_width = 64;  // channels of conv1 and layer1's bottleneck width
   int64_t num_classes = 1000;
   std::array<int64_t, 4> blocks = {3, 4, 6, 3};
   static constexpr int64_t expansion = 4;
-  int64_t batch = 32;           // the preset's default images per iteration (--batch overrides)
+  int64_t batch = 32;  // the preset's default images per iteration (--batch overrides)
 };
 
-ResNetConfig resnet50_config(const std::string& preset);   // throws std::invalid_argument for an unknown preset
+ResNetConfig resnet50_config(const std::string& preset);  // throws std::invalid_argument for an unknown preset
 
 class Bottleneck : public engine::nn::Module {
  public:
@@ -36,7 +36,7 @@ class Bottleneck : public engine::nn::Module {
 class ResNet : public engine::nn::Module {
  public:
   ResNet(const ResNetConfig& cfg, engine::Device device, uint64_t seed);
-  engine::Tensor forward(const engine::Tensor& x) const;   // logits [N, classes]
+  engine::Tensor forward(const engine::Tensor& x) const;  // logits [N, classes]
   const ResNetConfig& config() const { return cfg_; }
 
  private:

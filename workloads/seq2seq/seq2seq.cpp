@@ -21,7 +21,7 @@ namespace ops = engine::ops;
 
 Seq2SeqConfig seq2seq_config(const std::string& preset) {
   Seq2SeqConfig c;
-  if (preset == "full") return c;   // TF NMT's IWSLT15 en-vi model
+  if (preset == "full") return c;  // TF NMT's IWSLT15 en-vi model
   if (preset == "small") {
     // The topology, batch, buckets and lengths kept; widths halved and vocabularies about halved, for two cores.
     c.src_vocab = 8000;
@@ -36,7 +36,7 @@ Seq2SeqConfig seq2seq_config(const std::string& preset) {
     c.dropout = 0.0f;
     c.batch = 32;
     c.max_length = 10;
-    c.learning_rate = 0.03;   // high for Adam, so that the convergence test takes seconds
+    c.learning_rate = 0.03;  // high for Adam, so that the convergence test takes seconds
     c.train_pairs = 4000;
     c.dev_pairs = 64;
     c.test_pairs = 64;
@@ -81,7 +81,7 @@ void LstmLayer::reset_biases() {
   if (device().is_meta()) return;
   const int64_t h = hidden_size();
   std::vector<float> b(static_cast<size_t>(4 * h), 0.0f);
-  std::fill(b.begin() + h, b.begin() + 2 * h, 1.0f);   // gates (i, f, g, o): f
+  std::fill(b.begin() + h, b.begin() + 2 * h, 1.0f);  // gates (i, f, g, o): f
   engine::backend_for(device()).copy(Tensor::from_vector({4 * h}, b, device()), bias_ih_);
   engine::backend_for(device()).fill(bias_hh_, 0.0f);
 }
@@ -134,7 +134,7 @@ EncoderOutput Encoder::forward(const Tensor& src, const Tensor& lengths, Dropout
     out.h.push_back(r.h_n);
     out.c.push_back(r.c_n);
   }
-  out.memory = ops::permute(x, {1, 0, 2});   // [B, S, H] for the attention
+  out.memory = ops::permute(x, {1, 0, 2});  // [B, S, H] for the attention
   return out;
 }
 
@@ -147,8 +147,8 @@ Decoder::Decoder(const Seq2SeqConfig& c, Device device, Rng& rng)
     lstm_.push_back(
         register_module("lstm." + std::to_string(l), std::make_shared<LstmLayer>(in, c.hidden, device, rng)));
   }
-  attention_ = register_module("attention",
-                               std::make_shared<BahdanauAttention>(c.hidden, c.hidden, c.attention, device, rng));
+  attention_ =
+      register_module("attention", std::make_shared<BahdanauAttention>(c.hidden, c.hidden, c.attention, device, rng));
   attention_layer_ =
       register_module("attention_layer", std::make_shared<nn::Linear>(2 * c.hidden, c.hidden, device, rng, false));
   output_proj_ =
@@ -215,7 +215,7 @@ Tensor Seq2Seq::forward(const Tensor& src, const Tensor& src_lengths, const Tens
     static const std::string path = "decoder";
     static const auto id = engine::op_name(path);
     engine::OwnerScope owner(&path, id);
-    embedded = decoder_->embed(ops::permute(tgt_in, {1, 0}));   // [T, B, E]
+    embedded = decoder_->embed(ops::permute(tgt_in, {1, 0}));  // [T, B, E]
     // One split for all steps: its backward writes the embedding gradient once.
     steps = ops::split(embedded, 0, std::vector<int64_t>(static_cast<size_t>(t), 1));
   }
@@ -236,7 +236,7 @@ std::vector<float> Seq2Seq::greedy(const Tensor& src, const Tensor& src_lengths,
   DecoderState st = decoder_->start(enc);
   const int64_t rows = src.size(0), vocab = cfg_.tgt_vocab;
   std::vector<float> prev(static_cast<size_t>(rows), static_cast<float>(Vocabulary::kBos));
-  std::vector<std::vector<float>> out;   // per step
+  std::vector<std::vector<float>> out;  // per step
   std::vector<bool> done(static_cast<size_t>(rows), false);
   for (int64_t t = 0; t < max_steps; ++t) {
     const Tensor e = decoder_->embed(Tensor::from_vector({rows}, prev, src.device()));
@@ -358,7 +358,7 @@ class Seq2SeqWorkload final : public Workload {
 
  private:
   static Seq2SeqConfig adjust_vocab(Seq2SeqConfig c, const ParallelCorpus& corpus) {
-    c.src_vocab = corpus.src_vocab->size();   // a file corpus may have fewer words
+    c.src_vocab = corpus.src_vocab->size();  // a file corpus may have fewer words
     c.tgt_vocab = corpus.tgt_vocab->size();
     return c;
   }
@@ -367,7 +367,7 @@ class Seq2SeqWorkload final : public Workload {
     o.mode = BatchingOptions::Mode::pairs;
     o.pairs = c.batch;
     o.buckets = c.buckets;
-    o.src_eos = false;   // TF NMT feeds sources without EOS
+    o.src_eos = false;  // TF NMT feeds sources without EOS
     return o;
   }
 
@@ -382,27 +382,28 @@ class Seq2SeqWorkload final : public Workload {
 PresetTable describe(const Seq2SeqConfig& c) {
   const std::string h = std::to_string(c.hidden);
   const engine::optim::AdamOptions adam = adam_options(c);
-  return {
-      {"architecture", "TF NMT attention model (Luong et al. 2017): LSTM encoder-decoder, Bahdanau attention, "
-                       "input feeding"},
-      {"layers", std::to_string(c.layers) + " encoder + " + std::to_string(c.layers) + " decoder LSTM layers, " + h +
-                     " units, unidirectional"},
-      {"embedding", std::to_string(c.embedding) + ", separate source and target tables"},
-      {"vocabulary", std::to_string(c.src_vocab) + " source, " + std::to_string(c.tgt_vocab) + " target"},
-      {"attention", "additive, " + std::to_string(c.attention) + " units: v . tanh(W_q h + W_k m_j), padded source "
-                    "masked; attentional output tanh(W_c [h; context]) of " + h + ", fed to the next step"},
-      {"output", "linear " + h + " -> target vocabulary, no bias; cross-entropy per real target token"},
-      {"dropout", table_number(c.dropout) + " on every LSTM layer's input"},
-      {"init", "U(-" + table_number(c.init_range) + ", " + table_number(c.init_range) +
-                   ") for every weight; LSTM biases 0 with forget-gate bias 1"},
-      {"optimizer", "Adam " + table_number(adam.lr.base_lr) + " (betas " + table_number(adam.beta1) + "/" +
-                        table_number(adam.beta2) + ", eps " + table_exponent(adam.eps) +
-                        "), gradient norm clipped at " + table_number(c.max_gradient_norm)},
-      {"batch", std::to_string(c.batch) + " sentence pairs, " + std::to_string(c.buckets) + " length buckets"},
-      {"max_length", std::to_string(c.max_length) + " tokens per side"},
-      {"data", "synthetic parallel text from a fixed grammar (workloads/data/text_data.h), IWSLT15-sized; quality: "
-               "BLEU of greedy decoding on held-out pairs"},
-      {"batch_size", std::to_string(c.batch) + " pairs"}};
+  return {{"architecture", "TF NMT attention model (Luong et al. 2017): LSTM encoder-decoder, Bahdanau attention, "
+                           "input feeding"},
+          {"layers", std::to_string(c.layers) + " encoder + " + std::to_string(c.layers) + " decoder LSTM layers, " +
+                         h + " units, unidirectional"},
+          {"embedding", std::to_string(c.embedding) + ", separate source and target tables"},
+          {"vocabulary", std::to_string(c.src_vocab) + " source, " + std::to_string(c.tgt_vocab) + " target"},
+          {"attention", "additive, " + std::to_string(c.attention) +
+                            " units: v . tanh(W_q h + W_k m_j), padded source "
+                            "masked; attentional output tanh(W_c [h; context]) of " +
+                            h + ", fed to the next step"},
+          {"output", "linear " + h + " -> target vocabulary, no bias; cross-entropy per real target token"},
+          {"dropout", table_number(c.dropout) + " on every LSTM layer's input"},
+          {"init", "U(-" + table_number(c.init_range) + ", " + table_number(c.init_range) +
+                       ") for every weight; LSTM biases 0 with forget-gate bias 1"},
+          {"optimizer", "Adam " + table_number(adam.lr.base_lr) + " (betas " + table_number(adam.beta1) + "/" +
+                            table_number(adam.beta2) + ", eps " + table_exponent(adam.eps) +
+                            "), gradient norm clipped at " + table_number(c.max_gradient_norm)},
+          {"batch", std::to_string(c.batch) + " sentence pairs, " + std::to_string(c.buckets) + " length buckets"},
+          {"max_length", std::to_string(c.max_length) + " tokens per side"},
+          {"data", "synthetic parallel text from a fixed grammar (workloads/data/text_data.h), IWSLT15-sized; quality: "
+                   "BLEU of greedy decoding on held-out pairs"},
+          {"batch_size", std::to_string(c.batch) + " pairs"}};
 }
 
 std::string lstm_layers(const Seq2SeqConfig& c) {

@@ -21,20 +21,20 @@
 namespace ts::workloads {
 
 struct Seq2SeqConfig {
-  int64_t src_vocab = 17191;   // ids, specials included (TF NMT's vocab.en / vocab.vi line counts)
+  int64_t src_vocab = 17191;  // ids, specials included (TF NMT's vocab.en / vocab.vi line counts)
   int64_t tgt_vocab = 7709;
   int64_t embedding = 512;
-  int64_t hidden = 512;      // LSTM units per layer, and the attentional output's size
-  int64_t attention = 512;   // Bahdanau's units: the width of W_q, W_k and v
-  int64_t layers = 2;        // per side
-  float dropout = 0.2f;      // on every LSTM layer's input, training only
-  float init_range = 0.1f;   // every weight U(-r, r)
-  int64_t batch = 128;       // sentence pairs
-  int64_t buckets = 5;       // length buckets of the batcher (TF NMT's num_buckets)
-  int64_t max_length = 50;   // tokens per side in training
+  int64_t hidden = 512;     // LSTM units per layer, and the attentional output's size
+  int64_t attention = 512;  // Bahdanau's units: the width of W_q, W_k and v
+  int64_t layers = 2;       // per side
+  float dropout = 0.2f;     // on every LSTM layer's input, training only
+  float init_range = 0.1f;  // every weight U(-r, r)
+  int64_t batch = 128;      // sentence pairs
+  int64_t buckets = 5;      // length buckets of the batcher (TF NMT's num_buckets)
+  int64_t max_length = 50;  // tokens per side in training
   double learning_rate = 0.001;
   double max_gradient_norm = 5.0;
-  int64_t train_pairs = 133317, dev_pairs = 1553, test_pairs = 1268;   // synthetic corpus sizes
+  int64_t train_pairs = 133317, dev_pairs = 1553, test_pairs = 1268;  // synthetic corpus sizes
 };
 
 // Throws std::invalid_argument for an unknown preset.
@@ -73,7 +73,7 @@ class LstmLayer : public engine::nn::Module {
 class BahdanauAttention : public engine::nn::Module {
  public:
   BahdanauAttention(int64_t query_size, int64_t memory_size, int64_t units, engine::Device device, engine::Rng& rng);
-  engine::Tensor keys(const engine::Tensor& memory) const;   // [B, S, D] -> [B, S, A]
+  engine::Tensor keys(const engine::Tensor& memory) const;  // [B, S, D] -> [B, S, A]
   // query [B, H] -> context [B, D]; the weights [B, S] go to `probs` when given.
   engine::Tensor forward(const engine::Tensor& query, const engine::Tensor& keys, const engine::Tensor& memory,
                          const engine::Tensor& lengths, engine::Tensor* probs = nullptr) const;
@@ -85,9 +85,9 @@ class BahdanauAttention : public engine::nn::Module {
 
 // What the decoder attends to and starts from.
 struct EncoderOutput {
-  engine::Tensor memory;    // [B, S, H], zeros at padded positions
-  engine::Tensor lengths;   // [B] source lengths
-  std::vector<engine::Tensor> h, c;   // each layer's final state, [B, H]
+  engine::Tensor memory;             // [B, S, H], zeros at padded positions
+  engine::Tensor lengths;            // [B] source lengths
+  std::vector<engine::Tensor> h, c;  // each layer's final state, [B, H]
 };
 
 class Encoder : public engine::nn::Module {
@@ -105,8 +105,8 @@ class Encoder : public engine::nn::Module {
 
 // The decoder's recurrent state between steps.
 struct DecoderState {
-  std::vector<engine::Tensor> h, c;   // per layer, [B, H]
-  engine::Tensor attentional;         // the previous step's attentional output [B, H] (zeros first)
+  std::vector<engine::Tensor> h, c;  // per layer, [B, H]
+  engine::Tensor attentional;        // the previous step's attentional output [B, H] (zeros first)
   engine::Tensor keys, memory, lengths;
 };
 

@@ -20,7 +20,7 @@ namespace ops = engine::ops;
 
 TransformerConfig transformer_config(const std::string& preset) {
   TransformerConfig c;
-  if (preset == "full") return c;   // the paper's base model
+  if (preset == "full") return c;  // the paper's base model
   if (preset == "small") {
     // 6+6 layers and 8 heads kept; widths, vocabulary and batch scaled for two cores.
     c.vocab = 8000;
@@ -52,7 +52,8 @@ TransformerConfig transformer_config(const std::string& preset) {
 int64_t transformer_parameter_count(const TransformerConfig& c) {
   const int64_t d = c.d_model, f = c.ffn;
   const int64_t attention = 4 * (d * d + d), ffn = d * f + f + f * d + d, norm = 2 * d;
-  return c.vocab * d + c.encoder_layers * (attention + ffn + 2 * norm) + c.decoder_layers * (2 * attention + ffn + 3 * norm);
+  return c.vocab * d + c.encoder_layers * (attention + ffn + 2 * norm) +
+         c.decoder_layers * (2 * attention + ffn + 3 * norm);
 }
 
 // ---------------------------------------------------------------- modules
@@ -112,7 +113,8 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_lengths, Dropout
 DecoderLayer::DecoderLayer(const TransformerConfig& c, Device device, Rng& rng) : Module(device), dropout_(c.dropout) {
   self_attn_ = register_module("self_attn", std::make_shared<MultiheadAttention>(c.d_model, c.heads, device, rng));
   self_attn_layer_norm_ = register_module("self_attn_layer_norm", std::make_shared<nn::LayerNorm>(c.d_model, device));
-  encoder_attn_ = register_module("encoder_attn", std::make_shared<MultiheadAttention>(c.d_model, c.heads, device, rng));
+  encoder_attn_ =
+      register_module("encoder_attn", std::make_shared<MultiheadAttention>(c.d_model, c.heads, device, rng));
   encoder_attn_layer_norm_ =
       register_module("encoder_attn_layer_norm", std::make_shared<nn::LayerNorm>(c.d_model, device));
   fc1_ = register_module("fc1", std::make_shared<nn::Linear>(c.d_model, c.ffn, device, rng));
@@ -137,12 +139,12 @@ Transformer::Transformer(const TransformerConfig& c, Device device, uint64_t see
   Rng rng(seed);
   embed_tokens_ = register_module("embed_tokens", std::make_shared<nn::Embedding>(c.vocab, c.d_model, device, rng));
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
-    encoder_.push_back(register_module("encoder.layers." + std::to_string(i),
-                                       std::make_shared<EncoderLayer>(c, device, rng)));
+    encoder_.push_back(
+        register_module("encoder.layers." + std::to_string(i), std::make_shared<EncoderLayer>(c, device, rng)));
   }
   for (int64_t i = 0; i < c.decoder_layers; ++i) {
-    decoder_.push_back(register_module("decoder.layers." + std::to_string(i),
-                                       std::make_shared<DecoderLayer>(c, device, rng)));
+    decoder_.push_back(
+        register_module("decoder.layers." + std::to_string(i), std::make_shared<DecoderLayer>(c, device, rng)));
   }
 }
 
@@ -190,7 +192,7 @@ Tensor Transformer::project(const Tensor& states) const {
   static const std::string path = "output_projection";
   static const auto id = engine::op_name(path);
   engine::OwnerScope owner(&path, id);
-  return ops::linear(states, embed_tokens_->weight(), Tensor());   // tied to the embedding, no bias
+  return ops::linear(states, embed_tokens_->weight(), Tensor());  // tied to the embedding, no bias
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& src_lengths, const Tensor& tgt_in,
@@ -215,7 +217,8 @@ SyntheticTextOptions text_options(const TransformerConfig& c) {
 }
 
 std::shared_ptr<const ParallelCorpus> load_corpus(const std::string& data, const TransformerConfig& c) {
-  if (is_synthetic_text_spec(data)) return std::make_shared<ParallelCorpus>(SyntheticTranslation(text_options(c)).corpus());
+  if (is_synthetic_text_spec(data))
+    return std::make_shared<ParallelCorpus>(SyntheticTranslation(text_options(c)).corpus());
   TextFileOptions o;
   o.max_length = c.max_length;
   o.shared_vocab = true;
@@ -251,7 +254,7 @@ class TransformerWorkload final : public Workload {
   double learning_rate() const override { return adam_.current_lr(); }
   std::optional<engine::optim::SplitStep> split_step() override { return adam_.split_step(); }
   std::vector<engine::optim::OptimizerRecipe> optimizer_recipes() override {
-    return {engine::optim::adam_recipe(adam_.options())};   // the step does not clip
+    return {engine::optim::adam_recipe(adam_.options())};  // the step does not clip
   }
 
   // The data phase's draw as a Batch (source ids, target ids to predict): what step() draws next.
@@ -298,14 +301,14 @@ class TransformerWorkload final : public Workload {
 
  private:
   static TransformerConfig adjust_vocab(TransformerConfig c, const ParallelCorpus& corpus) {
-    c.vocab = corpus.src_vocab->size();   // a file corpus may have fewer words
+    c.vocab = corpus.src_vocab->size();  // a file corpus may have fewer words
     return c;
   }
   static BatchingOptions batching(int64_t max_tokens) {
     BatchingOptions o;
     o.mode = BatchingOptions::Mode::tokens;
     o.max_tokens = max_tokens;
-    o.src_eos = true;   // fairseq appends EOS to sources
+    o.src_eos = true;  // fairseq appends EOS to sources
     return o;
   }
 
@@ -328,7 +331,7 @@ class TransformerWorkload final : public Workload {
         const float* row = logits.data() + r * cfg_.vocab;
         int64_t best = 0;
         for (int64_t k = 1; k < cfg_.vocab; ++k) best = row[k] > row[best] ? k : best;
-        if (done[static_cast<size_t>(r)]) best = 0;   // pad after EOS
+        if (done[static_cast<size_t>(r)]) best = 0;  // pad after EOS
         done[static_cast<size_t>(r)] = done[static_cast<size_t>(r)] || best == Vocabulary::kEos;
         all_done = all_done && done[static_cast<size_t>(r)];
         std::copy(prefix.begin() + r * t, prefix.begin() + (r + 1) * t, next.begin() + r * (t + 1));
@@ -358,11 +361,13 @@ PresetTable describe(const TransformerConfig& c) {
       {"ffn", std::to_string(c.ffn) + ", ReLU"},
       {"vocabulary", std::to_string(c.vocab) + " shared by source, target and the output projection (tied, no bias)"},
       {"embedding", "N(0, d^-0.5), scaled by sqrt(d), plus interleaved sinusoidal positions"},
-      {"dropout", table_number(c.dropout) + " on embeddings and every sub-layer output (none inside attention or the FFN)"},
+      {"dropout",
+       table_number(c.dropout) + " on embeddings and every sub-layer output (none inside attention or the FFN)"},
       {"label_smoothing", table_number(c.label_smoothing) + ", padding ignored, loss per target token"},
-      {"optimizer", "Adam betas " + table_number(adam.beta1) + "/" + table_number(adam.beta2) + ", eps " +
-                        table_exponent(adam.eps)},
-      {"learning_rate", table_number(c.lr_factor) + " x d^-0.5 x min(s^-0.5, s x " + std::to_string(c.warmup) + "^-1.5)"},
+      {"optimizer",
+       "Adam betas " + table_number(adam.beta1) + "/" + table_number(adam.beta2) + ", eps " + table_exponent(adam.eps)},
+      {"learning_rate",
+       table_number(c.lr_factor) + " x d^-0.5 x min(s^-0.5, s x " + std::to_string(c.warmup) + "^-1.5)"},
       {"batch", std::to_string(c.max_tokens) + " tokens (padded, the larger of source and target), by length"},
       {"max_length", std::to_string(c.max_length) + " tokens per side"},
       {"init", "linear: PyTorch's default uniform +-1/sqrt(fan_in) (fairseq: Xavier uniform)"},
@@ -391,22 +396,24 @@ WorkloadSpec transformer_spec() {
   s.units = {"sentence pairs", "tokens", "tokens", true};
   const TransformerConfig base = transformer_config("full");
   s.description = "Transformer base (" + layers(base) + ", d " + std::to_string(base.d_model) + ", " +
-                  std::to_string(base.heads) + " heads), shared embeddings, label smoothing, Adam with "
+                  std::to_string(base.heads) +
+                  " heads), shared embeddings, label smoothing, Adam with "
                   "inverse-square-root warm-up, batches by token count";
-  s.presets = {
-      make_preset("tiny", [](const TransformerConfig& c) {
-        return layers(c) + ", d " + std::to_string(c.d_model) + ", " + grouped_count(c.vocab) + "-word vocabulary, " +
-               token_batches(c) + ": tests";
-      }),
-      make_preset("small", [](const TransformerConfig& c) {
-        return layers(c) + " and " + std::to_string(c.heads) + " heads at d " + std::to_string(c.d_model) + ", ffn " +
-               std::to_string(c.ffn) + ", " + grouped_count(c.vocab) + " words, " + token_batches(c) +
-               ": CPU benchmarking";
-      }),
-      make_preset("full", [](const TransformerConfig& c) {
-        return "the base model: d " + std::to_string(c.d_model) + ", ffn " + std::to_string(c.ffn) + ", " +
-               grouped_count(c.vocab) + " shared words, " + token_batches(c);
-      })};
+  s.presets = {make_preset("tiny",
+                           [](const TransformerConfig& c) {
+                             return layers(c) + ", d " + std::to_string(c.d_model) + ", " + grouped_count(c.vocab) +
+                                    "-word vocabulary, " + token_batches(c) + ": tests";
+                           }),
+               make_preset("small",
+                           [](const TransformerConfig& c) {
+                             return layers(c) + " and " + std::to_string(c.heads) + " heads at d " +
+                                    std::to_string(c.d_model) + ", ffn " + std::to_string(c.ffn) + ", " +
+                                    grouped_count(c.vocab) + " words, " + token_batches(c) + ": CPU benchmarking";
+                           }),
+               make_preset("full", [](const TransformerConfig& c) {
+                 return "the base model: d " + std::to_string(c.d_model) + ", ffn " + std::to_string(c.ffn) + ", " +
+                        grouped_count(c.vocab) + " shared words, " + token_batches(c);
+               })};
   s.check = [](const WorkloadConfig& wc) {
     transformer_config(wc.preset);
     data_shard(wc, "transformer");

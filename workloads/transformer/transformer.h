@@ -18,7 +18,7 @@
 namespace ts::workloads {
 
 struct TransformerConfig {
-  int64_t vocab = 37000;   // shared source/target vocabulary (WMT En-De BPE, as the paper)
+  int64_t vocab = 37000;  // shared source/target vocabulary (WMT En-De BPE, as the paper)
   int64_t d_model = 512;
   int64_t heads = 8;
   int64_t ffn = 2048;
@@ -26,11 +26,11 @@ struct TransformerConfig {
   int64_t decoder_layers = 6;
   float dropout = 0.1f;
   float label_smoothing = 0.1f;
-  int64_t max_tokens = 4096;   // per batch, padded source or target tokens, whichever is more
-  int64_t max_length = 50;     // tokens per sentence in the synthetic corpus
+  int64_t max_tokens = 4096;  // per batch, padded source or target tokens, whichever is more
+  int64_t max_length = 50;    // tokens per sentence in the synthetic corpus
   int64_t warmup = 4000;
-  double lr_factor = 1.0;      // peak-scaling factor on d_model^-0.5 (the paper: 1)
-  int64_t train_pairs = 133317, dev_pairs = 1553;   // synthetic corpus sizes
+  double lr_factor = 1.0;                          // peak-scaling factor on d_model^-0.5 (the paper: 1)
+  int64_t train_pairs = 133317, dev_pairs = 1553;  // synthetic corpus sizes
 };
 
 // Throws std::invalid_argument for an unknown preset.

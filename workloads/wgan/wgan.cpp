@@ -19,16 +19,16 @@ namespace ops = engine::ops;
 
 WganConfig wgan_config(const std::string& preset) {
   WganConfig c;
-  if (preset == "full") return c;   // the paper's 64x64 model, DIM 64
+  if (preset == "full") return c;  // the paper's 64x64 model, DIM 64
   if (preset == "small") {
-    c.dim = 16;   // same topology at a quarter of the widths: 0.2-2 s per iteration on 2 cores
+    c.dim = 16;  // same topology at a quarter of the widths: 0.2-2 s per iteration on 2 cores
     c.batch = 8;
     return c;
   }
   if (preset == "tiny") {
     c.dim = 8;
     c.noise = 32;
-    c.widths = {2, 2, 1};   // two blocks each: 16x16 images
+    c.widths = {2, 2, 1};  // two blocks each: 16x16 images
     c.lr = 2e-4;
     c.batch = 16;
     return c;
@@ -94,9 +94,9 @@ Generator::Generator(const WganConfig& cfg, Device device, Rng& rng) : Module(de
   input_ = register_module("input", std::make_shared<nn::Linear>(cfg.noise, 4 * 4 * first, device, rng));
   for (int64_t b = 0; b < cfg.blocks(); ++b) {
     const auto i = static_cast<size_t>(b);
-    blocks_.push_back(register_module("res" + std::to_string(b + 1),
-                                      std::make_shared<GeneratorBlock>(cfg.widths[i] * cfg.dim,
-                                                                       cfg.widths[i + 1] * cfg.dim, device, rng)));
+    blocks_.push_back(register_module(
+        "res" + std::to_string(b + 1),
+        std::make_shared<GeneratorBlock>(cfg.widths[i] * cfg.dim, cfg.widths[i + 1] * cfg.dim, device, rng)));
   }
   const int64_t last = cfg.widths.back() * cfg.dim;
   output_bn_ = register_module("output_bn", std::make_shared<nn::BatchNorm2d>(last, device));
@@ -145,7 +145,7 @@ namespace {
 
 engine::optim::AdamOptions adam_options(const WganConfig& c) {
   engine::optim::AdamOptions o;
-  o.lr.base_lr = c.lr;   // constant, as in the paper's 64x64 runs
+  o.lr.base_lr = c.lr;  // constant, as in the paper's 64x64 runs
   o.beta1 = c.beta1;
   o.beta2 = c.beta2;
   return o;
@@ -224,14 +224,15 @@ class WganWorkload final : public Workload {
     const int64_t s = cfg_.image_size();
     std::vector<float> real, fake;
     engine::NoGradScope no_grad;
-    Rng rng(0x9b05688c2b3e6c1fULL);   // the same noise at every evaluation
+    Rng rng(0x9b05688c2b3e6c1fULL);  // the same noise at every evaluation
     for (int64_t b = 0; b < nb; ++b) {
       const std::vector<float> r = data_.heldout(b, batch_).to_vector();
       real.insert(real.end(), r.begin(), r.end());
       const std::vector<float> f = model_->generator().forward(noise(rng, batch_)).to_vector();
       fake.insert(fake.end(), f.begin(), f.end());
     }
-    const double d = statistics_distance(image_statistics(fake, nb * batch_, s), image_statistics(real, nb * batch_, s));
+    const double d =
+        statistics_distance(image_statistics(fake, nb * batch_, s), image_statistics(real, nb * batch_, s));
     return {"image_stat_distance", d, "", false};
   }
 
@@ -254,7 +255,8 @@ class WganWorkload final : public Workload {
       const size_t per = e.size() / static_cast<size_t>(batch_);
       for (size_t n = 0; n < static_cast<size_t>(batch_); ++n) {
         const auto v = static_cast<float>(rng_.uniform());
-        std::fill(e.begin() + static_cast<std::ptrdiff_t>(n * per), e.begin() + static_cast<std::ptrdiff_t>((n + 1) * per), v);
+        std::fill(e.begin() + static_cast<std::ptrdiff_t>(n * per),
+                  e.begin() + static_cast<std::ptrdiff_t>((n + 1) * per), v);
       }
       eps = Tensor::from_vector(real.shape(), e, device_);
     });
@@ -263,7 +265,7 @@ class WganWorkload final : public Workload {
       Critic& critic = model_->critic();
       Tensor fake;
       {
-        engine::NoGradScope no_grad;   // the critic step does not train the generator
+        engine::NoGradScope no_grad;  // the critic step does not train the generator
         fake = model_->generator().forward(z);
       }
       Tensor d_real = critic.forward(real);
@@ -282,7 +284,8 @@ class WganWorkload final : public Workload {
       static const auto loss_id = engine::op_name(loss_path);
       engine::OwnerScope owner(&loss_path, loss_id);
       Tensor penalty = ops::norm_penalty(gx, 1.0f);
-      loss = ops::add(ops::add(ops::mean(d_fake), ops::scale(ops::mean(d_real), -1.0f)), ops::scale(penalty, cfg_.lambda));
+      loss =
+          ops::add(ops::add(ops::mean(d_fake), ops::scale(ops::mean(d_real), -1.0f)), ops::scale(penalty, cfg_.lambda));
     });
     phases.backward([&] { loss.backward(); }, kCriticGroup);
     phases.optimizer([&] {
@@ -376,18 +379,20 @@ WorkloadSpec wgan_spec() {
   s.description = "WGAN-GP with the ResNet generator and critic (" + image_side(full) +
                   "), gradient penalty through second-order gradients, " + std::to_string(full.critic_steps) +
                   " critic steps per generator step, Adam";
-  s.presets = {
-      make_preset("tiny", [](const WganConfig& c) {
-        return image_side(c) + " images, two blocks per network, dim " + std::to_string(c.dim) + ": tests";
-      }),
-      make_preset("small", [](const WganConfig& c) {
-        return "the full topology (" + image_side(c) + ", four blocks per network) at dim " + std::to_string(c.dim) +
-               ": CPU benchmarking";
-      }),
-      make_preset("full", [](const WganConfig& c) {
-        return image_side(c) + ", dim " + std::to_string(c.dim) +
-               ": the paper's model (generator 8,540,483, critic 7,488,001 parameters)";
-      })};
+  s.presets = {make_preset("tiny",
+                           [](const WganConfig& c) {
+                             return image_side(c) + " images, two blocks per network, dim " + std::to_string(c.dim) +
+                                    ": tests";
+                           }),
+               make_preset("small",
+                           [](const WganConfig& c) {
+                             return "the full topology (" + image_side(c) + ", four blocks per network) at dim " +
+                                    std::to_string(c.dim) + ": CPU benchmarking";
+                           }),
+               make_preset("full", [](const WganConfig& c) {
+                 return image_side(c) + ", dim " + std::to_string(c.dim) +
+                        ": the paper's model (generator 8,540,483, critic 7,488,001 parameters)";
+               })};
   s.check = [](const WorkloadConfig& wc) {
     data_shard(wc, "wgan");
     if (wc.data != "synthetic") {

@@ -17,8 +17,8 @@
 namespace ts::workloads {
 
 struct WganConfig {
-  int64_t dim = 64;      // DIM of the paper's code: the narrowest width
-  int64_t noise = 128;   // latent size
+  int64_t dim = 64;     // DIM of the paper's code: the narrowest width
+  int64_t noise = 128;  // latent size
   // Width multipliers from the generator's 4x4 input to its last block (the critic mirrors
   // them): one residual block per step, each doubling (generator) or halving (critic) the
   // grid, so the image side is 4 * 2^(blocks).
@@ -26,7 +26,7 @@ struct WganConfig {
   int64_t critic_steps = 5;
   float lambda = 10.0f;
   double lr = 1e-4, beta1 = 0.0, beta2 = 0.9;
-  int64_t batch = 64;   // the preset's default images per critic step (--batch overrides)
+  int64_t batch = 64;  // the preset's default images per critic step (--batch overrides)
 
   int64_t blocks() const { return static_cast<int64_t>(widths.size()) - 1; }
   int64_t image_size() const { return int64_t{4} << blocks(); }
@@ -59,7 +59,7 @@ class CriticBlock : public engine::nn::Module {
 class Generator : public engine::nn::Module {
  public:
   Generator(const WganConfig& cfg, engine::Device device, engine::Rng& rng);
-  engine::Tensor forward(const engine::Tensor& z) const;   // [N, noise] -> [N, 3, S, S] in (-1, 1)
+  engine::Tensor forward(const engine::Tensor& z) const;  // [N, noise] -> [N, 3, S, S] in (-1, 1)
 
  private:
   WganConfig cfg_;
@@ -72,7 +72,7 @@ class Generator : public engine::nn::Module {
 class Critic : public engine::nn::Module {
  public:
   Critic(const WganConfig& cfg, engine::Device device, engine::Rng& rng);
-  engine::Tensor forward(const engine::Tensor& x) const;   // [N, 3, S, S] -> [N, 1]
+  engine::Tensor forward(const engine::Tensor& x) const;  // [N, 3, S, S] -> [N, 1]
 
  private:
   WganConfig cfg_;

@@ -106,15 +106,15 @@ TEST_F(CudaAttention, ForwardBackward) {
   const std::vector<AttentionCase> cases = {
       {1, 1, 1, 1, false, {}},
       {3, 5, 7, 4, true, {5, 2, 0}},
-      {2, 6, 33, 17, true, {6, 1}},                  // more units than a warp's lanes
+      {2, 6, 33, 17, true, {6, 1}},  // more units than a warp's lanes
       {4, 9, 64, 40, false, {}},
       {16, 37, 96, 130, true, mixed_lengths(16, 37)},  // keys and width past a block's threads
-      {2, 3, 4, 5, true, {0, 0}},                    // no row has a key
-      {2, 0, 5, 3, false, {}},                       // no keys at all
+      {2, 3, 4, 5, true, {0, 0}},                      // no row has a key
+      {2, 0, 5, 3, false, {}},                         // no keys at all
       {2, 0, 5, 3, true, {0, 0}},
-      {0, 4, 3, 2, false, {}},                       // no rows
-      {3, 4, 0, 2, true, {4, 2, 3}},                 // no attention units: uniform weights
-      {3, 4, 5, 0, true, {4, 0, 2}},                 // empty memory width
+      {0, 4, 3, 2, false, {}},        // no rows
+      {3, 4, 0, 2, true, {4, 2, 3}},  // no attention units: uniform weights
+      {3, 4, 5, 0, true, {4, 0, 2}},  // empty memory width
   };
   uint64_t seed = 500;
   for (const AttentionCase& c : cases) {

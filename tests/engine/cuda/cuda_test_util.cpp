@@ -47,8 +47,8 @@ namespace ts::engine::testing {
   const auto gv = g.to_vector(), cv = c.to_vector();
   for (size_t i = 0; i < gv.size(); ++i) {
     if (std::memcmp(&gv[i], &cv[i], sizeof(float)) != 0) {
-      return ::testing::AssertionFailure() << "element " << i << " of " << shape_str(g.shape()) << ": gpu " << gv[i]
-                                           << ", cpu " << cv[i];
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << shape_str(g.shape()) << ": gpu " << gv[i] << ", cpu " << cv[i];
     }
   }
   return ::testing::AssertionSuccess();

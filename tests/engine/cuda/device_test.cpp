@@ -127,14 +127,14 @@ TEST_F(CudaDeviceTest, ConvolutionWorkspaceIsCategorised) {
 TEST_F(CudaDeviceTest, EventPairTimesQueuedWork) {
   auto pair = make_event_pair(gpu());
   ASSERT_NE(pair, nullptr);
-  EXPECT_THROW(pair->elapsed_ns(), std::runtime_error);   // never recorded
-  Tensor x = Tensor::empty({64, 1024, 1024}, gpu());    // 256 MiB: a fill of it takes a while
+  EXPECT_THROW(pair->elapsed_ns(), std::runtime_error);  // never recorded
+  Tensor x = Tensor::empty({64, 1024, 1024}, gpu());     // 256 MiB: a fill of it takes a while
   for (int round = 0; round < 2; ++round) {
     pair->begin();
     backend_for(gpu()).fill(x, 1.0f + static_cast<float>(round));
     pair->end();
     synchronize(gpu());
-    EXPECT_GT(pair->elapsed_ns(), 1000) << "round " << round;   // 256 MiB at even 10 TB/s is 27 us
+    EXPECT_GT(pair->elapsed_ns(), 1000) << "round " << round;  // 256 MiB at even 10 TB/s is 27 us
   }
 }
 

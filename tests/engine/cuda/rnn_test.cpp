@@ -24,7 +24,7 @@ constexpr double kTol = 1e-4;
 
 struct Case {
   bool lstm, reverse, state, bias;
-  std::vector<float> lengths;   // empty: every sequence runs T steps
+  std::vector<float> lengths;  // empty: every sequence runs T steps
   bool lengths_on_gpu;
 };
 
@@ -144,16 +144,16 @@ TEST_F(CudaRnn, BadArguments) {
   const Case c{true, false, true, true, {}, false};
   Backend::RnnArgs a = on_device(make_args(c, 3, 2, 2, 3, 300), false);
   Backend::RnnArgs bad = a;
-  bad.lengths = up(Tensor::from_vector({2}, {4, 1}));   // longer than T = 3
+  bad.lengths = up(Tensor::from_vector({2}, {4, 1}));  // longer than T = 3
   EXPECT_THROW(gpu_be().rnn_forward(bad, true), std::invalid_argument);
   bad = a;
-  bad.lengths = Tensor::from_vector({2}, {1.5f, 1});   // on the CPU, not an integer
+  bad.lengths = Tensor::from_vector({2}, {1.5f, 1});  // on the CPU, not an integer
   EXPECT_THROW(gpu_be().rnn_forward(bad, true), std::invalid_argument);
   bad = a;
-  bad.x = make_args(c, 3, 2, 2, 3, 300).x;   // on the CPU
+  bad.x = make_args(c, 3, 2, 2, 3, 300).x;  // on the CPU
   EXPECT_THROW(gpu_be().rnn_forward(bad, true), std::invalid_argument);
   bad = a;
-  bad.w_hh = up(rand_tensor({12, 4}, 301, false));   // H from w_hh disagrees with w_ih and h0
+  bad.w_hh = up(rand_tensor({12, 4}, 301, false));  // H from w_hh disagrees with w_ih and h0
   EXPECT_THROW(gpu_be().rnn_forward(bad, true), std::invalid_argument);
   const auto r = gpu_be().rnn_forward(a, false);
   EXPECT_THROW(gpu_be().rnn_backward(a, r.y, r.reserve, r.y, Tensor(), Tensor(), {}), std::invalid_argument);
