@@ -67,7 +67,7 @@ store::RunInfo run_info(const RunPlan& p) {
 
 RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t cores) {
   const auto& spec = spec_of(c);
-  const auto& preset = preset_of(spec, c);
+  preset_of(spec, c);  // an unknown preset stops the plan here
   RunPlan p;
   p.rank = world ? world->rank : 0;
   p.ranks = world ? world->size : 1;
@@ -89,7 +89,7 @@ RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t co
   p.threads = static_cast<int>(c.threads > 0 ? c.threads : std::max<int64_t>(1, cores / local));
 
   p.resolved = c;
-  p.resolved.batch = c.batch.value_or(preset.default_batch);
+  p.resolved.batch = spec.batch_of(c.preset, c.batch);
   p.resolved.threads = p.threads;
   p.resolved.nproc = p.ranks;
   p.units = spec.units;
@@ -112,7 +112,7 @@ StoredFacts stored_facts(const RunConfig& c) {
   const auto& spec = spec_of(c);
   const auto& preset = preset_of(spec, c);
   StoredFacts facts;
-  facts.batch = c.batch.value_or(preset.default_batch);
+  facts.batch = spec.batch_of(c.preset, c.batch);
   facts.threads = c.threads;
   facts.units = {{"samples", spec.units.samples},
                  {"tokens", spec.units.tokens},

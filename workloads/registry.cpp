@@ -2,6 +2,7 @@
 
 #include <iomanip>
 #include <sstream>
+#include <stdexcept>
 
 #include "workloads/a3c/a3c.h"
 #include "workloads/deepspeech2/deepspeech2.h"
@@ -59,6 +60,25 @@ const Preset* WorkloadSpec::preset(const std::string& n) const {
     if (p.name == n) return &p;
   }
   return nullptr;
+}
+
+int64_t WorkloadSpec::batch_of(const std::string& preset_name, std::optional<int64_t> batch) const {
+  const Preset* p = preset(preset_name);
+  if (!p) {
+    std::string names;
+    for (const auto& known : presets) {
+      if (!names.empty()) names += ", ";
+      names += known.name;
+    }
+    throw std::invalid_argument(name + " has no preset '" + preset_name + "' (" + names + ")");
+  }
+  if (batch && *batch <= 0) throw std::invalid_argument(name + ": batch size must be positive");
+  return batch.value_or(p->default_batch);
+}
+
+std::unique_ptr<Workload> WorkloadSpec::create(WorkloadConfig config) const {
+  config.batch = batch_of(config.preset, config.batch);
+  return build(config);
 }
 
 const std::vector<WorkloadSpec>& registry() {

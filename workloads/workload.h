@@ -47,7 +47,7 @@ std::string grouped_count(int64_t n);
 struct WorkloadConfig {
   std::string preset = "tiny";
   engine::Device device = engine::Device::cpu();
-  int64_t batch = 0;  // 0: the preset's default
+  std::optional<int64_t> batch;  // unset: the preset's default (WorkloadSpec::batch_of resolves it)
   uint64_t seed = 1;
   std::string data = "synthetic";  // or a data set name/path the workload understands
   int64_t learners = 0;            // actor-learner threads (workloads with has_learners); 0: the preset's
@@ -168,13 +168,20 @@ struct WorkloadSpec {
   std::string description;
   ThroughputUnits units;
   std::vector<Preset> presets;
-  std::function<std::unique_ptr<Workload>(const WorkloadConfig&)> create;
+  // Builds the model, its data and optimizer. The config it receives always has its batch: create()
+  // resolves it (batch_of), so no workload falls back to its preset on its own.
+  std::function<std::unique_ptr<Workload>(const WorkloadConfig&)> build;
   // Checks a config without building anything (bad data source...): throws std::invalid_argument.
   std::function<void(const WorkloadConfig&)> check;
   // Whether it runs actor-learner threads whose count WorkloadConfig::learners sets (a3c).
   bool has_learners = false;
 
   const Preset* preset(const std::string& name) const;
+  // The batch a run of `preset` trains with: `batch` where given, else the preset's default.
+  // The one place a batch is resolved. Throws std::invalid_argument for an unknown preset.
+  int64_t batch_of(const std::string& preset, std::optional<int64_t> batch) const;
+  // build() with the batch resolved.
+  std::unique_ptr<Workload> create(WorkloadConfig config) const;
 };
 
 // Every registered workload, in TBD's order.

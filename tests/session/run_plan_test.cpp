@@ -44,7 +44,7 @@ TEST(RunPlan, ASingleProcessResolvesTheBatchAndTakesEveryCore) {
   EXPECT_TRUE(p.writes_db);
   EXPECT_TRUE(p.trains);
   EXPECT_EQ(p.threads, 6);
-  // One batch for all: the workload is never handed the 0 that meant "the preset's".
+  // One batch for all: the workload is handed the batch the plan resolved, never an unset one.
   EXPECT_EQ(p.workload.batch, default_batch());
   EXPECT_EQ(p.info.batch_size, default_batch());
   EXPECT_EQ(p.info.global_batch_size, default_batch());

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "engine/autotune.h"
@@ -17,7 +19,7 @@ using namespace ts;
 using namespace ts::workloads;
 
 namespace {
-std::unique_ptr<Workload> tiny(uint64_t seed = 1, int64_t batch = 0) {
+std::unique_ptr<Workload> tiny(uint64_t seed = 1, std::optional<int64_t> batch = std::nullopt) {
   WorkloadConfig wc;
   wc.preset = "tiny";
   wc.seed = seed;
@@ -25,6 +27,20 @@ std::unique_ptr<Workload> tiny(uint64_t seed = 1, int64_t batch = 0) {
   return find_workload("resnet50")->create(wc);
 }
 }  // namespace
+
+TEST(Registry, ResolvesTheBatchInOnePlace) {
+  for (const auto& spec : registry()) {
+    for (const auto& p : spec.presets) {
+      EXPECT_EQ(spec.batch_of(p.name, std::nullopt), p.default_batch) << spec.name << " " << p.name;
+      EXPECT_EQ(spec.batch_of(p.name, 3), 3) << spec.name << " " << p.name;
+    }
+    EXPECT_THROW(spec.batch_of("medium", std::nullopt), std::invalid_argument) << spec.name;
+    EXPECT_THROW(spec.batch_of("tiny", 0), std::invalid_argument) << spec.name;
+  }
+  // The workload is built with the batch batch_of gives, whether or not one was asked for.
+  EXPECT_EQ(tiny()->batch_size(), find_workload("resnet50")->preset("tiny")->default_batch);
+  EXPECT_EQ(tiny(1, 5)->batch_size(), 5);
+}
 
 TEST(Registry, KnowsResNet50AndItsPresets) {
   const auto* spec = find_workload("resnet50");

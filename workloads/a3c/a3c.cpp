@@ -652,10 +652,10 @@ WorkloadSpec a3c_spec() {
       throw std::invalid_argument("a3c plays its own Breakout game (--data synthetic), got '" + wc.data + "'");
     }
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const DataShard shard = data_shard(wc, "a3c");
     A3cConfig cfg = a3c_config(wc.preset);
-    if (wc.batch > 0) cfg.t_max = wc.batch;  // --batch is the rollout length
+    cfg.t_max = *wc.batch;  // --batch is the rollout length
     if (wc.learners > 0) cfg.learners = wc.learners;
     return make_a3c_workload(cfg, wc.seed, wc.device, shard);
   };

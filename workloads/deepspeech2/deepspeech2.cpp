@@ -373,10 +373,10 @@ WorkloadSpec deepspeech2_spec() {
     data_shard(wc, "deepspeech2");
     check_speech_source(wc.data);
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const DeepSpeech2Config cfg = deepspeech2_config(wc.preset);
     const DataShard shard = data_shard(wc, "deepspeech2");
-    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
+    const int64_t batch = *wc.batch;
     std::unique_ptr<SpeechDataset> data;
     if (!wc.device.is_meta()) {  // counting parameters needs no audio (and no espeak-ng)
       SpeechDataOptions o;

@@ -680,10 +680,10 @@ WorkloadSpec faster_rcnn_spec() {
     data_shard(wc, "faster_rcnn");
     check_detection_source(wc.data);
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     FasterRcnnConfig cfg = faster_rcnn_config(wc.preset);
     const DataShard shard = data_shard(wc, "faster_rcnn");
-    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.default_batch;
+    const int64_t batch = *wc.batch;
     SyntheticDetectionOptions so;
     so.height = cfg.short_side;
     so.width = cfg.synthetic_width;

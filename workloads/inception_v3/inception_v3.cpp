@@ -419,9 +419,9 @@ WorkloadSpec inception_v3_spec() {
     data_shard(wc, "inception_v3");
     check_image_source(wc.data, inception_v3_config(wc.preset).num_classes);
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     InceptionConfig cfg = inception_v3_config(wc.preset);
-    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
+    const int64_t batch = *wc.batch;
     std::unique_ptr<ImageSource> data = make_image_source(wc.data, cfg.image_size, cfg.in_channels, cfg.num_classes,
                                                           wc.seed, wc.device, data_shard(wc, "inception_v3"));
     cfg.in_channels = data->channels();

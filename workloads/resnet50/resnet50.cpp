@@ -141,9 +141,9 @@ WorkloadSpec resnet50_spec() {
     data_shard(wc, "resnet50");
     check_image_source(wc.data, resnet50_config(wc.preset).num_classes);
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     ResNetConfig cfg = resnet50_config(wc.preset);
-    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
+    const int64_t batch = *wc.batch;
     std::unique_ptr<ImageSource> data = make_image_source(wc.data, cfg.image_size, cfg.in_channels, cfg.num_classes,
                                                           wc.seed, wc.device, data_shard(wc, "resnet50"));
     cfg.in_channels = data->channels();

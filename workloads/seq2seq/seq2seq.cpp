@@ -436,10 +436,10 @@ WorkloadSpec seq2seq_spec() {
     data_shard(wc, "seq2seq");
     check_text_source(wc.data);
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     Seq2SeqConfig cfg = seq2seq_config(wc.preset);
     const DataShard shard = data_shard(wc, "seq2seq");
-    if (wc.batch > 0) cfg.batch = wc.batch;
+    cfg.batch = *wc.batch;
     return std::make_unique<Seq2SeqWorkload>(cfg, shard_corpus(load_corpus(wc.data, cfg), shard), wc.seed, wc.device);
   };
   return s;

@@ -419,11 +419,11 @@ WorkloadSpec transformer_spec() {
     data_shard(wc, "transformer");
     check_text_source(wc.data);
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const TransformerConfig cfg = transformer_config(wc.preset);
     const DataShard shard = data_shard(wc, "transformer");
     // --batch is the token budget here.
-    const int64_t max_tokens = wc.batch > 0 ? wc.batch : cfg.max_tokens;
+    const int64_t max_tokens = *wc.batch;
     return std::make_unique<TransformerWorkload>(cfg, shard_corpus(load_corpus(wc.data, cfg), shard), max_tokens,
                                                  wc.seed, wc.device);
   };

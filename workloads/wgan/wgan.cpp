@@ -399,9 +399,9 @@ WorkloadSpec wgan_spec() {
       throw std::invalid_argument("wgan trains on its synthetic scenes only (--data synthetic), got '" + wc.data + "'");
     }
   };
-  s.create = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
+  s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const WganConfig cfg = wgan_config(wc.preset);
-    const int64_t batch = wc.batch > 0 ? wc.batch : cfg.batch;
+    const int64_t batch = *wc.batch;
     return std::make_unique<WganWorkload>(cfg, batch, wc.seed, wc.device, data_shard(wc, "wgan"));
   };
   return s;
