@@ -343,6 +343,39 @@ std::string format_collective_bench_row(const nlohmann::json& r) {
                      r["busbw_gbps"].get<double>());
 }
 
+std::span<const SharedOption> collectives_bench_shared_options() {
+  static const SharedOption shared[] = {{"nproc", "Ranks, started through mpirun (with --hosts: one per slot)"},
+                                        {"hosts", "Hosts and their slots, e.g. h1:1,h2:1 (default: this machine)"},
+                                        {"hostfile"},
+                                        {"mca"},
+                                        {"db"},
+                                        {"lock-wait", "Seconds the write waits for a db another process has locked"},
+                                        {"json", "Print the results as JSON"}};
+  return shared;
+}
+
+RunConfig shared_run_options(const CollectivesBenchConfig& c) {
+  RunConfig r;
+  r.nproc = c.nproc;
+  r.hosts = c.hosts;
+  r.hostfile = c.hostfile;
+  r.mca = c.mca;
+  r.db = c.db;
+  r.lock_wait = c.lock_wait;
+  r.json = c.json;
+  return r;
+}
+
+void take_shared_options(const RunConfig& r, CollectivesBenchConfig& c) {
+  c.nproc = r.nproc;
+  c.hosts = r.hosts;
+  c.hostfile = r.hostfile;
+  c.mca = r.mca;
+  c.db = r.db;
+  c.lock_wait = r.lock_wait;
+  c.json = r.json;
+}
+
 int execute_collectives_bench(const CollectivesBenchConfig& c) {
   const Validated v = validate(c);
   if (distributed::launched_as_rank()) return rank_exit_status(bench_as_rank(c, v));

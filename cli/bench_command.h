@@ -5,11 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "cli/run_config.h"
+#include "cli/run_flags.h"
 #include "nlohmann/json.hpp"
 #include "store/records.h"
 
@@ -21,6 +24,7 @@ struct CollectivesBenchConfig {
   std::string min_bytes = "8", max_bytes = "256M";
   int64_t factor = 2;
   int64_t iterations = 20, warmup = 5;
+  // Shared with `run` (collectives_bench_shared_options).
   int64_t nproc = 2;  // with hosts, 0: one rank per slot
   std::string hosts;
   std::filesystem::path hostfile;
@@ -37,6 +41,14 @@ inline constexpr int64_t kMaxBenchBytes = int64_t{8} << 30;
 // "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads -b/-e), "4KiB", "16MiB", "100B";
 // UsageError for anything else.
 int64_t parse_bytes(std::string_view text);
+
+// The options the benchmark shares with `run` (the launch, the db, --json): declared once, in
+// session/run_options.cpp, and added to its command by RunFlags, with help of the benchmark's own
+// where run's would mislead.
+std::span<const SharedOption> collectives_bench_shared_options();
+// The shared options of `config` as a RunConfig (the flags' defaults), and back.
+RunConfig shared_run_options(const CollectivesBenchConfig& config);
+void take_shared_options(const RunConfig& shared, CollectivesBenchConfig& config);
 
 // Validates (UsageError, nothing written), then starts the ranks (or, as a rank, runs the
 // sweep). Returns the exit code.

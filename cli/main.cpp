@@ -1,7 +1,6 @@
 // trainscope: train a workload, profile it, store it; list, inspect and compare what is stored.
 #include <CLI/CLI.hpp>
 
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -30,17 +29,6 @@ std::string join_args(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
-}
-
-// --mca NAME=VALUE options as name/value pairs.
-std::vector<std::pair<std::string, std::string>> parse_mca(const std::vector<std::string>& options) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& m : options) {
-    auto pair = split_mca(m);
-    if (!pair) throw UsageError("--mca takes NAME=VALUE, not '" + m + "'");
-    out.push_back(std::move(*pair));
-  }
-  return out;
 }
 
 }  // namespace
@@ -82,20 +70,8 @@ int main(int argc, char** argv) {
   bench_coll->add_option("--warmup", bc.warmup, "Untimed calls per size before them")
       ->capture_default_str()
       ->transform(int64_text);
-  auto* bench_nproc =
-      bench_coll->add_option("--nproc", bc.nproc, "Ranks, started through mpirun (with --hosts: one per slot)")
-          ->capture_default_str()
-          ->transform(int64_text);
-  bench_coll->add_option("--hosts", bc.hosts, "Hosts and their slots, e.g. h1:1,h2:1 (default: this machine)");
-  bench_coll->add_option("--hostfile", bc.hostfile, "File of hosts (`host slots=N` per line), instead of --hosts");
-  std::vector<std::string> bench_mca;
-  bench_coll->add_option("--mca", bench_mca, "NAME=VALUE passed to mpirun as --mca NAME VALUE (repeatable)");
-  bench_coll->add_option("--db", bc.db, "SQLite file to store into")->capture_default_str();
-  double bench_lock_wait = 60.0;
-  bench_coll->add_option("--lock-wait", bench_lock_wait, "Seconds a write waits for a db another process has locked")
-      ->check(CLI::Range(0.0, 86400.0))
-      ->capture_default_str();
-  bench_coll->add_flag("--json", bc.json, "Print the results as JSON");
+  // --nproc, --hosts, --hostfile, --mca, --db, --lock-wait and --json are run's (session/run_options.cpp).
+  const RunFlags bench_shared(*bench_coll, collectives_bench_shared_options(), shared_run_options(bc));
   bench_coll->add_option("--command-line", bc.command_line)->group("");
 
   std::string suite_file;
@@ -209,10 +185,7 @@ int main(int argc, char** argv) {
       return out.exit_code;
     }
     if (*bench_coll) {
-      bc.mca = parse_mca(bench_mca);
-      if (!*bench_nproc && (!bc.hosts.empty() || !bc.hostfile.empty())) bc.nproc = 0;  // one rank per slot
-      if (!std::isfinite(bench_lock_wait)) throw UsageError("--lock-wait must be a number of seconds");
-      bc.lock_wait = std::chrono::milliseconds(static_cast<int64_t>(bench_lock_wait * 1000));
+      take_shared_options(bench_shared.config(command_line), bc);
       install_interrupt_handler();
       return execute_collectives_bench(bc);
     }

@@ -101,6 +101,27 @@ TEST(BenchCollectives, BadInputIsRefusedWithNothingWritten) {
   }
 }
 
+// --nproc, --hosts, --hostfile, --mca, --db, --lock-wait and --json are run's options
+// (session/run_options.cpp): the same value is refused with the same words by both commands.
+TEST(BenchCollectives, SharesRunsOptionsAndTheirChecks) {
+  TempDir dir;
+  const auto db = dir / "shared.db";
+  for (const std::string args : {"--lock-wait -1", "--lock-wait inf", "--nproc 5000", "--mca novalue"}) {
+    const auto bench = run_trainscope("bench collectives " + args + " --db " + db.string());
+    const auto run = run_trainscope("run resnet50 --preset tiny " + args + " --db " + db.string());
+    EXPECT_EQ(bench.exit_code, 2) << args << "\n" << bench.out;
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.out;
+    const std::string flag = args.substr(0, args.find(' '));
+    const auto line_of = [&](const std::string& out) {
+      const auto at = out.find(flag);
+      return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+    };
+    EXPECT_FALSE(line_of(bench.out).empty()) << args << "\n" << bench.out;
+    EXPECT_EQ(line_of(bench.out), line_of(run.out)) << args;
+  }
+  EXPECT_FALSE(std::filesystem::exists(db));
+}
+
 // NCCL needs a CUDA build and a GPU: refused with the reason where either is missing, run where both are.
 TEST(BenchCollectives, NcclRunsWhereThereIsAGpuAndIsRefusedElsewhere) {
   TempDir dir;
