@@ -16,51 +16,42 @@ namespace ts::cli {
 
 namespace {
 
-// The step's roofline from its stored metrics (session::roofline_metrics), per timed iteration:
-// each class's time and share of the step, what it reached (GFLOP/s, GB/s) and, where the run
-// measured the machine (--roofline), the fraction of its SGEMM peak or copy bandwidth. Null when
-// the run stored none (untraced).
-nlohmann::json roofline_json(const nlohmann::json& metrics) {
-  if (!metrics.contains("roofline_step_ns") || !metrics.contains("roofline_iterations")) return nullptr;
-  const auto m = [&](const std::string& k) { return metrics.contains(k) ? metrics[k].get<double>() : 0.0; };
-  const double n = std::max(1.0, m("roofline_iterations")), step = m("roofline_step_ns");
-  nlohmann::json r = {{"iterations", m("roofline_iterations")}, {"step_ms", step * 1e-6 / n}};
-  const bool measured = metrics.contains("machine_sgemm_gflops");
-  if (measured) {
-    r["machine"] = {{"threads", m("machine_peak_threads")},
-                    {"sgemm_gflops", m("machine_sgemm_gflops")},
-                    {"sgemm_gflops_1t", m("machine_sgemm_gflops_1t")},
-                    {"copy_gbps", m("machine_copy_gbps")},
-                    {"copy_gbps_1t", m("machine_copy_gbps_1t")}};
+// The digest's roofline (reports/run_digest.h) as `show --json` gives it; null when none.
+nlohmann::json roofline_json(const std::optional<reports::Roofline>& roofline) {
+  if (!roofline) return nullptr;
+  nlohmann::json r = {{"iterations", roofline->iterations}, {"step_ms", roofline->step_ms}};
+  if (const auto& m = roofline->machine) {
+    r["machine"] = {{"threads", m->threads},
+                    {"sgemm_gflops", m->sgemm_gflops},
+                    {"sgemm_gflops_1t", m->sgemm_gflops_1t},
+                    {"copy_gbps", m->copy_gbps},
+                    {"copy_gbps_1t", m->copy_gbps_1t}};
   }
   nlohmann::json classes = nlohmann::json::array();
-  const auto row = [&](const std::string& name, double ns) {
-    nlohmann::json c = {{"class", name}, {"ms", ns * 1e-6 / n}, {"share", step > 0 ? ns / step : 0.0}};
-    return c;
-  };
-  for (const char* cls : {"compute", "memory", "reorder", "other"}) {
-    const std::string p = std::string("roofline_") + cls + "_";
-    const double ns = m(p + "ns"), flops = m(p + "flops"), bytes = m(p + "bytes");
-    nlohmann::json c = row(cls, ns);
-    c["gflop"] = flops * 1e-9 / n;
-    c["gb"] = bytes * 1e-9 / n;
-    if (ns > 0) {
-      c["gflops"] = flops / ns;  // FLOP per ns = GFLOP/s
-      c["gbps"] = bytes / ns;
+  for (const auto& c : roofline->classes) {
+    nlohmann::json row = {{"class", c.name}, {"ms", c.ms}, {"share", c.share}};
+    const std::pair<const char*, const std::optional<double>&> optional_fields[] = {
+        {"gflop", c.gflop}, {"gb", c.gb}, {"gflops", c.gflops}, {"gbps", c.gbps}, {"of_peak", c.of_peak}};
+    for (const auto& [key, value] : optional_fields) {
+      if (value) row[key] = *value;
     }
-    if (measured && ns > 0) {
-      if (std::string(cls) == "compute" && m("machine_sgemm_gflops") > 0)
-        c["of_peak"] = flops / ns / m("machine_sgemm_gflops");
-      if (std::string(cls) != "compute" && std::string(cls) != "other" && m("machine_copy_gbps") > 0) {
-        c["of_peak"] = bytes / ns / m("machine_copy_gbps");
-      }
-    }
-    classes.push_back(c);
+    classes.push_back(row);
   }
-  classes.push_back(row("data", m("roofline_data_ns")));
-  classes.push_back(row("overhead", m("roofline_overhead_ns")));
   r["classes"] = classes;
   return r;
+}
+
+// The first six of the digest's ops or kernels, as `show --json` gives them.
+nlohmann::json top_json(const std::vector<reports::OpTotal>& ops) {
+  nlohmann::json top = nlohmann::json::array();
+  for (size_t i = 0; i < std::min<size_t>(ops.size(), 6); ++i) {
+    top.push_back({{"op", ops[i].name},
+                   {"device", ops[i].device},
+                   {"count", ops[i].count},
+                   {"total_ms", ops[i].total_ms},
+                   {"fraction", ops[i].fraction}});
+  }
+  return top;
 }
 
 }  // namespace
@@ -139,7 +130,9 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
 
   // Phase breakdown: median per timed iteration.
   nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : digest.phases) phases.push_back({{"phase", p.phase}, {"median_ms", p.median_ms}});
+  for (const auto& p : digest.phases) {
+    phases.push_back({{"phase", p.phase}, {"median_ms", p.median_ms}, {"share", p.share}});
+  }
   j["phases"] = phases;
 
   // Distributed runs: each rank's communication breakdown (medians over its timed iterations)
@@ -176,40 +169,21 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["memory_at_peak"] = memory;
   j["memory_peak_bytes"] = digest.peak_bytes;
 
-  // The six largest CPU ops, and GPU kernels (kernel_summary rows of cuda devices), by total time.
-  const auto top_of = [&](bool gpu) {
-    std::vector<store::OpSummaryRow> ops;
-    for (auto& o : reader->op_summary(run_id)) {
-      if ((o.device != "cpu") == gpu) ops.push_back(std::move(o));
-    }
-    int64_t op_total = 0;
-    for (const auto& o : ops) op_total += o.total_ns;
-    nlohmann::json top = nlohmann::json::array();
-    for (size_t i = 0; i < std::min<size_t>(ops.size(), 6); ++i) {
-      top.push_back(
-          {{"op", ops[i].name},
-           {"device", ops[i].device},
-           {"count", ops[i].count},
-           {"total_ms", static_cast<double>(ops[i].total_ns) * 1e-6},
-           {"fraction", op_total ? static_cast<double>(ops[i].total_ns) / static_cast<double>(op_total) : 0.0}});
-    }
-    return top;
-  };
-  j["top_ops"] = top_of(false);
-  j["top_kernels"] = top_of(true);
-  j["roofline"] = roofline_json(metrics);
-
-  // The GPU time breakdown per device (metrics gpuN_*), per timed iteration.
+  // The six largest CPU ops and GPU kernels, the step's roofline and each GPU's time: the digest's.
+  j["top_ops"] = top_json(digest.ops);
+  j["top_kernels"] = top_json(digest.kernels);
+  j["roofline"] = roofline_json(digest.roofline);
   nlohmann::json gpus = nlohmann::json::array();
-  const double timed = metrics.contains("timed_iterations") ? metrics["timed_iterations"].get<double>() : 0.0;
-  for (int d = 0; d < 64 && timed > 0; ++d) {
-    const std::string p = fmt::format("gpu{}_", d);
-    if (!metrics.contains(p + "span_ns")) continue;
-    nlohmann::json g = {{"device", fmt::format("cuda:{}", d)}, {"busy_fraction", metrics[p + "busy_fraction"]}};
-    for (const char* k : {"span", "compute", "comm", "exposed_comm", "memcpy", "memset", "idle"}) {
-      g[std::string(k) + "_ms"] = metrics[p + k + "_ns"].get<double>() * 1e-6 / timed;
-    }
-    gpus.push_back(g);
+  for (const auto& g : digest.gpus) {
+    gpus.push_back({{"device", g.device},
+                    {"busy_fraction", g.busy_fraction},
+                    {"span_ms", g.span_ms},
+                    {"compute_ms", g.compute_ms},
+                    {"comm_ms", g.comm_ms},
+                    {"exposed_comm_ms", g.exposed_comm_ms},
+                    {"memcpy_ms", g.memcpy_ms},
+                    {"memset_ms", g.memset_ms},
+                    {"idle_ms", g.idle_ms}});
   }
   j["gpu"] = gpus;
   return j;
@@ -357,13 +331,10 @@ std::string format_summary(const nlohmann::json& j) {
                      metric("image_stat_distance"));
   }
   if (!j["phases"].empty()) {
-    double total = 0;
-    for (const auto& p : j["phases"]) total += p["median_ms"].get<double>();
     s += "  phases (median ms per iteration)\n";
     for (const auto& p : j["phases"]) {
-      const double ms = p["median_ms"].get<double>();
-      s += fmt::format("    {:<10} {:>9.1f} ms  {:>5.1f}%\n", p["phase"].get<std::string>(), ms,
-                       total > 0 ? 100 * ms / total : 0.0);
+      s += fmt::format("    {:<10} {:>9.1f} ms  {:>5.1f}%\n", p["phase"].get<std::string>(),
+                       p["median_ms"].get<double>(), 100 * p["share"].get<double>());
     }
   }
   if (!j["memory_at_peak"].empty()) {

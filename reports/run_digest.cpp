@@ -59,10 +59,83 @@ std::vector<PhaseSamples> phase_samples(store::Reader& reader, int64_t run, cons
     p.median_ms = median(p.ms);
     out.push_back(std::move(p));
   }
+  double total = 0;
+  for (const auto& p : out) total += p.median_ms;
+  for (auto& p : out) p.share = total > 0 ? p.median_ms / total : 0.0;
   return out;
 }
 
 }  // namespace
+
+std::vector<OpTotal> op_totals(const std::vector<store::OpSummaryRow>& rows, bool gpu) {
+  std::vector<OpTotal> out;
+  double total = 0;
+  for (const auto& o : rows) {
+    if ((o.device != "cpu") != gpu) continue;
+    out.push_back({o.name, o.count, ms(o.total_ns), o.device, 0});
+    total += ms(o.total_ns);
+  }
+  for (auto& o : out) o.fraction = total > 0 ? o.total_ms / total : 0.0;
+  std::stable_sort(out.begin(), out.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
+  return out;
+}
+
+std::optional<Roofline> roofline_of(const std::map<std::string, double>& metrics) {
+  if (!metrics.contains("roofline_step_ns") || !metrics.contains("roofline_iterations")) return std::nullopt;
+  const auto m = [&](const std::string& k) { return metrics.contains(k) ? metrics.at(k) : 0.0; };
+  const double n = std::max(1.0, m("roofline_iterations")), step = m("roofline_step_ns");
+  Roofline r{m("roofline_iterations"), step * 1e-6 / n, std::nullopt, {}};
+  if (metrics.contains("machine_sgemm_gflops")) {
+    r.machine = MachinePeaks{m("machine_peak_threads"), m("machine_sgemm_gflops"), m("machine_sgemm_gflops_1t"),
+                             m("machine_copy_gbps"), m("machine_copy_gbps_1t")};
+  }
+  const auto row = [&](const std::string& name, double ns) {
+    RooflineClass c;
+    c.name = name;
+    c.ms = ns * 1e-6 / n;
+    c.share = step > 0 ? ns / step : 0.0;
+    return c;
+  };
+  for (const std::string cls : {"compute", "memory", "reorder", "other"}) {
+    const std::string p = "roofline_" + cls + "_";
+    const double ns = m(p + "ns"), flops = m(p + "flops"), bytes = m(p + "bytes");
+    RooflineClass c = row(cls, ns);
+    c.gflop = flops * 1e-9 / n;
+    c.gb = bytes * 1e-9 / n;
+    if (ns > 0) {
+      c.gflops = flops / ns;  // FLOP per ns = GFLOP/s
+      c.gbps = bytes / ns;
+    }
+    if (r.machine && ns > 0) {
+      if (cls == "compute" && r.machine->sgemm_gflops > 0) c.of_peak = flops / ns / r.machine->sgemm_gflops;
+      if ((cls == "memory" || cls == "reorder") && r.machine->copy_gbps > 0)
+        c.of_peak = bytes / ns / r.machine->copy_gbps;
+    }
+    r.classes.push_back(c);
+  }
+  r.classes.push_back(row("data", m("roofline_data_ns")));
+  r.classes.push_back(row("overhead", m("roofline_overhead_ns")));
+  return r;
+}
+
+std::vector<GpuTime> gpu_times(const std::map<std::string, double>& metrics, int64_t timed) {
+  std::vector<GpuTime> out;
+  if (timed <= 0) return out;
+  const auto t = static_cast<double>(timed);
+  for (int d = 0; d < 64; ++d) {
+    const std::string p = fmt::format("gpu{}_", d);
+    if (!metrics.contains(p + "span_ns")) continue;
+    const auto per_iteration = [&](const char* k) {
+      const auto at = metrics.find(p + k + "_ns");
+      return at == metrics.end() ? 0.0 : at->second * 1e-6 / t;
+    };
+    const auto busy = metrics.find(p + "busy_fraction");
+    out.push_back({fmt::format("cuda:{}", d), busy == metrics.end() ? 0.0 : busy->second, per_iteration("span"),
+                   per_iteration("compute"), per_iteration("comm"), per_iteration("exposed_comm"),
+                   per_iteration("memcpy"), per_iteration("memset"), per_iteration("idle")});
+  }
+  return out;
+}
 
 std::optional<Spread> spread_of(const std::vector<double>& values, std::string unit) {
   if (values.empty()) return std::nullopt;
@@ -221,11 +294,11 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     }
   }
 
-  for (const auto& o : reader.op_summary(run.id)) {
-    if (o.device == "cpu") d.ops.push_back({o.name, o.count, ms(o.total_ns)});
-  }
-  std::stable_sort(d.ops.begin(), d.ops.end(),
-                   [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
+  const auto op_rows = reader.op_summary(run.id);
+  d.ops = op_totals(op_rows, false);
+  d.kernels = op_totals(op_rows, true);
+  d.roofline = roofline_of(d.metrics);
+  d.gpus = gpu_times(d.metrics, d.figures.timed_iterations);
   for (const auto& l : reader.layers(run.id)) {
     d.layers.push_back({l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6, l.activation_bytes, l.parameter_count});
   }

@@ -83,6 +83,7 @@ struct PhaseSamples {
   std::string phase;
   std::vector<double> ms;
   double median_ms = 0;
+  double share = 0;  // of the phases' medians summed
 };
 
 struct RankBreakdownMedians {
@@ -91,10 +92,38 @@ struct RankBreakdownMedians {
   double gradient_wait_ms = 0;
 };
 
+// An op (CPU) or a kernel (GPU) by its total time over the timed iterations.
 struct OpTotal {
   std::string name;
   int64_t count = 0;
   double total_ms = 0;
+  std::string device;   // cpu, cuda:N
+  double fraction = 0;  // of its list's total time (the CPU ops', or the GPU kernels')
+};
+
+// The step's roofline (docs/formulas.md, "Roofline"), per timed iteration, from the metrics the
+// run stored (roofline_*; machine_* where --roofline measured the machine).
+struct RooflineClass {
+  std::string name;                    // compute, memory, reorder, other (op classes), data, overhead
+  double ms = 0, share = 0;            // its time, and its share of the step
+  std::optional<double> gflop, gb;     // the op classes' declared work
+  std::optional<double> gflops, gbps;  // what they reached, where they took time
+  std::optional<double> of_peak;       // of the SGEMM peak (compute) or the copy bandwidth (memory, reorder)
+};
+struct MachinePeaks {
+  double threads = 0, sgemm_gflops = 0, sgemm_gflops_1t = 0, copy_gbps = 0, copy_gbps_1t = 0;
+};
+struct Roofline {
+  double iterations = 0, step_ms = 0;
+  std::optional<MachinePeaks> machine;  // unset: the run did not measure the machine
+  std::vector<RooflineClass> classes;
+};
+
+// One GPU's time per timed iteration (metrics gpuN_*, docs/formulas.md, "GPU time").
+struct GpuTime {
+  std::string device;  // cuda:N
+  double busy_fraction = 0;
+  double span_ms = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0, memcpy_ms = 0, memset_ms = 0, idle_ms = 0;
 };
 struct LayerTotal {
   std::string layer;
@@ -105,6 +134,14 @@ struct MemoryCategory {
   std::string category, tbd_class;
   int64_t bytes = 0;
 };
+
+// CPU ops or GPU kernels (`gpu`) of a run's op summary by total time, largest first, each with
+// its share of their total.
+std::vector<OpTotal> op_totals(const std::vector<store::OpSummaryRow>& rows, bool gpu);
+// From a run's whole-run metrics: the step's roofline (unset when it stored none), and each
+// GPU's time per timed iteration (none without timed iterations).
+std::optional<Roofline> roofline_of(const std::map<std::string, double>& metrics);
+std::vector<GpuTime> gpu_times(const std::map<std::string, double>& metrics, int64_t timed_iterations);
 
 struct RunDigest {
   std::filesystem::path db;
@@ -123,6 +160,9 @@ struct RunDigest {
   std::optional<double> exposed_comm_median_ms;  // its median (unset: one rank)
   std::vector<RankBreakdownMedians> breakdown;   // per rank (distributed runs), by rank
   std::vector<OpTotal> ops;                      // CPU ops by total time, largest first
+  std::vector<OpTotal> kernels;                  // GPU kernels by total time, largest first
+  std::optional<Roofline> roofline;              // unset: the run stored none (untraced)
+  std::vector<GpuTime> gpus;                     // by device (empty: no GPU, or no timed iteration)
   std::vector<LayerTotal> layers;                // model order
   std::vector<MemoryCategory> memory;            // at the peak, by category, non-zero ones
   int64_t peak_bytes = 0;                        // the sum of every category at the peak

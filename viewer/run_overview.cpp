@@ -64,11 +64,7 @@ QString overview_html(const reports::RunDigest& d) {
   }
   if (!d.phases.empty()) {
     std::vector<QStringList> rows;
-    double total = 0;
-    for (const auto& p : d.phases) total += p.median_ms;
-    for (const auto& p : d.phases) {
-      rows.push_back({esc(p.phase), ms(p.median_ms), num(total > 0 ? 100 * p.median_ms / total : 0, 1) + "%"});
-    }
+    for (const auto& p : d.phases) rows.push_back({esc(p.phase), ms(p.median_ms), num(100 * p.share, 1) + "%"});
     h += "<h3>Phases (median ms per timed iteration)</h3>" + table({"phase", "ms", "share"}, rows);
   }
   if (!d.breakdown.empty()) {

@@ -101,3 +101,89 @@ TEST(RunDigest, TheJobRateSlowestRankAndSharesComeFromTheDigest) {
   d.peak_bytes = 20;
   EXPECT_DOUBLE_EQ(d.share_of_peak(5), 0.25);
 }
+
+// The top ops and kernels: each list by total time, largest first, each a share of its own list.
+TEST(RunDigest, OpsAndKernelsAreSharesOfTheirOwnDevicesTotal) {
+  std::vector<ts::store::OpSummaryRow> rows(4);
+  rows[0].name = "conv";
+  rows[0].device = "cpu";
+  rows[0].count = 3;
+  rows[0].total_ns = 1'000'000;
+  rows[1].name = "matmul";
+  rows[1].device = "cpu";
+  rows[1].total_ns = 3'000'000;
+  rows[2].name = "gemm_kernel";
+  rows[2].device = "cuda:0";
+  rows[2].total_ns = 2'000'000;
+  rows[3].name = "relu_kernel";
+  rows[3].device = "cuda:0";
+  rows[3].total_ns = 2'000'000;
+  const auto cpu = op_totals(rows, false);
+  ASSERT_EQ(cpu.size(), 2u);
+  EXPECT_EQ(cpu[0].name, "matmul");
+  EXPECT_DOUBLE_EQ(cpu[0].total_ms, 3.0);
+  EXPECT_DOUBLE_EQ(cpu[0].fraction, 0.75);
+  EXPECT_DOUBLE_EQ(cpu[1].fraction, 0.25);
+  EXPECT_EQ(cpu[1].count, 3);
+  const auto gpu = op_totals(rows, true);
+  ASSERT_EQ(gpu.size(), 2u);
+  EXPECT_EQ(gpu[0].name, "gemm_kernel");  // ties keep their stored order
+  EXPECT_EQ(gpu[0].device, "cuda:0");
+  EXPECT_DOUBLE_EQ(gpu[0].fraction, 0.5);
+}
+
+// The roofline per timed iteration: each class's share of the step; reached rates where a class
+// took time; the fraction of the machine's peaks only where the run measured them.
+TEST(RunDigest, TheRooflineIsPerIterationWithPeaksOnlyWhereMeasured) {
+  EXPECT_FALSE(roofline_of({}));
+  std::map<std::string, double> m = {{"roofline_iterations", 2},    {"roofline_step_ns", 20e6},
+                                     {"roofline_compute_ns", 10e6}, {"roofline_compute_flops", 50e9},
+                                     {"roofline_memory_ns", 4e6},   {"roofline_memory_bytes", 8e9},
+                                     {"roofline_data_ns", 2e6},     {"roofline_overhead_ns", 4e6}};
+  const auto r = roofline_of(m);
+  ASSERT_TRUE(r);
+  EXPECT_DOUBLE_EQ(r->step_ms, 10.0);
+  EXPECT_FALSE(r->machine);
+  ASSERT_EQ(r->classes.size(), 6u);
+  const auto& compute = r->classes[0];
+  EXPECT_EQ(compute.name, "compute");
+  EXPECT_DOUBLE_EQ(compute.ms, 5.0);
+  EXPECT_DOUBLE_EQ(compute.share, 0.5);
+  EXPECT_DOUBLE_EQ(*compute.gflop, 25.0);
+  EXPECT_DOUBLE_EQ(*compute.gflops, 5000.0);
+  EXPECT_FALSE(compute.of_peak);
+  EXPECT_DOUBLE_EQ(*r->classes[1].gbps, 2000.0);
+  EXPECT_FALSE(r->classes[2].gflops);  // reorder took no time: no rate
+  EXPECT_EQ(r->classes[4].name, "data");
+  EXPECT_DOUBLE_EQ(r->classes[4].share, 0.1);
+  double shares = 0;
+  for (const auto& c : r->classes) shares += c.share;
+  EXPECT_NEAR(shares, 1.0, 1e-12);  // the classes, data and overhead make up the step
+  m["machine_sgemm_gflops"] = 10000;
+  m["machine_copy_gbps"] = 4000;
+  const auto measured = roofline_of(m);
+  ASSERT_TRUE(measured && measured->machine);
+  EXPECT_DOUBLE_EQ(*measured->classes[0].of_peak, 0.5);
+  EXPECT_DOUBLE_EQ(*measured->classes[1].of_peak, 0.5);
+  EXPECT_FALSE(measured->classes[3].of_peak);  // other: no peak to hold it to
+}
+
+// Each GPU's stored totals divided by the timed iterations; none without any.
+TEST(RunDigest, GpuTimeIsPerTimedIteration) {
+  const std::map<std::string, double> m = {{"gpu0_span_ns", 40e6},
+                                           {"gpu0_compute_ns", 30e6},
+                                           {"gpu0_idle_ns", 8e6},
+                                           {"gpu0_busy_fraction", 0.8},
+                                           {"gpu1_span_ns", 4e6}};
+  EXPECT_TRUE(gpu_times(m, 0).empty());
+  const auto g = gpu_times(m, 4);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].device, "cuda:0");
+  EXPECT_DOUBLE_EQ(g[0].span_ms, 10.0);
+  EXPECT_DOUBLE_EQ(g[0].compute_ms, 7.5);
+  EXPECT_DOUBLE_EQ(g[0].idle_ms, 2.0);
+  EXPECT_DOUBLE_EQ(g[0].busy_fraction, 0.8);
+  EXPECT_DOUBLE_EQ(g[0].comm_ms, 0.0);  // not stored: none
+  EXPECT_EQ(g[1].device, "cuda:1");
+  EXPECT_DOUBLE_EQ(g[1].span_ms, 1.0);
+}
