@@ -134,6 +134,9 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     phases.push_back({{"phase", p.phase}, {"median_ms", p.median_ms}, {"share", p.share}});
   }
   j["phases"] = phases;
+  if (digest.unaccounted_median_ms) {
+    j["phases_unaccounted"] = {{"median_ms", *digest.unaccounted_median_ms}, {"share", digest.unaccounted_share}};
+  }
 
   // Distributed runs: each rank's communication breakdown (medians over its timed iterations)
   // and which rank is slowest; the job's throughput is every rank's samples.
@@ -331,10 +334,15 @@ std::string format_summary(const nlohmann::json& j) {
                      metric("image_stat_distance"));
   }
   if (!j["phases"].empty()) {
-    s += "  phases (median ms per iteration)\n";
+    s += "  phases (median ms per iteration; share of the timed iterations' time)\n";
     for (const auto& p : j["phases"]) {
-      s += fmt::format("    {:<10} {:>9.1f} ms  {:>5.1f}%\n", p["phase"].get<std::string>(),
+      s += fmt::format("    {:<11} {:>8.1f} ms  {:>5.1f}%\n", p["phase"].get<std::string>(),
                        p["median_ms"].get<double>(), 100 * p["share"].get<double>());
+    }
+    if (j.contains("phases_unaccounted")) {
+      const auto& u = j["phases_unaccounted"];
+      s += fmt::format("    {:<11} {:>8.1f} ms  {:>5.1f}%  (in no phase: the loop between them)\n", "unaccounted",
+                       u["median_ms"].get<double>(), 100 * u["share"].get<double>());
     }
   }
   if (!j["memory_at_peak"].empty()) {

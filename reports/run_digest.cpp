@@ -26,12 +26,18 @@ std::optional<int64_t> whole_number(std::string_view text) {
 // Per timed iteration that stored phase rows: each phase's time summed (a3c's learners add up),
 // the loop's four phases first, then a workload's own; such an iteration without a phase counts 0
 // for it. An iteration with no phase row at all (a run cut short between its rows) is left out:
-// its phases were not stored, not of no length.
-std::vector<PhaseSamples> phase_samples(store::Reader& reader, int64_t run, const std::vector<int64_t>& timed) {
-  const std::set<int64_t> timed_set(timed.begin(), timed.end());
+// its phases were not stored, not of no length. The shares (docs/formulas.md, "Phase shares")
+// are of those iterations' time, with what no phase covers as the unaccounted share, so that
+// they add up to 1.
+struct PhaseFigures {
+  std::vector<PhaseSamples> phases;
+  std::vector<double> unaccounted_ms;
+  double unaccounted_share = 0;
+};
+PhaseFigures phase_figures(store::Reader& reader, int64_t run, const std::map<int64_t, double>& timed_wall_ms) {
   std::map<int64_t, std::map<std::string, double>> by_iteration;
   for (const auto& p : reader.phases(run)) {
-    if (timed_set.contains(p.iteration)) by_iteration[p.iteration][p.phase] += ms(p.end_ns - p.start_ns);
+    if (timed_wall_ms.contains(p.iteration)) by_iteration[p.iteration][p.phase] += ms(p.end_ns - p.start_ns);
   }
   std::vector<std::string> names;
   for (const char* name : {"data", "forward", "backward", "optimizer"}) {
@@ -49,20 +55,35 @@ std::vector<PhaseSamples> phase_samples(store::Reader& reader, int64_t run, cons
     }
   }
   names.insert(names.end(), own.begin(), own.end());
-  std::vector<PhaseSamples> out;
+  PhaseFigures f;
+  std::map<std::string, double> phase_total;
+  double span_total = 0;
+  for (const auto& [iteration, m] : by_iteration) {
+    double phases = 0;
+    for (const auto& [name, v] : m) {
+      phases += v;
+      phase_total[name] += v;
+    }
+    // Phases run by several threads at once (a3c's learners) may add up to more than the wall
+    // time: the iteration's span is then their sum, and nothing is unaccounted.
+    const double span = std::max(timed_wall_ms.at(iteration), phases);
+    span_total += span;
+    f.unaccounted_ms.push_back(span - phases);
+  }
   for (const auto& name : names) {
-    PhaseSamples p{name, {}, 0};
+    PhaseSamples p{name, {}, 0, 0};
     for (const auto& [_, m] : by_iteration) {
       const auto at = m.find(name);
       p.ms.push_back(at == m.end() ? 0.0 : at->second);
     }
     p.median_ms = median(p.ms);
-    out.push_back(std::move(p));
+    p.share = span_total > 0 ? phase_total[name] / span_total : 0.0;
+    f.phases.push_back(std::move(p));
   }
-  double total = 0;
-  for (const auto& p : out) total += p.median_ms;
-  for (auto& p : out) p.share = total > 0 ? p.median_ms / total : 0.0;
-  return out;
+  double unaccounted = 0;
+  for (const double v : f.unaccounted_ms) unaccounted += v;
+  f.unaccounted_share = span_total > 0 ? unaccounted / span_total : 0.0;
+  return f;
 }
 
 }  // namespace
@@ -257,15 +278,20 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   const auto iterations = reader.iterations(run.id);
   d.figures = run_figures(metrics, iterations);
   std::vector<int64_t> timed;
+  std::map<int64_t, double> timed_wall_ms;
   for (const auto& it : iterations) {
     if (it.warmup) continue;
     const double wall = ms(it.end_ns - it.start_ns);
     if (wall <= 0) continue;  // a clock step: no rate can be made of it
     timed.push_back(it.index);
+    timed_wall_ms[it.index] = wall;
     d.iteration_ms.push_back(wall);
     d.throughput_per_iteration.push_back(static_cast<double>(it.samples) / (wall * 1e-3));
   }
-  d.phases = phase_samples(reader, run.id, timed);
+  PhaseFigures phases = phase_figures(reader, run.id, timed_wall_ms);
+  d.phases = std::move(phases.phases);
+  if (!phases.unaccounted_ms.empty()) d.unaccounted_median_ms = median(phases.unaccounted_ms);
+  d.unaccounted_share = phases.unaccounted_share;
 
   if (d.key.ranks > 1) {
     std::map<int64_t, double> exposed;  // iteration -> the largest over ranks

@@ -83,7 +83,7 @@ struct PhaseSamples {
   std::string phase;
   std::vector<double> ms;
   double median_ms = 0;
-  double share = 0;  // of the phases' medians summed
+  double share = 0;  // of the timed iterations' time (docs/formulas.md, "Phase shares")
 };
 
 struct RankBreakdownMedians {
@@ -156,6 +156,8 @@ struct RunDigest {
   std::vector<double> iteration_ms, throughput_per_iteration;
   RunFigures figures;                            // the run's rates, sustained and per iteration
   std::vector<PhaseSamples> phases;              // data, forward, backward, optimizer, then a workload's own
+  std::optional<double> unaccounted_median_ms;   // per iteration, the time no phase covers (unset: no phases)
+  double unaccounted_share = 0;                  // with the phases' shares, adds up to 1
   std::vector<double> exposed_comm_ms;           // per timed iteration, the largest over ranks (empty: one rank)
   std::optional<double> exposed_comm_median_ms;  // its median (unset: one rank)
   std::vector<RankBreakdownMedians> breakdown;   // per rank (distributed runs), by rank

@@ -65,7 +65,10 @@ QString overview_html(const reports::RunDigest& d) {
   if (!d.phases.empty()) {
     std::vector<QStringList> rows;
     for (const auto& p : d.phases) rows.push_back({esc(p.phase), ms(p.median_ms), num(100 * p.share, 1) + "%"});
-    h += "<h3>Phases (median ms per timed iteration)</h3>" + table({"phase", "ms", "share"}, rows);
+    if (d.unaccounted_median_ms) {
+      rows.push_back({"unaccounted", ms(*d.unaccounted_median_ms), num(100 * d.unaccounted_share, 1) + "%"});
+    }
+    h += "<h3>Phases (median ms per timed iteration; share of their time)</h3>" + table({"phase", "ms", "share"}, rows);
   }
   if (!d.breakdown.empty()) {
     std::vector<QStringList> rows;

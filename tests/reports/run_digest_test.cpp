@@ -3,6 +3,11 @@
 #include "reports/run_digest.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "store/writer.h"
 
 using namespace ts::reports;
 using ts::store::IterationRow;
@@ -186,4 +191,48 @@ TEST(RunDigest, GpuTimeIsPerTimedIteration) {
   EXPECT_DOUBLE_EQ(g[0].comm_ms, 0.0);  // not stored: none
   EXPECT_EQ(g[1].device, "cuda:1");
   EXPECT_DOUBLE_EQ(g[1].span_ms, 1.0);
+}
+
+// Phase shares are of the timed iterations' time and, with what no phase covers, add up to 1;
+// phases of several threads at once that add up to more than the wall time leave nothing
+// unaccounted (docs/formulas.md, "Phase shares").
+TEST(RunDigest, PhaseSharesAndTheUnaccountedShareAddUpToOne) {
+  const auto db = std::filesystem::temp_directory_path() / ("ts_digest_phases_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(db);
+  int64_t run = 0;
+  {
+    ts::store::Writer w(db);
+    ts::store::RunInfo info;
+    info.workload = "resnet50";
+    info.preset = "tiny";
+    info.device = "cpu";
+    run = w.begin_run(info);
+    constexpr int64_t ms = 1'000'000;
+    // A warm-up (never counted), then iterations of 10 ms and 20 ms; the third's phases, of two
+    // threads, add up to 30 ms in 20 ms of wall time.
+    const std::vector<IterationRow> its = {{0, true, 0, 100 * ms, 1, 0, 0},
+                                           {1, false, 100 * ms, 110 * ms, 1, 0, 0},
+                                           {2, false, 110 * ms, 130 * ms, 1, 0, 0}};
+    w.add_iterations(run, its);
+    const std::vector<ts::store::PhaseRow> phases = {{0, "forward", 0, 90 * ms, 0},
+                                                     {1, "forward", 100 * ms, 104 * ms, 0},
+                                                     {1, "backward", 104 * ms, 108 * ms, 0},
+                                                     {2, "forward", 110 * ms, 130 * ms, 0},
+                                                     {2, "backward", 110 * ms, 120 * ms, 0}};
+    w.add_phases(run, phases);
+    w.finish_run(run, ts::store::RunStatus::completed, "2026-11-27T00:00:00Z", "");
+  }
+  ts::store::Reader reader(db);
+  const RunDigest d = digest_run(reader, db, *reader.run(run), nullptr);
+  std::filesystem::remove(db);
+  ASSERT_EQ(d.phases.size(), 2u);
+  // Spans: 10 ms (2 unaccounted) and max(20, 30) = 30 ms (none unaccounted): 40 ms in all.
+  EXPECT_EQ(d.phases[0].phase, "forward");
+  EXPECT_NEAR(d.phases[0].share, 24.0 / 40.0, 1e-9);
+  EXPECT_NEAR(d.phases[1].share, 14.0 / 40.0, 1e-9);
+  EXPECT_NEAR(d.unaccounted_share, 2.0 / 40.0, 1e-9);
+  EXPECT_NEAR(d.phases[0].share + d.phases[1].share + d.unaccounted_share, 1.0, 1e-12);
+  ASSERT_TRUE(d.unaccounted_median_ms);
+  EXPECT_NEAR(*d.unaccounted_median_ms, 1.0, 1e-9);  // the median of 2 and 0
+  EXPECT_NEAR(d.phases[0].median_ms, 12.0, 1e-9);    // the median of 4 and 20
 }
