@@ -9,6 +9,7 @@
 #include "cli/import_command.h"
 #include "cli/interrupts.h"
 #include "cli/list.h"
+#include "cli/openmp_waiting.h"
 #include "cli/play.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
@@ -34,6 +35,8 @@ std::string join_args(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else: it may start the process again (cli/openmp_waiting.h).
+  settle_openmp_waiting(argc, argv);
   CLI::App app{"trainscope: benchmark and profile DNN training (time and memory), stored in SQLite"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trainscope 0.1.0"));

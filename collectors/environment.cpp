@@ -6,6 +6,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -154,6 +155,11 @@ std::vector<Entry> snapshot() {
   add("lib.sqlite", sqlite3_libversion());
   add("lib.openmp", openmp_version());
   add("omp.max_threads", std::to_string(omp_get_max_threads()));
+  // How OpenMP threads wait at barriers (cli/openmp_waiting.h): spinning costs dearly on a busy machine.
+  for (const char* variable : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
+    const char* value = std::getenv(variable);
+    add((std::string("env.") + variable).c_str(), value == nullptr ? "unset" : value);
+  }
 #ifdef TS_HAVE_CUDA
   // The toolkit compiled against (the header's version: no runtime call, no device needed).
   add("cuda.toolkit", std::to_string(CUDART_VERSION / 1000) + "." + std::to_string((CUDART_VERSION % 1000) / 10));
