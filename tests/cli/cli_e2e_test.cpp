@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "cli/openmp_waiting.h"
 #include "cli_test_util.h"
 #include "store/reader.h"
 
@@ -429,4 +430,34 @@ TEST(Cli, FailedRunIsKeptAndMarked) {
   EXPECT_EQ(run->status, store::RunStatus::failed);
   EXPECT_NE(run->error.find("idx"), std::string::npos) << run->error;
   EXPECT_FALSE(r.environment(1).empty());
+}
+
+// OpenMP threads spin briefly at barriers (cli/openmp_waiting.h): trainscope sets GOMP_SPINCOUNT
+// for a run unless the user chose a wait policy, which it keeps; the run's environment says which.
+TEST(Cli, ARunRecordsTheOpenMpWaitPolicyItRanWith) {
+  TempDir dir;
+  const auto db = dir / "omp.db";
+  const std::string clean = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ";
+  const std::string bin = std::string(TRAINSCOPE_BIN) +
+                          " run resnet50 --preset tiny --iters 1 --warmup 0 --threads 1 --eval-batches 0 --db " +
+                          db.string();
+  for (const std::string& prefix : {clean, clean + "GOMP_SPINCOUNT=12345 ", clean + "OMP_WAIT_POLICY=active "}) {
+    const auto res = run_command(prefix + bin);
+    ASSERT_EQ(res.exit_code, 0) << prefix << "\n" << res.out;
+  }
+  store::Reader r(db);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 3u);
+  const auto env_of = [&](int64_t run) {
+    std::map<std::string, std::string> env;
+    for (const auto& e : r.environment(run)) env[e.key] = e.value;
+    return env;
+  };
+  const std::pair<std::string, std::string> expected[] = {
+      {"unset", cli::kOpenMpSpinCount}, {"unset", "12345"}, {"active", "unset"}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto env = env_of(runs[i].id);
+    EXPECT_EQ(env.at("env.OMP_WAIT_POLICY"), expected[i].first) << i;
+    EXPECT_EQ(env.at("env.GOMP_SPINCOUNT"), expected[i].second) << i;
+  }
 }
