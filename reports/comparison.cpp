@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "reports/number_format.h"
 #include "reports/statistics.h"
+#include "vocabulary/memory_category.h"
 
 namespace ts::reports {
 
@@ -76,6 +77,50 @@ std::map<std::string, int64_t> memory_of(const RunDigest& r) {
   return m;
 }
 
+// What a run ran with: its stored config's keys (not the command line or the suite tag, which
+// name rather than configure) and its environment's, as text.
+std::map<std::string, std::string> run_facts(const RunDigest& r) {
+  std::map<std::string, std::string> facts;
+  const auto cfg = nlohmann::json::parse(r.run.config_json, nullptr, false);
+  if (cfg.is_object()) {
+    for (const auto& [k, v] : cfg.items()) {
+      if (k == "command_line" || k == "suite") continue;
+      facts[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    }
+  }
+  for (const auto& e : r.environment) facts["environment " + e.key] = e.value;
+  return facts;
+}
+
+std::vector<Difference> differences_of(const std::vector<const RunDigest*>& base,
+                                       const std::vector<const RunDigest*>& next) {
+  // Every key's values on each side, in run order without repeats.
+  const auto values_of = [](const std::vector<const RunDigest*>& side) {
+    std::map<std::string, std::vector<std::string>> values;
+    for (const auto* r : side) {
+      for (const auto& [k, v] : run_facts(*r)) {
+        auto& seen = values[k];
+        if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+      }
+    }
+    return values;
+  };
+  const auto b = values_of(base), n = values_of(next);
+  std::set<std::string> keys;
+  for (const auto& [k, _] : b) keys.insert(k);
+  for (const auto& [k, _] : n) keys.insert(k);
+  const auto text = [](const std::map<std::string, std::vector<std::string>>& side, const std::string& k) {
+    const auto at = side.find(k);
+    return at == side.end() ? std::string("(none)") : fmt::format("{}", fmt::join(at->second, " | "));
+  };
+  std::vector<Difference> out;
+  for (const auto& k : keys) {
+    const std::string bt = text(b, k), nt = text(n, k);
+    if (bt != nt) out.push_back({k, bt, nt});
+  }
+  return out;
+}
+
 PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest*>& base,
                             const std::vector<const RunDigest*>& next) {
   PairComparison p;
@@ -118,6 +163,7 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
                                         pooled(next, [](const RunDigest& r) { return &r.exposed_comm_ms; })));
   }
 
+  p.differences = differences_of(base, next);
   const auto base_mem = memory_of(*base.front());
   const auto new_mem = memory_of(*next.front());
   for (const auto* side : {&base, &next}) {
@@ -170,6 +216,41 @@ std::string runs_text(const std::vector<int64_t>& ids) {
   std::vector<std::string> s;
   for (auto id : ids) s.push_back(std::to_string(id));
   return fmt::format("{}", fmt::join(s, ", "));
+}
+
+// The memory gate: each category may grow by `tolerance_pct` of its base bytes (workspace by
+// kWorkspaceTolerancePct or kWorkspaceToleranceBytes where larger), the peak by its own share of
+// the tolerance plus what workspace was allowed, since the peak holds the workspace.
+void gate_memory(const PairComparison& p, double tolerance_pct, std::vector<std::string>& regressions) {
+  const std::string workspace(vocabulary::to_string(vocabulary::Category::workspace));
+  const auto allowed = [&](const MemoryComparison& m) {
+    const double base = static_cast<double>(m.base_bytes);
+    double a = base * tolerance_pct / 100.0;
+    if (m.category == workspace) {
+      a = std::max({a, base * kWorkspaceTolerancePct / 100.0, static_cast<double>(kWorkspaceToleranceBytes)});
+    }
+    return a;
+  };
+  const auto growth = [](const MemoryComparison& m) {
+    return fmt::format("{} to {} bytes ({}{})", with_commas(m.base_bytes), with_commas(m.new_bytes),
+                       m.new_bytes >= m.base_bytes ? "+" : "", with_commas(m.new_bytes - m.base_bytes));
+  };
+  double workspace_allowance = 0;
+  for (const auto& m : p.memory) {
+    if (m.category == "peak") continue;
+    const double a = allowed(m);
+    if (m.category == workspace) workspace_allowance = a;
+    if (static_cast<double>(m.new_bytes - m.base_bytes) > a) {
+      regressions.push_back(fmt::format("{}: {} memory at peak grew from {}, above the {} bytes allowed", p.key.label(),
+                                        m.category, growth(m), with_commas(static_cast<int64_t>(a))));
+    }
+  }
+  const auto& peak = p.memory.front();
+  const double peak_allowed = allowed(peak) + workspace_allowance;
+  if (static_cast<double>(peak.new_bytes - peak.base_bytes) > peak_allowed) {
+    regressions.push_back(fmt::format("{}: peak memory grew from {}, above the {} bytes allowed", p.key.label(),
+                                      growth(peak), with_commas(static_cast<int64_t>(peak_allowed))));
+  }
 }
 
 }  // namespace
@@ -258,15 +339,7 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
                           p.key.label(), signed_percent(thr.delta)));
         }
       }
-      const auto& peak = p.memory.front();
-      if (peak.base_bytes > 0 && static_cast<double>(peak.new_bytes) >
-                                     static_cast<double>(peak.base_bytes) * (1 + gate.memory_tolerance_pct / 100.0)) {
-        c.regressions.push_back(
-            fmt::format("{}: peak memory grew from {} to {} bytes ({}), above the {}% allowed", p.key.label(),
-                        peak.base_bytes, peak.new_bytes,
-                        signed_percent(static_cast<double>(peak.new_bytes) / static_cast<double>(peak.base_bytes) - 1),
-                        gate.memory_tolerance_pct));
-      }
+      gate_memory(p, gate.memory_tolerance_pct, c.regressions);
     }
   }
   return c;
@@ -278,6 +351,19 @@ Document comparison_document(const Comparison& c) {
   d.subtitle = fmt::format("base: {} · new: {}", c.base_label, c.new_label);
 
   Section summary{"Summary", {}, {}};
+  // What differs first: a change a user did not mean (threads, a library) explains a result
+  // better than any statistic.
+  Table differ;
+  differ.caption = "What base and new ran with differently (stored configuration and environment)";
+  differ.header = {"configuration", "what", "base", "new"};
+  for (const auto& p : c.pairs) {
+    for (const auto& d : p.differences) differ.rows.push_back({p.key.label(), d.what, d.base, d.next});
+  }
+  if (differ.rows.empty()) {
+    summary.blocks.push_back(Paragraph{"Base and new ran with the same stored configuration and environment."});
+  } else {
+    summary.blocks.push_back(std::move(differ));
+  }
   Table overview;
   overview.caption =
       "Throughput per configuration: medians over every timed iteration of every repeat; change = new/base - 1 "
@@ -431,6 +517,8 @@ nlohmann::json comparison_json(const Comparison& c) {
                          {"p_value", m.p_value},
                          {"verdict", std::string(to_string(m.verdict))}});
     }
+    nlohmann::json differences = nlohmann::json::array();
+    for (const auto& d : p.differences) differences.push_back({{"what", d.what}, {"base", d.base}, {"new", d.next}});
     for (const auto& m : p.memory) {
       memory.push_back({{"category", m.category},
                         {"base_bytes", m.base_bytes},
@@ -448,6 +536,7 @@ nlohmann::json comparison_json(const Comparison& c) {
                      {"new_run_throughput", p.new_run_throughput},
                      {"metrics", metrics},
                      {"memory", memory},
+                     {"differences", differences},
                      {"notes", p.notes}});
   }
   j["pairs"] = pairs;

@@ -39,6 +39,20 @@ struct MemoryComparison {
   Verdict verdict = Verdict::same;
 };
 
+// Something the two sides ran with differently: a key of the stored config ("threads") or of the
+// environment ("environment git.revision"), and its value on each side (several repeats that
+// disagree: their values joined by " | "; absent: "(none)").
+struct Difference {
+  std::string what, base, next;
+};
+
+// Workspace is what oneDNN and cuDNN ask for their chosen algorithms, which they choose by the
+// machine and sometimes the moment: a few KiB more is not a regression. The gate lets it grow by
+// this much beyond --memory-tolerance (the larger of the two figures); every other category is
+// held to --memory-tolerance alone.
+inline constexpr double kWorkspaceTolerancePct = 5;
+inline constexpr int64_t kWorkspaceToleranceBytes = int64_t{1} << 20;
+
 struct PairComparison {
   RunKey key;
   std::vector<int64_t> base_runs, new_runs;  // run ids (completed ones; the others are listed in `skipped`)
@@ -46,11 +60,12 @@ struct PairComparison {
   std::vector<MetricComparison> metrics;  // throughput first, then iteration time, phases, exposed comm
   std::vector<MemoryComparison> memory;   // total peak first, then each category
   std::vector<std::string> notes;         // e.g. runs of one side that failed
+  std::vector<Difference> differences;    // what the sides ran with differently (the document's first table)
 };
 
 struct GateOptions {
   std::optional<double> fail_on_regression_pct;  // unset: no gate (exit 0 unless bad input)
-  double memory_tolerance_pct = 0;               // peak growth above this fails the gate
+  double memory_tolerance_pct = 0;               // growth above this (peak or a category) fails the gate
 };
 
 struct Comparison {

@@ -147,7 +147,7 @@ TEST(Compare, TheGateCatchesAPlantedSlowdownAndExactMemoryGrowth) {
   r = run_trainscope("compare " + base.string() + " " + (dir / "grown.db").string() +
                      " --fail-on-regression 10 --json " + (dir / "m.json").string());
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("peak memory grew"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("activations memory at peak grew"), std::string::npos) << r.out;
   r = run_trainscope("compare " + base.string() + " " + (dir / "grown.db").string() +
                      " --fail-on-regression 10 --memory-tolerance 1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
