@@ -120,6 +120,11 @@ int execute_compare(const CompareRequest& r) {
     throw UsageError(e.what());
   }
   if (!c.gated) return kExitOk;
+  if (c.regressions.empty() && !c.inconclusive.empty()) {
+    for (const auto& line : c.inconclusive) fmt::print(stderr, "trainscope: not judged: {}\n", line);
+    fmt::print(stderr, "trainscope: regression gate inconclusive: not a pass (exit {})\n", kExitInconclusive);
+    return kExitInconclusive;
+  }
   if (c.regressions.empty()) {
     fmt::print(stderr, "trainscope: regression gate passed ({} configuration{} compared)\n", c.pairs.size(),
                c.pairs.size() == 1 ? "" : "s");

@@ -319,6 +319,11 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
     const double limit = *gate.fail_on_regression_pct / 100.0;
     for (const auto& p : c.pairs) {
       const auto& thr = p.metrics.front();
+      if (thr.verdict == Verdict::too_few_samples || thr.verdict == Verdict::missing) {
+        c.inconclusive.push_back(fmt::format("{}: throughput not judged ({}; {}/{} samples, at least {} a side)",
+                                             p.key.label(), to_string(thr.verdict), thr.base_n, thr.new_n,
+                                             kMinSamples));
+      }
       // A slowdown is the time per sample growing: base rate / new rate - 1.
       const double slowdown = thr.delta > -1 ? 1.0 / (1.0 + thr.delta) - 1.0 : 0.0;
       // Iterations of one run share its moment (a noisy neighbour, the clock): with repeats on
@@ -343,6 +348,12 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
     }
   }
   return c;
+}
+
+std::string gate_decision(const Comparison& c) {
+  if (!c.gated) return "";
+  if (!c.regressions.empty()) return "failed";
+  return c.inconclusive.empty() ? "passed" : "inconclusive";
 }
 
 Document comparison_document(const Comparison& c) {
@@ -422,10 +433,15 @@ Document comparison_document(const Comparison& c) {
   summary.blocks.push_back(std::move(change));
 
   if (c.gated) {
-    summary.blocks.push_back(Paragraph{c.regressions.empty()
-                                           ? "Regression gate: passed."
-                                           : fmt::format("Regression gate: FAILED ({} regression{}).",
-                                                         c.regressions.size(), c.regressions.size() == 1 ? "" : "s")});
+    const std::string decision = gate_decision(c);
+    summary.blocks.push_back(Paragraph{
+        decision == "passed" ? "Regression gate: passed."
+        : decision == "failed"
+            ? fmt::format("Regression gate: FAILED ({} regression{}).", c.regressions.size(),
+                          c.regressions.size() == 1 ? "" : "s")
+            : fmt::format("Regression gate: INCONCLUSIVE: {} configuration{} could not be judged, so this is not a "
+                          "pass; run more iterations or repeats.",
+                          c.inconclusive.size(), c.inconclusive.size() == 1 ? "" : "s")});
     if (!c.regressions.empty()) {
       Table t;
       t.header = {"regression"};
@@ -435,6 +451,7 @@ Document comparison_document(const Comparison& c) {
       }
       summary.blocks.push_back(std::move(t));
     }
+    for (const auto& n : c.inconclusive) summary.blocks.push_back(Paragraph{"Not judged by the gate: " + n + "."});
     for (const auto& n : c.notes) summary.blocks.push_back(Paragraph{"Not counted by the gate: " + n + "."});
   }
   bool few = false;
@@ -499,7 +516,11 @@ nlohmann::json comparison_json(const Comparison& c) {
                       {"significance", kSignificance},
                       {"min_samples", kMinSamples}};
   if (c.gated)
-    j["gate"] = {{"passed", c.regressions.empty()}, {"regressions", c.regressions}, {"not_counted", c.notes}};
+    j["gate"] = {{"passed", gate_decision(c) == "passed"},
+                 {"decision", gate_decision(c)},
+                 {"regressions", c.regressions},
+                 {"inconclusive", c.inconclusive},
+                 {"not_counted", c.notes}};
   nlohmann::json pairs = nlohmann::json::array();
   for (const auto& p : c.pairs) {
     nlohmann::json metrics = nlohmann::json::array(), memory = nlohmann::json::array();

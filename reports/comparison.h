@@ -78,12 +78,18 @@ struct Comparison {
   // The gate: regressions found (empty: pass). Filled when GateOptions asks for a gate.
   bool gated = false;
   std::vector<std::string> regressions;
+  // Configurations whose throughput the gate could not judge (too few samples, none): with no
+  // regression, the gate's decision is "inconclusive", which is neither a pass nor a failure.
+  std::vector<std::string> inconclusive;
   std::vector<std::string> notes;  // significant slowdowns the gate did not count, and why
 };
 
 // Throws std::invalid_argument when no key is in both selections (nothing to compare).
 Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<RunDigest>& next, std::string base_label,
                         std::string new_label, const GateOptions& gate);
+
+// The gate's decision: "failed" (a regression), else "inconclusive", else "passed"; "" ungated.
+std::string gate_decision(const Comparison&);
 
 Document comparison_document(const Comparison&);
 nlohmann::json comparison_json(const Comparison&);

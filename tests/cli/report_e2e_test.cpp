@@ -152,3 +152,20 @@ TEST(Compare, TheGateCatchesAPlantedSlowdownAndExactMemoryGrowth) {
                      " --fail-on-regression 10 --memory-tolerance 1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
+
+// A gate that cannot judge (3 timed iterations a side, fewer than 9) is inconclusive: exit 4,
+// never the pass (0) it would otherwise look like.
+TEST(Compare, AGateWithTooFewSamplesIsInconclusiveNotAPass) {
+  TempDir dir;
+  const auto db = dir / "few.db";
+  for (int i = 0; i < 2; ++i) {
+    const auto r = run_trainscope("run resnet50 --preset tiny --iters 3 --warmup 1 --threads 1 --eval-batches 0 --db " +
+                                  db.string());
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  const auto r = run_trainscope("compare 1 2 --db " + db.string() + " --fail-on-regression 10");
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_NE(r.out.find("INCONCLUSIVE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("regression gate inconclusive"), std::string::npos) << r.out;
+  EXPECT_EQ(run_trainscope("compare 1 2 --db " + db.string()).exit_code, 0);  // no gate asked: nothing to decide
+}

@@ -97,7 +97,11 @@ TEST(Comparison, TheSameDistributionIsNoSignificantChange) {
 TEST(Comparison, FewerThanNineSamplesOnASideAreTooFewWhateverTheDifference) {
   const Comparison c = compare_runs({run_of(1, 10.0, 8, 1)}, {run_of(2, 20.0, 30, 2)}, "a", "b", GateOptions{50.0, 0});
   EXPECT_EQ(throughput_of(c).verdict, Verdict::too_few_samples);
-  EXPECT_TRUE(c.regressions.empty());  // the gate does not act on what it cannot tell
+  EXPECT_TRUE(c.regressions.empty());    // the gate does not act on what it cannot tell...
+  ASSERT_EQ(c.inconclusive.size(), 1u);  // ...and does not pass it either
+  EXPECT_EQ(gate_decision(c), "inconclusive");
+  EXPECT_EQ(comparison_json(c)["gate"]["passed"], false);
+  EXPECT_NE(to_markdown(comparison_document(c)).find("INCONCLUSIVE"), std::string::npos);
   const auto md = to_markdown(comparison_document(c));
   EXPECT_NE(md.find("fewer than 9 samples"), std::string::npos) << md;
 }
