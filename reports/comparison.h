@@ -46,6 +46,7 @@ struct PairComparison {
   std::vector<MetricComparison> metrics;  // throughput first, then iteration time, phases, exposed comm
   std::vector<MemoryComparison> memory;   // total peak first, then each category
   std::vector<std::string> notes;         // e.g. runs of one side that failed
+  std::vector<int64_t> noisy_runs;        // runs of either side measured on a busy machine (RunDigest::conditions)
 };
 
 struct GateOptions {
