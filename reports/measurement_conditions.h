@@ -13,8 +13,10 @@ namespace ts::reports {
 // The thresholds, in one place. A run is noisy when any is crossed:
 struct NoiseThresholds {
   // The run got less than this share of the CPU its threads asked for. oneDNN and OpenMP keep
-  // their threads busy through a step (measured here: 97-100% on an idle machine); below 90% the
-  // threads waited for cores, and a step's time grows with the wait.
+  // their threads busy through a step, so a starved run shows far below this: 33-60% on the
+  // 2-core machine at load 4-7 that raised this.
+  // Not yet calibrated on an idle machine (docs/formulas.md): a workload with long serial parts
+  // may sit near it there.
   static constexpr double min_cpu_got_of_asked_percent = 90;
   // Other processes used more than a quarter of a core on average: their work shares caches,
   // memory bandwidth and, when the run's threads fill the cores, the cores themselves.
