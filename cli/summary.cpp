@@ -54,6 +54,20 @@ nlohmann::json top_json(const std::vector<reports::OpTotal>& ops) {
   return top;
 }
 
+// The machine's conditions and the digest's verdict on them (docs/formulas.md, "Measurement
+// conditions"): what the summary's "conditions" line prints.
+nlohmann::json conditions_json(const reports::Conditions& c) {
+  const char* verdict = c.verdict == reports::Conditions::Verdict::clean   ? "clean"
+                        : c.verdict == reports::Conditions::Verdict::noisy ? "noisy"
+                                                                           : "unknown";
+  nlohmann::json j = {{"verdict", verdict},
+                      {"label", c.label()},
+                      {"line", c.verdict_line()},
+                      {"reasons", c.reasons},
+                      {"figures", c.figures_line()}};
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
@@ -127,6 +141,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     j["kept"]["throughput_from_kept_iterations"] = true;
   }
   j["metrics"] = metrics;
+  j["conditions"] = conditions_json(digest.conditions);
 
   // Phase breakdown: median per timed iteration.
   nlohmann::json phases = nlohmann::json::array();
@@ -285,6 +300,13 @@ std::string format_summary(const nlohmann::json& j) {
                      static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"),
                      metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
+  }
+  // Whether the machine gave the run what it asked for (the digest's verdict), and the figures.
+  if (j.contains("conditions")) {
+    const auto& c = j["conditions"];
+    s += fmt::format("  conditions     {}\n", c["line"].get<std::string>());
+    if (!c["figures"].get<std::string>().empty())
+      s += fmt::format("                 {}\n", c["figures"].get<std::string>());
   }
   if (j.contains("distributed")) {
     const auto& d = j["distributed"];
@@ -467,8 +489,9 @@ std::string format_runs(const std::filesystem::path& db) {
   } catch (const store::StoreError& e) {
     throw UsageError(e.what());
   }
-  std::string s = fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14}\n", "id", "started",
-                              "workload", "preset", "device", "batch", "iters", "status", "sustained rate");
+  std::string s =
+      fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:<10}  {:>14}\n", "id", "started",
+                  "workload", "preset", "device", "batch", "iters", "status", "conditions", "sustained rate");
   // Who and when we are, read once: liveness compares every running run with them.
   const store::ProcessIdentity here = store::current_process();
   const int64_t now_ms = store::unix_time_ms();
@@ -485,8 +508,14 @@ std::string format_runs(const std::filesystem::path& db) {
     }
     // A collectives benchmark trains nothing: no samples/s (`show` prints its table).
     const std::string rate = r.workload == "collectives" ? "-" : fmt::format("{:.2f}", tp);
-    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:>14} {}\n", r.id, r.started_at,
-                     r.workload, r.preset, r.device, r.batch_size, r.iterations, status, rate,
+    // The digest's verdict on the machine's conditions ("unknown": none recorded; `show` has the reasons).
+    std::string conditions = "-";
+    if (r.workload != "collectives") {
+      const auto c = reports::read_conditions(*reader, r.id);
+      conditions = c.verdict == reports::Conditions::Verdict::unknown ? "unknown" : c.label();
+    }
+    s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:<10}  {:>14} {}\n", r.id, r.started_at,
+                     r.workload, r.preset, r.device, r.batch_size, r.iterations, status, conditions, rate,
                      r.workload == "collectives" ? "" : unit);
   }
   return s;

@@ -3,13 +3,39 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "vocabulary/clock.h"
 
 namespace ts::collectors {
+
+namespace {
+
+// A whole small file (/proc, /sys); empty where unreadable.
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : std::string();
+}
+
+std::optional<double> first_number(std::string_view text) {
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end && (*p == ' ' || *p == '\t')) ++p;
+  double v = 0;
+  const auto [next, ec] = std::from_chars(p, end, v);
+  if (ec != std::errc() || next == p || v < 0) return std::nullopt;
+  return v;
+}
+
+}  // namespace
 
 int64_t rss_bytes() {
   std::ifstream in("/proc/self/statm");  // second field: resident pages
@@ -35,6 +61,35 @@ int64_t peak_rss_bytes() {
   return -1;
 }
 
+SystemTicks parse_proc_stat(std::string_view text) {
+  // "cpu  user nice system idle iowait irq softirq steal guest guest_nice" (guest time is
+  // already in user and nice: not added twice).
+  std::istringstream in{std::string(text.substr(0, text.find('\n')))};
+  std::string cpu;
+  int64_t v[8] = {};
+  if (!(in >> cpu) || cpu != "cpu") return {};
+  int fields = 0;
+  for (int64_t& x : v) {
+    if (!(in >> x)) break;
+    ++fields;
+  }
+  if (fields < 4) return {};  // steal and the rest came later (Linux 2.6.11); missing ones are 0
+  SystemTicks t;
+  for (int64_t x : v) t.total += x;
+  t.busy = t.total - v[3] - v[4];  // minus idle and iowait
+  t.steal = v[7];
+  t.ok = true;
+  return t;
+}
+
+std::optional<double> parse_load_average(std::string_view text) { return first_number(text); }
+
+std::optional<double> parse_frequency_khz(std::string_view text) {
+  const auto v = first_number(text);
+  if (!v || *v <= 0) return std::nullopt;
+  return v;
+}
+
 namespace {
 
 using vocabulary::now_ns;  // the axis of the tracer's events and the ledger's changes
@@ -47,29 +102,37 @@ int64_t process_cpu_ns() {
   return ns(u.ru_utime) + ns(u.ru_stime);
 }
 
-struct SystemTicks {
-  int64_t busy = 0;
-  int64_t total = 0;
-  bool ok = false;
-};
-
-// First line of /proc/stat: "cpu user nice system idle iowait irq softirq steal ...".
-SystemTicks system_ticks() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  int64_t v[8] = {};
-  if (!(in >> cpu) || cpu != "cpu") return {};
-  for (int64_t& x : v) {
-    if (!(in >> x)) return {};
+// The online cores' current frequencies (where cpufreq exposes them), averaged.
+std::optional<double> mean_frequency_mhz() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  double sum = 0;
+  int n = 0;
+  for (fs::directory_iterator it("/sys/devices/system/cpu", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() < 4 || name.rfind("cpu", 0) != 0 || name.find_first_not_of("0123456789", 3) != std::string::npos)
+      continue;
+    if (const auto khz = parse_frequency_khz(read_text(it->path() / "cpufreq" / "scaling_cur_freq"))) {
+      sum += *khz / 1000.0;
+      ++n;
+    }
   }
-  SystemTicks t;
-  for (int64_t x : v) t.total += x;
-  t.busy = t.total - v[3] - v[4];  // minus idle and iowait
-  t.ok = true;
-  return t;
+  if (n == 0) return std::nullopt;
+  return sum / n;
 }
 
 }  // namespace
+
+CpuReading read_cpu() {
+  CpuReading r;
+  r.t_ns = now_ns();
+  r.process_cpu_ns = process_cpu_ns();
+  r.system = parse_proc_stat(read_text("/proc/stat"));
+  r.load = parse_load_average(read_text("/proc/loadavg"));
+  r.mhz = mean_frequency_mhz();
+  r.online_cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  return r;
+}
 
 ProcessSampler::~ProcessSampler() { stop(); }
 
@@ -118,13 +181,13 @@ void ProcessSampler::clear() {
 void ProcessSampler::loop(std::chrono::milliseconds interval) {
   int64_t last_wall = now_ns();
   int64_t last_cpu = process_cpu_ns();
-  SystemTicks last_sys = system_ticks();
+  SystemTicks last_sys = parse_proc_stat(read_text("/proc/stat"));
   // Reads /proc and appends one round of samples; called without the lock samples() takes.
   auto take = [&](bool first) {
     const int64_t wall = now_ns();
     const int64_t rss = rss_bytes();
     const int64_t cpu = process_cpu_ns();
-    const SystemTicks sys = system_ticks();
+    const SystemTicks sys = parse_proc_stat(read_text("/proc/stat"));
     std::vector<Sample> fresh;
     if (rss >= 0) fresh.push_back({wall, "rss_bytes", static_cast<double>(rss)});
     if (!first && cpu >= 0 && last_cpu >= 0 && wall > last_wall) {

@@ -5,7 +5,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -27,6 +29,32 @@ struct Sample {
 int64_t rss_bytes();
 int64_t peak_rss_bytes();
 bool reset_peak_rss();
+
+// The first line of /proc/stat summed over every core, in ticks: busy (all but idle and iowait,
+// steal included), steal (time the hypervisor gave this machine's CPUs to someone else) and the
+// total. Not ok where the text is not /proc/stat's.
+struct SystemTicks {
+  int64_t busy = 0, steal = 0, total = 0;
+  bool ok = false;
+};
+// The parsers take the files' contents, so that fixed text tests them.
+SystemTicks parse_proc_stat(std::string_view text);
+// /proc/loadavg's first field: the runnable (and uninterruptible) tasks averaged over one minute.
+std::optional<double> parse_load_average(std::string_view text);
+// A cpufreq file's value (scaling_cur_freq: kHz).
+std::optional<double> parse_frequency_khz(std::string_view text);
+
+// Cumulative counters read together: two readings bracket a window (a run's timed iterations,
+// collectors/measurement_conditions.h). Unset or negative: unreadable here, never guessed.
+struct CpuReading {
+  int64_t t_ns = 0;             // vocabulary::now_ns()
+  int64_t process_cpu_ns = -1;  // user + system CPU time of this process since it started
+  SystemTicks system;           // /proc/stat
+  std::optional<double> load;   // /proc/loadavg, one minute
+  std::optional<double> mhz;    // scaling_cur_freq averaged over the online cores that have one
+  int online_cores = 0;         // sysconf(_SC_NPROCESSORS_ONLN)
+};
+CpuReading read_cpu();
 
 class ProcessSampler {
  public:

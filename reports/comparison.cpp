@@ -133,6 +133,16 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     p.new_runs.push_back(r->run.id);
     p.new_run_throughput.push_back(median(r->throughput_per_iteration));
   }
+  // A run measured while the machine was busy elsewhere measures that work too: say so beside
+  // the figures it makes (docs/formulas.md, "Measurement conditions").
+  for (const auto* side : {&base, &next}) {
+    for (const auto* r : *side) {
+      if (!r->conditions.noisy()) continue;
+      p.noisy_runs.push_back(r->run.id);
+      p.notes.push_back(
+          fmt::format("{} run {} was {}", side == &base ? "base" : "new", r->run.id, r->conditions.verdict_line()));
+    }
+  }
   const std::string unit = base.front()->unit;
   p.metrics.push_back(compare_samples("throughput", unit, true,
                                       pooled(base, [](const RunDigest& r) { return &r.throughput_per_iteration; }),
@@ -335,8 +345,11 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
       if (thr.verdict == Verdict::slower && slowdown > limit) {
         if (every_repeat) {
           c.regressions.push_back(fmt::format(
-              "{}: throughput {} ({} slower per sample, p = {:.2g}), above the {}% allowed", p.key.label(),
-              signed_percent(thr.delta), signed_percent(slowdown), thr.p_value, *gate.fail_on_regression_pct));
+              "{}: throughput {} ({} slower per sample, p = {:.2g}), above the {}% allowed{}", p.key.label(),
+              signed_percent(thr.delta), signed_percent(slowdown), thr.p_value, *gate.fail_on_regression_pct,
+              p.noisy_runs.empty()
+                  ? ""
+                  : fmt::format(" (measured on a busy machine: run {} noisy)", fmt::join(p.noisy_runs, ", "))));
         } else {
           c.notes.push_back(
               fmt::format("{}: throughput {} overall, but not in every repeat (the runs' medians overlap): "
@@ -558,7 +571,8 @@ nlohmann::json comparison_json(const Comparison& c) {
                      {"metrics", metrics},
                      {"memory", memory},
                      {"differences", differences},
-                     {"notes", p.notes}});
+                     {"notes", p.notes},
+                     {"noisy_runs", p.noisy_runs}});
   }
   j["pairs"] = pairs;
   return j;

@@ -61,6 +61,7 @@ struct PairComparison {
   std::vector<MemoryComparison> memory;   // total peak first, then each category
   std::vector<std::string> notes;         // e.g. runs of one side that failed
   std::vector<Difference> differences;    // what the sides ran with differently (the document's first table)
+  std::vector<int64_t> noisy_runs;        // runs of either side measured on a busy machine (RunDigest::conditions)
 };
 
 struct GateOptions {

@@ -324,6 +324,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   d.ops = op_totals(op_rows, false);
   d.kernels = op_totals(op_rows, true);
   d.roofline = roofline_of(d.metrics);
+  d.conditions = judge_conditions(d.metrics);
   d.gpus = gpu_times(d.metrics, d.figures.timed_iterations);
   for (const auto& l : reader.layers(run.id)) {
     d.layers.push_back({l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6, l.activation_bytes, l.parameter_count});
@@ -334,6 +335,14 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   }
   d.environment = reader.environment(run.id);
   return d;
+}
+
+Conditions read_conditions(store::Reader& reader, int64_t run) {
+  std::map<std::string, double> whole_run;
+  for (const auto& m : reader.metrics(run)) {
+    if (m.iteration < 0 && m.rank == 0) whole_run[m.name] = m.value;
+  }
+  return judge_conditions(whole_run);
 }
 
 std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::vector<std::string>& selectors,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "reports/measurement_conditions.h"
 #include "store/reader.h"
 #include "store/records.h"
 
@@ -170,6 +171,7 @@ struct RunDigest {
   int64_t peak_bytes = 0;                        // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;
   std::map<std::string, double> metrics;  // rank 0's whole-run metrics
+  Conditions conditions;                  // what the machine gave rank 0: clean, noisy or unknown
 
   bool finished_ok() const { return status == "completed"; }
   // The job's median rate per iteration: one rank's times the ranks (they step together).
@@ -179,6 +181,9 @@ struct RunDigest {
   // A category's share of the peak (0 when nothing was live).
   double share_of_peak(int64_t bytes) const;
 };
+
+// A run's measurement conditions alone, judged as the digest judges them (a listing's one query).
+Conditions read_conditions(store::Reader& reader, int64_t run);
 
 // Throws store::StoreError when the db cannot be read.
 RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, const store::RunRow& run,

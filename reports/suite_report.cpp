@@ -86,6 +86,21 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
   return out;
 }
 
+// The measurement conditions of a configuration's runs (each judged by its digest): "clean", or how
+// many were noisy or not recorded.
+std::string conditions_text(const Group& g) {
+  size_t noisy = 0, unknown = 0;
+  for (const auto* r : g.runs) {
+    noisy += r->conditions.noisy();
+    unknown += r->conditions.verdict == Conditions::Verdict::unknown;
+  }
+  const size_t n = g.runs.size();
+  if (noisy > 0) return fmt::format("noisy ({} of {})", noisy, n);
+  if (unknown == n) return "unknown";
+  if (unknown > 0) return fmt::format("clean ({} of {} unknown)", unknown, n);
+  return "clean";
+}
+
 std::string peak_text(const Group& g) { return g.first ? human_bytes(static_cast<double>(g.first->peak_bytes)) : "-"; }
 
 nlohmann::json stacked_bar(const std::vector<std::string>& labels,
@@ -161,9 +176,10 @@ Section summary_section(const std::vector<Group>& groups) {
       "Per configuration (workload, preset, device, batch per rank, ranks): repeats pooled; throughput is one rank's, "
       "median and p10-p90 over every timed iteration; peak memory from the ledger (rank 0).";
   // Medians per iteration, pooled over repeats: not the sustained rate `show` and `runs` lead with.
-  t.header = {"configuration",  "runs ok/all", "throughput (median/iteration)", "p10-p90", "iteration ms",
-              "job throughput", "peak memory"};
-  t.numeric = {false, true, true, true, true, true, true};
+  t.header = {"configuration", "runs ok/all",  "throughput (median/iteration)",
+              "p10-p90",       "iteration ms", "job throughput",
+              "peak memory",   "conditions"};
+  t.numeric = {false, true, true, true, true, true, true, false};
   for (const auto& g : groups) {
     const bool ok = !g.throughput.empty();
     t.rows.push_back(
@@ -171,10 +187,20 @@ Section summary_section(const std::vector<Group>& groups) {
          ok ? three_digits(median(g.throughput)) + " " + g.unit : "-",
          ok ? three_digits(quantile(g.throughput, 0.1)) + "-" + three_digits(quantile(g.throughput, 0.9)) : "-",
          ok ? three_digits(median(g.iteration_ms)) : "-",
-         ok && g.key.ranks > 1 ? three_digits(g.job_throughput()) + " " + g.unit : "", peak_text(g)});
-    t.row_class.push_back(g.ok.empty() ? "failed" : g.ok.size() < g.runs.size() ? "warning" : "");
+         ok && g.key.ranks > 1 ? three_digits(g.job_throughput()) + " " + g.unit : "", peak_text(g),
+         conditions_text(g)});
+    const bool noisy = conditions_text(g).starts_with("noisy");
+    t.row_class.push_back(g.ok.empty() ? "failed" : g.ok.size() < g.runs.size() || noisy ? "warning" : "");
   }
   s.blocks.push_back(std::move(t));
+  s.blocks.push_back(Paragraph{fmt::format(
+      "Conditions: whether the machine gave each run what it asked for over its timed iterations. A run is noisy "
+      "when it got less than {:g}% of the CPU its threads asked for, other processes used more than {:g} cores, "
+      "the hypervisor stole more than {:g}% of the CPU time, or the load was over {:g} per core when it began "
+      "(docs/formulas.md, \"Measurement conditions\"); a noisy run's figures measure the machine's other work as "
+      "much as the workload, and comparisons with it mislead. Unknown: stored before conditions were recorded.",
+      NoiseThresholds::min_cpu_got_of_asked_percent, NoiseThresholds::max_other_processes_cores,
+      NoiseThresholds::max_steal_percent, NoiseThresholds::max_load_per_core_at_start)});
 
   // Where the time goes, comparable across configurations of very different speed: shares of
   // each phase in the median iteration, and of each op class in the traced op time.
@@ -311,8 +337,14 @@ Section curves_section(const std::vector<Group>& groups) {
 Section group_section(const Group& g) {
   Section s{g.key.label(), {}, {}};
   std::vector<std::string> ids;
-  for (const auto* r : g.runs) ids.push_back(fmt::format("{} ({})", r->run.id, r->status));
+  for (const auto* r : g.runs) ids.push_back(fmt::format("{} ({}, {})", r->run.id, r->status, r->conditions.label()));
   s.blocks.push_back(Paragraph{fmt::format("Runs: {}.", fmt::join(ids, ", "))});
+  for (const auto* r : g.runs) {  // each noisy run's reasons, and what the machine gave it
+    if (r->conditions.noisy()) {
+      s.blocks.push_back(Paragraph{
+          fmt::format("Run {} was {}. ({})", r->run.id, r->conditions.verdict_line(), r->conditions.figures_line())});
+    }
+  }
   if (g.ok.empty()) {
     s.blocks.push_back(Paragraph{"No run of this configuration completed; see \"Runs that did not complete\"."});
     return s;
@@ -527,7 +559,11 @@ nlohmann::json suite_report_json(const std::vector<RunDigest>& runs, const std::
                         {"runs", nlohmann::json::array()},
                         {"completed_runs", g.ok.size()}};
     for (const auto* r : g.runs)
-      j["runs"].push_back({{"id", r->run.id}, {"status", r->status}, {"repeat", r->suite_repeat}});
+      j["runs"].push_back({{"id", r->run.id},
+                           {"status", r->status},
+                           {"repeat", r->suite_repeat},
+                           {"conditions", r->conditions.label()},
+                           {"conditions_reasons", r->conditions.reasons}});
     if (!g.throughput.empty()) {
       j["throughput"] = {{"median", median(g.throughput)},
                          {"p10", quantile(g.throughput, 0.1)},

@@ -44,6 +44,7 @@ Instruments::Instruments(bool op_tracing, std::chrono::milliseconds sample_every
   memprof::Ledger::global().clear();
   tracer.set_enabled(true);
   engine::set_op_tracing(op_tracing);
+  run_start_ = collectors::read_cpu();
   sampler_.start(sample_every);
 }
 
@@ -78,6 +79,20 @@ void Instruments::stop() {
   stopped_ = true;
   sampler_.stop();
   profiler::Tracer::global().set_enabled(false);
+}
+
+void Instruments::mark_timed_start() {
+  timed_start_ = collectors::read_cpu();
+  timed_end_.reset();
+}
+
+void Instruments::mark_timed_end() {
+  if (timed_start_) timed_end_ = collectors::read_cpu();
+}
+
+std::optional<collectors::MeasurementConditions> Instruments::conditions(int threads_asked) const {
+  if (!timed_start_ || !timed_end_) return std::nullopt;
+  return collectors::conditions_between(run_start_, *timed_start_, *timed_end_, threads_asked);
 }
 
 }  // namespace ts::session

@@ -5,8 +5,10 @@
 // started, it stops, on every path out of the run.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "collectors/measurement_conditions.h"
 #include "collectors/process_sampler.h"
 #include "engine/device.h"
 #include "engine/device_memory.h"
@@ -38,8 +40,17 @@ class Instruments {
   // Stops the sampler and the tracer (also on destruction); the samples stay readable.
   void stop();
 
+  // The timed iterations' window (the first timed iteration's start, the loop's end): what the
+  // machine gave the run over it (docs/formulas.md, "Measurement conditions"); unset when the
+  // window was never opened and closed (no timed iteration ran).
+  void mark_timed_start();
+  void mark_timed_end();
+  std::optional<collectors::MeasurementConditions> conditions(int threads_asked) const;
+
  private:
   collectors::ProcessSampler sampler_;
+  collectors::CpuReading run_start_;  // before the model is built: the load the run found
+  std::optional<collectors::CpuReading> timed_start_, timed_end_;
   engine::Device device_ = engine::Device::cpu();
   engine::HostCacheStats host_before_;
   std::unique_ptr<profiler::GpuTracer> gpu_;

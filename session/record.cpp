@@ -310,6 +310,26 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   writer_.add_metrics(run_, metrics);
 }
 
+std::vector<store::MetricRow> condition_metrics(const collectors::MeasurementConditions& c, int processes_on_host) {
+  std::vector<store::MetricRow> rows = {
+      {"conditions_window_s", c.window_s, "s", -1},
+      {"conditions_threads_asked", static_cast<double>(c.threads_asked), "threads", -1},
+      {"conditions_online_cores", static_cast<double>(c.online_cores), "cores", -1},
+      {"conditions_job_processes_on_host", static_cast<double>(processes_on_host), "processes", -1},
+      {"conditions_process_cores", c.process_cores, "cores", -1},
+      {"conditions_cpu_got_of_asked_percent", c.cpu_got_of_asked_percent, "%", -1},
+  };
+  const auto add = [&](const char* name, const std::optional<double>& v, const char* unit) {
+    if (v) rows.push_back({name, *v, unit, -1});  // unreadable: not stored (views say so)
+  };
+  add("conditions_other_processes_cores", c.other_processes_cores, "cores");
+  add("conditions_steal_percent", c.steal_percent, "%");
+  add("conditions_load_average_start", c.load_start, "load (1 min)");
+  add("conditions_load_average_end", c.load_end, "load (1 min)");
+  add("conditions_cpu_frequency_mhz", c.frequency_mhz, "MHz");
+  return rows;
+}
+
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak) {
   std::vector<store::MemoryPeakRow> rows;
   for (size_t c = 0; c < vocabulary::kCategoryCount; ++c) {

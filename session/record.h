@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectors/environment.h"
+#include "collectors/measurement_conditions.h"
 #include "collectors/process_sampler.h"
 #include "distributed/communicator.h"
 #include "engine/nn/module.h"
@@ -51,6 +52,10 @@ std::vector<store::MetricRow> store_memory_changes(store::Writer& writer, int64_
 // memory, reorder and other, roofline_data_ns and roofline_overhead_ns (docs/formulas.md). None
 // when no op declared any work (an untraced run).
 std::vector<store::MetricRow> roofline_metrics(const profiler::Roofline& r);
+// What the machine gave the run (docs/formulas.md, "Measurement conditions") as whole-run
+// metrics named conditions_*; `processes_on_host`: the job's processes on this host (its other
+// ranks there count among the other processes).
+std::vector<store::MetricRow> condition_metrics(const collectors::MeasurementConditions& c, int processes_on_host);
 // The ledger's breakdown at its peak, one row per category.
 std::vector<store::MemoryPeakRow> memory_peak_rows(const memprof::Snapshot& peak);
 // A communicator's recorded calls as the store's collective rows.

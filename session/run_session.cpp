@@ -20,6 +20,7 @@
 #include "engine/peaks.h"
 #include "fmt/format.h"
 #include "memprof/ledger.h"
+#include "nlohmann/json.hpp"
 #include "profiler/tracer.h"
 #include "session/instruments.h"
 #include "session/quality_curve.h"
@@ -176,8 +177,8 @@ workloads::LoopOptions loop_options(const Stage& s, const Training& t) {
 // After each iteration, outside its span: evaluations during training (--eval-every), the
 // stream, the progress display.
 std::function<void(workloads::IterationResult&)> after_iteration(const Stage& s, Training& t, QualityCurve& curve,
-                                                                 RunStream& stream) {
-  return [&s, &t, &curve, &stream](workloads::IterationResult& it) {
+                                                                 RunStream& stream, Instruments& instruments) {
+  return [&s, &t, &curve, &stream, &instruments](workloads::IterationResult& it) {
     if (curve.count(it)) {
       // The model as this rank trains it: updates still pending applied, the servers' newest values installed.
       if (t.dp) t.dp->flush();
@@ -191,20 +192,41 @@ std::function<void(workloads::IterationResult&)> after_iteration(const Stage& s,
     // The job's rate: every rank trains on its own batch of the same size.
     const double rate = secs > 0 ? static_cast<double>(it.samples) * s.plan.ranks / secs : 0.0;
     if (s.hooks.progress) s.hooks.progress(it.index + 1, rate, it.warmup);
+    if (it.warmup && it.index + 1 == s.config.warmup) instruments.mark_timed_start();  // the timed ones follow
   };
 }
 
-// The loop itself; what the OS saw it take at its peak; the servers' final model.
-void run_loop(const Stage& s, Training& t, RunStream& stream, RunRecorder* recorder) {
+// The job's processes on this host (rank 0's): its other ranks there count among the other
+// processes. From the ranks' hosts in the stored config (add_rank_hosts).
+int processes_on_host(const Stage& s) {
+  if (!s.plan.distributed) return 1;
+  const auto cfg = nlohmann::json::parse(s.plan.info.config_json, nullptr, false);
+  const auto rank = static_cast<size_t>(s.plan.rank);
+  if (!cfg.is_object() || !cfg.contains("distributed") || !cfg["distributed"].contains("rank_hosts")) {
+    return s.plan.ranks;
+  }
+  const auto& hosts = cfg["distributed"]["rank_hosts"];
+  if (!hosts.is_array() || hosts.size() <= rank) return s.plan.ranks;
+  return static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[rank]));
+}
+
+// The loop itself; what the OS saw it take at its peak; the machine's conditions over its timed
+// iterations; the servers' final model.
+void run_loop(const Stage& s, Training& t, RunStream& stream, RunRecorder* recorder, Instruments& instruments) {
   const RunConfig& c = s.config;
   if (s.hooks.progress_start) s.hooks.progress_start(c.warmup + c.iterations);
   workloads::LoopOptions lo = loop_options(s, t);
   QualityCurve curve(c.warmup, c.eval_every, c.quality_target);
-  lo.on_iteration = after_iteration(s, t, curve, stream);
+  lo.on_iteration = after_iteration(s, t, curve, stream, instruments);
   if (s.plan.trains && (!s.stop.load() || s.plan.distributed)) {  // distributed: the ranks decide together, in the loop
     auto& tracer = profiler::Tracer::global();
     profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
+    if (c.warmup == 0) instruments.mark_timed_start();
     t.loop = workloads::run_training(*t.workload, lo);
+    instruments.mark_timed_end();
+    if (const auto conditions = instruments.conditions(s.plan.threads); recorder && conditions) {
+      for (auto& m : condition_metrics(*conditions, processes_on_host(s))) recorder->add_metric(std::move(m));
+    }
     // What the OS saw the training take at its peak, over the process before the model: the
     // figure to set beside a framework that keeps no allocator books (bench/pytorch).
     const int64_t peak = collectors::peak_rss_bytes();
@@ -243,7 +265,7 @@ Training train(const Stage& s, const Links& links, RunStream& stream, RunRecorde
     }
     if (recorder) recorder->set_parameter_count(t.workload->model().parameter_count());
     attach_strategy(s, links, t);
-    run_loop(s, t, stream, recorder);
+    run_loop(s, t, stream, recorder, instruments);
     instruments.stop_device(recorder);  // evaluation is not traced on the GPU
     if (s.hooks.progress_end) {
       s.hooks.progress_end(t.loop.failed ? "failed" : (t.loop.interrupted || s.stop.load()) ? "interrupted" : "done");

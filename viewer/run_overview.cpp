@@ -62,6 +62,10 @@ QString overview_html(const reports::RunDigest& d) {
   } else {
     h += "<p>no timed iterations were stored</p>";
   }
+  // Whether the machine gave the run what it asked for: the digest's verdict, as `show` prints it.
+  h += "<p>conditions <b>" + esc(d.conditions.verdict_line()) + "</b>";
+  if (const std::string figures = d.conditions.figures_line(); !figures.empty()) h += "<br>" + esc(figures);
+  h += "</p>";
   if (!d.phases.empty()) {
     std::vector<QStringList> rows;
     for (const auto& p : d.phases) rows.push_back({esc(p.phase), ms(p.median_ms), num(100 * p.share, 1) + "%"});

@@ -218,3 +218,25 @@ TEST(Comparison, TheDifferencesBetweenTheSidesAreListedFirst) {
   EXPECT_TRUE(same.pairs.at(0).differences.empty());
   EXPECT_NE(to_markdown(comparison_document(same)).find("the same stored configuration"), std::string::npos);
 }
+
+// The case: a slower "new" side measured while other work took the cores. The gate still
+// decides on the numbers, but both the pair's notes and the regression say which runs were noisy.
+TEST(Comparison, NoisyRunsAreNamedBesideTheFigures) {
+  const std::vector<RunDigest> base = {run_of(1, 10.0, 20, 1), run_of(2, 10.0, 20, 2)};
+  std::vector<RunDigest> next = {run_of(3, 12.5, 20, 3), run_of(4, 12.5, 20, 4)};
+  next[1].conditions = judge_conditions(
+      {{"conditions_cpu_got_of_asked_percent", 41}, {"conditions_threads_asked", 2}, {"conditions_online_cores", 2}});
+  GateOptions gate;
+  gate.fail_on_regression_pct = 10;
+  const Comparison c = compare_runs(base, next, "a", "b", gate);
+  ASSERT_EQ(c.pairs.size(), 1u);
+  EXPECT_EQ(c.pairs[0].noisy_runs, std::vector<int64_t>{4});
+  ASSERT_EQ(c.pairs[0].notes.size(), 1u);
+  EXPECT_EQ(c.pairs[0].notes[0], "new run 4 was noisy: the run got 41% of the 2 cores it asked for");
+  ASSERT_EQ(c.regressions.size(), 1u);
+  EXPECT_NE(c.regressions[0].find("(measured on a busy machine: run 4 noisy)"), std::string::npos) << c.regressions[0];
+  // Unknown conditions (runs stored before they were recorded) are no reason to doubt a run.
+  const Comparison quiet = compare_runs(base, {run_of(3, 12.5, 20, 3), run_of(4, 12.5, 20, 4)}, "a", "b", gate);
+  EXPECT_TRUE(quiet.pairs[0].noisy_runs.empty());
+  EXPECT_TRUE(quiet.pairs[0].notes.empty());
+}

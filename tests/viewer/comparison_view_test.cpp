@@ -96,7 +96,8 @@ class ComparisonViewTest : public QObject {
     compare(v, kBase, kSlowed);
     const RunComparison& c = *v.comparison();
     QVERIFY(c.judged);
-    QVERIFY(c.notes.empty());
+    // No note but, where the machine was busy while they ran (it may be), which runs were noisy.
+    for (const auto& note : c.notes) QVERIFY2(note.find(" was noisy: ") != std::string::npos, note.c_str());
     const auto expected =
         ts::reports::compare_runs({digest(db_, kBase)}, {digest(db_, kSlowed)}, "base", "new", {}).pairs.at(0);
     QCOMPARE(c.metrics.size(), expected.metrics.size());

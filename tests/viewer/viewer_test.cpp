@@ -154,6 +154,9 @@ class ViewerTest : public QObject {
          {"throughput", "Phases", "forward", "Memory at peak", "activations", "Environment", "Configuration"}) {
       QVERIFY2(html.contains(part), part);
     }
+    // The digest's verdict on the machine's conditions, as `show` prints it.
+    QVERIFY(html.contains("conditions <b>" +
+                          QString::fromStdString(details.digest.conditions.verdict_line()).toHtmlEscaped()));
     // The lost run: what it streamed, and its status.
     select(w, 2);
     QVERIFY(ts::viewer::overview_html(ts::viewer::load_run_details(db_.toStdString(), 3).digest).contains("lost"));
