@@ -230,8 +230,14 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (*show) {
-      const auto summary = run_summary(read_db, show_id);
-      fmt::print("{}", show_json ? summary.dump(2) + "\n" : format_summary(summary));
+      auto summary = run_summary(read_db, show_id);
+      if (show_json) {
+        // One document: the layers asked for go inside it, not after it.
+        if (show_layers >= 0) summary["layers"] = layers_json(read_db, show_id, show_layers);
+        fmt::print("{}\n", summary.dump(2));
+        return kExitOk;
+      }
+      fmt::print("{}", format_summary(summary));
       if (show_layers >= 0) fmt::print("\n{}", format_layers(read_db, show_id, show_layers));
       return kExitOk;
     }

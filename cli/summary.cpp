@@ -415,7 +415,10 @@ std::string format_summary(const nlohmann::json& j) {
   return s;
 }
 
-std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
+namespace {
+
+// The run's `limit` slowest layers (0: all), in model order.
+std::vector<store::LayerRow> slowest_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
   std::optional<store::Reader> reader;
   try {
     reader.emplace(db);
@@ -437,9 +440,40 @@ std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64
     for (size_t i : idx) kept.push_back(layers[i]);
     layers = std::move(kept);
   }
-  // GPU runs add the device time each layer's ops launched.
-  const bool gpu = std::any_of(layers.begin(), layers.end(),
-                               [](const store::LayerRow& l) { return l.gpu_forward_ns > 0 || l.gpu_backward_ns > 0; });
+  return layers;
+}
+
+// GPU runs add the device time each layer's ops launched.
+bool has_gpu_time(const std::vector<store::LayerRow>& layers) {
+  return std::any_of(layers.begin(), layers.end(),
+                     [](const store::LayerRow& l) { return l.gpu_forward_ns > 0 || l.gpu_backward_ns > 0; });
+}
+
+}  // namespace
+
+nlohmann::json layers_json(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
+  const auto layers = slowest_layers(db, run_id, limit);
+  const bool gpu = has_gpu_time(layers);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& l : layers) {
+    nlohmann::json row = {{"layer", l.layer},
+                          {"forward_ms", l.forward_ns * 1e-6},
+                          {"backward_ms", l.backward_ns * 1e-6},
+                          {"activation_bytes", l.activation_bytes},
+                          {"parameters", l.parameter_count},
+                          {"ops", l.op_types}};
+    if (gpu) {
+      row["gpu_forward_ms"] = l.gpu_forward_ns * 1e-6;
+      row["gpu_backward_ms"] = l.gpu_backward_ns * 1e-6;
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
+  const auto layers = slowest_layers(db, run_id, limit);
+  const bool gpu = has_gpu_time(layers);
   std::string s = fmt::format("{:<32} {:>10} {:>10} ", "layer (per timed iteration)", "fwd ms", "bwd ms");
   if (gpu) s += fmt::format("{:>10} {:>10} ", "gpu fwd ms", "gpu bwd ms");
   s += fmt::format("{:>12} {:>12}  {}\n", "activations", "parameters", "ops");

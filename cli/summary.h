@@ -20,6 +20,8 @@ std::string format_roofline(const nlohmann::json& roofline);
 // Per-layer forward/backward time, activation bytes and parameters (like `caffe time`),
 // the `limit` slowest layers (0: all), in model order.
 std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit);
+// The same rows as `show --json --layers` gives them (milliseconds per timed iteration).
+nlohmann::json layers_json(const std::filesystem::path& db, int64_t run_id, int64_t limit);
 // The runs of a db as a table.
 std::string format_runs(const std::filesystem::path& db);
 using reports::human_bytes;

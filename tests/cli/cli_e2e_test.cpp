@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli_test_util.h"
+#include "nlohmann/json.hpp"
 #include "store/reader.h"
 
 using namespace ts;
@@ -216,6 +217,36 @@ TEST(Cli, RooflineSetsTheStepAgainstTheMachine) {
   }
   const auto unmeasured = run_trainscope("show 2 --db " + db.string());
   EXPECT_NE(unmeasured.out.find("not measured (run with --roofline"), std::string::npos) << unmeasured.out;
+}
+
+// `show --json --layers N` is one JSON document (issue 38: the table used to follow it), the N
+// slowest layers inside it; without --json the table follows the summary.
+TEST(Cli, ShowJsonCarriesTheLayersInOneDocument) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  ASSERT_EQ(run_trainscope(tiny_run(db)).exit_code, 0);
+  const auto res = run_trainscope_split("show 1 --json --layers 3 --db " + db.string());
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  nlohmann::json doc;
+  ASSERT_NO_THROW(doc = nlohmann::json::parse(res.out)) << res.out;
+  EXPECT_EQ(doc.at("run_id"), 1);
+  ASSERT_EQ(doc.at("layers").size(), 3u) << res.out;
+  for (const auto& l : doc["layers"]) {
+    EXPECT_FALSE(l.at("layer").get<std::string>().empty());
+    EXPECT_GE(l.at("forward_ms").get<double>(), 0);
+    EXPECT_GE(l.at("backward_ms").get<double>(), 0);
+    EXPECT_TRUE(l.contains("parameters") && l.contains("activation_bytes") && l.contains("ops")) << l;
+  }
+  // What python3 -m json.tool reads, where there is one.
+  std::ofstream(dir / "show.json") << res.out;
+  const auto tool = run_command("command -v python3 >/dev/null || exit 77; python3 -m json.tool " +
+                                (dir / "show.json").string() + " >/dev/null");
+  EXPECT_TRUE(tool.exit_code == 0 || tool.exit_code == 77) << tool.out;
+  // Without --layers the document has none; as text the table follows the summary.
+  const auto plain = run_trainscope_split("show 1 --json --db " + db.string());
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("layers"));
+  const auto text = run_trainscope("show 1 --layers 3 --db " + db.string());
+  EXPECT_NE(text.out.find("layer (per timed iteration)"), std::string::npos) << text.out;
 }
 
 // `export --chrome` writes the stored run as Trace Event JSON (CPU-only run: CPU events and the
