@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fmt/format.h"
+#include "reports/number_format.h"
 #include "vocabulary/clock.h"
 
 namespace ts::cli {
@@ -41,8 +42,8 @@ void Progress::update(int64_t done, double rate, bool warmup) {
   }
   // Not a terminal: one line every 5 s, and the last iteration.
   if (done == total_ || now - last_print_ns_ >= 5'000'000'000LL || last_print_ns_ == 0) {
-    fmt::print(out_, "{}: {}/{} iterations, {:.1f} {}, ETA {}{}\n", label_, done, total_, rate, rate_unit_,
-               format_duration(eta), phase);
+    fmt::print(out_, "{}: {}/{} {}, {:.1f} {}, ETA {}{}\n", label_, done, total_, reports::plural(total_, "iteration"),
+               rate, rate_unit_, format_duration(eta), phase);
     std::fflush(out_);
     last_print_ns_ = now;
   }

@@ -444,10 +444,11 @@ int run_suite(const Suite& suite, bool json) {
     if (launches_ranks(c)) {
       label += !c.hosts.empty()      ? " on " + c.hosts
                : !c.hostfile.empty() ? " on the hosts of " + c.hostfile.string()
-                                     : fmt::format(" x{} ranks", c.nproc);
+                                     : " x" + counted(c.nproc, "rank");
       if (c.strategy == RunConfig::Strategy::ps) {
-        label += fmt::format(" + {} {}server{} ({})", c.ps.servers, c.ps.dedicated ? "dedicated " : "co-located ",
-                             c.ps.servers == 1 ? "" : "s", distributed::ps::to_string(c.ps.mode));
+        label += fmt::format(" + {} {} ({})", c.ps.servers,
+                             plural(c.ps.servers, c.ps.dedicated ? "dedicated server" : "co-located server"),
+                             distributed::ps::to_string(c.ps.mode));
       }
       fmt::print(stderr, "trainscope: {}\n", label);  // the ranks' progress lines do not carry the label
     }

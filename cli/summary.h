@@ -24,7 +24,9 @@ std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64
 nlohmann::json layers_json(const std::filesystem::path& db, int64_t run_id, int64_t limit);
 // The runs of a db as a table.
 std::string format_runs(const std::filesystem::path& db);
+using reports::counted;
 using reports::human_bytes;
+using reports::plural;
 using reports::with_commas;
 
 }  // namespace ts::cli

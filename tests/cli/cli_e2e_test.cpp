@@ -219,6 +219,24 @@ TEST(Cli, RooflineSetsTheStepAgainstTheMachine) {
   EXPECT_NE(unmeasured.out.find("not measured (run with --roofline"), std::string::npos) << unmeasured.out;
 }
 
+// A count of one takes the singular (issue 38: "1 threads"): the summary, the progress lines.
+TEST(Cli, ACountOfOneIsSingular) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope("run resnet50 --preset tiny --iters 1 --warmup 0 --threads 1 --eval-batches 0 --db " +
+                                  db.string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find(" 1 thread "), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("sustained over 1 timed iteration\n"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("1/1 iteration,"), std::string::npos) << res.out;  // the progress, not on a terminal
+  EXPECT_EQ(res.out.find("1 threads"), std::string::npos) << res.out;
+  const auto two = run_trainscope("run resnet50 --preset tiny --iters 2 --warmup 0 --threads 2 --eval-batches 0 --db " +
+                                  db.string());
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_NE(two.out.find(" 2 threads "), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("sustained over 2 timed iterations\n"), std::string::npos) << two.out;
+}
+
 // `show --json --layers N` is one JSON document (issue 38: the table used to follow it), the N
 // slowest layers inside it; without --json the table follows the summary.
 TEST(Cli, ShowJsonCarriesTheLayersInOneDocument) {
