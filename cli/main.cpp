@@ -10,6 +10,7 @@
 #include "cli/interrupts.h"
 #include "cli/list.h"
 #include "cli/play.h"
+#include "cli/progress.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "cli/run_flags.h"
@@ -217,11 +218,10 @@ int main(int argc, char** argv) {
     }
     if (*exp) {
       try {
-        const auto stats =
-            ts::reports::write_chrome_trace(read_db, export_id, chrome_out, [](int64_t done, int64_t total) {
-              fmt::print(stderr, "\rtrainscope: exporting {}/{} events", done, total);
-            });
-        fmt::print(stderr, "\r");
+        CountProgress progress("trainscope: exported", "event");
+        const auto stats = ts::reports::write_chrome_trace(
+            read_db, export_id, chrome_out, [&](int64_t done, int64_t total) { progress.update(done, total); });
+        progress.finish();
         fmt::print("wrote {}: {} CPU events, {} GPU activities, {} launch flows, {} counter points\n",
                    chrome_out.string(), stats.cpu_events, stats.gpu_activities, stats.flows, stats.counters);
       } catch (const std::runtime_error& e) {  // a missing db or run, an unwritable path

@@ -56,4 +56,30 @@ void Progress::finish(const std::string& status) {
   std::fflush(out_);
 }
 
+CountProgress::CountProgress(std::string label, std::string noun, FILE* out)
+    : label_(std::move(label)), noun_(std::move(noun)), out_(out), tty_(isatty(fileno(out)) != 0) {}
+
+void CountProgress::update(int64_t done, int64_t total) {
+  done_ = done;
+  total_ = total;
+  updated_ = true;
+  const int64_t now = vocabulary::now_ns();
+  if (tty_) {
+    print("\r", "\x1b[K");
+  } else if (now - last_print_ns_ >= 5'000'000'000LL && done < total) {  // the last count is finish()'s
+    print("", "\n");
+    last_print_ns_ = now;
+  }
+}
+
+void CountProgress::finish() {
+  if (updated_) print(tty_ ? "\r" : "", tty_ ? "\x1b[K\n" : "\n");
+}
+
+void CountProgress::print(const char* lead, const char* end) {
+  fmt::print(out_, "{}{} {}/{} {}{}", lead, label_, reports::with_commas(done_), reports::with_commas(total_),
+             reports::plural(total_, noun_), end);
+  std::fflush(out_);
+}
+
 }  // namespace ts::cli

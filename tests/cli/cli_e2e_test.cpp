@@ -283,6 +283,15 @@ TEST(Cli, ExportWritesAChromeTrace) {
   EXPECT_NE(json.find("\"cat\":\"cpu_op\",\"name\":\"conv2d\""), std::string::npos);
   EXPECT_NE(json.find("ProfilerStep#1"), std::string::npos);
   EXPECT_NE(json.find("memory by category"), std::string::npos);
+  // Its progress, on stderr that is no terminal: plain lines, the last ending in a newline (issue 38:
+  // the shell's prompt landed on the counter's line).
+  const auto split = run_trainscope_split("export 1 --db " + db.string() + " --chrome " + out.string());
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_NE(split.err.find("events\n"), std::string::npos) << split.err;
+  ASSERT_FALSE(split.err.empty());
+  EXPECT_EQ(split.err.back(), '\n') << split.err;
+  EXPECT_EQ(split.err.find('\r'), std::string::npos) << split.err;
+  EXPECT_EQ(split.out.rfind("wrote ", 0), 0u) << split.out;
   const auto missing = run_trainscope("export 7 --db " + db.string() + " --chrome " + (dir / "x.json").string());
   EXPECT_EQ(missing.exit_code, 2) << missing.out;
   EXPECT_NE(missing.out.find("run 7 not found"), std::string::npos) << missing.out;
