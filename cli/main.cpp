@@ -222,8 +222,9 @@ int main(int argc, char** argv) {
         const auto stats = ts::reports::write_chrome_trace(
             read_db, export_id, chrome_out, [&](int64_t done, int64_t total) { progress.update(done, total); });
         progress.finish();
-        fmt::print("wrote {}: {} CPU events, {} GPU activities, {} launch flows, {} counter points\n",
-                   chrome_out.string(), stats.cpu_events, stats.gpu_activities, stats.flows, stats.counters);
+        fmt::print("wrote {}: {}, {}, {}, {}\n", chrome_out.string(), counted(stats.cpu_events, "CPU event"),
+                   counted(stats.gpu_activities, "GPU activity", "GPU activities"), counted(stats.flows, "launch flow"),
+                   counted(stats.counters, "counter point"));
       } catch (const std::runtime_error& e) {  // a missing db or run, an unwritable path
         throw UsageError(e.what());
       }
