@@ -20,6 +20,7 @@
 #include "cli/toml_hazards.h"
 #include "fmt/format.h"
 #include "store/reader.h"
+#include "workloads/workload.h"
 
 namespace ts::cli {
 
@@ -439,8 +440,9 @@ int run_suite(const Suite& suite, bool json) {
   nlohmann::json all = nlohmann::json::array();
   for (uint64_t i = 0; i < total; ++i) {
     const RunConfig c = suite.run_at(i);
-    std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
-                                    c.batch ? std::to_string(*c.batch) : "default");
+    // The batch the run trains with, resolved where every batch is (an entry without one: its preset's).
+    const int64_t batch = workloads::find_workload(c.workload)->batch_of(c.preset, c.batch);
+    std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset, batch);
     if (launches_ranks(c)) {
       label += !c.hosts.empty()      ? " on " + c.hosts
                : !c.hostfile.empty() ? " on the hosts of " + c.hostfile.string()

@@ -51,6 +51,26 @@ eval_batches = 0
   }
 }
 
+// An entry without a batch trains with its preset's, and its label says which (issue 38: it said
+// "batch default").
+TEST(Suite, LabelSaysTheResolvedBatch) {
+  TempDir dir;
+  std::ofstream(dir / "s.toml") << R"(
+[[run]]
+workload = "resnet50"
+preset = "tiny"
+iterations = 1
+warmup = 0
+threads = 1
+eval_batches = 0
+)";
+  const auto res = run_trainscope("suite " + (dir / "s.toml").string() + " --db " + (dir / "s.db").string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("[1/1] resnet50/tiny batch 4"), std::string::npos) << res.out;
+  EXPECT_EQ(res.out.find("batch default"), std::string::npos) << res.out;
+  EXPECT_EQ(store::Reader(dir / "s.db").runs().at(0).batch_size, 4);
+}
+
 TEST(Suite, BadFilesAreRejectedBeforeAnyRun) {
   TempDir dir;
   const std::vector<std::string> bad = {
