@@ -438,6 +438,7 @@ int run_suite(const Suite& suite, bool json) {
   const uint64_t total = suite.run_count();
   int worst = kExitOk;
   nlohmann::json all = nlohmann::json::array();
+  std::vector<int64_t> made;  // the runs of this invocation, for the closing table
   for (uint64_t i = 0; i < total; ++i) {
     const RunConfig c = suite.run_at(i);
     // The batch the run trains with, resolved where every batch is (an entry without one: its preset's).
@@ -455,6 +456,7 @@ int run_suite(const Suite& suite, bool json) {
       fmt::print(stderr, "trainscope: {}\n", label);  // the ranks' progress lines do not carry the label
     }
     const RunOutcome out = execute_run(c, label);
+    if (out.run_id > 0) made.push_back(out.run_id);
     const auto summary = run_summary(c.db, out.run_id);
     if (json) {
       all.push_back(summary);
@@ -467,7 +469,13 @@ int run_suite(const Suite& suite, bool json) {
     }
     worst = std::max(worst, out.exit_code);
   }
-  if (json) fmt::print("{}\n", all.dump(2));
+  if (json) {
+    fmt::print("{}\n", all.dump(2));  // one document: the summaries hold what the table shows
+  } else if (!made.empty()) {
+    // The whole suite at a glance, after the summaries: each run with its status and headline rate.
+    fmt::print("suite {}: {}\n{}", suite.name, counted(static_cast<int64_t>(made.size()), "run"),
+               format_runs(suite.run_at(0).db, made));  // every entry's db is the suite's
+  }
   return worst;
 }
 

@@ -490,7 +490,7 @@ std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64
   return s;
 }
 
-std::string format_runs(const std::filesystem::path& db) {
+std::string format_runs(const std::filesystem::path& db, const std::vector<int64_t>& only) {
   std::optional<store::Reader> reader;
   try {
     reader.emplace(db);
@@ -502,7 +502,15 @@ std::string format_runs(const std::filesystem::path& db) {
   // Who and when we are, read once: liveness compares every running run with them.
   const store::ProcessIdentity here = store::current_process();
   const int64_t now_ms = store::unix_time_ms();
-  for (const auto& r : reader->runs()) {
+  std::vector<store::RunRow> rows;
+  if (only.empty()) {
+    rows = reader->runs();
+  } else {
+    for (const int64_t id : only) {
+      if (auto row = reader->run(id)) rows.push_back(std::move(*row));
+    }
+  }
+  for (const auto& r : rows) {
     // The headline rate in its unit, sustained; a run stored before it had one: the median per
     // iteration, labelled so. Only what the run stored (no query of its iterations per row).
     const auto listed = reports::read_run_figures(*reader, r.id, reports::KeptIterations::ignore).listed();

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "reports/number_format.h"
@@ -22,8 +23,8 @@ std::string format_roofline(const nlohmann::json& roofline);
 std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit);
 // The same rows as `show --json --layers` gives them (milliseconds per timed iteration).
 nlohmann::json layers_json(const std::filesystem::path& db, int64_t run_id, int64_t limit);
-// The runs of a db as a table.
-std::string format_runs(const std::filesystem::path& db);
+// The runs of a db as a table; `only`: those runs, in that order (a suite's; empty: every run).
+std::string format_runs(const std::filesystem::path& db, const std::vector<int64_t>& only = {});
 using reports::counted;
 using reports::human_bytes;
 using reports::plural;
