@@ -11,17 +11,13 @@ nlohmann::json list_workloads_json() {
   for (const auto& spec : ts::workloads::registry()) {
     nlohmann::json presets = nlohmann::json::array();
     for (const auto& p : spec.presets) {
-      ts::workloads::WorkloadConfig wc;
-      wc.preset = p.name;
-      wc.device = ts::engine::Device::meta();
-      const auto w = spec.create(wc);
       nlohmann::json table = nlohmann::json::object();
       for (const auto& [k, v] : p.table) table[k] = v;
       presets.push_back({{"name", p.name},
                          {"summary", p.summary},
                          {"default_batch", p.default_batch},
                          {"batch_unit", spec.units.batch},
-                         {"parameters", w->model().parameter_count()},
+                         {"parameters", spec.parameter_count(p.name)},
                          {"table", table}});
     }
     out.push_back({{"name", spec.name},

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <map>
@@ -304,6 +305,25 @@ TEST(Cli, ListShowsPublishedParameterCount) {
   EXPECT_NE(res.out.find("25,557,032"), std::string::npos) << res.out;
   const auto js = run_trainscope("list --json");
   EXPECT_NE(js.out.find("25557032"), std::string::npos) << js.out;
+}
+
+// `list` answers at once (issue 38: it made the translation workloads' corpora, seconds of work,
+// to count their parameters). CPU time, not wall time: the machine may be busy.
+TEST(Cli, ListIsQuick) {
+  const auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_CHILDREN, &u);
+    const auto s = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+    };
+    return s(u.ru_utime) + s(u.ru_stime);
+  };
+  const double before = cpu_seconds();
+  const auto res = run_trainscope("list");
+  const double took = cpu_seconds() - before;
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("63,082,496"), std::string::npos) << res.out;  // transformer base, counted
+  EXPECT_LT(took, 1.0) << "trainscope list took " << took << " s of CPU time";
 }
 
 TEST(Cli, LearnersFlagSetsA3csThreads) {
