@@ -39,8 +39,9 @@ std::string format_workload_list() {
                      w["domain"].get<std::string>(), w["throughput"]["headline"].get<std::string>(),
                      w["description"].get<std::string>());
     for (const auto& p : w["presets"]) {
+      const int64_t default_batch = p["default_batch"].get<int64_t>();
       const std::string batch =
-          fmt::format("{} {}", p["default_batch"].get<int64_t>(), p["batch_unit"].get<std::string>());
+          fmt::format("{} {}", default_batch, units_for(default_batch, p["batch_unit"].get<std::string>()));
       s += fmt::format("    {:<6} {:>12} parameters  batch {:<19}  {}\n", p["name"].get<std::string>(),
                        with_commas(p["parameters"].get<int64_t>()), batch, p["summary"].get<std::string>());
     }

@@ -229,11 +229,12 @@ std::string format_summary(const nlohmann::json& j) {
   auto metric = [&](const char* name) -> double {
     return j["metrics"].contains(name) ? j["metrics"][name].get<double>() : 0.0;
   };
-  s += fmt::format("run {}  {}/{} on {}  batch {}{}  {}  [{}]\n", j["run_id"].get<int64_t>(),
-                   j["workload"].get<std::string>(), j["preset"].get<std::string>(), j["device"].get<std::string>(),
-                   j["batch_size"].get<int64_t>(),
-                   j.contains("batch_unit") ? " " + j["batch_unit"].get<std::string>() : "",
-                   counted(j["threads"].get<int64_t>(), "thread"), j["status"].get<std::string>());
+  s += fmt::format(
+      "run {}  {}/{} on {}  batch {}{}  {}  [{}]\n", j["run_id"].get<int64_t>(), j["workload"].get<std::string>(),
+      j["preset"].get<std::string>(), j["device"].get<std::string>(), j["batch_size"].get<int64_t>(),
+      j.contains("batch_unit") ? " " + units_for(j["batch_size"].get<int64_t>(), j["batch_unit"].get<std::string>())
+                               : "",
+      counted(j["threads"].get<int64_t>(), "thread"), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
   if (j.contains("collective_bench")) {
     s += fmt::format("  {}, {} per size; time: mean per call averaged over the ranks\n",

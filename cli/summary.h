@@ -28,6 +28,7 @@ std::string format_runs(const std::filesystem::path& db, const std::vector<int64
 using reports::counted;
 using reports::human_bytes;
 using reports::plural;
+using reports::units_for;
 using reports::with_commas;
 
 }  // namespace ts::cli

@@ -15,5 +15,8 @@ std::string three_digits(double v);           // 3 significant digits: 1234.5 ->
 std::string plural(int64_t n, std::string_view one, std::string_view many = {});
 // A count and its noun: counted(1, "thread") -> "1 thread", counted(1234, "event") -> "1,234 events".
 std::string counted(int64_t n, std::string_view one, std::string_view many = {});
+// A unit kept in the plural (a workload's "images", "sentence pairs"), for a count of it: without
+// its final s for 1 (units_for(1, "images") -> "image").
+std::string units_for(int64_t n, std::string_view units);
 
 }  // namespace ts::reports

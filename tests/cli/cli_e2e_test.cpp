@@ -303,6 +303,8 @@ TEST(Cli, ListShowsPublishedParameterCount) {
   const auto res = run_trainscope("list");
   ASSERT_EQ(res.exit_code, 0) << res.out;
   EXPECT_NE(res.out.find("25,557,032"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("batch 1 image "), std::string::npos) << res.out;  // faster_rcnn's (issue 38: "1 images")
+  EXPECT_EQ(res.out.find("batch 1 images"), std::string::npos) << res.out;
   const auto js = run_trainscope("list --json");
   EXPECT_NE(js.out.find("25557032"), std::string::npos) << js.out;
 }

@@ -15,6 +15,13 @@ TEST(NumberFormat, ACountTakesItsNounsNumber) {
   EXPECT_EQ(plural(-1, "call"), "calls");
 }
 
+TEST(NumberFormat, AUnitInThePluralIsSingularForOne) {
+  EXPECT_EQ(units_for(1, "images"), "image");
+  EXPECT_EQ(units_for(1, "sentence pairs"), "sentence pair");
+  EXPECT_EQ(units_for(32, "images"), "images");
+  EXPECT_EQ(units_for(0, "rollout steps"), "rollout steps");
+}
+
 TEST(NumberFormat, CommasGroupThousands) {
   EXPECT_EQ(with_commas(25557032), "25,557,032");
   EXPECT_EQ(with_commas(-1000), "-1,000");
