@@ -19,6 +19,7 @@
 #include "distributed/rank_hosts.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "reports/number_format.h"
 #include "session/record.h"
 #include "session/run_record.h"
 #include "store/writer.h"
@@ -209,8 +210,8 @@ std::string format_footer(const std::vector<store::CollectiveBenchRow>& rows) {
     auto& p = peak[r.collective];
     if (!p || r.busbw_gbps > p->busbw_gbps) p = &r;
   }
-  std::string s =
-      fmt::format("# avg bus bandwidth: {:.3f} GB/s (over {} sizes, as nccl-tests)\n", n ? sum / n : 0.0, n);
+  std::string s = fmt::format("# avg bus bandwidth: {:.3f} GB/s (over {}, as nccl-tests)\n", n ? sum / n : 0.0,
+                              reports::counted(n, "size"));
   for (const auto& [name, r] : peak) {
     s += fmt::format("# {} peak busbw {:.3f} GB/s at {} bytes\n", name, r->busbw_gbps, r->bytes);
   }
@@ -236,10 +237,11 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     }
     distributed::Communicator& measured = nccl ? *nccl : static_cast<distributed::Communicator&>(host);
     if (record && !c.json) {
-      fmt::print("# trainscope bench collectives: {} backend, {} ranks, float32 sum, {} timed calls per size after {} "
+      fmt::print("# trainscope bench collectives: {} backend, {}, float32 sum, {} per size after {} "
                  "warm-up\n# time: mean per call averaged over the ranks; min/max: single calls on any rank; "
                  "busbw = algbw x bus factor (nccl-tests)\n{}",
-                 c.backend, world.size, c.iterations, c.warmup, format_collective_bench_header());
+                 c.backend, reports::counted(world.size, "rank"), reports::counted(c.iterations, "timed call"),
+                 c.warmup, format_collective_bench_header());
       std::fflush(stdout);
     }
     const bool finished = distributed::run_collective_bench(

@@ -11,6 +11,7 @@
 #include "cli/run_config.h"
 #include "distributed/launch.h"
 #include "fmt/format.h"
+#include "reports/number_format.h"
 #include "session/run_record.h"
 #include "store/reader.h"
 #include "store/writer.h"
@@ -60,11 +61,12 @@ LaunchedJob launch_job(const JobLaunch& job) {
     const distributed::LaunchPlan plan = distributed::plan_launch(r);
     store::Writer::check_target(job.db);  // a db that cannot be written: refused before any rank starts
     if (plan.servers > 0) {
-      fmt::print(stderr, "trainscope: starting {} ranks ({} worker{}, then {} parameter server{}): {}\n", plan.nproc,
-                 plan.workers, plan.workers == 1 ? "" : "s", plan.servers, plan.servers == 1 ? "" : "s",
+      fmt::print(stderr, "trainscope: starting {} ({}, then {}): {}\n", reports::counted(plan.nproc, "rank"),
+                 reports::counted(plan.workers, "worker"), reports::counted(plan.servers, "parameter server"),
                  fmt::join(plan.argv, " "));
     } else {
-      fmt::print(stderr, "trainscope: starting {} ranks: {}\n", plan.nproc, fmt::join(plan.argv, " "));
+      fmt::print(stderr, "trainscope: starting {}: {}\n", reports::counted(plan.nproc, "rank"),
+                 fmt::join(plan.argv, " "));
     }
     LaunchedJob out;
     out.mpirun_status = distributed::run_launch(plan, set_job_launcher);  // Ctrl-C reaches the ranks

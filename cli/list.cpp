@@ -11,17 +11,13 @@ nlohmann::json list_workloads_json() {
   for (const auto& spec : ts::workloads::registry()) {
     nlohmann::json presets = nlohmann::json::array();
     for (const auto& p : spec.presets) {
-      ts::workloads::WorkloadConfig wc;
-      wc.preset = p.name;
-      wc.device = ts::engine::Device::meta();
-      const auto w = spec.create(wc);
       nlohmann::json table = nlohmann::json::object();
       for (const auto& [k, v] : p.table) table[k] = v;
       presets.push_back({{"name", p.name},
                          {"summary", p.summary},
                          {"default_batch", p.default_batch},
                          {"batch_unit", spec.units.batch},
-                         {"parameters", w->model().parameter_count()},
+                         {"parameters", spec.parameter_count(p.name)},
                          {"table", table}});
     }
     out.push_back({{"name", spec.name},
@@ -43,8 +39,9 @@ std::string format_workload_list() {
                      w["domain"].get<std::string>(), w["throughput"]["headline"].get<std::string>(),
                      w["description"].get<std::string>());
     for (const auto& p : w["presets"]) {
+      const int64_t default_batch = p["default_batch"].get<int64_t>();
       const std::string batch =
-          fmt::format("{} {}", p["default_batch"].get<int64_t>(), p["batch_unit"].get<std::string>());
+          fmt::format("{} {}", default_batch, units_for(default_batch, p["batch_unit"].get<std::string>()));
       s += fmt::format("    {:<6} {:>12} parameters  batch {:<19}  {}\n", p["name"].get<std::string>(),
                        with_commas(p["parameters"].get<int64_t>()), batch, p["summary"].get<std::string>());
     }

@@ -1,6 +1,6 @@
 #pragma once
-// `trainscope list`: workloads, presets and parameter counts (built on the meta device,
-// which allocates nothing, so the full presets are counted on any machine).
+// `trainscope list`: workloads, presets and parameter counts (WorkloadSpec::parameter_count: built
+// on the meta device, which allocates nothing, so the full presets are counted on any machine).
 #include <string>
 
 #include "nlohmann/json.hpp"

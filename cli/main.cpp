@@ -11,6 +11,7 @@
 #include "cli/list.h"
 #include "cli/openmp_waiting.h"
 #include "cli/play.h"
+#include "cli/progress.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "cli/run_flags.h"
@@ -220,21 +221,27 @@ int main(int argc, char** argv) {
     }
     if (*exp) {
       try {
-        const auto stats =
-            ts::reports::write_chrome_trace(read_db, export_id, chrome_out, [](int64_t done, int64_t total) {
-              fmt::print(stderr, "\rtrainscope: exporting {}/{} events", done, total);
-            });
-        fmt::print(stderr, "\r");
-        fmt::print("wrote {}: {} CPU events, {} GPU activities, {} launch flows, {} counter points\n",
-                   chrome_out.string(), stats.cpu_events, stats.gpu_activities, stats.flows, stats.counters);
+        CountProgress progress("trainscope: exported", "event");
+        const auto stats = ts::reports::write_chrome_trace(
+            read_db, export_id, chrome_out, [&](int64_t done, int64_t total) { progress.update(done, total); });
+        progress.finish();
+        fmt::print("wrote {}: {}, {}, {}, {}\n", chrome_out.string(), counted(stats.cpu_events, "CPU event"),
+                   counted(stats.gpu_activities, "GPU activity", "GPU activities"), counted(stats.flows, "launch flow"),
+                   counted(stats.counters, "counter point"));
       } catch (const std::runtime_error& e) {  // a missing db or run, an unwritable path
         throw UsageError(e.what());
       }
       return kExitOk;
     }
     if (*show) {
-      const auto summary = run_summary(read_db, show_id);
-      fmt::print("{}", show_json ? summary.dump(2) + "\n" : format_summary(summary));
+      auto summary = run_summary(read_db, show_id);
+      if (show_json) {
+        // One document: the layers asked for go inside it, not after it.
+        if (show_layers >= 0) summary["layers"] = layers_json(read_db, show_id, show_layers);
+        fmt::print("{}\n", summary.dump(2));
+        return kExitOk;
+      }
+      fmt::print("{}", format_summary(summary));
       if (show_layers >= 0) fmt::print("\n{}", format_layers(read_db, show_id, show_layers));
       return kExitOk;
     }

@@ -2,6 +2,7 @@
 
 #include "cli/run_config.h"
 #include "fmt/format.h"
+#include "reports/number_format.h"
 #include "reports/output_file.h"
 #include "workloads/a3c/a3c.h"
 #include "workloads/a3c/png.h"
@@ -23,8 +24,9 @@ std::string play_breakout(const PlayConfig& c) {
   const auto image = workloads::frame_grid(e.frames, c.per_row, &width, &height);
   out.write(workloads::encode_png_gray(width, height, image));
   out.commit();
-  return fmt::format("{}: {} frames ({}x{} pixels) of {} steps, score {} ({} game, seed {})", c.out.string(),
-                     e.frames.size(), width, height, e.steps, e.score, c.preset, c.seed);
+  return fmt::format("{}: {} ({}x{} pixels) of {}, score {} ({} game, seed {})", c.out.string(),
+                     reports::counted(static_cast<int64_t>(e.frames.size()), "frame"), width, height,
+                     reports::counted(e.steps, "step"), e.score, c.preset, c.seed);
 }
 
 }  // namespace ts::cli

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fmt/format.h"
+#include "reports/number_format.h"
 #include "vocabulary/clock.h"
 
 namespace ts::cli {
@@ -41,8 +42,8 @@ void Progress::update(int64_t done, double rate, bool warmup) {
   }
   // Not a terminal: one line every 5 s, and the last iteration.
   if (done == total_ || now - last_print_ns_ >= 5'000'000'000LL || last_print_ns_ == 0) {
-    fmt::print(out_, "{}: {}/{} iterations, {:.1f} {}, ETA {}{}\n", label_, done, total_, rate, rate_unit_,
-               format_duration(eta), phase);
+    fmt::print(out_, "{}: {}/{} {}, {:.1f} {}, ETA {}{}\n", label_, done, total_, reports::plural(total_, "iteration"),
+               rate, rate_unit_, format_duration(eta), phase);
     std::fflush(out_);
     last_print_ns_ = now;
   }
@@ -52,6 +53,32 @@ void Progress::finish(const std::string& status) {
   const double elapsed = static_cast<double>(vocabulary::now_ns() - start_ns_) * 1e-9;
   if (tty_ && drawn_) fmt::print(out_, "\r\x1b[K");
   fmt::print(out_, "{}: {} in {}\n", label_, status, format_duration(elapsed));
+  std::fflush(out_);
+}
+
+CountProgress::CountProgress(std::string label, std::string noun, FILE* out)
+    : label_(std::move(label)), noun_(std::move(noun)), out_(out), tty_(isatty(fileno(out)) != 0) {}
+
+void CountProgress::update(int64_t done, int64_t total) {
+  done_ = done;
+  total_ = total;
+  updated_ = true;
+  const int64_t now = vocabulary::now_ns();
+  if (tty_) {
+    print("\r", "\x1b[K");
+  } else if (now - last_print_ns_ >= 5'000'000'000LL && done < total) {  // the last count is finish()'s
+    print("", "\n");
+    last_print_ns_ = now;
+  }
+}
+
+void CountProgress::finish() {
+  if (updated_) print(tty_ ? "\r" : "", tty_ ? "\x1b[K\n" : "\n");
+}
+
+void CountProgress::print(const char* lead, const char* end) {
+  fmt::print(out_, "{}{} {}/{} {}{}", lead, label_, reports::with_commas(done_), reports::with_commas(total_),
+             reports::plural(total_, noun_), end);
   std::fflush(out_);
 }
 

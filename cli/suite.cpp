@@ -20,6 +20,7 @@
 #include "cli/toml_hazards.h"
 #include "fmt/format.h"
 #include "store/reader.h"
+#include "workloads/workload.h"
 
 namespace ts::cli {
 
@@ -437,21 +438,25 @@ int run_suite(const Suite& suite, bool json) {
   const uint64_t total = suite.run_count();
   int worst = kExitOk;
   nlohmann::json all = nlohmann::json::array();
+  std::vector<int64_t> made;  // the runs of this invocation, for the closing table
   for (uint64_t i = 0; i < total; ++i) {
     const RunConfig c = suite.run_at(i);
-    std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset,
-                                    c.batch ? std::to_string(*c.batch) : "default");
+    // The batch the run trains with, resolved where every batch is (an entry without one: its preset's).
+    const int64_t batch = workloads::find_workload(c.workload)->batch_of(c.preset, c.batch);
+    std::string label = fmt::format("[{}/{}] {}/{} batch {}", i + 1, total, c.workload, c.preset, batch);
     if (launches_ranks(c)) {
       label += !c.hosts.empty()      ? " on " + c.hosts
                : !c.hostfile.empty() ? " on the hosts of " + c.hostfile.string()
-                                     : fmt::format(" x{} ranks", c.nproc);
+                                     : " x" + counted(c.nproc, "rank");
       if (c.strategy == RunConfig::Strategy::ps) {
-        label += fmt::format(" + {} {}server{} ({})", c.ps.servers, c.ps.dedicated ? "dedicated " : "co-located ",
-                             c.ps.servers == 1 ? "" : "s", distributed::ps::to_string(c.ps.mode));
+        label += fmt::format(" + {} {} ({})", c.ps.servers,
+                             plural(c.ps.servers, c.ps.dedicated ? "dedicated server" : "co-located server"),
+                             distributed::ps::to_string(c.ps.mode));
       }
       fmt::print(stderr, "trainscope: {}\n", label);  // the ranks' progress lines do not carry the label
     }
     const RunOutcome out = execute_run(c, label);
+    if (out.run_id > 0) made.push_back(out.run_id);
     const auto summary = run_summary(c.db, out.run_id);
     if (json) {
       all.push_back(summary);
@@ -464,7 +469,13 @@ int run_suite(const Suite& suite, bool json) {
     }
     worst = std::max(worst, out.exit_code);
   }
-  if (json) fmt::print("{}\n", all.dump(2));
+  if (json) {
+    fmt::print("{}\n", all.dump(2));  // one document: the summaries hold what the table shows
+  } else if (!made.empty()) {
+    // The whole suite at a glance, after the summaries: each run with its status and headline rate.
+    fmt::print("suite {}: {}\n{}", suite.name, counted(static_cast<int64_t>(made.size()), "run"),
+               format_runs(suite.run_at(0).db, made));  // every entry's db is the suite's
+  }
   return worst;
 }
 

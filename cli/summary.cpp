@@ -1,6 +1,7 @@
 #include "cli/summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "cli/bench_command.h"
@@ -213,10 +214,9 @@ std::string format_roofline(const nlohmann::json& r) {
                               r["step_ms"].get<double>());
   if (r.contains("machine")) {
     const auto& m = r["machine"];
-    s += fmt::format(
-        "    machine      SGEMM {:.1f} GFLOP/s on {:.0f} threads ({:.1f} on 1), copy {:.1f} GB/s ({:.1f} on 1)\n",
-        m["sgemm_gflops"].get<double>(), m["threads"].get<double>(), m["sgemm_gflops_1t"].get<double>(),
-        m["copy_gbps"].get<double>(), m["copy_gbps_1t"].get<double>());
+    s += fmt::format("    machine      SGEMM {:.1f} GFLOP/s on {} ({:.1f} on 1), copy {:.1f} GB/s ({:.1f} on 1)\n",
+                     m["sgemm_gflops"].get<double>(), counted(std::llround(m["threads"].get<double>()), "thread"),
+                     m["sgemm_gflops_1t"].get<double>(), m["copy_gbps"].get<double>(), m["copy_gbps_1t"].get<double>());
   } else {
     s += "    machine      not measured (run with --roofline for the fractions of its peaks)\n";
   }
@@ -247,16 +247,18 @@ std::string format_summary(const nlohmann::json& j) {
   auto metric = [&](const char* name) -> double {
     return j["metrics"].contains(name) ? j["metrics"][name].get<double>() : 0.0;
   };
-  s += fmt::format("run {}  {}/{} on {}  batch {}{}  {} threads  [{}]\n", j["run_id"].get<int64_t>(),
-                   j["workload"].get<std::string>(), j["preset"].get<std::string>(), j["device"].get<std::string>(),
-                   j["batch_size"].get<int64_t>(),
-                   j.contains("batch_unit") ? " " + j["batch_unit"].get<std::string>() : "",
-                   j["threads"].get<int64_t>(), j["status"].get<std::string>());
+  s += fmt::format(
+      "run {}  {}/{} on {}  batch {}{}  {}  [{}]\n", j["run_id"].get<int64_t>(), j["workload"].get<std::string>(),
+      j["preset"].get<std::string>(), j["device"].get<std::string>(), j["batch_size"].get<int64_t>(),
+      j.contains("batch_unit") ? " " + units_for(j["batch_size"].get<int64_t>(), j["batch_unit"].get<std::string>())
+                               : "",
+      counted(j["threads"].get<int64_t>(), "thread"), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
   if (j.contains("collective_bench")) {
-    s += fmt::format("  {} ranks, {} timed calls per size; time: mean per call averaged over the ranks\n",
-                     j["ranks"].get<int64_t>(),
-                     j["collective_bench"].empty() ? 0 : j["collective_bench"][0]["iterations"].get<int64_t>());
+    s += fmt::format("  {}, {} per size; time: mean per call averaged over the ranks\n",
+                     counted(j["ranks"].get<int64_t>(), "rank"),
+                     counted(j["collective_bench"].empty() ? 0 : j["collective_bench"][0]["iterations"].get<int64_t>(),
+                             "timed call"));
     s += format_collective_bench_header();
     for (const auto& r : j["collective_bench"]) s += format_collective_bench_row(r) + "\n";
     s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
@@ -264,11 +266,10 @@ std::string format_summary(const nlohmann::json& j) {
   }
   if (j.contains("liveness") && j["liveness"]["state"] != "finished") {
     const auto& kept = j["kept"];
-    s += fmt::format("  {:<14} {} ({}); kept {} iterations ({} timed) and {} events so far\n",
-                     j["status"].get<std::string>(),
+    s += fmt::format("  {:<14} {} ({}); kept {} ({} timed) and {} so far\n", j["status"].get<std::string>(),
                      j["liveness"]["state"] == "live" ? "still being written" : "not finished",
-                     j["liveness"]["why"].get<std::string>(), kept["iterations"].get<int64_t>(),
-                     kept["timed_iterations"].get<int64_t>(), kept["events"].get<int64_t>());
+                     j["liveness"]["why"].get<std::string>(), counted(kept["iterations"].get<int64_t>(), "iteration"),
+                     kept["timed_iterations"].get<int64_t>(), counted(kept["events"].get<int64_t>(), "event"));
   }
   // A run that ended before its final write has no parameter count stored.
   if (j["metrics"].contains("parameter_count")) {
@@ -282,8 +283,9 @@ std::string format_summary(const nlohmann::json& j) {
     // The sustained rate in the workload's own unit first (docs/formulas.md, "Throughput"), then
     // the other rate where it counts tokens or frames too, and the per-iteration spread.
     const bool tokens_first = unit("headline_throughput", "") == unit("tokens_per_s", "-");
-    s += fmt::format("  throughput     {:.2f} {} sustained over {} timed iterations\n", metric("headline_throughput"),
-                     unit("headline_throughput", "samples/s"), static_cast<int64_t>(metric("timed_iterations")));
+    s += fmt::format("  throughput     {:.2f} {} sustained over {}\n", metric("headline_throughput"),
+                     unit("headline_throughput", "samples/s"),
+                     counted(static_cast<int64_t>(metric("timed_iterations")), "timed iteration"));
     if (j["metrics"].contains("tokens_per_s")) {
       s += tokens_first ? fmt::format("                 {:.2f} {} sustained\n", metric("throughput"),
                                       unit("throughput", "samples/s"))
@@ -295,10 +297,10 @@ std::string format_summary(const nlohmann::json& j) {
                      metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
   } else if (j["metrics"].contains("throughput_median")) {  // a run stored before the sustained rate, or cut short
-    s += fmt::format("  throughput     {:.2f} {} median over {} timed iterations (p10 {:.2f}, p90 {:.2f})\n",
+    s += fmt::format("  throughput     {:.2f} {} median over {} (p10 {:.2f}, p90 {:.2f})\n",
                      metric("throughput_median"), unit("throughput_median", "samples/s"),
-                     static_cast<int64_t>(metric("timed_iterations")), metric("throughput_p10"),
-                     metric("throughput_p90"));
+                     counted(static_cast<int64_t>(metric("timed_iterations")), "timed iteration"),
+                     metric("throughput_p10"), metric("throughput_p90"));
     s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
   }
   // Whether the machine gave the run what it asked for (the digest's verdict), and the figures.
@@ -346,10 +348,11 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  accuracy       {:.1f}% (held-out)\n", 100 * metric("accuracy"));
   if (j["metrics"].contains("bleu")) s += fmt::format("  BLEU           {:.2f} (held-out, greedy)\n", metric("bleu"));
   if (j["metrics"].contains("quality_target")) {  // --eval-every with --quality-target
-    s += j["metrics"].contains("time_to_quality_s")
-             ? fmt::format("  to quality     {:.2f} s of training ({:.0f} iterations) to reach {:g}\n",
-                           metric("time_to_quality_s"), metric("iterations_to_quality"), metric("quality_target"))
-             : fmt::format("  to quality     {:g} not reached in any evaluation\n", metric("quality_target"));
+    s +=
+        j["metrics"].contains("time_to_quality_s")
+            ? fmt::format("  to quality     {:.2f} s of training ({}) to reach {:g}\n", metric("time_to_quality_s"),
+                          counted(std::llround(metric("iterations_to_quality")), "iteration"), metric("quality_target"))
+            : fmt::format("  to quality     {:g} not reached in any evaluation\n", metric("quality_target"));
   }
   if (j["metrics"].contains("image_stat_distance")) {
     s += fmt::format("  image stats    {:.4f} distance to held-out images (lower is better)\n",
@@ -396,13 +399,13 @@ std::string format_summary(const nlohmann::json& j) {
       const auto n = static_cast<int64_t>(metric("gpu_incomplete_records"));
       incomplete = n == 0
                        ? ", no incomplete records"
-                       : fmt::format(", WARNING: {} records INCOMPLETE (no time from CUPTI), left out", with_commas(n));
+                       : fmt::format(", WARNING: {} INCOMPLETE (no time from CUPTI), left out", counted(n, "record"));
     }
-    s += fmt::format("  GPU trace      {} activities, {} launches outside ops, {}{}\n",
-                     with_commas(static_cast<int64_t>(metric("gpu_activities"))),
-                     with_commas(static_cast<int64_t>(metric("gpu_unattributed_launches"))),
+    s += fmt::format("  GPU trace      {}, {} outside ops, {}{}\n",
+                     counted(static_cast<int64_t>(metric("gpu_activities")), "activity", "activities"),
+                     counted(static_cast<int64_t>(metric("gpu_unattributed_launches")), "launch", "launches"),
                      dropped == 0 ? std::string("no dropped records")
-                                  : fmt::format("WARNING: {} records DROPPED by CUPTI", with_commas(dropped)),
+                                  : fmt::format("WARNING: {} DROPPED by CUPTI", counted(dropped, "record")),
                      incomplete);
   }
   {  // docs/formulas.md, "GPU trace checks"; each stored only when it had something to check
@@ -429,23 +432,28 @@ std::string format_summary(const nlohmann::json& j) {
     for (const auto& o : j["top_kernels"]) {
       std::string name = o["op"].get<std::string>();
       if (name.size() > 60) name = name.substr(0, 57) + "...";
-      s += fmt::format("    {:<60} {:>7} calls {:>10.2f} ms  {:>5.1f}%\n", name, o["count"].get<int64_t>(),
-                       o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
+      s += fmt::format("    {:<60} {:>7} {:<5} {:>10.2f} ms  {:>5.1f}%\n", name, o["count"].get<int64_t>(),
+                       plural(o["count"].get<int64_t>(), "call"), o["total_ms"].get<double>(),
+                       100 * o["fraction"].get<double>());
     }
   }
   if (j.contains("roofline") && !j["roofline"].is_null()) s += format_roofline(j["roofline"]);
   if (!j["top_ops"].empty()) {
     s += "  top ops (timed iterations, self time)\n";
     for (const auto& o : j["top_ops"]) {
-      s += fmt::format("    {:<28} {:>7} calls {:>10.1f} ms  {:>5.1f}%\n", o["op"].get<std::string>(),
-                       o["count"].get<int64_t>(), o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
+      s += fmt::format("    {:<28} {:>7} {:<5} {:>10.1f} ms  {:>5.1f}%\n", o["op"].get<std::string>(),
+                       o["count"].get<int64_t>(), plural(o["count"].get<int64_t>(), "call"),
+                       o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
     }
   }
   s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
   return s;
 }
 
-std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
+namespace {
+
+// The run's `limit` slowest layers (0: all), in model order.
+std::vector<store::LayerRow> slowest_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
   std::optional<store::Reader> reader;
   try {
     reader.emplace(db);
@@ -467,9 +475,40 @@ std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64
     for (size_t i : idx) kept.push_back(layers[i]);
     layers = std::move(kept);
   }
-  // GPU runs add the device time each layer's ops launched.
-  const bool gpu = std::any_of(layers.begin(), layers.end(),
-                               [](const store::LayerRow& l) { return l.gpu_forward_ns > 0 || l.gpu_backward_ns > 0; });
+  return layers;
+}
+
+// GPU runs add the device time each layer's ops launched.
+bool has_gpu_time(const std::vector<store::LayerRow>& layers) {
+  return std::any_of(layers.begin(), layers.end(),
+                     [](const store::LayerRow& l) { return l.gpu_forward_ns > 0 || l.gpu_backward_ns > 0; });
+}
+
+}  // namespace
+
+nlohmann::json layers_json(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
+  const auto layers = slowest_layers(db, run_id, limit);
+  const bool gpu = has_gpu_time(layers);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& l : layers) {
+    nlohmann::json row = {{"layer", l.layer},
+                          {"forward_ms", l.forward_ns * 1e-6},
+                          {"backward_ms", l.backward_ns * 1e-6},
+                          {"activation_bytes", l.activation_bytes},
+                          {"parameters", l.parameter_count},
+                          {"ops", l.op_types}};
+    if (gpu) {
+      row["gpu_forward_ms"] = l.gpu_forward_ns * 1e-6;
+      row["gpu_backward_ms"] = l.gpu_backward_ns * 1e-6;
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
+  const auto layers = slowest_layers(db, run_id, limit);
+  const bool gpu = has_gpu_time(layers);
   std::string s = fmt::format("{:<32} {:>10} {:>10} ", "layer (per timed iteration)", "fwd ms", "bwd ms");
   if (gpu) s += fmt::format("{:>10} {:>10} ", "gpu fwd ms", "gpu bwd ms");
   s += fmt::format("{:>12} {:>12}  {}\n", "activations", "parameters", "ops");
@@ -482,7 +521,7 @@ std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64
   return s;
 }
 
-std::string format_runs(const std::filesystem::path& db) {
+std::string format_runs(const std::filesystem::path& db, const std::vector<int64_t>& only) {
   std::optional<store::Reader> reader;
   try {
     reader.emplace(db);
@@ -495,7 +534,15 @@ std::string format_runs(const std::filesystem::path& db) {
   // Who and when we are, read once: liveness compares every running run with them.
   const store::ProcessIdentity here = store::current_process();
   const int64_t now_ms = store::unix_time_ms();
-  for (const auto& r : reader->runs()) {
+  std::vector<store::RunRow> rows;
+  if (only.empty()) {
+    rows = reader->runs();
+  } else {
+    for (const int64_t id : only) {
+      if (auto row = reader->run(id)) rows.push_back(std::move(*row));
+    }
+  }
+  for (const auto& r : rows) {
     // The headline rate in its unit, sustained; a run stored before it had one: the median per
     // iteration, labelled so. Only what the run stored (no query of its iterations per row).
     const auto listed = reports::read_run_figures(*reader, r.id, reports::KeptIterations::ignore).listed();

@@ -25,6 +25,20 @@ std::string with_commas(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string plural(int64_t n, std::string_view one, std::string_view many) {
+  if (n == 1) return std::string(one);
+  return many.empty() ? std::string(one) + "s" : std::string(many);
+}
+
+std::string counted(int64_t n, std::string_view one, std::string_view many) {
+  return with_commas(n) + " " + plural(n, one, many);
+}
+
+std::string units_for(int64_t n, std::string_view units) {
+  if (n == 1 && units.ends_with('s')) units.remove_suffix(1);
+  return std::string(units);
+}
+
 std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", fraction * 100); }
 
 std::string three_digits(double v) {

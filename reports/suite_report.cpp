@@ -370,7 +370,8 @@ Section group_section(const Group& g) {
       cls.rows.push_back({c, three_digits(v), fmt::format("{:.1f}%", 100 * v / total)});
     s.blocks.push_back(std::move(cls));
     Table ops;
-    ops.caption = fmt::format("Top {} ops (ms per timed iteration)", std::min(kTopOps, g.ops.size()));
+    ops.caption = fmt::format("Top {} (ms per timed iteration)",
+                              counted(static_cast<int64_t>(std::min(kTopOps, g.ops.size())), "op"));
     ops.header = {"op", "class", "calls per iteration", "ms", "share"};
     ops.numeric = {false, false, true, true, true};
     double timed = 0;
@@ -409,9 +410,9 @@ Section group_section(const Group& g) {
     // Self figures, as stored: a block's row holds its own ops (a residual add, its ReLU) and its own
     // parameters, its sub-layers have rows of their own.
     lt.caption =
-        fmt::format("Slowest {} layers of run {} (ms per timed iteration in each layer's own ops, sub-layers apart; "
+        fmt::format("Slowest {} of run {} (ms per timed iteration in each layer's own ops, sub-layers apart; "
                     "its own activations and parameters)",
-                    std::min(kTopLayers, layers.size()), g.first->run.id);
+                    counted(static_cast<int64_t>(std::min(kTopLayers, layers.size())), "layer"), g.first->run.id);
     lt.header = {"layer", "forward ms", "backward ms", "activations", "parameters"};
     lt.numeric = {false, true, true, true, true};
     for (size_t i = 0; i < std::min(kTopLayers, layers.size()); ++i) {

@@ -162,7 +162,7 @@ void MainWindow::open_database(const QString& path) {
         const int n = static_cast<int>(r.value->size());
         runs_->set_runs(path, std::move(*r.value));
         runs_view_->resizeColumnsToContents();
-        status_->setText(tr("%1: %2 runs").arg(path).arg(n));
+        status_->setText(n == 1 ? tr("%1: 1 run").arg(path) : tr("%1: %2 runs").arg(path).arg(n));
         reselect_shown_run(path);
         emit database_loaded(path, n);
       });

@@ -40,10 +40,11 @@ QString overview_html(const reports::RunDigest& d) {
   QString h = QString("<h2>run %1 · %2</h2>").arg(r.id).arg(esc(d.key.label()));
   h += QString("<p>status <b>%1</b>").arg(esc(d.status));
   if (!r.error.empty()) h += " · " + esc(r.error);
-  h += QString("<br>started %1%2 · %3 threads · %4 timed iterations kept</p>")
+  h += QString("<br>started %1%2 · %3 · %4 kept</p>")
            .arg(esc(r.started_at), r.ended_at.empty() ? QString() : " · ended " + esc(r.ended_at))
-           .arg(r.threads)
-           .arg(d.throughput_per_iteration.size());
+           .arg(QString::fromStdString(reports::counted(r.threads, "thread")))
+           .arg(QString::fromStdString(
+               reports::counted(static_cast<int64_t>(d.throughput_per_iteration.size()), "timed iteration")));
   // The digest's figures (docs/formulas.md, "Throughput"), each labelled as `show` labels it.
   const reports::RunFigures& f = d.figures;
   if (f.samples_per_iteration) {

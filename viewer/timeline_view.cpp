@@ -165,10 +165,10 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
         status_->setText(
             reader.event_count() == 0
                 ? tr("Run %1 has no trace (run with --trace to record its events).").arg(run_id)
-                : tr("Run %1: %2 events in %3, %4. Wheel or +/- to zoom, drag or arrows to pan, Home for the "
+                : tr("Run %1: %2 in %3, %4. Wheel or +/- to zoom, drag or arrows to pan, Home for the "
                      "whole run, click for details.%5")
                       .arg(run_id)
-                      .arg(reader.event_count())
+                      .arg(reader.event_count() == 1 ? tr("1 event") : tr("%1 events").arg(reader.event_count()))
                       .arg(reader.lanes().size() == 1 ? tr("1 row") : tr("%1 rows").arg(reader.lanes().size()))
                       .arg(duration_text(static_cast<double>(canvas_->run_end_ - canvas_->run_start_)))
                       .arg(reader.index_stored() ? QString()

@@ -81,6 +81,14 @@ std::unique_ptr<Workload> WorkloadSpec::create(WorkloadConfig config) const {
   return build(config);
 }
 
+int64_t WorkloadSpec::parameter_count(const std::string& preset_name) const {
+  if (count_parameters) return count_parameters(preset_name);
+  WorkloadConfig wc;
+  wc.preset = preset_name;
+  wc.device = engine::Device::meta();
+  return create(wc)->model().parameter_count();
+}
+
 const std::vector<WorkloadSpec>& registry() {
   static const std::vector<WorkloadSpec> specs = {resnet50_spec(),    inception_v3_spec(), seq2seq_spec(),
                                                   transformer_spec(), faster_rcnn_spec(),  deepspeech2_spec(),

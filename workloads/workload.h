@@ -175,6 +175,10 @@ struct WorkloadSpec {
   std::function<void(const WorkloadConfig&)> check;
   // Whether it runs actor-learner threads whose count WorkloadConfig::learners sets (a3c).
   bool has_learners = false;
+  // A preset's parameter count without building anything, where building is slow (the translation
+  // workloads make their corpus first: seconds); the count of the model build() makes from the
+  // synthetic data. Empty: parameter_count() builds on the meta device.
+  std::function<int64_t(const std::string& preset)> count_parameters;
 
   const Preset* preset(const std::string& name) const;
   // The batch a run of `preset` trains with: `batch` where given, else the preset's default.
@@ -182,6 +186,9 @@ struct WorkloadSpec {
   int64_t batch_of(const std::string& preset, std::optional<int64_t> batch) const;
   // build() with the batch resolved.
   std::unique_ptr<Workload> create(WorkloadConfig config) const;
+  // The parameters of `preset`'s model (`trainscope list`): count_parameters where given, else the
+  // model create() builds on the meta device, which allocates nothing.
+  int64_t parameter_count(const std::string& preset) const;
 };
 
 // Every registered workload, in TBD's order.

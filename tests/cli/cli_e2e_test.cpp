@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "cli/openmp_waiting.h"
 #include "cli_test_util.h"
+#include "nlohmann/json.hpp"
 #include "store/reader.h"
 
 using namespace ts;
@@ -219,6 +221,54 @@ TEST(Cli, RooflineSetsTheStepAgainstTheMachine) {
   EXPECT_NE(unmeasured.out.find("not measured (run with --roofline"), std::string::npos) << unmeasured.out;
 }
 
+// A count of one takes the singular (issue 38: "1 threads"): the summary, the progress lines.
+TEST(Cli, ACountOfOneIsSingular) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto res = run_trainscope("run resnet50 --preset tiny --iters 1 --warmup 0 --threads 1 --eval-batches 0 --db " +
+                                  db.string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find(" 1 thread "), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("sustained over 1 timed iteration\n"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("1/1 iteration,"), std::string::npos) << res.out;  // the progress, not on a terminal
+  EXPECT_EQ(res.out.find("1 threads"), std::string::npos) << res.out;
+  const auto two = run_trainscope("run resnet50 --preset tiny --iters 2 --warmup 0 --threads 2 --eval-batches 0 --db " +
+                                  db.string());
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_NE(two.out.find(" 2 threads "), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("sustained over 2 timed iterations\n"), std::string::npos) << two.out;
+}
+
+// `show --json --layers N` is one JSON document (issue 38: the table used to follow it), the N
+// slowest layers inside it; without --json the table follows the summary.
+TEST(Cli, ShowJsonCarriesTheLayersInOneDocument) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  ASSERT_EQ(run_trainscope(tiny_run(db)).exit_code, 0);
+  const auto res = run_trainscope_split("show 1 --json --layers 3 --db " + db.string());
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  nlohmann::json doc;
+  ASSERT_NO_THROW(doc = nlohmann::json::parse(res.out)) << res.out;
+  EXPECT_EQ(doc.at("run_id"), 1);
+  ASSERT_EQ(doc.at("layers").size(), 3u) << res.out;
+  for (const auto& l : doc["layers"]) {
+    EXPECT_FALSE(l.at("layer").get<std::string>().empty());
+    EXPECT_GE(l.at("forward_ms").get<double>(), 0);
+    EXPECT_GE(l.at("backward_ms").get<double>(), 0);
+    EXPECT_TRUE(l.contains("parameters") && l.contains("activation_bytes") && l.contains("ops")) << l;
+  }
+  // What python3 -m json.tool reads, where there is one.
+  std::ofstream(dir / "show.json") << res.out;
+  const auto tool = run_command("command -v python3 >/dev/null || exit 77; python3 -m json.tool " +
+                                (dir / "show.json").string() + " >/dev/null");
+  EXPECT_TRUE(tool.exit_code == 0 || tool.exit_code == 77) << tool.out;
+  // Without --layers the document has none; as text the table follows the summary.
+  const auto plain = run_trainscope_split("show 1 --json --db " + db.string());
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("layers"));
+  const auto text = run_trainscope("show 1 --layers 3 --db " + db.string());
+  EXPECT_NE(text.out.find("layer (per timed iteration)"), std::string::npos) << text.out;
+}
+
 // `export --chrome` writes the stored run as Trace Event JSON (CPU-only run: CPU events and the
 // memory counter track); a missing run is bad input and writes nothing.
 TEST(Cli, ExportWritesAChromeTrace) {
@@ -235,6 +285,15 @@ TEST(Cli, ExportWritesAChromeTrace) {
   EXPECT_NE(json.find("\"cat\":\"cpu_op\",\"name\":\"conv2d\""), std::string::npos);
   EXPECT_NE(json.find("ProfilerStep#1"), std::string::npos);
   EXPECT_NE(json.find("memory by category"), std::string::npos);
+  // Its progress, on stderr that is no terminal: plain lines, the last ending in a newline (issue 38:
+  // the shell's prompt landed on the counter's line).
+  const auto split = run_trainscope_split("export 1 --db " + db.string() + " --chrome " + out.string());
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_NE(split.err.find("events\n"), std::string::npos) << split.err;
+  ASSERT_FALSE(split.err.empty());
+  EXPECT_EQ(split.err.back(), '\n') << split.err;
+  EXPECT_EQ(split.err.find('\r'), std::string::npos) << split.err;
+  EXPECT_EQ(split.out.rfind("wrote ", 0), 0u) << split.out;
   const auto missing = run_trainscope("export 7 --db " + db.string() + " --chrome " + (dir / "x.json").string());
   EXPECT_EQ(missing.exit_code, 2) << missing.out;
   EXPECT_NE(missing.out.find("run 7 not found"), std::string::npos) << missing.out;
@@ -245,8 +304,29 @@ TEST(Cli, ListShowsPublishedParameterCount) {
   const auto res = run_trainscope("list");
   ASSERT_EQ(res.exit_code, 0) << res.out;
   EXPECT_NE(res.out.find("25,557,032"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("batch 1 image "), std::string::npos) << res.out;  // faster_rcnn's (issue 38: "1 images")
+  EXPECT_EQ(res.out.find("batch 1 images"), std::string::npos) << res.out;
   const auto js = run_trainscope("list --json");
   EXPECT_NE(js.out.find("25557032"), std::string::npos) << js.out;
+}
+
+// `list` answers at once (issue 38: it made the translation workloads' corpora, seconds of work,
+// to count their parameters). CPU time, not wall time: the machine may be busy.
+TEST(Cli, ListIsQuick) {
+  const auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_CHILDREN, &u);
+    const auto s = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+    };
+    return s(u.ru_utime) + s(u.ru_stime);
+  };
+  const double before = cpu_seconds();
+  const auto res = run_trainscope("list");
+  const double took = cpu_seconds() - before;
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("63,082,496"), std::string::npos) << res.out;  // transformer base, counted
+  EXPECT_LT(took, 1.0) << "trainscope list took " << took << " s of CPU time";
 }
 
 TEST(Cli, LearnersFlagSetsA3csThreads) {

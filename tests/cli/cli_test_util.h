@@ -62,6 +62,19 @@ inline std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
+// A command's stdout and stderr apart: what a pipe or a file gets from each.
+struct SplitResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline SplitResult run_trainscope_split(const std::string& args) {
+  TempDir dir;
+  const auto r = run_command("{ " + std::string(TRAINSCOPE_BIN) + " " + args + " >" + (dir / "out").string() + " 2>" +
+                             (dir / "err").string() + "; }");
+  return {r.exit_code, read_file(dir / "out"), read_file(dir / "err")};
+}
+
 // The suite into `db` (`rounds` times); TS_TEST_SLOW_OP plants a slowdown when `slow` is set.
 inline void run_suite(const TempDir& dir, const std::filesystem::path& db, const std::string& suite_text,
                       const std::string& slow = "") {

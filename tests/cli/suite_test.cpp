@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "cli/run_config.h"
 #include "cli/suite.h"
 #include "cli_test_util.h"
+#include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "store/reader.h"
 
@@ -36,6 +38,21 @@ eval_batches = 0
   ASSERT_EQ(res.exit_code, 0) << res.out;
   EXPECT_NE(res.out.find("[1/4] resnet50/tiny batch 2"), std::string::npos) << res.out;
   EXPECT_NE(res.out.find("[4/4] resnet50/tiny batch 4"), std::string::npos) << res.out;
+  // After the summaries, the closing table (issue 38): one row per run, with its status and rate.
+  const auto table = res.out.find("suite t: 4 runs\n");
+  ASSERT_NE(table, std::string::npos) << res.out;
+  std::istringstream rows(res.out.substr(table));
+  std::string line;
+  std::getline(rows, line);  // the heading
+  std::getline(rows, line);  // the columns
+  EXPECT_NE(line.find("sustained rate"), std::string::npos) << line;
+  for (int id = 1; id <= 4; ++id) {
+    ASSERT_TRUE(std::getline(rows, line)) << res.out;
+    EXPECT_EQ(line.find(fmt::format("{:>4}  ", id)), 0u) << line;
+    const std::string device_batch = fmt::format("{:<6} {:>6} ", "cpu", id % 2 ? 2 : 4);  // interleaved
+    for (const std::string part : {"resnet50", "tiny", device_batch.c_str(), "completed", "images/s"})
+      EXPECT_NE(line.find(part), std::string::npos) << part << " missing from: " << line;
+  }
   store::Reader r(dir / "s.db");
   const auto runs = r.runs();
   ASSERT_EQ(runs.size(), 4u);
@@ -49,6 +66,48 @@ eval_batches = 0
     EXPECT_EQ(tag.at("entry"), 1);
     EXPECT_EQ(tag.at("repeat"), repeats[i]) << i;
   }
+}
+
+// An entry without a batch trains with its preset's, and its label says which (issue 38: it said
+// "batch default").
+TEST(Suite, LabelSaysTheResolvedBatch) {
+  TempDir dir;
+  std::ofstream(dir / "s.toml") << R"(
+[[run]]
+workload = "resnet50"
+preset = "tiny"
+iterations = 1
+warmup = 0
+threads = 1
+eval_batches = 0
+)";
+  const auto res = run_trainscope("suite " + (dir / "s.toml").string() + " --db " + (dir / "s.db").string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("[1/1] resnet50/tiny batch 4"), std::string::npos) << res.out;
+  EXPECT_EQ(res.out.find("batch default"), std::string::npos) << res.out;
+  EXPECT_EQ(store::Reader(dir / "s.db").runs().at(0).batch_size, 4);
+}
+
+// --json prints one document, the summaries, and nothing after it.
+TEST(Suite, JsonIsOneDocument) {
+  TempDir dir;
+  std::ofstream(dir / "s.toml") << R"(
+[[run]]
+workload = "resnet50"
+preset = "tiny"
+iterations = 1
+warmup = 0
+threads = 1
+eval_batches = 0
+repeats = 2
+)";
+  const auto res =
+      run_trainscope_split("suite " + (dir / "s.toml").string() + " --json --db " + (dir / "s.db").string());
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  nlohmann::json doc;
+  ASSERT_NO_THROW(doc = nlohmann::json::parse(res.out)) << res.out;
+  ASSERT_EQ(doc.size(), 2u);
+  EXPECT_EQ(doc[1].at("run_id"), 2);
 }
 
 TEST(Suite, BadFilesAreRejectedBeforeAnyRun) {

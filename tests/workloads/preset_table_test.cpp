@@ -17,6 +17,7 @@
 #include "workloads/seq2seq/seq2seq.h"
 #include "workloads/transformer/transformer.h"
 #include "workloads/wgan/wgan.h"
+#include "workloads/workload.h"
 
 using namespace ts::workloads;
 
@@ -274,4 +275,22 @@ TEST(PresetTables, NumberForms) {
   EXPECT_EQ(grouped_count(677429), "677,429");
   EXPECT_EQ(grouped_count(25557032), "25,557,032");
   EXPECT_EQ(grouped_count(-1234), "-1,234");
+}
+
+// `trainscope list` counts the translation workloads' parameters from their configurations
+// (WorkloadSpec::count_parameters) rather than making their corpora: every such count must be
+// that of the model a run builds.
+TEST(PresetTables, CountedParametersAreTheBuiltModels) {
+  int counted = 0;
+  for (const auto& spec : registry()) {
+    if (!spec.count_parameters) continue;
+    for (const auto& p : spec.presets) {
+      WorkloadConfig wc;
+      wc.preset = p.name;
+      wc.device = ts::engine::Device::meta();
+      EXPECT_EQ(spec.parameter_count(p.name), spec.create(wc)->model().parameter_count()) << spec.name << " " << p.name;
+      ++counted;
+    }
+  }
+  EXPECT_GE(counted, 6);  // seq2seq's and transformer's presets
 }

@@ -436,6 +436,8 @@ WorkloadSpec seq2seq_spec() {
     data_shard(wc, "seq2seq");
     check_text_source(wc.data);
   };
+  // The synthetic corpus has the configuration's vocabularies, so the model's count follows from it.
+  s.count_parameters = [](const std::string& preset) { return seq2seq_parameter_count(seq2seq_config(preset)); };
   s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     Seq2SeqConfig cfg = seq2seq_config(wc.preset);
     const DataShard shard = data_shard(wc, "seq2seq");

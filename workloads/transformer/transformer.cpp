@@ -419,6 +419,10 @@ WorkloadSpec transformer_spec() {
     data_shard(wc, "transformer");
     check_text_source(wc.data);
   };
+  // The synthetic corpus has the configuration's vocabulary, so the model's count follows from it.
+  s.count_parameters = [](const std::string& preset) {
+    return transformer_parameter_count(transformer_config(preset));
+  };
   s.build = [](const WorkloadConfig& wc) -> std::unique_ptr<Workload> {
     const TransformerConfig cfg = transformer_config(wc.preset);
     const DataShard shard = data_shard(wc, "transformer");
