@@ -64,9 +64,10 @@ Validated validate(const CollectivesBenchConfig& c) {
     const std::string why = distributed::nccl_unavailable_reason();
     if (!why.empty()) throw UsageError(why);
     // All ranks on this host (no --hosts/--hostfile): refused here, before mpirun starts any.
-    if (c.hosts.empty() && c.hostfile.empty()) {
-      const std::string too_few = distributed::gpus_too_few(static_cast<int>(c.nproc), distributed::local_gpu_count());
-      if (!too_few.empty()) throw UsageError("--nproc " + std::to_string(c.nproc) + ": " + too_few);
+    if (c.shared.hosts.empty() && c.shared.hostfile.empty()) {
+      const std::string too_few =
+          distributed::gpus_too_few(static_cast<int>(c.shared.nproc), distributed::local_gpu_count());
+      if (!too_few.empty()) throw UsageError("--nproc " + std::to_string(c.shared.nproc) + ": " + too_few);
     }
   }
   Validated v;
@@ -82,12 +83,12 @@ Validated validate(const CollectivesBenchConfig& c) {
   check_range("--factor", c.factor, 2, 1024);
   check_range("--iters", c.iterations, 1, 1'000'000);
   check_range("--warmup", c.warmup, 0, 1'000'000);
-  validate_launch(c.nproc, c.hosts, c.hostfile);
+  validate_launch(c.shared.nproc, c.shared.hosts, c.shared.hostfile);
   v.options.factor = c.factor;
   v.options.iterations = static_cast<int>(c.iterations);
   v.options.warmup = static_cast<int>(c.warmup);
   try {
-    store::Writer::check_target(c.db);
+    store::Writer::check_target(c.shared.db);
   } catch (const store::StoreError& e) {
     throw UsageError(e.what());
   }
@@ -109,10 +110,10 @@ std::vector<std::string> rank_arguments(const CollectivesBenchConfig& c, const V
                                 "--factor",       std::to_string(c.factor),
                                 "--iters",        std::to_string(c.iterations),
                                 "--warmup",       std::to_string(c.warmup),
-                                "--db",           std::filesystem::absolute(c.db).string(),
-                                "--lock-wait",    fmt::format("{}", c.lock_wait.count() / 1000.0),
+                                "--db",           std::filesystem::absolute(c.shared.db).string(),
+                                "--lock-wait",    fmt::format("{}", c.shared.lock_wait.count() / 1000.0),
                                 "--command-line", c.command_line};
-  if (c.json) a.push_back("--json");
+  if (c.shared.json) a.push_back("--json");
   return a;
 }
 
@@ -165,8 +166,8 @@ class BenchRecord {
  public:
   BenchRecord(const CollectivesBenchConfig& c, const Validated& v, const distributed::World& world,
               const std::vector<std::string>& hosts)
-      : record_(c.db, c.lock_wait, bench_info(c, v, world, hosts)) {
-    set_current_run(c.db, record_.id());
+      : record_(c.shared.db, c.shared.lock_wait, bench_info(c, v, world, hosts)) {
+    set_current_run(c.shared.db, record_.id());
     record_.add_environment(session::run_environment(&hosts));
   }
 
@@ -236,7 +237,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
       memory = std::move(rank.memory);
     }
     distributed::Communicator& measured = nccl ? *nccl : static_cast<distributed::Communicator&>(host);
-    if (record && !c.json) {
+    if (record && !c.shared.json) {
       fmt::print("# trainscope bench collectives: {} backend, {}, float32 sum, {} per size after {} "
                  "warm-up\n# time: mean per call averaged over the ranks; min/max: single calls on any rank; "
                  "busbw = algbw x bus factor (nccl-tests)\n{}",
@@ -249,7 +250,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
           if (!record) return;
           const auto row = to_row(c.backend, r);
           record->add(row, r.wrong);
-          if (!c.json) {
+          if (!c.shared.json) {
             fmt::print("{}{}\n", format_collective_bench_row(collective_bench_json(row)),
                        r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
             std::fflush(stdout);
@@ -263,18 +264,18 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
       error = "results differ from the expected values: " + record->first_wrong();
     }
     record->finish(status, error);
-    if (c.json) {
+    if (c.shared.json) {
       nlohmann::json rows = nlohmann::json::array();
       for (const auto& r : record->rows()) rows.push_back(collective_bench_json(r));
-      fmt::print("{}\n", nlohmann::json{{"db", std::filesystem::absolute(c.db).string()},
+      fmt::print("{}\n", nlohmann::json{{"db", std::filesystem::absolute(c.shared.db).string()},
                                         {"run_id", record->run_id()},
                                         {"status", std::string(store::to_string(status))},
                                         {"wrong_elements", record->wrong_total()},
                                         {"rows", rows}}
                              .dump(2));
     } else {
-      fmt::print("{}# stored in {} as run {} ({})\n", format_footer(record->rows()), c.db.string(), record->run_id(),
-                 store::to_string(status));
+      fmt::print("{}# stored in {} as run {} ({})\n", format_footer(record->rows()), c.shared.db.string(),
+                 record->run_id(), store::to_string(status));
     }
     if (!error.empty()) fmt::print(stderr, "trainscope: {}\n", error);
     return status == store::RunStatus::completed     ? kExitOk
@@ -356,39 +357,11 @@ std::span<const SharedOption> collectives_bench_shared_options() {
   return shared;
 }
 
-RunConfig shared_run_options(const CollectivesBenchConfig& c) {
-  RunConfig r;
-  r.nproc = c.nproc;
-  r.hosts = c.hosts;
-  r.hostfile = c.hostfile;
-  r.mca = c.mca;
-  r.db = c.db;
-  r.lock_wait = c.lock_wait;
-  r.json = c.json;
-  return r;
-}
-
-void take_shared_options(const RunConfig& r, CollectivesBenchConfig& c) {
-  c.nproc = r.nproc;
-  c.hosts = r.hosts;
-  c.hostfile = r.hostfile;
-  c.mca = r.mca;
-  c.db = r.db;
-  c.lock_wait = r.lock_wait;
-  c.json = r.json;
-}
-
 int execute_collectives_bench(const CollectivesBenchConfig& c) {
   const Validated v = validate(c);
   if (distributed::launched_as_rank()) return rank_exit_status(bench_as_rank(c, v));
-  JobLaunch job;
-  job.nproc = c.nproc;
-  job.hosts = c.hosts;
-  job.hostfile = c.hostfile;
-  job.mca = c.mca;
+  JobLaunch job = job_launch(c.shared);
   job.rank_args = rank_arguments(c, v);
-  job.db = c.db;
-  job.lock_wait = c.lock_wait;
   const LaunchedJob launched = launch_job(job);
   switch (launched.status) {
     case store::RunStatus::completed: return kExitOk;

@@ -24,14 +24,13 @@ struct CollectivesBenchConfig {
   std::string min_bytes = "8", max_bytes = "256M";
   int64_t factor = 2;
   int64_t iterations = 20, warmup = 5;
-  // Shared with `run` (collectives_bench_shared_options).
-  int64_t nproc = 2;  // with hosts, 0: one rank per slot
-  std::string hosts;
-  std::filesystem::path hostfile;
-  std::vector<std::pair<std::string, std::string>> mca;
-  std::filesystem::path db = "results/trainscope.db";
-  std::chrono::milliseconds lock_wait{60'000};
-  bool json = false;
+  // The options shared with `run` (collectives_bench_shared_options): nproc (with hosts, 0: one
+  // rank per slot), hosts, hostfile, mca, db, lock_wait, json; the other fields stay unused.
+  RunConfig shared = [] {
+    RunConfig r;
+    r.nproc = 2;
+    return r;
+  }();
   std::string command_line;
 };
 
@@ -46,9 +45,6 @@ int64_t parse_bytes(std::string_view text);
 // session/run_options.cpp, and added to its command by RunFlags, with help of the benchmark's own
 // where run's would mislead.
 std::span<const SharedOption> collectives_bench_shared_options();
-// The shared options of `config` as a RunConfig (the flags' defaults), and back.
-RunConfig shared_run_options(const CollectivesBenchConfig& config);
-void take_shared_options(const RunConfig& shared, CollectivesBenchConfig& config);
 
 // Validates (UsageError, nothing written), then starts the ranks (or, as a rank, runs the
 // sweep). Returns the exit code.

@@ -40,6 +40,22 @@ int64_t find_launched_run(const std::filesystem::path& db, const std::string& to
 
 }  // namespace
 
+JobLaunch job_launch(const RunConfig& c) {
+  JobLaunch job;
+  job.nproc = c.nproc;
+  job.hosts = c.hosts;
+  job.hostfile = c.hostfile;
+  if (c.strategy == RunConfig::Strategy::ps) {
+    job.servers = c.ps.servers;
+    job.dedicated_servers = c.ps.dedicated;
+    job.server_hosts = c.ps.server_hosts;
+  }
+  job.mca = c.mca;
+  job.db = c.db;
+  job.lock_wait = c.lock_wait;
+  return job;
+}
+
 LaunchedJob launch_job(const JobLaunch& job) {
   distributed::LaunchRequest r;
   r.nproc = static_cast<int>(job.nproc);

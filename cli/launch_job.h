@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/run_config.h"
 #include "store/records.h"
 
 namespace ts::cli {
@@ -35,6 +36,10 @@ struct LaunchedJob {
   int mpirun_status = 0;
   store::RunStatus status = store::RunStatus::failed;  // the run's, after the launcher's verdict
 };
+
+// The launch a config asks for (its nproc, hosts or hostfile, mca, db, lock wait, and under
+// --strategy ps its servers); the caller adds the ranks' arguments.
+JobLaunch job_launch(const RunConfig& config);
 
 // Checks what can be checked (hosts, slots, mpirun, the db), starts the ranks and waits for
 // them. UsageError (exit 2, nothing written) for bad input and for ranks that never made the run.

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->transform(int64_text);
   // --nproc, --hosts, --hostfile, --mca, --db, --lock-wait and --json are run's (session/run_options.cpp).
-  const RunFlags bench_shared(*bench_coll, collectives_bench_shared_options(), shared_run_options(bc));
+  const RunFlags bench_shared(*bench_coll, collectives_bench_shared_options(), bc.shared);
   bench_coll->add_option("--command-line", bc.command_line)->group("");
 
   std::string suite_file;
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
       return out.exit_code;
     }
     if (*bench_coll) {
-      take_shared_options(bench_shared.config(command_line), bc);
+      bc.shared = bench_shared.config(command_line);
       install_interrupt_handler();
       return execute_collectives_bench(bc);
     }

@@ -67,19 +67,8 @@ RunOutcome run_as_rank(const RunConfig& c, const std::string& label) {
 
 // `trainscope run --nproc N`: starts the ranks through mpirun and waits for them.
 RunOutcome launch_ranks(const RunConfig& c) {
-  JobLaunch job;
-  job.nproc = c.nproc;
-  job.hosts = c.hosts;
-  job.hostfile = c.hostfile;
-  if (c.strategy == RunConfig::Strategy::ps) {
-    job.servers = c.ps.servers;
-    job.dedicated_servers = c.ps.dedicated;
-    job.server_hosts = c.ps.server_hosts;
-  }
-  job.mca = c.mca;
+  JobLaunch job = job_launch(c);
   job.rank_args = rank_arguments(c);
-  job.db = c.db;
-  job.lock_wait = c.lock_wait;
   const LaunchedJob launched = launch_job(job);
   session::RunOutcome o;
   o.status = launched.status;
