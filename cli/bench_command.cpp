@@ -63,8 +63,10 @@ Validated validate(const CollectivesBenchConfig& c) {
   if (c.backend == "nccl") {
     const std::string why = distributed::nccl_unavailable_reason();
     if (!why.empty()) throw UsageError(why);
-    // All ranks on this host (no --hosts/--hostfile): refused here, before mpirun starts any.
-    if (c.shared.hosts.empty() && c.shared.hostfile.empty()) {
+    // All ranks on this host (no --hosts/--hostfile): refused here, before mpirun starts any. A
+    // rank skips this: its command line has no --nproc (the default would stand in for the job's
+    // size); it checks the ranks its host really has, in nccl_rank().
+    if (!distributed::launched_as_rank() && c.shared.hosts.empty() && c.shared.hostfile.empty()) {
       const std::string too_few =
           distributed::gpus_too_few(static_cast<int>(c.shared.nproc), distributed::local_gpu_count());
       if (!too_few.empty()) throw UsageError("--nproc " + std::to_string(c.shared.nproc) + ": " + too_few);

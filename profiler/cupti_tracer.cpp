@@ -129,6 +129,10 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     try {
       TS_CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(&timestamp_now));
       TS_CUPTI_CHECK(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed));
+      // CUPTI's dropped count for records of no context is read (and so reset) only when such a
+      // buffer completes; one left from before this session is not this session's loss.
+      size_t before = 0;
+      if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &before) == CUPTI_SUCCESS) dropped_before_start_ = before;
       size_t device_buffer = kDeviceBufferBytes;
       size_t value_size = sizeof(device_buffer);
       TS_CUPTI_CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &value_size, &device_buffer));
@@ -139,6 +143,10 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
       tracing_ = true;
       status_ = "CUPTI activity tracing: kernels (concurrent), copies, sets, synchronisation, runtime and driver "
                 "API, device memory, overhead; NVTX ranges for Nsight only (ours are on the CPU timeline)";
+      if (dropped_before_start_ > 0) {
+        status_ += "; " + std::to_string(dropped_before_start_) +
+                   " record(s) CUPTI dropped before this session began were left out of its count";
+      }
     } catch (const std::exception& e) {
       for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
       enabled_.clear();
@@ -166,6 +174,13 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (CUpti_ActivityKind k : enabled_) (void)cuptiActivityDisable(k);
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    // Records of no context that CUPTI dropped after that queue's last completed buffer: this
+    // session's, which would otherwise be reported, if ever, in a later one (issue 36's suspect
+    // for the second session's one dropped record; not yet seen on a GPU).
+    if (size_t late = 0; cuptiActivityGetNumDroppedRecords(nullptr, 0, &late) == CUPTI_SUCCESS && late > 0) {
+      std::lock_guard lock(mutex_);
+      dropped_ += late;
+    }
     // Detaches CUPTI from the process: launches after profiling pay nothing for it.
     (void)cuptiFinalize();
     active_.store(nullptr);
@@ -465,6 +480,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
   std::unordered_map<uint64_t, StringId> api_names_;
   std::map<int16_t, int16_t> context_device_;
   uint64_t dropped_ = 0, incomplete_ = 0, records_ = 0, buffers_completed_ = 0;
+  uint64_t dropped_before_start_ = 0;  // CUPTI's count at start(): an earlier session's, not counted
 };
 
 }  // namespace

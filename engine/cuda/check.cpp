@@ -21,6 +21,10 @@ namespace {
 
 void throw_cuda_error(int code, const char* call, const char* file, int line) {
   const auto rc = static_cast<cudaError_t>(code);
+  // The runtime also keeps a failed call's error as the thread's "last error", which the next
+  // launch's cudaGetLastError() would report as its own: taken here, it is this call's alone.
+  // (A sticky error, one that broke the context, stays whatever is done.)
+  (void)cudaGetLastError();
   raise("CUDA", std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc), code, call, file, line);
 }
 

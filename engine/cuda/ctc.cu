@@ -77,7 +77,8 @@ __global__ void ctc_kernel(CtcArgs a) {
     __syncthreads();
   }
   const double nll = s_nll;
-  const bool infeasible = !isfinite(nll);
+  // No alignment: +inf. A NaN (from NaN logits) is not infeasible: zero_infinity keeps it (as the CPU).
+  const bool infeasible = isinf(nll);
 
   if (a.grad != nullptr && T > 0) {
     float* g = a.grad + i * K;

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "engine/cuda/check.h"
 #include "engine/cuda/device_context.h"
@@ -35,10 +36,19 @@ void EventPair::record(CUevent_st* event) {
   TS_CUDA_CHECK(cudaEventRecord(event, ctx.stream()));
 }
 
-void EventPair::begin() { record(begin_); }
-void EventPair::end() { record(end_); }
+void EventPair::begin() {
+  record(begin_);
+  begun_ = true;
+}
+
+void EventPair::end() {
+  record(end_);
+  ended_ = true;
+}
 
 int64_t EventPair::elapsed_ns() const {
+  // Refused here rather than by CUDA, whose refusal would also linger as the thread's last error.
+  if (!begun_ || !ended_) throw std::runtime_error("EventPair::elapsed_ns: the pair was not recorded (begin and end)");
   DeviceGuard guard(device_);
   float ms = 0;
   TS_CUDA_CHECK(cudaEventElapsedTime(&ms, begin_, end_));

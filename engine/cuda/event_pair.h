@@ -28,6 +28,7 @@ class EventPair final : public DeviceEventPair {
   int device_;
   CUevent_st* begin_ = nullptr;
   CUevent_st* end_ = nullptr;
+  bool begun_ = false, ended_ = false;  // recorded at least once: CUDA refuses to time an unrecorded event
 };
 
 }  // namespace ts::engine::cuda

@@ -236,10 +236,10 @@ TEST_P(RnnOps, FinalStatesAtEachSequencesOwnLastStep) {
       // Padding is ignored: the same sequences alone, cut to their length, give the same states.
       for (int64_t b : {0, 1, 3}) {
         const int64_t len = lens[static_cast<size_t>(b)];
-        std::vector<Tensor> one = on_each(t);
-        one[0] = ops::slice(ops::slice(t[0], 1, b, 1), 0, 0, len);
-        one[1] = ops::slice(t[1], 0, b, 1);
-        one[2] = ops::slice(t[2], 0, b, 1);
+        std::vector<Tensor> one = on_each(t);  // on the device under test, sliced there
+        one[0] = ops::slice(ops::slice(one[0], 1, b, 1), 0, 0, len);
+        one[1] = ops::slice(one[1], 0, b, 1);
+        one[2] = ops::slice(one[2], 0, b, 1);
         const ops::RnnOutput alone = run_layer(lstm, one, Tensor(), reverse);
         const auto ha = alone.h_n.to_vector();
         for (int64_t k = 0; k < s.H; ++k)
