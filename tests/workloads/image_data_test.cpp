@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "engine/context.h"
 #include "workloads/data/image_data.h"
 
 using namespace ts;
@@ -21,6 +22,20 @@ TEST(SyntheticImages, DeterministicShapesAndCategories) {
   // Held-out batches are fixed per index and differ from training draws.
   EXPECT_EQ(a.heldout(3, 4).inputs.to_vector(), b.heldout(3, 4).inputs.to_vector());
   EXPECT_NE(a.heldout(3, 4).inputs.to_vector(), a.next_train(4).inputs.to_vector());
+}
+
+// A batch's pixels are computed in parallel, its random draws serially: the same seed gives the
+// same batch, bit for bit, on one thread and on several.
+TEST(SyntheticImages, TheSameBatchOnAnyNumberOfThreads) {
+  auto batch_on = [](int threads) {
+    engine::OpThreadsScope scope(threads);
+    SyntheticImages s(64, 3, 7, 9, engine::Device::cpu());
+    (void)s.next_train(3);
+    return s.next_train(6);
+  };
+  const Batch one = batch_on(1), several = batch_on(4);
+  EXPECT_EQ(one.inputs.to_vector(), several.inputs.to_vector());
+  EXPECT_EQ(one.labels.to_vector(), several.labels.to_vector());
 }
 
 TEST(FashionMnist, ReadsDebiansCopy) {
