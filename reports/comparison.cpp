@@ -15,19 +15,38 @@ namespace ts::reports {
 
 namespace {
 
-// One metric's samples from every run of one side, pooled.
-std::vector<double> pooled(const std::vector<const RunDigest*>& runs,
-                           const std::function<const std::vector<double>*(const RunDigest&)>& pick) {
-  std::vector<double> out;
+// One metric's per-iteration samples from every run of one side, pooled, with the variance
+// inflation that their autocorrelation within each run calls for (statistics.h).
+struct Samples {
+  std::vector<double> values;
+  double autocorrelation = 0, inflation = 1;
+};
+
+Samples pooled(const std::vector<const RunDigest*>& runs,
+               const std::function<const std::vector<double>*(const RunDigest&)>& pick) {
+  Samples out;
+  std::vector<std::vector<double>> series;
   for (const RunDigest* r : runs) {
-    if (const auto* v = pick(*r)) out.insert(out.end(), v->begin(), v->end());
+    if (const auto* v = pick(*r)) {
+      out.values.insert(out.values.end(), v->begin(), v->end());
+      series.push_back(*v);
+    }
   }
+  out.autocorrelation = lag1_autocorrelation(series);
+  out.inflation = autocorrelation_inflation(out.autocorrelation);
   return out;
 }
 
-MetricComparison compare_samples(std::string metric, std::string unit, bool higher_is_better,
-                                 const std::vector<double>& base, const std::vector<double>& next) {
+MetricComparison compare_samples(std::string metric, std::string unit, bool higher_is_better, const Samples& base_s,
+                                 const Samples& next_s, size_t min_samples = kMinSamples) {
+  const std::vector<double>& base = base_s.values;
+  const std::vector<double>& next = next_s.values;
+  // Iterations are series, not independent draws: the tests are widened by the autocorrelation
+  // seen within the runs (docs/formulas.md, "Comparing runs").
+  const double inflation = two_sample_inflation(base.size(), base_s.inflation, next.size(), next_s.inflation);
   MetricComparison m;
+  m.autocorrelation = std::max(base_s.autocorrelation, next_s.autocorrelation);
+  m.variance_inflation = inflation;
   m.metric = std::move(metric);
   m.unit = std::move(unit);
   m.higher_is_better = higher_is_better;
@@ -44,20 +63,20 @@ MetricComparison compare_samples(std::string metric, std::string unit, bool high
   if (positive) {
     // The change as a ratio, estimated on the logarithms: a 2x slowdown and a 2x speed-up are
     // equally far from no change, and a few slow outliers do not move the estimate.
-    const RatioEstimate r = ratio_estimate(base, next);
+    const RatioEstimate r = ratio_estimate(base, next, 0.95, inflation);
     m.delta = r.ratio - 1;
     m.delta_low = r.low - 1;
     m.delta_high = r.high - 1;
   } else if (m.base_median != 0) {
     // A phase that is sometimes 0 ms (no data loading on some iterations): the shift in ms,
     // relative to the base's median.
-    const ShiftEstimate s = hodges_lehmann(base, next);
+    const ShiftEstimate s = hodges_lehmann(base, next, 0.95, inflation);
     m.delta = s.estimate / m.base_median;
     m.delta_low = s.low / m.base_median;
     m.delta_high = s.high / m.base_median;
   }
-  m.p_value = mann_whitney_u(base, next).p_value;
-  if (base.size() < kMinSamples || next.size() < kMinSamples) {
+  m.p_value = mann_whitney_u(base, next, inflation).p_value;
+  if (base.size() < min_samples || next.size() < min_samples) {
     m.verdict = Verdict::too_few_samples;
   } else if (m.p_value < kSignificance && (m.delta_low > 0 || m.delta_high < 0)) {
     const bool up = m.delta > 0;
@@ -121,6 +140,64 @@ std::vector<Difference> differences_of(const std::vector<const RunDigest*>& base
   return out;
 }
 
+// Each op, kernel and layer's time per timed iteration, averaged over a side's runs.
+std::map<std::pair<std::string, std::string>, double> time_per_iteration(const std::vector<const RunDigest*>& side) {
+  std::map<std::pair<std::string, std::string>, double> out;
+  for (const RunDigest* r : side) {
+    const double share = 1.0 / static_cast<double>(side.size());
+    if (r->figures.timed_iterations > 0) {
+      const double per = share / static_cast<double>(r->figures.timed_iterations);
+      for (const auto& o : r->ops) out[{"op", o.name}] += o.total_ms * per;
+      for (const auto& k : r->kernels) out[{"kernel", k.name}] += k.total_ms * per;
+    }
+    for (const auto& l : r->layers) out[{"layer", l.layer}] += (l.forward_ms + l.backward_ms) * share;  // per iteration
+  }
+  return out;
+}
+
+// The ops, kernels and layers whose time per iteration grew most (then those that shrank most),
+// at most kCulpritsKept of each direction; nothing when a side was not traced.
+std::vector<Culprit> culprits_of(const std::vector<const RunDigest*>& base, const std::vector<const RunDigest*>& next) {
+  const auto b = time_per_iteration(base), n = time_per_iteration(next);
+  if (b.empty() || n.empty()) return {};
+  std::vector<Culprit> all;
+  for (const auto& [key, ms] : b) {
+    const auto other = n.find(key);
+    all.push_back({key.first, key.second, ms, other == n.end() ? 0.0 : other->second});
+  }
+  for (const auto& [key, ms] : n) {
+    if (!b.contains(key)) all.push_back({key.first, key.second, 0.0, ms});
+  }
+  // Layers hold ops: an op's growth shows in its layer too. Both are kept; they answer "which
+  // computation" and "where in the model".
+  std::stable_sort(all.begin(), all.end(), [](const Culprit& x, const Culprit& y) { return x.delta_ms() > y.delta_ms(); });
+  std::vector<Culprit> out;
+  for (const auto& c : all) {
+    if (out.size() == kCulpritsKept || c.delta_ms() <= 0) break;
+    out.push_back(c);
+  }
+  size_t shrunk = 0;
+  for (auto it = all.rbegin(); it != all.rend() && shrunk < kCulpritsKept && it->delta_ms() < 0; ++it, ++shrunk) {
+    out.push_back(*it);
+  }
+  return out;
+}
+
+// " (most grown: conv2d_backward_weights +3.1 ms/iteration (+14%), ...)", or "" with none.
+std::string culprits_text(const std::vector<Culprit>& culprits) {
+  std::vector<std::string> named;
+  for (const auto& c : culprits) {
+    if (named.size() == kCulpritsNamed || c.delta_ms() <= 0) break;
+    named.push_back(fmt::format("{} {} {:+.3g} ms/iteration{}", c.kind, c.name, c.delta_ms(),
+                                c.base_ms > 0 ? fmt::format(" ({})", signed_percent(c.new_ms / c.base_ms - 1)) : " (new)"));
+  }
+  return named.empty() ? "" : fmt::format("; most grown: {}", fmt::join(named, ", "));
+}
+
+std::string interval_brackets(const MetricComparison& m) {
+  return fmt::format("[{}, {}]", signed_percent(m.delta_low), signed_percent(m.delta_high));
+}
+
 PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest*>& base,
                             const std::vector<const RunDigest*>& next) {
   PairComparison p;
@@ -144,9 +221,19 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     }
   }
   const std::string unit = base.front()->unit;
-  p.metrics.push_back(compare_samples("throughput", unit, true,
-                                      pooled(base, [](const RunDigest& r) { return &r.throughput_per_iteration; }),
-                                      pooled(next, [](const RunDigest& r) { return &r.throughput_per_iteration; })));
+  if (base.size() >= kMinRepetitions && next.size() >= kMinRepetitions) {
+    // Enough repeats: the run is the unit. Iterations of one run share its moment (a busy
+    // neighbour, the machine's state), which only other runs can show.
+    Samples b, n;
+    b.values = p.base_run_throughput;
+    n.values = p.new_run_throughput;
+    p.metrics.push_back(compare_samples("throughput", unit, true, b, n, kMinRepetitions));
+    p.metrics.back().sample = "run";
+  } else {
+    p.metrics.push_back(compare_samples("throughput", unit, true,
+                                        pooled(base, [](const RunDigest& r) { return &r.throughput_per_iteration; }),
+                                        pooled(next, [](const RunDigest& r) { return &r.throughput_per_iteration; })));
+  }
   p.metrics.push_back(compare_samples("iteration time", "ms", false,
                                       pooled(base, [](const RunDigest& r) { return &r.iteration_ms; }),
                                       pooled(next, [](const RunDigest& r) { return &r.iteration_ms; })));
@@ -174,6 +261,7 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
   }
 
   p.differences = differences_of(base, next);
+  p.culprits = culprits_of(base, next);
   const auto base_mem = memory_of(*base.front());
   const auto new_mem = memory_of(*next.front());
   for (const auto* side : {&base, &next}) {
@@ -336,20 +424,27 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
       }
       // A slowdown is the time per sample growing: base rate / new rate - 1.
       const double slowdown = thr.delta > -1 ? 1.0 / (1.0 + thr.delta) - 1.0 : 0.0;
-      // Iterations of one run share its moment (a noisy neighbour, the clock): with repeats on
-      // both sides, a regression must also hold in every repeat, each new run slower than each
-      // base run, so that one disturbed run does not pass for a slower build.
-      const bool every_repeat = p.base_run_throughput.size() < 2 || p.new_run_throughput.size() < 2 ||
+      // Iterations of one run share its moment (a noisy neighbour, the clock): with 2 or 3
+      // repeats on both sides (fewer than kMinRepetitions, so the iterations are the sample), a
+      // regression must also hold in every repeat, each new run slower than each base run, so
+      // that one disturbed run does not pass for a slower build.
+      const bool every_repeat = thr.sample == "run" || p.base_run_throughput.size() < 2 ||
+                                p.new_run_throughput.size() < 2 ||
                                 *std::max_element(p.new_run_throughput.begin(), p.new_run_throughput.end()) <
                                     *std::min_element(p.base_run_throughput.begin(), p.base_run_throughput.end());
       if (thr.verdict == Verdict::slower && slowdown > limit) {
-        if (every_repeat) {
-          c.regressions.push_back(fmt::format(
-              "{}: throughput {} ({} slower per sample, p = {:.2g}), above the {}% allowed{}", p.key.label(),
-              signed_percent(thr.delta), signed_percent(slowdown), thr.p_value, *gate.fail_on_regression_pct,
-              p.noisy_runs.empty()
-                  ? ""
-                  : fmt::format(" (measured on a busy machine: run {} noisy)", fmt::join(p.noisy_runs, ", "))));
+        const std::string found =
+            fmt::format("{}: throughput {} {} ({} slower per sample, p = {:.2g}){}", p.key.label(),
+                        signed_percent(thr.delta), interval_brackets(thr), signed_percent(slowdown), thr.p_value,
+                        culprits_text(p.culprits));
+        if (every_repeat && !p.noisy_runs.empty()) {
+          // A slowdown measured while something else took the machine's time is that other
+          // work's as much as the build's: not judged (docs/ci.md says what CI does then).
+          c.inconclusive.push_back(fmt::format("{}, but measured on a busy machine (run {} noisy): rerun where it "
+                                               "is quiet to judge it",
+                                               found, fmt::join(p.noisy_runs, ", ")));
+        } else if (every_repeat) {
+          c.regressions.push_back(fmt::format("{}, above the {}% allowed", found, *gate.fail_on_regression_pct));
         } else {
           c.notes.push_back(
               fmt::format("{}: throughput {} overall, but not in every repeat (the runs' medians overlap): "
@@ -390,8 +485,11 @@ Document comparison_document(const Comparison& c) {
   }
   Table overview;
   overview.caption =
-      "Throughput per configuration: medians over every timed iteration of every repeat; change = new/base - 1 "
-      "with its 95% Hodges-Lehmann interval; p from the two-sided Mann-Whitney U test.";
+      fmt::format("Throughput per configuration: medians over every timed iteration of every repeat, or over the "
+                  "runs' medians where both sides have {} or more runs (n counts runs then); change = new/base - 1 "
+                  "with its 95% Hodges-Lehmann interval; p from the two-sided Mann-Whitney U test, both widened "
+                  "by the iterations' autocorrelation within their runs.",
+                  kMinRepetitions);
   overview.header = {"configuration", "base", "new", "change [95% CI]", "p", "n base/new", "peak memory", "verdict"};
   overview.numeric = {false, true, true, true, true, true, false, false};
   for (const auto& p : c.pairs) {
@@ -453,7 +551,7 @@ Document comparison_document(const Comparison& c) {
             ? fmt::format("Regression gate: FAILED ({} regression{}).", c.regressions.size(),
                           c.regressions.size() == 1 ? "" : "s")
             : fmt::format("Regression gate: INCONCLUSIVE: {} configuration{} could not be judged, so this is not a "
-                          "pass; run more iterations or repeats.",
+                          "pass; run more iterations or repeats, or rerun on a quiet machine.",
                           c.inconclusive.size(), c.inconclusive.size() == 1 ? "" : "s")});
     if (!c.regressions.empty()) {
       Table t;
@@ -512,6 +610,20 @@ Document comparison_document(const Comparison& c) {
       mem.row_class.push_back(row_class(m.verdict));
     }
     s.blocks.push_back(std::move(mem));
+    if (!p.culprits.empty()) {
+      Table moved;
+      moved.caption = "Where the time moved: ops, kernels and layers by their change in ms per timed iteration "
+                      "(each side's mean over its runs; a point estimate without a test: where to look)";
+      moved.header = {"kind", "name", "base ms/iteration", "new ms/iteration", "change"};
+      moved.numeric = {false, false, true, true, true};
+      for (const auto& k : p.culprits) {
+        moved.rows.push_back({k.kind, k.name, three_digits(k.base_ms), three_digits(k.new_ms),
+                              fmt::format("{:+.3g} ms{}", k.delta_ms(),
+                                          k.base_ms > 0 ? " (" + signed_percent(k.new_ms / k.base_ms - 1) + ")" : "")});
+        moved.row_class.push_back(k.delta_ms() > 0 ? "worse" : "better");
+      }
+      s.blocks.push_back(std::move(moved));
+    }
     for (const auto& n : p.notes) s.blocks.push_back(Paragraph{"Note: " + n});
     details.subsections.push_back(std::move(s));
   }
@@ -527,7 +639,8 @@ nlohmann::json comparison_json(const Comparison& c) {
                       {"only_in_new", c.only_in_new},
                       {"skipped", c.skipped},
                       {"significance", kSignificance},
-                      {"min_samples", kMinSamples}};
+                      {"min_samples", kMinSamples},
+                      {"min_repetitions", kMinRepetitions}};
   if (c.gated)
     j["gate"] = {{"passed", gate_decision(c) == "passed"},
                  {"decision", gate_decision(c)},
@@ -549,7 +662,15 @@ nlohmann::json comparison_json(const Comparison& c) {
                          {"delta_low", m.delta_low},
                          {"delta_high", m.delta_high},
                          {"p_value", m.p_value},
+                         {"sample", m.sample},
+                         {"autocorrelation", m.autocorrelation},
+                         {"variance_inflation", m.variance_inflation},
                          {"verdict", std::string(to_string(m.verdict))}});
+    }
+    nlohmann::json culprits = nlohmann::json::array();
+    for (const auto& k : p.culprits) {
+      culprits.push_back({{"kind", k.kind}, {"name", k.name}, {"base_ms_per_iteration", k.base_ms},
+                          {"new_ms_per_iteration", k.new_ms}, {"delta_ms_per_iteration", k.delta_ms()}});
     }
     nlohmann::json differences = nlohmann::json::array();
     for (const auto& d : p.differences) differences.push_back({{"what", d.what}, {"base", d.base}, {"new", d.next}});
@@ -569,6 +690,7 @@ nlohmann::json comparison_json(const Comparison& c) {
                      {"base_run_throughput", p.base_run_throughput},
                      {"new_run_throughput", p.new_run_throughput},
                      {"metrics", metrics},
+                     {"culprits", culprits},
                      {"memory", memory},
                      {"differences", differences},
                      {"notes", p.notes},

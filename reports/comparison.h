@@ -21,6 +21,10 @@ std::string_view to_string(Verdict);
 // Google Benchmark's compare.py warns below this many samples on either side: fewer cannot
 // reach significance reliably.
 inline constexpr size_t kMinSamples = 9;
+// With at least this many completed runs on both sides, throughput is compared over the runs'
+// medians (the repetition is the unit, as compare.py and benchstat take it): 4 against 4 is the
+// fewest whose exact Mann-Whitney test can reach p < 0.05 (2/70); 3 against 3 cannot (0.1).
+inline constexpr size_t kMinRepetitions = 4;
 inline constexpr double kSignificance = 0.05;
 
 struct MetricComparison {
@@ -28,8 +32,13 @@ struct MetricComparison {
   bool higher_is_better = false;
   size_t base_n = 0, new_n = 0;
   double base_median = 0, new_median = 0;
-  // new / base - 1, its 95% interval; p: two-sided Mann-Whitney U.
+  // new / base - 1, its 95% interval; p: two-sided Mann-Whitney U. Both widened by
+  // variance_inflation, which the lag-1 autocorrelation of each side's iterations within their
+  // runs calls for (autocorrelation: the larger side's). Over repetitions (sample "run": each
+  // run's median, kMinRepetitions or more a side) no widening: runs are independent.
   double delta = 0, delta_low = 0, delta_high = 0, p_value = 1;
+  double autocorrelation = 0, variance_inflation = 1;
+  std::string sample = "iteration";  // or "run"
   Verdict verdict = Verdict::no_change;
 };
 
@@ -53,6 +62,19 @@ struct Difference {
 inline constexpr double kWorkspaceTolerancePct = 5;
 inline constexpr int64_t kWorkspaceToleranceBytes = int64_t{1} << 20;
 
+// Where the time moved: a CPU op, a GPU kernel or a layer, its time per timed iteration on each
+// side (the mean over that side's runs of total / timed iterations; traced runs only). A point
+// estimate, without a test: it names where to look, the throughput row says whether it matters.
+struct Culprit {
+  std::string kind;  // "op", "kernel", "layer"
+  std::string name;
+  double base_ms = 0, new_ms = 0;
+  double delta_ms() const { return new_ms - base_ms; }
+};
+// How many culprits a comparison keeps (largest growth first), and how many a gate message names.
+inline constexpr size_t kCulpritsKept = 10;
+inline constexpr size_t kCulpritsNamed = 3;
+
 struct PairComparison {
   RunKey key;
   std::vector<int64_t> base_runs, new_runs;  // run ids (completed ones; the others are listed in `skipped`)
@@ -62,6 +84,7 @@ struct PairComparison {
   std::vector<std::string> notes;         // e.g. runs of one side that failed
   std::vector<Difference> differences;    // what the sides ran with differently (the document's first table)
   std::vector<int64_t> noisy_runs;        // runs of either side measured on a busy machine (RunDigest::conditions)
+  std::vector<Culprit> culprits;          // most grown first (at most kCulpritsKept), then the most shrunk
 };
 
 struct GateOptions {

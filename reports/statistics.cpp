@@ -32,6 +32,12 @@ void check_confidence(double confidence, const char* function) {
 }
 
 // P(Z > z) for a standard normal Z.
+void check_inflation(double f, const char* function) {
+  if (!(f >= 1) || !std::isfinite(f)) {
+    throw std::invalid_argument(std::string(function) + ": variance_inflation must be finite and at least 1");
+  }
+}
+
 double normal_sf(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
 
 // The z with P(Z > z) = tail, 0 < tail < 1/2, by bisection on normal_sf: it is needed once per
@@ -181,14 +187,15 @@ bool mann_whitney_uses_exact(size_t n1, size_t n2, bool ties) {
   return !ties && std::min(n1, n2) <= kMannWhitneyExactMaxSmallSample && n1 * n2 <= kMannWhitneyExactMaxPairs;
 }
 
-MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b) {
+MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b, double variance_inflation) {
   check_finite(a, "mann_whitney_u");
   check_finite(b, "mann_whitney_u");
+  check_inflation(variance_inflation, "mann_whitney_u");
   const PooledRanks ranks = pool(a, b);
   const double n1 = static_cast<double>(a.size()), n2 = static_cast<double>(b.size());
   MannWhitney result;
   result.u = ranks.u_a;
-  result.exact = mann_whitney_uses_exact(a.size(), b.size(), ranks.ties);
+  result.exact = variance_inflation == 1 && mann_whitney_uses_exact(a.size(), b.size(), ranks.ties);
   const double u_low = std::min(ranks.u_a, n1 * n2 - ranks.u_a);  // the nearer tail: both are as likely
   if (result.exact) {
     const auto u = static_cast<size_t>(u_low);  // no ties: an integer
@@ -200,7 +207,7 @@ MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<doubl
     return result;
   }
   const double n = n1 + n2;
-  const double variance = n1 * n2 / 12 * ((n + 1) - ranks.tie_term / (n * (n - 1)));
+  const double variance = variance_inflation * n1 * n2 / 12 * ((n + 1) - ranks.tie_term / (n * (n - 1)));
   if (!(variance > 0)) return result;  // every value equal: nothing tells the samples apart, p = 1
   // The continuity correction moves U half a step towards the mean, as scipy does.
   const double z = (n1 * n2 / 2 - u_low - 0.5) / std::sqrt(variance);
@@ -208,10 +215,12 @@ MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<doubl
   return result;
 }
 
-ShiftEstimate hodges_lehmann(const std::vector<double>& a, const std::vector<double>& b, double confidence) {
+ShiftEstimate hodges_lehmann(const std::vector<double>& a, const std::vector<double>& b, double confidence,
+                             double variance_inflation) {
   check_finite(a, "hodges_lehmann");
   check_finite(b, "hodges_lehmann");
   check_confidence(confidence, "hodges_lehmann");
+  check_inflation(variance_inflation, "hodges_lehmann");
   std::vector<double> xs = a, ys = b;
   std::sort(xs.begin(), xs.end());
   std::sort(ys.begin(), ys.end());
@@ -225,7 +234,7 @@ ShiftEstimate hodges_lehmann(const std::vector<double>& a, const std::vector<dou
   // with probability 1 - 2 P(U <= k - 1) > 1 - alpha.
   const double tail = (1 - confidence) / 2;
   uint64_t k = 0;
-  if (mann_whitney_uses_exact(xs.size(), ys.size(), pool(xs, ys).ties)) {
+  if (variance_inflation == 1 && mann_whitney_uses_exact(xs.size(), ys.size(), pool(xs, ys).ties)) {
     const std::vector<double> counts = u_counts(xs.size(), ys.size(), pairs / 2);  // P(U <= pairs/2) >= 1/2 > tail
     const double total = binomial(std::min(xs.size(), ys.size()), std::max(xs.size(), ys.size()));
     // R's qwilcox fuzz: a tail that the distribution reaches exactly counts as reached.
@@ -237,7 +246,7 @@ ShiftEstimate hodges_lehmann(const std::vector<double>& a, const std::vector<dou
     }
   } else {
     const double n1 = static_cast<double>(xs.size()), n2 = static_cast<double>(ys.size());
-    const double sigma = std::sqrt(n1 * n2 * (n1 + n2 + 1) / 12);
+    const double sigma = std::sqrt(variance_inflation * n1 * n2 * (n1 + n2 + 1) / 12);
     const double rank = std::ceil(n1 * n2 / 2 - 0.5 - normal_upper_quantile(tail) * sigma);
     k = static_cast<uint64_t>(std::clamp(rank, 0.0, static_cast<double>((pairs + 1) / 2)));
   }
@@ -247,7 +256,8 @@ ShiftEstimate hodges_lehmann(const std::vector<double>& a, const std::vector<dou
   return result;
 }
 
-RatioEstimate ratio_estimate(const std::vector<double>& base, const std::vector<double>& next, double confidence) {
+RatioEstimate ratio_estimate(const std::vector<double>& base, const std::vector<double>& next, double confidence,
+                             double variance_inflation) {
   check_positive(base, "ratio_estimate");
   check_positive(next, "ratio_estimate");
   const auto logs = [](const std::vector<double>& v) {
@@ -256,8 +266,55 @@ RatioEstimate ratio_estimate(const std::vector<double>& base, const std::vector<
     for (const double x : v) out.push_back(std::log(x));
     return out;
   };
-  const ShiftEstimate shift = hodges_lehmann(logs(base), logs(next), confidence);
+  const ShiftEstimate shift = hodges_lehmann(logs(base), logs(next), confidence, variance_inflation);
   return {std::exp(shift.estimate), std::exp(shift.low), std::exp(shift.high)};
+}
+
+double lag1_autocorrelation(const std::vector<std::vector<double>>& series) {
+  double products = 0, squares = 0, values = 0, used = 0;
+  for (const auto& s : series) {
+    if (s.empty()) continue;
+    check_finite(s, "lag1_autocorrelation");
+    if (s.size() < 2) continue;
+    values += static_cast<double>(s.size());
+    ++used;
+    // Midranks within the series (ties share theirs), centred on their mean (n + 1) / 2.
+    std::vector<size_t> order(s.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&s](size_t x, size_t y) { return s[x] < s[y]; });
+    std::vector<double> rank(s.size());
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i;
+      while (j + 1 < order.size() && s[order[j + 1]] == s[order[i]]) ++j;
+      for (size_t t = i; t <= j; ++t) rank[order[t]] = (static_cast<double>(i + j) / 2 + 1);
+      i = j + 1;
+    }
+    const double centre = (static_cast<double>(s.size()) + 1) / 2;
+    for (size_t t = 0; t < s.size(); ++t) {
+      const double d = rank[t] - centre;
+      squares += d * d;
+      if (t + 1 < s.size()) products += d * (rank[t + 1] - centre);
+    }
+  }
+  if (!(squares > 0)) return 0.0;
+  const double r = products / squares;
+  // The sample estimate is biased towards 0 by about (1 + 4 rho) / n for an AR(1) series of n
+  // values (Kendall; Marriott and Pope 1954): corrected with the series' mean length, where it
+  // is long enough for the correction to mean something.
+  const double n = values / used;
+  return n > 8 ? (r * n + 1) / (n - 4) : r;
+}
+
+double autocorrelation_inflation(double rho) {
+  if (!std::isfinite(rho)) throw std::invalid_argument("autocorrelation_inflation: rho is not finite");
+  const double r = std::clamp(rho, 0.0, kMaxAutocorrelation);
+  return (1 + r) / (1 - r);
+}
+
+double two_sample_inflation(size_t n_a, double f_a, size_t n_b, double f_b) {
+  if (n_a == 0 || n_b == 0) return 1;
+  const double a = static_cast<double>(n_a), b = static_cast<double>(n_b);
+  return (f_a / a + f_b / b) / (1 / a + 1 / b);
 }
 
 }  // namespace ts::reports

@@ -41,7 +41,9 @@ struct MannWhitney {
 // P(U <= min(U_a, U_b)) under the null, capped at 1. Otherwise the normal approximation with
 // the variance corrected for ties and a continuity correction of 1/2; p = 1 when every value is
 // equal (no variance). Throws on an empty sample.
-MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b);
+// `variance_inflation` > 1 (samples that are series, autocorrelated: variance_inflation() below)
+// multiplies U's null variance by it and always takes the normal approximation.
+MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b, double variance_inflation = 1);
 
 struct ShiftEstimate {
   double estimate = 0, low = 0, high = 0;
@@ -56,7 +58,9 @@ struct ShiftEstimate {
 // sigma^2 = n1*n2*(n1+n2+1)/12 (no tie correction: ties in the data do not make the pairwise
 // differences any less spread, and leaving it out errs on the side of a wider interval).
 // The differences are never all materialised (see statistics.cpp). confidence in (0, 1).
-ShiftEstimate hodges_lehmann(const std::vector<double>& a, const std::vector<double>& b, double confidence = 0.95);
+// `variance_inflation` > 1 widens the interval as it widens U's null distribution (above).
+ShiftEstimate hodges_lehmann(const std::vector<double>& a, const std::vector<double>& b, double confidence = 0.95,
+                             double variance_inflation = 1);
 
 struct RatioEstimate {
   double ratio = 1, low = 1, high = 1;
@@ -66,6 +70,23 @@ struct RatioEstimate {
 // Hodges-Lehmann shift of the logarithms mapped back, ratio = exp(shift) (next / base), with its
 // interval mapped the same way; delta = ratio - 1. Throws on a value that is not positive.
 RatioEstimate ratio_estimate(const std::vector<double>& base, const std::vector<double>& next,
-                             double confidence = 0.95);
+                             double confidence = 0.95, double variance_inflation = 1);
+
+// Samples that are iterations of runs are series: a busy neighbour or a clock slows several
+// iterations in a row, so neighbours are alike and a series holds less information than as many
+// independent values; the rank tests above, which assume independence, would then be too sure.
+// The lag-1 autocorrelation of the ranks within each series (robust to a few preempted
+// iterations), pooled over the series (each series' own mean rank), corrected for the estimate's
+// bias towards 0 in short series: (r n + 1) / (n - 4), n the series' mean length, when n > 8;
+// 0 when no series has two values.
+double lag1_autocorrelation(const std::vector<std::vector<double>>& series);
+// The factor by which autocorrelation rho inflates the variance of a mean (an AR(1) process's
+// (1 + rho) / (1 - rho)), with rho taken in [0, kMaxAutocorrelation]: a negative estimate is not
+// trusted to narrow anything.
+inline constexpr double kMaxAutocorrelation = 0.9;
+double autocorrelation_inflation(double rho);
+// The inflation of U's null variance for two samples with per-sample inflations f_a and f_b:
+// Var(mean rank a - mean rank b) grows as f_a / n_a + f_b / n_b against 1 / n_a + 1 / n_b.
+double two_sample_inflation(size_t n_a, double f_a, size_t n_b, double f_b);
 
 }  // namespace ts::reports

@@ -25,7 +25,7 @@ warmup = 2
 threads = 1
 eval_batches = 0
 )";
-  int passed = 0;
+  int passed = 0, inconclusive = 0;
   std::string alarms;
   for (int trial = 0; trial < 20; ++trial) {
     TempDir dir;
@@ -35,13 +35,16 @@ eval_batches = 0
     }
     const auto r = run_trainscope("compare " + (dir / "a.db").string() + " " + (dir / "b.db").string() +
                                   " --fail-on-regression 10");
-    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
+    // 4: inconclusive (a run measured on a busy machine, say): not a pass, and not a false alarm.
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 4) << r.out;
     if (r.exit_code == 0) {
       ++passed;
+    } else if (r.exit_code == 4) {
+      ++inconclusive;
     } else {
       alarms += r.out.substr(r.out.find("trainscope: regression"));
     }
   }
-  std::fprintf(stderr, "A/A: %d of 20 comparisons passed the gate\n", passed);
-  EXPECT_GE(passed, 19) << alarms;
+  std::fprintf(stderr, "A/A: %d of 20 comparisons passed the gate, %d inconclusive\n", passed, inconclusive);
+  EXPECT_GE(passed + inconclusive, 19) << alarms;  // at most one false "slower"
 }

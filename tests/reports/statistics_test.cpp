@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -29,6 +30,11 @@
 using namespace ts;
 using reports::hodges_lehmann;
 using reports::mann_whitney_u;
+using reports::autocorrelation_inflation;
+using reports::kMaxAutocorrelation;
+using reports::lag1_autocorrelation;
+using reports::ShiftEstimate;
+using reports::two_sample_inflation;
 
 namespace {
 
@@ -346,4 +352,74 @@ TEST(RatioEstimate, IsTheShiftOfTheLogarithmsMappedBack) {
   expect_relative(same.low * same.high, 4.0, 1e-14);
   EXPECT_LT(same.low, 2.0);
   EXPECT_GT(same.high, 2.0);
+}
+
+// The lag-1 autocorrelation of ranks, pooled over series: a trend is strongly autocorrelated, an
+// alternation negatively (which inflates nothing), independent draws about not at all.
+TEST(Autocorrelation, TrendsAlternationsAndNoise) {
+  std::vector<double> trend, alternating;
+  for (int i = 0; i < 50; ++i) {
+    trend.push_back(i + 0.1 * (i % 3));
+    alternating.push_back(i % 2 == 0 ? 1.0 + i * 1e-3 : 2.0 + i * 1e-3);
+  }
+  EXPECT_GT(lag1_autocorrelation({trend}), 0.9);
+  EXPECT_LT(lag1_autocorrelation({alternating}), -0.4);
+  EXPECT_DOUBLE_EQ(autocorrelation_inflation(lag1_autocorrelation({alternating})), 1.0);
+  EXPECT_DOUBLE_EQ(autocorrelation_inflation(0.5), 3.0);
+  EXPECT_DOUBLE_EQ(autocorrelation_inflation(0.99), (1 + kMaxAutocorrelation) / (1 - kMaxAutocorrelation));
+  // Pooled: each series about its own mean rank, so two trends at different levels stay a trend,
+  // and a one-value series adds nothing.
+  std::vector<double> high = trend;
+  for (auto& x : high) x += 1000;
+  EXPECT_GT(lag1_autocorrelation({trend, high, {7.0}}), 0.9);
+  EXPECT_EQ(lag1_autocorrelation({{1.0}, {}}), 0.0);
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise;
+  std::vector<double> iid;
+  for (int i = 0; i < 2000; ++i) iid.push_back(noise(rng));
+  EXPECT_NEAR(lag1_autocorrelation({iid}), 0.0, 0.08);
+  EXPECT_THROW(lag1_autocorrelation({{1.0, NAN}}), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(two_sample_inflation(10, 3.0, 10, 1.0), 2.0);
+  EXPECT_DOUBLE_EQ(two_sample_inflation(30, 1.0, 10, 1.0), 1.0);
+  EXPECT_THROW(mann_whitney_u({1, 2, 3}, {4, 5, 6}, 0.5), std::invalid_argument);
+}
+
+// Why the inflation is there: two independent AR(1) series of the same process (iterations that
+// drift together within a run), compared as if their values were independent, are "significantly
+// different" far more often than 5% of the time; with the inflation, about as often as they should.
+TEST(Autocorrelation, InflationKeepsTheFalsePositiveRateOfDriftingSeriesNearItsLevel) {
+  std::mt19937 rng(11);
+  std::normal_distribution<double> noise;
+  const auto series = [&](size_t n) {
+    std::vector<double> v;
+    double x = 0;
+    for (size_t i = 0; i < n; ++i) {
+      x = 0.8 * x + noise(rng);
+      v.push_back(10 + x);
+    }
+    return v;
+  };
+  int naive = 0, inflated = 0;
+  const int trials = 400;
+  for (int t = 0; t < trials; ++t) {
+    const auto a = series(40), b = series(40);
+    const double f = two_sample_inflation(a.size(), autocorrelation_inflation(lag1_autocorrelation({a})), b.size(),
+                                          autocorrelation_inflation(lag1_autocorrelation({b})));
+    naive += mann_whitney_u(a, b).p_value < 0.05;
+    inflated += mann_whitney_u(a, b, f).p_value < 0.05;
+  }
+  std::fprintf(stderr, "drifting A/A: p < 0.05 in %d of %d trials naively, %d with the inflation\n", naive, trials,
+               inflated);
+  EXPECT_GT(naive, trials / 5);         // about 45% on this seed: independence assumed, far too sure
+  EXPECT_LT(inflated, trials * 12 / 100);  // near the 5% it should be (the estimate of rho is itself noisy)
+  EXPECT_LT(inflated, naive / 2);
+}
+
+TEST(Autocorrelation, InflationWidensTheHodgesLehmannInterval) {
+  const std::vector<double> a = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, b = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  const ShiftEstimate plain = hodges_lehmann(a, b), wide = hodges_lehmann(a, b, 0.95, 4.0);
+  EXPECT_DOUBLE_EQ(plain.estimate, wide.estimate);
+  EXPECT_LT(wide.low, plain.low);
+  EXPECT_GT(wide.high, plain.high);
+  EXPECT_DOUBLE_EQ(hodges_lehmann(a, b, 0.95, 1.0).low, plain.low);  // 1: exactly the old interval
 }
