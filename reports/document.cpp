@@ -421,8 +421,11 @@ constexpr const char* kDrawJs = R"js(
 (function () {
   'use strict';
   var record = window.__tsRecordError, show = window.__tsShowErrors;
-  // Okabe & Ito's colour-blind-safe palette (yellow last: it is faint on white).
-  var PALETTE = ['#0072B2', '#E69F00', '#009E73', '#D55E00', '#56B4E9', '#CC79A7', '#999999', '#F0E442'];
+  // Okabe & Ito's colour-blind-safe palette, then Paul Tol's muted scheme's darker members for a
+  // chart with more parts (the op classes are 11; yellow last: it is faint on white). No two
+  // parts of one chart share a colour up to PALETTE.length.
+  var PALETTE = ['#0072B2', '#E69F00', '#009E73', '#D55E00', '#56B4E9', '#CC79A7', '#999999', '#332288', '#117733',
+                 '#882255', '#44AA99', '#AA4499', '#DDCC77', '#F0E442'];
   var PER_POINT = { pie: true, doughnut: true, polarArea: true };
   var LINE_LIKE = { line: true, radar: true, scatter: true, bubble: true };
   function rgba(hex, alpha) {

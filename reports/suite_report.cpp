@@ -22,7 +22,8 @@ struct Group {
   RunKey key;
   std::vector<const RunDigest*> runs, ok;  // all, and the completed ones the figures use
   std::vector<double> throughput, iteration_ms;
-  std::vector<std::pair<std::string, double>> phase_ms;  // median per phase
+  std::vector<std::pair<std::string, double>> phase_ms;     // median per phase
+  std::vector<std::pair<std::string, double>> phase_share;  // of the timed iterations' time, "unaccounted" last
   std::vector<std::pair<std::string, double>> class_ms;  // per timed iteration, by op class
   std::vector<OpTotal> ops;                              // per timed iteration
   const RunDigest* first = nullptr;                      // the first completed run (memory, layers, breakdown)
@@ -53,13 +54,18 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
     std::map<std::string, std::vector<double>> phases;
     std::vector<std::string> phase_order;
     std::map<std::string, OpTotal> ops;
-    std::map<std::string, double> classes;
-    double timed = 0;
+    std::map<std::string, double> classes, share;
+    double timed = 0, unaccounted = 0, with_phases = 0;
     for (const auto* r : g.ok) {
       for (const auto& p : r->phases) {
         if (!phases.contains(p.phase)) phase_order.push_back(p.phase);
         auto& v = phases[p.phase];
         v.insert(v.end(), p.ms.begin(), p.ms.end());
+        share[p.phase] += p.share;
+      }
+      if (!r->phases.empty()) {
+        unaccounted += r->unaccounted_share;
+        ++with_phases;
       }
       for (const auto& o : r->ops) {
         auto& t = ops[o.name];
@@ -71,6 +77,12 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
       timed += static_cast<double>(r->iteration_ms.size());
     }
     for (const auto& name : phase_order) g.phase_ms.emplace_back(name, median(phases[name]));
+    // Each run's shares add up to 1 with its unaccounted share (docs/formulas.md, "Phase
+    // shares"); repeats of one configuration count alike.
+    if (with_phases > 0) {
+      for (const auto& name : phase_order) g.phase_share.emplace_back(name, share[name] / with_phases);
+      g.phase_share.emplace_back("unaccounted", unaccounted / with_phases);
+    }
     // Ops are summed over the runs' timed iterations (kernel_summary); per iteration reads better.
     for (auto& [_, t] : ops) {
       t.total_ms /= std::max(timed, 1.0);
@@ -204,10 +216,10 @@ Section summary_section(const std::vector<Group>& groups) {
 
   // Where the time goes, comparable across configurations of very different speed: shares of
   // each phase in the median iteration, and of each op class in the traced op time.
-  add_share_chart(
-      s, groups, &Group::phase_ms, "Time per phase (% of the median iteration's phases)",
-      "Stacked bars: each configuration's phases as shares of its iteration; the per-configuration tables have the ms.",
-      "% of iteration");
+  add_share_chart(s, groups, &Group::phase_share, "Time per phase (% of the timed iterations' time)",
+                  "Stacked bars: each configuration's phases, and the time no phase covers, as shares of its timed "
+                  "iterations' time; the per-configuration tables have the ms.",
+                  "% of the timed iterations' time");
   add_share_chart(s, groups, &Group::class_ms, "Op time by class (% of traced op time)",
                   "Stacked bars: each configuration's traced CPU op time by op class (convolution, matrix multiply, "
                   "element-wise, ...).",
@@ -257,6 +269,19 @@ Section memory_section(const std::vector<Group>& groups) {
     }
   }
   s.blocks.push_back(std::move(t));
+  // The sizes first (configurations differ by orders of magnitude), then the shares.
+  std::vector<std::pair<std::string, std::vector<double>>> mib;
+  for (const auto& c : categories) {
+    std::vector<double> v;
+    for (const auto& m : ours) v.push_back(m.contains(c) ? m.at(c) : 0.0);
+    mib.emplace_back(c, v);
+  }
+  Chart sizes;
+  sizes.title = "Memory at peak by category (MiB)";
+  sizes.alt_text = "Stacked bars: each configuration's peak memory in MiB, split by the ledger's categories.";
+  sizes.config = stacked_bar(labels, mib, "MiB at peak", true, false);
+  sizes.height = chart_height(labels.size());
+  s.blocks.push_back(std::move(sizes));
   s.blocks.push_back(share_chart("Memory at peak by category (% of peak)",
                                  "Stacked bars: each configuration's peak memory split by the ledger's categories.",
                                  labels, categories, ours, "% of peak bytes"));
@@ -265,6 +290,20 @@ Section memory_section(const std::vector<Group>& groups) {
       "Stacked bars: the same peaks in TBD's classes (weights, gradients, feature maps, workspace, dynamic).", labels,
       classes, tbd, "% of peak bytes"));
   return s;
+}
+
+// The p10-p90 band of a curve as two datasets, the upper filled down to the lower: Chart.js has
+// no error bars of its own.
+nlohmann::json band_datasets(const nlohmann::json& low, const nlohmann::json& high) {
+  const nlohmann::json hidden_point = {{"pointRadius", 0}, {"borderWidth", 0}, {"borderColor", "rgba(0,0,0,0)"}};
+  nlohmann::json lo = {{"label", "p10"}, {"data", low}, {"fill", false}};
+  nlohmann::json hi = {{"label", "p90 (band: p10-p90 over the iterations)"},
+                       {"data", high},
+                       {"fill", "-1"},
+                       {"backgroundColor", "rgba(0,114,178,0.15)"}};
+  lo.update(hidden_point);
+  hi.update(hidden_point);
+  return nlohmann::json::array({lo, hi});
 }
 
 // Curves where a suite varied one thing: ranks (scaling) or batch (throughput versus batch).
@@ -282,7 +321,8 @@ Section curves_section(const std::vector<Group>& groups) {
   for (auto& [k, v] : by_ranks) {
     if (v.size() < 2) continue;
     std::sort(v.begin(), v.end(), [](const Group* a, const Group* b) { return a->key.ranks < b->key.ranks; });
-    nlohmann::json measured = nlohmann::json::array(), ideal = nlohmann::json::array();
+    nlohmann::json measured = nlohmann::json::array(), ideal = nlohmann::json::array(),
+                   low = nlohmann::json::array(), high = nlohmann::json::array();
     const double one = v.front()->job_throughput() / static_cast<double>(v.front()->key.ranks);
     Table t;
     t.caption = fmt::format("{}/{} {} batch {} per rank: job throughput against ranks", std::get<0>(k), std::get<1>(k),
@@ -293,20 +333,27 @@ Section curves_section(const std::vector<Group>& groups) {
       const double r = static_cast<double>(g->key.ranks);
       measured.push_back({{"x", r}, {"y", g->job_throughput()}});
       ideal.push_back({{"x", r}, {"y", one * r}});
+      // The job's rate spreads as one rank's does: ranks x that rank's p10 and p90.
+      low.push_back({{"x", r}, {"y", r * quantile(g->throughput, 0.1)}});
+      high.push_back({{"x", r}, {"y", r * quantile(g->throughput, 0.9)}});
       t.rows.push_back({std::to_string(g->key.ranks), three_digits(g->job_throughput()) + " " + g->unit,
                         fmt::format("{:.0f}%", 100.0 * g->job_throughput() / (one * r))});
     }
     Chart c;
     c.title = t.caption;
-    c.alt_text = "Line chart: measured job throughput against ranks, beside linear scaling from the smallest run.";
+    c.alt_text = "Line chart: measured job throughput against ranks with its p10-p90 band, beside linear scaling "
+                 "from the smallest run.";
+    nlohmann::json datasets = {{{"label", "measured (median)"}, {"data", measured}},
+                               {{"label", "linear scaling"}, {"data", ideal}, {"borderDash", {6, 4}}}};
+    for (auto& d : band_datasets(low, high)) datasets.push_back(d);
     c.config = {{"type", "line"},
-                {"data",
-                 {{"datasets",
-                   {{{"label", "measured"}, {"data", measured}},
-                    {{"label", "linear scaling"}, {"data", ideal}, {"borderDash", {6, 4}}}}}}},
+                {"data", {{"datasets", datasets}}},
                 {"options",
                  {{"scales",
-                   {{"x", {{"type", "linear"}, {"title", {{"display", true}, {"text", "ranks"}}}}},
+                   {{"x",
+                     {{"type", "linear"},
+                      {"ticks", {{"stepSize", 1}, {"precision", 0}}},  // ranks are whole
+                      {"title", {{"display", true}, {"text", "ranks"}}}}},
                     {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
     s.blocks.push_back(std::move(c));
     s.blocks.push_back(std::move(t));
@@ -314,14 +361,21 @@ Section curves_section(const std::vector<Group>& groups) {
   for (auto& [k, v] : by_batch) {
     if (v.size() < 2) continue;
     std::sort(v.begin(), v.end(), [](const Group* a, const Group* b) { return a->key.batch < b->key.batch; });
-    nlohmann::json points = nlohmann::json::array();
-    for (const auto* g : v) points.push_back({{"x", g->key.batch}, {"y", median(g->throughput)}});
+    nlohmann::json points = nlohmann::json::array(), low = nlohmann::json::array(), high = nlohmann::json::array();
+    for (const auto* g : v) {
+      points.push_back({{"x", g->key.batch}, {"y", median(g->throughput)}});
+      low.push_back({{"x", g->key.batch}, {"y", quantile(g->throughput, 0.1)}});
+      high.push_back({{"x", g->key.batch}, {"y", quantile(g->throughput, 0.9)}});
+    }
+    nlohmann::json datasets = {{{"label", "median throughput"}, {"data", points}}};
+    for (auto& d : band_datasets(low, high)) datasets.push_back(d);
     Chart c;
     c.title = fmt::format("{}/{} {}{}: throughput against batch size", std::get<0>(k), std::get<1>(k), std::get<2>(k),
                           std::get<3>(k) > 1 ? fmt::format(" x{} ranks", std::get<3>(k)) : "");
-    c.alt_text = "Line chart: median throughput per rank at each batch size; the summary table has the numbers.";
+    c.alt_text = "Line chart: median throughput per rank at each batch size with its p10-p90 band; the summary "
+                 "table has the numbers.";
     c.config = {{"type", "line"},
-                {"data", {{"datasets", {{{"label", "median throughput"}, {"data", points}}}}}},
+                {"data", {{"datasets", datasets}}},
                 {"options",
                  {{"scales",
                    {{"x", {{"type", "logarithmic"}, {"title", {{"display", true}, {"text", "batch per rank"}}}}},
@@ -349,14 +403,23 @@ Section group_section(const Group& g) {
     s.blocks.push_back(Paragraph{"No run of this configuration completed; see \"Runs that did not complete\"."});
     return s;
   }
-  double phases_total = 0;
-  for (const auto& [_, v] : g.phase_ms) phases_total += v;
   Table ph;
-  ph.caption = "Time per phase (median ms per timed iteration)";
+  ph.caption = "Time per phase: median ms per timed iteration (medians need not add up), and its share of the timed "
+               "iterations' time (the shares do, with the unaccounted share)";
   ph.header = {"phase", "ms", "share"};
   ph.numeric = {false, true, true};
-  for (const auto& [p, v] : g.phase_ms)
-    ph.rows.push_back({p, three_digits(v), fmt::format("{:.1f}%", phases_total > 0 ? 100 * v / phases_total : 0)});
+  for (const auto& [p, v] : g.phase_ms) {
+    const auto at = std::find_if(g.phase_share.begin(), g.phase_share.end(), [&](const auto& x) { return x.first == p; });
+    ph.rows.push_back({p, three_digits(v), at == g.phase_share.end() ? "" : fmt::format("{:.1f}%", 100 * at->second)});
+  }
+  if (!g.phase_share.empty()) {
+    std::vector<double> unaccounted;
+    for (const auto* r : g.ok) {
+      if (r->unaccounted_median_ms) unaccounted.push_back(*r->unaccounted_median_ms);
+    }
+    ph.rows.push_back({"unaccounted", unaccounted.empty() ? "" : three_digits(median(unaccounted)),
+                       fmt::format("{:.1f}%", 100 * g.phase_share.back().second)});
+  }
   s.blocks.push_back(std::move(ph));
 
   if (!g.ops.empty()) {

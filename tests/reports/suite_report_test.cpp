@@ -1,0 +1,142 @@
+// The suite report's charts say what they show (issue 38): phase shares of the timed iterations'
+// time with the unaccounted share, memory in MiB beside its shares, whole rank ticks and a
+// p10-p90 band on the scaling and batch curves, oneDNN's reorders with the layout work, and
+// enough colours for every op class.
+#include "reports/suite_report.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reports/document.h"
+#include "reports/op_class.h"
+
+using namespace ts::reports;
+
+namespace {
+
+RunDigest run(int64_t id, int64_t ranks, int64_t batch, double ms) {
+  RunDigest d;
+  d.run.id = id;
+  d.key = {"resnet50", "tiny", "cpu", batch, ranks};
+  d.status = "completed";
+  d.unit = "images/s";
+  for (int i = 0; i < 20; ++i) {
+    const double t = ms * (1 + 0.01 * (i % 5));
+    d.iteration_ms.push_back(t);
+    d.throughput_per_iteration.push_back(static_cast<double>(batch) / (t * 1e-3));
+  }
+  // forward 60% and backward 30% of the timed iterations' time: 10% in no phase.
+  d.phases = {{"forward", std::vector<double>(20, 0.6 * ms), 0.6 * ms, 0.6},
+              {"backward", std::vector<double>(20, 0.3 * ms), 0.3 * ms, 0.3}};
+  d.unaccounted_median_ms = 0.1 * ms;
+  d.unaccounted_share = 0.1;
+  d.memory = {{"weights", "Weights", 3 << 20}, {"activations", "Feature maps", 5 << 20}};
+  d.peak_bytes = 8 << 20;
+  return d;
+}
+
+std::vector<Chart> charts_of(const Section& s) {
+  std::vector<Chart> out;
+  for (const auto& b : s.blocks) {
+    if (const auto* c = std::get_if<Chart>(&b)) out.push_back(*c);
+  }
+  for (const auto& sub : s.subsections) {
+    for (auto& c : charts_of(sub)) out.push_back(c);
+  }
+  return out;
+}
+
+const Chart* chart_titled(const std::vector<Chart>& charts, const std::string& start) {
+  for (const auto& c : charts) {
+    if (c.title.rfind(start, 0) == 0) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(SuiteReport, PhaseSharesAreOfTheIterationsTimeWithTheUnaccountedShare) {
+  const Document doc = suite_report_document({run(1, 1, 4, 10.0)}, "test.db");
+  std::vector<Chart> charts;
+  for (const auto& s : doc.sections) {
+    for (auto& c : charts_of(s)) charts.push_back(c);
+  }
+  const Chart* phases = chart_titled(charts, "Time per phase");
+  ASSERT_NE(phases, nullptr);
+  EXPECT_EQ(phases->title, "Time per phase (% of the timed iterations' time)");
+  double total = 0;
+  std::set<std::string> names;
+  for (const auto& ds : phases->config["data"]["datasets"]) {
+    names.insert(ds["label"]);
+    total += ds["data"][0].get<double>();
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"forward", "backward", "unaccounted"}));
+  EXPECT_NEAR(total, 100.0, 1e-9);
+  for (const auto& ds : phases->config["data"]["datasets"]) {
+    if (ds["label"] == "forward") {
+      EXPECT_NEAR(ds["data"][0].get<double>(), 60.0, 1e-9);  // the stored share, not forward / (forward + backward)
+    }
+  }
+  // The per-configuration table has the unaccounted row too.
+  const std::string md = to_markdown(doc);
+  EXPECT_NE(md.find("| unaccounted | 1.00 | 10.0% |"), std::string::npos) << md;
+  // Memory: MiB first, then shares.
+  const Chart* mib = chart_titled(charts, "Memory at peak by category (MiB)");
+  ASSERT_NE(mib, nullptr);
+  for (const auto& ds : mib->config["data"]["datasets"]) {
+    EXPECT_EQ(ds["data"][0].get<double>(), ds["label"] == "weights" ? 3.0 : 5.0);
+  }
+  EXPECT_FALSE(mib->config["options"]["scales"]["x"].contains("max"));  // not normalised to 100
+  EXPECT_NE(chart_titled(charts, "Memory at peak by category (% of peak)"), nullptr);
+}
+
+TEST(SuiteReport, ScalingAndBatchCurvesHaveWholeRankTicksAndABand) {
+  const Document doc = suite_report_document(
+      {run(1, 1, 4, 10.0), run(2, 2, 4, 11.0), run(3, 3, 4, 12.0), run(4, 1, 8, 18.0)}, "test.db");
+  std::vector<Chart> charts;
+  for (const auto& s : doc.sections) {
+    for (auto& c : charts_of(s)) charts.push_back(c);
+  }
+  const Chart* scaling = chart_titled(charts, "resnet50/tiny cpu batch 4 per rank");
+  ASSERT_NE(scaling, nullptr);
+  EXPECT_EQ(scaling->config["options"]["scales"]["x"]["ticks"]["stepSize"], 1);
+  EXPECT_EQ(scaling->config["options"]["scales"]["x"]["ticks"]["precision"], 0);
+  const auto& ds = scaling->config["data"]["datasets"];
+  ASSERT_EQ(ds.size(), 4u);  // median, linear scaling, p10, p90 filled down to p10
+  EXPECT_EQ(ds[3]["fill"], "-1");
+  for (size_t i = 0; i < ds[0]["data"].size(); ++i) {
+    const double lo = ds[2]["data"][i]["y"], mid = ds[0]["data"][i]["y"], hi = ds[3]["data"][i]["y"];
+    EXPECT_LE(lo, mid);
+    EXPECT_LE(mid, hi);
+    EXPECT_LT(lo, hi);  // the iterations spread by up to 4%
+  }
+  const Chart* batch = chart_titled(charts, "resnet50/tiny cpu: throughput against batch size");
+  ASSERT_NE(batch, nullptr);
+  EXPECT_EQ(batch->config["data"]["datasets"].size(), 3u);
+}
+
+TEST(SuiteReport, ReordersAreLayoutWorkAndEveryOpClassHasItsOwnColour) {
+  EXPECT_EQ(op_class("reorder"), "layout & copies");
+  EXPECT_EQ(op_class("reorder_backward"), "layout & copies");
+  EXPECT_EQ(op_class("conv2d"), "convolution");  // still first
+  // The page's palette: at least as many distinct colours as there are op classes (11).
+  Document d;
+  d.title = "t";
+  const std::string html = to_html(d);
+  const std::smatch m = [&] {
+    std::smatch s;
+    std::regex_search(html, s, std::regex(R"(var PALETTE = \[([^\]]*)\])"));
+    return s;
+  }();
+  ASSERT_FALSE(m.empty());
+  std::set<std::string> colours;
+  const std::string list = m[1];
+  const std::regex colour("'(#[0-9A-Fa-f]{6})'");
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), colour); it != std::sregex_iterator(); ++it)
+    colours.insert((*it)[1]);
+  EXPECT_GE(colours.size(), 11u);
+}
