@@ -46,11 +46,14 @@ nlohmann::json roofline_json(const std::optional<reports::Roofline>& roofline) {
 nlohmann::json top_json(const std::vector<reports::OpTotal>& ops) {
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < std::min<size_t>(ops.size(), 6); ++i) {
-    top.push_back({{"op", ops[i].name},
-                   {"device", ops[i].device},
-                   {"count", ops[i].count},
-                   {"total_ms", ops[i].total_ms},
-                   {"fraction", ops[i].fraction}});
+    top.push_back(
+        {{"op", ops[i].name},
+         {"device", ops[i].device},
+         {"count", ops[i].count},
+         {"median_ms_per_iteration",
+          ops[i].median_ms_per_iteration ? nlohmann::json(*ops[i].median_ms_per_iteration) : nlohmann::json()},
+         {"total_ms", ops[i].total_ms},
+         {"fraction", ops[i].fraction}});
   }
   return top;
 }
@@ -439,11 +442,15 @@ std::string format_summary(const nlohmann::json& j) {
   }
   if (j.contains("roofline") && !j["roofline"].is_null()) s += format_roofline(j["roofline"]);
   if (!j["top_ops"].empty()) {
-    s += "  top ops (timed iterations, self time)\n";
+    // Ranked by a typical iteration's time where the run stored it (docs/formulas.md, "Rankings").
+    const bool medians = !j["top_ops"].front()["median_ms_per_iteration"].is_null();
+    s += medians ? "  top ops (self time: median per timed iteration, total over them, share)\n"
+                 : "  top ops (timed iterations, self time)\n";
     for (const auto& o : j["top_ops"]) {
-      s += fmt::format("    {:<28} {:>7} {:<5} {:>10.1f} ms  {:>5.1f}%\n", o["op"].get<std::string>(),
-                       o["count"].get<int64_t>(), plural(o["count"].get<int64_t>(), "call"),
-                       o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
+      s += fmt::format("    {:<28} {:>7} {:<5} ", o["op"].get<std::string>(), o["count"].get<int64_t>(),
+                       plural(o["count"].get<int64_t>(), "call"));
+      if (medians) s += fmt::format("{:>9.3f} ms/it ", o["median_ms_per_iteration"].get<double>());
+      s += fmt::format("{:>10.1f} ms  {:>5.1f}%\n", o["total_ms"].get<double>(), 100 * o["fraction"].get<double>());
     }
   }
   s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
@@ -452,7 +459,7 @@ std::string format_summary(const nlohmann::json& j) {
 
 namespace {
 
-// The run's `limit` slowest layers (0: all), in model order.
+// The run's `limit` slowest layers (0: all), slowest first as every view ranks them.
 std::vector<store::LayerRow> slowest_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
   std::optional<store::Reader> reader;
   try {
@@ -462,19 +469,8 @@ std::vector<store::LayerRow> slowest_layers(const std::filesystem::path& db, int
   }
   if (!reader->run(run_id)) throw UsageError(fmt::format("run {} not found in {}", run_id, db.string()));
   auto layers = reader->layers(run_id);
-  if (limit > 0 && static_cast<int64_t>(layers.size()) > limit) {
-    // Keep the slowest `limit`, then put them back in model order.
-    std::vector<size_t> idx(layers.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-      return layers[a].forward_ns + layers[a].backward_ns > layers[b].forward_ns + layers[b].backward_ns;
-    });
-    idx.resize(static_cast<size_t>(limit));
-    std::sort(idx.begin(), idx.end());
-    std::vector<store::LayerRow> kept;
-    for (size_t i : idx) kept.push_back(layers[i]);
-    layers = std::move(kept);
-  }
+  reports::rank_layer_rows(layers);
+  if (limit > 0 && static_cast<int64_t>(layers.size()) > limit) layers.resize(static_cast<size_t>(limit));
   return layers;
 }
 
@@ -491,12 +487,15 @@ nlohmann::json layers_json(const std::filesystem::path& db, int64_t run_id, int6
   const bool gpu = has_gpu_time(layers);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& l : layers) {
-    nlohmann::json row = {{"layer", l.layer},
-                          {"forward_ms", l.forward_ns * 1e-6},
-                          {"backward_ms", l.backward_ns * 1e-6},
-                          {"activation_bytes", l.activation_bytes},
-                          {"parameters", l.parameter_count},
-                          {"ops", l.op_types}};
+    nlohmann::json row = {
+        {"layer", l.layer},
+        {"median_ms_per_iteration",
+         l.median_per_iteration_ns >= 0 ? nlohmann::json(l.median_per_iteration_ns * 1e-6) : nlohmann::json()},
+        {"forward_ms", l.forward_ns * 1e-6},
+        {"backward_ms", l.backward_ns * 1e-6},
+        {"activation_bytes", l.activation_bytes},
+        {"parameters", l.parameter_count},
+        {"ops", l.op_types}};
     if (gpu) {
       row["gpu_forward_ms"] = l.gpu_forward_ns * 1e-6;
       row["gpu_backward_ms"] = l.gpu_backward_ns * 1e-6;
@@ -509,11 +508,15 @@ nlohmann::json layers_json(const std::filesystem::path& db, int64_t run_id, int6
 std::string format_layers(const std::filesystem::path& db, int64_t run_id, int64_t limit) {
   const auto layers = slowest_layers(db, run_id, limit);
   const bool gpu = has_gpu_time(layers);
-  std::string s = fmt::format("{:<32} {:>10} {:>10} ", "layer (per timed iteration)", "fwd ms", "bwd ms");
+  // Slowest first by the median (docs/formulas.md, "Rankings"); fwd and bwd are the means.
+  std::string s =
+      fmt::format("{:<32} {:>10} {:>10} {:>10} ", "layer (per timed iteration)", "median ms", "fwd ms", "bwd ms");
   if (gpu) s += fmt::format("{:>10} {:>10} ", "gpu fwd ms", "gpu bwd ms");
   s += fmt::format("{:>12} {:>12}  {}\n", "activations", "parameters", "ops");
   for (const auto& l : layers) {
-    s += fmt::format("{:<32} {:>10.3f} {:>10.3f} ", l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6);
+    s += fmt::format("{:<32} {:>10} {:>10.3f} {:>10.3f} ", l.layer,
+                     l.median_per_iteration_ns >= 0 ? fmt::format("{:.3f}", l.median_per_iteration_ns * 1e-6) : "-",
+                     l.forward_ns * 1e-6, l.backward_ns * 1e-6);
     if (gpu) s += fmt::format("{:>10.3f} {:>10.3f} ", l.gpu_forward_ns * 1e-6, l.gpu_backward_ns * 1e-6);
     s += fmt::format("{:>12} {:>12}  {}\n", human_bytes(static_cast<double>(l.activation_bytes)),
                      with_commas(l.parameter_count), l.op_types);

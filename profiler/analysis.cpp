@@ -23,6 +23,18 @@ bool contains(const Event& outer, const Event& inner) {
 
 int64_t duration(const Event& e) { return std::max<int64_t>(0, e.end_ns - e.start_ns); }
 
+// The counted iterations, sorted: those with an `iteration` event, or, where none was recorded,
+// those any event is stamped with.
+std::vector<int32_t> counted_iterations(std::span<const Event> events, const IterationFilter& counted) {
+  std::set<int32_t> marked, stamped;
+  for (const Event& e : events) {
+    if (e.iteration < 0 || !counted(e.iteration)) continue;
+    (e.kind == EventKind::iteration ? marked : stamped).insert(e.iteration);
+  }
+  const std::set<int32_t>& use = marked.empty() ? stamped : marked;
+  return {use.begin(), use.end()};
+}
+
 }  // namespace
 
 std::vector<OpNode> op_tree(std::span<const Event> events) {
@@ -146,9 +158,12 @@ std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLook
     std::set<StringId> ops;
   };
   std::unordered_map<StringId, Acc> layers;
+  std::unordered_map<StringId, std::map<int32_t, int64_t>> per_iteration;  // forward + backward
+  const std::vector<int32_t> iterations = counted_iterations(events, counted);
   for (const OpNode& n : op_tree(events)) {
     const Event& e = events[n.event];
     if (n.parent >= 0 || e.layer == 0 || !counted(e.iteration)) continue;
+    if (e.pass == Pass::forward || e.pass == Pass::backward) per_iteration[e.layer][e.iteration] += duration(e);
     auto [it, fresh] = layers.try_emplace(e.layer);
     Acc& a = it->second;
     if (fresh) {
@@ -174,6 +189,7 @@ std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLook
     for (StringId op : a->ops) a->t.ops.emplace_back(lookup(op));
     std::sort(a->t.ops.begin(), a->t.ops.end());
     a->t.ops.erase(std::unique(a->t.ops.begin(), a->t.ops.end()), a->t.ops.end());
+    a->t.median_per_iteration_ns = median_over_iterations(per_iteration[a->t.layer], iterations);
     out.push_back(std::move(a->t));
   }
   return out;
@@ -183,15 +199,39 @@ std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& 
                                const IterationFilter& counted) {
   std::unordered_map<StringId, std::vector<int64_t>> by_name;
   std::unordered_map<std::string, int64_t> inclusive;
+  std::unordered_map<std::string, std::map<int32_t, int64_t>> per_iteration;
+  const std::vector<int32_t> iterations = counted_iterations(events, counted);
   for (const OpNode& n : op_tree(events)) {
     const Event& e = events[n.event];
     if (!counted(e.iteration)) continue;
     by_name[e.name].push_back(n.self_ns);
-    inclusive[std::string(lookup(e.name))] += duration(e);
+    const std::string name(lookup(e.name));
+    inclusive[name] += duration(e);
+    per_iteration[name][e.iteration] += n.self_ns;
   }
   auto stats = duration_stats(std::move(by_name), lookup);
-  for (OpStat& s : stats) s.inclusive_ns = inclusive[s.name];
+  for (OpStat& s : stats) {
+    s.inclusive_ns = inclusive[s.name];
+    s.median_per_iteration_ns = median_over_iterations(per_iteration[s.name], iterations);
+  }
   return stats;
+}
+
+int64_t median_over_iterations(const std::map<int32_t, int64_t>& per_iteration,
+                               const std::vector<int32_t>& iterations) {
+  if (iterations.empty()) return 0;
+  std::vector<int64_t> v;
+  v.reserve(iterations.size());
+  for (const int32_t i : iterations) {
+    const auto at = per_iteration.find(i);
+    v.push_back(at == per_iteration.end() ? 0 : at->second);
+  }
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  if (v.size() % 2 == 1) return v[mid];
+  const int64_t upper = v[mid];
+  const int64_t lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2;
 }
 
 std::vector<OpStat> duration_stats(std::unordered_map<StringId, std::vector<int64_t>> by_name,

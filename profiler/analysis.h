@@ -58,6 +58,10 @@ struct LayerTime {
   int64_t other_ns = 0;          // outermost ops with Pass::none (e.g. under no-grad evaluation)
   int64_t calls = 0;             // outermost op events
   std::vector<std::string> ops;  // distinct names of those op events, sorted
+  // The median over the counted iterations of the layer's forward + backward time in each (0
+  // where it ran nothing): what a typical iteration spends there, which a few preempted calls
+  // cannot inflate as they inflate the total. Rankings use it (docs/formulas.md).
+  int64_t median_per_iteration_ns = 0;
 };
 
 // In order of each layer's first op event (model order). Ops with layer 0 are left out.
@@ -91,7 +95,14 @@ struct OpStat {
   int64_t median_ns = 0;  // mean of the two middle values when count is even
   int64_t min_ns = 0;
   int64_t max_ns = 0;
+  // op_summary only: the median over the counted iterations of the op's self time in each (0 in
+  // an iteration where it did not run); -1 where not computed (the GPU kernel summary).
+  int64_t median_per_iteration_ns = -1;
 };
+
+// The median over `iterations` of each one's value in `per_iteration` (0 where absent); 0 for no
+// iteration. The even case takes the mean of the two middle values (rounded down).
+int64_t median_over_iterations(const std::map<int32_t, int64_t>& per_iteration, const std::vector<int32_t>& iterations);
 
 // Sorted by total_ns descending (ties by name).
 std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& lookup,

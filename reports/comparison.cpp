@@ -170,7 +170,8 @@ std::vector<Culprit> culprits_of(const std::vector<const RunDigest*>& base, cons
   }
   // Layers hold ops: an op's growth shows in its layer too. Both are kept; they answer "which
   // computation" and "where in the model".
-  std::stable_sort(all.begin(), all.end(), [](const Culprit& x, const Culprit& y) { return x.delta_ms() > y.delta_ms(); });
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Culprit& x, const Culprit& y) { return x.delta_ms() > y.delta_ms(); });
   std::vector<Culprit> out;
   for (const auto& c : all) {
     if (out.size() == kCulpritsKept || c.delta_ms() <= 0) break;
@@ -188,8 +189,9 @@ std::string culprits_text(const std::vector<Culprit>& culprits) {
   std::vector<std::string> named;
   for (const auto& c : culprits) {
     if (named.size() == kCulpritsNamed || c.delta_ms() <= 0) break;
-    named.push_back(fmt::format("{} {} {:+.3g} ms/iteration{}", c.kind, c.name, c.delta_ms(),
-                                c.base_ms > 0 ? fmt::format(" ({})", signed_percent(c.new_ms / c.base_ms - 1)) : " (new)"));
+    named.push_back(
+        fmt::format("{} {} {:+.3g} ms/iteration{}", c.kind, c.name, c.delta_ms(),
+                    c.base_ms > 0 ? fmt::format(" ({})", signed_percent(c.new_ms / c.base_ms - 1)) : " (new)"));
   }
   return named.empty() ? "" : fmt::format("; most grown: {}", fmt::join(named, ", "));
 }
@@ -433,10 +435,9 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
                                 *std::max_element(p.new_run_throughput.begin(), p.new_run_throughput.end()) <
                                     *std::min_element(p.base_run_throughput.begin(), p.base_run_throughput.end());
       if (thr.verdict == Verdict::slower && slowdown > limit) {
-        const std::string found =
-            fmt::format("{}: throughput {} {} ({} slower per sample, p = {:.2g}){}", p.key.label(),
-                        signed_percent(thr.delta), interval_brackets(thr), signed_percent(slowdown), thr.p_value,
-                        culprits_text(p.culprits));
+        const std::string found = fmt::format("{}: throughput {} {} ({} slower per sample, p = {:.2g}){}",
+                                              p.key.label(), signed_percent(thr.delta), interval_brackets(thr),
+                                              signed_percent(slowdown), thr.p_value, culprits_text(p.culprits));
         if (every_repeat && !p.noisy_runs.empty()) {
           // A slowdown measured while something else took the machine's time is that other
           // work's as much as the build's: not judged (docs/ci.md says what CI does then).
@@ -669,8 +670,11 @@ nlohmann::json comparison_json(const Comparison& c) {
     }
     nlohmann::json culprits = nlohmann::json::array();
     for (const auto& k : p.culprits) {
-      culprits.push_back({{"kind", k.kind}, {"name", k.name}, {"base_ms_per_iteration", k.base_ms},
-                          {"new_ms_per_iteration", k.new_ms}, {"delta_ms_per_iteration", k.delta_ms()}});
+      culprits.push_back({{"kind", k.kind},
+                          {"name", k.name},
+                          {"base_ms_per_iteration", k.base_ms},
+                          {"new_ms_per_iteration", k.new_ms},
+                          {"delta_ms_per_iteration", k.delta_ms()}});
     }
     nlohmann::json differences = nlohmann::json::array();
     for (const auto& d : p.differences) differences.push_back({{"what", d.what}, {"base", d.base}, {"new", d.next}});

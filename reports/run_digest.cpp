@@ -88,16 +88,71 @@ PhaseFigures phase_figures(store::Reader& reader, int64_t run, const std::map<in
 
 }  // namespace
 
+double layer_ranking_ns(double median_per_iteration_ns, double forward_ns, double backward_ns) {
+  return median_per_iteration_ns >= 0 ? median_per_iteration_ns : forward_ns + backward_ns;
+}
+
+std::vector<LayerTotal> slowest_first(std::vector<LayerTotal> layers) {
+  const auto key = [](const LayerTotal& l) {
+    return layer_ranking_ns(l.median_ms ? *l.median_ms * 1e6 : -1, l.forward_ms * 1e6, l.backward_ms * 1e6);
+  };
+  std::stable_sort(layers.begin(), layers.end(),
+                   [&](const LayerTotal& a, const LayerTotal& b) { return key(a) > key(b); });
+  return layers;
+}
+
+void rank_layer_rows(std::vector<store::LayerRow>& rows) {
+  const auto key = [](const store::LayerRow& l) {
+    return layer_ranking_ns(l.median_per_iteration_ns, l.forward_ns, l.backward_ns);
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return key(a) > key(b); });
+}
+
+namespace {
+
+// The one ranking rule of ops (run_digest.h, "Rankings"): within a device, by the median per
+// iteration where every op of that device has one (a mix would set medians against totals), ties
+// and lists without medians by the total. `median` returns < 0 for none.
+template <class Row, class Median, class Total>
+void rank_by_median(std::vector<Row>& rows, Median median, Total total) {
+  std::map<std::string, bool> medians;
+  for (const auto& r : rows) {
+    auto [it, fresh] = medians.try_emplace(r.device, true);
+    it->second = it->second && median(r) >= 0;
+  }
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    if (a.device != b.device) return a.device < b.device;
+    if (medians[a.device] && median(a) != median(b)) return median(a) > median(b);
+    return total(a) > total(b);
+  });
+}
+
+}  // namespace
+
+void rank_op_rows(std::vector<store::OpSummaryRow>& rows) {
+  rank_by_median(
+      rows, [](const store::OpSummaryRow& r) { return r.median_per_iteration_ns; },
+      [](const store::OpSummaryRow& r) { return static_cast<double>(r.total_ns); });
+}
+
+void rank_ops(std::vector<OpTotal>& ops) {
+  rank_by_median(
+      ops, [](const OpTotal& o) { return o.median_ms_per_iteration.value_or(-1); },
+      [](const OpTotal& o) { return o.total_ms; });
+}
+
 std::vector<OpTotal> op_totals(const std::vector<store::OpSummaryRow>& rows, bool gpu) {
   std::vector<OpTotal> out;
   double total = 0;
   for (const auto& o : rows) {
     if ((o.device != "cpu") != gpu) continue;
-    out.push_back({o.name, o.count, ms(o.total_ns), o.device, 0});
+    OpTotal t{o.name, o.count, ms(o.total_ns), o.device, 0, std::nullopt};
+    if (o.median_per_iteration_ns >= 0) t.median_ms_per_iteration = o.median_per_iteration_ns * 1e-6;
+    out.push_back(std::move(t));
     total += ms(o.total_ns);
   }
   for (auto& o : out) o.fraction = total > 0 ? o.total_ms / total : 0.0;
-  std::stable_sort(out.begin(), out.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
+  rank_ops(out);
   return out;
 }
 
@@ -327,7 +382,9 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   d.conditions = judge_conditions(d.metrics);
   d.gpus = gpu_times(d.metrics, d.figures.timed_iterations);
   for (const auto& l : reader.layers(run.id)) {
-    d.layers.push_back({l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6, l.activation_bytes, l.parameter_count});
+    d.layers.push_back(
+        {l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6, l.activation_bytes, l.parameter_count,
+         l.median_per_iteration_ns >= 0 ? std::optional<double>(l.median_per_iteration_ns * 1e-6) : std::nullopt});
   }
   for (const auto& p : reader.memory_peak(run.id)) {
     d.peak_bytes += p.bytes;

@@ -100,6 +100,9 @@ struct OpTotal {
   double total_ms = 0;
   std::string device;   // cpu, cuda:N
   double fraction = 0;  // of its list's total time (the CPU ops', or the GPU kernels')
+  // Its self time in a typical timed iteration (the median over them); unset where not stored
+  // (GPU kernels, runs stored before v7). Rankings use it where every row has one.
+  std::optional<double> median_ms_per_iteration;
 };
 
 // The step's roofline (docs/formulas.md, "Roofline"), per timed iteration, from the metrics the
@@ -128,16 +131,30 @@ struct GpuTime {
 };
 struct LayerTotal {
   std::string layer;
-  double forward_ms = 0, backward_ms = 0;
+  double forward_ms = 0, backward_ms = 0;  // per timed iteration, the mean
   int64_t activation_bytes = 0, parameters = 0;
+  std::optional<double> median_ms;  // forward + backward in a typical timed iteration (unset: not stored)
 };
+
+// Rankings (docs/formulas.md, "Rankings"), the same in `show`, the report and the viewer: ops
+// and layers by their time in a typical timed iteration (the median over the timed iterations),
+// which a few preempted calls cannot inflate as they inflate a total or a mean; where a row has
+// no median stored (before schema v7; GPU kernels) by the total, or the layer's mean. Slowest
+// first; ties keep the stored order (ops: by total; layers: model order).
+double layer_ranking_ns(double median_per_iteration_ns, double forward_ns, double backward_ns);
+std::vector<LayerTotal> slowest_first(std::vector<LayerTotal> layers);
+void rank_layer_rows(std::vector<store::LayerRow>& rows);
+void rank_op_rows(std::vector<store::OpSummaryRow>& rows);
+// OpTotal's (one device's ops or kernels): by the median per iteration where every one has it.
+void rank_ops(std::vector<OpTotal>& ops);
+
 struct MemoryCategory {
   std::string category, tbd_class;
   int64_t bytes = 0;
 };
 
-// CPU ops or GPU kernels (`gpu`) of a run's op summary by total time, largest first, each with
-// its share of their total.
+// CPU ops or GPU kernels (`gpu`) of a run's op summary, ranked (rank_op_rows), each with its
+// share of their total.
 std::vector<OpTotal> op_totals(const std::vector<store::OpSummaryRow>& rows, bool gpu);
 // From a run's whole-run metrics: the step's roofline (unset when it stored none), and each
 // GPU's time per timed iteration (none without timed iterations).
@@ -162,8 +179,8 @@ struct RunDigest {
   std::vector<double> exposed_comm_ms;           // per timed iteration, the largest over ranks (empty: one rank)
   std::optional<double> exposed_comm_median_ms;  // its median (unset: one rank)
   std::vector<RankBreakdownMedians> breakdown;   // per rank (distributed runs), by rank
-  std::vector<OpTotal> ops;                      // CPU ops by total time, largest first
-  std::vector<OpTotal> kernels;                  // GPU kernels by total time, largest first
+  std::vector<OpTotal> ops;                      // CPU ops, slowest first (rank_op_rows)
+  std::vector<OpTotal> kernels;                  // GPU kernels, slowest first (by total: no medians stored)
   std::optional<Roofline> roofline;              // unset: the run stored none (untraced)
   std::vector<GpuTime> gpus;                     // by device (empty: no GPU, or no timed iteration)
   std::vector<LayerTotal> layers;                // model order

@@ -69,8 +69,8 @@ struct RatioEstimate {
 // The relative change from `base` to `next` of positive, time-like or rate-like samples: the
 // Hodges-Lehmann shift of the logarithms mapped back, ratio = exp(shift) (next / base), with its
 // interval mapped the same way; delta = ratio - 1. Throws on a value that is not positive.
-RatioEstimate ratio_estimate(const std::vector<double>& base, const std::vector<double>& next,
-                             double confidence = 0.95, double variance_inflation = 1);
+RatioEstimate ratio_estimate(const std::vector<double>& base, const std::vector<double>& next, double confidence = 0.95,
+                             double variance_inflation = 1);
 
 // Samples that are iterations of runs are series: a busy neighbour or a clock slows several
 // iterations in a row, so neighbours are alike and a series holds less information than as many

@@ -24,9 +24,9 @@ struct Group {
   std::vector<double> throughput, iteration_ms;
   std::vector<std::pair<std::string, double>> phase_ms;     // median per phase
   std::vector<std::pair<std::string, double>> phase_share;  // of the timed iterations' time, "unaccounted" last
-  std::vector<std::pair<std::string, double>> class_ms;  // per timed iteration, by op class
-  std::vector<OpTotal> ops;                              // per timed iteration
-  const RunDigest* first = nullptr;                      // the first completed run (memory, layers, breakdown)
+  std::vector<std::pair<std::string, double>> class_ms;     // per timed iteration, by op class
+  std::vector<OpTotal> ops;                                 // per timed iteration
+  const RunDigest* first = nullptr;                         // the first completed run (memory, layers, breakdown)
   std::string unit = "samples/s";
 
   double job_throughput() const { return throughput.empty() ? 0 : median(throughput) * static_cast<double>(key.ranks); }
@@ -54,6 +54,7 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
     std::map<std::string, std::vector<double>> phases;
     std::vector<std::string> phase_order;
     std::map<std::string, OpTotal> ops;
+    std::map<std::string, int> median_runs;
     std::map<std::string, double> classes, share;
     double timed = 0, unaccounted = 0, with_phases = 0;
     for (const auto* r : g.ok) {
@@ -72,6 +73,12 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
         t.name = o.name;
         t.count += o.count;
         t.total_ms += o.total_ms;
+        // The repeats' medians per iteration, averaged: unset as soon as one repeat has none.
+        const bool first = !median_runs.contains(o.name);
+        if (o.median_ms_per_iteration && (first || t.median_ms_per_iteration))
+          t.median_ms_per_iteration = t.median_ms_per_iteration.value_or(0) + *o.median_ms_per_iteration;
+        else t.median_ms_per_iteration.reset();
+        ++median_runs[o.name];
         classes[op_class(o.name)] += o.total_ms;
       }
       timed += static_cast<double>(r->iteration_ms.size());
@@ -84,12 +91,15 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
       g.phase_share.emplace_back("unaccounted", unaccounted / with_phases);
     }
     // Ops are summed over the runs' timed iterations (kernel_summary); per iteration reads better.
-    for (auto& [_, t] : ops) {
+    for (auto& [name, t] : ops) {
       t.total_ms /= std::max(timed, 1.0);
+      // An op absent from some repeat has no median there: not ranked by a median then.
+      if (t.median_ms_per_iteration && median_runs[name] == static_cast<int>(g.ok.size()))
+        *t.median_ms_per_iteration /= median_runs[name];
+      else t.median_ms_per_iteration.reset();
       g.ops.push_back(t);
     }
-    std::stable_sort(g.ops.begin(), g.ops.end(),
-                     [](const OpTotal& a, const OpTotal& b) { return a.total_ms > b.total_ms; });
+    rank_ops(g.ops);
     for (auto& [cls, total] : classes) g.class_ms.emplace_back(cls, total / std::max(timed, 1.0));
     std::stable_sort(g.class_ms.begin(), g.class_ms.end(),
                      [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -321,8 +331,8 @@ Section curves_section(const std::vector<Group>& groups) {
   for (auto& [k, v] : by_ranks) {
     if (v.size() < 2) continue;
     std::sort(v.begin(), v.end(), [](const Group* a, const Group* b) { return a->key.ranks < b->key.ranks; });
-    nlohmann::json measured = nlohmann::json::array(), ideal = nlohmann::json::array(),
-                   low = nlohmann::json::array(), high = nlohmann::json::array();
+    nlohmann::json measured = nlohmann::json::array(), ideal = nlohmann::json::array(), low = nlohmann::json::array(),
+                   high = nlohmann::json::array();
     const double one = v.front()->job_throughput() / static_cast<double>(v.front()->key.ranks);
     Table t;
     t.caption = fmt::format("{}/{} {} batch {} per rank: job throughput against ranks", std::get<0>(k), std::get<1>(k),
@@ -409,7 +419,8 @@ Section group_section(const Group& g) {
   ph.header = {"phase", "ms", "share"};
   ph.numeric = {false, true, true};
   for (const auto& [p, v] : g.phase_ms) {
-    const auto at = std::find_if(g.phase_share.begin(), g.phase_share.end(), [&](const auto& x) { return x.first == p; });
+    const auto at =
+        std::find_if(g.phase_share.begin(), g.phase_share.end(), [&](const auto& x) { return x.first == p; });
     ph.rows.push_back({p, three_digits(v), at == g.phase_share.end() ? "" : fmt::format("{:.1f}%", 100 * at->second)});
   }
   if (!g.phase_share.empty()) {
@@ -433,15 +444,17 @@ Section group_section(const Group& g) {
       cls.rows.push_back({c, three_digits(v), fmt::format("{:.1f}%", 100 * v / total)});
     s.blocks.push_back(std::move(cls));
     Table ops;
-    ops.caption = fmt::format("Top {} (ms per timed iteration)",
+    ops.caption = fmt::format("Top {}, slowest first by the median ms of a timed iteration (docs/formulas.md, "
+                              "\"Rankings\"; by the mean where the run stored no median), with the mean and the share",
                               counted(static_cast<int64_t>(std::min(kTopOps, g.ops.size())), "op"));
-    ops.header = {"op", "class", "calls per iteration", "ms", "share"};
-    ops.numeric = {false, false, true, true, true};
+    ops.header = {"op", "class", "calls per iteration", "median ms", "mean ms", "share"};
+    ops.numeric = {false, false, true, true, true, true};
     double timed = 0;
     for (const auto* r : g.ok) timed += static_cast<double>(r->iteration_ms.size());
     for (size_t i = 0; i < std::min(kTopOps, g.ops.size()); ++i) {
       const auto& o = g.ops[i];
       ops.rows.push_back({o.name, op_class(o.name), three_digits(static_cast<double>(o.count) / std::max(timed, 1.0)),
+                          o.median_ms_per_iteration ? three_digits(*o.median_ms_per_iteration) : "-",
                           three_digits(o.total_ms), fmt::format("{:.1f}%", 100 * o.total_ms / total)});
     }
     s.blocks.push_back(std::move(ops));
@@ -464,24 +477,23 @@ Section group_section(const Group& g) {
     s.blocks.push_back(std::move(mem));
   }
 
-  auto layers = g.first->layers;
+  auto layers = slowest_first(g.first->layers);
   if (!layers.empty()) {
-    std::stable_sort(layers.begin(), layers.end(), [](const LayerTotal& a, const LayerTotal& b) {
-      return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms;
-    });
     Table lt;
     // Self figures, as stored: a block's row holds its own ops (a residual add, its ReLU) and its own
     // parameters, its sub-layers have rows of their own.
     lt.caption =
-        fmt::format("Slowest {} of run {} (ms per timed iteration in each layer's own ops, sub-layers apart; "
-                    "its own activations and parameters)",
+        fmt::format("Slowest {} of run {}, by the median ms of a timed iteration in each layer's own ops "
+                    "(forward + backward; forward and backward: their means), sub-layers apart; its own activations "
+                    "and parameters",
                     counted(static_cast<int64_t>(std::min(kTopLayers, layers.size())), "layer"), g.first->run.id);
-    lt.header = {"layer", "forward ms", "backward ms", "activations", "parameters"};
-    lt.numeric = {false, true, true, true, true};
+    lt.header = {"layer", "median ms", "forward ms", "backward ms", "activations", "parameters"};
+    lt.numeric = {false, true, true, true, true, true};
     for (size_t i = 0; i < std::min(kTopLayers, layers.size()); ++i) {
       const auto& l = layers[i];
-      lt.rows.push_back({l.layer, three_digits(l.forward_ms), three_digits(l.backward_ms),
-                         human_bytes(static_cast<double>(l.activation_bytes)), with_commas(l.parameters)});
+      lt.rows.push_back({l.layer, l.median_ms ? three_digits(*l.median_ms) : "-", three_digits(l.forward_ms),
+                         three_digits(l.backward_ms), human_bytes(static_cast<double>(l.activation_bytes)),
+                         with_commas(l.parameters)});
     }
     s.blocks.push_back(std::move(lt));
     std::stable_sort(layers.begin(), layers.end(),
@@ -640,7 +652,11 @@ nlohmann::json suite_report_json(const std::vector<RunDigest>& runs, const std::
     for (const auto& [c, v] : g.class_ms) j["op_classes_ms"][c] = v;
     for (size_t i = 0; i < std::min(kTopOps, g.ops.size()); ++i) {
       j["top_ops"].push_back(
-          {{"op", g.ops[i].name}, {"class", op_class(g.ops[i].name)}, {"ms_per_iteration", g.ops[i].total_ms}});
+          {{"op", g.ops[i].name},
+           {"class", op_class(g.ops[i].name)},
+           {"median_ms_per_iteration",
+            g.ops[i].median_ms_per_iteration ? nlohmann::json(*g.ops[i].median_ms_per_iteration) : nlohmann::json()},
+           {"ms_per_iteration", g.ops[i].total_ms}});
     }
     if (g.first) {
       j["peak_bytes"] = g.first->peak_bytes;

@@ -158,6 +158,7 @@ std::vector<store::LayerRow> layer_rows(const std::vector<profiler::Event>& even
     r.calls = timed > 0 ? static_cast<int64_t>(static_cast<double>(l.calls) / timed + 0.5) : l.calls;
     r.forward_ns = timed > 0 ? static_cast<double>(l.forward_ns) / timed : 0;
     r.backward_ns = timed > 0 ? static_cast<double>(l.backward_ns) / timed : 0;
+    r.median_per_iteration_ns = static_cast<double>(l.median_per_iteration_ns);
     r.activation_bytes = activation_bytes.contains(l.name) ? activation_bytes[l.name] : 0;
     r.parameter_count = layer_params.contains(l.name) ? layer_params[l.name] : 0;
     seen.insert(l.name);
@@ -277,7 +278,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   std::vector<store::OpSummaryRow> ops;
   for (const auto& s : profiler::op_summary(events, lookup, counted)) {
     ops.push_back({"cpu", s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns), s.min_ns, s.max_ns,
-                   s.inclusive_ns});
+                   s.inclusive_ns, static_cast<double>(s.median_per_iteration_ns)});
   }
   writer_.add_op_summary(run_, ops);
   std::vector<store::LayerRow> layers = layer_rows(events, lookup, counted, model, timed);

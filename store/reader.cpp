@@ -258,14 +258,14 @@ std::vector<int64_t> Reader::ranks_present(int64_t run) {
 }
 
 std::vector<LayerRow> Reader::layers(int64_t run) {
-  const char* sql = impl_->version >= 2
-                        ? "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count, "
-                          "gpu_forward_ns, gpu_backward_ns FROM layers WHERE run_id = ?1 ORDER BY id"
-                        : "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count, "
-                          "0.0, 0.0 FROM layers WHERE run_id = ?1 ORDER BY id";
+  const std::string sql = fmt::format(
+      "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count, {}, {} FROM layers "
+      "WHERE run_id = ?1 ORDER BY id",
+      impl_->version >= 2 ? "gpu_forward_ns, gpu_backward_ns" : "0.0, 0.0",
+      impl_->version >= 7 ? "median_per_iteration_ns" : "-1.0");
   return impl_->query<LayerRow>(sql, run, [](const Stmt& s) {
     return LayerRow{s.col_text(0), s.col_text(1), s.col_int(2),    s.col_double(3), s.col_double(4),
-                    s.col_int(5),  s.col_int(6),  s.col_double(7), s.col_double(8)};
+                    s.col_int(5),  s.col_int(6),  s.col_double(7), s.col_double(8), s.col_double(9)};
   });
 }
 
@@ -316,12 +316,12 @@ std::vector<CopySummaryRow> Reader::copy_summary(int64_t run) {
 
 std::vector<OpSummaryRow> Reader::op_summary(int64_t run) {
   return impl_->query<OpSummaryRow>(
-      fmt::format("SELECT device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, {} FROM kernel_summary "
-                  "WHERE run_id = ?1 ORDER BY id",
-                  impl_->version >= 5 ? "inclusive_ns" : "0"),
+      fmt::format("SELECT device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, {}, {} FROM "
+                  "kernel_summary WHERE run_id = ?1 ORDER BY id",
+                  impl_->version >= 5 ? "inclusive_ns" : "0", impl_->version >= 7 ? "median_per_iteration_ns" : "-1.0"),
       run, [](const Stmt& s) {
         return OpSummaryRow{s.col_text(0),   s.col_text(1), s.col_int(2), s.col_int(3), s.col_double(4),
-                            s.col_double(5), s.col_int(6),  s.col_int(7), s.col_int(8)};
+                            s.col_double(5), s.col_int(6),  s.col_int(7), s.col_int(8), s.col_double(9)};
       });
 }
 

@@ -71,6 +71,7 @@ struct LayerRow {
   int64_t activation_bytes = 0;
   int64_t parameter_count = 0;
   double gpu_forward_ns = 0, gpu_backward_ns = 0;  // device time its ops launched (GPU runs)
+  double median_per_iteration_ns = -1;             // forward + backward, median over iterations (v7; -1: unknown)
 };
 // total_ns and the statistics: self time; inclusive_ns: with what the op ran (v5; 0 in older files).
 struct OpSummaryRow {
@@ -80,6 +81,7 @@ struct OpSummaryRow {
   double mean_ns = 0, median_ns = 0;
   int64_t min_ns = 0, max_ns = 0;
   int64_t inclusive_ns = 0;
+  double median_per_iteration_ns = -1;  // self time, median over the timed iterations (v7; -1: unknown)
 };
 struct MemoryPoint {
   int64_t t_ns = 0;

@@ -389,8 +389,15 @@ CREATE TABLE ps_servers (
 CREATE INDEX ps_servers_run ON ps_servers(run_id, server);
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3,
-                                                                      kV3ToV4, kV4ToV5, kV5ToV6};
+// v7: rankings by what a typical iteration spends (issue 38): each op's and layer's median time
+// per timed iteration beside the totals. -1: not recorded (rows written before, GPU kernels).
+constexpr std::string_view kV6ToV7 = R"sql(
+ALTER TABLE kernel_summary ADD COLUMN median_per_iteration_ns REAL NOT NULL DEFAULT -1;
+ALTER TABLE layers ADD COLUMN median_per_iteration_ns REAL NOT NULL DEFAULT -1;
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4,
+                                                                      kV4ToV5, kV5ToV6, kV6ToV7};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -36,6 +36,10 @@ std::vector<RecordColumn<store::OpSummaryRow>> op_columns() {
       {"op or kernel", [](const R& r) { return QVariant(QString::fromStdString(r.name)); }},
       {"device", [](const R& r) { return QVariant(QString::fromStdString(r.device)); }},
       {"count", [](const R& r) { return QVariant(static_cast<qlonglong>(r.count)); }},
+      // What a typical timed iteration spends in it (self), the ranking's key; blank before v7.
+      {"median ms/iteration",
+       [](const R& r) { return r.median_per_iteration_ns >= 0 ? QVariant(ms(r.median_per_iteration_ns)) : QVariant(); },
+       4},
       // With what the op ran (its nested ops); blank for files before schema v5.
       {"total ms",
        [](const R& r) { return r.inclusive_ns > 0 ? QVariant(ms(static_cast<double>(r.inclusive_ns))) : QVariant(); },
@@ -51,6 +55,9 @@ std::vector<RecordColumn<store::LayerRow>> layer_columns() {
   using R = store::LayerRow;
   return {
       {"layer", [](const R& r) { return QVariant(QString::fromStdString(r.layer)); }},
+      {"median ms",
+       [](const R& r) { return r.median_per_iteration_ns >= 0 ? QVariant(ms(r.median_per_iteration_ns)) : QVariant(); },
+       4},
       {"forward ms", [](const R& r) { return QVariant(ms(r.forward_ns)); }, 4},
       {"backward ms", [](const R& r) { return QVariant(ms(r.backward_ns)); }, 4},
       {"activations KiB", [](const R& r) { return QVariant(static_cast<double>(r.activation_bytes) / 1024.0); }, 1},
@@ -246,8 +253,14 @@ void MainWindow::highlight_row(QTableView* view, const QModelIndex& current) {
 
 void MainWindow::show_details(const RunDetails& d) {
   overview_->show_run(d.digest);
-  ops_->set_rows(d.ops);
-  layers_->set_rows(d.layers);
+  // The order `show` and the report rank them in (reports/run_digest.h, "Rankings"), until a
+  // header is clicked.
+  auto ops = d.ops;
+  reports::rank_op_rows(ops);
+  auto layers = d.layers;
+  reports::rank_layer_rows(layers);
+  ops_->set_rows(std::move(ops));
+  layers_->set_rows(std::move(layers));
   ops_view_->resizeColumnsToContents();
   layers_view_->resizeColumnsToContents();
 }

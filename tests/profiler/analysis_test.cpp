@@ -133,6 +133,39 @@ TEST(OpSummary, SelfTimeStatsSortedByTotal) {
   EXPECT_EQ(stats[3].inclusive_ns, 5);
 }
 
+// Rankings by a typical iteration (issue 38): an op or layer whose calls are short but a few of
+// them were preempted has a large total and mean and a small median per iteration; an op that
+// runs in every iteration for longer ranks above it. Iterations where it did not run count 0.
+TEST(OpSummary, MedianPerIterationIsNotInflatedByAFewPreemptedCalls) {
+  Trace t;
+  for (int32_t i = 0; i < 30; ++i) {
+    const int64_t at = 100'000 * i;
+    t.add(EventKind::iteration, "iteration", at, at + 90'000, i);
+    // "relu": 24 us in most iterations, 4 of 30 preempted for 30 ms
+    const int64_t relu = (i % 8 == 3) ? 30'000 : 24;
+    t.add(EventKind::op, "relu", at, at + relu, i, Pass::forward, "layer.relu");
+    // "conv": 500 us in every iteration
+    t.add(EventKind::op, "conv", at + 40'000, at + 40'500, i, Pass::forward, "layer.conv");
+    // "rare": 10 us in 5 iterations of 30: its median per iteration is 0
+    if (i % 6 == 0) t.add(EventKind::op, "rare", at + 50'000, at + 50'010, i, Pass::backward, "layer.conv");
+  }
+  const auto stats = op_summary(t.events, lookup_in(t.tracer));
+  ASSERT_EQ(stats.size(), 3u);
+  EXPECT_EQ(stats[0].name, "relu");  // sorted by total: 4 x 30 ms dominate
+  EXPECT_EQ(stats[0].median_per_iteration_ns, 24);
+  EXPECT_EQ(stats[1].name, "conv");
+  EXPECT_EQ(stats[1].median_per_iteration_ns, 500);
+  EXPECT_EQ(stats[2].name, "rare");
+  EXPECT_EQ(stats[2].median_per_iteration_ns, 0);
+  const auto layers = layer_times(t.events, lookup_in(t.tracer));
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].name, "layer.relu");  // model order
+  EXPECT_EQ(layers[0].median_per_iteration_ns, 24);
+  EXPECT_EQ(layers[1].median_per_iteration_ns, 500);                       // conv's 500 (rare adds 10 in 5 of 30 only)
+  EXPECT_EQ(median_over_iterations({{1, 10}, {2, 30}}, {1, 2, 3, 4}), 5);  // 0, 0, 10, 30
+  EXPECT_EQ(median_over_iterations({}, {}), 0);
+}
+
 TEST(OpSummary, EvenCountMedian) {
   Trace t;
   for (int64_t d : {10, 20, 30, 50}) t.add(EventKind::op, "x", 1000 * d, 1000 * d + d, 0);

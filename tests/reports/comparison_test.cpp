@@ -6,8 +6,8 @@
 #include <cmath>
 #include <random>
 #include <set>
-#include <string>
 #include <stdexcept>
+#include <string>
 
 #include "reports/op_class.h"
 
@@ -333,7 +333,8 @@ TEST(Comparison, TheGateNamesTheOpsWhoseTimeGrewMost) {
   EXPECT_NEAR(culprits.back().delta_ms(), -0.1, 1e-9);
   const auto j = comparison_json(c)["pairs"][0]["culprits"];
   ASSERT_EQ(j.size(), 3u);
-  EXPECT_EQ(std::set<std::string>({j[0]["kind"], j[1]["kind"]}), (std::set<std::string>{"op", "layer"}));  // +2.4 ms each
+  EXPECT_EQ(std::set<std::string>({j[0]["kind"], j[1]["kind"]}),
+            (std::set<std::string>{"op", "layer"}));  // +2.4 ms each
   EXPECT_NEAR(j[0]["delta_ms_per_iteration"].get<double>(), 2.4, 1e-9);
   EXPECT_NE(to_markdown(comparison_document(c)).find("Where the time moved"), std::string::npos);
   // Untraced runs have no op summary: no culprits, and the message says nothing of them.

@@ -236,3 +236,41 @@ TEST(RunDigest, PhaseSharesAndTheUnaccountedShareAddUpToOne) {
   EXPECT_NEAR(*d.unaccounted_median_ms, 1.0, 1e-9);  // the median of 2 and 0
   EXPECT_NEAR(d.phases[0].median_ms, 12.0, 1e-9);    // the median of 4 and 20
 }
+
+// One ranking everywhere (issue 38): by the median per iteration where every row has one, else
+// by the total; layers by their median, else their mean, slowest first.
+TEST(Rankings, OpsAndLayersRankByTheMedianPerIterationWhereStored) {
+  using ts::store::LayerRow;
+  using ts::store::OpSummaryRow;
+  const std::vector<OpSummaryRow> rows = {{"cpu", "relu", 30, 120'000'000, 0, 0, 0, 0, 0, 24'000},
+                                          {"cpu", "conv", 30, 15'000'000, 0, 0, 0, 0, 0, 500'000},
+                                          {"cuda:0", "k", 30, 90'000'000, 0, 0, 0, 0, 0, -1}};
+  const auto ops = op_totals(rows, false);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].name, "conv");  // 0.5 ms a typical iteration against relu's 0.024
+  ASSERT_TRUE(ops[0].median_ms_per_iteration);
+  EXPECT_DOUBLE_EQ(*ops[0].median_ms_per_iteration, 0.5);
+  EXPECT_NEAR(ops[1].fraction, 120.0 / 135.0, 1e-12);  // shares stay shares of the total
+  // One row without a median (a v6 file's): the total decides, for all of that device's rows.
+  auto mixed = rows;
+  mixed[1].median_per_iteration_ns = -1;
+  EXPECT_EQ(op_totals(mixed, false)[0].name, "relu");
+  // Store rows, as the viewer ranks them: the CPU's by median, then the GPU's by total.
+  auto viewer_rows = rows;
+  rank_op_rows(viewer_rows);
+  EXPECT_EQ(viewer_rows[0].name, "conv");
+  EXPECT_EQ(viewer_rows[1].name, "relu");
+  EXPECT_EQ(viewer_rows[2].name, "k");
+
+  std::vector<LayerRow> layers = {
+      {"a", "", 1, 900, 100, 0, 0}, {"b", "", 1, 300, 300, 0, 0}, {"c", "", 1, 50, 50, 0, 0}};
+  layers[0].median_per_iteration_ns = 200;  // a's mean was inflated by outliers
+  layers[1].median_per_iteration_ns = 600;
+  layers[2].median_per_iteration_ns = 100;
+  rank_layer_rows(layers);
+  EXPECT_EQ(layers[0].layer, "b");
+  EXPECT_EQ(layers[1].layer, "a");
+  EXPECT_EQ(layers[2].layer, "c");
+  std::vector<LayerTotal> totals = {{"a", 0.9, 0.1, 0, 0, 0.2}, {"b", 0.3, 0.3, 0, 0, std::nullopt}};
+  EXPECT_EQ(slowest_first(totals)[0].layer, "b");  // its mean (0.6) against a's median (0.2)
+}

@@ -28,11 +28,11 @@
 #include <vector>
 
 using namespace ts;
-using reports::hodges_lehmann;
-using reports::mann_whitney_u;
 using reports::autocorrelation_inflation;
+using reports::hodges_lehmann;
 using reports::kMaxAutocorrelation;
 using reports::lag1_autocorrelation;
+using reports::mann_whitney_u;
 using reports::ShiftEstimate;
 using reports::two_sample_inflation;
 
@@ -410,7 +410,7 @@ TEST(Autocorrelation, InflationKeepsTheFalsePositiveRateOfDriftingSeriesNearItsL
   }
   std::fprintf(stderr, "drifting A/A: p < 0.05 in %d of %d trials naively, %d with the inflation\n", naive, trials,
                inflated);
-  EXPECT_GT(naive, trials / 5);         // about 45% on this seed: independence assumed, far too sure
+  EXPECT_GT(naive, trials / 5);            // about 45% on this seed: independence assumed, far too sure
   EXPECT_LT(inflated, trials * 12 / 100);  // near the 5% it should be (the estimate of rho is itself noisy)
   EXPECT_LT(inflated, naive / 2);
 }

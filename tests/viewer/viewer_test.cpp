@@ -138,7 +138,16 @@ class ViewerTest : public QObject {
     QCOMPARE(w.ops_model()->rowCount(), static_cast<int>(reader.op_summary(1).size()));
     QCOMPARE(w.layers_model()->rowCount(), static_cast<int>(reader.layers(1).size()));
     QVERIFY(w.ops_model()->rowCount() > 5);
-    QCOMPARE(w.ops_model()->rows().front().name, reader.op_summary(1).front().name);
+    // Ranked as `show` and the report rank them: slowest first by the median per iteration.
+    auto ranked = reader.op_summary(1);
+    ts::reports::rank_op_rows(ranked);
+    QCOMPARE(w.ops_model()->rows().front().name, ranked.front().name);
+    QVERIFY(ranked.front().median_per_iteration_ns >= 0);
+    QCOMPARE(w.ops_model()->rows().front().name,
+             ts::viewer::load_run_details(db_.toStdString(), 1).digest.ops.front().name);
+    auto layers = reader.layers(1);
+    ts::reports::rank_layer_rows(layers);
+    QCOMPARE(w.layers_model()->rows().front().layer, layers.front().layer);
     // Total (inclusive) and self time side by side: never less, and more where an op ran others.
     bool nested = false;
     for (const auto& o : reader.op_summary(1)) {
@@ -146,8 +155,9 @@ class ViewerTest : public QObject {
       nested = nested || o.inclusive_ns > o.total_ns;
     }
     QVERIFY(nested);
-    QCOMPARE(w.ops_model()->headerData(3, Qt::Horizontal, Qt::DisplayRole).toString(), QString("total ms"));
-    QCOMPARE(w.ops_model()->headerData(4, Qt::Horizontal, Qt::DisplayRole).toString(), QString("self ms"));
+    QCOMPARE(w.ops_model()->headerData(3, Qt::Horizontal, Qt::DisplayRole).toString(), QString("median ms/iteration"));
+    QCOMPARE(w.ops_model()->headerData(4, Qt::Horizontal, Qt::DisplayRole).toString(), QString("total ms"));
+    QCOMPARE(w.ops_model()->headerData(5, Qt::Horizontal, Qt::DisplayRole).toString(), QString("self ms"));
     const auto details = ts::viewer::load_run_details(db_.toStdString(), 1);
     const QString html = ts::viewer::overview_html(details.digest);
     for (const char* part :

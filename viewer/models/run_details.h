@@ -14,7 +14,7 @@ namespace ts::viewer {
 struct RunDetails {
   reports::RunDigest digest;
   std::vector<store::OpSummaryRow> ops;  // CPU ops and GPU kernels (device != "cpu"), self time
-  std::vector<store::LayerRow> layers;   // model order
+  std::vector<store::LayerRow> layers;   // model order (the window ranks them)
 };
 
 // Throws store::StoreError (missing, foreign, newer, corrupt db; a run that is not there).

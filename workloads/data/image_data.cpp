@@ -94,7 +94,8 @@ Batch SyntheticImages::make(engine::Rng& rng, int64_t batch) {
     d.brightness = static_cast<float>(rng.uniform(0.7, 1.3));
     d.dx = rng.integer(5) - 2;
     d.dy = rng.integer(5) - 2;
-    for (int64_t c = 0; c < channels_; ++c) noise_at[static_cast<size_t>(i * channels_ + c)] = rng.integer(kNoiseBank - plane);
+    for (int64_t c = 0; c < channels_; ++c)
+      noise_at[static_cast<size_t>(i * channels_ + c)] = rng.integer(kNoiseBank - plane);
   }
   const int64_t planes = batch * channels_;
 #pragma omp parallel if (planes > 1 && plane * planes > (int64_t{1} << 16))
