@@ -25,24 +25,14 @@ mode="${1:?quiet, hog or planted}"
 comparisons="${2:-20}"
 threshold="${3:-10}"
 rounds="${4:-2}"
-case "$mode" in quiet | hog | planted) ;; *) echo "usage: $0 quiet|hog|planted [comparisons] [threshold]" >&2; exit 2 ;; esac
+case "$mode" in quiet | hog | planted) ;; *) echo "usage: $0 quiet|hog|planted [comparisons] [threshold] [rounds]" >&2; exit 2 ;; esac
 ts=build/default/cli/trainscope
 [ -x "$ts" ] || { echo "gate_false_alarms: build trainscope first (scripts/build default trainscope)" >&2; exit 2; }
 work=$(mktemp -d)
 hog_pid=""
 stop_hog() { [ -n "$hog_pid" ] && kill "$hog_pid" 2>/dev/null && wait "$hog_pid" 2>/dev/null || true; hog_pid=""; }
 trap 'stop_hog; rm -rf "$work"' EXIT
-cat > "$work/s.toml" <<'EOF'
-name = "gate"
-[[run]]
-workload = "resnet50"
-preset = "tiny"
-batch = 4
-iterations = 15
-warmup = 2
-threads = 1
-eval_batches = 0
-EOF
+cp bench/gate_false_alarms.toml "$work/s.toml"
 
 RANDOM=38  # the hog's coin: the same pattern on every invocation
 one_run() {  # db, side

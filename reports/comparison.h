@@ -87,6 +87,13 @@ struct PairComparison {
   std::vector<Culprit> culprits;          // most grown first (at most kCulpritsKept), then the most shrunk
 };
 
+// A slowdown past the threshold measured while a run of either side was noisy is not judged
+// (inconclusive), unless even the least slowdown its interval allows is beyond this many times
+// the threshold: a busy machine moved identical runs by up to 24% [15%, 31%] on the 2-core VM at
+// load 4-7 (issue 38), an interval whose least slowdown is 17%, under 3 x 10%; a build that
+// doubles every op's time (+60-80% per iteration) is beyond it whatever the machine did.
+inline constexpr double kNoisyRegressionFactor = 3;
+
 struct GateOptions {
   std::optional<double> fail_on_regression_pct;  // unset: no gate (exit 0 unless bad input)
   double memory_tolerance_pct = 0;               // growth above this (peak or a category) fails the gate

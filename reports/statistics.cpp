@@ -299,10 +299,12 @@ double lag1_autocorrelation(const std::vector<std::vector<double>>& series) {
   if (!(squares > 0)) return 0.0;
   const double r = products / squares;
   // The sample estimate is biased towards 0 by about (1 + 4 rho) / n for an AR(1) series of n
-  // values (Kendall; Marriott and Pope 1954): corrected with the series' mean length, where it
-  // is long enough for the correction to mean something.
+  // values (Kendall; Marriott and Pope 1954): corrected with the series' mean length from
+  // kAutocorrelationBiasMinLength values on. Shorter series' estimates are so noisy (standard
+  // error about 1 / sqrt(n)) that the correction, which scales them by n / (n - 4), would add
+  // more spurious inflation than the bias it removes.
   const double n = values / used;
-  return n > 8 ? (r * n + 1) / (n - 4) : r;
+  return n >= kAutocorrelationBiasMinLength ? (r * n + 1) / (n - 4) : r;
 }
 
 double autocorrelation_inflation(double rho) {

@@ -77,8 +77,9 @@ RatioEstimate ratio_estimate(const std::vector<double>& base, const std::vector<
 // independent values; the rank tests above, which assume independence, would then be too sure.
 // The lag-1 autocorrelation of the ranks within each series (robust to a few preempted
 // iterations), pooled over the series (each series' own mean rank), corrected for the estimate's
-// bias towards 0 in short series: (r n + 1) / (n - 4), n the series' mean length, when n > 8;
-// 0 when no series has two values.
+// bias towards 0 in short series: (r n + 1) / (n - 4), n the series' mean length, when n is at
+// least kAutocorrelationBiasMinLength; 0 when no series has two values.
+inline constexpr double kAutocorrelationBiasMinLength = 20;
 double lag1_autocorrelation(const std::vector<std::vector<double>>& series);
 // The factor by which autocorrelation rho inflates the variance of a mean (an AR(1) process's
 // (1 + rho) / (1 - rho)), with rho taken in [0, kMaxAutocorrelation]: a negative estimate is not

@@ -342,3 +342,20 @@ TEST(Comparison, TheGateNamesTheOpsWhoseTimeGrewMost) {
   EXPECT_TRUE(untraced.pairs[0].culprits.empty());
   EXPECT_EQ(untraced.regressions.at(0).find("most grown"), std::string::npos);
 }
+
+// A slowdown so large that its interval's least slowdown is beyond 3 x the threshold fails the
+// gate even with a noisy run beside it: no busy machine explains a doubled iteration.
+TEST(Comparison, AHugeSlowdownFailsTheGateEvenOnABusyMachine) {
+  const std::vector<RunDigest> base = {run_of(1, 10.0, 20, 1), run_of(2, 10.0, 20, 2)};
+  std::vector<RunDigest> next = {run_of(3, 20.0, 20, 3), run_of(4, 20.0, 20, 4)};  // twice the time per sample
+  next[1].conditions = judge_conditions(
+      {{"conditions_cpu_got_of_asked_percent", 41}, {"conditions_threads_asked", 2}, {"conditions_online_cores", 2}});
+  GateOptions gate;
+  gate.fail_on_regression_pct = 10;
+  const Comparison c = compare_runs(base, next, "a", "b", gate);
+  ASSERT_EQ(c.regressions.size(), 1u);
+  EXPECT_NE(c.regressions[0].find("run 4 noisy, but even the interval's least slowdown"), std::string::npos)
+      << c.regressions[0];
+  EXPECT_TRUE(c.inconclusive.empty());
+  EXPECT_EQ(gate_decision(c), "failed");
+}
