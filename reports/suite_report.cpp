@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "fmt/format.h"
@@ -54,7 +55,7 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
     std::map<std::string, std::vector<double>> phases;
     std::vector<std::string> phase_order;
     std::map<std::string, OpTotal> ops;
-    std::map<std::string, int> median_runs;
+    std::map<std::string, std::vector<double>> medians;  // each repeat's median per iteration, where stored
     std::map<std::string, double> classes, share;
     double timed = 0, unaccounted = 0, with_phases = 0;
     for (const auto* r : g.ok) {
@@ -73,12 +74,7 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
         t.name = o.name;
         t.count += o.count;
         t.total_ms += o.total_ms;
-        // The repeats' medians per iteration, averaged: unset as soon as one repeat has none.
-        const bool first = !median_runs.contains(o.name);
-        if (o.median_ms_per_iteration && (first || t.median_ms_per_iteration))
-          t.median_ms_per_iteration = t.median_ms_per_iteration.value_or(0) + *o.median_ms_per_iteration;
-        else t.median_ms_per_iteration.reset();
-        ++median_runs[o.name];
+        if (o.median_ms_per_iteration) medians[o.name].push_back(*o.median_ms_per_iteration);
         classes[op_class(o.name)] += o.total_ms;
       }
       timed += static_cast<double>(r->iteration_ms.size());
@@ -93,10 +89,11 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
     // Ops are summed over the runs' timed iterations (kernel_summary); per iteration reads better.
     for (auto& [name, t] : ops) {
       t.total_ms /= std::max(timed, 1.0);
-      // An op absent from some repeat has no median there: not ranked by a median then.
-      if (t.median_ms_per_iteration && median_runs[name] == static_cast<int>(g.ok.size()))
-        *t.median_ms_per_iteration /= median_runs[name];
-      else t.median_ms_per_iteration.reset();
+      // The repeats' medians averaged; none unless every repeat stored one (an op absent from a
+      // repeat, or a repeat written before v7, is not ranked by a median).
+      const auto& m = medians[name];
+      if (m.size() == g.ok.size())
+        t.median_ms_per_iteration = std::accumulate(m.begin(), m.end(), 0.0) / static_cast<double>(m.size());
       g.ops.push_back(t);
     }
     rank_ops(g.ops);

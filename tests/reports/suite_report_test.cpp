@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -139,4 +140,22 @@ TEST(SuiteReport, ReordersAreLayoutWorkAndEveryOpClassHasItsOwnColour) {
   for (auto it = std::sregex_iterator(list.begin(), list.end(), colour); it != std::sregex_iterator(); ++it)
     colours.insert((*it)[1]);
   EXPECT_GE(colours.size(), 11u);
+}
+
+// Repeats pooled: an op is ranked by the mean of the repeats' medians per iteration, and by its
+// total where a repeat stored none.
+TEST(SuiteReport, TopOpsRankByTheRepeatsMediansWhereEveryRepeatHasOne) {
+  auto with_ops = [](RunDigest d, double relu_median, std::optional<double> conv_median) {
+    d.figures.timed_iterations = 20;
+    d.ops = {{"relu", 20, 200.0, "cpu", 0, relu_median}, {"conv", 20, 100.0, "cpu", 0, conv_median}};
+    return d;
+  };
+  const std::string both = to_markdown(suite_report_document(
+      {with_ops(run(1, 1, 4, 10.0), 0.5, 2.0), with_ops(run(2, 1, 4, 10.0), 0.7, 4.0)}, "test.db"));
+  // conv first (median 3.00 against relu's 0.600), though relu's total is twice conv's.
+  EXPECT_LT(both.find("| conv |"), both.find("| relu |")) << both;
+  EXPECT_NE(both.find("| 3.00 |"), std::string::npos) << both;
+  const std::string one_missing = to_markdown(suite_report_document(
+      {with_ops(run(1, 1, 4, 10.0), 0.5, 2.0), with_ops(run(2, 1, 4, 10.0), 0.7, std::nullopt)}, "test.db"));
+  EXPECT_LT(one_missing.find("| relu |"), one_missing.find("| conv |")) << one_missing;  // by total
 }
