@@ -3,6 +3,7 @@
 #   bench/thread_contention.sh hog   [workload] [preset] [pairs] [iters]
 #     a busy loop holds core 0 throughout; per pair: --threads 1, then --threads 2 (order
 #     alternating between pairs). Target: threads 2 gives at least 0.9x the rate of threads 1.
+#     Each run's line says how its threads waited (spin or sleep) and what it saw as it began.
 #   bench/thread_contention.sh quiet [workload] [preset] [pairs] [iters]
 #     no hog; --threads 2 with trainscope's spin count (cli/openmp_waiting.h) against libgomp's
 #     default (GOMP_SPINCOUNT=300000, its documented default), interleaved. Target: no slower.
@@ -28,7 +29,10 @@ one_run() {  # label, then env assignments and run flags
   env "$@" "$ts" run "$workload" --preset "$preset" --iters "$iters" --warmup 2 --eval-batches 0 \
     --db "$out/t.db" --json "${threads_flag[@]}" > "$out/$label.json" 2>/dev/null
   read -r load1 _ < /proc/loadavg
-  echo "$label load $load1" >> "$out/loads"
+  # How its OpenMP threads waited, and why (cli/openmp_waiting.h).
+  waiting=$(sqlite3 "$out/t.db" "select value from environment where key = 'env.TS_OPENMP_WAITING'
+                                 and run_id = (select max(id) from runs)" 2>/dev/null || true)
+  echo "$label load $load1; ${waiting:-GOMP_SPINCOUNT set by the script}" >> "$out/loads"
 }
 for i in $(seq "$pairs"); do
   if [ "$mode" = hog ]; then
@@ -58,7 +62,7 @@ ratios = [y / x for x, y in zip(ra, rb)]
 print(f"{a}: median {statistics.median(ra):.3f}/s   {b}: median {statistics.median(rb):.3f}/s")
 print(f"ratio {b}/{a} per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
 print(f"median ratio {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}, {pairs} pairs)")
-loads = [float(l.split()[-1]) for l in open(f"{d}/loads")]
+loads = [float(l.split(";")[0].split()[-1]) for l in open(f"{d}/loads")]
 expected = (1 if mode == "hog" else 0) + 2  # the hog, and at most two threads of the run itself
 if max(loads) > expected + 0.5:
     print(f"NOISE: the 1-minute load reached {max(loads):.1f} on {cores} cores, where the hog and the run account "

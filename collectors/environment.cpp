@@ -156,7 +156,7 @@ std::vector<Entry> snapshot() {
   add("lib.openmp", openmp_version());
   add("omp.max_threads", std::to_string(omp_get_max_threads()));
   // How OpenMP threads wait at barriers (cli/openmp_waiting.h): spinning costs dearly on a busy machine.
-  for (const char* variable : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
+  for (const char* variable : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "TS_OPENMP_WAITING"}) {
     const char* value = std::getenv(variable);
     add((std::string("env.") + variable).c_str(), value == nullptr ? "unset" : value);
   }

@@ -13,8 +13,9 @@ struct Entry {
 
 // Keys: cpu.model, cpu.logical_cores, cpu.physical_cores, cpu.isa, memory.total_bytes,
 // os.name, os.kernel, host.name, compiler, build.type, trainscope.version, git.revision,
-// lib.onednn, lib.sqlite, lib.openmp, omp.max_threads, env.OMP_WAIT_POLICY and
-// env.GOMP_SPINCOUNT ("unset" where not set), and cuda.toolkit in CUDA builds.
+// lib.onednn, lib.sqlite, lib.openmp, omp.max_threads, env.OMP_WAIT_POLICY,
+// env.GOMP_SPINCOUNT and env.TS_OPENMP_WAITING (why that spin count; cli/openmp_waiting.h)
+// ("unset" where not set), and cuda.toolkit in CUDA builds.
 std::vector<Entry> snapshot();
 
 }  // namespace ts::collectors

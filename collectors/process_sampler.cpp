@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "vocabulary/clock.h"
 
@@ -122,6 +123,16 @@ std::optional<double> mean_frequency_mhz() {
 }
 
 }  // namespace
+
+std::optional<double> busy_cores_over(std::chrono::milliseconds window) {
+  const SystemTicks before = parse_proc_stat(read_text("/proc/stat"));
+  std::this_thread::sleep_for(window);
+  const SystemTicks after = parse_proc_stat(read_text("/proc/stat"));
+  const int64_t total = after.total - before.total;
+  if (!before.ok || !after.ok || total <= 0) return std::nullopt;
+  const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  return static_cast<double>(after.busy - before.busy) / static_cast<double>(total) * static_cast<double>(online);
+}
 
 CpuReading read_cpu() {
   CpuReading r;

@@ -56,6 +56,10 @@ struct CpuReading {
 };
 CpuReading read_cpu();
 
+// The cores kept busy (steal included) over `window` while the caller sleeps through it: what
+// other work takes from this machine as a run begins. Unset where /proc/stat is unreadable.
+std::optional<double> busy_cores_over(std::chrono::milliseconds window);
+
 class ProcessSampler {
  public:
   ProcessSampler() = default;
