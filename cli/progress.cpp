@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "fmt/format.h"
@@ -80,6 +81,58 @@ void CountProgress::print(const char* lead, const char* end) {
   fmt::print(out_, "{}{} {}/{} {}{}", lead, label_, reports::with_commas(done_), reports::with_commas(total_),
              reports::plural(total_, noun_), end);
   std::fflush(out_);
+}
+
+StageProgress::StageProgress(std::string label, FILE* out)
+    : label_(std::move(label)), out_(out), tty_(isatty(fileno(out)) != 0), clock_([this] { keep_time(); }) {}
+
+StageProgress::~StageProgress() {
+  {
+    std::unique_lock lock(mutex_);
+    end_locked(lock);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  clock_.join();
+}
+
+void StageProgress::begin(const std::string& what) {
+  {
+    std::unique_lock lock(mutex_);
+    end_locked(lock);
+    stage_ = what;
+    stage_start_ns_ = vocabulary::now_ns();
+  }
+  wake_.notify_all();
+}
+
+void StageProgress::end_locked(std::unique_lock<std::mutex>&) {
+  if (stage_.empty()) return;
+  if (printed_) {
+    const double took = static_cast<double>(vocabulary::now_ns() - stage_start_ns_) * 1e-9;
+    fmt::print(out_, "{}{}: {}: took {}\n", tty_ ? "\r\x1b[K" : "", label_, stage_, format_duration(took));
+    std::fflush(out_);
+  }
+  stage_.clear();
+  printed_ = false;
+}
+
+void StageProgress::keep_time() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(250));
+    if (stage_.empty()) continue;
+    const int64_t now = vocabulary::now_ns();
+    const double elapsed = static_cast<double>(now - stage_start_ns_) * 1e-9;
+    if (elapsed < kStageQuietSeconds) continue;
+    const int64_t every = tty_ ? 1'000'000'000LL : 5'000'000'000LL;
+    if (printed_ && now - last_print_ns_ < every) continue;
+    fmt::print(out_, "{}{}: {} ({}){}", tty_ ? "\r" : "", label_, stage_, format_duration(elapsed),
+               tty_ ? "\x1b[K" : "\n");
+    std::fflush(out_);
+    printed_ = true;
+    last_print_ns_ = now;
+  }
 }
 
 }  // namespace ts::cli

@@ -1,9 +1,12 @@
 #pragma once
 // Progress of a long run: a redrawn bar on a terminal, plain lines (every few seconds)
 // otherwise, so logs stay readable.
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace ts::cli {
 
@@ -46,6 +49,35 @@ class CountProgress {
   int64_t done_ = 0, total_ = 0;
   int64_t last_print_ns_ = 0;
   bool updated_ = false;
+};
+
+// A wait with no count to show (building the model, the held-out evaluation, the final write):
+// silent when it ends within kStageQuietSeconds, else a line that says what is going on and how
+// long it has taken (redrawn each second on a terminal, every 5 s otherwise), and how long it
+// took at its end. A thread of its own keeps time, since the work itself cannot report.
+inline constexpr double kStageQuietSeconds = 2.0;
+class StageProgress {
+ public:
+  explicit StageProgress(std::string label, FILE* out = stderr);
+  ~StageProgress();  // ends the stage in progress
+  StageProgress(const StageProgress&) = delete;
+  StageProgress& operator=(const StageProgress&) = delete;
+  // Ends the stage in progress and starts `what` ("evaluating on 8 held-out batches"); "" only ends.
+  void begin(const std::string& what);
+
+ private:
+  void keep_time();
+  void end_locked(std::unique_lock<std::mutex>& lock);
+
+  std::string label_;
+  FILE* out_;
+  bool tty_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::string stage_;  // "" between stages
+  int64_t stage_start_ns_ = 0, last_print_ns_ = 0;
+  bool printed_ = false, stopping_ = false;
+  std::thread clock_;
 };
 
 std::string format_duration(double seconds);

@@ -26,6 +26,7 @@ int exit_code_for(const session::RunOutcome& out) {
 RunOutcome run_session(const RunConfig& c, const std::string& label, const distributed::World* world) {
   const bool shows_progress = !world || world->rank == 0;
   std::optional<Progress> progress;
+  std::optional<StageProgress> stages;  // the waits between and after the iterations
   session::SessionHooks hooks;
   hooks.stop = &stop_flag();
   hooks.run_created = [](const std::filesystem::path& db, int64_t id) { set_current_run(db, id); };
@@ -35,7 +36,7 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
     hooks.progress_start = [&](int64_t total) {
       const auto* spec = workloads::find_workload(c.workload);
       progress.emplace(label.empty() ? c.workload + "/" + c.preset : label, total,
-                       (spec ? spec->units.samples : std::string("samples")) + "/s");
+                       (spec ? spec->units.headline() : std::string("samples")) + "/s");
     };
     hooks.progress = [&](int64_t done, double rate, bool warmup) {
       if (progress) progress->update(done, rate, warmup);
@@ -43,9 +44,12 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
     hooks.progress_end = [&](const std::string& how) {
       if (progress) progress->finish(how);
     };
+    stages.emplace(label.empty() ? c.workload + "/" + c.preset : label);
+    hooks.stage = [&](const std::string& what) { stages->begin(what); };
   }
   session::RunSession s(c, hooks, world);
   const session::RunOutcome o = s.run();
+  stages.reset();  // its last line, if any, before what follows
   RunOutcome out;
   out.run_id = o.run_id;
   out.spill_file = o.spill_file;

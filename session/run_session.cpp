@@ -189,8 +189,9 @@ std::function<void(workloads::IterationResult&)> after_iteration(const Stage& s,
     }
     stream.add_iteration(it);
     const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
-    // The job's rate: every rank trains on its own batch of the same size.
-    const double rate = secs > 0 ? static_cast<double>(it.samples) * s.plan.ranks / secs : 0.0;
+    // The job's rate in the headline's unit: every rank trains on its own batch of the same size.
+    const double work = static_cast<double>(s.plan.units.headline_count(it.samples, it.tokens));
+    const double rate = secs > 0 ? work * s.plan.ranks / secs : 0.0;
     if (s.hooks.progress) s.hooks.progress(it.index + 1, rate, it.warmup);
     if (it.warmup && it.index + 1 == s.config.warmup) instruments.mark_timed_start();  // the timed ones follow
   };
@@ -239,6 +240,11 @@ void run_loop(const Stage& s, Training& t, RunStream& stream, RunRecorder* recor
   if (t.ps_job && !t.loop.failed) t.ps_job->finish();
 }
 
+// A wait outside the iterations, for the progress display ("" ends it).
+void begin_stage(const Stage& s, const std::string& what) {
+  if (s.hooks.stage) s.hooks.stage(what);
+}
+
 // After the loop (rank 0, a run that ended well): the final evaluation, the machine's peaks.
 void evaluate(const Stage& s, Training& t, RunRecorder* recorder) {
   // Evaluation is not a training iteration: its events must not count in the timed figures.
@@ -248,7 +254,9 @@ void evaluate(const Stage& s, Training& t, RunRecorder* recorder) {
   if (!s.plan.writes_db || !ended_well) return;
   if (s.config.eval_batches > 0) {
     engine::CancelScope cancel(&s.stop);
+    begin_stage(s, fmt::format("evaluating on {} held-out batches", s.config.eval_batches));
     t.quality = workloads::run_evaluation(*t.workload, s.config.eval_batches);
+    begin_stage(s, "");
   }
   if (s.config.roofline && s.plan.workload.device.is_cpu()) record_machine_peaks(s, *recorder);
 }
@@ -261,7 +269,9 @@ Training train(const Stage& s, const Links& links, RunStream& stream, RunRecorde
       engine::CancelScope cancel(&s.stop);
       // The process's peak from here on is this run's (a suite runs many in one process).
       if (collectors::reset_peak_rss()) t.rss_before_model = collectors::rss_bytes();
+      begin_stage(s, "building the model and its data");
       t.workload = workloads::find_workload(s.config.workload)->create(s.plan.workload);
+      begin_stage(s, "");
     }
     if (recorder) recorder->set_parameter_count(t.workload->model().parameter_count());
     attach_strategy(s, links, t);
@@ -397,10 +407,13 @@ RunOutcome RunSession::run() {
   }
   std::vector<RankPayload> remote;
   if (plan.distributed) {
+    begin_stage(s, "gathering the other ranks' records");
     remote =
         gather_finals(static_cast<DbSink&>(stream->sink()), *links.channel, kFinalRecordsWait, out.status, out.error);
   }
+  begin_stage(s, fmt::format("writing the results into {}", config_.db.string()));
   out = store_run(s, std::move(out), t, events, *stream, *row, *rec, instruments, mine, remote);
+  begin_stage(s, "");
   if (hooks_.run_stored) hooks_.run_stored();
   return out;
 }

@@ -33,8 +33,11 @@ struct SessionHooks {
   std::function<void()> run_stored;
   // Progress: the loop starts (total iterations), an iteration ended, the loop ended (how).
   std::function<void(int64_t total)> progress_start;
-  std::function<void(int64_t done, double samples_per_s, bool warmup)> progress;
+  std::function<void(int64_t done, double rate_per_s, bool warmup)> progress;  // in the headline's unit
   std::function<void(const std::string& how)> progress_end;
+  // A wait outside the iterations begins ("building the model", "evaluating on 8 held-out
+  // batches", "writing the results"); "" when the last one ended.
+  std::function<void(const std::string& what)> stage;
   // What the run has to tell the user (warnings, where its results went): whole lines, for the
   // process to print; session/ prints nothing itself.
   Notice notice;
