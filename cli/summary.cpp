@@ -72,6 +72,31 @@ nlohmann::json conditions_json(const reports::Conditions& c) {
   return j;
 }
 
+// The run's throughput as every view shows it (docs/formulas.md, "Throughput"): the sustained
+// headline in the workload's unit, its median per iteration in the same unit, and the other
+// count's sustained rate (pairs beside tokens, tokens beside pairs) once.
+nlohmann::json throughput_json(const reports::RunDigest& d) {
+  const reports::RunFigures& f = d.figures;
+  nlohmann::json j = nlohmann::json::object();
+  if (f.sustained_headline) {
+    j["sustained"] = f.sustained_headline->value;
+    j["unit"] = f.sustained_headline->unit;
+  }
+  if (f.headline_per_iteration) {
+    const auto& p = *f.headline_per_iteration;
+    j["unit"] = p.unit;
+    j["per_iteration"] = {{"median", p.median}, {"p10", p.p10}, {"p90", p.p90}};
+  }
+  const std::optional<reports::Rate>& other =
+      f.sustained_headline && f.sustained_tokens && f.sustained_headline->unit == f.sustained_tokens->unit
+          ? f.sustained_samples
+          : f.sustained_tokens;
+  if (other) j["other"] = {{"sustained", other->value}, {"unit", other->unit}};
+  j["timed_iterations"] = f.timed_iterations;
+  j["from_kept_iterations"] = f.from_kept_iterations;
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
@@ -145,6 +170,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     j["kept"]["throughput_from_kept_iterations"] = true;
   }
   j["metrics"] = metrics;
+  j["throughput"] = throughput_json(digest);
   j["conditions"] = conditions_json(digest.conditions);
 
   // Phase breakdown: median per timed iteration.
@@ -179,6 +205,8 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
                         {"per_rank", per_rank},
                         {"slowest_rank", digest.slowest_rank()}};
     if (const auto job = digest.job_median_per_iteration()) j["distributed"]["throughput_all_ranks_median"] = *job;
+    if (const auto job = digest.job_sustained()) j["distributed"]["throughput_all_ranks"] = *job;
+    j["distributed"]["throughput_unit"] = digest.unit;
   }
 
   nlohmann::json memory = nlohmann::json::array();
@@ -282,29 +310,36 @@ std::string format_summary(const nlohmann::json& j) {
     return j.contains("units") && j["units"].contains(name) ? j["units"][name].get<std::string>()
                                                             : std::string(otherwise);
   };
-  if (j["metrics"].contains("headline_throughput")) {
-    // The sustained rate in the workload's own unit first (docs/formulas.md, "Throughput"), then
-    // the other rate where it counts tokens or frames too, and the per-iteration spread.
-    const bool tokens_first = unit("headline_throughput", "") == unit("tokens_per_s", "-");
-    s += fmt::format("  throughput     {:.2f} {} sustained over {}\n", metric("headline_throughput"),
-                     unit("headline_throughput", "samples/s"),
-                     counted(static_cast<int64_t>(metric("timed_iterations")), "timed iteration"));
-    if (j["metrics"].contains("tokens_per_s")) {
-      s += tokens_first ? fmt::format("                 {:.2f} {} sustained\n", metric("throughput"),
-                                      unit("throughput", "samples/s"))
-                        : fmt::format("                 {:.0f} {} sustained\n", metric("tokens_per_s"),
-                                      unit("tokens_per_s", "tokens/s"));
+  // The throughput as throughput_json() put it: one unit, the sustained rate first.
+  if (j.contains("throughput") && j["throughput"].contains("per_iteration")) {
+    const auto& t = j["throughput"];
+    const auto& p = t["per_iteration"];
+    const std::string rate_unit = t["unit"].get<std::string>();
+    const std::string timed = counted(t["timed_iterations"].get<int64_t>(), "timed iteration");
+    // What a token or frame is, said where its rate is printed.
+    const auto what_counts = [&](const std::string& u) -> std::string {
+      if (u != unit("tokens_per_s", "-")) return "";
+      return u.starts_with("frames") ? " (unpadded spectrogram frames)" : " (unpadded source + target tokens)";
+    };
+    if (t.contains("sustained")) {
+      s += fmt::format("  throughput     {:.2f} {} sustained over {}{}\n", t["sustained"].get<double>(), rate_unit,
+                       timed, what_counts(rate_unit));
+      s += fmt::format("                 per iteration: median {:.2f} (p10 {:.2f}, p90 {:.2f})\n",
+                       p["median"].get<double>(), p["p10"].get<double>(), p["p90"].get<double>());
+    } else {  // a run cut short before its final write, or stored before the sustained rate
+      s += fmt::format("  throughput     {:.2f} {} median per iteration over {} (p10 {:.2f}, p90 {:.2f}; no "
+                       "sustained rate: {})\n",
+                       p["median"].get<double>(), rate_unit, timed, p["p10"].get<double>(), p["p90"].get<double>(),
+                       t["from_kept_iterations"].get<bool>() ? "the run did not reach its final write"
+                                                             : "stored before there was one");
     }
-    s += fmt::format("                 per iteration: median {:.2f} {} (p10 {:.2f}, p90 {:.2f})\n",
-                     metric("throughput_median"), unit("throughput_median", "samples/s"), metric("throughput_p10"),
-                     metric("throughput_p90"));
-    s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
-  } else if (j["metrics"].contains("throughput_median")) {  // a run stored before the sustained rate, or cut short
-    s += fmt::format("  throughput     {:.2f} {} median over {} (p10 {:.2f}, p90 {:.2f})\n",
-                     metric("throughput_median"), unit("throughput_median", "samples/s"),
-                     counted(static_cast<int64_t>(metric("timed_iterations")), "timed iteration"),
-                     metric("throughput_p10"), metric("throughput_p90"));
-    s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
+    if (t.contains("other")) {
+      const std::string other_unit = t["other"]["unit"].get<std::string>();
+      s += fmt::format("                 also {:.2f} {} sustained{}\n", t["other"]["sustained"].get<double>(),
+                       other_unit, what_counts(other_unit));
+    }
+    if (j["metrics"].contains("iteration_time_median"))
+      s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
   }
   // Whether the machine gave the run what it asked for (the digest's verdict), and the figures.
   if (j.contains("conditions")) {
@@ -317,10 +352,13 @@ std::string format_summary(const nlohmann::json& j) {
     const auto& d = j["distributed"];
     s += fmt::format("  ranks          {} data parallel, global batch {}", d["ranks"].get<int64_t>(),
                      d["global_batch_size"].get<int64_t>());
-    if (d.contains("throughput_all_ranks_median")) {
-      // The median per iteration times the ranks (reports::RunDigest::job_median_per_iteration).
-      s += fmt::format("; all ranks {:.2f} samples/s median per iteration (the rates above are rank 0's)",
-                       d["throughput_all_ranks_median"].get<double>());
+    if (d.contains("throughput_all_ranks")) {
+      // Rank 0's sustained rate times the ranks (reports::RunDigest::job_sustained).
+      s += fmt::format("; all ranks {:.2f} {} sustained (the rates above are rank 0's)",
+                       d["throughput_all_ranks"].get<double>(), d["throughput_unit"].get<std::string>());
+    } else if (d.contains("throughput_all_ranks_median")) {
+      s += fmt::format("; all ranks {:.2f} {} median per iteration (the rates above are rank 0's)",
+                       d["throughput_all_ranks_median"].get<double>(), d["throughput_unit"].get<std::string>());
     }
     if (d["per_rank"].empty()) {
       s += "\n  per rank       no breakdown (written at the end of a run, which this one did not reach)\n";
@@ -336,13 +374,6 @@ std::string format_summary(const nlohmann::json& j) {
     }
     if (d["slowest_rank"].get<int64_t>() >= 0)
       s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
-  }
-  if (j["metrics"].contains("tokens_per_s_median")) {
-    s += fmt::format(
-        "  tokens         per iteration: median {:.0f} {} (p10 {:.0f}, p90 {:.0f}; unpadded: source + target tokens "
-        "in translation, spectrogram frames in speech)\n",
-        metric("tokens_per_s_median"), unit("tokens_per_s_median", "tokens/s"), metric("tokens_per_s_p10"),
-        metric("tokens_per_s_p90"));
   }
   if (j["metrics"].contains("loss_first")) {
     s += fmt::format("  loss           {:.4f} -> {:.4f}\n", metric("loss_first"), metric("loss_last"));

@@ -140,7 +140,8 @@ std::vector<Difference> differences_of(const std::vector<const RunDigest*>& base
   return out;
 }
 
-// Each op, kernel and layer's time per timed iteration, averaged over a side's runs.
+// Each op, kernel, layer and collective call's time per timed iteration, averaged over a side's
+// runs (a collective's also over the ranks: waiting for the last rank included).
 std::map<std::pair<std::string, std::string>, double> time_per_iteration(const std::vector<const RunDigest*>& side) {
   std::map<std::pair<std::string, std::string>, double> out;
   for (const RunDigest* r : side) {
@@ -151,6 +152,7 @@ std::map<std::pair<std::string, std::string>, double> time_per_iteration(const s
       for (const auto& k : r->kernels) out[{"kernel", k.name}] += k.total_ms * per;
     }
     for (const auto& l : r->layers) out[{"layer", l.layer}] += (l.forward_ms + l.backward_ms) * share;  // per iteration
+    for (const auto& c : r->collectives) out[{"collective", c.name}] += c.ms_per_iteration * share;
   }
   return out;
 }
@@ -223,7 +225,17 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     }
   }
   const std::string unit = base.front()->unit;
-  if (base.size() >= kMinRepetitions && next.size() >= kMinRepetitions) {
+  // Rates in different units (a run stored before its workload's tokens were counted beside one
+  // after) cannot be set side by side: the throughput is then missing, which the gate never passes.
+  const auto other_unit = [&](const RunDigest* r) { return r->unit != unit; };
+  if (std::any_of(base.begin(), base.end(), other_unit) || std::any_of(next.begin(), next.end(), other_unit)) {
+    p.notes.push_back(fmt::format("throughput not compared: the runs' rates are in different units ({} and {})", unit,
+                                  (std::find_if(base.begin(), base.end(), other_unit) != base.end()
+                                       ? *std::find_if(base.begin(), base.end(), other_unit)
+                                       : *std::find_if(next.begin(), next.end(), other_unit))
+                                      ->unit));
+    p.metrics.push_back(compare_samples("throughput", unit, true, Samples{}, Samples{}));
+  } else if (base.size() >= kMinRepetitions && next.size() >= kMinRepetitions) {
     // Enough repeats: the run is the unit. Iterations of one run share its moment (a busy
     // neighbour, the machine's state), which only other runs can show.
     Samples b, n;

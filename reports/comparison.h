@@ -62,11 +62,13 @@ struct Difference {
 inline constexpr double kWorkspaceTolerancePct = 5;
 inline constexpr int64_t kWorkspaceToleranceBytes = int64_t{1} << 20;
 
-// Where the time moved: a CPU op, a GPU kernel or a layer, its time per timed iteration on each
-// side (the mean over that side's runs of total / timed iterations; traced runs only). A point
-// estimate, without a test: it names where to look, the throughput row says whether it matters.
+// Where the time moved: a CPU op, a GPU kernel, a layer or a collective call ("all_reduce bucket
+// 3", a rank's time in it, waiting included, averaged over the ranks), its time per timed
+// iteration on each side (the mean over that side's runs of total / timed iterations; traced runs
+// only). A point estimate, without a test: it names where to look, the throughput row says
+// whether it matters.
 struct Culprit {
-  std::string kind;  // "op", "kernel", "layer"
+  std::string kind;  // "op", "kernel", "layer", "collective"
   std::string name;
   double base_ms = 0, new_ms = 0;
   double delta_ms() const { return new_ms - base_ms; }

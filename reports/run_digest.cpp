@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -220,9 +221,17 @@ std::optional<Spread> spread_of(const std::vector<double>& values, std::string u
 
 std::optional<RunFigures::Listed> RunFigures::listed() const {
   if (sustained_headline) return Listed{*sustained_headline, true};
-  if (samples_per_iteration) return Listed{{samples_per_iteration->median, samples_per_iteration->unit}, false};
+  if (headline_per_iteration) return Listed{{headline_per_iteration->median, headline_per_iteration->unit}, false};
   return std::nullopt;
 }
+
+namespace {
+// Whether the headline counts tokens (or frames): its unit is the tokens' rate's.
+bool headline_counts_tokens(const RunFigures& f) {
+  return f.sustained_headline && f.sustained_tokens && f.tokens_per_iteration &&
+         f.sustained_headline->unit == f.sustained_tokens->unit;
+}
+}  // namespace
 
 RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
                        const std::vector<store::IterationRow>& iterations) {
@@ -255,7 +264,10 @@ RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
     f.tokens_per_iteration = Spread{*med, value("tokens_per_s_p10").value_or(0), value("tokens_per_s_p90").value_or(0),
                                     unit("tokens_per_s_median", "tokens/s")};
   }
-  if (f.samples_per_iteration) return f;
+  if (f.samples_per_iteration) {
+    f.headline_per_iteration = headline_counts_tokens(f) ? f.tokens_per_iteration : f.samples_per_iteration;
+    return f;
+  }
   // A run that never reached its final write: what it streamed.
   std::vector<double> rates, wall;
   for (const auto& it : iterations) {
@@ -269,6 +281,7 @@ RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
   f.from_kept_iterations = true;
   f.timed_iterations = static_cast<int64_t>(rates.size());
   f.samples_per_iteration = spread_of(rates, "samples/s");
+  f.headline_per_iteration = f.samples_per_iteration;  // tokens are stored at the end only
   f.iteration_ms_median = median(wall);
   return f;
 }
@@ -282,9 +295,14 @@ RunFigures read_run_figures(store::Reader& reader, int64_t run, KeptIterations k
   return run_figures(metrics, reader.iterations(run));
 }
 
+std::optional<double> RunDigest::job_sustained() const {
+  if (!figures.sustained_headline) return std::nullopt;
+  return figures.sustained_headline->value * static_cast<double>(key.ranks);
+}
+
 std::optional<double> RunDigest::job_median_per_iteration() const {
-  if (!figures.samples_per_iteration) return std::nullopt;
-  return figures.samples_per_iteration->median * static_cast<double>(key.ranks);
+  if (!figures.headline_per_iteration) return std::nullopt;
+  return figures.headline_per_iteration->median * static_cast<double>(key.ranks);
 }
 
 int64_t RunDigest::slowest_rank() const {
@@ -309,6 +327,30 @@ std::string RunKey::label() const {
   return s;
 }
 
+namespace {
+// Each collective call's time per timed iteration, averaged over the ranks, most first.
+std::vector<CollectiveTime> collective_times(const std::vector<store::CollectiveRow>& rows,
+                                             const std::set<int64_t>& timed, int64_t ranks) {
+  std::map<std::string, std::pair<double, int64_t>> by_name;  // total ms over ranks, calls over ranks
+  for (const auto& c : rows) {
+    if (!timed.contains(c.iteration)) continue;
+    auto& [total, calls] = by_name[c.label.empty() ? c.collective : c.collective + " " + c.label];
+    total += ms(c.end_ns - c.start_ns);
+    ++calls;
+  }
+  std::vector<CollectiveTime> out;
+  const double per = static_cast<double>(timed.size()) * static_cast<double>(std::max<int64_t>(ranks, 1));
+  if (per <= 0) return out;
+  for (const auto& [name, v] : by_name) {
+    out.push_back({name, v.first / per, std::llround(static_cast<double>(v.second) / per)});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const CollectiveTime& a, const CollectiveTime& b) {
+    return a.ms_per_iteration > b.ms_per_iteration;
+  });
+  return out;
+}
+}  // namespace
+
 RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, const store::RunRow& run,
                      const MemoryClassifier& classify) {
   RunDigest d;
@@ -324,14 +366,24 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     d.suite_repeat = tag.value("repeat", int64_t{0});
   }
   const auto metrics = reader.metrics(run.id);
+  std::map<int64_t, double> tokens;  // per iteration, where the run stored them
   for (const auto& m : metrics) {
-    if (m.iteration >= 0) continue;
+    if (m.iteration >= 0) {
+      if (m.name == "tokens") tokens[m.iteration] = m.value;
+      continue;
+    }
     d.metrics[m.name] = m.value;
-    if (m.name == "throughput_median" && !m.unit.empty()) d.unit = m.unit;
   }
 
   const auto iterations = reader.iterations(run.id);
   d.figures = run_figures(metrics, iterations);
+  if (d.figures.headline_per_iteration) d.unit = d.figures.headline_per_iteration->unit;
+  // Where the headline counts tokens, each timed iteration's rate does too (a run that stored
+  // them for every timed iteration; else samples, and the unit says so).
+  const bool by_tokens = headline_counts_tokens(d.figures) &&
+                         std::all_of(iterations.begin(), iterations.end(),
+                                     [&](const auto& it) { return it.warmup || tokens.contains(it.index); });
+  if (headline_counts_tokens(d.figures) && !by_tokens) d.unit = d.figures.samples_per_iteration->unit;
   std::vector<int64_t> timed;
   std::map<int64_t, double> timed_wall_ms;
   for (const auto& it : iterations) {
@@ -341,7 +393,8 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     timed.push_back(it.index);
     timed_wall_ms[it.index] = wall;
     d.iteration_ms.push_back(wall);
-    d.throughput_per_iteration.push_back(static_cast<double>(it.samples) / (wall * 1e-3));
+    const double work = by_tokens ? tokens.at(it.index) : static_cast<double>(it.samples);
+    d.throughput_per_iteration.push_back(work / (wall * 1e-3));
   }
   PhaseFigures phases = phase_figures(reader, run.id, timed_wall_ms);
   d.phases = std::move(phases.phases);
@@ -358,6 +411,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
       per_rank[b.rank].push_back(b);
     }
     for (const auto& [_, v] : exposed) d.exposed_comm_ms.push_back(v);
+    d.collectives = collective_times(reader.collectives(run.id), timed_set, d.key.ranks);
     if (!d.exposed_comm_ms.empty()) d.exposed_comm_median_ms = median(d.exposed_comm_ms);
     for (const auto& [rank, rows] : per_rank) {
       std::vector<double> it, compute, comm, overlap, exp, idle, wait;

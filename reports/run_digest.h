@@ -57,6 +57,10 @@ struct RunFigures {
   std::optional<Rate> sustained_headline;  // in the workload's own unit (tokens/s where tokens lead)
   std::optional<Rate> sustained_samples, sustained_tokens;
   std::optional<Spread> samples_per_iteration, tokens_per_iteration;
+  // The headline's per-iteration spread, in its unit: tokens_per_iteration where the headline
+  // counts tokens or frames, else samples_per_iteration. What every view shows beside the
+  // sustained headline, labelled "median per iteration".
+  std::optional<Spread> headline_per_iteration;
   std::optional<double> iteration_ms_median;
 
   // The one rate a listing (`runs`, the viewer's runs table) shows: the sustained headline; a run
@@ -135,6 +139,13 @@ struct LayerTotal {
   int64_t activation_bytes = 0, parameters = 0;
   std::optional<double> median_ms;  // forward + backward in a typical timed iteration (unset: not stored)
 };
+// One collective call of the iteration ("all_reduce bucket 3"): the time a rank spends in it per
+// timed iteration, waiting for the others included, averaged over the ranks (distributed runs).
+struct CollectiveTime {
+  std::string name;  // the collective and what it carried
+  double ms_per_iteration = 0;
+  int64_t calls_per_iteration = 0;  // on one rank
+};
 
 // Rankings (docs/formulas.md, "Rankings"), the same in `show`, the report and the viewer: ops
 // and layers by their time in a typical timed iteration (the median over the timed iterations),
@@ -168,9 +179,10 @@ struct RunDigest {
   std::string status;  // completed, failed, interrupted, running, lost, running?
   std::string suite;   // the suite that made it ("" when none), its entry and repeat
   int64_t suite_entry = 0, suite_repeat = 0;
-  std::string unit = "samples/s";  // of throughput_per_iteration
-  // Per timed iteration of rank 0 (the ranks step together): wall time and samples/s of one rank
-  // (times ranks for the job's rate). Iterations of no length (a clock step) are left out.
+  std::string unit = "samples/s";  // the headline's: of throughput_per_iteration
+  // Per timed iteration of rank 0 (the ranks step together): wall time and the headline's rate of
+  // one rank (tokens/s where the headline counts tokens, else samples/s; times ranks for the
+  // job's rate). Iterations of no length (a clock step) are left out.
   std::vector<double> iteration_ms, throughput_per_iteration;
   RunFigures figures;                            // the run's rates, sustained and per iteration
   std::vector<PhaseSamples> phases;              // data, forward, backward, optimizer, then a workload's own
@@ -184,6 +196,7 @@ struct RunDigest {
   std::optional<Roofline> roofline;              // unset: the run stored none (untraced)
   std::vector<GpuTime> gpus;                     // by device (empty: no GPU, or no timed iteration)
   std::vector<LayerTotal> layers;                // model order
+  std::vector<CollectiveTime> collectives;       // distributed runs, most time first
   std::vector<MemoryCategory> memory;            // at the peak, by category, non-zero ones
   int64_t peak_bytes = 0;                        // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;
@@ -191,7 +204,8 @@ struct RunDigest {
   Conditions conditions;                  // what the machine gave rank 0: clean, noisy or unknown
 
   bool finished_ok() const { return status == "completed"; }
-  // The job's median rate per iteration: one rank's times the ranks (they step together).
+  // The job's rates, the headline's unit: one rank's times the ranks (they step together).
+  std::optional<double> job_sustained() const;
   std::optional<double> job_median_per_iteration() const;
   // The rank with the largest median iteration time; -1 without a breakdown.
   int64_t slowest_rank() const;

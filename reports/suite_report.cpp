@@ -21,8 +21,9 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // A configuration's runs (its repeats), pooled: what the report shows per row.
 struct Group {
   RunKey key;
-  std::vector<const RunDigest*> runs, ok;  // all, and the completed ones the figures use
-  std::vector<double> throughput, iteration_ms;
+  std::vector<const RunDigest*> runs, ok;                   // all, and the completed ones the figures use
+  std::vector<double> throughput, iteration_ms;             // per timed iteration, pooled; throughput in `unit`
+  std::vector<double> sustained;                            // each completed run's sustained headline, where stored
   std::vector<std::pair<std::string, double>> phase_ms;     // median per phase
   std::vector<std::pair<std::string, double>> phase_share;  // of the timed iterations' time, "unaccounted" last
   std::vector<std::pair<std::string, double>> class_ms;     // per timed iteration, by op class
@@ -30,7 +31,17 @@ struct Group {
   const RunDigest* first = nullptr;                         // the first completed run (memory, layers, breakdown)
   std::string unit = "samples/s";
 
-  double job_throughput() const { return throughput.empty() ? 0 : median(throughput) * static_cast<double>(key.ranks); }
+  // The group's rate: the median of its runs' sustained rates (docs/formulas.md, "Throughput");
+  // where a run stored none (before there was one), the median per iteration (`per_iteration`).
+  bool per_iteration() const { return sustained.size() < ok.size(); }
+  double rate() const {
+    if (!per_iteration()) return sustained.empty() ? 0 : median(sustained);
+    return throughput.empty() ? 0 : median(throughput);
+  }
+  double job_throughput() const { return rate() * static_cast<double>(key.ranks); }
+  std::string rate_text(double v) const {
+    return three_digits(v) + " " + unit + (per_iteration() ? " (median per iteration)" : "");
+  }
 };
 
 std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
@@ -47,6 +58,8 @@ std::vector<Group> group_runs(const std::vector<RunDigest>& runs) {
     if (!g.first) g.first = &r;
     g.unit = r.unit;
     g.throughput.insert(g.throughput.end(), r.throughput_per_iteration.begin(), r.throughput_per_iteration.end());
+    if (r.figures.sustained_headline && r.figures.sustained_headline->unit == r.unit)
+      g.sustained.push_back(r.figures.sustained_headline->value);
     g.iteration_ms.insert(g.iteration_ms.end(), r.iteration_ms.begin(), r.iteration_ms.end());
   }
   std::vector<Group> out;
@@ -120,6 +133,9 @@ std::string conditions_text(const Group& g) {
   return "clean";
 }
 
+// A row's class where its figures were measured on a busy machine (the report marks it).
+std::string noise_class(const Group& g) { return conditions_text(g).starts_with("noisy") ? "warning" : ""; }
+
 std::string peak_text(const Group& g) { return g.first ? human_bytes(static_cast<double>(g.first->peak_bytes)) : "-"; }
 
 nlohmann::json stacked_bar(const std::vector<std::string>& labels,
@@ -192,24 +208,28 @@ Section summary_section(const std::vector<Group>& groups) {
   Section s{"Summary", {}, {}};
   Table t;
   t.caption =
-      "Per configuration (workload, preset, device, batch per rank, ranks): repeats pooled; throughput is one rank's, "
-      "median and p10-p90 over every timed iteration; peak memory from the ledger (rank 0).";
-  // Medians per iteration, pooled over repeats: not the sustained rate `show` and `runs` lead with.
-  t.header = {"configuration", "runs ok/all",  "throughput (median/iteration)",
-              "p10-p90",       "iteration ms", "job throughput",
-              "peak memory",   "conditions"};
+      "Per configuration (workload, preset, device, batch per rank, ranks): throughput is one rank's, sustained (the "
+      "timed iterations' work over their time; the median over repeats), in the workload's unit, with the median and "
+      "p10-p90 of the per-iteration rates pooled over repeats beside it; peak memory from the ledger (rank 0).";
+  t.header = {"configuration",
+              "runs ok/all",
+              "throughput (sustained)",
+              "per iteration: median (p10-p90)",
+              "iteration ms",
+              "job throughput",
+              "peak memory",
+              "conditions"};
   t.numeric = {false, true, true, true, true, true, true, false};
   for (const auto& g : groups) {
     const bool ok = !g.throughput.empty();
     t.rows.push_back(
-        {g.key.label(), fmt::format("{}/{}", g.ok.size(), g.runs.size()),
-         ok ? three_digits(median(g.throughput)) + " " + g.unit : "-",
-         ok ? three_digits(quantile(g.throughput, 0.1)) + "-" + three_digits(quantile(g.throughput, 0.9)) : "-",
-         ok ? three_digits(median(g.iteration_ms)) : "-",
-         ok && g.key.ranks > 1 ? three_digits(g.job_throughput()) + " " + g.unit : "", peak_text(g),
-         conditions_text(g)});
-    const bool noisy = conditions_text(g).starts_with("noisy");
-    t.row_class.push_back(g.ok.empty() ? "failed" : g.ok.size() < g.runs.size() || noisy ? "warning" : "");
+        {g.key.label(), fmt::format("{}/{}", g.ok.size(), g.runs.size()), ok ? g.rate_text(g.rate()) : "-",
+         ok ? fmt::format("{} ({}-{})", three_digits(median(g.throughput)), three_digits(quantile(g.throughput, 0.1)),
+                          three_digits(quantile(g.throughput, 0.9)))
+            : "-",
+         ok ? three_digits(median(g.iteration_ms)) : "-", ok && g.key.ranks > 1 ? g.rate_text(g.job_throughput()) : "",
+         peak_text(g), conditions_text(g)});
+    t.row_class.push_back(g.ok.empty() ? "failed" : g.ok.size() < g.runs.size() ? "warning" : noise_class(g));
   }
   s.blocks.push_back(std::move(t));
   s.blocks.push_back(Paragraph{fmt::format(
@@ -334,8 +354,8 @@ Section curves_section(const std::vector<Group>& groups) {
     Table t;
     t.caption = fmt::format("{}/{} {} batch {} per rank: job throughput against ranks", std::get<0>(k), std::get<1>(k),
                             std::get<2>(k), std::get<3>(k));
-    t.header = {"ranks", "job throughput", "scaling efficiency"};
-    t.numeric = {true, true, true};
+    t.header = {"ranks", "job throughput", "scaling efficiency", "conditions"};
+    t.numeric = {true, true, true, false};
     for (const auto* g : v) {
       const double r = static_cast<double>(g->key.ranks);
       measured.push_back({{"x", r}, {"y", g->job_throughput()}});
@@ -343,14 +363,15 @@ Section curves_section(const std::vector<Group>& groups) {
       // The job's rate spreads as one rank's does: ranks x that rank's p10 and p90.
       low.push_back({{"x", r}, {"y", r * quantile(g->throughput, 0.1)}});
       high.push_back({{"x", r}, {"y", r * quantile(g->throughput, 0.9)}});
-      t.rows.push_back({std::to_string(g->key.ranks), three_digits(g->job_throughput()) + " " + g->unit,
-                        fmt::format("{:.0f}%", 100.0 * g->job_throughput() / (one * r))});
+      t.rows.push_back({std::to_string(g->key.ranks), g->rate_text(g->job_throughput()),
+                        fmt::format("{:.0f}%", 100.0 * g->job_throughput() / (one * r)), conditions_text(*g)});
+      t.row_class.push_back(noise_class(*g));
     }
     Chart c;
     c.title = t.caption;
-    c.alt_text = "Line chart: measured job throughput against ranks with its p10-p90 band, beside linear scaling "
-                 "from the smallest run.";
-    nlohmann::json datasets = {{{"label", "measured (median)"}, {"data", measured}},
+    c.alt_text = "Line chart: measured job throughput (sustained) against ranks with the p10-p90 band of the "
+                 "per-iteration rates, beside linear scaling from the smallest run.";
+    nlohmann::json datasets = {{{"label", "measured (sustained)"}, {"data", measured}},
                                {{"label", "linear scaling"}, {"data", ideal}, {"borderDash", {6, 4}}}};
     for (auto& d : band_datasets(low, high)) datasets.push_back(d);
     c.config = {{"type", "line"},
@@ -369,18 +390,27 @@ Section curves_section(const std::vector<Group>& groups) {
     if (v.size() < 2) continue;
     std::sort(v.begin(), v.end(), [](const Group* a, const Group* b) { return a->key.batch < b->key.batch; });
     nlohmann::json points = nlohmann::json::array(), low = nlohmann::json::array(), high = nlohmann::json::array();
+    Table t;
+    t.caption = fmt::format("{}/{} {}{}: throughput per rank against batch size", std::get<0>(k), std::get<1>(k),
+                            std::get<2>(k), std::get<3>(k) > 1 ? fmt::format(" x{} ranks", std::get<3>(k)) : "");
+    t.header = {"batch per rank", "throughput (sustained)", "per iteration: p10-p90", "conditions"};
+    t.numeric = {true, true, true, false};
     for (const auto* g : v) {
-      points.push_back({{"x", g->key.batch}, {"y", median(g->throughput)}});
+      t.rows.push_back({std::to_string(g->key.batch), g->rate_text(g->rate()),
+                        three_digits(quantile(g->throughput, 0.1)) + "-" + three_digits(quantile(g->throughput, 0.9)),
+                        conditions_text(*g)});
+      t.row_class.push_back(noise_class(*g));
+      points.push_back({{"x", g->key.batch}, {"y", g->rate()}});
       low.push_back({{"x", g->key.batch}, {"y", quantile(g->throughput, 0.1)}});
       high.push_back({{"x", g->key.batch}, {"y", quantile(g->throughput, 0.9)}});
     }
-    nlohmann::json datasets = {{{"label", "median throughput"}, {"data", points}}};
+    nlohmann::json datasets = {{{"label", "throughput (sustained)"}, {"data", points}}};
     for (auto& d : band_datasets(low, high)) datasets.push_back(d);
     Chart c;
     c.title = fmt::format("{}/{} {}{}: throughput against batch size", std::get<0>(k), std::get<1>(k), std::get<2>(k),
                           std::get<3>(k) > 1 ? fmt::format(" x{} ranks", std::get<3>(k)) : "");
-    c.alt_text = "Line chart: median throughput per rank at each batch size with its p10-p90 band; the summary "
-                 "table has the numbers.";
+    c.alt_text = "Line chart: sustained throughput per rank at each batch size with the p10-p90 band of the "
+                 "per-iteration rates; the table below has the numbers.";
     c.config = {{"type", "line"},
                 {"data", {{"datasets", datasets}}},
                 {"options",
@@ -388,6 +418,7 @@ Section curves_section(const std::vector<Group>& groups) {
                    {{"x", {{"type", "logarithmic"}, {"title", {{"display", true}, {"text", "batch per rank"}}}}},
                     {"y", {{"beginAtZero", true}, {"title", {{"display", true}, {"text", v.front()->unit}}}}}}}}}};
     s.blocks.push_back(std::move(c));
+    s.blocks.push_back(std::move(t));
   }
   if (s.blocks.empty())
     s.blocks.push_back(
@@ -638,11 +669,12 @@ nlohmann::json suite_report_json(const std::vector<RunDigest>& runs, const std::
                            {"conditions", r->conditions.label()},
                            {"conditions_reasons", r->conditions.reasons}});
     if (!g.throughput.empty()) {
-      j["throughput"] = {{"median", median(g.throughput)},
-                         {"p10", quantile(g.throughput, 0.1)},
-                         {"p90", quantile(g.throughput, 0.9)},
-                         {"samples", g.throughput.size()},
-                         {"job_median", g.job_throughput()}};
+      // `sustained`: the median of the runs' sustained rates (absent where a run stored none);
+      // median/p10/p90: of the per-iteration rates pooled over the runs; both in `unit`.
+      j["throughput"] = {{"median", median(g.throughput)},     {"p10", quantile(g.throughput, 0.1)},
+                         {"p90", quantile(g.throughput, 0.9)}, {"samples", g.throughput.size()},
+                         {"job", g.job_throughput()},          {"job_is_median_per_iteration", g.per_iteration()}};
+      if (!g.per_iteration()) j["throughput"]["sustained"] = g.rate();
       j["iteration_ms_median"] = median(g.iteration_ms);
     }
     for (const auto& [p, v] : g.phase_ms) j["phases_ms"][p] = v;

@@ -47,17 +47,23 @@ QString overview_html(const reports::RunDigest& d) {
                reports::counted(static_cast<int64_t>(d.throughput_per_iteration.size()), "timed iteration")));
   // The digest's figures (docs/formulas.md, "Throughput"), each labelled as `show` labels it.
   const reports::RunFigures& f = d.figures;
-  if (f.samples_per_iteration) {
+  if (f.headline_per_iteration) {
+    // One unit (the headline's) and the sustained rate first, as `show` prints them.
+    const reports::Spread& per = *f.headline_per_iteration;
     h += "<p>";
     if (f.sustained_headline) {
-      h += QString("throughput <b>%1 %2</b> sustained, one rank's<br>")
+      h += QString("throughput <b>%1 %2</b> sustained, one rank's")
                .arg(num(f.sustained_headline->value, 1), esc(f.sustained_headline->unit));
-    }
-    const reports::Spread& per = *f.samples_per_iteration;
-    h += QString("throughput <b>%1 %2</b> median per iteration (p10 %3, p90 %4), one rank's")
-             .arg(num(per.median, 1), esc(per.unit), num(per.p10, 1), num(per.p90, 1));
-    if (const auto job = d.job_median_per_iteration(); job && r.ranks > 1) {
-      h += QString("; the job's: %1 %2").arg(num(*job, 1), esc(per.unit));
+      if (const auto job = d.job_sustained(); job && r.ranks > 1)
+        h += QString("; the job's: %1 %2").arg(num(*job, 1), esc(f.sustained_headline->unit));
+      h += QString("<br>per iteration: median %1 (p10 %2, p90 %3)")
+               .arg(num(per.median, 1), num(per.p10, 1), num(per.p90, 1));
+    } else {
+      h += QString("throughput <b>%1 %2</b> median per iteration (p10 %3, p90 %4), one rank's; no sustained rate "
+                   "stored")
+               .arg(num(per.median, 1), esc(per.unit), num(per.p10, 1), num(per.p90, 1));
+      if (const auto job = d.job_median_per_iteration(); job && r.ranks > 1)
+        h += QString("; the job's: %1 %2").arg(num(*job, 1), esc(per.unit));
     }
     h += QString("<br>iteration %1 ms median</p>").arg(ms(f.iteration_ms_median.value_or(0)));
   } else {

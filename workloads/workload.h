@@ -160,6 +160,12 @@ struct ThroughputUnits {
   std::string tokens;
   std::string batch = "samples";
   bool tokens_headline = false;
+
+  // The headline's noun ("tokens", "images") and its count in one iteration's result.
+  const std::string& headline() const { return tokens_headline && !tokens.empty() ? tokens : samples; }
+  int64_t headline_count(int64_t sample_count, int64_t token_count) const {
+    return tokens_headline && !tokens.empty() && token_count > 0 ? token_count : sample_count;
+  }
 };
 
 struct WorkloadSpec {

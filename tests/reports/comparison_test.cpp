@@ -343,6 +343,26 @@ TEST(Comparison, TheGateNamesTheOpsWhoseTimeGrewMost) {
   EXPECT_EQ(untraced.regressions.at(0).find("most grown"), std::string::npos);
 }
 
+// Distributed runs: a collective call whose time grew (waiting for a slower rank, or a slower
+// link) is named beside the ops, as the "all_reduce bucket 3 +2.1 ms" asks.
+TEST(Comparison, TheGateNamesTheCollectiveCallsWhoseTimeGrewMost) {
+  auto with_calls = [](RunDigest d, double bucket3_ms, double bucket0_ms) {
+    d.key.ranks = 2;
+    d.collectives = {{"all_reduce bucket 3", bucket3_ms, 1}, {"all_reduce bucket 0", bucket0_ms, 1}};
+    return d;
+  };
+  GateOptions gate;
+  gate.fail_on_regression_pct = 10;
+  auto base = run_of(1, 10.0, 30, 1), next = run_of(2, 12.5, 30, 2);
+  const Comparison c = compare_runs({with_calls(base, 1.0, 0.5)}, {with_calls(next, 3.1, 0.5)}, "a", "b", gate);
+  ASSERT_EQ(c.regressions.size(), 1u);
+  EXPECT_NE(c.regressions[0].find("collective all_reduce bucket 3 +2.1 ms/iteration (+210.0%)"), std::string::npos)
+      << c.regressions[0];
+  EXPECT_EQ(c.regressions[0].find("bucket 0"), std::string::npos) << c.regressions[0];  // unchanged
+  ASSERT_FALSE(c.pairs[0].culprits.empty());
+  EXPECT_EQ(c.pairs[0].culprits[0].kind, "collective");
+}
+
 // A slowdown so large that its interval's least slowdown is beyond 3 x the threshold fails the
 // gate even with a noisy run beside it: no busy machine explains a doubled iteration.
 TEST(Comparison, AHugeSlowdownFailsTheGateEvenOnABusyMachine) {

@@ -62,6 +62,67 @@ TEST(RunDigest, SustainedAndMedianPerIterationAreTwoNamedFigures) {
   EXPECT_DOUBLE_EQ(listed->rate.value, 6.62);
 }
 
+// One unit per run (issue 38): where the headline counts tokens (transformer, deepspeech2) its
+// per-iteration spread is the tokens', else the samples' (seq2seq counts tokens beside its pairs).
+TEST(RunDigest, ThePerIterationSpreadIsInTheHeadlinesUnit) {
+  const std::vector<MetricRow> common = {
+      {"throughput", 150.0, "sentence pairs/s", -1},     {"throughput_median", 148.0, "sentence pairs/s", -1},
+      {"tokens_per_s", 3400.0, "tokens/s", -1},          {"tokens_per_s_median", 3418.0, "tokens/s", -1},
+      {"tokens_per_s_p10", 3261.0, "tokens/s", -1},      {"tokens_per_s_p90", 3531.0, "tokens/s", -1},
+      {"throughput_p10", 140.0, "sentence pairs/s", -1}, {"throughput_p90", 166.0, "sentence pairs/s", -1}};
+  auto tokens_lead = common;
+  tokens_lead.push_back({"headline_throughput", 3400.0, "tokens/s", -1});
+  const RunFigures t = run_figures(tokens_lead, {});
+  ASSERT_TRUE(t.headline_per_iteration);
+  EXPECT_EQ(t.headline_per_iteration->unit, "tokens/s");
+  EXPECT_DOUBLE_EQ(t.headline_per_iteration->median, 3418.0);
+  EXPECT_DOUBLE_EQ(t.headline_per_iteration->p90, 3531.0);
+  auto samples_lead = common;
+  samples_lead.push_back({"headline_throughput", 150.0, "sentence pairs/s", -1});
+  const RunFigures p = run_figures(samples_lead, {});
+  ASSERT_TRUE(p.headline_per_iteration);
+  EXPECT_EQ(p.headline_per_iteration->unit, "sentence pairs/s");
+  EXPECT_DOUBLE_EQ(p.headline_per_iteration->median, 148.0);
+}
+
+// The digest's per-iteration rates, what compare and the report test, are in the same unit: a
+// tokens-led run's are each iteration's tokens over its time.
+TEST(RunDigest, ATokensLedRunsPerIterationRatesCountTokens) {
+  const auto db = std::filesystem::temp_directory_path() / ("ts_digest_tokens_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(db);
+  int64_t run = 0;
+  {
+    ts::store::Writer w(db);
+    ts::store::RunInfo info;
+    info.workload = "transformer";
+    info.preset = "tiny";
+    info.device = "cpu";
+    run = w.begin_run(info);
+    constexpr int64_t ms = 1'000'000;
+    const std::vector<IterationRow> its = {{0, true, 0, 100 * ms, 4, 0, 0},
+                                           {1, false, 100 * ms, 200 * ms, 4, 0, 0},
+                                           {2, false, 200 * ms, 250 * ms, 5, 0, 0}};
+    w.add_iterations(run, its);
+    const std::vector<MetricRow> metrics = {{"tokens", 90, "count", 0},
+                                            {"tokens", 100, "count", 1},
+                                            {"tokens", 80, "count", 2},
+                                            {"headline_throughput", 1200.0, "tokens/s", -1},
+                                            {"throughput", 60.0, "sentence pairs/s", -1},
+                                            {"throughput_median", 60.0, "sentence pairs/s", -1},
+                                            {"tokens_per_s", 1200.0, "tokens/s", -1},
+                                            {"tokens_per_s_median", 1300.0, "tokens/s", -1}};
+    w.add_metrics(run, metrics);
+    w.finish_run(run, ts::store::RunStatus::completed, "2026-11-28T00:00:00Z", "");
+  }
+  ts::store::Reader reader(db);
+  const RunDigest d = digest_run(reader, db, *reader.run(run), nullptr);
+  std::filesystem::remove(db);
+  EXPECT_EQ(d.unit, "tokens/s");
+  ASSERT_EQ(d.throughput_per_iteration.size(), 2u);
+  EXPECT_NEAR(d.throughput_per_iteration[0], 1000.0, 1e-9);  // 100 tokens in 100 ms
+  EXPECT_NEAR(d.throughput_per_iteration[1], 1600.0, 1e-9);  // 80 tokens in 50 ms
+}
+
 // A run stored before the sustained rate existed lists its median per iteration, saying so.
 TEST(RunDigest, ARunWithoutASustainedRateListsItsMedianAsSuch) {
   const RunFigures f = run_figures({{"throughput_median", 12.5, "", -1}}, {});
@@ -97,8 +158,11 @@ TEST(RunDigest, TheJobRateSlowestRankAndSharesComeFromTheDigest) {
   RunDigest d;
   d.key.ranks = 4;
   EXPECT_FALSE(d.job_median_per_iteration());
-  d.figures.samples_per_iteration = Spread{10.0, 8.0, 12.0, "images/s"};
+  EXPECT_FALSE(d.job_sustained());
+  d.figures.headline_per_iteration = Spread{10.0, 8.0, 12.0, "images/s"};
+  d.figures.sustained_headline = Rate{9.0, "images/s"};
   EXPECT_DOUBLE_EQ(*d.job_median_per_iteration(), 40.0);
+  EXPECT_DOUBLE_EQ(*d.job_sustained(), 36.0);
   EXPECT_EQ(d.slowest_rank(), -1);
   d.breakdown = {{0, 10.0}, {1, 12.5}, {2, 11.0}, {3, 12.0}};
   EXPECT_EQ(d.slowest_rank(), 1);

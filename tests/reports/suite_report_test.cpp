@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "fmt/format.h"
 #include "reports/document.h"
 #include "reports/op_class.h"
 
@@ -158,4 +160,52 @@ TEST(SuiteReport, TopOpsRankByTheRepeatsMediansWhereEveryRepeatHasOne) {
   const std::string one_missing = to_markdown(suite_report_document(
       {with_ops(run(1, 1, 4, 10.0), 0.5, 2.0), with_ops(run(2, 1, 4, 10.0), 0.7, std::nullopt)}, "test.db"));
   EXPECT_LT(one_missing.find("| relu |"), one_missing.find("| conv |")) << one_missing;  // by total
+}
+
+namespace {
+const Table* table_captioned(const Document& doc, const std::string& start) {
+  std::function<const Table*(const Section&)> find = [&](const Section& s) -> const Table* {
+    for (const auto& b : s.blocks) {
+      if (const auto* t = std::get_if<Table>(&b); t && t->caption.rfind(start, 0) == 0) return t;
+    }
+    for (const auto& sub : s.subsections) {
+      if (const auto* t = find(sub)) return t;
+    }
+    return nullptr;
+  };
+  for (const auto& s : doc.sections) {
+    if (const auto* t = find(s)) return t;
+  }
+  return nullptr;
+}
+}  // namespace
+
+// One statistic everywhere (issue 38): the report leads with the sustained rate (the median of
+// the repeats'), as `show` and `runs` do, labels the median per iteration beside it, and marks
+// each row measured on a busy machine, in the scaling and batch tables too.
+TEST(SuiteReport, RowsLeadWithTheSustainedRateAndFlagNoisyRuns) {
+  std::vector<RunDigest> runs = {run(1, 1, 4, 10.0), run(2, 1, 4, 10.0), run(3, 2, 4, 11.0), run(4, 1, 8, 18.0)};
+  runs[0].figures.sustained_headline = Rate{390.0, "images/s"};
+  runs[1].figures.sustained_headline = Rate{380.0, "images/s"};
+  runs[2].figures.sustained_headline = Rate{350.0, "images/s"};
+  runs[2].conditions.verdict = Conditions::Verdict::noisy;  // run 4 stored no sustained rate
+  const Document doc = suite_report_document(runs, "test.db");
+  const Table* summary = table_captioned(doc, "Per configuration");
+  ASSERT_NE(summary, nullptr);
+  ASSERT_EQ(summary->rows.size(), 3u);
+  EXPECT_EQ(summary->header[2], "throughput (sustained)");
+  EXPECT_EQ(summary->rows[0][2], "385 images/s");  // the median of 390 and 380
+  EXPECT_NE(summary->rows[2][2].find("(median per iteration)"), std::string::npos) << summary->rows[2][2];
+  EXPECT_EQ(summary->rows[1][5], "700 images/s");  // the job's: 2 ranks x 350
+  EXPECT_EQ(summary->row_class[1], "warning");
+  EXPECT_EQ(summary->row_class[0], "");
+  const Table* scaling = table_captioned(doc, "resnet50/tiny cpu batch 4 per rank: job throughput");
+  ASSERT_NE(scaling, nullptr);
+  ASSERT_EQ(scaling->rows.size(), 2u);
+  EXPECT_EQ(scaling->rows[1][3], "noisy (1 of 1)");
+  EXPECT_EQ(scaling->row_class, (std::vector<std::string>{"", "warning"}));
+  EXPECT_EQ(scaling->rows[1][2], fmt::format("{:.0f}%", 100.0 * 700 / (2 * 385)));
+  const Table* batch = table_captioned(doc, "resnet50/tiny cpu: throughput per rank against batch size");
+  ASSERT_NE(batch, nullptr);
+  EXPECT_EQ(batch->rows.size(), 2u);
 }

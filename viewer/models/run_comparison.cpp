@@ -51,7 +51,7 @@ MetricDelta medians(std::string metric, std::string unit, bool higher_is_better,
 }
 
 Side throughput_of(const reports::RunDigest& d) {
-  const auto& per = d.figures.samples_per_iteration;
+  const auto& per = d.figures.headline_per_iteration;  // in d.unit, as compare's samples
   return side(d.throughput_per_iteration.size(), per ? std::optional(per->median) : std::nullopt);
 }
 
