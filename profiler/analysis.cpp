@@ -190,6 +190,7 @@ std::vector<LayerTime> layer_times(std::span<const Event> events, const NameLook
     std::sort(a->t.ops.begin(), a->t.ops.end());
     a->t.ops.erase(std::unique(a->t.ops.begin(), a->t.ops.end()), a->t.ops.end());
     a->t.median_per_iteration_ns = median_over_iterations(per_iteration[a->t.layer], iterations);
+    a->t.per_iteration_ns = values_over_iterations(per_iteration[a->t.layer], iterations);
     out.push_back(std::move(a->t));
   }
   return out;
@@ -213,19 +214,26 @@ std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& 
   for (OpStat& s : stats) {
     s.inclusive_ns = inclusive[s.name];
     s.median_per_iteration_ns = median_over_iterations(per_iteration[s.name], iterations);
+    s.per_iteration_ns = values_over_iterations(per_iteration[s.name], iterations);
   }
   return stats;
 }
 
-int64_t median_over_iterations(const std::map<int32_t, int64_t>& per_iteration,
-                               const std::vector<int32_t>& iterations) {
-  if (iterations.empty()) return 0;
+std::vector<int64_t> values_over_iterations(const std::map<int32_t, int64_t>& per_iteration,
+                                            const std::vector<int32_t>& iterations) {
   std::vector<int64_t> v;
   v.reserve(iterations.size());
   for (const int32_t i : iterations) {
     const auto at = per_iteration.find(i);
     v.push_back(at == per_iteration.end() ? 0 : at->second);
   }
+  return v;
+}
+
+int64_t median_over_iterations(const std::map<int32_t, int64_t>& per_iteration,
+                               const std::vector<int32_t>& iterations) {
+  if (iterations.empty()) return 0;
+  std::vector<int64_t> v = values_over_iterations(per_iteration, iterations);
   const size_t mid = v.size() / 2;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
   if (v.size() % 2 == 1) return v[mid];

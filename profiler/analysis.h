@@ -62,6 +62,7 @@ struct LayerTime {
   // where it ran nothing): what a typical iteration spends there, which a few preempted calls
   // cannot inflate as they inflate the total. Rankings use it (docs/formulas.md).
   int64_t median_per_iteration_ns = 0;
+  std::vector<int64_t> per_iteration_ns;  // that time in each counted iteration, in order (0: none)
 };
 
 // In order of each layer's first op event (model order). Ops with layer 0 are left out.
@@ -98,11 +99,17 @@ struct OpStat {
   // op_summary only: the median over the counted iterations of the op's self time in each (0 in
   // an iteration where it did not run); -1 where not computed (the GPU kernel summary).
   int64_t median_per_iteration_ns = -1;
+  // op_summary only: the self time in each counted iteration, in iteration order (0 where it
+  // did not run): the samples a comparison tests an op's change on (docs/formulas.md, "Culprits").
+  std::vector<int64_t> per_iteration_ns;
 };
 
 // The median over `iterations` of each one's value in `per_iteration` (0 where absent); 0 for no
 // iteration. The even case takes the mean of the two middle values (rounded down).
 int64_t median_over_iterations(const std::map<int32_t, int64_t>& per_iteration, const std::vector<int32_t>& iterations);
+// The value of each of `iterations` in `per_iteration`, in their order (0 where absent).
+std::vector<int64_t> values_over_iterations(const std::map<int32_t, int64_t>& per_iteration,
+                                            const std::vector<int32_t>& iterations);
 
 // Sorted by total_ns descending (ties by name).
 std::vector<OpStat> op_summary(std::span<const Event> events, const NameLookup& lookup,

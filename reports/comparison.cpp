@@ -157,8 +157,47 @@ std::map<std::pair<std::string, std::string>, double> time_per_iteration(const s
   return out;
 }
 
-// The ops, kernels and layers whose time per iteration grew most (then those that shrank most),
-// at most kCulpritsKept of each direction; nothing when a side was not traced.
+// Each run's times in every timed iteration of one op or layer (nullptr where it stored none).
+const std::vector<double>* per_iteration_of(const RunDigest& r, const std::string& kind, const std::string& name) {
+  if (kind == "op") {
+    for (const auto& o : r.ops) {
+      if (o.name == name) return o.ms_per_iteration.empty() ? nullptr : &o.ms_per_iteration;
+    }
+  } else if (kind == "layer") {
+    for (const auto& l : r.layers) {
+      if (l.layer == name) return l.ms_per_iteration.empty() ? nullptr : &l.ms_per_iteration;
+    }
+  }
+  return nullptr;
+}
+
+// The Mann-Whitney p of a culprit's per-iteration times, base against new, widened by their
+// autocorrelation; unset unless every run of both sides stored them and each side has kMinSamples.
+std::optional<double> culprit_p_value(const std::vector<const RunDigest*>& base,
+                                      const std::vector<const RunDigest*>& next, const Culprit& c) {
+  Samples sides[2];
+  int side = 0;
+  for (const auto* runs : {&base, &next}) {
+    std::vector<std::vector<double>> series;
+    for (const RunDigest* r : *runs) {
+      const auto* v = per_iteration_of(*r, c.kind, c.name);
+      if (!v) return std::nullopt;
+      sides[side].values.insert(sides[side].values.end(), v->begin(), v->end());
+      series.push_back(*v);
+    }
+    sides[side].inflation = autocorrelation_inflation(lag1_autocorrelation(series));
+    ++side;
+  }
+  const Samples& b = sides[0];
+  const Samples& n = sides[1];
+  if (b.values.size() < kMinSamples || n.values.size() < kMinSamples) return std::nullopt;
+  const double inflation = two_sample_inflation(b.values.size(), b.inflation, n.values.size(), n.inflation);
+  return mann_whitney_u(b.values, n.values, inflation).p_value;
+}
+
+// The ops, kernels, layers and collective calls whose time per timed iteration grew most (then
+// those that shrank most), at most kCulpritsKept of each direction, the significant first
+// (Culprit); nothing when a side was not traced.
 std::vector<Culprit> culprits_of(const std::vector<const RunDigest*>& base, const std::vector<const RunDigest*>& next) {
   const auto b = time_per_iteration(base), n = time_per_iteration(next);
   if (b.empty() || n.empty()) return {};
@@ -170,20 +209,36 @@ std::vector<Culprit> culprits_of(const std::vector<const RunDigest*>& base, cons
   for (const auto& [key, ms] : n) {
     if (!b.contains(key)) all.push_back({key.first, key.second, 0.0, ms});
   }
+  size_t tested = 0;
+  for (auto& c : all) {
+    if (c.delta_ms() == 0) continue;
+    c.p_value = culprit_p_value(base, next, c);
+    tested += c.p_value.has_value();
+  }
+  for (auto& c : all) c.significant = c.p_value && *c.p_value < kSignificance / static_cast<double>(tested);
   // Layers hold ops: an op's growth shows in its layer too. Both are kept; they answer "which
   // computation" and "where in the model".
-  std::stable_sort(all.begin(), all.end(),
-                   [](const Culprit& x, const Culprit& y) { return x.delta_ms() > y.delta_ms(); });
-  std::vector<Culprit> out;
-  for (const auto& c : all) {
-    if (out.size() == kCulpritsKept || c.delta_ms() <= 0) break;
-    out.push_back(c);
-  }
-  size_t shrunk = 0;
-  for (auto it = all.rbegin(); it != all.rend() && shrunk < kCulpritsKept && it->delta_ms() < 0; ++it, ++shrunk) {
-    out.push_back(*it);
-  }
+  const auto ranked = [&](bool grown) {
+    std::vector<Culprit> v;
+    for (const auto& c : all) {
+      if (grown ? c.delta_ms() > 0 : c.delta_ms() < 0) v.push_back(c);
+    }
+    std::stable_sort(v.begin(), v.end(), [](const Culprit& x, const Culprit& y) {
+      if (x.significant != y.significant) return x.significant;
+      return std::abs(x.delta_ms()) > std::abs(y.delta_ms());
+    });
+    if (v.size() > kCulpritsKept) v.resize(kCulpritsKept);
+    return v;
+  };
+  std::vector<Culprit> out = ranked(true);
+  for (auto& c : ranked(false)) out.push_back(std::move(c));
   return out;
+}
+
+// A culprit's p in words: "p = 2e-05", "p = 0.31, not significant", "" when not tested.
+std::string culprit_p_text(const Culprit& c) {
+  if (!c.p_value) return "";
+  return fmt::format("p = {:.2g}{}", *c.p_value, c.significant ? "" : ", not significant");
 }
 
 // "; most grown: op conv2d_backward_weights +3.1 ms/iteration (+14.0%), ...", or "" with none.
@@ -191,9 +246,10 @@ std::string culprits_text(const std::vector<Culprit>& culprits) {
   std::vector<std::string> named;
   for (const auto& c : culprits) {
     if (named.size() == kCulpritsNamed || c.delta_ms() <= 0) break;
+    std::vector<std::string> notes = {c.base_ms > 0 ? signed_percent(c.new_ms / c.base_ms - 1) : "new"};
+    if (const std::string p = culprit_p_text(c); !p.empty()) notes.push_back(p);
     named.push_back(
-        fmt::format("{} {} {:+.3g} ms/iteration{}", c.kind, c.name, c.delta_ms(),
-                    c.base_ms > 0 ? fmt::format(" ({})", signed_percent(c.new_ms / c.base_ms - 1)) : " (new)"));
+        fmt::format("{} {} {:+.3g} ms/iteration ({})", c.kind, c.name, c.delta_ms(), fmt::join(notes, ", ")));
   }
   return named.empty() ? "" : fmt::format("; most grown: {}", fmt::join(named, ", "));
 }
@@ -511,8 +567,9 @@ Document comparison_document(const Comparison& c) {
                   "with its 95% Hodges-Lehmann interval; p from the two-sided Mann-Whitney U test; over "
                   "iterations, both widened by the iterations' autocorrelation within their runs.",
                   kMinRepetitions);
-  overview.header = {"configuration", "base", "new", "change [95% CI]", "p", "n base/new", "peak memory", "verdict"};
-  overview.numeric = {false, true, true, true, true, true, false, false};
+  overview.header = {"configuration", "base",        "new",     "change [95% CI]", "p",
+                     "n base/new",    "peak memory", "verdict", "conditions"};
+  overview.numeric = {false, true, true, true, true, true, false, false, false};
   for (const auto& p : c.pairs) {
     const auto& m = p.metrics.front();
     const auto& peak = p.memory.front();
@@ -521,14 +578,17 @@ Document comparison_document(const Comparison& c) {
             ? "same"
             : fmt::format("{} ({} → {})", to_string(peak.verdict), human_bytes(static_cast<double>(peak.base_bytes)),
                           human_bytes(static_cast<double>(peak.new_bytes)));
-    overview.rows.push_back({p.key.label(), three_digits(m.base_median) + " " + m.unit,
-                             three_digits(m.new_median) + " " + m.unit, interval_text(m),
-                             fmt::format("{:.3g}", m.p_value), fmt::format("{}/{}", m.base_n, m.new_n), mem,
-                             std::string(to_string(m.verdict))});
-    overview.row_class.push_back(peak.verdict == Verdict::grew ? "worse" : row_class(m.verdict));
+    overview.rows.push_back(
+        {p.key.label(), three_digits(m.base_median) + " " + m.unit, three_digits(m.new_median) + " " + m.unit,
+         interval_text(m), fmt::format("{:.3g}", m.p_value), fmt::format("{}/{}", m.base_n, m.new_n), mem,
+         std::string(to_string(m.verdict)),
+         // A busy machine's runs measured its load too: said on the row itself.
+         p.noisy_runs.empty() ? "no noisy run" : fmt::format("noisy (run {})", fmt::join(p.noisy_runs, ", "))});
+    const std::string verdict_class = peak.verdict == Verdict::grew ? "worse" : row_class(m.verdict);
+    overview.row_class.push_back(verdict_class.empty() && !p.noisy_runs.empty() ? "warning" : verdict_class);
   }
   if (c.geomean_throughput_ratio > 0) {
-    overview.rows.push_back({"geomean", "", "", signed_percent(c.geomean_throughput_ratio - 1), "", "", "", ""});
+    overview.rows.push_back({"geomean", "", "", signed_percent(c.geomean_throughput_ratio - 1), "", "", "", "", ""});
     overview.row_class.push_back("");
   }
   summary.blocks.push_back(std::move(overview));
@@ -633,15 +693,17 @@ Document comparison_document(const Comparison& c) {
     s.blocks.push_back(std::move(mem));
     if (!p.culprits.empty()) {
       Table moved;
-      moved.caption = "Where the time moved: ops, kernels and layers by their change in ms per timed iteration "
-                      "(each side's mean over its runs; a point estimate without a test: where to look)";
-      moved.header = {"kind", "name", "base ms/iteration", "new ms/iteration", "change"};
-      moved.numeric = {false, false, true, true, true};
+      moved.caption = "Where the time moved: ops, kernels, layers and collective calls by their change in ms per "
+                      "timed iteration (each side's mean over its runs), the significant first: Mann-Whitney on the "
+                      "per-iteration times where every run stored them, against 0.05 / the number tested";
+      moved.header = {"kind", "name", "base ms/iteration", "new ms/iteration", "change", "p"};
+      moved.numeric = {false, false, true, true, true, true};
       for (const auto& k : p.culprits) {
         moved.rows.push_back({k.kind, k.name, three_digits(k.base_ms), three_digits(k.new_ms),
                               fmt::format("{:+.3g} ms{}", k.delta_ms(),
-                                          k.base_ms > 0 ? " (" + signed_percent(k.new_ms / k.base_ms - 1) + ")" : "")});
-        moved.row_class.push_back(k.delta_ms() > 0 ? "worse" : "better");
+                                          k.base_ms > 0 ? " (" + signed_percent(k.new_ms / k.base_ms - 1) + ")" : ""),
+                              k.p_value ? culprit_p_text(k) : "not tested"});
+        moved.row_class.push_back(!k.significant ? "" : k.delta_ms() > 0 ? "worse" : "better");
       }
       s.blocks.push_back(std::move(moved));
     }
@@ -694,7 +756,9 @@ nlohmann::json comparison_json(const Comparison& c) {
                           {"name", k.name},
                           {"base_ms_per_iteration", k.base_ms},
                           {"new_ms_per_iteration", k.new_ms},
-                          {"delta_ms_per_iteration", k.delta_ms()}});
+                          {"delta_ms_per_iteration", k.delta_ms()},
+                          {"p_value", k.p_value ? nlohmann::json(*k.p_value) : nlohmann::json(nullptr)},
+                          {"significant", k.significant}});
     }
     nlohmann::json differences = nlohmann::json::array();
     for (const auto& d : p.differences) differences.push_back({{"what", d.what}, {"base", d.base}, {"new", d.next}});

@@ -67,10 +67,16 @@ inline constexpr int64_t kWorkspaceToleranceBytes = int64_t{1} << 20;
 // iteration on each side (the mean over that side's runs of total / timed iterations; traced runs
 // only). A point estimate, without a test: it names where to look, the throughput row says
 // whether it matters.
+// Where each run stored the time in every timed iteration (ops and layers, schema v8), the change
+// is tested: Mann-Whitney on the per-iteration times, widened by their autocorrelation as the
+// throughput's test is, and judged against kSignificance / (the number tested) (Bonferroni: a
+// comparison tests hundreds). Significant culprits rank first, each direction by its change.
 struct Culprit {
   std::string kind;  // "op", "kernel", "layer", "collective"
   std::string name;
   double base_ms = 0, new_ms = 0;
+  std::optional<double> p_value;  // unset: not tested (no per-iteration times on every run, or too few)
+  bool significant = false;       // p below kSignificance / tested
   double delta_ms() const { return new_ms - base_ms; }
 };
 // How many culprits a comparison keeps (largest growth first), and how many a gate message names.

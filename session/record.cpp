@@ -138,6 +138,18 @@ Timing timing_of(const workloads::LoopResult& loop) {
   return t;
 }
 
+// A per-iteration series as stored: every value up to kStoredSeriesLength, beyond that every k-th
+// (evenly spaced, in order), so a run of many iterations stores kilobytes per op, not megabytes.
+// Plenty for the tests comparisons make on them (docs/formulas.md, "Culprits").
+constexpr size_t kStoredSeriesLength = 2000;
+std::vector<int64_t> stored_series(const std::vector<int64_t>& values) {
+  if (values.size() <= kStoredSeriesLength) return values;
+  const size_t stride = (values.size() + kStoredSeriesLength - 1) / kStoredSeriesLength;
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < values.size(); i += stride) out.push_back(values[i]);
+  return out;
+}
+
 // Per-layer times over the timed iterations (per iteration), their activations and parameters.
 std::vector<store::LayerRow> layer_rows(const std::vector<profiler::Event>& events, const profiler::NameLookup& lookup,
                                         const profiler::IterationFilter& counted, const engine::nn::Module* model,
@@ -159,6 +171,7 @@ std::vector<store::LayerRow> layer_rows(const std::vector<profiler::Event>& even
     r.forward_ns = timed > 0 ? static_cast<double>(l.forward_ns) / timed : 0;
     r.backward_ns = timed > 0 ? static_cast<double>(l.backward_ns) / timed : 0;
     r.median_per_iteration_ns = static_cast<double>(l.median_per_iteration_ns);
+    r.per_iteration_ns = stored_series(l.per_iteration_ns);
     r.activation_bytes = activation_bytes.contains(l.name) ? activation_bytes[l.name] : 0;
     r.parameter_count = layer_params.contains(l.name) ? layer_params[l.name] : 0;
     seen.insert(l.name);
@@ -278,7 +291,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   std::vector<store::OpSummaryRow> ops;
   for (const auto& s : profiler::op_summary(events, lookup, counted)) {
     ops.push_back({"cpu", s.name, s.count, s.total_ns, s.mean_ns, static_cast<double>(s.median_ns), s.min_ns, s.max_ns,
-                   s.inclusive_ns, static_cast<double>(s.median_per_iteration_ns)});
+                   s.inclusive_ns, static_cast<double>(s.median_per_iteration_ns), stored_series(s.per_iteration_ns)});
   }
   writer_.add_op_summary(run_, ops);
   std::vector<store::LayerRow> layers = layer_rows(events, lookup, counted, model, timed);

@@ -259,13 +259,22 @@ std::vector<int64_t> Reader::ranks_present(int64_t run) {
 
 std::vector<LayerRow> Reader::layers(int64_t run) {
   const std::string sql = fmt::format(
-      "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count, {}, {} FROM layers "
-      "WHERE run_id = ?1 ORDER BY id",
+      "SELECT layer, op_types, calls, forward_ns, backward_ns, activation_bytes, parameter_count, {}, {}, {} FROM "
+      "layers WHERE run_id = ?1 ORDER BY id",
       impl_->version >= 2 ? "gpu_forward_ns, gpu_backward_ns" : "0.0, 0.0",
-      impl_->version >= 7 ? "median_per_iteration_ns" : "-1.0");
+      impl_->version >= 7 ? "median_per_iteration_ns" : "-1.0", impl_->version >= 8 ? "per_iteration_ns" : "''");
   return impl_->query<LayerRow>(sql, run, [](const Stmt& s) {
-    return LayerRow{s.col_text(0), s.col_text(1), s.col_int(2),    s.col_double(3), s.col_double(4),
-                    s.col_int(5),  s.col_int(6),  s.col_double(7), s.col_double(8), s.col_double(9)};
+    return LayerRow{s.col_text(0),
+                    s.col_text(1),
+                    s.col_int(2),
+                    s.col_double(3),
+                    s.col_double(4),
+                    s.col_int(5),
+                    s.col_int(6),
+                    s.col_double(7),
+                    s.col_double(8),
+                    s.col_double(9),
+                    decode_series(s.col_text(10))};
   });
 }
 
@@ -316,12 +325,22 @@ std::vector<CopySummaryRow> Reader::copy_summary(int64_t run) {
 
 std::vector<OpSummaryRow> Reader::op_summary(int64_t run) {
   return impl_->query<OpSummaryRow>(
-      fmt::format("SELECT device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, {}, {} FROM "
+      fmt::format("SELECT device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, {}, {}, {} FROM "
                   "kernel_summary WHERE run_id = ?1 ORDER BY id",
-                  impl_->version >= 5 ? "inclusive_ns" : "0", impl_->version >= 7 ? "median_per_iteration_ns" : "-1.0"),
+                  impl_->version >= 5 ? "inclusive_ns" : "0", impl_->version >= 7 ? "median_per_iteration_ns" : "-1.0",
+                  impl_->version >= 8 ? "per_iteration_ns" : "''"),
       run, [](const Stmt& s) {
-        return OpSummaryRow{s.col_text(0),   s.col_text(1), s.col_int(2), s.col_int(3), s.col_double(4),
-                            s.col_double(5), s.col_int(6),  s.col_int(7), s.col_int(8), s.col_double(9)};
+        return OpSummaryRow{s.col_text(0),
+                            s.col_text(1),
+                            s.col_int(2),
+                            s.col_int(3),
+                            s.col_double(4),
+                            s.col_double(5),
+                            s.col_int(6),
+                            s.col_int(7),
+                            s.col_int(8),
+                            s.col_double(9),
+                            decode_series(s.col_text(10))};
       });
 }
 

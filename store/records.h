@@ -72,6 +72,7 @@ struct LayerRow {
   int64_t parameter_count = 0;
   double gpu_forward_ns = 0, gpu_backward_ns = 0;  // device time its ops launched (GPU runs)
   double median_per_iteration_ns = -1;             // forward + backward, median over iterations (v7; -1: unknown)
+  std::vector<int64_t> per_iteration_ns;           // forward + backward in each timed iteration (v8; empty: unknown)
 };
 // total_ns and the statistics: self time; inclusive_ns: with what the op ran (v5; 0 in older files).
 struct OpSummaryRow {
@@ -81,8 +82,14 @@ struct OpSummaryRow {
   double mean_ns = 0, median_ns = 0;
   int64_t min_ns = 0, max_ns = 0;
   int64_t inclusive_ns = 0;
-  double median_per_iteration_ns = -1;  // self time, median over the timed iterations (v7; -1: unknown)
+  double median_per_iteration_ns = -1;    // self time, median over the timed iterations (v7; -1: unknown)
+  std::vector<int64_t> per_iteration_ns;  // self time in each timed iteration, in order (v8; empty: unknown)
 };
+
+// A per-iteration series as stored (v8): whole numbers of ns, comma-separated. decode_series
+// takes what encode_series wrote; anything else reads as no series (empty).
+std::string encode_series(const std::vector<int64_t>& values);
+std::vector<int64_t> decode_series(std::string_view text);
 struct MemoryPoint {
   int64_t t_ns = 0;
   std::string category;

@@ -396,8 +396,15 @@ ALTER TABLE kernel_summary ADD COLUMN median_per_iteration_ns REAL NOT NULL DEFA
 ALTER TABLE layers ADD COLUMN median_per_iteration_ns REAL NOT NULL DEFAULT -1;
 )sql";
 
+// v8: culprits tested, not only measured (issue 38): each op's self time and each layer's time in
+// every timed iteration (store::encode_series), the samples compare tests a change on. '': none.
+constexpr std::string_view kV7ToV8 = R"sql(
+ALTER TABLE kernel_summary ADD COLUMN per_iteration_ns TEXT NOT NULL DEFAULT '';
+ALTER TABLE layers ADD COLUMN per_iteration_ns TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4,
-                                                                      kV4ToV5, kV5ToV6, kV6ToV7};
+                                                                      kV4ToV5, kV5ToV6, kV6ToV7, kV7ToV8};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -96,8 +96,8 @@ struct Writer::Impl {
              "INSERT INTO events (run_id, start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread, "
              "rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"};
   Stmt layer{db, "INSERT INTO layers (run_id, layer, op_types, calls, forward_ns, backward_ns, activation_bytes, "
-                 "parameter_count, gpu_forward_ns, gpu_backward_ns, median_per_iteration_ns) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
+                 "parameter_count, gpu_forward_ns, gpu_backward_ns, median_per_iteration_ns, per_iteration_ns) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"};
   Stmt gpu_activity{
       db, "INSERT INTO gpu_activities (run_id, start_ns, end_ns, kind_id, name_id, detail_id, layer_id, op_id, "
           "pass_id, device, stream, correlation, iteration, bytes) "
@@ -109,7 +109,8 @@ struct Writer::Impl {
             "INSERT INTO copy_summary (run_id, device, name, count, bytes, total_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt kernel{db,
               "INSERT INTO kernel_summary (run_id, device, name, count, total_ns, mean_ns, median_ns, min_ns, max_ns, "
-              "inclusive_ns, median_per_iteration_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
+              "inclusive_ns, median_per_iteration_ns, per_iteration_ns) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"};
   Stmt memory{db,
               "INSERT INTO memory_timeline (run_id, t_ns, category_id, live_bytes, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
   Stmt peak{db, "INSERT INTO memory_peak (run_id, category, bytes, t_ns, rank) VALUES (?1, ?2, ?3, ?4, ?5)"};
@@ -355,7 +356,7 @@ void Writer::add_layers(int64_t run, std::span<const LayerRow> rows) {
   impl_->bulk(run, rows, impl_->layer, [](Stmt& s, const LayerRow& r) {
     s.bind(2, r.layer).bind(3, r.op_types).bind(4, r.calls).bind(5, r.forward_ns).bind(6, r.backward_ns);
     s.bind(7, r.activation_bytes).bind(8, r.parameter_count).bind(9, r.gpu_forward_ns).bind(10, r.gpu_backward_ns);
-    s.bind(11, r.median_per_iteration_ns);
+    s.bind(11, r.median_per_iteration_ns).bind(12, encode_series(r.per_iteration_ns));
   });
 }
 
@@ -389,7 +390,7 @@ void Writer::add_op_summary(int64_t run, std::span<const OpSummaryRow> rows) {
   impl_->bulk(run, rows, impl_->kernel, [](Stmt& s, const OpSummaryRow& r) {
     s.bind(2, r.device).bind(3, r.name).bind(4, r.count).bind(5, r.total_ns).bind(6, r.mean_ns);
     s.bind(7, r.median_ns).bind(8, r.min_ns).bind(9, r.max_ns).bind(10, r.inclusive_ns);
-    s.bind(11, r.median_per_iteration_ns);
+    s.bind(11, r.median_per_iteration_ns).bind(12, encode_series(r.per_iteration_ns));
   });
 }
 

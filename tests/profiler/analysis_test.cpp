@@ -157,11 +157,21 @@ TEST(OpSummary, MedianPerIterationIsNotInflatedByAFewPreemptedCalls) {
   EXPECT_EQ(stats[1].median_per_iteration_ns, 500);
   EXPECT_EQ(stats[2].name, "rare");
   EXPECT_EQ(stats[2].median_per_iteration_ns, 0);
+  // Every counted iteration's value, in order: what a comparison tests (schema v8).
+  ASSERT_EQ(stats[2].per_iteration_ns.size(), 30u);
+  for (int32_t i = 0; i < 30; ++i) EXPECT_EQ(stats[2].per_iteration_ns[i], i % 6 == 0 ? 10 : 0) << i;
+  ASSERT_EQ(stats[0].per_iteration_ns.size(), 30u);
+  EXPECT_EQ(stats[0].per_iteration_ns[3], 30'000);
+  EXPECT_EQ(stats[0].per_iteration_ns[4], 24);
   const auto layers = layer_times(t.events, lookup_in(t.tracer));
   ASSERT_EQ(layers.size(), 2u);
   EXPECT_EQ(layers[0].name, "layer.relu");  // model order
   EXPECT_EQ(layers[0].median_per_iteration_ns, 24);
-  EXPECT_EQ(layers[1].median_per_iteration_ns, 500);                       // conv's 500 (rare adds 10 in 5 of 30 only)
+  EXPECT_EQ(layers[1].median_per_iteration_ns, 500);  // conv's 500 (rare adds 10 in 5 of 30 only)
+  ASSERT_EQ(layers[1].per_iteration_ns.size(), 30u);
+  EXPECT_EQ(layers[1].per_iteration_ns[0], 510);  // conv and rare, forward and backward
+  EXPECT_EQ(layers[1].per_iteration_ns[1], 500);
+  EXPECT_EQ(values_over_iterations({{1, 10}, {2, 30}}, {1, 2, 3}), (std::vector<int64_t>{10, 30, 0}));
   EXPECT_EQ(median_over_iterations({{1, 10}, {2, 30}}, {1, 2, 3, 4}), 5);  // 0, 0, 10, 30
   EXPECT_EQ(median_over_iterations({}, {}), 0);
 }

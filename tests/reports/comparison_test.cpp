@@ -343,6 +343,50 @@ TEST(Comparison, TheGateNamesTheOpsWhoseTimeGrewMost) {
   EXPECT_EQ(untraced.regressions.at(0).find("most grown"), std::string::npos);
 }
 
+// Where the runs stored each op's time in every timed iteration (schema v8), a culprit's change is
+// tested and the significant rank first: a steady +0.5 ms beats a +2 ms that is noise.
+TEST(Comparison, CulpritsAreTestedAndTheSignificantRankFirst) {
+  auto with_series = [](RunDigest d, double steady_ms, double spike_ms, uint32_t seed) {
+    const size_t n = d.iteration_ms.size();
+    d.figures.timed_iterations = static_cast<int64_t>(n);
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> jitter(-0.01, 0.01);
+    OpTotal steady{"steady", static_cast<int64_t>(n), 0, "cpu", 0, std::nullopt, {}};
+    OpTotal spiky{"spiky", static_cast<int64_t>(n), 0, "cpu", 0, std::nullopt, {}};
+    for (size_t i = 0; i < n; ++i) {
+      steady.ms_per_iteration.push_back(steady_ms + jitter(rng));
+      spiky.ms_per_iteration.push_back(i % 2 == 0 ? 1.0 : spike_ms + 10 * jitter(rng));  // half its iterations idle
+    }
+    for (auto* o : {&steady, &spiky}) {
+      for (const double v : o->ms_per_iteration) o->total_ms += v;
+    }
+    d.ops = {steady, spiky};
+    return d;
+  };
+  GateOptions gate;
+  gate.fail_on_regression_pct = 10;
+  const Comparison c = compare_runs({with_series(run_of(1, 10.0, 30, 1), 1.0, 9.0, 7)},
+                                    {with_series(run_of(2, 12.5, 30, 2), 1.5, 13.0, 8)}, "a", "b", gate);
+  const auto& culprits = c.pairs.at(0).culprits;
+  ASSERT_EQ(culprits.size(), 2u);
+  EXPECT_EQ(culprits[0].name, "steady");  // +0.5 ms in every iteration: p tiny
+  EXPECT_TRUE(culprits[0].significant);
+  ASSERT_TRUE(culprits[0].p_value);
+  EXPECT_LT(*culprits[0].p_value, 0.05 / 2);
+  EXPECT_EQ(culprits[1].name, "spiky");  // +2 ms on average, but half its iterations are equal on both sides
+  ASSERT_TRUE(culprits[1].p_value);
+  EXPECT_FALSE(culprits[1].significant);
+  EXPECT_GT(culprits[1].delta_ms(), culprits[0].delta_ms());
+  ASSERT_EQ(c.regressions.size(), 1u);
+  EXPECT_NE(c.regressions[0].find("most grown: op steady +0.5 ms/iteration (+50.0%, p = "), std::string::npos)
+      << c.regressions[0];
+  EXPECT_NE(c.regressions[0].find(", not significant)"), std::string::npos) << c.regressions[0];
+  const auto j = comparison_json(c)["pairs"][0]["culprits"];
+  EXPECT_TRUE(j[0]["significant"].get<bool>());
+  EXPECT_FALSE(j[1]["significant"].get<bool>());
+  EXPECT_NE(to_markdown(comparison_document(c)).find("not significant"), std::string::npos);
+}
+
 // Distributed runs: a collective call whose time grew (waiting for a slower rank, or a slower
 // link) is named beside the ops, as the "all_reduce bucket 3 +2.1 ms" asks.
 TEST(Comparison, TheGateNamesTheCollectiveCallsWhoseTimeGrewMost) {

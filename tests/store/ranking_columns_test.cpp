@@ -1,6 +1,7 @@
 // Schema v7: each op's and layer's median time per timed iteration beside the totals (rankings
-// by what a typical iteration spends, issue 38). Written and read back; a v6 file reads -1
-// (unknown) without being migrated, and migrates keeping its rows.
+// by what a typical iteration spends, issue 38); v8: its time in every timed iteration (what
+// compare tests culprits on). Written and read back; a v6 file reads -1 and no series (unknown)
+// without being migrated, and migrates keeping its rows.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -26,11 +27,12 @@ int64_t write_run(Writer& w) {
   info.preset = "tiny";
   info.device = "cpu";
   const int64_t run = w.begin_run(info);
-  const std::vector<OpSummaryRow> ops = {
-      {"cpu", "conv2d", 60, 6'000'000, 100'000, 90'000, 80'000, 900'000, 6'000'000, 180'000}};
+  const std::vector<OpSummaryRow> ops = {{"cpu", "conv2d", 60, 6'000'000, 100'000, 90'000, 80'000, 900'000, 6'000'000,
+                                          180'000, std::vector<int64_t>{170'000, 180'000, 0, 9'000'000'000}}};
   w.add_op_summary(run, ops);
   LayerRow layer{"layer1.0.conv1", "conv2d", 2, 150'000, 50'000, 1024, 576};
   layer.median_per_iteration_ns = 190'000;
+  layer.per_iteration_ns = {190'000, 185'000};
   const std::vector<LayerRow> layers = {layer};
   w.add_layers(run, layers);
   return run;
@@ -55,6 +57,19 @@ TEST(StoreRankings, MediansPerIterationAreStoredBesideTheTotals) {
   ASSERT_EQ(layers.size(), 1u);
   EXPECT_EQ(layers[0].median_per_iteration_ns, 190'000);
   EXPECT_EQ(layers[0].forward_ns, 150'000);
+  // v8: every timed iteration's time, in order (a value past 32 bits included).
+  EXPECT_EQ(ops[0].per_iteration_ns, (std::vector<int64_t>{170'000, 180'000, 0, 9'000'000'000}));
+  EXPECT_EQ(layers[0].per_iteration_ns, (std::vector<int64_t>{190'000, 185'000}));
+}
+
+TEST(StoreRankings, SeriesAreReadBackAsWrittenAndAnythingElseAsNone) {
+  EXPECT_EQ(encode_series({}), "");
+  EXPECT_EQ(encode_series({1, -2, 30}), "1,-2,30");
+  EXPECT_EQ(decode_series("1,-2,30"), (std::vector<int64_t>{1, -2, 30}));
+  EXPECT_TRUE(decode_series("").empty());
+  for (const char* bad : {"1,,2", "1,x", "1 ,2", ",1", "1,", "99999999999999999999"}) {
+    EXPECT_TRUE(decode_series(bad).empty()) << bad;
+  }
 }
 
 TEST(StoreRankings, AVersionSixFileReadsUnknownAndMigrates) {
@@ -82,6 +97,7 @@ TEST(StoreRankings, AVersionSixFileReadsUnknownAndMigrates) {
     EXPECT_EQ(r.op_summary(1)[0].median_per_iteration_ns, -1);
     ASSERT_EQ(r.layers(1).size(), 1u);
     EXPECT_EQ(r.layers(1)[0].median_per_iteration_ns, -1);
+    EXPECT_TRUE(r.layers(1)[0].per_iteration_ns.empty());
   }
   int64_t run = 0;
   {
@@ -91,6 +107,8 @@ TEST(StoreRankings, AVersionSixFileReadsUnknownAndMigrates) {
   Reader r(db);
   EXPECT_EQ(r.schema_version(), kSchemaVersion);
   EXPECT_EQ(r.op_summary(1)[0].median_per_iteration_ns, -1);  // the old row: still unknown
+  EXPECT_TRUE(r.op_summary(1)[0].per_iteration_ns.empty());
+  EXPECT_TRUE(r.layers(1)[0].per_iteration_ns.empty());
   EXPECT_EQ(r.op_summary(run)[0].median_per_iteration_ns, 180'000);
   EXPECT_EQ(r.layers(run)[0].median_per_iteration_ns, 190'000);
 }
