@@ -72,6 +72,16 @@ nlohmann::json conditions_json(const reports::Conditions& c) {
   return j;
 }
 
+// "; 2 of 30 timed iterations far slower (...)" where the digest found outliers, else "".
+std::string outliers_text(const nlohmann::json& j) {
+  if (!j.contains("iteration_outliers")) return "";
+  const auto& o = j["iteration_outliers"];
+  return fmt::format("; {} of {} far slower (beyond {:.1f} ms, Q3 + 3 IQR; slowest {:.1f} ms): they move means and "
+                     "totals, not medians",
+                     o["count"].get<int64_t>(), counted(o["of"].get<int64_t>(), "timed iteration"),
+                     o["fence_ms"].get<double>(), o["slowest_ms"].get<double>());
+}
+
 // The run's throughput as every view shows it (docs/formulas.md, "Throughput"): the sustained
 // headline in the workload's unit, its median per iteration in the same unit, and the other
 // count's sustained rate (pairs beside tokens, tokens beside pairs) once.
@@ -171,6 +181,10 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   }
   j["metrics"] = metrics;
   j["throughput"] = throughput_json(digest);
+  if (const auto& o = digest.outliers) {
+    j["iteration_outliers"] = {
+        {"count", o->count}, {"of", o->of}, {"fence_ms", o->fence_ms}, {"slowest_ms", o->slowest_ms}};
+  }
   j["conditions"] = conditions_json(digest.conditions);
 
   // Phase breakdown: median per timed iteration.
@@ -339,7 +353,7 @@ std::string format_summary(const nlohmann::json& j) {
                        other_unit, what_counts(other_unit));
     }
     if (j["metrics"].contains("iteration_time_median"))
-      s += fmt::format("  iteration      {:.1f} ms median\n", metric("iteration_time_median"));
+      s += fmt::format("  iteration      {:.1f} ms median{}\n", metric("iteration_time_median"), outliers_text(j));
   }
   // Whether the machine gave the run what it asked for (the digest's verdict), and the figures.
   if (j.contains("conditions")) {

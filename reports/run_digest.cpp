@@ -149,6 +149,7 @@ std::vector<OpTotal> op_totals(const std::vector<store::OpSummaryRow>& rows, boo
     if ((o.device != "cpu") != gpu) continue;
     OpTotal t{o.name, o.count, ms(o.total_ns), o.device, 0, std::nullopt};
     if (o.median_per_iteration_ns >= 0) t.median_ms_per_iteration = o.median_per_iteration_ns * 1e-6;
+    for (const int64_t ns : o.per_iteration_ns) t.ms_per_iteration.push_back(ms(ns));
     out.push_back(std::move(t));
     total += ms(o.total_ns);
   }
@@ -327,6 +328,19 @@ std::string RunKey::label() const {
   return s;
 }
 
+std::optional<IterationOutliers> iteration_outliers(const std::vector<double>& iteration_ms) {
+  if (iteration_ms.size() < kOutlierMinIterations) return std::nullopt;
+  const double q1 = quantile(iteration_ms, 0.25), q3 = quantile(iteration_ms, 0.75);
+  IterationOutliers o{0, iteration_ms.size(), q3 + kOutlierFenceIqr * (q3 - q1), 0};
+  for (const double t : iteration_ms) {
+    if (t <= o.fence_ms) continue;
+    ++o.count;
+    o.slowest_ms = std::max(o.slowest_ms, t);
+  }
+  if (o.count == 0) return std::nullopt;
+  return o;
+}
+
 namespace {
 // Each collective call's time per timed iteration, averaged over the ranks, most first.
 std::vector<CollectiveTime> collective_times(const std::vector<store::CollectiveRow>& rows,
@@ -434,11 +448,13 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   d.kernels = op_totals(op_rows, true);
   d.roofline = roofline_of(d.metrics);
   d.conditions = judge_conditions(d.metrics);
+  d.outliers = iteration_outliers(d.iteration_ms);
   d.gpus = gpu_times(d.metrics, d.figures.timed_iterations);
   for (const auto& l : reader.layers(run.id)) {
     d.layers.push_back(
         {l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6, l.activation_bytes, l.parameter_count,
          l.median_per_iteration_ns >= 0 ? std::optional<double>(l.median_per_iteration_ns * 1e-6) : std::nullopt});
+    for (const int64_t ns : l.per_iteration_ns) d.layers.back().ms_per_iteration.push_back(ms(ns));
   }
   for (const auto& p : reader.memory_peak(run.id)) {
     d.peak_bytes += p.bytes;

@@ -107,6 +107,7 @@ struct OpTotal {
   // Its self time in a typical timed iteration (the median over them); unset where not stored
   // (GPU kernels, runs stored before v7). Rankings use it where every row has one.
   std::optional<double> median_ms_per_iteration;
+  std::vector<double> ms_per_iteration;  // its self time in each timed iteration (empty: not stored, before v8)
 };
 
 // The step's roofline (docs/formulas.md, "Roofline"), per timed iteration, from the metrics the
@@ -137,8 +138,22 @@ struct LayerTotal {
   std::string layer;
   double forward_ms = 0, backward_ms = 0;  // per timed iteration, the mean
   int64_t activation_bytes = 0, parameters = 0;
-  std::optional<double> median_ms;  // forward + backward in a typical timed iteration (unset: not stored)
+  std::optional<double> median_ms;       // forward + backward in a typical timed iteration (unset: not stored)
+  std::vector<double> ms_per_iteration;  // forward + backward in each timed iteration (empty: not stored)
 };
+// Iterations far slower than the rest (Tukey's "far out": beyond Q3 + 3 x IQR of the timed
+// iterations' times): a preempted iteration, a page-fault storm, a stall. They move means and
+// totals, not medians; where there are any, the views say how many beside the median.
+inline constexpr double kOutlierFenceIqr = 3.0;
+inline constexpr size_t kOutlierMinIterations = 8;  // fewer: no quartiles worth the name
+struct IterationOutliers {
+  size_t count = 0, of = 0;  // outliers among the timed iterations
+  double fence_ms = 0;       // Q3 + 3 IQR
+  double slowest_ms = 0;
+};
+// Unset with fewer than kOutlierMinIterations values or none beyond the fence.
+std::optional<IterationOutliers> iteration_outliers(const std::vector<double>& iteration_ms);
+
 // One collective call of the iteration ("all_reduce bucket 3"): the time a rank spends in it per
 // timed iteration, waiting for the others included, averaged over the ranks (distributed runs).
 struct CollectiveTime {
@@ -200,8 +215,9 @@ struct RunDigest {
   std::vector<MemoryCategory> memory;            // at the peak, by category, non-zero ones
   int64_t peak_bytes = 0;                        // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;
-  std::map<std::string, double> metrics;  // rank 0's whole-run metrics
-  Conditions conditions;                  // what the machine gave rank 0: clean, noisy or unknown
+  std::map<std::string, double> metrics;      // rank 0's whole-run metrics
+  Conditions conditions;                      // what the machine gave rank 0: clean, noisy or unknown
+  std::optional<IterationOutliers> outliers;  // slow iterations among the timed ones (iteration_outliers)
 
   bool finished_ok() const { return status == "completed"; }
   // The job's rates, the headline's unit: one rank's times the ranks (they step together).

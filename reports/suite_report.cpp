@@ -133,6 +133,16 @@ std::string conditions_text(const Group& g) {
   return "clean";
 }
 
+// " (2 of 60 far slower)": the repeats' outlier iterations (RunDigest::outliers), or "".
+std::string outliers_text(const Group& g) {
+  size_t count = 0, of = 0;
+  for (const auto* r : g.ok) {
+    of += r->iteration_ms.size();
+    if (r->outliers) count += r->outliers->count;
+  }
+  return count == 0 ? "" : fmt::format(" ({} of {} far slower)", count, of);
+}
+
 // A row's class where its figures were measured on a busy machine (the report marks it).
 std::string noise_class(const Group& g) { return conditions_text(g).starts_with("noisy") ? "warning" : ""; }
 
@@ -210,7 +220,9 @@ Section summary_section(const std::vector<Group>& groups) {
   t.caption =
       "Per configuration (workload, preset, device, batch per rank, ranks): throughput is one rank's, sustained (the "
       "timed iterations' work over their time; the median over repeats), in the workload's unit, with the median and "
-      "p10-p90 of the per-iteration rates pooled over repeats beside it; peak memory from the ledger (rank 0).";
+      "p10-p90 of the per-iteration rates pooled over repeats beside it; iteration ms: the median, with the "
+      "iterations far slower than the rest counted (beyond Q3 + 3 IQR of their run); peak memory from the ledger "
+      "(rank 0).";
   t.header = {"configuration",
               "runs ok/all",
               "throughput (sustained)",
@@ -227,8 +239,8 @@ Section summary_section(const std::vector<Group>& groups) {
          ok ? fmt::format("{} ({}-{})", three_digits(median(g.throughput)), three_digits(quantile(g.throughput, 0.1)),
                           three_digits(quantile(g.throughput, 0.9)))
             : "-",
-         ok ? three_digits(median(g.iteration_ms)) : "-", ok && g.key.ranks > 1 ? g.rate_text(g.job_throughput()) : "",
-         peak_text(g), conditions_text(g)});
+         ok ? three_digits(median(g.iteration_ms)) + outliers_text(g) : "-",
+         ok && g.key.ranks > 1 ? g.rate_text(g.job_throughput()) : "", peak_text(g), conditions_text(g)});
     t.row_class.push_back(g.ok.empty() ? "failed" : g.ok.size() < g.runs.size() ? "warning" : noise_class(g));
   }
   s.blocks.push_back(std::move(t));

@@ -65,7 +65,14 @@ QString overview_html(const reports::RunDigest& d) {
       if (const auto job = d.job_median_per_iteration(); job && r.ranks > 1)
         h += QString("; the job's: %1 %2").arg(num(*job, 1), esc(per.unit));
     }
-    h += QString("<br>iteration %1 ms median</p>").arg(ms(f.iteration_ms_median.value_or(0)));
+    h += QString("<br>iteration %1 ms median").arg(ms(f.iteration_ms_median.value_or(0)));
+    if (const auto& o = d.outliers) {  // as `show` says it
+      h += QString("; %1 of %2 timed iterations far slower (beyond %3 ms, Q3 + 3 IQR; slowest %4 ms)")
+               .arg(o->count)
+               .arg(o->of)
+               .arg(ms(o->fence_ms), ms(o->slowest_ms));
+    }
+    h += "</p>";
   } else {
     h += "<p>no timed iterations were stored</p>";
   }

@@ -338,3 +338,20 @@ TEST(Rankings, OpsAndLayersRankByTheMedianPerIterationWhereStored) {
   std::vector<LayerTotal> totals = {{"a", 0.9, 0.1, 0, 0, 0.2}, {"b", 0.3, 0.3, 0, 0, std::nullopt}};
   EXPECT_EQ(slowest_first(totals)[0].layer, "b");  // its mean (0.6) against a's median (0.2)
 }
+
+// Slow iterations are said where they are (issue 38): Tukey's far-out fence over the timed ones.
+TEST(RunDigest, IterationsFarSlowerThanTheRestAreCounted) {
+  std::vector<double> ms(28, 10.0);
+  for (size_t i = 0; i < ms.size(); ++i) ms[i] += 0.1 * static_cast<double>(i % 5);  // 10.0-10.4
+  EXPECT_FALSE(iteration_outliers(ms));                                              // none beyond the fence
+  ms.push_back(45.0);
+  ms.push_back(23.0);
+  const auto o = iteration_outliers(ms);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->count, 2u);
+  EXPECT_EQ(o->of, 30u);
+  EXPECT_DOUBLE_EQ(o->slowest_ms, 45.0);
+  EXPECT_GT(o->fence_ms, 10.4);
+  EXPECT_LT(o->fence_ms, 23.0);
+  EXPECT_FALSE(iteration_outliers({10, 10, 10, 100}));  // too few to have quartiles worth the name
+}
