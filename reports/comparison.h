@@ -65,12 +65,11 @@ inline constexpr int64_t kWorkspaceToleranceBytes = int64_t{1} << 20;
 // Where the time moved: a CPU op, a GPU kernel, a layer or a collective call ("all_reduce bucket
 // 3", a rank's time in it, waiting included, averaged over the ranks), its time per timed
 // iteration on each side (the mean over that side's runs of total / timed iterations; traced runs
-// only). A point estimate, without a test: it names where to look, the throughput row says
-// whether it matters.
-// Where each run stored the time in every timed iteration (ops and layers, schema v8), the change
-// is tested: Mann-Whitney on the per-iteration times, widened by their autocorrelation as the
-// throughput's test is, and judged against kSignificance / (the number tested) (Bonferroni: a
-// comparison tests hundreds). Significant culprits rank first, each direction by its change.
+// only): it names where to look, the throughput row says whether it matters. Where each run
+// stored the time in every timed iteration (ops and layers, schema v8), the change is tested:
+// Mann-Whitney on the per-iteration times, widened by their autocorrelation as the throughput's
+// test is, and judged against kSignificance / (the number tested) (Bonferroni: a comparison
+// tests hundreds). Significant culprits rank first, each direction by its change.
 struct Culprit {
   std::string kind;  // "op", "kernel", "layer", "collective"
   std::string name;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <string>
 
 #include "store/writer.h"
 
@@ -27,6 +28,20 @@ std::vector<IterationRow> iterations(const std::vector<std::pair<double, int64_t
     t += ns;
   }
   return out;
+}
+
+// A scratch db path of its own (removed first) and a run of `workload` begun in it.
+std::filesystem::path scratch_db(const std::string& name) {
+  const auto db = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(db);
+  return db;
+}
+int64_t begin_cpu_run(ts::store::Writer& w, const std::string& workload) {
+  ts::store::RunInfo info;
+  info.workload = workload;
+  info.preset = "tiny";
+  info.device = "cpu";
+  return w.begin_run(info);
 }
 
 }  // namespace
@@ -88,16 +103,11 @@ TEST(RunDigest, ThePerIterationSpreadIsInTheHeadlinesUnit) {
 // The digest's per-iteration rates, what compare and the report test, are in the same unit: a
 // tokens-led run's are each iteration's tokens over its time.
 TEST(RunDigest, ATokensLedRunsPerIterationRatesCountTokens) {
-  const auto db = std::filesystem::temp_directory_path() / ("ts_digest_tokens_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(db);
+  const auto db = scratch_db("ts_digest_tokens");
   int64_t run = 0;
   {
     ts::store::Writer w(db);
-    ts::store::RunInfo info;
-    info.workload = "transformer";
-    info.preset = "tiny";
-    info.device = "cpu";
-    run = w.begin_run(info);
+    run = begin_cpu_run(w, "transformer");
     constexpr int64_t ms = 1'000'000;
     const std::vector<IterationRow> its = {{0, true, 0, 100 * ms, 4, 0, 0},
                                            {1, false, 100 * ms, 200 * ms, 4, 0, 0},
@@ -261,16 +271,11 @@ TEST(RunDigest, GpuTimeIsPerTimedIteration) {
 // phases of several threads at once that add up to more than the wall time leave nothing
 // unaccounted (docs/formulas.md, "Phase shares").
 TEST(RunDigest, PhaseSharesAndTheUnaccountedShareAddUpToOne) {
-  const auto db = std::filesystem::temp_directory_path() / ("ts_digest_phases_" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(db);
+  const auto db = scratch_db("ts_digest_phases");
   int64_t run = 0;
   {
     ts::store::Writer w(db);
-    ts::store::RunInfo info;
-    info.workload = "resnet50";
-    info.preset = "tiny";
-    info.device = "cpu";
-    run = w.begin_run(info);
+    run = begin_cpu_run(w, "resnet50");
     constexpr int64_t ms = 1'000'000;
     // A warm-up (never counted), then iterations of 10 ms and 20 ms; the third's phases, of two
     // threads, add up to 30 ms in 20 ms of wall time.
