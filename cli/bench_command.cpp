@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "cli/console.h"
 #include "cli/exit_codes.h"
 #include "cli/interrupts.h"
 #include "cli/launch_job.h"
@@ -240,11 +241,11 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     }
     distributed::Communicator& measured = nccl ? *nccl : static_cast<distributed::Communicator&>(host);
     if (record && !c.shared.json) {
-      fmt::print("# trainscope bench collectives: {} backend, {}, float32 sum, {} per size after {} "
-                 "warm-up\n# time: mean per call averaged over the ranks; min/max: single calls on any rank; "
-                 "busbw = algbw x bus factor (nccl-tests)\n{}",
-                 c.backend, reports::counted(world.size, "rank"), reports::counted(c.iterations, "timed call"),
-                 c.warmup, format_collective_bench_header());
+      say("# trainscope bench collectives: {} backend, {}, float32 sum, {} per size after {} "
+          "warm-up\n# time: mean per call averaged over the ranks; min/max: single calls on any rank; "
+          "busbw = algbw x bus factor (nccl-tests)\n{}",
+          c.backend, reports::counted(world.size, "rank"), reports::counted(c.iterations, "timed call"), c.warmup,
+          format_collective_bench_header());
       std::fflush(stdout);
     }
     const bool finished = distributed::run_collective_bench(
@@ -253,8 +254,8 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
           const auto row = to_row(c.backend, r);
           record->add(row, r.wrong);
           if (!c.shared.json) {
-            fmt::print("{}{}\n", format_collective_bench_row(collective_bench_json(row)),
-                       r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
+            say("{}{}\n", format_collective_bench_row(collective_bench_json(row)),
+                r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
             std::fflush(stdout);
           }
         });
@@ -269,22 +270,22 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     if (c.shared.json) {
       nlohmann::json rows = nlohmann::json::array();
       for (const auto& r : record->rows()) rows.push_back(collective_bench_json(r));
-      fmt::print("{}\n", nlohmann::json{{"db", std::filesystem::absolute(c.shared.db).string()},
-                                        {"run_id", record->run_id()},
-                                        {"status", std::string(store::to_string(status))},
-                                        {"wrong_elements", record->wrong_total()},
-                                        {"rows", rows}}
-                             .dump(2));
+      say("{}\n", nlohmann::json{{"db", std::filesystem::absolute(c.shared.db).string()},
+                                 {"run_id", record->run_id()},
+                                 {"status", std::string(store::to_string(status))},
+                                 {"wrong_elements", record->wrong_total()},
+                                 {"rows", rows}}
+                      .dump(2));
     } else {
-      fmt::print("{}# stored in {} as run {} ({})\n", format_footer(record->rows()), c.shared.db.string(),
-                 record->run_id(), store::to_string(status));
+      say("{}# stored in {} as run {} ({})\n", format_footer(record->rows()), c.shared.db.string(), record->run_id(),
+          store::to_string(status));
     }
-    if (!error.empty()) fmt::print(stderr, "trainscope: {}\n", error);
+    if (!error.empty()) say(stderr, "trainscope: {}\n", error);
     return status == store::RunStatus::completed     ? kExitOk
            : status == store::RunStatus::interrupted ? kExitInterrupted
                                                      : kExitRunFailed;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "trainscope: rank {}: the collectives benchmark failed: {}\n", world.rank, e.what());
+    say(stderr, "trainscope: rank {}: the collectives benchmark failed: {}\n", world.rank, e.what());
     if (record) record->finish(store::RunStatus::failed, e.what());
     // The other ranks wait in a collective for this one: end the job rather than leave them there.
     if (world.size > 1) distributed::MpiRuntime::abort_job(kExitRunFailed);

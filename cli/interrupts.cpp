@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cli/console.h"
 #include "cli/exit_codes.h"
 #include "fmt/format.h"
 #include "session/run_record.h"
@@ -31,10 +32,9 @@ int64_t g_run_id = 0;            // guarded by g_run_mutex; 0: no run to mark
       if (session::RunRecord::finish_elsewhere(
               g_run_db, g_run_id, store::RunStatus::interrupted,
               "stopped at once by a second interrupt: what was flushed before it is kept", std::chrono::seconds(3)))
-        fmt::print(stderr, "\ntrainscope: run {} marked interrupted; stopping now\n", g_run_id);
+        say(stderr, "\ntrainscope: run {} marked interrupted; stopping now\n", g_run_id);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "\ntrainscope: could not mark run {} interrupted ({}); it will show as lost\n", g_run_id,
-                 e.what());
+      say(stderr, "\ntrainscope: could not mark run {} interrupted ({}); it will show as lost\n", g_run_id, e.what());
     }
   }
   std::_Exit(kExitInterrupted);
@@ -54,9 +54,9 @@ std::atomic<int> g_relayed{0};  // signals relayed to the running job
                                                "the job was stopped and other ranks stopped answering (a rank died, "
                                                "or mpirun was interrupted): kept what was streamed",
                                                std::chrono::seconds(3)))
-        fmt::print(stderr, "\ntrainscope: run {} marked failed: other ranks stopped answering\n", g_run_id);
+        say(stderr, "\ntrainscope: run {} marked failed: other ranks stopped answering\n", g_run_id);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "\ntrainscope: could not mark run {} failed ({}); it will show as lost\n", g_run_id, e.what());
+      say(stderr, "\ntrainscope: could not mark run {} failed ({}); it will show as lost\n", g_run_id, e.what());
     }
   }
   std::_Exit(kExitRunFailed);
@@ -66,6 +66,7 @@ const char* signal_name(int signal) {
   switch (signal) {
     case SIGINT: return "Ctrl-C";
     case SIGUSR1: return "a stop request from the launcher";
+    case SIGHUP: return "SIGHUP (the terminal or session closed)";
     default: return "SIGTERM";
   }
 }
@@ -73,10 +74,10 @@ const char* signal_name(int signal) {
 void relay_to_job(pid_t mpirun) {
   const int n = ++g_relayed;
   ::kill(mpirun, n <= 2 ? SIGUSR1 : SIGTERM);
-  fmt::print(stderr, "\ntrainscope: {}\n",
-             n == 1   ? "asking every rank to stop after its current step (again to stop them at once)"
-             : n == 2 ? "asking every rank to stop at once (again to have mpirun kill them)"
-                      : "asking mpirun to kill the ranks");
+  say(stderr, "\ntrainscope: {}\n",
+      n == 1   ? "asking every rank to stop after its current step (again to stop them at once)"
+      : n == 2 ? "asking every rank to stop at once (again to have mpirun kill them)"
+               : "asking mpirun to kill the ranks");
 }
 
 void wait_for_signals(sigset_t set) {
@@ -96,8 +97,8 @@ void wait_for_signals(sigset_t set) {
         give_up();
       }).detach();
     }
-    fmt::print(stderr, "\ntrainscope: {} received: stopping after the current step (again to stop at once)\n",
-               signal_name(signal));
+    say(stderr, "\ntrainscope: {} received: stopping after the current step (again to stop at once)\n",
+        signal_name(signal));
   }
 }
 
@@ -111,6 +112,7 @@ void install_interrupt_handler() {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1);                   // the launcher's relayed stop (a rank's default would be to die)
+    sigaddset(&set, SIGHUP);                    // a closed terminal or ssh session: as SIGTERM, so the run is stored
     pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started later
     std::thread(wait_for_signals, set).detach();
   });

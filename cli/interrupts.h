@@ -1,6 +1,7 @@
 #pragma once
-// Ctrl-C and SIGTERM while runs execute. The first asks the run to stop: training after its
-// current iteration, evaluation and model building at their next op. The second stops at once
+// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) while runs execute. The first asks the run to
+// stop: training after its current iteration, evaluation and model building at their next op.
+// The second stops at once
 // but first marks the run `interrupted` in its db (what was flushed is kept), so even an
 // impatient user leaves a consistent, marked run behind.
 #include <sys/types.h>
@@ -12,7 +13,7 @@
 
 namespace ts::cli {
 
-// Blocks SIGINT, SIGTERM and SIGUSR1 in this thread and every thread started after it, and starts the
+// Blocks SIGINT, SIGTERM, SIGHUP and SIGUSR1 in this thread and every thread started after it, and starts the
 // thread that waits for them. Call it before any other thread starts (OpenMP's, the sampler's).
 void install_interrupt_handler();
 

@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "cli/console.h"
 #include "cli/exit_codes.h"
 #include "cli/interrupts.h"
 #include "cli/run_config.h"
@@ -77,12 +78,11 @@ LaunchedJob launch_job(const JobLaunch& job) {
     const distributed::LaunchPlan plan = distributed::plan_launch(r);
     store::Writer::check_target(job.db);  // a db that cannot be written: refused before any rank starts
     if (plan.servers > 0) {
-      fmt::print(stderr, "trainscope: starting {} ({}, then {}): {}\n", reports::counted(plan.nproc, "rank"),
-                 reports::counted(plan.workers, "worker"), reports::counted(plan.servers, "parameter server"),
-                 fmt::join(plan.argv, " "));
+      say(stderr, "trainscope: starting {} ({}, then {}): {}\n", reports::counted(plan.nproc, "rank"),
+          reports::counted(plan.workers, "worker"), reports::counted(plan.servers, "parameter server"),
+          fmt::join(plan.argv, " "));
     } else {
-      fmt::print(stderr, "trainscope: starting {}: {}\n", reports::counted(plan.nproc, "rank"),
-                 fmt::join(plan.argv, " "));
+      say(stderr, "trainscope: starting {}: {}\n", reports::counted(plan.nproc, "rank"), fmt::join(plan.argv, " "));
     }
     LaunchedJob out;
     out.mpirun_status = distributed::run_launch(plan, set_job_launcher);  // Ctrl-C reaches the ranks
@@ -98,7 +98,7 @@ LaunchedJob launch_job(const JobLaunch& job) {
                                                          "{}; see its message above): kept what was streamed",
                                                          out.mpirun_status),
                                              job.lock_wait)) {
-      fmt::print(stderr, "trainscope: run {} marked failed\n", out.run_id);
+      say(stderr, "trainscope: run {} marked failed\n", out.run_id);
     }
     const auto row = store::Reader(job.db).run(out.run_id);
     out.status = row ? row->status : store::RunStatus::failed;

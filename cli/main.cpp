@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/bench_command.h"
+#include "cli/console.h"
 #include "cli/exit_codes.h"
 #include "cli/import_command.h"
 #include "cli/interrupts.h"
@@ -36,6 +37,8 @@ std::string join_args(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed terminal or pipe ends the output, never the run (cli/console.h).
+  detach_from_console_signals();
   // Before anything else: it may start the process again (cli/openmp_waiting.h).
   settle_openmp_waiting(argc, argv);
   CLI::App app{"trainscope: benchmark and profile DNN training (time and memory), stored in SQLite"};
@@ -182,9 +185,9 @@ int main(int argc, char** argv) {
         return out.exit_code;
       const auto summary = run_summary(rc.db, out.run_id);
       if (rc.json) {
-        fmt::print("{}\n", summary.dump(2));
+        say("{}\n", summary.dump(2));
       } else {
-        fmt::print("{}", format_summary(summary));
+        say("{}", format_summary(summary));
       }
       return out.exit_code;
     }
@@ -204,19 +207,19 @@ int main(int argc, char** argv) {
       return execute_compare(compare_request);
     }
     if (*import_cmd) {
-      fmt::print("{}", import_runs(import_from, import_db));
+      say("{}", import_runs(import_from, import_db));
       return kExitOk;
     }
     if (*play) {
-      fmt::print("{}\n", play_breakout(play_config));
+      say("{}\n", play_breakout(play_config));
       return kExitOk;
     }
     if (*list) {
-      fmt::print("{}", list_json ? list_workloads_json().dump(2) + "\n" : format_workload_list());
+      say("{}", list_json ? list_workloads_json().dump(2) + "\n" : format_workload_list());
       return kExitOk;
     }
     if (*runs) {
-      fmt::print("{}", format_runs(read_db));
+      say("{}", format_runs(read_db));
       return kExitOk;
     }
     if (*exp) {
@@ -225,9 +228,9 @@ int main(int argc, char** argv) {
         const auto stats = ts::reports::write_chrome_trace(
             read_db, export_id, chrome_out, [&](int64_t done, int64_t total) { progress.update(done, total); });
         progress.finish();
-        fmt::print("wrote {}: {}, {}, {}, {}\n", chrome_out.string(), counted(stats.cpu_events, "CPU event"),
-                   counted(stats.gpu_activities, "GPU activity", "GPU activities"), counted(stats.flows, "launch flow"),
-                   counted(stats.counters, "counter point"));
+        say("wrote {}: {}, {}, {}, {}\n", chrome_out.string(), counted(stats.cpu_events, "CPU event"),
+            counted(stats.gpu_activities, "GPU activity", "GPU activities"), counted(stats.flows, "launch flow"),
+            counted(stats.counters, "counter point"));
       } catch (const std::runtime_error& e) {  // a missing db or run, an unwritable path
         throw UsageError(e.what());
       }
@@ -238,24 +241,24 @@ int main(int argc, char** argv) {
       if (show_json) {
         // One document: the layers asked for go inside it, not after it.
         if (show_layers >= 0) summary["layers"] = layers_json(read_db, show_id, show_layers);
-        fmt::print("{}\n", summary.dump(2));
+        say("{}\n", summary.dump(2));
         return kExitOk;
       }
-      fmt::print("{}", format_summary(summary));
-      if (show_layers >= 0) fmt::print("\n{}", format_layers(read_db, show_id, show_layers));
+      say("{}", format_summary(summary));
+      if (show_layers >= 0) say("\n{}", format_layers(read_db, show_id, show_layers));
       return kExitOk;
     }
   } catch (const UsageError& e) {
-    fmt::print(stderr, "trainscope: {}\n", e.what());
+    say(stderr, "trainscope: {}\n", e.what());
     return kExitBadInput;
   } catch (const ts::store::StoreError& e) {
-    fmt::print(stderr, "trainscope: {}\n", e.what());
+    say(stderr, "trainscope: {}\n", e.what());
     return kExitBadInput;
   } catch (const ts::reports::OutputRefused& e) {  // an output path that would destroy something
-    fmt::print(stderr, "trainscope: {}\n", e.what());
+    say(stderr, "trainscope: {}\n", e.what());
     return kExitBadInput;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "trainscope: {}\n", e.what());
+    say(stderr, "trainscope: {}\n", e.what());
     return kExitRunFailed;
   }
   return kExitOk;

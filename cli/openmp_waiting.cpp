@@ -11,13 +11,15 @@
 #include <cstring>
 #include <string_view>
 
+#include "cli/console.h"
 #include "collectors/process_sampler.h"
 #include "fmt/format.h"
 #include "reports/number_format.h"
 
 namespace ts::cli {
 
-OpenMpWaiting choose_openmp_waiting(int64_t threads, int64_t online, std::optional<double> busy) {
+OpenMpWaiting choose_openmp_waiting(ThreadRequest request, int64_t online, std::optional<double> busy) {
+  const int64_t threads = request.total();
   if (threads <= 1) return {kOpenMpSpinCount, "spin: one thread waits at no barrier", ""};
   if (!busy) return {kOpenMpSpinCount, "spin: the machine's load is unreadable here", ""};
   const double taken = std::clamp(*busy, 0.0, static_cast<double>(online));
@@ -28,7 +30,8 @@ OpenMpWaiting choose_openmp_waiting(int64_t threads, int64_t online, std::option
   if (static_cast<double>(threads) <= free + 0.5) {
     return {kOpenMpSpinCount, fmt::format("spin: {} threads, {}", threads, seen), ""};
   }
-  const int64_t fits = std::max<int64_t>(1, std::llround(free));
+  // What fits, per rank: the suggestion is a --threads value.
+  const int64_t fits = std::max<int64_t>(1, std::llround(free) / std::max<int64_t>(1, request.ranks));
   return {kOpenMpSpinCountBusy, fmt::format("sleep: {} threads, {}", threads, seen),
           fmt::format("trainscope: {} asked for, but {}: the threads share about {:.1f} cores, so they sleep at "
                       "barriers instead of spinning (GOMP_SPINCOUNT={}); --threads {} may be faster\n",
@@ -67,13 +70,13 @@ bool has_flag(int argc, char** argv, std::string_view name) {
 
 }  // namespace
 
-int64_t requested_threads(int argc, char** argv, int64_t online) {
+ThreadRequest requested_threads(int argc, char** argv, int64_t online) {
   const int64_t threads = flag_value(argc, argv, "--threads").value_or(0);
   // Ranks on other hosts (--hosts, --hostfile) wait on their own machines' cores.
   const bool elsewhere =
       has_flag(argc, argv, "--hosts") || has_flag(argc, argv, "--hostfile") || std::string_view(argv[1]) == "bench";
-  const int64_t ranks = std::max<int64_t>(1, flag_value(argc, argv, "--nproc").value_or(1));
-  return (threads > 0 ? threads : online) * (elsewhere ? 1 : ranks);
+  const int64_t ranks = elsewhere ? 1 : std::max<int64_t>(1, flag_value(argc, argv, "--nproc").value_or(1));
+  return {threads > 0 ? threads : std::max<int64_t>(1, online / ranks), ranks};
 }
 
 void settle_openmp_waiting(int argc, char** argv) {
@@ -83,23 +86,23 @@ void settle_openmp_waiting(int argc, char** argv) {
   if (command != "run" && command != "suite" && command != "bench") return;
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   const int64_t online = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-  const int64_t threads = requested_threads(argc, argv, online);
+  const ThreadRequest threads = requested_threads(argc, argv, online);
   std::optional<double> busy;
-  if (threads > 1) busy = collectors::busy_cores_over(std::chrono::milliseconds(kBusyWindowMs));
+  if (threads.total() > 1) busy = collectors::busy_cores_over(std::chrono::milliseconds(kBusyWindowMs));
   const OpenMpWaiting choice = choose_openmp_waiting(threads, online, busy);
   if (::setenv("GOMP_SPINCOUNT", choice.spin_count.c_str(), 1) != 0) return;
   ::setenv("TS_OPENMP_WAITING", choice.why.c_str(), 1);
-  if (!choice.warning.empty()) fmt::print(stderr, "{}", choice.warning);
+  if (!choice.warning.empty()) say(stderr, "{}", choice.warning);
   std::fflush(stderr);
   ::execv("/proc/self/exe", argv);
   // Still here: the exec failed. Take the variables back so the record says what was in force.
   const int error = errno;
   ::unsetenv("GOMP_SPINCOUNT");
   ::unsetenv("TS_OPENMP_WAITING");
-  fmt::print(stderr,
-             "trainscope: could not restart with GOMP_SPINCOUNT={} ({}); OpenMP threads keep libgomp's "
-             "default spinning, which is slow on a busy machine\n",
-             choice.spin_count, std::strerror(error));
+  say(stderr,
+      "trainscope: could not restart with GOMP_SPINCOUNT={} ({}); OpenMP threads keep libgomp's "
+      "default spinning, which is slow on a busy machine\n",
+      choice.spin_count, std::strerror(error));
 }
 
 }  // namespace ts::cli

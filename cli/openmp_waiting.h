@@ -28,14 +28,21 @@ struct OpenMpWaiting {
   std::string warning;     // a line for stderr ("" when all is well)
 };
 
-// The choice, from the threads the command asks for (all of its ranks' on this machine), the
-// online cores and the cores other work kept busy just before (unset: unreadable, or not
-// measured because one thread never waits at a barrier). A pure function, for the tests.
-OpenMpWaiting choose_openmp_waiting(int64_t threads, int64_t online, std::optional<double> busy);
+// The threads a command asks for on this machine: per rank, and its ranks here.
+struct ThreadRequest {
+  int64_t per_rank = 1, ranks = 1;
+  int64_t total() const { return per_rank * ranks; }
+};
 
-// The threads a `run`, `suite` or `bench` command line asks for on this machine: --threads
-// (0 or absent: every online core) times --nproc where it launches ranks here.
-int64_t requested_threads(int argc, char** argv, int64_t online);
+// The choice, from the threads the command asks for, the online cores and the cores other work
+// kept busy just before (unset: unreadable, or not measured because one thread never waits at
+// a barrier). A pure function, for the tests.
+OpenMpWaiting choose_openmp_waiting(ThreadRequest threads, int64_t online, std::optional<double> busy);
+
+// What a `run`, `suite` or `bench` command line asks for on this machine: --threads per rank
+// (0 or absent: the online cores shared among the ranks here, as session/run_plan.cpp shares
+// them), --nproc ranks where it launches them here (not with --hosts or --hostfile).
+ThreadRequest requested_threads(int argc, char** argv, int64_t online);
 
 // For `run`, `suite` and `bench` (argv[1]) without a wait policy in the environment: chooses the
 // spin count (choose_openmp_waiting, after watching the machine for kBusyWindowMs where more than

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "cli/console.h"
 #include "fmt/format.h"
 #include "reports/number_format.h"
 #include "vocabulary/clock.h"
@@ -34,17 +35,17 @@ void Progress::update(int64_t done, double rate, bool warmup) {
   if (tty_) {
     constexpr int kWidth = 28;
     const int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : 0;
-    fmt::print(out_, "\r{} [{}{}] {}/{} it  {:.1f} {}  ETA {}{}\x1b[K", label_,
-               std::string(static_cast<size_t>(filled), '#'), std::string(static_cast<size_t>(kWidth - filled), '.'),
-               done, total_, rate, rate_unit_, format_duration(eta), phase);
+    say(out_, "\r{} [{}{}] {}/{} it  {:.1f} {}  ETA {}{}\x1b[K", label_, std::string(static_cast<size_t>(filled), '#'),
+        std::string(static_cast<size_t>(kWidth - filled), '.'), done, total_, rate, rate_unit_, format_duration(eta),
+        phase);
     std::fflush(out_);
     drawn_ = true;
     return;
   }
   // Not a terminal: one line every 5 s, and the last iteration.
   if (done == total_ || now - last_print_ns_ >= 5'000'000'000LL || last_print_ns_ == 0) {
-    fmt::print(out_, "{}: {}/{} {}, {:.1f} {}, ETA {}{}\n", label_, done, total_, reports::plural(total_, "iteration"),
-               rate, rate_unit_, format_duration(eta), phase);
+    say(out_, "{}: {}/{} {}, {:.1f} {}, ETA {}{}\n", label_, done, total_, reports::plural(total_, "iteration"), rate,
+        rate_unit_, format_duration(eta), phase);
     std::fflush(out_);
     last_print_ns_ = now;
   }
@@ -52,8 +53,8 @@ void Progress::update(int64_t done, double rate, bool warmup) {
 
 void Progress::finish(const std::string& status) {
   const double elapsed = static_cast<double>(vocabulary::now_ns() - start_ns_) * 1e-9;
-  if (tty_ && drawn_) fmt::print(out_, "\r\x1b[K");
-  fmt::print(out_, "{}: {} in {}\n", label_, status, format_duration(elapsed));
+  if (tty_ && drawn_) say(out_, "\r\x1b[K");
+  say(out_, "{}: {} in {}\n", label_, status, format_duration(elapsed));
   std::fflush(out_);
 }
 
@@ -78,8 +79,8 @@ void CountProgress::finish() {
 }
 
 void CountProgress::print(const char* lead, const char* end) {
-  fmt::print(out_, "{}{} {}/{} {}{}", lead, label_, reports::with_commas(done_), reports::with_commas(total_),
-             reports::plural(total_, noun_), end);
+  say(out_, "{}{} {}/{} {}{}", lead, label_, reports::with_commas(done_), reports::with_commas(total_),
+      reports::plural(total_, noun_), end);
   std::fflush(out_);
 }
 
@@ -110,7 +111,7 @@ void StageProgress::end_locked(std::unique_lock<std::mutex>&) {
   if (stage_.empty()) return;
   if (printed_) {
     const double took = static_cast<double>(vocabulary::now_ns() - stage_start_ns_) * 1e-9;
-    fmt::print(out_, "{}{}: {}: took {}\n", tty_ ? "\r\x1b[K" : "", label_, stage_, format_duration(took));
+    say(out_, "{}{}: {}: took {}\n", tty_ ? "\r\x1b[K" : "", label_, stage_, format_duration(took));
     std::fflush(out_);
   }
   stage_.clear();
@@ -132,8 +133,7 @@ void StageProgress::keep_time() {
     if (elapsed < kStageQuietSeconds) continue;
     const int64_t every = tty_ ? 1'000'000'000LL : 5'000'000'000LL;
     if (printed_ && now - last_print_ns_ < every) continue;
-    fmt::print(out_, "{}{}: {} ({}){}", tty_ ? "\r" : "", label_, stage_, format_duration(elapsed),
-               tty_ ? "\x1b[K" : "\n");
+    say(out_, "{}{}: {} ({}){}", tty_ ? "\r" : "", label_, stage_, format_duration(elapsed), tty_ ? "\x1b[K" : "\n");
     std::fflush(out_);
     printed_ = true;
     last_print_ns_ = now;

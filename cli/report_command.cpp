@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "cli/console.h"
 #include "cli/exit_codes.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
@@ -36,7 +37,7 @@ void write_outputs(const ReportOutputs& out, const std::filesystem::path& db, co
   const auto write = [&](const std::filesystem::path& path, const std::string& text) {
     if (path.empty()) return;
     reports::write_output_file(path, db, [&](reports::OutputFile& f) { f.write(text); });
-    fmt::print(stderr, "trainscope: wrote {}\n", path.string());
+    say(stderr, "trainscope: wrote {}\n", path.string());
   };
   const std::string html = out.html.empty() ? std::string() : reports::to_html(doc);  // may throw: no Chart.js
   write(out.html, html);
@@ -79,7 +80,7 @@ int execute_report(const ReportRequest& r) {
     if (r.out.any()) {
       write_outputs(r.out, r.db, doc, reports::suite_report_json(runs, source));
     } else {
-      fmt::print("{}", reports::to_markdown(doc));
+      say("{}", reports::to_markdown(doc));
     }
   } catch (const reports::OutputRefused&) {
     throw;
@@ -109,7 +110,7 @@ int execute_compare(const CompareRequest& r) {
   }
   const auto doc = reports::comparison_document(c);
   try {
-    fmt::print("{}", reports::to_markdown(doc));
+    say("{}", reports::to_markdown(doc));
     for (const auto* p : {&r.out.html, &r.out.markdown, &r.out.json}) {
       if (!p->empty()) reports::check_output_path(*p, next.db);  // write_outputs checks against base's
     }
@@ -121,16 +122,16 @@ int execute_compare(const CompareRequest& r) {
   }
   if (!c.gated) return kExitOk;
   if (c.regressions.empty() && !c.inconclusive.empty()) {
-    for (const auto& line : c.inconclusive) fmt::print(stderr, "trainscope: not judged: {}\n", line);
-    fmt::print(stderr, "trainscope: regression gate inconclusive: not a pass (exit {})\n", kExitInconclusive);
+    for (const auto& line : c.inconclusive) say(stderr, "trainscope: not judged: {}\n", line);
+    say(stderr, "trainscope: regression gate inconclusive: not a pass (exit {})\n", kExitInconclusive);
     return kExitInconclusive;
   }
   if (c.regressions.empty()) {
-    fmt::print(stderr, "trainscope: regression gate passed ({} configuration{} compared)\n", c.pairs.size(),
-               c.pairs.size() == 1 ? "" : "s");
+    say(stderr, "trainscope: regression gate passed ({} configuration{} compared)\n", c.pairs.size(),
+        c.pairs.size() == 1 ? "" : "s");
     return kExitOk;
   }
-  for (const auto& line : c.regressions) fmt::print(stderr, "trainscope: regression: {}\n", line);
+  for (const auto& line : c.regressions) say(stderr, "trainscope: regression: {}\n", line);
   return kExitRunFailed;
 }
 

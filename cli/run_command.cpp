@@ -1,5 +1,6 @@
 #include "cli/run_command.h"
 
+#include "cli/console.h"
 #include "cli/exit_codes.h"
 #include "cli/interrupts.h"
 #include "cli/launch_job.h"
@@ -31,7 +32,7 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
   hooks.stop = &stop_flag();
   hooks.run_created = [](const std::filesystem::path& db, int64_t id) { set_current_run(db, id); };
   hooks.run_stored = [] { clear_current_run(); };
-  hooks.notice = [](const std::string& text) { fmt::print(stderr, "{}", text); };
+  hooks.notice = [](const std::string& text) { say(stderr, "{}", text); };
   if (shows_progress) {
     hooks.progress_start = [&](int64_t total) {
       const auto* spec = workloads::find_workload(c.workload);
@@ -55,7 +56,7 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
   out.spill_file = o.spill_file;
   out.exit_code = exit_code_for(o);
   if (!o.error.empty() && (!world || world->rank == 0))
-    fmt::print(stderr, "trainscope: run {} failed: {}\n", o.run_id, o.error);
+    say(stderr, "trainscope: run {} failed: {}\n", o.run_id, o.error);
   if (!o.spill_file.empty()) out.exit_code = kExitSpilled;
   return out;
 }

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/console.h"
 #include "cli/exit_codes.h"
 #include "cli/run_command.h"
 #include "cli/summary.h"
@@ -453,7 +454,7 @@ int run_suite(const Suite& suite, bool json) {
                              plural(c.ps.servers, c.ps.dedicated ? "dedicated server" : "co-located server"),
                              distributed::ps::to_string(c.ps.mode));
       }
-      fmt::print(stderr, "trainscope: {}\n", label);  // the ranks' progress lines do not carry the label
+      say(stderr, "trainscope: {}\n", label);  // the ranks' progress lines do not carry the label
     }
     const RunOutcome out = execute_run(c, label);
     if (out.run_id > 0) made.push_back(out.run_id);
@@ -461,7 +462,7 @@ int run_suite(const Suite& suite, bool json) {
     if (json) {
       all.push_back(summary);
     } else {
-      fmt::print("{}\n", format_summary(summary));
+      say("{}\n", format_summary(summary));
     }
     if (out.exit_code == kExitInterrupted) {
       worst = kExitInterrupted;
@@ -470,11 +471,11 @@ int run_suite(const Suite& suite, bool json) {
     worst = std::max(worst, out.exit_code);
   }
   if (json) {
-    fmt::print("{}\n", all.dump(2));  // one document: the summaries hold what the table shows
+    say("{}\n", all.dump(2));  // one document: the summaries hold what the table shows
   } else if (!made.empty()) {
     // The whole suite at a glance, after the summaries: each run with its status and headline rate.
-    fmt::print("suite {}: {}\n{}", suite.name, counted(static_cast<int64_t>(made.size()), "run"),
-               format_runs(suite.run_at(0).db, made));  // every entry's db is the suite's
+    say("suite {}: {}\n{}", suite.name, counted(static_cast<int64_t>(made.size()), "run"),
+        format_runs(suite.run_at(0).db, made));  // every entry's db is the suite's
   }
   return worst;
 }

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -320,12 +321,61 @@ LaunchPlan plan_launch(const LaunchRequest& r) {
   return plan;
 }
 
+namespace {
+
+// What the sentinel does once the launcher is gone: the relayed stop every rank takes after its
+// step (mpirun passes SIGUSR1 on); past a rank's own deadline after such a stop
+// (kRankStopDeadlines.requested, 60 s) and some, mpirun's SIGTERM, on which it ends the ranks;
+// 10 s later, SIGKILL to mpirun's whole process group.
+constexpr int kSentinelStopGraceSeconds = 75;
+constexpr int kSentinelTermGraceSeconds = 10;
+
+// Whether `pid` is still there, polled every 100 ms for up to `seconds`.
+bool still_there_after(pid_t pid, int seconds) {
+  const timespec tick{0, 100'000'000};
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (::kill(pid, 0) != 0) return false;
+    ::nanosleep(&tick, nullptr);
+  }
+  return ::kill(pid, 0) == 0;
+}
+
+// The sentinel: a forked process that holds the read end of a pipe whose only write end is the
+// launcher's. The launcher writes a byte once mpirun has ended; end of file without it means the
+// launcher died (kill -9, a CI runner's cancel), and the job must not outlive it (issue 39).
+// After fork in a threaded process: only async-signal-safe calls.
+[[noreturn]] void watch_launcher(int read_end, pid_t mpirun) {
+  char byte = 0;
+  ssize_t n = 0;
+  while ((n = ::read(read_end, &byte, 1)) < 0 && errno == EINTR) {
+  }
+  if (n == 1) ::_exit(0);
+  ::kill(mpirun, SIGUSR1);
+  if (still_there_after(mpirun, kSentinelStopGraceSeconds)) {
+    ::kill(mpirun, SIGTERM);
+    if (still_there_after(mpirun, kSentinelTermGraceSeconds)) ::kill(-mpirun, SIGKILL);
+  }
+  ::_exit(0);
+}
+
+}  // namespace
+
 int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running) {
   std::vector<char*> argv;
   for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // The sentinel's pipe: close-on-exec, so mpirun and the ranks never hold the write end.
+  int pipe_ends[2] = {-1, -1};
+  if (::pipe2(pipe_ends, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("cannot start mpirun's sentinel: ") + std::strerror(errno));
+  }
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int error = errno;
+    ::close(pipe_ends[0]);
+    ::close(pipe_ends[1]);
+    throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(error));
+  }
   if (pid == 0) {
     // Its own process group: a terminal's Ctrl-C reaches the launcher alone, which relays it
     // (mpirun's own answer to SIGINT is to kill the ranks). No stdin: mpirun would forward the
@@ -338,16 +388,36 @@ int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running
     sigaddset(&all, SIGINT);
     sigaddset(&all, SIGTERM);
     sigaddset(&all, SIGUSR1);
+    sigaddset(&all, SIGHUP);
     ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "trainscope: cannot run %s: %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
   }
+  ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists for the sentinel
+  // The job follows its launcher: a sentinel in mpirun's process group (so a signal to the
+  // launcher's group spares it) stops the job if the launcher dies.
+  const pid_t sentinel = ::fork();
+  if (sentinel == 0) {
+    ::close(pipe_ends[1]);
+    ::setpgid(0, pid);
+    watch_launcher(pipe_ends[0], pid);
+  }
+  ::close(pipe_ends[0]);
   if (running) running(pid);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (running) running(0);
+  // mpirun has ended: the sentinel's byte, then it ends too.
+  const char done = 1;
+  while (::write(pipe_ends[1], &done, 1) < 0 && errno == EINTR) {
+  }
+  ::close(pipe_ends[1]);
+  if (sentinel > 0) {
+    while (::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;

@@ -44,8 +44,11 @@ extern "C" int wait_for_lock(void* state, int count) {
     w.reported = true;
     w.last_report = now;
     const auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
-    fmt::print(stderr, "trainscope: '{}' is locked by another process: waited {} s, giving up after {} s\n", w.file,
-               secs(waited), secs(w.limit));
+    try {  // a C callback: nothing may leave it, and a notice that cannot be written is no error
+      fmt::print(stderr, "trainscope: '{}' is locked by another process: waited {} s, giving up after {} s\n", w.file,
+                 secs(waited), secs(w.limit));
+    } catch (...) {
+    }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(std::min(count + 1, 50)));
   return 1;

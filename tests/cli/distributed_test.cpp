@@ -280,4 +280,44 @@ TEST(DistributedRun, StoppingTheLauncherStopsEveryRankAfterItsStepAndKeepsTheRun
   EXPECT_EQ(ranks, (std::set<int64_t>{0, 1})) << "every rank's breakdown is stored";
 }
 
+// Every process whose command line names `db` (mpirun, the launcher, the ranks), sent `signal`
+// where it is not 0.
+int processes_naming(const std::filesystem::path& db, int signal = 0) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(e.path() / "cmdline");
+    const std::string c((std::istreambuf_iterator<char>(cmd)), {});
+    if (c.find(db.string()) == std::string::npos) continue;
+    ++n;
+    if (signal != 0) ::kill(std::stoi(name), signal);
+  }
+  return n;
+}
+
+// The job follows its launcher (issue 39): a launcher killed by SIGKILL (`timeout -s KILL`, a CI
+// runner's cancel) cannot relay anything, yet mpirun and every rank end, none left behind, and
+// the run is not left `running`.
+TEST(DistributedRun, ALauncherKilledOutrightTakesTheJobWithIt) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  TempDir dir;
+  const EndlessJob job(dir);
+  const int launcher = find_pid(job.db, -1);
+  ASSERT_GT(launcher, 0) << "the launcher never showed up";
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(launcher, SIGKILL), 0);
+  double seconds = 0;
+  for (int i = 0; i < 600 && processes_naming(job.db) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  }
+  EXPECT_EQ(processes_naming(job.db, SIGKILL), 0) << "processes left 60 s after the launcher died (killed now)";
+  EXPECT_LT(seconds, 20.0) << "the job took " << seconds << " s to end";
+  ts::store::Reader r(job.db);
+  const auto run = r.runs().at(0);
+  EXPECT_NE(run.status, ts::store::RunStatus::running) << ts::testing::read_file(job.log);
+  EXPECT_GE(r.iteration_count(run.id, 0), 2) << "what was measured is kept";
+}
+
 }  // namespace
