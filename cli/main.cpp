@@ -108,23 +108,29 @@ int main(int argc, char** argv) {
   int64_t show_id = 0;
   bool show_json = false;
   auto* show = app.add_subcommand("show", "Print the summary of a stored run");
-  show->add_option("run", show_id, "Run id (see `trainscope runs`)")->required();
+  // Run ids and counts: whole decimal numbers in range, or exit 2 (check_run_id_text).
+  const CLI::Validator run_id_text(check_run_id_text, ""), count_text(check_count_text, "");
+  show->add_option("run", show_id, "Run id (see `trainscope runs`)")->required()->transform(run_id_text);
   show->add_option("--db", read_db, "SQLite file")->capture_default_str();
   show->add_flag("--json", show_json, "JSON output");
   int64_t show_layers = -1;
   show->add_option("--layers", show_layers, "Also print the per-layer table: the N slowest layers (0: all)")
       ->expected(0, 1)
-      ->default_str("0");
+      ->default_str("0")
+      ->transform(count_text);
 
   int64_t export_id = 0;
   std::filesystem::path chrome_out;
   auto* exp = app.add_subcommand("export", "Write a stored run for other tools");
-  exp->add_option("run", export_id, "Run id (see `trainscope runs`)")->required();
+  exp->add_option("run", export_id, "Run id (see `trainscope runs`)")->required()->transform(run_id_text);
   exp->add_option("--db", read_db, "SQLite file")->capture_default_str();
   exp->add_option("--chrome", chrome_out,
                   "Chrome/Perfetto trace JSON of the run's CPU and GPU events (chrome://tracing, ui.perfetto.dev, "
                   "Holistic Trace Analysis)")
       ->required();
+  bool export_force = false;
+  exp->add_flag("--force", export_force,
+                "Replace an existing output file that trainscope did not write (or a SQLite file)");
 
   ReportRequest report_request;
   auto* report =
@@ -134,6 +140,8 @@ int main(int argc, char** argv) {
   report->add_option("--html", report_request.out.html, "Self-contained HTML report with charts");
   report->add_option("--md", report_request.out.markdown, "Markdown report (e.g. a CI job summary)");
   report->add_option("--json", report_request.out.json, "The report's figures as JSON");
+  report->add_flag("--force", report_request.out.force,
+                   "Replace an existing output file that trainscope did not write (or a SQLite file)");
 
   CompareRequest compare_request;
   compare_request.db = "results/trainscope.db";
@@ -149,6 +157,8 @@ int main(int argc, char** argv) {
   compare->add_option("--html", compare_request.out.html, "Self-contained HTML comparison with charts");
   compare->add_option("--md", compare_request.out.markdown, "Markdown comparison (e.g. $GITHUB_STEP_SUMMARY)");
   compare->add_option("--json", compare_request.out.json, "The comparison as JSON");
+  compare->add_flag("--force", compare_request.out.force,
+                    "Replace an existing output file that trainscope did not write (or a SQLite file)");
   compare->add_option(
       "--fail-on-regression", fail_on_regression,
       "Exit 1 when a configuration's throughput is significantly lower by more than PCT percent, or its "
@@ -167,6 +177,8 @@ int main(int argc, char** argv) {
   play->add_option("--every", play_config.every, "Keep every N-th frame")->capture_default_str();
   play->add_option("--per-row", play_config.per_row, "Frames per row")->capture_default_str();
   play->add_option("--out", play_config.out, "PNG file to write")->capture_default_str();
+  play->add_flag("--force", play_config.force,
+                 "Replace an existing output file that trainscope did not write (or a SQLite file)");
 
   try {
     app.parse(argc, argv);
@@ -226,7 +238,8 @@ int main(int argc, char** argv) {
       try {
         CountProgress progress("trainscope: exported", "event");
         const auto stats = ts::reports::write_chrome_trace(
-            read_db, export_id, chrome_out, [&](int64_t done, int64_t total) { progress.update(done, total); });
+            read_db, export_id, chrome_out, [&](int64_t done, int64_t total) { progress.update(done, total); },
+            export_force ? ts::reports::Replace::anything : ts::reports::Replace::ours_only);
         progress.finish();
         say("wrote {}: {}, {}, {}, {}\n", chrome_out.string(), counted(stats.cpu_events, "CPU event"),
             counted(stats.gpu_activities, "GPU activity", "GPU activities"), counted(stats.flows, "launch flow"),

@@ -17,7 +17,8 @@ std::string play_breakout(const PlayConfig& c) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  reports::OutputFile out(c.out);  // a harmful --out is refused before the game is played
+  // A harmful --out is refused before the game is played.
+  reports::OutputFile out(c.out, {}, c.force ? reports::Replace::anything : reports::Replace::ours_only);
   const workloads::EpisodeFrames e =
       workloads::play_random_episode(game, c.seed, c.seed ^ 0x9e3779b9ULL, c.steps, c.every);
   int width = 0, height = 0;

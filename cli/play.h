@@ -14,6 +14,7 @@ struct PlayConfig {
   int64_t every = 4;            // keep every N-th frame
   int per_row = 10;             // frames per row of the strip
   std::filesystem::path out = "breakout.png";
+  bool force = false;  // replace an existing file trainscope did not write
 };
 
 // Writes the strip; returns a one-line description. Bad input: UsageError.

@@ -31,18 +31,19 @@ std::vector<reports::RunDigest> select(const std::filesystem::path& db, const st
 // Every output is checked before any is written, so a bad last path leaves no first file behind.
 void write_outputs(const ReportOutputs& out, const std::filesystem::path& db, const reports::Document& doc,
                    const nlohmann::json& json) {
+  const auto replace = out.force ? reports::Replace::anything : reports::Replace::ours_only;
   for (const auto* p : {&out.html, &out.markdown, &out.json}) {
-    if (!p->empty()) reports::check_output_path(*p, db);
+    if (!p->empty()) reports::check_output_path(*p, db, replace);
   }
   const auto write = [&](const std::filesystem::path& path, const std::string& text) {
     if (path.empty()) return;
-    reports::write_output_file(path, db, [&](reports::OutputFile& f) { f.write(text); });
+    reports::write_output_file(path, db, replace, [&](reports::OutputFile& f) { f.write(text); });
     say(stderr, "trainscope: wrote {}\n", path.string());
   };
   const std::string html = out.html.empty() ? std::string() : reports::to_html(doc);  // may throw: no Chart.js
   write(out.html, html);
   write(out.markdown, reports::to_markdown(doc));
-  write(out.json, json.dump(2) + "\n");
+  write(out.json, reports::own_json_text(json));
 }
 
 struct Side {
@@ -112,7 +113,8 @@ int execute_compare(const CompareRequest& r) {
   try {
     say("{}", reports::to_markdown(doc));
     for (const auto* p : {&r.out.html, &r.out.markdown, &r.out.json}) {
-      if (!p->empty()) reports::check_output_path(*p, next.db);  // write_outputs checks against base's
+      if (!p->empty())  // write_outputs checks against base's
+        reports::check_output_path(*p, next.db, r.out.force ? reports::Replace::anything : reports::Replace::ours_only);
     }
     if (r.out.any()) write_outputs(r.out, base.db, doc, reports::comparison_json(c));
   } catch (const reports::OutputRefused&) {

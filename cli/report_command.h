@@ -10,6 +10,7 @@ namespace ts::cli {
 
 struct ReportOutputs {
   std::filesystem::path html, markdown, json;  // empty: not written
+  bool force = false;                          // --force: replace files trainscope did not write
   bool any() const { return !html.empty() || !markdown.empty() || !json.empty(); }
 };
 

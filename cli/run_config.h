@@ -85,5 +85,10 @@ std::optional<std::pair<std::string, std::string>> split_mca(std::string_view op
 // unsigned types and reads 010 as octal.
 std::string check_int64_text(std::string& text);
 std::string check_uint64_text(std::string& text);
+// A run id (`show`, `export`): a whole decimal number from 1 to 2^63-1 (issue 39: 0x1 was read as
+// hex and 99999999999999999999 as the largest id).
+std::string check_run_id_text(std::string& text);
+// A count that may be 0 (`show --layers`): a whole decimal number from 0 to 2^63-1.
+std::string check_count_text(std::string& text);
 
 }  // namespace ts::cli

@@ -294,6 +294,18 @@ std::optional<std::pair<std::string, std::string>> split_mca(std::string_view op
 std::string check_int64_text(std::string& text) { return check_integer_text<int64_t>(text); }
 std::string check_uint64_text(std::string& text) { return check_integer_text<uint64_t>(text); }
 
+std::string check_run_id_text(std::string& text) {
+  if (std::string why = check_int64_text(text); !why.empty()) return why;
+  if (std::stoll(text) < 1) return "run ids start at 1 (got " + text + ")";
+  return "";
+}
+
+std::string check_count_text(std::string& text) {
+  if (std::string why = check_int64_text(text); !why.empty()) return why;
+  if (std::stoll(text) < 0) return text + " is below 0";
+  return "";
+}
+
 void validate(const RunConfig& c) {
   const auto* spec = workloads::find_workload(c.workload);
   if (!spec) {

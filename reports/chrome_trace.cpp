@@ -84,8 +84,8 @@ const char* gpu_category(std::string_view kind) {
 }  // namespace
 
 ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::path& out,
-                                    const std::function<void(int64_t, int64_t)>& progress) {
-  OutputFile file(out, db);  // refuses a harmful target before the run is read
+                                    const std::function<void(int64_t, int64_t)>& progress, Replace replace) {
+  OutputFile file(out, db, replace);  // refuses a harmful target before the run is read
   store::Reader reader(db);
   const auto info = reader.run(run);
   if (!info)

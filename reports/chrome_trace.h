@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <functional>
 
+#include "reports/output_file.h"
+
 namespace ts::reports {
 
 struct ChromeTraceStats {
@@ -21,9 +23,11 @@ struct ChromeTraceStats {
 // Writes run `run` of `db` to `out` through OutputFile (reports/output_file.h): a target that is
 // the db or its -wal/-shm/-journal, a directory, a device or in a missing or unwritable directory
 // is refused (OutputRefused) before anything is read or written; a failure leaves `out` as it was
-// and no temporary behind. `progress(done, total)` is called now and then with event counts.
+// and no temporary behind; so is an existing file trainscope did not write unless `replace` says
+// anything (--force). `progress(done, total)` is called now and then with event counts.
 // Throws store::StoreError for a missing db or run, std::runtime_error for I/O errors.
 ChromeTraceStats write_chrome_trace(const std::filesystem::path& db, int64_t run, const std::filesystem::path& out,
-                                    const std::function<void(int64_t, int64_t)>& progress = {});
+                                    const std::function<void(int64_t, int64_t)>& progress = {},
+                                    Replace replace = Replace::ours_only);
 
 }  // namespace ts::reports

@@ -88,7 +88,45 @@ void check_not_database(const Target& t, const fs::path& shown, const fs::path& 
   }
 }
 
-Target resolve(const fs::path& path, const fs::path& reading_db) {
+// A symbolic link another user planted in a sticky, world-writable directory (/tmp): following it
+// would write wherever that user chose. The kernel's protected_symlinks rule, applied here, where
+// the link is resolved in user space and the kernel's check never runs.
+void check_planted_link(const fs::path& shown, const fs::path& link_path, const struct stat& link) {
+  const fs::path dir = link_path.parent_path().empty() ? fs::path(".") : link_path.parent_path();
+  struct stat d {};
+  if (::stat(dir.c_str(), &d) != 0) return;  // resolve() says what is wrong with the directory
+  const bool shared_sticky = (d.st_mode & S_ISVTX) != 0 && (d.st_mode & S_IWOTH) != 0;
+  if (shared_sticky && link.st_uid != ::geteuid() && link.st_uid != d.st_uid) {
+    refuse(shown, fmt::format("it is a symbolic link owned by another user (uid {}) in the shared directory '{}', "
+                              "which could lead anywhere that user chose; not followed",
+                              link.st_uid, dir.string()));
+  }
+}
+
+// An existing file that is a SQLite database, or that trainscope did not write (no "trainscope"
+// within its first or last kOwnMarkWindow bytes), is replaced only when asked (--force).
+void check_replaceable(const Target& t, const fs::path& shown) {
+  if (t.st.st_size == 0) return;
+  const int fd = ::open(t.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) refuse(shown, fmt::format("it cannot be read to tell whose it is ({})", errno_text(errno)));
+  const auto read_at = [&](off_t at, size_t n) {
+    std::string bytes(n, '\0');
+    const ssize_t got = ::pread(fd, bytes.data(), n, at);
+    bytes.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    return bytes;
+  };
+  const auto size = static_cast<size_t>(t.st.st_size);
+  const std::string head = read_at(0, std::min(size, kOwnMarkWindow));
+  const std::string tail =
+      size > kOwnMarkWindow ? read_at(static_cast<off_t>(size - kOwnMarkWindow), kOwnMarkWindow) : std::string();
+  ::close(fd);
+  if (head.starts_with(std::string_view("SQLite format 3\0", 16)))
+    refuse(shown, "it is a SQLite database (a trainscope db?); --force replaces it");
+  if (head.find("trainscope") == std::string::npos && tail.find("trainscope") == std::string::npos)
+    refuse(shown, "it exists and is not a file trainscope wrote; --force replaces it");
+}
+
+Target resolve(const fs::path& path, const fs::path& reading_db, Replace replace) {
   if (path.empty()) throw OutputRefused("no output file given");
   check_lengths(path, path);
   if (!path.has_filename()) refuse(path, "it names a directory, not a file");
@@ -96,6 +134,7 @@ Target resolve(const fs::path& path, const fs::path& reading_db) {
   t.path = path;
   struct stat link {};
   if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    check_planted_link(path, path, link);
     // Write the file the link names: replacing the link itself would quietly detach it.
     std::error_code ec;
     t.path = fs::canonical(path, ec);
@@ -124,6 +163,7 @@ Target resolve(const fs::path& path, const fs::path& reading_db) {
     if (::access(t.path.c_str(), W_OK) != 0) refuse(path, fmt::format("it is not writable ({})", errno_text(errno)));
   }
   if (!reading_db.empty()) check_not_database(t, path, reading_db);
+  if (t.exists && replace == Replace::ours_only) check_replaceable(t, path);
   return t;
 }
 
@@ -139,10 +179,23 @@ std::string temp_name(const std::string& name, std::mt19937_64& rng) {
 
 }  // namespace
 
-void check_output_path(const fs::path& path, const fs::path& reading_db) { resolve(path, reading_db); }
+void check_output_path(const fs::path& path, const fs::path& reading_db, Replace replace) {
+  resolve(path, reading_db, replace);
+}
 
-OutputFile::OutputFile(const fs::path& path, const fs::path& reading_db) : path_(path), reading_db_(reading_db) {
-  const Target t = resolve(path, reading_db);
+std::string own_json_text(const nlohmann::json& document) {
+  std::string text = document.dump(2);
+  // dump() orders keys by name; the producer goes first by hand, within the first bytes.
+  if (document.is_object()) {
+    text.insert(1, document.empty() ? std::string("\n  \"producer\": \"trainscope\"\n")
+                                    : std::string("\n  \"producer\": \"trainscope\","));
+  }
+  return text + "\n";
+}
+
+OutputFile::OutputFile(const fs::path& path, const fs::path& reading_db, Replace replace)
+    : path_(path), reading_db_(reading_db), replace_(replace) {
+  const Target t = resolve(path, reading_db, replace);
   target_ = t.path;
   try {
     // The temporary and the rename go through the directory's descriptor: both stay in it.
@@ -211,7 +264,7 @@ void OutputFile::commit() {
   if (::close(fd) != 0)
     throw std::runtime_error(fmt::format("writing '{}' failed: {}", path_.string(), errno_text(errno)));
   // Making the contents may have taken long (a big export): what the path names is checked again.
-  const Target t = resolve(path_, reading_db_);
+  const Target t = resolve(path_, reading_db_, replace_);
   if (t.path != target_)
     refuse(path_, fmt::format("it changed while being written (it now leads to '{}')", t.path.string()));
   if (::renameat(dir_fd_, temp_name_.c_str(), dir_fd_, t.name.c_str()) != 0)
@@ -221,9 +274,9 @@ void OutputFile::commit() {
   ::fsync(dir_fd_);  // makes the rename itself durable; best effort (not every file system can)
 }
 
-void write_output_file(const fs::path& path, const fs::path& reading_db,
+void write_output_file(const fs::path& path, const fs::path& reading_db, Replace replace,
                        const std::function<void(OutputFile&)>& produce) {
-  OutputFile file(path, reading_db);
+  OutputFile file(path, reading_db, replace);
   produce(file);
   file.commit();
 }

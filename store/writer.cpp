@@ -47,6 +47,13 @@ void require_usable_name(const fs::path& path) {
       io_error(fmt::format("'{}' has a name of {} bytes ('{}...'); names are limited to {} bytes (NAME_MAX)",
                            path.string(), part.native().size(), part.native().substr(0, 40), NAME_MAX));
   }
+  // SQLite's own files beside a database: opened as a database, one would be replaced (issue 39).
+  for (const std::string_view side : {"-wal", "-shm", "-journal"}) {
+    if (path.filename().native().ends_with(side))
+      io_error(fmt::format("'{}' ends in '{}', as the files SQLite keeps beside a database do; writing a database "
+                           "there could destroy one: choose a name that does not",
+                           path.string(), side));
+  }
   if (const size_t name = path.filename().native().size(); name + kLongestSuffix.size() > NAME_MAX)
     io_error(fmt::format("the file name of '{}' is {} bytes; SQLite keeps files named like it plus '{}' beside it, "
                          "so a database name can have at most {} bytes",

@@ -165,11 +165,16 @@ TEST(CliOutputPaths, FailedExportKeepsTheOldFile) {
   ASSERT_EQ(run_in(dir.path(), quick_run("t.db")).exit_code, 0);
   std::ofstream(dir / "trace.json") << "the old trace";
   const auto before = entries(dir.path());
-  const auto res = run_in(dir.path(), "export 7 --db t.db --chrome trace.json");
+  const auto res = run_in(dir.path(), "export 7 --db t.db --chrome trace.json --force");
   EXPECT_EQ(res.exit_code, 2) << res.out;
   EXPECT_EQ(read_file(dir / "trace.json"), "the old trace");
   EXPECT_EQ(entries(dir.path()), before);
-  const auto ok = run_in(dir.path(), "export 1 --db t.db --chrome trace.json");
+  // Not a file trainscope wrote: replaced only with --force (issue 39).
+  const auto refused = run_in(dir.path(), "export 1 --db t.db --chrome trace.json");
+  EXPECT_EQ(refused.exit_code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("not a file trainscope wrote; --force replaces it"), std::string::npos) << refused.out;
+  EXPECT_EQ(read_file(dir / "trace.json"), "the old trace");
+  const auto ok = run_in(dir.path(), "export 1 --db t.db --chrome trace.json --force");
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
   EXPECT_NE(read_file(dir / "trace.json").find("\"traceEvents\""), std::string::npos);
   EXPECT_EQ(entries(dir.path()), before) << "the trace replaced the old one; no temporary is left";
@@ -194,8 +199,11 @@ TEST(CliOutputPaths, PlayRefusesHarmfulOutputs) {
   EXPECT_EQ(fs::status(device).type(), fs::file_type::character) << device;
 
   std::ofstream(dir / "strip.png") << "old";
-  const auto ok = run_in(dir.path(), "play --preset tiny --steps 8 --out strip.png");
+  EXPECT_EQ(run_in(dir.path(), "play --preset tiny --steps 8 --out strip.png").exit_code, 2);  // not ours
+  const auto ok = run_in(dir.path(), "play --preset tiny --steps 8 --out strip.png --force");
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  // Its own strip (the PNG's Software text says whose) is replaced without --force.
+  EXPECT_EQ(run_in(dir.path(), "play --preset tiny --steps 9 --out strip.png").exit_code, 0);
   EXPECT_EQ(read_file(dir / "strip.png").substr(0, 4), "\x89PNG");
   EXPECT_EQ(entries(dir.path()).size(), before.size() + 1) << "no temporary is left";
 }

@@ -170,3 +170,28 @@ TEST(CliValidate, RooflineNeedsTracedCpuOps) {
       {"--roofline --device cuda", "--roofline measures the CPU's peaks"},
   });
 }
+
+// Run ids are whole decimal numbers from 1 (issue 39): hex, numbers beyond 64 bits (once read as
+// the largest id), 0 and negatives are refused with exit 2 by `show` and `export`; so is a
+// negative `show --layers`.
+TEST(CliValidate, RunIdsOutOfRangeOrNotDecimalAreRefused) {
+  TempDir dir;
+  const auto db = dir / "ids.db";
+  ASSERT_EQ(
+      run_trainscope("run resnet50 --preset tiny --iters 1 --warmup 0 --eval-batches 0 --db " + db.string()).exit_code,
+      0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"show 0x1", "not a whole decimal number"},
+      {"show 99999999999999999999", "out of range"},
+      {"show 0", "run ids start at 1"},
+      {"show -5", "run ids start at 1"},
+      {"show 1 --layers -2", "below 0"},
+      {"export 0x1 --chrome " + (dir / "t.json").string(), "not a whole decimal number"}};
+  for (const auto& [args, why] : cases) {
+    const auto res = run_trainscope(args + " --db " + db.string());
+    EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
+    EXPECT_NE(res.out.find(why), std::string::npos) << args << "\n" << res.out;
+  }
+  EXPECT_EQ(run_trainscope("show 1 --layers 3 --db " + db.string()).exit_code, 0);
+  EXPECT_EQ(run_trainscope("show +1 --db " + db.string()).exit_code, 0);
+}

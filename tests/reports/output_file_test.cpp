@@ -40,8 +40,9 @@ using ts::testing::entries;
 using ts::testing::read_bytes;
 using ts::testing::write_bytes;
 
+// These tests are of other properties than whose a file is: any existing file may be replaced.
 void write_text(const fs::path& out, const std::string& text, const fs::path& db = {}) {
-  reports::write_output_file(out, db, [&](OutputFile& f) { f.write(text); });
+  reports::write_output_file(out, db, reports::Replace::anything, [&](OutputFile& f) { f.write(text); });
 }
 
 // Restores the working directory (tests of relative names change it).
@@ -81,7 +82,7 @@ TEST(OutputFile, ThrowingProducerLeavesTargetAndNoTemporary) {
   const fs::path out = dir / "trace.json";
   write_bytes(out, "the old trace");
   const auto before = entries(dir.path());
-  EXPECT_THROW(reports::write_output_file(out, {},
+  EXPECT_THROW(reports::write_output_file(out, {}, reports::Replace::anything,
                                           [](OutputFile& f) {
                                             f.write(std::string(2 << 20, 'y'));  // some of it reached the disk
                                             throw std::runtime_error("the producer failed");
@@ -239,10 +240,76 @@ TEST(OutputFile, ChromeTraceRefusesItsOwnDatabase) {
   EXPECT_THROW(reports::write_chrome_trace(db, 1, dir.path() / "." / "runs.db"), OutputRefused);
   EXPECT_EQ(read_bytes(db), before);
   EXPECT_EQ(store::Reader(db).runs().size(), 1U);
-  // A missing run fails after the check: the old trace stays, no temporary is left.
-  write_bytes(dir / "trace.json", "old");
+  // A missing run fails after the check: the old trace (one trainscope wrote, so that the check
+  // passes) stays, no temporary is left.
+  const std::string old_trace = R"({"otherData":{"producer":"trainscope"}})";
+  write_bytes(dir / "trace.json", old_trace);
   const auto files = entries(dir.path());
   EXPECT_THROW(reports::write_chrome_trace(db, 7, dir / "trace.json"), store::StoreError);
-  EXPECT_EQ(read_bytes(dir / "trace.json"), "old");
+  EXPECT_EQ(read_bytes(dir / "trace.json"), old_trace);
   EXPECT_EQ(entries(dir.path()), files);
+}
+
+// Whose a file is (issue 39): an existing file that trainscope did not write, or a SQLite file,
+// is replaced only with Replace::anything (--force); one it wrote (its name in the first or last
+// 4 KiB: a trace's producer, a report's title, a JSON's producer key) is replaced as before.
+TEST(OutputFile, ReplacesOnlyWhatTrainscopeWroteUnlessForced) {
+  TempDir dir;
+  const auto write_own = [](const fs::path& out, const std::string& text) {
+    reports::write_output_file(out, {}, reports::Replace::ours_only, [&](OutputFile& f) { f.write(text); });
+  };
+  const fs::path notes = dir / "notes.txt";
+  write_bytes(notes, "my notes, not a trace");
+  EXPECT_THROW(write_own(notes, "# trainscope report"), OutputRefused);
+  EXPECT_EQ(read_bytes(notes), "my notes, not a trace");
+  try {
+    reports::check_output_path(notes);
+  } catch (const OutputRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("not a file trainscope wrote; --force replaces it"), std::string::npos)
+        << e.what();
+  }
+  const fs::path db = dir / "other.db";
+  write_bytes(db, std::string("SQLite format 3\0", 16) + std::string(100, '\0') + "trainscope");
+  EXPECT_THROW(write_own(db, "# trainscope report"), OutputRefused);  // a db, whatever it holds
+  // Ours: the name near the start, or near the end of a long file (a PNG's text chunk).
+  const fs::path report = dir / "report.md";
+  write_own(report, "# trainscope suite report\n");
+  write_own(report, "# trainscope suite report, again\n");
+  EXPECT_EQ(read_bytes(report), "# trainscope suite report, again\n");
+  const fs::path strip = dir / "strip.png";
+  write_bytes(strip, std::string(100000, 'p') + "Software trainscope");
+  EXPECT_NO_THROW(write_own(strip, "new strip trainscope"));
+  write_bytes(dir / "empty.json", "");
+  EXPECT_NO_THROW(write_own(dir / "empty.json", "x"));  // nothing to lose
+  // --force: anything regular.
+  write_text(notes, "replaced on request");
+  EXPECT_EQ(read_bytes(notes), "replaced on request");
+  // A JSON document as written: the producer first, the rest as dump(2) gives it.
+  const std::string j = reports::own_json_text(nlohmann::json{{"a", 1}, {"b", {1, 2}}});
+  EXPECT_TRUE(j.starts_with("{\n  \"producer\": \"trainscope\",\n  \"a\": 1,")) << j;
+  EXPECT_EQ(nlohmann::json::parse(j), (nlohmann::json{{"producer", "trainscope"}, {"a", 1}, {"b", {1, 2}}}));
+  EXPECT_EQ(nlohmann::json::parse(reports::own_json_text(nlohmann::json::object())),
+            (nlohmann::json{{"producer", "trainscope"}}));
+}
+
+// A symbolic link another user planted in a shared sticky directory (/tmp) is not followed, even
+// with --force (issue 39: report and export followed one, resolved in user space where the
+// kernel's protected_symlinks never looks). Needs root to make a link owned by another user.
+TEST(OutputFile, RefusesALinkAnotherUserPlantedInASharedStickyDirectory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (lchown to another user)";
+  TempDir dir;
+  const fs::path shared = dir / "shared";
+  fs::create_directories(shared);
+  ::chmod(shared.c_str(), 01777);
+  const fs::path victim = dir / "victim.txt";
+  write_bytes(victim, "precious");
+  const fs::path link = shared / "report.html";
+  fs::create_symlink(victim, link);
+  ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+  EXPECT_THROW(write_text(link, "trainscope overwrote you"), OutputRefused);
+  EXPECT_EQ(read_bytes(victim), "precious");
+  // The caller's own link there is followed, as before.
+  ASSERT_EQ(::lchown(link.c_str(), 0, 0), 0);
+  write_text(link, "trainscope wrote through my own link");
+  EXPECT_EQ(read_bytes(victim), "trainscope wrote through my own link");
 }

@@ -333,3 +333,16 @@ TEST(StorePaths, FailedCreateLeavesNothingBehind) {
   EXPECT_EQ(error_kind([&] { Writer w(dir / name); }), Kind::io);
   EXPECT_TRUE(fs::exists(dir / name));
 }
+
+// A database named like SQLite's own side files would open them as a database (issue 39: --db
+// x.db-wal was accepted and made x.db-wal-wal beside it): refused before anything exists.
+TEST(StorePaths, NamesOfSqlitesSideFilesAreRefused) {
+  TempDir dir;
+  for (const char* name : {"runs.db-wal", "runs.db-shm", "runs.db-journal", "x-wal"}) {
+    const auto path = dir / name;
+    EXPECT_EQ(error_kind([&] { Writer::check_target(path); }), Kind::io) << name;
+    EXPECT_FALSE(std::filesystem::exists(path)) << name;
+  }
+  EXPECT_NO_THROW(Writer::check_target(dir / "runs.db"));
+  EXPECT_NO_THROW(Writer::check_target(dir / "wal.db"));
+}

@@ -53,6 +53,10 @@ std::vector<uint8_t> encode_png_gray(int width, int height, const std::vector<ui
   ihdr.insert(ihdr.end(), {8, 0, 0, 0, 0});  // 8 bits, grayscale, deflate, filter set 0, no interlace
   chunk(out, "IHDR", ihdr);
   chunk(out, "IDAT", packed);
+  // Who made it (PNG's registered "Software" keyword): how trainscope knows a file it may replace.
+  constexpr char kSoftware[] = "Software\0trainscope";  // keyword, NUL, text
+  const std::string_view software(kSoftware, sizeof kSoftware - 1);
+  chunk(out, "tEXt", std::vector<uint8_t>(software.begin(), software.end()));
   chunk(out, "IEND", {});
   return out;
 }
