@@ -2,10 +2,55 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 namespace ts::store::detail {
+
+std::string lock_holder(const std::string& file) {
+  // SQLite's POSIX locks: in WAL mode on the -shm file (its write, checkpoint and read-mark
+  // bytes, 120-135), else on the database's lock bytes from 2^30. Read from /proc/locks: opening
+  // the file to ask (F_GETLK) and closing it would drop this process's own locks on it.
+  struct Place {
+    std::string path;
+    long long first, last;
+  };
+  const Place places[] = {{file + "-shm", 120, 135}, {file, 0x40000000LL, 0x40000000LL + 511}};
+  std::ifstream locks("/proc/locks");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(locks, line);) lines.push_back(line);
+  for (const Place& place : places) {
+    struct stat st {};
+    if (::stat(place.path.c_str(), &st) != 0) continue;
+    const std::string id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev), st.st_ino);
+    for (const std::string& line : lines) {
+      // "1: POSIX  ADVISORY  WRITE 25778 fe:00:10953026 120 120" (an OFD lock's pid is -1)
+      std::istringstream in(line);
+      std::string number, kind, mode, access, dev_inode, end;
+      long long pid = 0, start = 0;
+      if (!(in >> number >> kind >> mode >> access >> pid >> dev_inode >> start >> end)) continue;
+      const long long stop = end == "EOF" ? std::numeric_limits<long long>::max() : std::atoll(end.c_str());
+      if (dev_inode != id || pid <= 0 || pid == ::getpid() || stop < place.first || start > place.last) continue;
+      std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid));
+      std::string command((std::istreambuf_iterator<char>(cmdline)), {});
+      std::replace(command.begin(), command.end(), '\0', ' ');
+      while (!command.empty() && command.back() == ' ') command.pop_back();
+      if (command.size() > 80) command = command.substr(0, 77) + "...";
+      return command.empty() ? fmt::format("pid {}", pid) : fmt::format("pid {}: {}", pid, command);
+    }
+  }
+  return "";
+}
 
 void throw_sqlite_error(int rc, sqlite3* db, std::string_view context) {
   const int primary = rc & 0xff;
@@ -13,6 +58,15 @@ void throw_sqlite_error(int rc, sqlite3* db, std::string_view context) {
   if (primary == SQLITE_NOTADB) kind = StoreError::Kind::not_trainscope;
   if (primary == SQLITE_CORRUPT) kind = StoreError::Kind::corrupt;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) kind = StoreError::Kind::busy;
+  if (kind == StoreError::Kind::busy && db != nullptr) {
+    // Who holds it, in words a user can act on (issue 39: a raw "sqlite error 5" before).
+    const char* name = sqlite3_db_filename(db, "main");
+    const std::string file = name != nullptr ? name : "";
+    const std::string holder = file.empty() ? std::string() : lock_holder(file);
+    throw StoreError(kind, fmt::format("'{}' is locked by another process{}: gave up waiting for it (in {}); try "
+                                       "again when it is done",
+                                       file, holder.empty() ? "" : " (" + holder + ")", context));
+  }
   const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   throw StoreError(kind, fmt::format("sqlite error {} ({}) in {}: {}", rc, sqlite3_errstr(rc), context, msg));
 }
@@ -45,8 +99,9 @@ extern "C" int wait_for_lock(void* state, int count) {
     w.last_report = now;
     const auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
     try {  // a C callback: nothing may leave it, and a notice that cannot be written is no error
-      fmt::print(stderr, "trainscope: '{}' is locked by another process: waited {} s, giving up after {} s\n", w.file,
-                 secs(waited), secs(w.limit));
+      const std::string holder = lock_holder(w.file);
+      fmt::print(stderr, "trainscope: '{}' is locked by another process{}: waited {} s, giving up after {} s\n", w.file,
+                 holder.empty() ? "" : " (" + holder + ")", secs(waited), secs(w.limit));
     } catch (...) {
     }
   }

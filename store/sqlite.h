@@ -15,10 +15,14 @@
 
 namespace ts::store::detail {
 
+// Who holds a lock SQLite takes on the database `file` ("pid 4242: sqlite3 runs.db"), from
+// /proc/locks; "" when none is seen (another host's process on a network file system, or gone).
+std::string lock_holder(const std::string& file);
+
 // The one check for sqlite3 return codes: throws StoreError unless rc is SQLITE_OK / SQLITE_ROW /
 // SQLITE_DONE. `context` (the SQL or the operation) is only evaluated on failure; the message carries
 // it with sqlite's own message and code. Kind: NOTADB -> not_trainscope, CORRUPT -> corrupt, BUSY and
-// LOCKED -> busy, else io.
+// LOCKED -> busy (the message names the file and who holds it), else io.
 [[noreturn]] void throw_sqlite_error(int rc, sqlite3* db, std::string_view context);
 #define TS_SQLITE_CHECK(rc_expr, db, context)                                 \
   do {                                                                        \
