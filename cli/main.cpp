@@ -28,6 +28,9 @@ using namespace ts::cli;
 
 namespace {
 
+// The --force of every command that writes output files (reports/output_file.h, Replace).
+constexpr const char* kForceHelp = "Replace an existing output file that trainscope did not write (or a SQLite file)";
+
 std::string join_args(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -129,8 +132,7 @@ int main(int argc, char** argv) {
                   "Holistic Trace Analysis)")
       ->required();
   bool export_force = false;
-  exp->add_flag("--force", export_force,
-                "Replace an existing output file that trainscope did not write (or a SQLite file)");
+  exp->add_flag("--force", export_force, kForceHelp);
 
   ReportRequest report_request;
   auto* report =
@@ -140,8 +142,7 @@ int main(int argc, char** argv) {
   report->add_option("--html", report_request.out.html, "Self-contained HTML report with charts");
   report->add_option("--md", report_request.out.markdown, "Markdown report (e.g. a CI job summary)");
   report->add_option("--json", report_request.out.json, "The report's figures as JSON");
-  report->add_flag("--force", report_request.out.force,
-                   "Replace an existing output file that trainscope did not write (or a SQLite file)");
+  report->add_flag("--force", report_request.out.force, kForceHelp);
 
   CompareRequest compare_request;
   compare_request.db = "results/trainscope.db";
@@ -157,8 +158,7 @@ int main(int argc, char** argv) {
   compare->add_option("--html", compare_request.out.html, "Self-contained HTML comparison with charts");
   compare->add_option("--md", compare_request.out.markdown, "Markdown comparison (e.g. $GITHUB_STEP_SUMMARY)");
   compare->add_option("--json", compare_request.out.json, "The comparison as JSON");
-  compare->add_flag("--force", compare_request.out.force,
-                    "Replace an existing output file that trainscope did not write (or a SQLite file)");
+  compare->add_flag("--force", compare_request.out.force, kForceHelp);
   compare->add_option(
       "--fail-on-regression", fail_on_regression,
       "Exit 1 when a configuration's throughput is significantly lower by more than PCT percent, or its "
@@ -177,8 +177,7 @@ int main(int argc, char** argv) {
   play->add_option("--every", play_config.every, "Keep every N-th frame")->capture_default_str();
   play->add_option("--per-row", play_config.per_row, "Frames per row")->capture_default_str();
   play->add_option("--out", play_config.out, "PNG file to write")->capture_default_str();
-  play->add_flag("--force", play_config.force,
-                 "Replace an existing output file that trainscope did not write (or a SQLite file)");
+  play->add_flag("--force", play_config.force, kForceHelp);
 
   try {
     app.parse(argc, argv);

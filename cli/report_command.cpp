@@ -31,7 +31,7 @@ std::vector<reports::RunDigest> select(const std::filesystem::path& db, const st
 // Every output is checked before any is written, so a bad last path leaves no first file behind.
 void write_outputs(const ReportOutputs& out, const std::filesystem::path& db, const reports::Document& doc,
                    const nlohmann::json& json) {
-  const auto replace = out.force ? reports::Replace::anything : reports::Replace::ours_only;
+  const reports::Replace replace = out.replace();
   for (const auto* p : {&out.html, &out.markdown, &out.json}) {
     if (!p->empty()) reports::check_output_path(*p, db, replace);
   }
@@ -114,7 +114,7 @@ int execute_compare(const CompareRequest& r) {
     say("{}", reports::to_markdown(doc));
     for (const auto* p : {&r.out.html, &r.out.markdown, &r.out.json}) {
       if (!p->empty())  // write_outputs checks against base's
-        reports::check_output_path(*p, next.db, r.out.force ? reports::Replace::anything : reports::Replace::ours_only);
+        reports::check_output_path(*p, next.db, r.out.replace());
     }
     if (r.out.any()) write_outputs(r.out, base.db, doc, reports::comparison_json(c));
   } catch (const reports::OutputRefused&) {

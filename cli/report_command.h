@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "reports/output_file.h"
+
 namespace ts::cli {
 
 struct ReportOutputs {
   std::filesystem::path html, markdown, json;  // empty: not written
   bool force = false;                          // --force: replace files trainscope did not write
   bool any() const { return !html.empty() || !markdown.empty() || !json.empty(); }
+  reports::Replace replace() const { return force ? reports::Replace::anything : reports::Replace::ours_only; }
 };
 
 struct ReportRequest {

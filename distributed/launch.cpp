@@ -405,15 +405,20 @@ int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running
   }
   ::close(pipe_ends[0]);
   if (running) running(pid);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // mpirun's end, seen without reaping it (WNOWAIT): until it is reaped its pid cannot name
+  // another process, so the sentinel never signals a stranger.
+  siginfo_t ended{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
   }
   if (running) running(0);
-  // mpirun has ended: the sentinel's byte, then it ends too.
+  // The sentinel's byte (it ends), then mpirun is reaped.
   const char done = 1;
   while (::write(pipe_ends[1], &done, 1) < 0 && errno == EINTR) {
   }
   ::close(pipe_ends[1]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (sentinel > 0) {
     while (::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
     }
