@@ -97,11 +97,7 @@ nlohmann::json throughput_json(const reports::RunDigest& d) {
     j["unit"] = p.unit;
     j["per_iteration"] = {{"median", p.median}, {"p10", p.p10}, {"p90", p.p90}};
   }
-  const std::optional<reports::Rate>& other =
-      f.sustained_headline && f.sustained_tokens && f.sustained_headline->unit == f.sustained_tokens->unit
-          ? f.sustained_samples
-          : f.sustained_tokens;
-  if (other) j["other"] = {{"sustained", other->value}, {"unit", other->unit}};
+  if (const auto other = f.other_sustained()) j["other"] = {{"sustained", other->value}, {"unit", other->unit}};
   j["timed_iterations"] = f.timed_iterations;
   j["from_kept_iterations"] = f.from_kept_iterations;
   return j;

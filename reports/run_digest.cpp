@@ -226,13 +226,13 @@ std::optional<RunFigures::Listed> RunFigures::listed() const {
   return std::nullopt;
 }
 
-namespace {
-// Whether the headline counts tokens (or frames): its unit is the tokens' rate's.
-bool headline_counts_tokens(const RunFigures& f) {
-  return f.sustained_headline && f.sustained_tokens && f.tokens_per_iteration &&
-         f.sustained_headline->unit == f.sustained_tokens->unit;
+bool RunFigures::headline_counts_tokens() const {
+  return sustained_headline && sustained_tokens && sustained_headline->unit == sustained_tokens->unit;
 }
-}  // namespace
+
+std::optional<Rate> RunFigures::other_sustained() const {
+  return headline_counts_tokens() ? sustained_samples : sustained_tokens;
+}
 
 RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
                        const std::vector<store::IterationRow>& iterations) {
@@ -266,7 +266,8 @@ RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
                                     unit("tokens_per_s_median", "tokens/s")};
   }
   if (f.samples_per_iteration) {
-    f.headline_per_iteration = headline_counts_tokens(f) ? f.tokens_per_iteration : f.samples_per_iteration;
+    f.headline_per_iteration =
+        f.headline_counts_tokens() && f.tokens_per_iteration ? f.tokens_per_iteration : f.samples_per_iteration;
     return f;
   }
   // A run that never reached its final write: what it streamed.
@@ -394,10 +395,11 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   if (d.figures.headline_per_iteration) d.unit = d.figures.headline_per_iteration->unit;
   // Where the headline counts tokens, each timed iteration's rate does too (a run that stored
   // them for every timed iteration; else samples, and the unit says so).
-  const bool by_tokens = headline_counts_tokens(d.figures) &&
-                         std::all_of(iterations.begin(), iterations.end(),
-                                     [&](const auto& it) { return it.warmup || tokens.contains(it.index); });
-  if (headline_counts_tokens(d.figures) && !by_tokens) d.unit = d.figures.samples_per_iteration->unit;
+  const bool tokens_lead = d.figures.headline_counts_tokens() && d.figures.tokens_per_iteration;
+  const bool by_tokens = tokens_lead && std::all_of(iterations.begin(), iterations.end(), [&](const auto& it) {
+                           return it.warmup || tokens.contains(it.index);
+                         });
+  if (tokens_lead && !by_tokens) d.unit = d.figures.samples_per_iteration->unit;
   std::vector<int64_t> timed;
   std::map<int64_t, double> timed_wall_ms;
   for (const auto& it : iterations) {

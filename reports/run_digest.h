@@ -70,6 +70,11 @@ struct RunFigures {
     bool sustained = false;
   };
   std::optional<Listed> listed() const;
+  // Whether the headline counts tokens (or frames): its unit is the tokens' rate's.
+  bool headline_counts_tokens() const;
+  // The other count's sustained rate, shown once beside the headline (pairs beside tokens, tokens
+  // beside pairs); unset where there is none.
+  std::optional<Rate> other_sustained() const;
 };
 
 // Whether a run without stored rates gets them from the iterations it kept (reading them costs
