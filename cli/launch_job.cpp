@@ -11,6 +11,7 @@
 #include "cli/interrupts.h"
 #include "cli/run_config.h"
 #include "distributed/launch.h"
+#include "distributed/stall_watch.h"
 #include "fmt/format.h"
 #include "reports/number_format.h"
 #include "session/run_record.h"
@@ -85,19 +86,36 @@ LaunchedJob launch_job(const JobLaunch& job) {
       say(stderr, "trainscope: starting {}: {}\n", reports::counted(plan.nproc, "rank"), fmt::join(plan.argv, " "));
     }
     LaunchedJob out;
-    out.mpirun_status = distributed::run_launch(plan, set_job_launcher);  // Ctrl-C reaches the ranks
-    out.run_id = find_launched_run(job.db, token);
+    const distributed::LaunchEnd end = distributed::run_launch(plan, set_job_launcher);  // Ctrl-C reaches the ranks
+    out.mpirun_status = end.status;
+    out.spilled = end.status == kExitSpilled && end.stall_line.empty();
+    try {
+      out.run_id = find_launched_run(job.db, token);
+    } catch (const store::StoreError& e) {
+      // The db cannot be read now (locked, removed): with the results spilled, that is why.
+      if (!out.spilled) throw;
+      say(stderr, "trainscope: the run's results are in the side file named above ({})\n", e.what());
+      return out;
+    }
+    if (out.spilled) {  // the row is the streamed part: it stays `running` until the import
+      const auto row = store::Reader(job.db).run(out.run_id);
+      out.status = row ? row->status : store::RunStatus::running;
+      return out;
+    }
     if (out.run_id == 0) {
       // Rank 0 never made the run: the ranks did not start (unreachable host, ...). Nothing written.
       throw UsageError(fmt::format("the ranks did not start (mpirun exited with status {}; its message is above)",
                                    out.mpirun_status));
     }
-    if (out.mpirun_status != 0 &&
-        session::RunRecord::finish_elsewhere(job.db, out.run_id, store::RunStatus::failed,
-                                             fmt::format("a rank ended before the run did (mpirun exited with status "
-                                                         "{}; see its message above): kept what was streamed",
-                                                         out.mpirun_status),
-                                             job.lock_wait)) {
+    // A stalled job's verdict is the reason (kept what was streamed); else that a rank ended early.
+    const std::string why =
+        !end.stall_line.empty()
+            ? distributed::stall_reason(end.stall_line)
+            : fmt::format("a rank ended before the run did (mpirun exited with status {}; see its message above): kept "
+                          "what was streamed",
+                          out.mpirun_status);
+    if ((out.mpirun_status != 0 || !end.stall_line.empty()) &&
+        session::RunRecord::finish_elsewhere(job.db, out.run_id, store::RunStatus::failed, why, job.lock_wait)) {
       say(stderr, "trainscope: run {} marked failed\n", out.run_id);
     }
     const auto row = store::Reader(job.db).run(out.run_id);

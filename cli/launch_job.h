@@ -34,6 +34,9 @@ struct JobLaunch {
 struct LaunchedJob {
   int64_t run_id = 0;
   int mpirun_status = 0;
+  // Rank 0's final write went to a side file (it said which, and the import command): the
+  // results are whole, the run in the db is its streamed part, left `running` for import.
+  bool spilled = false;
   store::RunStatus status = store::RunStatus::failed;  // the run's, after the launcher's verdict
 };
 
@@ -43,6 +46,7 @@ JobLaunch job_launch(const RunConfig& config);
 
 // Checks what can be checked (hosts, slots, mpirun, the db), starts the ranks and waits for
 // them. UsageError (exit 2, nothing written) for bad input and for ranks that never made the run.
+// Rank 0 exiting kExitSpilled (mpirun passes the first non-zero exit on) is a spill, not a failure.
 LaunchedJob launch_job(const JobLaunch& job);
 
 // A rank's exit status for mpirun. Under this launcher (TS_LAUNCH_TOKEN set), which takes the

@@ -48,6 +48,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trainscope 0.1.0"));
 
+  // Every argument ends up in JSON (the stored command line, names, paths): UTF-8 or refused.
+  for (int i = 1; i < argc; ++i) {
+    try {
+      check_utf8(argv[i], fmt::format("argument {}", i));
+    } catch (const UsageError& e) {
+      say(stderr, "trainscope: {}\n", e.what());
+      return kExitBadInput;
+    }
+  }
   const std::string command_line = join_args(argc, argv);
   auto* run = app.add_subcommand("run", "Train WORKLOAD, profile it and store the run");
   // Every option of a run is declared once, in session/run_options.cpp.
@@ -194,7 +203,7 @@ int main(int argc, char** argv) {
       // A rank other than 0 has no run to print; rank 0 of a `--nproc` launch leaves it to the launcher.
       if (out.run_id == 0 || (ts::distributed::launched_as_rank() && std::getenv("TS_LAUNCH_TOKEN")))
         return out.exit_code;
-      const auto summary = run_summary(rc.db, out.run_id);
+      const auto summary = stored_summary(rc.db, out);
       if (rc.json) {
         say("{}\n", summary.dump(2));
       } else {

@@ -6,9 +6,11 @@
 #include "cli/launch_job.h"
 #include "cli/progress.h"
 #include "cli/run_flags.h"
+#include "cli/summary.h"
 #include "distributed/mpi_runtime.h"
 #include "fmt/format.h"
 #include "session/run_session.h"
+#include "store/reader.h"
 #include "workloads/workload.h"
 
 namespace ts::cli {
@@ -79,11 +81,17 @@ RunOutcome launch_ranks(const RunConfig& c) {
   o.status = launched.status;
   RunOutcome out;
   out.run_id = launched.run_id;
-  out.exit_code = exit_code_for(o);
+  out.exit_code = launched.spilled ? kExitSpilled : exit_code_for(o);
   return out;
 }
 
 }  // namespace
+
+nlohmann::json stored_summary(const std::filesystem::path& db, const RunOutcome& out) {
+  if (out.spill_file.empty()) return run_summary(db, out.run_id);
+  const auto runs = store::Reader(out.spill_file).runs();
+  return run_summary(out.spill_file, runs.empty() ? out.run_id : runs.front().id);
+}
 
 RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   validate(c);

@@ -19,4 +19,8 @@ struct RunOutcome {
 // `progress_label` prefixes progress lines (the suite passes its position).
 RunOutcome execute_run(const RunConfig& config, const std::string& progress_label = "");
 
+// The run's summary (cli/summary.h) from where it is whole: the spill file when the db refused
+// its final write (the db may be gone), else the db.
+nlohmann::json stored_summary(const std::filesystem::path& db, const RunOutcome& out);
+
 }  // namespace ts::cli

@@ -88,6 +88,9 @@ std::string check_uint64_text(std::string& text);
 // A run id (`show`, `export`): a whole decimal number from 1 to 2^63-1 (issue 39: 0x1 was read as
 // hex and 99999999999999999999 as the largest id).
 std::string check_run_id_text(std::string& text);
+// UsageError unless `text` is valid UTF-8 (what trainscope stores is JSON text), naming `what`
+// and showing the bytes that are not printable as \xNN.
+void check_utf8(std::string_view text, std::string_view what);
 // A count that may be 0 (`show --layers`): a whole decimal number from 0 to 2^63-1.
 std::string check_count_text(std::string& text);
 

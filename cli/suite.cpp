@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
@@ -21,6 +19,7 @@
 #include "cli/toml_hazards.h"
 #include "fmt/format.h"
 #include "store/reader.h"
+#include "vocabulary/input_file.h"
 #include "workloads/workload.h"
 
 namespace ts::cli {
@@ -28,6 +27,8 @@ namespace ts::cli {
 namespace {
 
 constexpr int64_t kMillion = 1'000'000;
+// A suite file larger than this is not one (a device, a data file named by mistake).
+constexpr size_t kMaxSuiteBytes = 16 << 20;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 // Text from the file as a message shows it: cut short (at a UTF-8 character boundary), quotes,
@@ -376,14 +377,13 @@ Suite read_suite(std::string_view text, const std::string& file, const std::file
 }  // namespace
 
 Suite load_suite(const std::filesystem::path& file, const std::filesystem::path& db) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw UsageError(file.string() + ": is a directory, not a suite file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(file.string() + ": cannot open the suite file");
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw UsageError(file.string() + ": cannot read the suite file");
-  return load_suite(text.str(), file.string(), db);
+  std::string text;
+  try {
+    text = vocabulary::read_input_file(file, "suite file", kMaxSuiteBytes);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return load_suite(text, file.string(), db);
 }
 
 Suite load_suite(std::string_view text, const std::string& file, const std::filesystem::path& db) {
@@ -458,7 +458,7 @@ int run_suite(const Suite& suite, bool json) {
     }
     const RunOutcome out = execute_run(c, label);
     if (out.run_id > 0) made.push_back(out.run_id);
-    const auto summary = run_summary(c.db, out.run_id);
+    const auto summary = stored_summary(c.db, out);
     if (json) {
       all.push_back(summary);
     } else {

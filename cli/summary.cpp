@@ -308,7 +308,9 @@ std::string format_summary(const nlohmann::json& j) {
   if (j.contains("liveness") && j["liveness"]["state"] != "finished") {
     const auto& kept = j["kept"];
     s += fmt::format("  {:<14} {} ({}); kept {} ({} timed) and {} so far\n", j["status"].get<std::string>(),
-                     j["liveness"]["state"] == "live" ? "still being written" : "not finished",
+                     j["liveness"]["state"] == "live"      ? "still being written"
+                     : j["liveness"]["state"] == "stalled" ? "not advancing"
+                                                           : "not finished",
                      j["liveness"]["why"].get<std::string>(), counted(kept["iterations"].get<int64_t>(), "iteration"),
                      kept["timed_iterations"].get<int64_t>(), counted(kept["events"].get<int64_t>(), "event"));
   }

@@ -20,6 +20,7 @@
 #include "fmt/format.h"
 #include "store/error.h"
 #include "store/writer.h"
+#include "vocabulary/utf8.h"
 #include "workloads/workload.h"
 
 namespace ts::cli {
@@ -306,7 +307,32 @@ std::string check_count_text(std::string& text) {
   return "";
 }
 
+namespace {
+// `text` with every byte outside printable ASCII as \xNN: safe to print whatever it holds.
+std::string printable_bytes(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7F) out += ch;
+    else out += fmt::format("\\x{:02X}", c);
+  }
+  return out;
+}
+}  // namespace
+
+void check_utf8(std::string_view text, std::string_view what) {
+  const auto bad = vocabulary::first_invalid_utf8(text);
+  if (!bad) return;
+  throw UsageError(fmt::format("{} '{}' is not valid UTF-8 (byte {} is 0x{:02X}): trainscope stores it as JSON text, "
+                               "which must be UTF-8; rename it, or give another",
+                               what, printable_bytes(text), *bad, static_cast<unsigned char>(text[*bad])));
+}
+
 void validate(const RunConfig& c) {
+  // Paths are stored absolute (the ranks' configuration, the run's config): the working
+  // directory's name counts too.
+  check_utf8(std::filesystem::absolute(c.db).string(), "the db path");
+  if (!c.hostfile.empty()) check_utf8(std::filesystem::absolute(c.hostfile).string(), "the hostfile path");
   const auto* spec = workloads::find_workload(c.workload);
   if (!spec) {
     std::string names;

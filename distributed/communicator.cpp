@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "distributed/stall_watch.h"
 #include "profiler/tracer.h"
 #include "vocabulary/clock.h"
 
@@ -29,14 +30,21 @@ std::string_view to_string(Collective c) {
   return "unknown";
 }
 
-// Times one call; records it only when it returns (a call that throws is no measurement).
+// Times one call; records it only when it returns (a call that throws is no measurement). The
+// stall watch knows of it while it lasts.
 class Communicator::Timed {
  public:
   Timed(Communicator& comm, Collective c, std::string_view label, int64_t bytes)
-      : comm_(comm), c_(c), label_(label), bytes_(bytes), start_(vocabulary::now_ns()) {}
+      : watched_(comm.channel_, to_string(c), label),
+        comm_(comm),
+        c_(c),
+        label_(label),
+        bytes_(bytes),
+        start_(vocabulary::now_ns()) {}
   void done() { comm_.record(c_, label_, bytes_, start_, vocabulary::now_ns()); }
 
  private:
+  StallWatch::Call watched_;
   Communicator& comm_;
   Collective c_;
   std::string_view label_;

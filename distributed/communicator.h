@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ts::distributed {
@@ -57,6 +58,8 @@ class Communicator {
   std::vector<CollectiveRecord> take_records();
   // Whether calls are recorded (on by default; the collectives benchmark times on its own).
   void set_recording(bool on) { recording_ = on; }
+  // What its calls are for, as the stall watch numbers and names them: "gradients", "control".
+  void set_channel(std::string channel) { channel_ = std::move(channel); }
 
  protected:
   virtual void do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) = 0;
@@ -70,6 +73,7 @@ class Communicator {
   void record(Collective c, std::string_view label, int64_t bytes, int64_t start_ns, int64_t end_ns);
 
   bool recording_ = true;
+  std::string channel_ = "collectives";
   std::mutex mutex_;
   std::vector<CollectiveRecord> records_;
 };

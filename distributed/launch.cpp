@@ -2,20 +2,26 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
+
+#include "distributed/stall_watch.h"
+#include "vocabulary/input_file.h"
 
 namespace ts::distributed {
 
@@ -75,6 +81,9 @@ int most_ranks_on_one_host(const std::vector<std::string>& rank_hosts) {
   return most;
 }
 
+// A hostfile larger than this is not one (a device, a log named by mistake).
+constexpr size_t kMaxHostfileBytes = 1 << 20;
+
 // The longest --host argument given to mpirun: Linux refuses a single argument over 128 KiB.
 constexpr size_t kMaxHostArgument = 120'000;
 
@@ -106,8 +115,7 @@ std::vector<HostSlots> parse_hosts(std::string_view spec) {
 }
 
 std::vector<HostSlots> read_hostfile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot read hostfile '" + path.string() + "': " + std::strerror(errno));
+  std::istringstream in(vocabulary::read_input_file(path, "hostfile", kMaxHostfileBytes));
   std::vector<HostSlots> out;
   std::string line;
   int number = 0;
@@ -358,25 +366,84 @@ bool still_there_after(pid_t pid, int seconds) {
   ::_exit(0);
 }
 
+// After a rank's stall verdict, mpirun has this long to end the job (MPI_Abort: about 8 s, its
+// kill sequence included), then SIGKILL to its process group: a link that is down can keep it
+// waiting for the far host's daemon (a SIGTERM then only crashes it: it is already aborting).
+constexpr int64_t kVerdictGraceMs = 15'000;
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Copies mpirun's stderr to ours as it comes (a terminal, a log that fails: the copy goes on, so
+// mpirun never blocks on it), picking out a rank's stall verdict, until mpirun has ended
+// (`ended`) and nothing more comes.
+void relay_stderr(int from, pid_t mpirun, const std::atomic<bool>& ended, std::string& stall_line) {
+  std::string line;
+  int64_t verdict_at = -1;
+  bool killed = false;
+  std::vector<char> buffer(1 << 16);
+  for (;;) {
+    pollfd p{from, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 200);
+    if (ready > 0) {
+      const ssize_t n = ::read(from, buffer.data(), buffer.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      for (ssize_t done = 0; done < n;) {
+        const ssize_t w = ::write(STDERR_FILENO, buffer.data() + done, static_cast<size_t>(n - done));
+        if (w <= 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += w;
+      }
+      for (ssize_t i = 0; i < n; ++i) {
+        const char c = buffer[static_cast<size_t>(i)];
+        if (c != '\n') {
+          if (line.size() < 65'536) line.push_back(c);
+          continue;
+        }
+        if (stall_line.empty() && line.starts_with(kStallLinePrefix)) {
+          stall_line = line.substr(kStallLinePrefix.size());
+          verdict_at = steady_ms();
+        }
+        line.clear();
+      }
+    } else if (ended.load()) {
+      break;
+    }
+    if (verdict_at >= 0 && !killed && !ended.load() && steady_ms() - verdict_at > kVerdictGraceMs) {
+      ::kill(-mpirun, SIGKILL);
+      killed = true;
+    }
+  }
+}
+
 }  // namespace
 
-int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running) {
+LaunchEnd run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running) {
   std::vector<char*> argv;
   for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   // The sentinel's pipe: close-on-exec, so mpirun and the ranks never hold the write end.
-  int pipe_ends[2] = {-1, -1};
+  int pipe_ends[2] = {-1, -1}, err_ends[2] = {-1, -1};
   if (::pipe2(pipe_ends, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("cannot start mpirun's sentinel: ") + std::strerror(errno));
+  }
+  if (::pipe2(err_ends, O_CLOEXEC) != 0) {
+    const int error = errno;
+    ::close(pipe_ends[0]);
+    ::close(pipe_ends[1]);
+    throw std::runtime_error(std::string("cannot relay mpirun's messages: ") + std::strerror(error));
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int error = errno;
-    ::close(pipe_ends[0]);
-    ::close(pipe_ends[1]);
+    for (int fd : {pipe_ends[0], pipe_ends[1], err_ends[0], err_ends[1]}) ::close(fd);
     throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(error));
   }
   if (pid == 0) {
+    ::dup2(err_ends[1], STDERR_FILENO);  // the copy is not close-on-exec
     // Its own process group: a terminal's Ctrl-C reaches the launcher alone, which relays it
     // (mpirun's own answer to SIGINT is to kill the ranks). No stdin: mpirun would forward the
     // terminal to rank 0, and a background group reading the terminal is stopped.
@@ -395,21 +462,29 @@ int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running
     std::_Exit(127);
   }
   ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists for the sentinel
+  ::close(err_ends[1]);
   // The job follows its launcher: a sentinel in mpirun's process group (so a signal to the
   // launcher's group spares it) stops the job if the launcher dies.
   const pid_t sentinel = ::fork();
   if (sentinel == 0) {
     ::close(pipe_ends[1]);
+    ::close(err_ends[0]);
     ::setpgid(0, pid);
     watch_launcher(pipe_ends[0], pid);
   }
   ::close(pipe_ends[0]);
+  LaunchEnd end;
+  std::atomic<bool> mpirun_ended{false};
+  std::thread relay([&] { relay_stderr(err_ends[0], pid, mpirun_ended, end.stall_line); });
   if (running) running(pid);
   // mpirun's end, seen without reaping it (WNOWAIT): until it is reaped its pid cannot name
-  // another process, so the sentinel never signals a stranger.
+  // another process, so neither the sentinel nor the relay ever signals a stranger.
   siginfo_t ended{};
   while (::waitid(P_PID, static_cast<id_t>(pid), &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
   }
+  mpirun_ended.store(true);
+  relay.join();
+  ::close(err_ends[0]);
   if (running) running(0);
   // The sentinel's byte (it ends), then mpirun is reaped.
   const char done = 1;
@@ -423,9 +498,8 @@ int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running
     while (::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  end.status = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  return end;
 }
 
 }  // namespace ts::distributed

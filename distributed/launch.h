@@ -66,10 +66,16 @@ LaunchPlan plan_launch(const LaunchRequest& request);
 // The all-reduce settings that keep busbw near the link rate over TCP (docs/distributed.md).
 std::vector<std::pair<std::string, std::string>> default_mca();
 
-// Runs the plan's mpirun in a process group of its own, stdin from /dev/null, and waits for it;
-// returns its exit status (128 + signal when a signal ended it). `running` is told mpirun's pid
-// once it runs and 0 once it has ended: signals are the caller's to relay (SIGUSR1, which mpirun
-// passes to every rank at once; SIGTERM, on which mpirun kills the ranks).
-int run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running = {});
+struct LaunchEnd {
+  int status = 0;          // mpirun's exit status (128 + signal when a signal ended it)
+  std::string stall_line;  // a rank's verdict when it stopped a stalled job (stall_watch.h), or empty
+};
+
+// Runs the plan's mpirun in a process group of its own, stdin from /dev/null, its stderr relayed
+// (a rank's stall verdict is picked out of it: mpirun still there 15 s after one is killed), and
+// waits for it. `running` is told mpirun's pid once it runs and 0 once it has ended: signals are
+// the caller's to relay (SIGUSR1, which mpirun passes to every rank at once; SIGTERM, on which
+// mpirun kills the ranks).
+LaunchEnd run_launch(const LaunchPlan& plan, const std::function<void(pid_t)>& running = {});
 
 }  // namespace ts::distributed

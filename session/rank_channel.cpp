@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "distributed/mpi_check.h"
+#include "distributed/stall_watch.h"
 
 namespace ts::session {
 
@@ -31,6 +32,7 @@ void RankChannel::send(const RankPayload& payload) {
   if (bytes.size() > static_cast<size_t>(INT_MAX)) {
     throw std::runtime_error("rank " + std::to_string(rank_) + "'s records for one flush exceed 2 GiB");
   }
+  const distributed::StallWatch::Call watched("records", "send", payload.final ? "final records" : "records", 0);
   TS_MPI_CHECK(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, kRecordsTag, comm_));
 }
 
@@ -63,6 +65,7 @@ std::vector<RankPayload> RankChannel::poll() {
 
 std::vector<RankPayload> RankChannel::wait_finals(std::chrono::milliseconds timeout, std::vector<int>& missing) {
   std::vector<RankPayload> out;
+  const distributed::StallWatch::Call watched("records", "wait", "every rank's final records", distributed::kSomeRank);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     while (receive_one(out)) {

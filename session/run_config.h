@@ -39,6 +39,9 @@ struct RunConfig {
   std::filesystem::path db = "results/trainscope.db";
   std::chrono::milliseconds flush_interval{2000};  // how often the run is written while it runs
   std::chrono::milliseconds lock_wait{60000};      // how long the final write waits for a locked db
+  // How long a rank that answers but does not arrive may keep the others waiting before the job
+  // stops (distributed/stall_watch.h); 0: from the run's iterations.
+  std::chrono::milliseconds stall_timeout{0};
   std::string command_line;
   // Which suite run this is (empty name: not from a suite); stored in the config as "suite".
   struct SuiteTag {

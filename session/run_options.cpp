@@ -238,6 +238,15 @@ std::vector<RunOption> make_table() {
                .max = 86400.0,
                .get = seconds_get(&RunConfig::lock_wait),
                .set = seconds_set(&RunConfig::lock_wait)});
+  t.push_back({.name = "stall-timeout",
+               .type = OptionType::number,
+               .help = "Distributed runs: seconds a rank that answers but does not reach a collective may keep the "
+                       "others waiting before the job stops, naming it (0: ten times the longest iteration, at least "
+                       "20 s; a rank that stops answering stops the job within about 15 s whatever this says)",
+               .min = 0.0,
+               .max = 86400.0,
+               .get = seconds_get(&RunConfig::stall_timeout),
+               .set = seconds_set(&RunConfig::stall_timeout)});
   t.push_back({.name = "json",
                .type = OptionType::flag,
                .help = "Print the summary as JSON",

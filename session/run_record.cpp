@@ -33,6 +33,8 @@ RunRecord::RunRecord(const std::filesystem::path& db, std::chrono::milliseconds 
     : db_(db), writer_(db, lock_wait), info_(std::move(info)) {
   if (info_.started_at.empty()) info_.started_at = utc_now();
   store::set_writer(info_, store::current_process());
+  if (info_.uuid.empty()) info_.uuid = store::new_run_uuid();  // the spill file's copy keeps it
+  writer_.check_integrity();                                   // a damaged db is refused before anything goes into it
   id_ = writer_.begin_run(info_);
 }
 
@@ -64,6 +66,7 @@ RunRecord::Stored RunRecord::store_final(const Rows& to_db, const Rows& to_spill
                                          std::string error, const Notice& notice) {
   Stored out{status, std::move(error), {}};
   try {
+    writer_.require_same_file();  // a db deleted or replaced meanwhile: the results go to a side file
     store::Writer::Transaction tx(writer_);
     to_db(writer_, id_);
     writer_.finish_run(id_, out.status, utc_now(), out.error);

@@ -15,6 +15,7 @@
 #include "distributed/mpi_communicator.h"
 #include "distributed/ps/ps_job.h"
 #include "distributed/rank_hosts.h"
+#include "distributed/stall_watch.h"
 #include "engine/context.h"
 #include "engine/device.h"
 #include "engine/peaks.h"
@@ -48,21 +49,34 @@ struct Stage {
   const std::atomic<bool>& stop;
 };
 
-// A distributed run's links: the gradients' communicator (the communication thread), the
-// training thread's control calls (stop flag, model check), which must not interleave with the
-// gradients', and the channel that carries the other ranks' records to rank 0.
+// A distributed run's links: the stall watch (first made, last gone: every call below registers
+// with it), the gradients' communicator (the communication thread), the training thread's
+// control calls (stop flag, model check), which must not interleave with the gradients', and the
+// channel that carries the other ranks' records to rank 0.
 struct Links {
+  std::unique_ptr<distributed::StallWatch> watch;
   std::unique_ptr<distributed::MpiCommunicator> comm, control;
   std::unique_ptr<RankChannel> channel;
 };
 
-Links connect(const RunPlan& plan) {
+Links connect(const RunConfig& c, const RunPlan& plan) {
   Links l;
   if (!plan.distributed) return l;
+  l.watch =
+      std::make_unique<distributed::StallWatch>(MPI_COMM_WORLD, distributed::StallOptions{.deadline = c.stall_timeout});
   l.comm = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
+  l.comm->set_channel("gradients");
   l.control = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
+  l.control->set_channel("control");
   l.channel = std::make_unique<RankChannel>(MPI_COMM_WORLD);
   return l;
+}
+
+// The ranks end together, once rank 0 has written the run: a rank that stops meanwhile is found
+// by the others' stall watch, not waited for in MPI's finalisation.
+void end_together(const Links& links) {
+  distributed::StallWatch::set_phase(distributed::RunPhase::ending);
+  if (links.control) links.control->barrier("end of run");
 }
 
 // The run has a row from the start (rank 0 writes it), so a crash or Ctrl-C later still
@@ -183,7 +197,9 @@ std::function<void(workloads::IterationResult&)> after_iteration(const Stage& s,
       // The model as this rank trains it: updates still pending applied, the servers' newest values installed.
       if (t.dp) t.dp->flush();
       if (t.ps_job && t.ps_job->worker()) t.ps_job->worker()->refresh_model();
+      distributed::StallWatch::set_phase(distributed::RunPhase::evaluating);
       const workloads::Quality q = workloads::run_evaluation(*t.workload, s.config.eval_batches);
+      distributed::StallWatch::set_phase(distributed::RunPhase::training);
       curve.add(q);
       it.metrics.push_back({q.metric, q.value, q.unit});
     }
@@ -223,6 +239,7 @@ void run_loop(const Stage& s, Training& t, RunStream& stream, RunRecorder* recor
     auto& tracer = profiler::Tracer::global();
     profiler::Range run_range(tracer.intern(c.workload + "/" + c.preset), profiler::EventKind::run);
     if (c.warmup == 0) instruments.mark_timed_start();
+    distributed::StallWatch::set_phase(distributed::RunPhase::training);
     t.loop = workloads::run_training(*t.workload, lo);
     instruments.mark_timed_end();
     if (const auto conditions = instruments.conditions(s.plan.threads); recorder && conditions) {
@@ -251,6 +268,7 @@ void evaluate(const Stage& s, Training& t, RunRecorder* recorder) {
   profiler::Tracer::global().set_iteration(-1);
   memprof::Ledger::global().set_iteration(-1);
   const bool ended_well = !t.loop.failed && !t.loop.interrupted && !s.stop.load();
+  distributed::StallWatch::set_phase(distributed::RunPhase::evaluating);
   if (!s.plan.writes_db || !ended_well) return;
   if (s.config.eval_batches > 0) {
     engine::CancelScope cancel(&s.stop);
@@ -364,7 +382,7 @@ RunOutcome RunSession::run() {
   RunPlan plan = plan_run(config_, world_, online_cores());
   const Stage s{config_, plan, hooks_, hooks_.stop ? *hooks_.stop : never};
   omp_set_num_threads(plan.threads);
-  const Links links = connect(plan);
+  const Links links = connect(config_, plan);
   std::vector<std::string> rank_hosts;
   if (plan.distributed) {
     rank_hosts = distributed::gather_host_names(*links.comm);
@@ -372,6 +390,13 @@ RunOutcome RunSession::run() {
   }
   const std::unique_ptr<RunRecord> record = begin_record(s, rank_hosts);
   RunRecord* const row = record.get();
+  if (links.watch && row) {
+    // Rank 0 stopping a stalled job marks its run with why (a launcher other than ours may not).
+    links.watch->set_on_stop([db = config_.db, id = row->id()](const std::string& why) {
+      RunRecord::finish_elsewhere(db, id, store::RunStatus::failed, distributed::stall_reason(why),
+                                  std::chrono::seconds(5));
+    });
+  }
 
   Instruments instruments(config_.trace);
   const std::unique_ptr<RunStream> stream = start_stream(s, row, links, instruments);
@@ -403,6 +428,7 @@ RunOutcome RunSession::run() {
   if (t.ps_job) summarise_ps(*t.ps_job, plan.rank, mine);
   if (!row) {  // this rank's last rows and its summaries, to rank 0, which writes them into the run
     links.channel->send(final_payload(plan.rank, std::move(mine), stream->take_unwritten(), t.loop, out.error));
+    end_together(links);
     return out;
   }
   std::vector<RankPayload> remote;
@@ -414,6 +440,7 @@ RunOutcome RunSession::run() {
   begin_stage(s, fmt::format("writing the results into {}", config_.db.string()));
   out = store_run(s, std::move(out), t, events, *stream, *row, *rec, instruments, mine, remote);
   begin_stage(s, "");
+  end_together(links);
   if (hooks_.run_stored) hooks_.run_stored();
   return out;
 }

@@ -27,6 +27,12 @@ void append(std::vector<T>& to, std::vector<T>&& from) {
 // A flush waits for another process's lock only briefly: its rows are kept for the next one.
 constexpr std::chrono::milliseconds kFlushLockWait{1000};
 
+// How long a run may go without a new iteration before readers call it stalled (store/liveness.h):
+// twenty of its longest iterations, at least 5 minutes (building a model, an evaluation, the
+// final write and the other ranks' records all pass without iterations).
+constexpr int64_t kStallAfterFloorMs = 300'000;
+constexpr int64_t kStallAfterIterations = 20;
+
 }  // namespace
 
 DbSink::DbSink(const std::filesystem::path& db, int64_t run_id, RankChannel* gather)
@@ -82,6 +88,7 @@ RunStream::~RunStream() {
 void RunStream::add_iteration(const workloads::IterationResult& it) {
   std::lock_guard lock(mutex_);
   iterations_.push_back(to_iteration_row(it));
+  longest_iteration_ns_ = std::max(longest_iteration_ns_, it.end_ns - it.start_ns);
 }
 
 void RunStream::loop() {
@@ -97,9 +104,11 @@ void RunStream::loop() {
 
 void RunStream::flush_once() {
   store::RunFlush batch;
+  int64_t longest_ns = 0;
   {
     std::lock_guard lock(mutex_);
     batch.iterations.swap(iterations_);
+    longest_ns = longest_iteration_ns_;
   }
   auto& tracer = profiler::Tracer::global();
   std::vector<profiler::Event> events = tracer.drain();
@@ -123,6 +132,11 @@ void RunStream::flush_once() {
   append(unwritten_.samples, std::move(batch.samples));
   append(unwritten_.collectives, std::move(batch.collectives));
   unwritten_.heartbeat_ms = store::unix_time_ms();
+  if (!batch.iterations.empty()) {
+    // The run advanced: readers call it stalled once the heartbeat goes on this long without.
+    unwritten_.progress_ms = unwritten_.heartbeat_ms;
+    unwritten_.stall_after_ms = std::max(kStallAfterFloorMs, kStallAfterIterations * longest_ns / 1'000'000);
+  }
   try {
     sink_->write(unwritten_);
     unwritten_ = {};

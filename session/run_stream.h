@@ -111,6 +111,7 @@ class RunStream {
   std::condition_variable wake_;
   bool stop_ = false;
   std::vector<store::IterationRow> iterations_;  // guarded by mutex_: handed over by add_iteration
+  int64_t longest_iteration_ns_ = 0;             // guarded by mutex_
   Stats stats_;                                  // guarded by mutex_
 
   // Touched by the flush thread only (by finish() after it stopped).

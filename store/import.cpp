@@ -1,5 +1,8 @@
 #include "store/import.h"
 
+#include <fmt/format.h>
+
+#include <compare>
 #include <limits>
 
 namespace ts::store {
@@ -34,6 +37,8 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   to.add_ps_servers(copy, from.ps_servers(id));
   RunFlush heartbeat;  // the original's, not the copy's time: a lost run stays lost
   heartbeat.heartbeat_ms = run->heartbeat_ms;
+  heartbeat.progress_ms = run->progress_ms;
+  heartbeat.stall_after_ms = run->stall_after_ms;
   to.flush(copy, heartbeat);
   if (run->status != RunStatus::running) to.finish_run(copy, run->status, run->ended_at, run->error);
   tx.commit();
@@ -41,13 +46,47 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
 }
 
 std::optional<int64_t> find_same_run(Reader& in, const RunRow& run) {
-  if (run.pid == 0) return std::nullopt;  // no writer identity to match on
   for (const RunRow& r : in.runs()) {
-    if (r.host == run.host && r.boot_id == run.boot_id && r.pid == run.pid && r.pid_start == run.pid_start &&
-        r.started_at == run.started_at)
+    if (!run.uuid.empty() && !r.uuid.empty()) {
+      if (r.uuid == run.uuid) return r.id;
+      continue;
+    }
+    // Before v9: one process, one start time (a suite's runs that start in the same second are
+    // told apart only by their uuid).
+    if (run.pid != 0 && r.host == run.host && r.boot_id == run.boot_id && r.pid == run.pid &&
+        r.pid_start == run.pid_start && r.started_at == run.started_at)
       return r.id;
   }
   return std::nullopt;
+}
+
+namespace {
+
+struct Completeness {
+  bool finished = false;
+  int64_t iterations = 0, metrics = 0, heartbeat_ms = 0;
+  auto operator<=>(const Completeness&) const = default;
+};
+
+Completeness completeness(Reader& db, const RunRow& run) {
+  return {run.status != RunStatus::running, db.iteration_count(run.id, std::nullopt),
+          static_cast<int64_t>(db.metrics(run.id, std::nullopt).size()), run.heartbeat_ms};
+}
+
+}  // namespace
+
+CopyChoice choose_copy(Reader& existing_db, const RunRow& existing, Reader& incoming_db, const RunRow& incoming) {
+  const Completeness have = completeness(existing_db, existing), come = completeness(incoming_db, incoming);
+  const auto say = [](const RunRow& r, const Completeness& c) {
+    return fmt::format("{}, {} iterations, {} metrics", to_string(r.status), c.iterations, c.metrics);
+  };
+  if (come > have) {
+    const char* what = existing.status == RunStatus::running ? "streamed part" : "less complete copy";
+    return {true, fmt::format("replacing its {} ({})", what, say(existing, have))};
+  }
+  if (come == have) return {false, "already there"};
+  return {false,
+          fmt::format("kept the db's more complete copy ({}; this one: {})", say(existing, have), say(incoming, come))};
 }
 
 }  // namespace ts::store

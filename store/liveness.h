@@ -1,7 +1,9 @@
 #pragma once
 // Is a run still being written? Decided from who writes it and when it last wrote (schema v3):
-// a run left `running` by a process that died (kill -9, the OOM killer, a lost node) is `lost`.
+// a run left `running` by a process that died (kill -9, the OOM killer, a lost node) is `lost`;
+// one whose writer goes on but whose iterations stopped advancing (schema v9) is `stalled`.
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -12,6 +14,7 @@ namespace ts::store {
 enum class Liveness {
   finished,  // not running: completed, failed or interrupted
   live,      // its writer is alive (same host) or its heartbeat is fresh (another host)
+  stalled,   // its writer is there, but the run has not advanced for longer than it allows
   lost,      // its writer is gone: the run ended without a word; it keeps what it flushed
   unknown,   // running, but written by a trainscope without heartbeats (before schema v3)
 };
@@ -34,15 +37,23 @@ struct LivenessVerdict {
   Liveness state = Liveness::unknown;
   std::string why;  // one line for `runs` / `show`
 };
-// A heartbeat older than max(60 s, 5 heartbeat intervals) means lost, for a run written on
-// another host; on this host the writer's pid (with its start time) decides at once.
+// On this host the writer's pid (with its start time) decides at once, and this host's clock
+// dates its heartbeat. For a run written on another host, a heartbeat older than max(60 s, 5
+// heartbeat intervals) means lost; one dated ahead of this host's clock (that host's clock is
+// ahead) says nothing of its age, so the db file's last write (run.db_written_ms) decides, and
+// the verdict says the skew. Live or not, a run whose heartbeat went on stall_after_ms past its
+// last progress (both the writer's clock) is stalled.
 LivenessVerdict liveness(const RunRow& run, const ProcessIdentity& here, int64_t now_unix_ms);
 LivenessVerdict liveness(const RunRow& run);  // here and now
 
 int64_t unix_time_ms();
+// A new run identity: 128 random bits as a version-4 UUID ("8-4-4-4-12" hex digits).
+std::string new_run_uuid();
+// When `db` or its write-ahead log was last modified (Unix ms; 0: unknown).
+int64_t last_written_ms(const std::filesystem::path& db);
 
 // What `runs`, `show`, reports and the viewer call a run: its stored status once finished, else
-// "running", "lost" or "running?" (no heartbeat to tell).
+// "running", "stalled", "lost" or "running?" (no heartbeat to tell).
 std::string status_label(const RunRow& run, const LivenessVerdict& verdict);
 std::string status_label(const RunRow& run);  // here and now
 

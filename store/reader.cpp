@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "store/liveness.h"
 #include "store/open.h"
 
 namespace ts::store {
@@ -14,9 +15,10 @@ namespace fs = std::filesystem;
 using detail::Stmt;
 
 struct Reader::Impl {
-  explicit Impl(const fs::path& path) : db(detail::open_for_read(path, version)) {}
+  explicit Impl(const fs::path& path) : db(detail::open_for_read(path, version)), written_ms(last_written_ms(path)) {}
   int version = 0;
   detail::Db db;
+  int64_t written_ms = 0;  // the file's (or its WAL's) last write, when opened
 
   // Runs `sql` with ?1 = run (and further parameters bound by `bind`), mapping each row with `row`.
   template <class T, class Row, class Bind>
@@ -93,7 +95,8 @@ std::string run_columns(int version) {
   return std::string("SELECT id, workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
                      "parameter_count, started_at, command_line, config_json, status, ended_at, error, ") +
          (version >= 3 ? "host, boot_id, pid, pid_start, heartbeat_interval_ms, heartbeat_ms" : "'', '', 0, 0, 0, 0") +
-         (version >= 4 ? ", ranks, global_batch_size" : ", 1, batch_size") + " FROM runs";
+         (version >= 4 ? ", ranks, global_batch_size" : ", 1, batch_size") +
+         (version >= 9 ? ", uuid, progress_ms, stall_after_ms" : ", '', 0, 0") + " FROM runs";
 }
 
 RunRow run_row(const Stmt& s) {
@@ -128,6 +131,9 @@ RunRow run_row(const Stmt& s) {
   r.heartbeat_ms = s.col_int(22);
   r.ranks = s.col_int(23);
   r.global_batch_size = s.col_int(24);
+  r.uuid = s.col_text(25);
+  r.progress_ms = s.col_int(26);
+  r.stall_after_ms = s.col_int(27);
   return r;
 }
 }  // namespace
@@ -144,12 +150,14 @@ std::vector<RunRow> Reader::runs() {
   Stmt::Use use(s);
   std::vector<RunRow> out;
   while (s.step()) out.push_back(run_row(s));
+  for (auto& r : out) r.db_written_ms = impl_->written_ms;
   return out;
 }
 
 std::optional<RunRow> Reader::run(int64_t id) {
   auto rows = impl_->query<RunRow>(run_columns(impl_->version) + " WHERE id = ?1", id, run_row);
   if (rows.empty()) return std::nullopt;
+  rows.front().db_written_ms = impl_->written_ms;
   return std::move(rows.front());
 }
 

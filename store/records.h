@@ -31,13 +31,22 @@ struct RunInfo {  // known when the run starts
   // by the writer) is what one iteration of the whole run processes.
   int64_t ranks = 1;
   int64_t global_batch_size = 0;
+  // The run's identity (schema v9), kept by every copy and spill of it: what import matches on.
+  // Empty: the writer makes one (store::new_run_uuid).
+  std::string uuid;
 };
 struct RunRow : RunInfo {
   int64_t id = 0;
   RunStatus status = RunStatus::running;
   int64_t heartbeat_ms = 0;  // Unix time (ms) of the writer's last flush; 0: never
+  // Unix time (ms, the writer's clock) of the last flush that brought new iterations, and how
+  // long the writer said the run may go without one (schema v9; 0: not recorded).
+  int64_t progress_ms = 0, stall_after_ms = 0;
   std::string ended_at;
   std::string error;
+  // Not stored: when the db file (or its WAL) was last written, by this host's file system,
+  // as the reader found it (Unix ms; 0: unknown). A witness of writes beside the heartbeat.
+  int64_t db_written_ms = 0;
 };
 struct EnvEntry {
   std::string key, value;
@@ -209,6 +218,8 @@ struct RunFlush {
   std::vector<SampleRow> samples;
   std::vector<CollectiveRow> collectives;
   int64_t heartbeat_ms = 0;  // Unix time (ms); 0: leave the run's heartbeat as it is
+  // The run advanced (new iterations) as of this flush: RunRow's progress_ms and stall_after_ms (0: leave them).
+  int64_t progress_ms = 0, stall_after_ms = 0;
   bool empty() const {
     return iterations.empty() && phases.empty() && events.empty() && memory.empty() && samples.empty() &&
            collectives.empty();

@@ -403,8 +403,19 @@ ALTER TABLE kernel_summary ADD COLUMN per_iteration_ns TEXT NOT NULL DEFAULT '';
 ALTER TABLE layers ADD COLUMN per_iteration_ns TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4,
-                                                                      kV4ToV5, kV5ToV6, kV6ToV7, kV7ToV8};
+// v9: a run's identity and progress (issue 39): a uuid that every copy and spill of the run keeps
+// (import matches runs on it), and when its writer last saw it advance (progress_ms, Unix ms on
+// the writer's clock, as heartbeat_ms) with how long it may go without (stall_after_ms): a run
+// whose heartbeat goes on past that reads as stalled. '' and 0: not recorded (runs before v9).
+constexpr std::string_view kV8ToV9 = R"sql(
+ALTER TABLE runs ADD COLUMN uuid TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN progress_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN stall_after_ms INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_uuid ON runs(uuid);
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5,
+                                                                      kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -1,14 +1,18 @@
 #include "store/writer.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "store/liveness.h"
 #include "store/open.h"
@@ -63,12 +67,28 @@ void require_usable_name(const fs::path& path) {
     io_error(fmt::format("'{}' is {} bytes long as an absolute path; SQLite takes database paths of at most {} bytes",
                          path.string(), full.size(), vfs->mxPathname - 1));
 }
+
+// Which file a path names (device and inode): a file replaced under the same name is another.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+std::optional<FileIdentity> identity_of(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino};
+}
+
 }  // namespace
 
 struct Writer::Impl {
-  Impl(const fs::path& path, std::chrono::milliseconds lock_wait) : db(detail::open_for_write(path, lock_wait)) {}
+  Impl(const fs::path& p, std::chrono::milliseconds lock_wait)
+      : path(p), db(detail::open_for_write(p, lock_wait)), opened(identity_of(p)) {}
 
+  fs::path path;
   detail::Db db;
+  std::optional<FileIdentity> opened;  // the file as it was once open
   Stmt run_exists{db, "SELECT 1 FROM runs WHERE id = ?1"};
   Stmt string_find{db, "SELECT id FROM strings WHERE value = ?1"};
   Stmt string_insert{db, "INSERT INTO strings (value) VALUES (?1)"};
@@ -76,10 +96,11 @@ struct Writer::Impl {
   Stmt insert_run{db,
                   "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
                   "parameter_count, started_at, command_line, config_json, status, host, boot_id, pid, pid_start, "
-                  "heartbeat_interval_ms, heartbeat_ms, id, ranks, global_batch_size) "
+                  "heartbeat_interval_ms, heartbeat_ms, id, ranks, global_batch_size, uuid, progress_ms) "
                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'running', ?14, ?15, ?16, ?17, ?18, "
-                  "?19, ?20, ?21, ?22)"};
+                  "?19, ?20, ?21, ?22, ?23, ?19)"};
   Stmt heartbeat{db, "UPDATE runs SET heartbeat_ms = ?2 WHERE id = ?1"};
+  Stmt progress{db, "UPDATE runs SET progress_ms = ?2, stall_after_ms = ?3 WHERE id = ?1"};
   Stmt drop_memory{db, "DELETE FROM memory_timeline WHERE run_id = ?1"};
   Stmt drop_rank_memory{db, "DELETE FROM memory_timeline WHERE run_id = ?1 AND rank = ?2"};
   Stmt finish{db, "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1"};
@@ -233,6 +254,41 @@ Writer::~Writer() = default;
 Writer::Writer(Writer&&) noexcept = default;
 Writer& Writer::operator=(Writer&&) noexcept = default;
 
+void Writer::check_integrity() {
+  // Once per file per process: a suite's runs share one check.
+  static std::mutex mutex;
+  static std::set<std::pair<dev_t, ino_t>> checked;
+  if (!impl_->opened) return;
+  const std::pair<dev_t, ino_t> key{impl_->opened->device, impl_->opened->inode};
+  {
+    std::lock_guard lock(mutex);
+    if (checked.contains(key)) return;
+  }
+  const std::string verdict = impl_->db.query_text("PRAGMA quick_check(1)");
+  if (verdict != "ok") {
+    throw StoreError(StoreError::Kind::corrupt,
+                     fmt::format("'{}' fails SQLite's quick_check ({}): refusing to write into a damaged db; restore "
+                                 "it from a copy, or write to another --db",
+                                 impl_->path.string(), verdict));
+  }
+  std::lock_guard lock(mutex);
+  checked.insert(key);
+}
+
+void Writer::require_same_file() const {
+  const auto now = identity_of(impl_->path);
+  if (!now) {
+    io_error(fmt::format("'{}' was removed while this run was written: writing into it would go to a file no one "
+                         "can open",
+                         impl_->path.string()));
+  }
+  if (impl_->opened && *now != *impl_->opened) {
+    io_error(fmt::format("'{}' was replaced by another file while this run was written: its results do not go into "
+                         "a file they were not streamed to",
+                         impl_->path.string()));
+  }
+}
+
 void Writer::check_target(const fs::path& path) {
   if (!path.empty()) require_usable_name(path);
   std::error_code ec;
@@ -263,6 +319,7 @@ int64_t Writer::begin_run(const RunInfo& info, int64_t id) {
   s.bind(18, info.heartbeat_interval_ms).bind(19, info.heartbeat_interval_ms > 0 ? unix_time_ms() : int64_t{0});
   if (id > 0) s.bind(20, id);  // else NULL: SQLite picks the next id
   s.bind(21, info.ranks).bind(22, info.global_batch_size != 0 ? info.global_batch_size : info.batch_size * info.ranks);
+  s.bind(23, info.uuid.empty() ? new_run_uuid() : info.uuid);
   s.run();
   return impl_->db.last_insert_id();
 }
@@ -277,6 +334,10 @@ void Writer::flush(int64_t run, const RunFlush& rows) {
     add_memory_timeline(run, rows.memory);
     add_samples(run, rows.samples);
     add_collectives(run, rows.collectives);
+    if (rows.progress_ms != 0) {
+      Stmt::Use use(im.progress);
+      im.progress.bind(1, run).bind(2, rows.progress_ms).bind(3, rows.stall_after_ms).run();
+    }
     if (rows.heartbeat_ms == 0) return;  // no heartbeat to record: the last one stays
     Stmt::Use use(im.heartbeat);
     im.heartbeat.bind(1, run).bind(2, rows.heartbeat_ms).run();

@@ -30,6 +30,14 @@ class Writer {
   // Validates `path` as a write target without creating or writing anything. Throws StoreError.
   static void check_target(const std::filesystem::path& path);
 
+  // SQLite's quick_check of the open db, once per file per process (it reads the whole file:
+  // 0.4 s for a 110 MB db cached, 3 s from disk): StoreError of kind corrupt, naming the first
+  // problem, before anything is written into a damaged file.
+  void check_integrity();
+  // Throws StoreError (kind io) when the path no longer names the file this Writer opened (it
+  // was deleted, or replaced by another file): what it wrote would go to a file no one sees.
+  void require_same_file() const;
+
   // Status running, committed at once; returns the run id. `id` > 0 asks for that id (import).
   // `info.global_batch_size` 0 is stored as batch_size * ranks.
   int64_t begin_run(const RunInfo& info, int64_t id = 0);

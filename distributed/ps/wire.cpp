@@ -8,6 +8,7 @@
 
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
+#include "distributed/stall_watch.h"
 
 namespace ts::distributed::ps {
 
@@ -27,6 +28,7 @@ void send_message(MPI_Comm comm, int dest, const MessageHeader& header, const fl
   std::vector<unsigned char> buffer(bytes);
   std::memcpy(buffer.data(), &header, sizeof(MessageHeader));
   if (count > 0) std::memcpy(buffer.data() + sizeof(MessageHeader), data, static_cast<size_t>(count) * sizeof(float));
+  const StallWatch::Call watched("ps", "send", "a message", dest);  // a large one waits for its receiver
   TS_MPI_CHECK(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, dest, kTag, comm));
 }
 

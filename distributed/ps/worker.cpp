@@ -14,7 +14,9 @@
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
 #include "distributed/ps/wire.h"
+#include "distributed/stall_watch.h"
 #include "engine/optim/clip.h"
+#include "fmt/format.h"
 #include "profiler/tracer.h"
 
 namespace ts::distributed::ps {
@@ -294,6 +296,7 @@ void PsWorker::install(int key, bool wait, bool even_eager) {
   const bool must_wait = k.installed_version < 0 || wait;
   if (must_wait && !answered()) {
     profiler::Range r(names().pull_wait, profiler::EventKind::wait);
+    const StallWatch::Call watched("ps", "pull wait", fmt::format("key {}", key), st.topology.server_rank(spec.server));
     st.cv.wait(lock, answered);
   }
   st.check();
@@ -353,6 +356,7 @@ void PsWorker::begin_backward(int group) {
   };
   if (!pushed()) {
     profiler::Range r(names().push_wait, profiler::EventKind::wait);
+    const StallWatch::Call watched("ps", "push wait", fmt::format("group {}", group), kSomeRank);
     st.cv.wait(lock, pushed);
   }
   st.check();
@@ -417,6 +421,7 @@ engine::optim::ParameterService::Versions PsWorker::read(int group, const std::v
   };
   if (!arrived()) {
     profiler::Range r(names().pull_wait, profiler::EventKind::wait);
+    const StallWatch::Call watched("ps", "pull wait", fmt::format("group {}", group), kSomeRank);
     st.cv.wait(lock, arrived);
   }
   st.check();
@@ -448,6 +453,7 @@ void PsWorker::push(int group, const std::vector<engine::Tensor>& gradients, con
   const auto room = [&] { return st.error || st.queued_push_floats < 2 * floats; };
   if (!room()) {
     profiler::Range r(names().push_wait, profiler::EventKind::wait);
+    const StallWatch::Call watched("ps", "push wait", fmt::format("group {}", group), kSomeRank);
     st.cv.wait(lock, room);
   }
   st.check();
@@ -465,6 +471,7 @@ bool PsWorker::stop_requested(bool local) {
   State& st = *state_;
   if (st.options.mode != PsMode::sync) return local;
   int64_t flag = local ? 1 : 0;
+  const StallWatch::Call watched("ps workers", "all_reduce", "stop flag", kSomeRank);
   TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT64_T, MPI_MAX, st.workers));
   return flag != 0;
 }
@@ -481,7 +488,10 @@ void PsWorker::finish() {
     for (const Key& k : st.layout.keys) install(k.id, true, true);  // the answers to this worker's last pushes
     // Once every worker is through, one last read of every key: asynchronous workers end at
     // different times, and each should hold the servers' final model, not its last read of it.
-    TS_MPI_CHECK(MPI_Barrier(st.workers));
+    {
+      const StallWatch::Call watched("ps workers", "barrier", "end", kSomeRank);
+      TS_MPI_CHECK(MPI_Barrier(st.workers));
+    }
     std::unique_lock lock(st.mutex);
     for (const Key& k : st.layout.keys) {
       MessageHeader h{MessageKind::pull, k.id, st.worker, -1, st.keys[static_cast<size_t>(k.id)].pushed, 0, 1, 0};
@@ -493,6 +503,7 @@ void PsWorker::finish() {
     };
     if (!all_final()) {
       profiler::Range r(names().pull_wait, profiler::EventKind::wait);
+      const StallWatch::Call watched("ps", "pull wait", "the final model", kSomeRank);
       st.cv.wait(lock, all_final);
     }
     st.check();
@@ -510,6 +521,7 @@ void PsWorker::finish() {
       }
       st.closing = true;
       st.cv.notify_all();
+      const StallWatch::Call watched("ps", "wait", "the servers' goodbyes", kSomeRank);
       st.cv.wait(lock, [&] { return st.error || (st.in_flight == 0 && st.byes == st.topology.servers); });
     }
     if (!failure && st.error) failure = st.error;

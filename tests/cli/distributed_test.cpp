@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -16,6 +17,7 @@
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/distributed_checks.h"
+#include "tests/cli/write_lock.h"
 
 namespace {
 
@@ -318,6 +320,101 @@ TEST(DistributedRun, ALauncherKilledOutrightTakesTheJobWithIt) {
   const auto run = r.runs().at(0);
   EXPECT_NE(run.status, ts::store::RunStatus::running) << ts::testing::read_file(job.log);
   EXPECT_GE(r.iteration_count(run.id, 0), 2) << "what was measured is kept";
+}
+
+// A stalled peer (issue 39): rank `victim` stopped with SIGSTOP answers nobody, and its peers
+// wait in a collective (or for its values) that will never end. The stall watch names it, with
+// its host and the call, the job ends well within 30 s, the run is marked failed with that
+// reason and keeps what it measured, and no process is left (the stopped one included).
+void expect_a_stall_named(const EndlessJob& job, int victim) {
+  const int pid = find_pid(job.db, victim);
+  ASSERT_GT(pid, 0) << "rank " << victim << " never showed up";
+  const auto stopped = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const double seconds = job.wait_since(stopped);
+  const std::string log = ts::testing::read_file(job.log);
+  ASSERT_TRUE(job.ended()) << "the job did not end within 60 s of the stop\n" << log;
+  // A first question 5 s into the wait, 5 s for the answers, then MPI_Abort's kill sequence.
+  EXPECT_LT(seconds, 30.0) << "the job took " << seconds << " s to end";
+  std::printf("rank %d stopped: the job ended %.1f s later\n", victim, seconds);
+  EXPECT_EQ(job.exit_status(), 1) << log;
+  const std::string named = "rank " + std::to_string(victim) + " (";
+  const size_t verdict = log.find("trainscope: stalled job: ");
+  ASSERT_NE(verdict, std::string::npos) << log;
+  const std::string line = log.substr(verdict, log.find('\n', verdict) - verdict);
+  EXPECT_NE(line.find(named), std::string::npos) << line;
+  EXPECT_NE(line.find("does not answer"), std::string::npos) << line;
+  EXPECT_NE(line.find("has waited"), std::string::npos) << "the call it stalled: " << line;
+  EXPECT_NE(log.find("flight record"), std::string::npos) << log;
+  ts::store::Reader r(job.db);
+  const auto run = r.runs().at(0);
+  EXPECT_EQ(run.status, ts::store::RunStatus::failed) << log;
+  EXPECT_EQ(run.error.rfind("stalled: ", 0), 0u) << run.error;
+  EXPECT_NE(run.error.find(named), std::string::npos) << run.error;
+  EXPECT_GE(r.iteration_count(run.id, 0), 2) << "what was measured is kept";
+  for (int i = 0; i < 50 && processes_naming(job.db) > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(processes_naming(job.db, SIGKILL), 0) << "processes left after the job ended (killed now)";
+}
+
+TEST(DistributedRun, AStoppedRankIsNamedAndTheJobEndsWithin30Seconds) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  TempDir dir;
+  expect_a_stall_named(EndlessJob(dir), 1);
+}
+
+// A stopped parameter server: the workers wait for its values.
+TEST(DistributedRun, AStoppedParameterServerIsNamedAndTheJobEnds) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  TempDir dir;
+  expect_a_stall_named(EndlessJob(dir, "--strategy ps --dedicated-servers"), 2);
+}
+
+// A multi-rank run whose db stays locked through its final write (issue 39): rank 0 spills the
+// whole run to a side file, and the launcher exits 3 as docs/cli.md promises, leaving the
+// streamed part `running` (not marked failed) for the import to replace.
+TEST(DistributedRun, ALockedDbSpillsAndTheLauncherExits3) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not installed (scripts/setup installs openmpi-bin, a dependency)";
+  TempDir dir;
+  const auto db = dir / "k.db", rc = dir / "rc", log = dir / "log";
+  const std::string cmd = std::string(TRAINSCOPE_BIN) +
+                          " run resnet50 --iters 60 --warmup 0 --nproc 2 --threads 1 --eval-batches 0 "
+                          "--flush-interval 0.1 --lock-wait 2 --db " +
+                          db.string();
+  ASSERT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    try {
+      ts::store::Reader r(db);
+      if (!r.runs().empty() && r.iteration_count(r.runs()[0].id, 0) >= 1) break;
+    } catch (const std::exception&) {
+    }
+  }
+  {
+    ts::testing::WriteLock lock(db);  // held through the rest of the run and its final write
+    ASSERT_TRUE(lock.ok());
+    for (int i = 0; i < 1200 && !std::filesystem::exists(rc); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string out = ts::testing::read_file(log);
+  ASSERT_TRUE(std::filesystem::exists(rc)) << out;
+  EXPECT_EQ(std::stoi(ts::testing::read_file(rc)), 3) << out;
+  const size_t import = out.find("trainscope import '");
+  ASSERT_NE(import, std::string::npos) << out;
+  const size_t start = import + std::string("trainscope import '").size();
+  const std::string spill = out.substr(start, out.find('\'', start) - start);
+  ASSERT_TRUE(std::filesystem::exists(spill)) << spill;
+  {
+    ts::store::Reader r(db);
+    EXPECT_EQ(r.runs().at(0).status, ts::store::RunStatus::running) << "the streamed part, not marked failed";
+  }
+  const auto imported = run_trainscope("import " + spill + " --db " + db.string());
+  EXPECT_EQ(imported.exit_code, 0) << imported.out;
+  ts::store::Reader r(db);
+  ASSERT_EQ(r.runs().size(), 1u);
+  EXPECT_EQ(r.runs()[0].status, ts::store::RunStatus::completed);
+  EXPECT_EQ(r.iterations(r.runs()[0].id).size(), 60u);
 }
 
 }  // namespace

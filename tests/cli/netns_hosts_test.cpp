@@ -1,11 +1,15 @@
 // Several hosts on one machine: `trainscope run --hosts tsh1:2,tsh2:2` over network namespaces
 // (scripts/netns-hosts, reached through scripts/netns-rsh) trains resnet50 and transformer
-// (tiny) on 2 hosts x 2 ranks into one db. Needs root and `ip netns`; skipped, saying why,
-// where they cannot be made.
+// (tiny) on 2 hosts x 2 ranks into one db; a host cut off, or behind a link at a crawl, stops
+// the job naming it. Needs root and `ip netns`; skipped, saying why, where they cannot be made.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <thread>
 
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
@@ -32,14 +36,23 @@ class NetnsHosts {
   ts::testing::CommandResult made_;
 };
 
-TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
+// Empty when namespace hosts can be made for a test, else why not.
+std::string why_no_hosts() {
   const auto check = run_command(kScripts + "netns-hosts check");
-  if (check.exit_code == 2) GTEST_SKIP() << "network namespaces cannot be made here: " << check.out;
-  ASSERT_EQ(check.exit_code, 0) << check.out;
+  if (check.exit_code == 2) return "network namespaces cannot be made here: " + check.out;
+  if (check.exit_code != 0) return "netns-hosts check failed: " + check.out;
   if (!run_command(kScripts + "netns-hosts status | grep -q '^tsh'").exit_code) {
-    GTEST_SKIP() << "netns hosts already exist (someone's experiment): not touching them; "
-                    "`scripts/netns-hosts down` frees them for this test";
+    return "netns hosts already exist (someone's experiment): not touching them; `scripts/netns-hosts down` frees "
+           "them for this test";
   }
+  return "";
+}
+
+const std::string kOverHosts = " --mca plm_rsh_agent=" + kScripts +
+                               "netns-rsh --mca oob_tcp_if_include=10.99.0.0/24 --mca btl_tcp_if_include=10.99.0.0/24";
+
+TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
+  if (const std::string why = why_no_hosts(); !why.empty()) GTEST_SKIP() << why;
   NetnsHosts hosts(2);
   ASSERT_EQ(hosts.made().exit_code, 0) << hosts.made().out;
 
@@ -47,10 +60,7 @@ TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
   const auto db = dir / "hosts.db";
   for (const std::string workload : {"resnet50", "transformer"}) {
     const auto res = run_trainscope("run " + workload + " --iters 2 --warmup 1 --eval-batches 0 --threads 1 " +
-                                    "--hosts tsh1:2,tsh2:2 --bucket-mb 0.05 --mca plm_rsh_agent=" + kScripts +
-                                    "netns-rsh --mca oob_tcp_if_include=10.99.0.0/24 "
-                                    "--mca btl_tcp_if_include=10.99.0.0/24 --db " +
-                                    db.string());
+                                    "--hosts tsh1:2,tsh2:2 --bucket-mb 0.05" + kOverHosts + " --db " + db.string());
     ASSERT_EQ(res.exit_code, 0) << res.out;
     EXPECT_NE(res.out.find("slowest rank"), std::string::npos) << res.out;
   }
@@ -68,6 +78,69 @@ TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
     EXPECT_EQ(placement, "tsh1 x2, tsh2 x2") << "the ranks ran on the namespace hosts";
     ts::testing::expect_every_ranks_records(r, run.id, 4, 3);
     ts::testing::expect_breakdown_identities(r, run.id);
+  }
+}
+
+// A host whose link goes down, or is shaped to a crawl (8 kbit/s), while its rank trains
+// (issue 39): the other rank's stall watch names it and its host, the job ends (measured: 25 s
+// from the fault until nothing is left on the host), the run is marked failed with the
+// verdict, and no process is left in the cut-off host's namespace (its rank ends itself; its
+// Open MPI daemon, which mpirun cannot reach, is ended from within the host).
+TEST(NetnsHosts, AHostCutOffOrAtACrawlIsNamedAndNothingIsLeftOnIt) {
+  if (const std::string why = why_no_hosts(); !why.empty()) GTEST_SKIP() << why;
+  NetnsHosts hosts(2);
+  ASSERT_EQ(hosts.made().exit_code, 0) << hosts.made().out;
+  const std::string crawl = " root tbf rate 8kbit burst 1600 latency 60s";
+  const std::vector<std::pair<std::string, std::string>> faults = {
+      {"ip link set tsv2 down", "ip link set tsv2 up"},
+      {"tc qdisc replace dev tsv2" + crawl + " && ip netns exec tsh2 tc qdisc replace dev eth0" + crawl,
+       "tc qdisc del dev tsv2 root; ip netns exec tsh2 tc qdisc del dev eth0 root"},
+  };
+  for (const auto& [fault, repair] : faults) {
+    SCOPED_TRACE(fault);
+    TempDir dir;
+    const auto db = dir / "k.db", log = dir / "log", rc = dir / "rc";
+    const std::string cmd = std::string(TRAINSCOPE_BIN) +
+                            " run resnet50 --iters 1000000 --eval-batches 0 --threads 1 --flush-interval 0.2 "
+                            "--hosts tsh1:1,tsh2:1" +
+                            kOverHosts + " --db " + db.string();
+    ASSERT_EQ(
+        std::system(
+            ("(timeout -s KILL 300 " + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()),
+        0);
+    bool training = false;  // both ranks' iterations in the db
+    for (int i = 0; i < 1200 && !training && !std::filesystem::exists(rc); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      try {
+        ts::store::Reader r(db);
+        const auto runs = r.runs();
+        training = !runs.empty() && r.iteration_count(runs[0].id, 1) >= 2;
+      } catch (const std::exception&) {
+      }
+    }
+    ASSERT_TRUE(training) << ts::testing::read_file(log);
+    const auto faulted = std::chrono::steady_clock::now();
+    ASSERT_EQ(run_command(fault).exit_code, 0);
+    const auto host_empty = [] { return run_command("test -z \"$(ip netns pids tsh2)\"").exit_code == 0; };
+    for (int i = 0; i < 900 && !(std::filesystem::exists(rc) && host_empty()); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - faulted).count();
+    const bool ended = std::filesystem::exists(rc), empty = host_empty();
+    run_command(repair);
+    run_command("ip netns pids tsh2 | xargs -r kill -9");  // whatever a failure left
+    const std::string out = ts::testing::read_file(log);
+    ASSERT_TRUE(ended) << "the job did not end within 90 s of the fault\n" << out;
+    EXPECT_TRUE(empty) << "processes left on the cut-off host";
+    EXPECT_LT(seconds, 40.0) << "the job took " << seconds << " s to end";
+    std::printf("%s: the job ended and the host was empty %.1f s after the fault\n", fault.c_str(), seconds);
+    const size_t verdict = out.find("trainscope: stalled job: ");
+    ASSERT_NE(verdict, std::string::npos) << out;
+    const std::string line = out.substr(verdict, out.find('\n', verdict) - verdict);
+    EXPECT_NE(line.find("rank 1 (tsh2)"), std::string::npos) << line;
+    ts::store::Reader r(db);
+    const auto run = r.runs().at(0);
+    EXPECT_EQ(run.status, ts::store::RunStatus::failed) << out;
+    EXPECT_EQ(run.error.rfind("stalled: ", 0), 0u) << run.error;
   }
 }
 

@@ -20,6 +20,7 @@
 #include "store/liveness.h"
 #include "store/reader.h"
 #include "store/writer.h"
+#include "write_lock.h"
 
 extern char** environ;
 
@@ -248,24 +249,7 @@ TEST(Interrupts, CtrlCStopsEvaluationAndMarksTheRun) {
   EXPECT_TRUE(has_summary);
 }
 
-// Holds the db's write lock from this process (BEGIN IMMEDIATE) until destroyed.
-class WriteLock {
- public:
-  explicit WriteLock(const fs::path& db) {
-    sqlite3_open_v2(db.c_str(), &h_, SQLITE_OPEN_READWRITE, nullptr);
-    sqlite3_busy_timeout(h_, 10000);
-    ok_ = sqlite3_exec(h_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
-  }
-  ~WriteLock() {
-    sqlite3_exec(h_, "ROLLBACK", nullptr, nullptr, nullptr);
-    sqlite3_close(h_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  sqlite3* h_ = nullptr;
-  bool ok_ = false;
-};
+using ts::testing::WriteLock;
 
 TEST(LockContention, ALockedDbSpillsTheRunToASideFileThatImportMerges) {
   TempDir dir;
@@ -306,6 +290,72 @@ TEST(LockContention, ALockedDbSpillsTheRunToASideFileThatImportMerges) {
   EXPECT_EQ(reader.iterations(run.id).size(), 40u);
   EXPECT_GT(reader.event_count(run.id), 0);
   EXPECT_EQ(integrity(db), "ok");
+}
+
+// A db removed (rm results/trainscope.db*) or replaced by another file while a run writes it
+// (issue 39): its flushes went to a file no one can open, so the final write does not follow
+// them there; it spills the whole run to a side file and exits 3.
+TEST(LockContention, ADbRemovedOrReplacedDuringTheRunSpillsItsResults) {
+  for (const bool replace : {false, true}) {
+    SCOPED_TRACE(replace ? "replaced" : "removed");
+    TempDir dir;
+    const fs::path db = dir / "runs.db";
+    Child child({"run", "transformer", "--iters", "30", "--warmup", "0", "--threads", "1", "--eval-batches", "0",
+                 "--flush-interval", "0.05", "--db", db.string()},
+                dir / "log");
+    ASSERT_TRUE(wait_for_rows(db, "SELECT count(*) FROM iterations", 1, 60s)) << read_file(dir / "log");
+    if (replace) {  // another db moved into its place
+      const fs::path other = dir / "other.db";
+      ts::store::Writer(other).begin_run(ts::store::RunInfo{});
+      fs::rename(other, db);
+    } else {
+      for (const char* side : {"", "-wal", "-shm"}) fs::remove(db.string() + side);
+    }
+    const int code = child.wait(120s);
+    const std::string log = read_file(dir / "log");
+    EXPECT_EQ(code, 3) << log;
+    EXPECT_NE(log.find(replace ? "was replaced by another file" : "was removed while this run was written"),
+              std::string::npos)
+        << log;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(log, m, std::regex("trainscope import '([^']+)' --db"))) << log;
+    ts::store::Reader side(m[1].str());
+    ASSERT_EQ(side.runs().size(), 1u);
+    EXPECT_EQ(side.runs().front().status, ts::store::RunStatus::completed);
+    EXPECT_EQ(side.iterations(side.runs().front().id).size(), 30u);
+  }
+}
+
+// A db damaged between runs (bytes overwritten in its middle) is refused before anything is
+// written into it (exit 2, the file untouched), not written into and refused later (issue 39).
+TEST(LockContention, ADamagedDbIsRefusedBeforeARunWritesIntoIt) {
+  TempDir dir;
+  const fs::path db = dir / "runs.db";
+  ASSERT_EQ(
+      run_trainscope("run resnet50 --iters 2 --warmup 0 --threads 1 --eval-batches 0 --db " + db.string()).exit_code,
+      0);
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    sqlite3_exec(h, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+    sqlite3_close(h);
+  }
+  const auto size = fs::file_size(db);
+  ASSERT_GT(size, 64u * 4096);
+  {  // garbage over a page in the middle, as a bad disk or a stray write would leave
+    std::FILE* f = std::fopen(db.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, static_cast<long>((size / 4096 / 2) * 4096), SEEK_SET);
+    const std::string junk(4096, '\xA5');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  ASSERT_NE(integrity(db), "ok");
+  const std::string before = read_file(db);
+  const auto res = run_trainscope("run resnet50 --iters 2 --warmup 0 --threads 1 --eval-batches 0 --db " + db.string());
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+  EXPECT_NE(res.out.find("fails SQLite's quick_check"), std::string::npos) << res.out;
+  EXPECT_EQ(read_file(db), before) << "nothing was written into it";
 }
 
 // The trap: a POSIX lock belongs to the process, and closing ANY descriptor of the file drops

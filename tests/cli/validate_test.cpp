@@ -3,6 +3,7 @@
 // a message giving the allowed range, and no db. A batch in range that the machine cannot hold
 // is the engine's to refuse: the run ends as failed, with the bytes and the tensor, never a signal.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -194,4 +195,41 @@ TEST(CliValidate, RunIdsOutOfRangeOrNotDecimalAreRefused) {
   }
   EXPECT_EQ(run_trainscope("show 1 --layers 3 --db " + db.string()).exit_code, 0);
   EXPECT_EQ(run_trainscope("show +1 --db " + db.string()).exit_code, 0);
+}
+
+// Text that would reach JSON (names, paths, the command line) must be UTF-8, and an input file a
+// regular file of bounded size (issue 39): a Latin-1 db name, a working directory with such a
+// name, a hostfile that is a FIFO (once read for ever) or /dev/zero (once read until memory ran
+// out) are refused with exit 2 at once, nothing written.
+TEST(CliValidate, TextThatIsNotUtf8AndInputsThatAreNotFilesAreRefused) {
+  TempDir dir;
+  const std::string latin1 = (dir / "caf\xE9.db").string();
+  auto res = run_trainscope("run resnet50 --iters 1 --warmup 0 --eval-batches 0 --db '" + latin1 + "'");
+  EXPECT_EQ(res.exit_code, 2) << res.out;
+  EXPECT_NE(res.out.find("is not valid UTF-8"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("caf\\xE9.db"), std::string::npos) << "the bytes shown, escaped: " << res.out;
+  EXPECT_FALSE(std::filesystem::exists(latin1));
+
+  const auto odd_dir = dir / "d\xFF";
+  std::filesystem::create_directories(odd_dir);
+  const auto in_odd = run_command("cd '" + odd_dir.string() + "' && " + std::string(TRAINSCOPE_BIN) +
+                                  " run resnet50 --iters 1 --warmup 0 --eval-batches 0 --db r.db");
+  EXPECT_EQ(in_odd.exit_code, 2) << in_odd.out;
+  EXPECT_NE(in_odd.out.find("the db path"), std::string::npos) << in_odd.out;
+  EXPECT_FALSE(std::filesystem::exists(odd_dir / "r.db"));
+
+  const auto fifo = dir / "hosts.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [hostfile, says] : std::vector<std::pair<std::string, std::string>>{
+           {fifo.string(), "is a FIFO (named pipe), not a file"}, {"/dev/zero", "is a character device, not a file"}}) {
+    res = run_trainscope("run resnet50 --iters 1 --eval-batches 0 --hostfile " + hostfile + " --db " +
+                         (dir / "h.db").string());
+    EXPECT_EQ(res.exit_code, 2) << hostfile << "\n" << res.out;
+    EXPECT_NE(res.out.find(says), std::string::npos) << res.out;
+  }
+  const auto suite = run_trainscope("suite " + fifo.string() + " --db " + (dir / "s.db").string());
+  EXPECT_EQ(suite.exit_code, 2) << suite.out;
+  EXPECT_NE(suite.out.find("is a FIFO"), std::string::npos) << suite.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "h.db"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.db"));
 }

@@ -55,6 +55,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.db, b.db);
   EXPECT_EQ(a.flush_interval, b.flush_interval);
   EXPECT_EQ(a.lock_wait, b.lock_wait);
+  EXPECT_EQ(a.stall_timeout, b.stall_timeout);
   EXPECT_EQ(a.command_line, b.command_line);
   EXPECT_EQ(a.suite.name, b.suite.name);
   EXPECT_EQ(a.suite.entry, b.suite.entry);
@@ -103,6 +104,7 @@ RunConfig all_reduce_config() {
   c.db = "/tmp/runs/x.db";
   c.flush_interval = std::chrono::milliseconds(290);
   c.lock_wait = std::chrono::milliseconds(12500);
+  c.stall_timeout = std::chrono::milliseconds(45000);
   c.command_line = "trainscope run seq2seq 'with quotes' and $dollars";
   c.suite = {"nightly", 3, 2};
   c.nproc = 4;
@@ -181,6 +183,8 @@ const std::vector<std::string> kCommonFlags = {"seq2seq",
                                                "0.29",
                                                "--lock-wait",
                                                "12.5",
+                                               "--stall-timeout",
+                                               "45",
                                                "--nproc",
                                                "4",
                                                "--hosts",
@@ -226,6 +230,7 @@ RunConfig as_from_suite(RunConfig c) {
   c.db = "suite.db";
   c.flush_interval = defaults.flush_interval;
   c.lock_wait = defaults.lock_wait;
+  c.stall_timeout = defaults.stall_timeout;
   c.command_line = "suite nightly.toml #1";
   c.suite = {"nightly", 1, 1};
   c.seed = 9223372036854775807ull;
@@ -238,7 +243,7 @@ RunConfig as_from_suite(RunConfig c) {
 // options: the command line, the suite tag, ps.priority derived from --priority), compared in
 // expect_same and set in the configurations above; then update the count.
 TEST(RunOptions, EveryFieldIsCounted) {
-  EXPECT_EQ(field_count<RunConfig>(), 28u);
+  EXPECT_EQ(field_count<RunConfig>(), 29u);
   EXPECT_EQ(field_count<distributed::DataParallelOptions>(), 6u);
   EXPECT_EQ(field_count<distributed::ps::PsOptions>(), 7u);
   EXPECT_EQ(field_count<RunConfig::SuiteTag>(), 3u);

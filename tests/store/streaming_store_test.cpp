@@ -157,8 +157,13 @@ TEST(StoreLiveness, DecidedByTheWritersIdentityAndHeartbeat) {
   run.pid = here.pid;
   run.pid_start = here.pid_start;
   run.heartbeat_interval_ms = 2000;
-  run.heartbeat_ms = now - 3'600'000;  // an hour old: on this host the pid decides, not the age
+  run.heartbeat_ms = now - 3'000;
   EXPECT_EQ(liveness(run, here, now).state, Liveness::live);
+  RunRow silent = run;  // an hour old: the process is there, but stopped or hung (issue 39)
+  silent.heartbeat_ms = now - 3'600'000;
+  EXPECT_EQ(liveness(silent, here, now).state, Liveness::stalled);
+  EXPECT_NE(liveness(silent, here, now).why.find("has not written for 3600 s"), std::string::npos)
+      << liveness(silent, here, now).why;
 
   RunRow reused = run;  // the same pid, another process (started at another time)
   reused.pid_start = here.pid_start + 1;
@@ -188,6 +193,20 @@ TEST(StoreLiveness, DecidedByTheWritersIdentityAndHeartbeat) {
   remote.heartbeat_ms = now - 140'000;
   EXPECT_EQ(liveness(remote, here, now).state, Liveness::live);
 
+  // A heartbeat from a host whose clock is ahead of this one's (issue 39): its age cannot be told
+  // from it; the db file's last write, by this host's clock, decides, and the skew is said.
+  RunRow ahead = remote;
+  ahead.heartbeat_interval_ms = 2000;
+  ahead.heartbeat_ms = now + 600'000;
+  ahead.db_written_ms = now - 2'000;
+  EXPECT_EQ(liveness(ahead, here, now).state, Liveness::live);
+  EXPECT_NE(liveness(ahead, here, now).why.find("clock is at least 600 s ahead"), std::string::npos)
+      << liveness(ahead, here, now).why;
+  ahead.db_written_ms = now - 120'000;  // dead for two minutes, its heartbeat still "in the future"
+  EXPECT_EQ(liveness(ahead, here, now).state, Liveness::lost) << liveness(ahead, here, now).why;
+  ahead.db_written_ms = 0;
+  EXPECT_EQ(liveness(ahead, here, now).state, Liveness::unknown);
+
   RunRow old = run;  // before schema v3: no writer identity
   old.pid = 0;
   EXPECT_EQ(liveness(old, here, now).state, Liveness::unknown);
@@ -195,6 +214,34 @@ TEST(StoreLiveness, DecidedByTheWritersIdentityAndHeartbeat) {
   RunRow done = run;
   done.status = RunStatus::completed;
   EXPECT_EQ(liveness(done, here, now).state, Liveness::finished);
+}
+
+// A run whose heartbeat goes on but whose iterations stopped (issue 39) is stalled, on this host
+// and on another (both times on the writer's clock: no skew enters).
+TEST(StoreLiveness, AHeartbeatWithoutProgressIsStalled) {
+  const ProcessIdentity here = current_process();
+  const int64_t now = 1'800'000'000'000;
+  RunRow run;
+  run.status = RunStatus::running;
+  run.host = here.host;
+  run.boot_id = here.boot_id;
+  run.pid = here.pid;
+  run.pid_start = here.pid_start;
+  run.heartbeat_interval_ms = 2000;
+  run.heartbeat_ms = now - 1'000;
+  run.stall_after_ms = 300'000;
+  run.progress_ms = run.heartbeat_ms - 200'000;
+  EXPECT_EQ(liveness(run, here, now).state, Liveness::live);
+  run.progress_ms = run.heartbeat_ms - 400'000;
+  EXPECT_EQ(liveness(run, here, now).state, Liveness::stalled);
+  EXPECT_NE(liveness(run, here, now).why.find("no new iteration for 400 s"), std::string::npos)
+      << liveness(run, here, now).why;
+  EXPECT_EQ(status_label(run, liveness(run, here, now)), "stalled");
+  RunRow remote = run;
+  remote.host = here.host + "-elsewhere";
+  EXPECT_EQ(liveness(remote, here, now).state, Liveness::stalled);
+  remote.progress_ms = 0;  // before schema v9: nothing to tell
+  EXPECT_EQ(liveness(remote, here, now).state, Liveness::live);
 }
 
 // A version-2 file: migrated to v3 keeping its runs, which read as written without heartbeats.
@@ -232,6 +279,7 @@ TEST(StoreImport, CopiesARunWholeAndReplacesItsStreamedPart) {
     w.begin_run(info);  // an unrelated run first
     RunInfo other = info;
     other.started_at = "2026-11-24T00:00:05Z";
+    other.uuid = new_run_uuid();  // as RunRecord gives it: its spill keeps it
     streamed = w.begin_run(other);
     w.flush(streamed, some_rows(0, 2));  // what was streamed before the db locked
     Writer side(side_db);
@@ -257,6 +305,94 @@ TEST(StoreImport, CopiesARunWholeAndReplacesItsStreamedPart) {
   const int64_t copy = copy_run(side, side.runs().front().id, target);
   EXPECT_EQ(copy, 3);
   EXPECT_EQ(Reader(main_db).iterations(copy).size(), 6u);
+}
+
+// Import's identity (issue 39): a run is its uuid. Two runs one process starts in the same
+// second (a suite's) are two runs, not one.
+TEST(StoreImport, RunsStartedInTheSameSecondByOneProcessStayApart) {
+  Dir dir;
+  const fs::path from_db = dir.path / "from.db", to_db = dir.path / "to.db";
+  {
+    Writer w(from_db);
+    const RunInfo info = info_of_this_process();  // the same writer, the same started_at
+    for (int i = 0; i < 2; ++i) {
+      const int64_t run = w.begin_run(info);
+      w.flush(run, some_rows(0, 2 + i));
+      w.finish_run(run, RunStatus::completed, "2026-11-24T00:01:00Z", "");
+    }
+    Writer(to_db).begin_run(info_of_this_process());  // and a third, in the target already
+  }
+  Reader from(from_db);
+  const auto runs = from.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_NE(runs[0].uuid, runs[1].uuid);
+  EXPECT_EQ(runs[0].uuid.size(), 36u);
+  Writer target(to_db);
+  Reader existing(to_db);
+  for (const auto& run : runs) {
+    EXPECT_FALSE(find_same_run(existing, run).has_value()) << "run " << run.id;
+    copy_run(from, run.id, target);
+  }
+  Reader r(to_db);
+  ASSERT_EQ(r.runs().size(), 3u);
+  EXPECT_EQ(r.runs()[1].uuid, runs[0].uuid) << "the copy keeps its identity";
+  EXPECT_EQ(r.iterations(r.runs()[2].id).size(), 3u);
+}
+
+// An older copy of a db (a run's partial snapshot while it ran) never replaces the completed
+// run; the completed one replaces the partial; the same copy twice is there once.
+TEST(StoreImport, NeverReplacesARunWithALessCompleteCopy) {
+  Dir dir;
+  const fs::path partial_db = dir.path / "partial.db", whole_db = dir.path / "whole.db";
+  RunInfo info = info_of_this_process();
+  info.uuid = new_run_uuid();
+  {
+    Writer partial(partial_db), whole(whole_db);
+    const int64_t p = partial.begin_run(info);
+    partial.flush(p, some_rows(0, 2));
+    const int64_t w = whole.begin_run(info);
+    whole.flush(w, some_rows(0, 6));
+    whole.add_metrics(w, std::vector<MetricRow>{{"throughput_median", 42, "samples/s", -1}});
+    whole.finish_run(w, RunStatus::completed, "2026-11-24T00:02:00Z", "");
+  }
+  Reader partial(partial_db), whole(whole_db);
+  const RunRow p = partial.runs().front(), w = whole.runs().front();
+  ASSERT_EQ(find_same_run(whole, p), w.id);
+  const CopyChoice older = choose_copy(whole, w, partial, p);
+  EXPECT_FALSE(older.replace);
+  EXPECT_NE(older.why.find("kept the db's more complete copy (completed, 6 iterations"), std::string::npos)
+      << older.why;
+  const CopyChoice newer = choose_copy(partial, p, whole, w);
+  EXPECT_TRUE(newer.replace) << newer.why;
+  EXPECT_NE(newer.why.find("running, 2 iterations"), std::string::npos) << newer.why;
+  EXPECT_FALSE(choose_copy(whole, w, whole, w).replace);
+  EXPECT_EQ(choose_copy(whole, w, whole, w).why, "already there");
+  // A copy that only got further (more iterations, still running) replaces the one behind it.
+  {
+    Writer more(dir.path / "more.db");
+    more.flush(more.begin_run(info), some_rows(0, 4));
+  }
+  Reader more(dir.path / "more.db");
+  EXPECT_TRUE(choose_copy(partial, p, more, more.runs().front()).replace);
+}
+
+// Runs written before schema v9 have no uuid: they are matched by their writer and start time.
+TEST(StoreImport, RunsWithoutAUuidAreMatchedByTheirWriter) {
+  Dir dir;
+  const fs::path db = dir.path / "old.db";
+  {
+    Writer w(db);
+    w.begin_run(info_of_this_process());
+  }
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "UPDATE runs SET uuid = ''", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+  Reader r(db);
+  RunRow run = r.runs().front();
+  EXPECT_EQ(find_same_run(r, run), run.id);
+  run.started_at = "2026-11-24T09:09:09Z";
+  EXPECT_FALSE(find_same_run(r, run).has_value());
 }
 
 }  // namespace
