@@ -594,6 +594,7 @@ Section failures_section(const std::vector<RunDigest>& runs) {
     if (r.finished_ok()) continue;
     std::string why = r.run.error;
     if (why.empty() && r.status == "lost") why = "its writer is gone (killed or crashed); it keeps what it streamed";
+    if (why.empty() && r.status == "stalled") why = "its writer is there but the run does not advance (stopped, hung)";
     if (why.empty() && r.status.starts_with("running")) why = "still being written";
     t.rows.push_back({std::to_string(r.run.id), r.key.label(), r.status, std::to_string(r.iteration_ms.size()), why});
     t.row_class.push_back("failed");

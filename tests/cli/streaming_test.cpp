@@ -358,6 +358,49 @@ TEST(LockContention, ADamagedDbIsRefusedBeforeARunWritesIntoIt) {
   EXPECT_EQ(read_file(db), before) << "nothing was written into it";
 }
 
+// `import` by the run's identity (issue 39): an older copy of a db (the run's partial snapshot
+// while it ran) is not imported over the finished run, exit 0 with what it kept and why; the
+// finished run replaces a partial copy; the same db imported twice adds nothing.
+TEST(LockContention, ImportNeverReplacesARunWithAnOlderCopyOfIt) {
+  TempDir dir;
+  const fs::path db = dir / "runs.db", old = dir / "old.db", other = dir / "other.db";
+  ASSERT_EQ(run_trainscope("run transformer --iters 6 --warmup 0 --threads 1 --eval-batches 0 --db " + db.string())
+                .exit_code,
+            0);
+  fs::copy_file(db, old);  // with its -wal: the run as it was, then cut back to a snapshot
+  if (fs::exists(db.string() + "-wal")) fs::copy_file(db.string() + "-wal", old.string() + "-wal");
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(old.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h,
+                           "UPDATE runs SET status = 'running', ended_at = ''; DELETE FROM iterations WHERE idx >= 2; "
+                           "DELETE FROM metrics",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(h);
+  }
+  auto res = run_trainscope("import " + old.string() + " --db " + db.string());
+  EXPECT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("not imported (kept the db's more complete copy (completed, 6 iterations"), std::string::npos)
+      << res.out;
+  {
+    ts::store::Reader r(db);
+    ASSERT_EQ(r.runs().size(), 1u);
+    EXPECT_EQ(r.runs()[0].status, ts::store::RunStatus::completed);
+    EXPECT_EQ(r.iterations(r.runs()[0].id).size(), 6u);
+  }
+  res = run_trainscope("import " + db.string() + " --db " + old.string());
+  EXPECT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("replacing its streamed part"), std::string::npos) << res.out;
+  EXPECT_EQ(ts::store::Reader(old).runs().at(0).status, ts::store::RunStatus::completed);
+  res = run_trainscope("import " + db.string() + " --db " + other.string());
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  res = run_trainscope("import " + db.string() + " --db " + other.string());
+  EXPECT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("not imported (already there)"), std::string::npos) << res.out;
+  EXPECT_EQ(ts::store::Reader(other).runs().size(), 1u);
+}
+
 // The trap: a POSIX lock belongs to the process, and closing ANY descriptor of the file drops
 // them all. Opening a Reader (which checks the file's header) while a Writer of this process
 // is open must not drop the Writer's locks: another process's close would then take the db for

@@ -61,12 +61,14 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ForegroundRole && index.column() == kStatus) {
     if (e.status == "lost" || e.status == "failed") return QBrush(QColor(0xb0, 0x1e, 0x1e));
-    if (e.status == "interrupted") return QBrush(QColor(0x9a, 0x67, 0x00));
+    if (e.status == "interrupted" || e.status == "stalled") return QBrush(QColor(0x9a, 0x67, 0x00));
   }
   if (role == Qt::ToolTipRole) {
     if (index.column() == kDb) return e.db;
     if (index.column() == kStatus && e.status == "lost")
       return QStringLiteral("its writer is gone: the run ended without a word; it keeps what it flushed");
+    if (index.column() == kStatus && e.status == "stalled")
+      return QStringLiteral("its writer is there, but the run has not advanced for longer than it allows (stopped, hung)");
     if (index.column() == kStatus && !r.error.empty()) return QString::fromStdString(r.error);
   }
   if (role == Qt::TextAlignmentRole) {
