@@ -1,5 +1,6 @@
 #include "distributed/stall_watch.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "distributed/mpi_check.h"
@@ -391,19 +393,35 @@ pid_t launch_daemon() {
   return read && (comm.starts_with("orted") || comm.starts_with("prted")) ? parent : 0;
 }
 
+// Whether /proc/PID/comm (at `comm_path`) still names Open MPI's daemon: the pid was not reused.
+// Async-signal-safe (it runs after fork in a threaded process).
+bool still_launch_daemon(const char* comm_path) {
+  const int fd = ::open(comm_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char name[8] = {};
+  const ssize_t n = ::read(fd, name, sizeof name);
+  ::close(fd);
+  return n >= 5 && (std::memcmp(name, "orted", 5) == 0 || std::memcmp(name, "prted", 5) == 0);
+}
+
 // A rank that nobody answers may be the one cut off (its host's link down): then mpirun cannot
 // reach its daemon either, which would stay on this host for ever. A detached process ends the
 // daemon if it is still there once mpirun has had time to end it (where mpirun can reach it, it
 // has). After fork in a threaded process: only async-signal-safe calls.
 void end_launch_daemon_later() {
   const pid_t daemon = launch_daemon();
-  if (daemon <= 1 || ::fork() != 0) return;
+  if (daemon <= 1) return;
+  const std::string comm_path = fmt::format("/proc/{}/comm", daemon);
+  if (::fork() != 0) return;
   ::setsid();  // out of the rank's process group, which the daemon may kill
+  // Nothing of the rank's held open: its output pipes (the daemon counts a rank ended once they
+  // close), its sockets, its files.
+  for (int fd = 0; fd < 1024; ++fd) ::close(fd);
   const timespec wait{kDaemonGraceSeconds, 0}, term_grace{2, 0};
   ::nanosleep(&wait, nullptr);
-  if (::kill(daemon, SIGTERM) == 0) {
+  if (still_launch_daemon(comm_path.c_str()) && ::kill(daemon, SIGTERM) == 0) {
     ::nanosleep(&term_grace, nullptr);
-    ::kill(daemon, SIGKILL);
+    if (still_launch_daemon(comm_path.c_str())) ::kill(daemon, SIGKILL);
   }
   ::_exit(0);
 }

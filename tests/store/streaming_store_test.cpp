@@ -145,11 +145,8 @@ TEST(StoreStreaming, TheStreamedMemoryTimelineIsReplacedByTheWholeRuns) {
   EXPECT_EQ(points[1].category, "activations");
 }
 
-TEST(StoreLiveness, DecidedByTheWritersIdentityAndHeartbeat) {
-  const ProcessIdentity here = current_process();
-  ASSERT_GT(here.pid_start, 0);
-  ASSERT_FALSE(here.boot_id.empty());
-  const int64_t now = 1'800'000'000'000;
+// A running run written by `here` (this process), flushing every 2 s, last at `heartbeat_ms`.
+RunRow running_here(const ProcessIdentity& here, int64_t heartbeat_ms) {
   RunRow run;
   run.status = RunStatus::running;
   run.host = here.host;
@@ -157,7 +154,16 @@ TEST(StoreLiveness, DecidedByTheWritersIdentityAndHeartbeat) {
   run.pid = here.pid;
   run.pid_start = here.pid_start;
   run.heartbeat_interval_ms = 2000;
-  run.heartbeat_ms = now - 3'000;
+  run.heartbeat_ms = heartbeat_ms;
+  return run;
+}
+
+TEST(StoreLiveness, DecidedByTheWritersIdentityAndHeartbeat) {
+  const ProcessIdentity here = current_process();
+  ASSERT_GT(here.pid_start, 0);
+  ASSERT_FALSE(here.boot_id.empty());
+  const int64_t now = 1'800'000'000'000;
+  const RunRow run = running_here(here, now - 3'000);
   EXPECT_EQ(liveness(run, here, now).state, Liveness::live);
   RunRow silent = run;  // an hour old: the process is there, but stopped or hung (issue 39)
   silent.heartbeat_ms = now - 3'600'000;
@@ -221,14 +227,7 @@ TEST(StoreLiveness, DecidedByTheWritersIdentityAndHeartbeat) {
 TEST(StoreLiveness, AHeartbeatWithoutProgressIsStalled) {
   const ProcessIdentity here = current_process();
   const int64_t now = 1'800'000'000'000;
-  RunRow run;
-  run.status = RunStatus::running;
-  run.host = here.host;
-  run.boot_id = here.boot_id;
-  run.pid = here.pid;
-  run.pid_start = here.pid_start;
-  run.heartbeat_interval_ms = 2000;
-  run.heartbeat_ms = now - 1'000;
+  RunRow run = running_here(here, now - 1'000);
   run.stall_after_ms = 300'000;
   run.progress_ms = run.heartbeat_ms - 200'000;
   EXPECT_EQ(liveness(run, here, now).state, Liveness::live);
