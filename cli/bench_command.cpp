@@ -18,6 +18,7 @@
 #include "distributed/mpi_runtime.h"
 #include "distributed/nccl_rank.h"
 #include "distributed/rank_hosts.h"
+#include "distributed/stall_watch.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "reports/number_format.h"
@@ -229,7 +230,11 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
   const distributed::World& world = mpi.world();
   std::optional<BenchRecord> record;
   try {
+    // A rank that stops answering (stopped, cut off) ends the job, named (distributed/stall_watch.h).
+    std::optional<distributed::StallWatch> watch;
+    if (world.size > 1) watch.emplace(MPI_COMM_WORLD, distributed::StallOptions{.silence_only = true});
     distributed::MpiCommunicator host(MPI_COMM_WORLD);
+    host.set_channel("benchmark");
     const std::vector<std::string> hosts = distributed::gather_host_names(host);
     if (world.rank == 0) record.emplace(c, v, world, hosts);
     std::unique_ptr<distributed::Communicator> nccl;
@@ -237,6 +242,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     if (c.backend == "nccl") {
       distributed::NcclRank rank = distributed::nccl_rank(MPI_COMM_WORLD, world.local_rank, world.local_size);
       nccl = std::move(rank.communicator);
+      nccl->set_channel("benchmark nccl");
       memory = std::move(rank.memory);
     }
     distributed::Communicator& measured = nccl ? *nccl : static_cast<distributed::Communicator&>(host);
@@ -259,6 +265,9 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
             std::fflush(stdout);
           }
         });
+    // Every rank ends together: one that stops meanwhile is found, not waited for in MPI_Finalize.
+    distributed::StallWatch::set_phase(distributed::RunPhase::ending);
+    host.barrier("end of benchmark");
     if (!record) return kExitOk;
     store::RunStatus status = finished ? store::RunStatus::completed : store::RunStatus::interrupted;
     std::string error;

@@ -183,10 +183,12 @@ RankState StallWatch::state() const {
 }
 
 int64_t StallWatch::probe_interval_ms(RunPhase phase) const {
-  return std::clamp<int64_t>(deadline_ms(phase) / 4, 1000, 5000);
+  const int64_t deadline = deadline_ms(phase);
+  return deadline > 0 ? std::clamp<int64_t>(deadline / 4, 1000, 5000) : 5000;
 }
 
 int64_t StallWatch::deadline_ms(RunPhase phase) const {
+  if (options_.silence_only) return 0;
   if (options_.deadline.count() > 0) return options_.deadline.count();
   const int64_t measured = kIterationFactor * longest_iteration_ms_.load();
   const bool before_first = longest_iteration_ms_.load() == 0 || phase == RunPhase::starting;
@@ -370,10 +372,9 @@ void StallWatch::conclude_probe() {
   if (!v.stop && !lower_waits && call.waited_ms >= next_notice_at_ms_) {
     // Progress on a long wait, from one rank: whom it waits for and when it gives up.
     next_notice_at_ms_ = call.waited_ms + kNoticeEveryMs;
-    fmt::print(stderr,
-               "trainscope: {}; still waiting (it stops the job if a rank stops answering, or after {} "
-               "for one that is starting or training)\n",
-               v.line, seconds_text(deadline_ms(phase)));
+    const int64_t deadline = deadline_ms(phase);
+    fmt::print(stderr, "trainscope: {}; still waiting (it stops the job if a rank stops answering{})\n", v.line,
+               deadline > 0 ? ", or after " + seconds_text(deadline) + " for one that is starting or training" : "");
     std::fflush(stderr);
   }
 }

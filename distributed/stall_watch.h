@@ -37,6 +37,9 @@ struct StallOptions {
   // How long a rank that answers but does not arrive may keep the others waiting; 0: from what
   // the run measured (StallWatch::deadline_ms).
   std::chrono::milliseconds deadline{0};
+  // No deadline at all for ranks that answer: only a silent rank stops the job (the collectives
+  // benchmark, whose largest calls on a slow link rightly take minutes).
+  bool silence_only = false;
   // Called on the rank that stops the job, with the verdict's line, before it does (rank 0
   // marks its run failed with it).
   std::function<void(const std::string&)> on_stop;
@@ -76,7 +79,7 @@ class StallWatch {
   // How long a rank that answers may keep this one waiting, in `phase`: --stall-timeout, or
   // ten times the longest iteration this rank has seen, at least 20 s (120 s before the first).
   int64_t deadline_ms(RunPhase phase) const;
-  // How often a wait asks the others: a quarter of the deadline, 1 to 5 s.
+  // How often a wait asks the others: a quarter of the deadline, 1 to 5 s (5 s without one).
   int64_t probe_interval_ms(RunPhase phase) const;
 
  private:

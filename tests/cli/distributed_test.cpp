@@ -17,12 +17,15 @@
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/distributed_checks.h"
+#include "tests/cli/job_processes.h"
 #include "tests/cli/write_lock.h"
 
 namespace {
 
 using ts::testing::expect_breakdown_identities;
 using ts::testing::expect_every_ranks_records;
+using ts::testing::find_pid;
+using ts::testing::processes_naming;
 using ts::testing::run_trainscope;
 using ts::testing::TempDir;
 
@@ -154,23 +157,6 @@ TEST(DistributedRun, BadDistributedInputIsRefusedWithNothingWritten) {
   EXPECT_FALSE(std::filesystem::exists(db));
 }
 
-// The pid of the rank `rank` of the run writing `db` (its environment says which rank it is),
-// or with rank -1 of the launcher that started the ranks.
-int find_pid(const std::filesystem::path& db, int rank) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmd(e.path() / "cmdline"), env(e.path() / "environ");
-    std::string c((std::istreambuf_iterator<char>(cmd)), {}), v((std::istreambuf_iterator<char>(env)), {});
-    const std::string program = c.substr(0, c.find('\0'));  // not mpirun, nor the shell that started the job
-    if (c.find(db.string()) == std::string::npos || !program.ends_with("trainscope")) continue;
-    const bool is_rank = v.find("OMPI_COMM_WORLD_RANK=") != std::string::npos;
-    if (rank < 0 ? !is_rank : v.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
-      return std::stoi(name);
-  }
-  return -1;
-}
-
 // A two-worker run that would train for hours (`args`: how it is distributed), started in the
 // background: its exit status goes to `rc` once it ends. Returns when both workers' iterations
 // reach the db.
@@ -280,22 +266,6 @@ TEST(DistributedRun, StoppingTheLauncherStopsEveryRankAfterItsStepAndKeepsTheRun
   std::set<int64_t> ranks;
   for (const auto& b : r.rank_breakdown(run.id)) ranks.insert(b.rank);
   EXPECT_EQ(ranks, (std::set<int64_t>{0, 1})) << "every rank's breakdown is stored";
-}
-
-// Every process whose command line names `db` (mpirun, the launcher, the ranks), sent `signal`
-// where it is not 0.
-int processes_naming(const std::filesystem::path& db, int signal = 0) {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmd(e.path() / "cmdline");
-    const std::string c((std::istreambuf_iterator<char>(cmd)), {});
-    if (c.find(db.string()) == std::string::npos) continue;
-    ++n;
-    if (signal != 0) ::kill(std::stoi(name), signal);
-  }
-  return n;
 }
 
 // The job follows its launcher (issue 39): a launcher killed by SIGKILL (`timeout -s KILL`, a CI
