@@ -393,9 +393,6 @@ void validate(const RunConfig& c) {
                        c.device + ")");
     }
   }
-  if (several_ranks && c.strategy == Strategy::allreduce && device.type != engine::DeviceType::cpu) {
-    throw UsageError("data parallelism runs on the CPU for now (--device cpu); GPU ranks over NCCL are not built yet");
-  }
   if (c.eval_every > 0 && c.eval_batches == 0)
     throw UsageError("--eval-every needs held-out batches: --eval-batches 1 or more");
   if (c.quality_target) {

@@ -15,6 +15,7 @@
 
 #include "distributed/error.h"
 #include "engine/context.h"
+#include "engine/device_memory.h"
 #include "engine/nn/module.h"
 #include "profiler/tracer.h"
 
@@ -29,6 +30,23 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 
 int64_t mib_to_floats(double mib) { return std::max<int64_t>(1, static_cast<int64_t>(mib * kMiB / sizeof(float))); }
+
+// The host-staged path (GPU gradients through host buckets and MPI): a tensor's floats
+// [offset, offset + count) to and from host memory. On a GPU the copy to the host runs on the
+// device's stream and waits for the work queued before it (the kernels that made a gradient
+// final were, when its hook fired); the copy back is queued before anything the training thread
+// queues after the bucket is done (the optimizer, the next forward). On the CPU: memcpy.
+void copy_out(const engine::Tensor& t, int64_t offset, int64_t count, float* host) {
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  if (t.device().is_cpu()) std::memcpy(host, t.data() + offset, bytes);
+  else engine::memory_for(t.device()).copy_to_host(host, t.data() + offset, bytes);
+}
+
+void copy_in(const engine::Tensor& t, int64_t offset, int64_t count, const float* host) {
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  if (t.device().is_cpu()) std::memcpy(t.data() + offset, host, bytes);
+  else engine::memory_for(t.device()).copy_from_host(t.data() + offset, host, bytes);
+}
 
 }  // namespace
 
@@ -69,6 +87,7 @@ struct DataParallel::State {
   };
 
   std::vector<Group> groups;
+  std::optional<engine::Device> device;  // the model's: the CPU, or the GPU whose gradients go through the host
   mutable std::mutex mutex;
   std::condition_variable cv;
   int active = -1;        // the armed group
@@ -119,9 +138,12 @@ DataParallel::DataParallel(Communicator& data, Communicator& control, std::vecto
   for (auto& params : groups) {
     State::Group g;
     for (auto& p : params) {
-      if (!p.defined() || p.device().type != engine::DeviceType::cpu) {
-        throw DistError("data parallelism averages CPU tensors only; parameter '" + p.name() +
-                        "' is not one (GPU data parallelism over NCCL is not built yet)");
+      if (!p.defined()) throw DistError("data parallelism got a parameter without storage");
+      // One device for the whole model: the CPU, or one GPU whose gradients go through the host.
+      if (!st.device) st.device = p.device();
+      if (p.device() != *st.device || (!p.device().is_cpu() && p.device().type != engine::DeviceType::cuda)) {
+        throw DistError("data parallelism averages a model on one device (the CPU or one GPU); parameter '" + p.name() +
+                        "' is on " + p.device().str() + ", the first on " + st.device->str());
       }
       if (g.slot_of.count(p.impl())) continue;  // listed twice in one group: once is enough
       g.slot_of[p.impl()] = static_cast<int>(g.slots.size());
@@ -220,11 +242,22 @@ DataParallel::~DataParallel() {
 }
 
 void DataParallel::broadcast_parameters() {
+  std::vector<float> staged;  // a GPU parameter goes through the host (MPI takes host memory)
   for (auto& g : state_->groups) {
-    for (auto& s : g.slots)
-      comm_.broadcast(s.param.data(), static_cast<size_t>(s.count), DataType::f32, 0, "parameters");
+    for (auto& s : g.slots) {
+      if (s.param.device().is_cpu()) {
+        comm_.broadcast(s.param.data(), static_cast<size_t>(s.count), DataType::f32, 0, "parameters");
+        continue;
+      }
+      staged.resize(static_cast<size_t>(s.count));
+      copy_out(s.param, 0, s.count, staged.data());
+      comm_.broadcast(staged.data(), staged.size(), DataType::f32, 0, "parameters");
+      copy_in(s.param, 0, s.count, staged.data());
+    }
   }
 }
+
+bool DataParallel::staged_through_host() const { return state_->device && !state_->device->is_cpu(); }
 
 void DataParallel::begin_backward(int group) {
   State& st = *state_;
@@ -348,6 +381,10 @@ std::string DataParallel::take_split_step(engine::optim::SplitStep step) {
   if (!options_.priority)
     return "cross-barrier goes with --priority (the schedule that averages the front layers first)";
   if (!options_.cross_barrier) return "cross-barrier is turned off (--no-cross-barrier)";
+  if (staged_through_host()) {
+    return "the gradients of a GPU model go through the host, and the step after backward applies them (cross-barrier "
+           "updates from the communication thread run on the CPU only)";
+  }
   if (st.groups.size() != 1) return "the workload's iteration has several gradient groups, each with its own step";
   if (!step.begin || !step.update) throw DistError("a split optimizer step without its begin or update");
   std::lock_guard lock(st.mutex);
@@ -483,21 +520,18 @@ void DataParallel::run_communication_thread() {
   // Copies the bucket's gradients in, averages them across ranks, copies the means back.
   const auto reduce = [&](State::Group& g, int gi, int b) {
     State::Bucket& bucket = g.buckets[static_cast<size_t>(b)];
-    float* buf = bucket.buffer.data();
+    float* buf = bucket.buffer.data();  // host memory, on every device
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
-      if (grad.defined())
-        std::memcpy(buf + u.bucket_offset, grad.data() + u.offset, static_cast<size_t>(u.count) * sizeof(float));
+      if (grad.defined()) copy_out(grad, u.offset, u.count, buf + u.bucket_offset);
       else std::memset(buf + u.bucket_offset, 0, static_cast<size_t>(u.count) * sizeof(float));
     }
     comm_.all_reduce(buf, static_cast<size_t>(bucket.count), DataType::f32, ReduceOp::sum,
                      "bucket " + std::to_string(gi) + "." + std::to_string(b));
+    for (int64_t i = 0; i < bucket.count; ++i) buf[i] *= scale;  // the mean, then back into each gradient
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
-      if (!grad.defined()) continue;
-      float* dst = grad.data() + u.offset;
-      const float* src = buf + u.bucket_offset;
-      for (int64_t i = 0; i < u.count; ++i) dst[i] = src[i] * scale;
+      if (grad.defined()) copy_in(grad, u.offset, u.count, buf + u.bucket_offset);
     }
   };
   // Cross-barrier: a parameter whose buckets are all averaged may be updated (by the training

@@ -61,8 +61,10 @@ class DataParallel final : public engine::nn::ParameterGate, public engine::opti
   // `data` averages the gradients (on the communication thread); `control` carries what the
   // training thread asks while that thread may be busy (the model check, any_rank, the bucket
   // order): two communicators, so that their calls never interleave on one. Checks with the
-  // other ranks that every rank built the same groups (DistError if not). CPU tensors only for
-  // now (DistError for others).
+  // other ranks that every rank built the same groups (DistError if not). The model lives on one
+  // device: the CPU, or one GPU, whose gradients are copied into host buckets, averaged by MPI
+  // and copied back (the host-staged path: ranks that share a GPU, where NCCL refuses "Duplicate
+  // GPU"; docs/distributed.md, "GPU ranks").
   DataParallel(Communicator& data, Communicator& control, std::vector<std::vector<engine::Tensor>> groups,
                const DataParallelOptions& options);
   ~DataParallel() override;
@@ -105,6 +107,8 @@ class DataParallel final : public engine::nn::ParameterGate, public engine::opti
   std::string_view name() const override { return "data parallelism"; }
 
   std::vector<BucketLayout> buckets() const;
+  // Whether the gradients go through the host (a GPU model) rather than being averaged in place.
+  bool staged_through_host() const;
   // Parameters that had no gradient at the end of a backward of their group (averaged as
   // zeros on the other ranks' side, left without a gradient here), summed over all backwards.
   int64_t parameters_without_gradient() const;

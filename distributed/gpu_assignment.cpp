@@ -12,6 +12,11 @@ std::string gpus_too_few(int ranks, int gpus) {
                      ranks, gpus, gpus == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s");
 }
 
+int shared_gpu_for_rank(int local_rank, int gpus) {
+  if (gpus <= 0 || local_rank < 0) return -1;
+  return local_rank % gpus;
+}
+
 GpuAssignment gpu_for_rank(int local_rank, int local_size, int gpus) {
   GpuAssignment a;
   if (local_rank < 0 || local_size < 1 || local_rank >= local_size) {

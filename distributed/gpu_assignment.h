@@ -17,6 +17,11 @@ struct GpuAssignment {
 // when every local rank has a GPU of its own.
 GpuAssignment gpu_for_rank(int local_rank, int local_size, int gpus);
 
+// The GPU a rank uses when its gradients go through the host (ranks may share a GPU there): the
+// host's local ranks spread over its `gpus` GPUs in turn (local rank 3 of a host with 2: GPU 1).
+// -1 when the host has none.
+int shared_gpu_for_rank(int local_rank, int gpus);
+
 // The same refusal for a launch planned on one host, before mpirun starts anything; empty when
 // `ranks` ranks fit on `gpus` GPUs.
 std::string gpus_too_few(int ranks, int gpus);

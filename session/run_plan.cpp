@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "distributed/gpu_assignment.h"
 #include "engine/device.h"
 
 namespace ts::session {
@@ -65,7 +66,7 @@ store::RunInfo run_info(const RunPlan& p) {
 
 }  // namespace
 
-RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t cores) {
+RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t cores, int gpus) {
   const auto& spec = spec_of(c);
   preset_of(spec, c);  // an unknown preset stops the plan here
   RunPlan p;
@@ -97,6 +98,9 @@ RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t co
   auto& wc = p.workload;
   wc.preset = c.preset;
   wc.device = engine::parse_device(c.device);
+  if (p.distributed && world && wc.device.type == engine::DeviceType::cuda && c.device == "cuda" && gpus > 0) {
+    wc.device.index = distributed::shared_gpu_for_rank(world->local_rank, gpus);
+  }
   wc.batch = *p.resolved.batch;
   wc.learners = c.learners.value_or(0);
   wc.seed = c.seed;

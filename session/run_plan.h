@@ -35,9 +35,11 @@ struct RunPlan {
 };
 
 // `world`: this rank's place (null: a single process); `cores`: the host's online cores, shared
-// by its ranks unless --threads says otherwise. Throws std::runtime_error when the workload or
-// preset is unknown or a parameter server's placement does not fit the ranks.
-RunPlan plan_run(const RunConfig& config, const distributed::World* world, int64_t cores);
+// by its ranks unless --threads says otherwise; `gpus`: the host's GPUs, over which the ranks of
+// a `--device cuda` run spread (distributed/gpu_assignment.h; `cuda:N` pins every rank to GPU N).
+// Throws std::runtime_error when the workload or preset is unknown or a parameter server's
+// placement does not fit the ranks.
+RunPlan plan_run(const RunConfig& config, const distributed::World* world, int64_t cores, int gpus = 0);
 
 // What a resolved config (plan_run's `resolved`) adds to its options in the stored config
 // (runs.config_json = stored_config(resolved, stored_facts(resolved)), session/run_options.h):

@@ -13,6 +13,7 @@
 #include "collectors/process_sampler.h"
 #include "distributed/data_parallel.h"
 #include "distributed/mpi_communicator.h"
+#include "distributed/nccl_rank.h"
 #include "distributed/ps/ps_job.h"
 #include "distributed/rank_hosts.h"
 #include "distributed/stall_watch.h"
@@ -161,6 +162,11 @@ void attach_strategy(const Stage& s, const Links& links, Training& t) {
     }
     t.dp = std::make_unique<distributed::DataParallel>(*links.comm, *links.control, t.workload->gradient_groups(),
                                                        c.data_parallel);
+    if (t.dp->staged_through_host() && s.plan.rank == 0) {
+      tell(s.hooks.notice, fmt::format("trainscope: the {} ranks' GPU gradients go through the host (GPU to host "
+                                       "buckets, MPI all-reduce, back): NCCL data parallelism is not built yet\n",
+                                       s.plan.ranks));
+    }
     if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
       auto split = t.workload->split_step();
       const std::string why_not = split ? t.dp->take_split_step(std::move(*split))
@@ -379,7 +385,9 @@ RunSession::RunSession(const RunConfig& config, SessionHooks hooks, const distri
 // The stages in the order of docs/design.md's "How a run flows".
 RunOutcome RunSession::run() {
   static const std::atomic<bool> never{false};
-  RunPlan plan = plan_run(config_, world_, online_cores());
+  // A GPU run of several ranks spreads them over this host's GPUs (asked only then: it wakes CUDA).
+  const bool gpu_ranks = world_ && world_->size > 1 && config_.device.starts_with("cuda");
+  RunPlan plan = plan_run(config_, world_, online_cores(), gpu_ranks ? distributed::local_gpu_count() : 0);
   const Stage s{config_, plan, hooks_, hooks_.stop ? *hooks_.stop : never};
   omp_set_num_threads(plan.threads);
   const Links links = connect(config_, plan);

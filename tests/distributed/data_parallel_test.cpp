@@ -12,6 +12,7 @@
 #include "distributed/data_parallel.h"
 #include "distributed/error.h"
 #include "distributed/mpi_communicator.h"
+#include "engine/device_memory.h"
 #include "engine/nn/layers.h"
 #include "engine/nn/module.h"
 #include "engine/ops.h"
@@ -81,16 +82,18 @@ TEST(DataParallel, IdenticalBatchesEndWithTheSingleProcessParameters) {
   }
 }
 
-TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
+// Every rank's shard through a model on `device`; the averaged gradients must be the mean of the
+// ranks' own, worked out by hand on one model on the same device.
+void expect_the_mean_of_the_shards(Device device, double tolerance) {
   MpiCommunicator comm, control;
   const int n = comm.size();
   for (const auto& c : configs()) {
     // By hand: every rank's batch through one model, gradients averaged here.
-    Mlp ref(11);
+    Mlp ref(11, device);
     std::vector<std::vector<float>> mean;
     for (int r = 0; r < n; ++r) {
       for (auto& p : ref.parameters()) p.zero_grad();
-      ref.loss(make_batch(500 + static_cast<uint64_t>(r))).backward();
+      ref.loss(make_batch(500 + static_cast<uint64_t>(r), device)).backward();
       const auto g = grads(ref.parameters());
       if (mean.empty()) mean.assign(g.size(), {});
       for (size_t i = 0; i < g.size(); ++i) {
@@ -98,20 +101,46 @@ TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
         for (size_t j = 0; j < g[i].size(); ++j) mean[i][j] += g[i][j] / static_cast<float>(n);
       }
     }
-    Mlp m(11);
+    Mlp m(11, device);
     DataParallel dp(comm, control, {m.parameters()}, c.options);
+    EXPECT_EQ(dp.staged_through_host(), !device.is_cpu());
     for (int pass = 0; pass < 2; ++pass) {  // the second pass runs on the rebuilt buckets
       for (auto& p : m.parameters()) p.zero_grad();
-      const Tensor loss = m.loss(make_batch(500 + static_cast<uint64_t>(comm.rank())));
+      const Tensor loss = m.loss(make_batch(500 + static_cast<uint64_t>(comm.rank()), device));
       dp.begin_backward(0);
       loss.backward();
       dp.end_backward();
-      expect_near(grads(m.parameters()), mean, 1e-5, c.name + ", pass " + std::to_string(pass));
+      expect_near(grads(m.parameters()), mean, tolerance, c.name + ", pass " + std::to_string(pass));
     }
     // Not every rank's gradient equals the mean: the shards really differ.
-    Mlp own(11);
-    own.loss(make_batch(500 + static_cast<uint64_t>(comm.rank()))).backward();
+    Mlp own(11, device);
+    own.loss(make_batch(500 + static_cast<uint64_t>(comm.rank()), device)).backward();
     EXPECT_NE(grads(own.parameters())[0], mean[0]) << c.name;
+  }
+}
+
+TEST(DataParallel, DifferentShardsGiveTheMeanOfTheRanksGradients) {
+  expect_the_mean_of_the_shards(Device::cpu(), 1e-5);
+}
+
+// The host-staged path (issue 40): ranks sharing one GPU (NCCL refuses "Duplicate GPU") average
+// their GPU gradients through host buckets and MPI: the mean of their shards, and after k steps
+// of identical batches the parameters of one process. On the CPU the same code copies with
+// memcpy, which every test above runs; these need a GPU and skip elsewhere, saying so.
+TEST(DataParallel, RanksSharingAGpuAverageItsGradientsThroughTheHost) {
+  std::string why;
+  const Device gpu{engine::DeviceType::cuda, 0};
+  if (!engine::device_usable(gpu, &why)) GTEST_SKIP() << "needs a GPU that CUDA can use: " << why;
+  expect_the_mean_of_the_shards(gpu, 1e-5);
+  MpiCommunicator comm, control;
+  const auto batch = [&](int s) { return make_batch(1000 + static_cast<uint64_t>(s), gpu); };
+  Mlp reference(7, gpu);
+  const auto expected = train(reference, 4, nullptr, batch);
+  for (const auto& c : configs()) {
+    Mlp m(7, gpu);
+    DataParallel dp(comm, control, {m.parameters()}, c.options);
+    dp.broadcast_parameters();
+    expect_near(train(m, 4, &dp, batch), expected, 1e-5, c.name + " on the GPU");
   }
 }
 

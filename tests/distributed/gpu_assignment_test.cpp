@@ -38,6 +38,16 @@ TEST(GpuAssignment, ALocalRankOutsideItsHostIsRefused) {
   EXPECT_TRUE(gpu_for_rank(0, 0, 4).refused());
 }
 
+// The host-staged path lets ranks share GPUs: a host's ranks spread over its GPUs in turn.
+TEST(GpuAssignment, RanksSharingGpusSpreadOverThemInTurn) {
+  EXPECT_EQ(shared_gpu_for_rank(0, 1), 0);
+  EXPECT_EQ(shared_gpu_for_rank(3, 1), 0);
+  EXPECT_EQ(shared_gpu_for_rank(3, 2), 1);
+  EXPECT_EQ(shared_gpu_for_rank(4, 8), 4);
+  EXPECT_EQ(shared_gpu_for_rank(0, 0), -1);
+  EXPECT_EQ(shared_gpu_for_rank(-1, 2), -1);
+}
+
 TEST(GpuAssignment, ALaunchPlanFitsOrSaysWhy) {
   EXPECT_EQ(gpus_too_few(1, 1), "");
   EXPECT_EQ(gpus_too_few(8, 8), "");

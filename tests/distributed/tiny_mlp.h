@@ -22,10 +22,10 @@ using engine::Tensor;
 
 class Mlp : public engine::nn::Module {
  public:
-  explicit Mlp(uint64_t seed) : Module(Device::cpu()) {
+  explicit Mlp(uint64_t seed, Device device = Device::cpu()) : Module(device) {
     engine::Rng rng(seed);
-    fc1 = register_module("fc1", std::make_shared<engine::nn::Linear>(8, 32, Device::cpu(), rng));
-    fc2 = register_module("fc2", std::make_shared<engine::nn::Linear>(32, 4, Device::cpu(), rng));
+    fc1 = register_module("fc1", std::make_shared<engine::nn::Linear>(8, 32, device, rng));
+    fc2 = register_module("fc2", std::make_shared<engine::nn::Linear>(32, 4, device, rng));
   }
   Tensor loss(const std::pair<Tensor, Tensor>& batch) const {
     const Tensor y = fc2->forward(engine::ops::relu(fc1->forward(batch.first)));
@@ -35,12 +35,14 @@ class Mlp : public engine::nn::Module {
   std::shared_ptr<engine::nn::Linear> fc1, fc2;
 };
 
-inline std::pair<Tensor, Tensor> make_batch(uint64_t seed) {
+inline std::pair<Tensor, Tensor> make_batch(uint64_t seed, Device device = Device::cpu()) {
   engine::Rng rng(seed);
   std::vector<float> x(16 * 8), t(16 * 4);
   for (auto& v : x) v = static_cast<float>(rng.uniform(-1, 1));
   for (auto& v : t) v = static_cast<float>(rng.uniform(-1, 1));
-  return {Tensor::from_vector({16, 8}, x), Tensor::from_vector({16, 4}, t)};
+  Tensor xs = Tensor::from_vector({16, 8}, x), ts = Tensor::from_vector({16, 4}, t);
+  if (device.is_cpu()) return {xs, ts};
+  return {engine::to_device(xs, device), engine::to_device(ts, device)};
 }
 
 inline engine::optim::SgdOptions sgd_options() {

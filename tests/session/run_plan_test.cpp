@@ -89,6 +89,21 @@ TEST(RunPlan, ARankSharesItsHostAndOnlyRankZeroWrites) {
   EXPECT_EQ(d["global_batch"], 4 * default_batch());
 }
 
+// `--device cuda` over several ranks spreads a host's ranks over its GPUs in turn; `cuda:N` pins
+// every rank to GPU N; one process keeps its device as given.
+TEST(RunPlan, GpuRanksSpreadOverTheHostsGpus) {
+  RunConfig c = resnet();
+  c.device = "cuda";
+  const World third{.rank = 3, .size = 4, .local_rank = 3, .local_size = 4};
+  EXPECT_EQ(plan_run(c, &third, 8, 2).workload.device.index, 1);
+  EXPECT_EQ(plan_run(c, &third, 8, 8).workload.device.index, 3);
+  EXPECT_EQ(plan_run(c, &third, 8, 1).workload.device.index, 0);
+  c.device = "cuda:1";
+  EXPECT_EQ(plan_run(c, &third, 8, 2).workload.device.index, 1);
+  c.device = "cuda";
+  EXPECT_EQ(plan_run(c, nullptr, 8, 2).workload.device.index, 0);
+}
+
 TEST(RunPlan, ADedicatedServerRankServesWorkerZerosModel) {
   RunConfig c = resnet();
   c.strategy = RunConfig::Strategy::ps;
