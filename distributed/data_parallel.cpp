@@ -517,18 +517,28 @@ int64_t DataParallel::parameters_without_gradient() const {
 void DataParallel::run_communication_thread() {
   State& st = *state_;
   const float scale = 1.0f / static_cast<float>(comm_.size());
+  const bool staged = staged_through_host();
+  auto& tracer = profiler::Tracer::global();
+  const profiler::StringId stage_to_host = tracer.intern("stage to host"),
+                           stage_from_host = tracer.intern("stage from host");
   // Copies the bucket's gradients in, averages them across ranks, copies the means back.
   const auto reduce = [&](State::Group& g, int gi, int b) {
     State::Bucket& bucket = g.buckets[static_cast<size_t>(b)];
     float* buf = bucket.buffer.data();  // host memory, on every device
+    const std::string label = "bucket " + std::to_string(gi) + "." + std::to_string(b);
+    // A GPU model's copies to and from the host are communication in the rank's breakdown (a
+    // `comm` event each, beside the all-reduce's); on the CPU the copies stay as they were.
+    std::optional<profiler::Range> staging;
+    if (staged) staging.emplace(stage_to_host, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
       if (grad.defined()) copy_out(grad, u.offset, u.count, buf + u.bucket_offset);
       else std::memset(buf + u.bucket_offset, 0, static_cast<size_t>(u.count) * sizeof(float));
     }
-    comm_.all_reduce(buf, static_cast<size_t>(bucket.count), DataType::f32, ReduceOp::sum,
-                     "bucket " + std::to_string(gi) + "." + std::to_string(b));
+    staging.reset();
+    comm_.all_reduce(buf, static_cast<size_t>(bucket.count), DataType::f32, ReduceOp::sum, label);
     for (int64_t i = 0; i < bucket.count; ++i) buf[i] *= scale;  // the mean, then back into each gradient
+    if (staged) staging.emplace(stage_from_host, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
       if (grad.defined()) copy_in(grad, u.offset, u.count, buf + u.bucket_offset);
