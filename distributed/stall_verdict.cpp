@@ -194,10 +194,15 @@ StallVerdict judge_stall(const RankState& me, const CallState& call, const std::
     // works outside any exchange (an asynchronous worker still training), the wait may be long.
     const bool all_wait =
         std::all_of(answered.begin(), answered.end(), [](const RankState& s) { return !s.in_flight.empty(); });
-    v.stop = past_deadline && all_wait;
-    v.line = fmt::format(
-        "{}: {}", head,
-        all_wait ? "every rank waits, none sends what the others wait for" : "the ranks it may wait for answer");
+    // A rank whose call is with this one (a large message on its way to it) is not stuck elsewhere.
+    const bool talking_to_me = std::any_of(answered.begin(), answered.end(), [&](const RankState& s) {
+      return std::any_of(s.in_flight.begin(), s.in_flight.end(), [&](const CallState& c) { return c.peer == me.rank; });
+    });
+    v.stop = past_deadline && all_wait && !talking_to_me;
+    v.line = fmt::format("{}: {}", head,
+                         talking_to_me ? "a rank's exchange with it goes on"
+                         : all_wait    ? "every rank waits, none sends what the others wait for"
+                                       : "the ranks it may wait for answer");
     if (!others.empty()) v.line += fmt::format("; {}", fmt::join(others, "; "));
   }
   if (v.stop) v.line += fmt::format(" (deadline {})", seconds_text(limits.deadline_ms));

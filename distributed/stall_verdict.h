@@ -68,7 +68,8 @@ struct StallVerdict {
 // ranks' answers (any order), `silent` the ranks that did not answer in time, with `hosts`
 // naming every rank's host (by rank). Stops when a rank is silent, or when the wait has passed
 // the deadline (`limits`, as the waiting rank's phase sets it) and the rank it waits for is in a
-// phase that has one (starting or training).
+// phase that has one (starting or training); a wait on some rank stops past the deadline only
+// when every rank waits and none of them in an exchange with this one.
 StallVerdict judge_stall(const RankState& me, const CallState& call, const std::vector<RankState>& answered,
                          const std::vector<int>& silent, const std::vector<std::string>& hosts,
                          const StallLimits& limits);

@@ -154,6 +154,23 @@ TEST(StallVerdict, AWaitOnSomeRankGoesOnWhileAnotherWorks) {
   EXPECT_NE(v.line.find("every rank waits"), std::string::npos) << v.line;
 }
 
+// Rank 0 waiting for the final records while rank 1's large final message is still on its way
+// to it: both wait, but in one exchange that moves, so no deadline ends it.
+TEST(StallVerdict, AWaitForAMessageOnItsWayGoesOn) {
+  CallState gather = call("records", 1, 60'000, kSomeRank);
+  gather.what = "wait";
+  const RankState me = rank_state(0, RunPhase::evaluating, {gather}, 0);
+  CallState send = call("records", 9, 59'000, 0);
+  send.what = "send";
+  const std::vector<RankState> answered = {rank_state(1, RunPhase::ending, {send}, 0)};
+  auto v = judge_stall(me, gather, answered, {}, kHosts, StallLimits{.deadline_ms = 20'000});
+  EXPECT_FALSE(v.stop) << v.line;
+  // Rank 1's side: it waits for rank 0, which answers and is not training: it goes on too.
+  const auto w = judge_stall(answered[0], send, {me}, {}, kHosts, StallLimits{.deadline_ms = 20'000});
+  EXPECT_FALSE(w.stop) << w.line;
+  EXPECT_NE(w.line.find("waiting for rank 0 (h0), evaluating"), std::string::npos) << w.line;
+}
+
 TEST(StallVerdict, WaitsAreWrittenInTheirUnit) {
   EXPECT_EQ(seconds_text(850), "850 ms");
   EXPECT_EQ(seconds_text(12'345), "12.3 s");
