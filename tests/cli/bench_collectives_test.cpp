@@ -155,7 +155,7 @@ TEST(BenchCollectives, AStoppedRankIsNamedAndTheJobEnds) {
                           " bench collectives --nproc 2 --collectives all_reduce --min-bytes 1M --max-bytes 1M "
                           "--iters 1000000 --warmup 1 --db " +
                           db.string();
-  ASSERT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
+  ASSERT_TRUE(ts::testing::start_job(cmd, log, rc));
   int victim = -1;
   for (int i = 0; i < 300 && victim < 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -166,7 +166,7 @@ struct EndlessJob {
       : db(dir / "k.db"), rc(dir / "rc"), log(dir / "log") {
     const std::string cmd = std::string(TRAINSCOPE_BIN) + " run resnet50 --iters 1000000 --nproc 2 --eval-batches 0 " +
                             "--flush-interval 0.2 " + args + " --db " + db.string();
-    EXPECT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
+    EXPECT_TRUE(ts::testing::start_job(cmd, log, rc));
     for (int i = 0; i < 600; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (!std::filesystem::exists(db)) continue;
@@ -351,7 +351,7 @@ TEST(DistributedRun, ALockedDbSpillsAndTheLauncherExits3) {
                           " run resnet50 --iters 60 --warmup 0 --nproc 2 --threads 1 --eval-batches 0 "
                           "--flush-interval 0.1 --lock-wait 2 --db " +
                           db.string();
-  ASSERT_EQ(std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()), 0);
+  ASSERT_TRUE(ts::testing::start_job(cmd, log, rc));
   for (int i = 0; i < 600; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     try {

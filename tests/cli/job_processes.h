@@ -3,12 +3,19 @@
 // command lines name: to signal one rank, or to check that none is left.
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
 namespace ts::testing {
+
+// Starts shell command `cmd` in the background, its output into `log`; its exit status goes to
+// `rc` once it ends. True when the shell took it.
+inline bool start_job(const std::string& cmd, const std::filesystem::path& log, const std::filesystem::path& rc) {
+  return std::system(("(" + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()) == 0;
+}
 
 // The pid of the rank `rank` of the run writing `db` (its environment says which rank it is),
 // or with rank -1 of the launcher that started the ranks.

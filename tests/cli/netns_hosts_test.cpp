@@ -2,7 +2,10 @@
 // (scripts/netns-hosts, reached through scripts/netns-rsh) trains resnet50 and transformer
 // (tiny) on 2 hosts x 2 ranks into one db; a host cut off, or behind a link at a crawl, stops
 // the job naming it. Needs root and `ip netns`; skipped, saying why, where they cannot be made.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/distributed_checks.h"
+#include "tests/cli/job_processes.h"
 
 namespace {
 
@@ -36,6 +40,24 @@ class NetnsHosts {
   ts::testing::CommandResult made_;
 };
 
+// One test at a time makes and removes the hosts tsh1..: ctest may run this binary's tests side
+// by side, and the second would find the first's hosts (or lose them midway). An advisory lock
+// on a file, held for the test's whole life.
+class OneTestAtATime {
+ public:
+  OneTestAtATime() : fd_(::open("/tmp/trainscope-netns-hosts.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~OneTestAtATime() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  OneTestAtATime(const OneTestAtATime&) = delete;
+  OneTestAtATime& operator=(const OneTestAtATime&) = delete;
+
+ private:
+  int fd_;
+};
+
 // Empty when namespace hosts can be made for a test, else why not.
 std::string why_no_hosts() {
   const auto check = run_command(kScripts + "netns-hosts check");
@@ -52,6 +74,7 @@ const std::string kOverHosts = " --mca plm_rsh_agent=" + kScripts +
                                "netns-rsh --mca oob_tcp_if_include=10.99.0.0/24 --mca btl_tcp_if_include=10.99.0.0/24";
 
 TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
+  const OneTestAtATime alone;
   if (const std::string why = why_no_hosts(); !why.empty()) GTEST_SKIP() << why;
   NetnsHosts hosts(2);
   ASSERT_EQ(hosts.made().exit_code, 0) << hosts.made().out;
@@ -87,6 +110,7 @@ TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
 // verdict, and no process is left in the cut-off host's namespace (its rank ends itself; its
 // Open MPI daemon, which mpirun cannot reach, is ended from within the host).
 TEST(NetnsHosts, AHostCutOffOrAtACrawlIsNamedAndNothingIsLeftOnIt) {
+  const OneTestAtATime alone;
   if (const std::string why = why_no_hosts(); !why.empty()) GTEST_SKIP() << why;
   NetnsHosts hosts(2);
   ASSERT_EQ(hosts.made().exit_code, 0) << hosts.made().out;
@@ -104,10 +128,7 @@ TEST(NetnsHosts, AHostCutOffOrAtACrawlIsNamedAndNothingIsLeftOnIt) {
                             " run resnet50 --iters 1000000 --eval-batches 0 --threads 1 --flush-interval 0.2 "
                             "--hosts tsh1:1,tsh2:1" +
                             kOverHosts + " --db " + db.string();
-    ASSERT_EQ(
-        std::system(
-            ("(timeout -s KILL 300 " + cmd + " > " + log.string() + " 2>&1; echo $? > " + rc.string() + ") &").c_str()),
-        0);
+    ASSERT_TRUE(ts::testing::start_job("timeout -s KILL 300 " + cmd, log, rc));
     bool training = false;  // both ranks' iterations in the db
     for (int i = 0; i < 1200 && !training && !std::filesystem::exists(rc); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
