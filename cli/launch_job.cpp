@@ -97,9 +97,8 @@ LaunchedJob launch_job(const JobLaunch& job) {
       say(stderr, "trainscope: the run's results are in the side file named above ({})\n", e.what());
       return out;
     }
-    if (out.spilled) {  // the row is the streamed part: it stays `running` until the import
-      const auto row = store::Reader(job.db).run(out.run_id);
-      out.status = row ? row->status : store::RunStatus::running;
+    if (out.spilled) {  // rank 0 left its row (if the db still holds it) `running` for the import
+      out.status = store::RunStatus::running;
       return out;
     }
     if (out.run_id == 0) {
