@@ -71,7 +71,10 @@ Validated validate(const CollectivesBenchConfig& c) {
     if (!distributed::launched_as_rank() && c.shared.hosts.empty() && c.shared.hostfile.empty()) {
       const std::string too_few =
           distributed::gpus_too_few(static_cast<int>(c.shared.nproc), distributed::local_gpu_count());
-      if (!too_few.empty()) throw UsageError("--nproc " + std::to_string(c.shared.nproc) + ": " + too_few);
+      if (!too_few.empty()) {
+        throw UsageError("--nproc " + std::to_string(c.shared.nproc) + ": " + too_few +
+                         ", or use --backend mpi (host memory)");
+      }
     }
   }
   Validated v;

@@ -400,6 +400,11 @@ void validate(const RunConfig& c) {
     if (c.eval_every == 0)
       throw UsageError("--quality-target needs --eval-every: the quality is measured during training");
   }
+  if (c.gpu_gradients != distributed::GpuGradients::automatic && device.type != engine::DeviceType::cuda) {
+    throw UsageError(fmt::format("--gpu-gradients {} chooses how a GPU model's gradients travel between ranks: it "
+                                 "needs --device cuda (got --device {})",
+                                 distributed::to_string(c.gpu_gradients), c.device));
+  }
   if (device.type == engine::DeviceType::cuda) {
     std::string why;
     if (!engine::device_usable(device, &why)) throw UsageError("device '" + c.device + "' is not usable: " + why);

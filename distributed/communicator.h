@@ -43,6 +43,13 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string_view backend() const = 0;  // "mpi" | "nccl"
+  // Where the buffers of its calls live: host memory (MPI), or the memory of the GPU it was made
+  // for (NCCL).
+  virtual bool takes_device_memory() const { return false; }
+  // A communicator that queues its collectives on a device stream does so on `stream` (a
+  // cudaStream_t: an engine::SideStream's native()) from now on, still returning once each has
+  // finished; nullptr goes back to its own stream. Host collectives have no stream: a no-op.
+  virtual void queue_on(void* stream) { (void)stream; }
 
   // In place on `count` elements; every rank passes the same count, type and op.
   void all_reduce(void* data, size_t count, DataType type, ReduceOp op, std::string_view label);

@@ -16,7 +16,9 @@
 #include "distributed/error.h"
 #include "engine/context.h"
 #include "engine/device_memory.h"
+#include "engine/device_timeline.h"
 #include "engine/nn/module.h"
+#include "engine/side_stream.h"
 #include "profiler/tracer.h"
 
 namespace ts::distributed {
@@ -31,21 +33,18 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 int64_t mib_to_floats(double mib) { return std::max<int64_t>(1, static_cast<int64_t>(mib * kMiB / sizeof(float))); }
 
-// The host-staged path (GPU gradients through host buckets and MPI): a tensor's floats
-// [offset, offset + count) to and from host memory. On a GPU the copy to the host runs on the
-// device's stream and waits for the work queued before it (the kernels that made a gradient
-// final were, when its hook fired); the copy back is queued before anything the training thread
-// queues after the bucket is done (the optimizer, the next forward). On the CPU: memcpy.
-void copy_out(const engine::Tensor& t, int64_t offset, int64_t count, float* host) {
-  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  if (t.device().is_cpu()) std::memcpy(host, t.data() + offset, bytes);
-  else engine::memory_for(t.device()).copy_to_host(host, t.data() + offset, bytes);
+// A GPU parameter through the host (the broadcast over MPI): its storage to and from host
+// memory, on the device's compute queue. On the CPU: memcpy.
+void copy_out(const engine::Tensor& t, float* host) {
+  const size_t bytes = static_cast<size_t>(t.storage_numel()) * sizeof(float);
+  if (t.device().is_cpu()) std::memcpy(host, t.data(), bytes);
+  else engine::memory_for(t.device()).copy_to_host(host, t.data(), bytes);
 }
 
-void copy_in(const engine::Tensor& t, int64_t offset, int64_t count, const float* host) {
-  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  if (t.device().is_cpu()) std::memcpy(t.data() + offset, host, bytes);
-  else engine::memory_for(t.device()).copy_from_host(t.data() + offset, host, bytes);
+void copy_in(const engine::Tensor& t, const float* host) {
+  const size_t bytes = static_cast<size_t>(t.storage_numel()) * sizeof(float);
+  if (t.device().is_cpu()) std::memcpy(t.data(), host, bytes);
+  else engine::memory_for(t.device()).copy_from_host(t.data(), host, bytes);
 }
 
 }  // namespace
@@ -62,9 +61,13 @@ struct DataParallel::State {
     std::vector<Unit> units;
     int64_t count = 0;
     int priority = 0;
-    engine::Tensor buffer;  // memory category comm
-    int pending = 0;        // units whose gradient is not final yet
-    bool done = false;
+    engine::Tensor buffer;  // memory category comm: on the model's GPU with NCCL, else in host memory
+    std::unique_ptr<engine::PinnedHost> pinned;  // a host buffer of a GPU model; released before the buffer
+    // On the device's queues: `ready` on the compute queue once the bucket's gradients are queued
+    // there; `done` on the side stream after the averages are copied back into the gradients.
+    std::unique_ptr<engine::StreamMarker> ready, done;
+    int pending = 0;  // units whose gradient is not final yet
+    bool done_this_pass = false;
   };
   struct Slot {
     engine::Tensor param;
@@ -84,10 +87,15 @@ struct DataParallel::State {
     std::unordered_map<const engine::TensorImpl*, int> slot_of;
     std::vector<int> arrival;  // slots in the order their hooks fired in the first backward
     int passes = 0;
+    engine::Tensor flags;  // device buckets: the priority negotiation's flags on the GPU (NCCL takes no host memory)
   };
 
+  std::optional<engine::Device> device;  // the model's: the CPU or one GPU
+  // The device's communication stream (on the CPU, calls that do their work at once). Made
+  // before the groups and destroyed after them: their buffers and markers are its work's.
+  std::unique_ptr<engine::SideStream> stream;
+  bool device_buckets = false;  // the data communicator averages device memory (NCCL)
   std::vector<Group> groups;
-  std::optional<engine::Device> device;  // the model's: the CPU, or the GPU whose gradients go through the host
   mutable std::mutex mutex;
   std::condition_variable cv;
   int active = -1;        // the armed group
@@ -117,13 +125,16 @@ struct DataParallel::State {
       for (const Unit& u : bucket.units) {
         if (u.slot == s) --bucket.pending;
       }
+      // On the training thread, after the kernels that made the gradients final were queued: the
+      // side stream's copies wait for this point on the device, not for the rest of backward.
+      if (bucket.pending == 0) stream->mark_compute(*bucket.ready);
     }
     ++ready_changes;
   }
 };
 
 DataParallel::DataParallel(Communicator& data, Communicator& control, std::vector<std::vector<engine::Tensor>> groups,
-                           const DataParallelOptions& options)
+                           const DataParallelOptions& options, std::unique_ptr<engine::SideStream> stream)
     : comm_(data), control_(control), options_(options), state_(std::make_shared<State>()) {
   if (&data == &control) throw DistError("data parallelism needs two communicators (data and control), not one twice");
   if (data.size() != control.size() || data.rank() != control.rank()) {
@@ -155,6 +166,10 @@ DataParallel::DataParallel(Communicator& data, Communicator& control, std::vecto
     signature.push_back(total);
     st.groups.push_back(std::move(g));
   }
+  // Buckets in the model's device memory (on the CPU that is host memory: how the tests run this path).
+  st.device_buckets = data.takes_device_memory();
+  st.stream = stream ? std::move(stream) : engine::make_side_stream(st.device.value_or(engine::Device::cpu()));
+  if (st.device_buckets) data.queue_on(st.stream->native());  // its collectives join the copies' stream
   std::vector<int64_t> all(signature.size() * static_cast<size_t>(control.size()));
   control.all_gather(signature.data(), all.data(), signature.size(), DataType::i64, "model check");
   for (int r = 0; r < control.size(); ++r) {
@@ -228,8 +243,20 @@ void DataParallel::build_buckets(int group, const std::vector<int>& order) {
       }
     }
   }
+  State& st = *state_;
+  const engine::Device where = st.device_buckets ? *st.device : engine::Device::cpu();
+  const bool pin = !st.device_buckets && st.device && !st.device->is_cpu();  // a GPU model's host buckets
   engine::CategoryScope category(vocabulary::Category::comm);
-  for (auto& b : g.buckets) b.buffer = engine::Tensor::empty({b.count}, engine::Device::cpu());
+  for (auto& b : g.buckets) {
+    b.buffer = engine::Tensor::empty({b.count}, where);
+    if (pin) b.pinned = st.stream->pin(b.buffer.data(), static_cast<size_t>(b.count) * sizeof(float));
+    b.ready = st.stream->make_marker();
+    b.done = st.stream->make_marker();
+  }
+  // The negotiation's flags, one int64 per bucket (two floats of storage each).
+  if (st.device_buckets && options_.priority) {
+    g.flags = engine::Tensor::empty({static_cast<int64_t>(g.buckets.size()) * 2}, where);
+  }
 }
 
 DataParallel::~DataParallel() {
@@ -239,9 +266,23 @@ DataParallel::~DataParallel() {
   }
   state_->cv.notify_all();
   if (state_->thread.joinable()) state_->thread.join();
+  try {
+    // The buffers go with the state: nothing may still be copying into them.
+    state_->stream->synchronize();
+  } catch (const std::exception&) {  // a device that failed: its memory goes anyway
+  }
+  if (state_->device_buckets) comm_.queue_on(nullptr);  // the stream goes with the state
 }
 
 void DataParallel::broadcast_parameters() {
+  if (state_->device_buckets) {
+    engine::synchronize(*state_->device);  // the parameters' initialisation, queued on the compute queue, is done
+    for (auto& g : state_->groups) {
+      for (auto& s : g.slots)
+        comm_.broadcast(s.param.data(), static_cast<size_t>(s.count), DataType::f32, 0, "parameters");
+    }
+    return;  // each broadcast returned once finished on the device
+  }
   std::vector<float> staged;  // a GPU parameter goes through the host (MPI takes host memory)
   for (auto& g : state_->groups) {
     for (auto& s : g.slots) {
@@ -250,14 +291,18 @@ void DataParallel::broadcast_parameters() {
         continue;
       }
       staged.resize(static_cast<size_t>(s.count));
-      copy_out(s.param, 0, s.count, staged.data());
+      copy_out(s.param, staged.data());
       comm_.broadcast(staged.data(), staged.size(), DataType::f32, 0, "parameters");
-      copy_in(s.param, 0, s.count, staged.data());
+      copy_in(s.param, staged.data());
     }
   }
 }
 
-bool DataParallel::staged_through_host() const { return state_->device && !state_->device->is_cpu(); }
+bool DataParallel::staged_through_host() const {
+  return state_->device && !state_->device->is_cpu() && !state_->device_buckets;
+}
+
+bool DataParallel::averages_on_device() const { return state_->device_buckets; }
 
 void DataParallel::begin_backward(int group) {
   State& st = *state_;
@@ -284,7 +329,7 @@ void DataParallel::begin_backward(int group) {
   }
   for (auto& b : g.buckets) {
     b.pending = static_cast<int>(b.units.size());
-    b.done = false;
+    b.done_this_pass = false;
   }
   st.ungated.clear();
   st.step_begun = false;
@@ -301,6 +346,8 @@ void DataParallel::apply_update(int slot) {
   State& st = *state_;
   State::Slot& s = st.groups[0].slots[static_cast<size_t>(slot)];
   if (s.updated) return;
+  // The update's kernels run after the averages were copied back into the gradients.
+  for (int b : s.buckets) st.stream->compute_waits(*st.groups[0].buckets[static_cast<size_t>(b)].done);
   {
     profiler::Range range(optimizer_name, profiler::EventKind::phase);
     engine::CategoryScope category(vocabulary::Category::optimizer_state);
@@ -352,6 +399,8 @@ void DataParallel::end_backward() {
     if (st.split) return;  // cross-barrier: the next forward's gates and backward wait instead
     profiler::Range wait(wait_name, profiler::EventKind::wait);
     st.cv.wait(lock, [&] { return st.finished; });
+    // The optimizer's kernels, queued next, run after each bucket's copies back.
+    for (auto& b : g.buckets) st.stream->compute_waits(*b.done);
     close_pass(lock);
   }
   State::Group& g = st.groups[static_cast<size_t>(group)];
@@ -381,10 +430,6 @@ std::string DataParallel::take_split_step(engine::optim::SplitStep step) {
   if (!options_.priority)
     return "cross-barrier goes with --priority (the schedule that averages the front layers first)";
   if (!options_.cross_barrier) return "cross-barrier is turned off (--no-cross-barrier)";
-  if (staged_through_host()) {
-    return "the gradients of a GPU model go through the host, and the step after backward applies them (cross-barrier "
-           "updates from the communication thread run on the CPU only)";
-  }
   if (st.groups.size() != 1) return "the workload's iteration has several gradient groups, each with its own step";
   if (!step.begin || !step.update) throw DistError("a split optimizer step without its begin or update");
   std::lock_guard lock(st.mutex);
@@ -516,33 +561,61 @@ int64_t DataParallel::parameters_without_gradient() const {
 
 void DataParallel::run_communication_thread() {
   State& st = *state_;
+  engine::SideStream& side = *st.stream;
   const float scale = 1.0f / static_cast<float>(comm_.size());
-  const bool staged = staged_through_host();
+  const bool on_gpu = st.device && !st.device->is_cpu();
   auto& tracer = profiler::Tracer::global();
-  const profiler::StringId stage_to_host = tracer.intern("stage to host"),
-                           stage_from_host = tracer.intern("stage from host");
-  // Copies the bucket's gradients in, averages them across ranks, copies the means back.
+  // A GPU model's copies into and out of the buckets are communication in the rank's breakdown
+  // (a `comm` event each, beside the all-reduce's); a CPU model's stay as they were, uncounted.
+  const profiler::StringId copy_in_name = tracer.intern(st.device_buckets ? "copy into bucket" : "stage to host"),
+                           copy_out_name = tracer.intern(st.device_buckets ? "copy out of bucket" : "stage from host");
+  // Copies the bucket's gradients in, averages them across ranks, copies the means back: on the
+  // side stream, after the device has reached the bucket's ready marker. The host waits for each
+  // step here, on this thread only, so that each recorded time is that step's own.
   const auto reduce = [&](State::Group& g, int gi, int b) {
     State::Bucket& bucket = g.buckets[static_cast<size_t>(b)];
-    float* buf = bucket.buffer.data();  // host memory, on every device
+    float* buf = bucket.buffer.data();
     const std::string label = "bucket " + std::to_string(gi) + "." + std::to_string(b);
-    // A GPU model's copies to and from the host are communication in the rank's breakdown (a
-    // `comm` event each, beside the all-reduce's); on the CPU the copies stay as they were.
-    std::optional<profiler::Range> staging;
-    if (staged) staging.emplace(stage_to_host, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
+    side.host_waits(*bucket.ready);  // the gradients are computed: what follows is the exchange's time
+    std::optional<profiler::Range> copying;
+    if (on_gpu) copying.emplace(copy_in_name, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
+    side.wait(*bucket.ready);
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
-      if (grad.defined()) copy_out(grad, u.offset, u.count, buf + u.bucket_offset);
-      else std::memset(buf + u.bucket_offset, 0, static_cast<size_t>(u.count) * sizeof(float));
+      const size_t bytes = static_cast<size_t>(u.count) * sizeof(float);
+      if (grad.defined()) side.copy(buf + u.bucket_offset, grad.data() + u.offset, bytes);
+      else side.zero(buf + u.bucket_offset, bytes);
     }
-    staging.reset();
+    side.synchronize();
+    copying.reset();
     comm_.all_reduce(buf, static_cast<size_t>(bucket.count), DataType::f32, ReduceOp::sum, label);
-    for (int64_t i = 0; i < bucket.count; ++i) buf[i] *= scale;  // the mean, then back into each gradient
-    if (staged) staging.emplace(stage_from_host, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
+    if (on_gpu) copying.emplace(copy_out_name, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
+    if (st.device_buckets) {
+      side.scale(buf, bucket.count, scale);  // the mean, then back into each gradient
+    } else {
+      for (int64_t i = 0; i < bucket.count; ++i) buf[i] *= scale;
+    }
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
-      if (grad.defined()) copy_in(grad, u.offset, u.count, buf + u.bucket_offset);
+      if (grad.defined())
+        side.copy(grad.data() + u.offset, buf + u.bucket_offset, static_cast<size_t>(u.count) * sizeof(float));
     }
+    side.mark(*bucket.done);
+    side.synchronize();  // a host buffer is written again in the next pass
+  };
+  // Priority: the ranks' ready sets intersected (a minimum over 0/1 flags), so that all pick the
+  // same bucket. NCCL takes device memory only: the flags go through the GPU there.
+  const auto negotiate = [&](State::Group& g, std::vector<int64_t>& mask) {
+    if (!st.device_buckets) {
+      comm_.all_reduce(mask.data(), mask.size(), DataType::i64, ReduceOp::min, "priority negotiation");
+      return;
+    }
+    void* flags = g.flags.data();
+    const size_t bytes = mask.size() * sizeof(int64_t);
+    side.copy(flags, mask.data(), bytes);
+    comm_.all_reduce(flags, mask.size(), DataType::i64, ReduceOp::min, "priority negotiation");
+    side.copy(mask.data(), flags, bytes);
+    side.synchronize();
   };
   // Cross-barrier: a parameter whose buckets are all averaged may be updated (by the training
   // thread, in the next forward's gate or at the next backward).
@@ -589,20 +662,19 @@ void DataParallel::run_communication_thread() {
               if (st.quit) return true;
               if (!options_.overlap && !st.ended) return false;
               for (const auto& b : g.buckets) {
-                if (!b.done && b.pending == 0) return true;
+                if (!b.done_this_pass && b.pending == 0) return true;
               }
               return false;
             });
             if (st.quit) return;
             seen_changes = st.ready_changes;
             for (size_t b = 0; b < n; ++b) {
-              const bool ready = !g.buckets[b].done && g.buckets[b].pending == 0;
+              const bool ready = !g.buckets[b].done_this_pass && g.buckets[b].pending == 0;
               mask[b] = ready ? 1 : 0;
-              if (!g.buckets[b].done && !ready) all_mine_ready = false;
+              if (!g.buckets[b].done_this_pass && !ready) all_mine_ready = false;
             }
           }
-          // Ready on every rank: the ranks' sets intersected, so that all pick the same bucket.
-          comm_.all_reduce(mask.data(), n, DataType::i64, ReduceOp::min, "priority negotiation");
+          negotiate(g, mask);
           int pick = -1;
           for (size_t b = 0; b < n; ++b) {
             if (mask[b] && (pick < 0 || g.buckets[b].priority < g.buckets[static_cast<size_t>(pick)].priority)) {
@@ -613,7 +685,7 @@ void DataParallel::run_communication_thread() {
             reduce(g, gi, pick);
             {
               std::lock_guard lock(st.mutex);
-              g.buckets[static_cast<size_t>(pick)].done = true;
+              g.buckets[static_cast<size_t>(pick)].done_this_pass = true;
               --left;
             }
             after_reduce(g, pick);

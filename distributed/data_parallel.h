@@ -17,6 +17,12 @@
 //   buckets and applies their update itself (the communication thread only communicates). The
 //   front layers' buckets go first, so the next forward starts while the back layers' are
 //   still in flight; what it does not reach is updated when the next backward begins.
+// On a GPU (docs/distributed.md, "GPU ranks"): the buckets live in the GPU's memory when the
+// gradients' communicator is NCCL, else in pinned host memory (ranks that share a GPU, which NCCL
+// refuses); either way a side stream (engine/side_stream.h) copies the gradients in once the
+// compute queue has reached the bucket's ready marker (recorded by the grad-ready hook, so the
+// backward never waits on the host), the collective runs, the means are copied back, and the
+// optimizer's kernels wait on the bucket's done marker.
 // Batch norm statistics are not synchronised: they stay per rank, as DDP's default.
 #include <cstdint>
 #include <memory>
@@ -29,6 +35,7 @@
 #include "engine/nn/parameter_gate.h"
 #include "engine/optim/gradient_exchange.h"
 #include "engine/optim/split_step.h"
+#include "engine/side_stream.h"
 #include "engine/tensor.h"
 
 namespace ts::distributed {
@@ -62,11 +69,13 @@ class DataParallel final : public engine::nn::ParameterGate, public engine::opti
   // training thread asks while that thread may be busy (the model check, any_rank, the bucket
   // order): two communicators, so that their calls never interleave on one. Checks with the
   // other ranks that every rank built the same groups (DistError if not). The model lives on one
-  // device: the CPU, or one GPU, whose gradients are copied into host buckets, averaged by MPI
-  // and copied back (the host-staged path: ranks that share a GPU, where NCCL refuses "Duplicate
-  // GPU"; docs/distributed.md, "GPU ranks").
+  // device: the CPU, or one GPU, whose gradients are averaged in GPU buckets when `data` takes
+  // device memory (NCCL) or else copied into host buckets, averaged by MPI and copied back (the
+  // host-staged path: ranks that share a GPU, where NCCL refuses "Duplicate GPU"). `stream`: the
+  // side stream the copies run on (null: made for the model's device; a test passes a CPU one
+  // that watches the calls).
   DataParallel(Communicator& data, Communicator& control, std::vector<std::vector<engine::Tensor>> groups,
-               const DataParallelOptions& options);
+               const DataParallelOptions& options, std::unique_ptr<engine::SideStream> stream = nullptr);
   ~DataParallel() override;
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -107,8 +116,10 @@ class DataParallel final : public engine::nn::ParameterGate, public engine::opti
   std::string_view name() const override { return "data parallelism"; }
 
   std::vector<BucketLayout> buckets() const;
-  // Whether the gradients go through the host (a GPU model) rather than being averaged in place.
+  // Whether a GPU model's gradients go through host buckets (MPI) ...
   bool staged_through_host() const;
+  // ... or are averaged in buckets in the GPU's memory (NCCL).
+  bool averages_on_device() const;
   // Parameters that had no gradient at the end of a backward of their group (averaged as
   // zeros on the other ranks' side, left without a gradient here), summed over all backwards.
   int64_t parameters_without_gradient() const;

@@ -53,8 +53,9 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 struct NcclCommunicator::Handles {
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  void* scratch = nullptr;  // one float for the barrier's all-reduce
+  cudaStream_t own = nullptr;     // made here
+  cudaStream_t stream = nullptr;  // where calls queue: `own`, or the one queue_on named
+  void* scratch = nullptr;        // one float for the barrier's all-reduce
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device) : h_(std::make_unique<Handles>()), device_(device) {
@@ -64,7 +65,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device) : h_(std::mak
   if (rank_ == 0) TS_NCCL_CHECK(ncclGetUniqueId(&id));
   TS_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, bootstrap));
   TS_DIST_CUDA_CHECK(cudaSetDevice(device_));
-  TS_DIST_CUDA_CHECK(cudaStreamCreateWithFlags(&h_->stream, cudaStreamNonBlocking));
+  TS_DIST_CUDA_CHECK(cudaStreamCreateWithFlags(&h_->own, cudaStreamNonBlocking));
+  h_->stream = h_->own;
   TS_DIST_CUDA_CHECK(cudaMalloc(&h_->scratch, sizeof(float)));
   TS_NCCL_CHECK(ncclCommInitRank(&h_->comm, size_, id, rank_));
 }
@@ -72,7 +74,11 @@ NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device) : h_(std::mak
 NcclCommunicator::~NcclCommunicator() {
   if (h_->comm) ncclCommDestroy(h_->comm);
   if (h_->scratch) cudaFree(h_->scratch);
-  if (h_->stream) cudaStreamDestroy(h_->stream);
+  if (h_->own) cudaStreamDestroy(h_->own);
+}
+
+void NcclCommunicator::queue_on(void* stream) {
+  h_->stream = stream != nullptr ? static_cast<cudaStream_t>(stream) : h_->own;
 }
 
 void NcclCommunicator::do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) {

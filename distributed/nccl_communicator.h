@@ -1,6 +1,7 @@
 #pragma once
-// Collectives on GPU memory through NCCL (the CUDA toolkit's), on a stream of their own. The
-// communicator's unique id is made by rank 0 and broadcast over MPI, as NCCL's docs describe.
+// Collectives on GPU memory through NCCL (the CUDA toolkit's), on a stream of their own or the one
+// queue_on names. The communicator's unique id is made by rank 0 and broadcast over MPI, as
+// NCCL's docs describe.
 // Built only with CUDA (TS_HAVE_CUDA); calls block until the collective has finished on the
 // device, so a call's recorded time is the collective's.
 #ifdef TS_HAVE_CUDA
@@ -21,6 +22,9 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view backend() const override { return "nccl"; }
+  bool takes_device_memory() const override { return true; }
+  // Data parallelism's communication stream (engine/side_stream.h), on this communicator's GPU.
+  void queue_on(void* stream) override;
 
  protected:
   void do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) override;

@@ -7,6 +7,7 @@
 
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
+#include "distributed/mpi_communicator.h"
 
 #ifdef TS_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -30,6 +31,30 @@ void agree_on_gpus(MPI_Comm bootstrap, const GpuAssignment& mine) {
   throw DistError("rank " + std::to_string(first_refused) + ": " + why.data());
 }
 
+GradientLink gradient_link(MPI_Comm bootstrap, GpuGradients asked, int local_rank, int local_size, int pinned) {
+  GpuAssignment mine;
+  if (asked != GpuGradients::host) {
+    const std::string missing = nccl_unavailable_reason();
+    if (missing.empty()) mine = nccl_gpu_for_rank(local_rank, local_size, local_gpu_count(), pinned);
+    else mine.refusal = missing;
+  } else {
+    mine.device = 0;  // not asked: nothing to refuse
+  }
+  std::string refusal;  // the first refused rank's, the same on every rank
+  try {
+    agree_on_gpus(bootstrap, mine);
+  } catch (const DistError& e) {
+    refusal = e.what();
+  }
+  GradientLink link;
+  link.route = route_gpu_gradients(asked, refusal);  // throws on every rank alike
+#ifdef TS_HAVE_CUDA
+  if (link.route.nccl) link.communicator = std::make_unique<NcclCommunicator>(bootstrap, mine.device);
+#endif
+  if (!link.communicator) link.communicator = std::make_unique<MpiCommunicator>(bootstrap);
+  return link;
+}
+
 #ifdef TS_HAVE_CUDA
 
 int local_gpu_count() {
@@ -38,12 +63,12 @@ int local_gpu_count() {
 }
 
 std::string nccl_unavailable_reason() {
-  return local_gpu_count() > 0 ? std::string()
-                               : "--backend nccl needs a GPU per rank; this machine has none that CUDA can use";
+  return local_gpu_count() > 0 ? std::string() : "NCCL needs a GPU per rank; this machine has none that CUDA can use";
 }
 
 NcclRank nccl_rank(MPI_Comm bootstrap, int local_rank, int local_size) {
-  const GpuAssignment gpu = gpu_for_rank(local_rank, local_size, local_gpu_count());
+  GpuAssignment gpu = gpu_for_rank(local_rank, local_size, local_gpu_count());
+  if (gpu.refused()) gpu.refusal += ", or use --backend mpi (host memory)";
   agree_on_gpus(bootstrap, gpu);
   NcclRank r;
   r.communicator = std::make_unique<NcclCommunicator>(bootstrap, gpu.device);
@@ -56,7 +81,7 @@ NcclRank nccl_rank(MPI_Comm bootstrap, int local_rank, int local_size) {
 int local_gpu_count() { return 0; }
 
 std::string nccl_unavailable_reason() {
-  return "--backend nccl needs a CUDA build (configure with -DTS_CUDA=ON where nvcc, cuDNN, CUPTI and NCCL are "
+  return "NCCL needs a CUDA build (configure with -DTS_CUDA=ON where nvcc, cuDNN, CUPTI and NCCL are "
          "installed; see docs/gpu-machine.md)";
 }
 

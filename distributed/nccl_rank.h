@@ -23,6 +23,17 @@ int local_gpu_count();
 // the others).
 void agree_on_gpus(MPI_Comm bootstrap, const GpuAssignment& mine);
 
+// The gradients' communicator of a data-parallel run whose model is on a GPU (collective over
+// `bootstrap`): NCCL on this rank's GPU, or MPI over pinned host buckets, as route_gpu_gradients
+// chooses from what every rank can do; `pinned`: the GPU the run named (cuda:N), -1 when the
+// ranks spread over their hosts' GPUs. DistError, on every rank, when NCCL was asked for and
+// some rank cannot use it.
+struct GradientLink {
+  std::unique_ptr<Communicator> communicator;
+  GradientRoute route;
+};
+GradientLink gradient_link(MPI_Comm bootstrap, GpuGradients asked, int local_rank, int local_size, int pinned);
+
 struct NcclRank {
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<BenchMemory> memory;  // the GPU's, for the benchmark's buffers

@@ -1,5 +1,5 @@
-// backend_for(Device), memory_for(Device), a device's timeline (synchronize, event pairs) and its
-// convolution plans' stats: the one place that knows every backend of this build (the backends
+// backend_for(Device), memory_for(Device), a device's timeline (synchronize, event pairs, side
+// streams) and its convolution plans' stats: the one place that knows every backend of this build (the backends
 // themselves never include one another). cpu always; cuda when the build has CUDA.
 #include <memory>
 #include <stdexcept>
@@ -12,10 +12,12 @@
 #include "engine/cpu/host_allocator.h"
 #include "engine/device_memory.h"
 #include "engine/device_timeline.h"
+#include "engine/side_stream.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/event_pair.h"
+#include "engine/cuda/side_stream.h"
 #endif
 
 namespace ts::engine {
@@ -128,6 +130,14 @@ std::unique_ptr<DeviceEventPair> make_event_pair(Device device) {
   if (device.type == DeviceType::cuda)
     throw std::runtime_error("this build has no CUDA backend for device " + device.str());
   return nullptr;
+}
+
+std::unique_ptr<SideStream> make_side_stream(Device device) {
+  if (device.is_cpu()) return make_inline_stream();
+#ifdef TS_HAVE_CUDA
+  if (device.type == DeviceType::cuda) return std::make_unique<cuda::CudaSideStream>(device.index);
+#endif
+  throw std::runtime_error("no side stream for device " + device.str() + " in this build");
 }
 
 ConvPlanStats conv_plan_stats(Device device) {

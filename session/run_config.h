@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distributed/data_parallel.h"
+#include "distributed/gpu_assignment.h"
 #include "distributed/ps/ps_options.h"
 
 namespace ts::session {
@@ -59,6 +60,9 @@ struct RunConfig {
   // a parameter server (distributed/ps/); the knobs of the one not chosen are ignored.
   enum class Strategy { allreduce, ps } strategy = Strategy::allreduce;
   distributed::DataParallelOptions data_parallel;
+  // A GPU model's gradients with all-reduce: NCCL where each rank has a GPU of its own, else
+  // through the host (distributed/gpu_assignment.h); nccl or host forces one.
+  distributed::GpuGradients gpu_gradients = distributed::GpuGradients::automatic;
   distributed::ps::PsOptions ps;
 };
 // CPU cores online on this machine (at least 1): a rank's default threads are its share of them.

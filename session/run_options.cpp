@@ -369,6 +369,29 @@ std::vector<RunOption> make_table() {
                .stored_key = "partition_mb",
                .get = dp_get(&distributed::DataParallelOptions::partition_mb),
                .set = dp_set(&distributed::DataParallelOptions::partition_mb)});
+  t.push_back({.name = "gpu-gradients",
+               .type = OptionType::text,
+               .help = "With --device cuda and several ranks: auto (NCCL where every rank has a GPU of its own, else "
+                       "through the host) | nccl | host (GPU to pinned host buckets, MPI all-reduce, back)",
+               .suite_key = "gpu_gradients",
+               .choices = {"auto", "nccl", "host"},
+               .scope = OptionScope::allreduce,
+               .stored = Stored::strategy,
+               .stored_key = "gpu_gradients",
+               .get = [](const RunConfig& c) { return json(std::string(distributed::to_string(c.gpu_gradients))); },
+               .set =
+                   [](RunConfig& c, const json& v) {
+                     const auto s = v.get<std::string>();
+                     const auto g = distributed::parse_gpu_gradients(s);
+                     if (!g) throw std::invalid_argument("unknown --gpu-gradients '" + s + "' (auto, nccl or host)");
+                     c.gpu_gradients = *g;
+                   },
+               // Asked for, on a GPU model only; the route taken is in the environment (gpu_gradients).
+               .stored_value =
+                   [](const RunConfig& c) {
+                     return c.device.starts_with("cuda") ? json(std::string(distributed::to_string(c.gpu_gradients)))
+                                                         : json();
+                   }});
   // The parameter server's (--strategy ps); their interplay is the cli's apply_strategy.
   t.push_back({.name = "servers",
                .type = OptionType::integer,

@@ -51,21 +51,33 @@ struct Stage {
 };
 
 // A distributed run's links: the stall watch (first made, last gone: every call below registers
-// with it), the gradients' communicator (the communication thread), the training thread's
-// control calls (stop flag, model check), which must not interleave with the gradients', and the
-// channel that carries the other ranks' records to rank 0.
+// with it), the gradients' communicator (the communication thread: MPI, or NCCL for a GPU model
+// whose ranks each have a GPU), the training thread's control calls (stop flag, model check,
+// always MPI over host memory), which must not interleave with the gradients', and the channel
+// that carries the other ranks' records to rank 0.
 struct Links {
   std::unique_ptr<distributed::StallWatch> watch;
-  std::unique_ptr<distributed::MpiCommunicator> comm, control;
+  std::unique_ptr<distributed::Communicator> comm;
+  std::unique_ptr<distributed::MpiCommunicator> control;
   std::unique_ptr<RankChannel> channel;
+  std::optional<distributed::GradientRoute> gpu_route;  // a GPU model's, with all-reduce
 };
 
-Links connect(const RunConfig& c, const RunPlan& plan) {
+Links connect(const RunConfig& c, const RunPlan& plan, const distributed::World* world) {
   Links l;
   if (!plan.distributed) return l;
   l.watch =
       std::make_unique<distributed::StallWatch>(MPI_COMM_WORLD, distributed::StallOptions{.deadline = c.stall_timeout});
-  l.comm = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
+  if (plan.workload.device.type == engine::DeviceType::cuda && !plan.on_ps && world) {
+    // cuda:N names one GPU for every rank; plain cuda spreads the ranks (run_plan.cpp).
+    const int pinned = c.device == "cuda" ? -1 : plan.workload.device.index;
+    auto link =
+        distributed::gradient_link(MPI_COMM_WORLD, c.gpu_gradients, world->local_rank, world->local_size, pinned);
+    l.comm = std::move(link.communicator);
+    l.gpu_route = std::move(link.route);
+  } else {
+    l.comm = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
+  }
   l.comm->set_channel("gradients");
   l.control = std::make_unique<distributed::MpiCommunicator>(MPI_COMM_WORLD);
   l.control->set_channel("control");
@@ -162,10 +174,9 @@ void attach_strategy(const Stage& s, const Links& links, Training& t) {
     }
     t.dp = std::make_unique<distributed::DataParallel>(*links.comm, *links.control, t.workload->gradient_groups(),
                                                        c.data_parallel);
-    if (t.dp->staged_through_host() && s.plan.rank == 0) {
-      tell(s.hooks.notice, fmt::format("trainscope: the {} ranks' GPU gradients go through the host (GPU to host "
-                                       "buckets, MPI all-reduce, back): NCCL data parallelism is not built yet\n",
-                                       s.plan.ranks));
+    if (links.gpu_route && s.plan.rank == 0) {
+      tell(s.hooks.notice,
+           fmt::format("trainscope: the {} ranks' GPU gradients go {}\n", s.plan.ranks, links.gpu_route->why));
     }
     if (c.data_parallel.priority && c.data_parallel.cross_barrier) {
       auto split = t.workload->split_step();
@@ -390,14 +401,19 @@ RunOutcome RunSession::run() {
   RunPlan plan = plan_run(config_, world_, online_cores(), gpu_ranks ? distributed::local_gpu_count() : 0);
   const Stage s{config_, plan, hooks_, hooks_.stop ? *hooks_.stop : never};
   omp_set_num_threads(plan.threads);
-  const Links links = connect(config_, plan);
+  const Links links = connect(config_, plan, world_);
   std::vector<std::string> rank_hosts;
   if (plan.distributed) {
-    rank_hosts = distributed::gather_host_names(*links.comm);
+    rank_hosts = distributed::gather_host_names(*links.control);  // host memory, whichever carries the gradients
     add_rank_hosts(plan, rank_hosts);
   }
   const std::unique_ptr<RunRecord> record = begin_record(s, rank_hosts);
   RunRecord* const row = record.get();
+  if (links.gpu_route && row) {  // how the gradients travelled, beside the environment they travelled in
+    const std::vector<store::EnvEntry> route = {{"gpu_gradients", links.gpu_route->nccl ? "nccl" : "host"},
+                                                {"gpu_gradients_why", links.gpu_route->why}};
+    row->add_environment(route);
+  }
   if (links.watch && row) {
     // Rank 0 stopping a stalled job marks its run with why (a launcher other than ours may not).
     links.watch->set_on_stop([db = config_.db, id = row->id()](const std::string& why) {

@@ -150,6 +150,18 @@ TEST(DistributedRun, BadDistributedInputIsRefusedWithNothingWritten) {
     EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
     EXPECT_FALSE(std::filesystem::exists(db)) << args;
   }
+  // How a GPU model's gradients travel: refused, with why, where there is no GPU model.
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {"run resnet50 --nproc 2 --gpu-gradients nccl",
+            "--gpu-gradients nccl chooses how a GPU model's gradients travel between ranks: it needs --device cuda "
+            "(got --device cpu)"},
+           {"run resnet50 --nproc 2 --gpu-gradients sideways", "--gpu-gradients"},
+           {"run resnet50 --nproc 2 --strategy ps --gpu-gradients host", "--gpu-gradients is an all-reduce option"}}) {
+    const auto res = run_trainscope(args + " --db " + db.string() + " 2>&1");
+    EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
+    EXPECT_NE(res.out.find(why), std::string::npos) << args << "\n" << res.out;
+    EXPECT_FALSE(std::filesystem::exists(db)) << args;
+  }
   const auto res = ts::testing::run_command("PATH=/nonexistent " + std::string(TRAINSCOPE_BIN) +
                                             " run resnet50 --nproc 2 --db " + db.string() + " 2>&1");
   EXPECT_EQ(res.exit_code, 2) << res.out;

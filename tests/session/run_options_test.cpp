@@ -72,6 +72,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(dp.priority, dq.priority);
   EXPECT_EQ(dp.partition_mb, dq.partition_mb);
   EXPECT_EQ(dp.cross_barrier, dq.cross_barrier);
+  EXPECT_EQ(a.gpu_gradients, b.gpu_gradients);
   const auto &p = a.ps, &q = b.ps;
   EXPECT_EQ(p.servers, q.servers);
   EXPECT_EQ(p.dedicated, q.dedicated);
@@ -117,6 +118,7 @@ RunConfig all_reduce_config() {
                      .priority = true,
                      .partition_mb = 0.125,
                      .cross_barrier = false};
+  c.gpu_gradients = distributed::GpuGradients::nccl;
   return c;
 }
 
@@ -125,6 +127,7 @@ RunConfig ps_config() {
   RunConfig c = all_reduce_config();
   c.data_parallel = {};
   c.data_parallel.priority = true;
+  c.gpu_gradients = {};
   c.strategy = RunConfig::Strategy::ps;
   c.ps = {.servers = 3,
           .dedicated = true,
@@ -243,7 +246,7 @@ RunConfig as_from_suite(RunConfig c) {
 // options: the command line, the suite tag, ps.priority derived from --priority), compared in
 // expect_same and set in the configurations above; then update the count.
 TEST(RunOptions, EveryFieldIsCounted) {
-  EXPECT_EQ(field_count<RunConfig>(), 29u);
+  EXPECT_EQ(field_count<RunConfig>(), 30u);
   EXPECT_EQ(field_count<distributed::DataParallelOptions>(), 6u);
   EXPECT_EQ(field_count<distributed::ps::PsOptions>(), 7u);
   EXPECT_EQ(field_count<RunConfig::SuiteTag>(), 3u);
@@ -278,7 +281,7 @@ TEST(RunOptions, FlagsGiveTheConfiguration) {
                                "s1:2,s2:1", "--ps-mode", "bounded", "--staleness", "4", "--chunk-mb", "0.5"});
     } else {
       args.insert(args.end(), {"--bucket-mb", "0.25", "--no-overlap", "--bucket-order", "reverse_registration",
-                               "--partition-mb", "0.125", "--no-cross-barrier"});
+                               "--partition-mb", "0.125", "--no-cross-barrier", "--gpu-gradients", "nccl"});
     }
     expected.suite = {};  // the command line has no suite
     expect_same(from_flags(args, expected.command_line), expected);
@@ -292,7 +295,7 @@ TEST(RunOptions, SuiteKeysGiveTheConfiguration) {
         kCommonSuite + (ps ? "strategy = \"ps\"\nservers = 3\ndedicated_servers = true\nserver_hosts = \"s1:2,s2:1\"\n"
                              "ps_mode = \"bounded\"\nstaleness = 4\nchunk_mb = 0.5\n"
                            : "bucket_mb = 0.25\noverlap = false\nbucket_order = \"reverse_registration\"\n"
-                             "partition_mb = 0.125\ncross_barrier = false\n");
+                             "partition_mb = 0.125\ncross_barrier = false\ngpu_gradients = \"nccl\"\n");
     const cli::Suite suite = cli::parse_suite(text, "nightly.toml", "suite.db");
     ASSERT_EQ(suite.run_count(), 1u);
     expect_same(suite.run_at(0), as_from_suite(ps ? ps_config() : all_reduce_config()));
@@ -359,7 +362,8 @@ TEST(RunOptions, StoredConfigKeepsItsKeys) {
                            {"bucket_order", "reverse_registration"},
                            {"priority", true},
                            {"partition_mb", 0.125},
-                           {"cross_barrier", false}}}};
+                           {"cross_barrier", false},
+                           {"gpu_gradients", "nccl"}}}};
   EXPECT_EQ(stored, expected) << stored.dump(2);
 
   const json on_ps = session::stored_config(ps_config(), facts);
