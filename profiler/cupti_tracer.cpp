@@ -57,9 +57,10 @@ uint64_t CUPTIAPI timestamp_now() { return static_cast<uint64_t>(vocabulary::now
 constexpr size_t kBufferBytes = size_t{8} << 20;         // per host buffer
 constexpr size_t kDeviceBufferBytes = size_t{32} << 20;  // per context, for records made on the GPU
 
-// Which external correlation ids a range pushed, so that its end pops exactly those.
-enum Pushed : uint8_t { kPushedNone = 0, kPushedOp = 1, kPushedIteration = 2 };
-// Per thread, one entry per open op or iteration range (they nest per thread).
+// Which external correlation ids a range pushed (bits, one per CUPTI kind), so that its end pops
+// exactly those.
+enum Pushed : uint8_t { kPushedNone = 0, kPushedOpId = 1, kPushedIterationId = 2, kPushedCommId = 4 };
+// Per thread, one entry per open op, iteration or communication range (they nest per thread).
 thread_local std::vector<uint8_t> t_pushed;
 
 std::string demangle(const char* name) {
@@ -197,7 +198,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
 
     std::lock_guard lock(mutex_);
     GpuTrace t;
-    t.unattributed_launches = attribute_launches(activities_, op_ids_, iteration_ids_);
+    t.unattributed_launches = attribute_launches(activities_, {op_ids_, iteration_ids_, comm_ids_});
     for (GpuActivity& a : activities_) {
       if (a.kind == GpuKind::sync) {
         if (auto it = context_device_.find(a.device); it != context_device_.end()) a.device = it->second;
@@ -214,8 +215,9 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     return t;
   }
 
-  // RangeObserver: launch contexts for ops and iterations; NVTX ranges for the run, iterations and
-  // phases, which reach Nsight Systems (it injects its NVTX handler), not CUPTI's activity records.
+  // RangeObserver: launch contexts for ops, iterations and communication; NVTX ranges for the run,
+  // iterations, phases and communication, which reach Nsight Systems (it injects its NVTX
+  // handler), not CUPTI's activity records.
   void begin(EventKind kind, StringId name, StringId layer, Pass pass, int32_t iteration) override {
     switch (kind) {
       case EventKind::op: {
@@ -224,7 +226,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack_op(layer, name));
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        pack_iteration(iteration, pass));
-          pushed = kPushedOp;
+          pushed = kPushedOpId | kPushedIterationId;
         }
         t_pushed.push_back(pushed);
         break;
@@ -234,15 +236,30 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
         if (PushGuard guard(*this); guard) {
           (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        pack_iteration(iteration, Pass::none));
-          pushed = kPushedIteration;
+          pushed = kPushedIterationId;
         }
         t_pushed.push_back(pushed);
         nvtxRangePushA(("iteration " + std::to_string(iteration)).c_str());
         break;
       }
+      case EventKind::comm: {
+        // What this range launches is communication: CUSTOM2 says so (its value, the label and
+        // name packed as an op's, is only for a reader of the raw records). The iteration too: a
+        // communication thread never opens one, and its launches would fall outside every
+        // iteration's breakdown.
+        uint8_t pushed = kPushedNone;
+        if (PushGuard guard(*this); guard) {
+          (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, pack_op(layer, name));
+          (void)cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
+                                                       pack_iteration(iteration, pass));
+          pushed = kPushedCommId | kPushedIterationId;
+        }
+        t_pushed.push_back(pushed);
+        nvtxRangePushA(std::string(tracer_.str(name)).c_str());
+        break;
+      }
       case EventKind::run:
       case EventKind::phase:
-      case EventKind::comm:
       case EventKind::wait: nvtxRangePushA(std::string(tracer_.str(name)).c_str()); break;
       case EventKind::marker: break;
     }
@@ -252,12 +269,12 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     switch (kind) {
       case EventKind::op: pop_pushed(); break;
       case EventKind::iteration:
+      case EventKind::comm:
         pop_pushed();
         nvtxRangePop();
         break;
       case EventKind::run:
       case EventKind::phase:
-      case EventKind::comm:
       case EventKind::wait: nvtxRangePop(); break;
       case EventKind::marker: break;
     }
@@ -296,9 +313,12 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
     if (pushed == kPushedNone) return;
     PushGuard guard(*this);
     if (!guard) return;
-    if (pushed == kPushedOp)
+    if ((pushed & kPushedOpId) != 0)
       (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
-    (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
+    if ((pushed & kPushedCommId) != 0)
+      (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, nullptr);
+    if ((pushed & kPushedIterationId) != 0)
+      (void)cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, nullptr);
   }
 
   static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -365,7 +385,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           a.name = intern_kernel(k->name);
-          a.kind = is_communication_kernel(tracer_.str(a.name)) ? GpuKind::comm : GpuKind::kernel;
+          a.kind = GpuKind::kernel;  // communication if a communication range launched it (attribute_launches)
           a.start_ns = static_cast<int64_t>(k->start);
           a.end_ns = static_cast<int64_t>(k->end);
           a.device = static_cast<int16_t>(k->deviceId);
@@ -430,6 +450,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
           if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) op_ids_[x->correlationId] = x->externalId;
           if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1)
             iteration_ids_[x->correlationId] = x->externalId;
+          if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) comm_ids_[x->correlationId] = x->externalId;
           continue;
         }
         case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -485,7 +506,7 @@ class CuptiTracer final : public GpuTracer, public RangeObserver {
 
   std::mutex mutex_;  // everything below: filled on CUPTI's worker thread
   std::vector<GpuActivity> activities_;
-  ExternalIds op_ids_, iteration_ids_;
+  ExternalIds op_ids_, iteration_ids_, comm_ids_;  // CUSTOM0, CUSTOM1, CUSTOM2
   std::unordered_map<std::string, StringId> kernel_names_;
   std::unordered_map<uint64_t, StringId> api_names_;
   std::map<int16_t, int16_t> context_device_;

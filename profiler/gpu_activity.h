@@ -1,7 +1,8 @@
 #pragma once
 // The GPU side of the event model: one record per activity CUPTI reports (kernel, copy, set,
 // synchronisation, runtime API call, memory allocation or free, CUPTI overhead),
-// already attributed to the op, layer, pass and iteration that launched it. The CUPTI tracer
+// already attributed to the op, layer, pass and iteration that launched it (and to communication
+// when a communication range launched it; launch_context.h). The CUPTI tracer
 // (cupti_tracer.cpp) produces them; tests build them by hand. Times are on the CPU tracer's
 // clock (now_ns), so CPU and GPU events share one timeline.
 #include <cstdint>
@@ -14,7 +15,8 @@ namespace ts::profiler {
 
 enum class GpuKind : uint8_t {
   kernel,  // a compute kernel
-  comm,    // a communication kernel (NCCL): the `comm` of the time breakdown
+  comm,    // device work (kernel, copy, set) launched from a communication range: the `comm` of
+           // the time breakdown; which work it was is in GpuActivity::comm_work
   memcpy,
   memset,
   sync,      // a synchronisation the CPU waited on (stream, event, context, device)
@@ -28,10 +30,6 @@ enum class GpuKind : uint8_t {
 std::string_view to_string(GpuKind kind);
 std::optional<GpuKind> parse_gpu_kind(std::string_view s);
 
-// Kernels whose name says NCCL are communication; everything else launched is compute.
-// (Case-insensitive "nccl" anywhere in the name: ncclDevKernel_AllReduce_Sum_f32_RING_LL, ...)
-bool is_communication_kernel(std::string_view name);
-
 struct GpuActivity {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
@@ -40,6 +38,9 @@ struct GpuActivity {
   StringId layer = 0;   // layer (owner path) of the op that launched it; 0 = none
   StringId op = 0;      // the op that launched it; 0 = launched outside any op
   GpuKind kind = GpuKind::kernel;
+  // For kind comm, what the device did (kernel, memcpy or memset): a staging copy is
+  // communication in the breakdown and still a copy in the copy summary.
+  GpuKind comm_work = GpuKind::kernel;
   Pass pass = Pass::none;
   int16_t device = 0;
   int32_t iteration = -1;    // the training iteration in which it was launched
@@ -53,6 +54,10 @@ struct GpuActivity {
 inline bool occupies_device(GpuKind k) {
   return k == GpuKind::kernel || k == GpuKind::comm || k == GpuKind::memcpy || k == GpuKind::memset;
 }
+
+// What the device did: kernel, memcpy or memset for device work, communication included; the
+// kind itself for the rest.
+inline GpuKind device_work(const GpuActivity& a) { return a.kind == GpuKind::comm ? a.comm_work : a.kind; }
 
 // Whether CUPTI left the record without a usable time, so that it must be left out (and counted):
 // a forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) hands back records of work that has not

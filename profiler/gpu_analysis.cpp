@@ -30,14 +30,6 @@ std::optional<GpuKind> parse_gpu_kind(std::string_view s) {
   return std::nullopt;
 }
 
-bool is_communication_kernel(std::string_view name) {
-  for (size_t i = 0; i + 4 <= name.size(); ++i) {
-    auto lower = [&](size_t j) { return static_cast<char>(name[i + j] | 0x20); };
-    if (lower(0) == 'n' && lower(1) == 'c' && lower(2) == 'c' && lower(3) == 'l') return true;
-  }
-  return false;
-}
-
 std::vector<GpuBreakdown> gpu_breakdown(std::span<const GpuActivity> activities, const IterationFilter& counted) {
   struct Acc {
     std::vector<Interval> compute, comm, memcpy, memset;
@@ -107,7 +99,7 @@ std::vector<OpStat> kernel_summary(std::span<const GpuActivity> activities, cons
                                    const IterationFilter& counted) {
   std::unordered_map<StringId, std::vector<int64_t>> by_name;
   for (const GpuActivity& a : activities) {
-    if ((a.kind == GpuKind::kernel || a.kind == GpuKind::comm) && counted(a.iteration)) {
+    if (device_work(a) == GpuKind::kernel && counted(a.iteration)) {  // communication kernels too
       by_name[a.name].push_back(a.duration_ns());
     }
   }
@@ -118,7 +110,9 @@ std::vector<CopyStat> copy_summary(std::span<const GpuActivity> activities, cons
                                    const IterationFilter& counted) {
   std::unordered_map<StringId, CopyStat> by_name;
   for (const GpuActivity& a : activities) {
-    if ((a.kind != GpuKind::memcpy && a.kind != GpuKind::memset) || !counted(a.iteration)) continue;
+    // Staging copies too: communication in the breakdown, copies all the same.
+    const GpuKind work = device_work(a);
+    if ((work != GpuKind::memcpy && work != GpuKind::memset) || !counted(a.iteration)) continue;
     CopyStat& s = by_name[a.name];
     ++s.count;
     s.bytes += a.bytes;

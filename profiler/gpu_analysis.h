@@ -15,9 +15,10 @@ namespace ts::profiler {
 
 // One iteration on one device. Its span runs from the first start to the last end of the
 // device activities launched in that iteration (HTA's per-iteration window); within it:
-// compute = |U compute kernels|, comm = |U communication kernels|, memcpy = |U copies|,
-// memset = |U sets|, overlap = |U compute n U comm|, exposed_comm = comm - overlap,
-// busy = |U all of them|, idle = span - busy. Unions run across streams.
+// compute = |U compute kernels|, comm = |U communication| (kernels, copies and sets launched
+// from a communication range), memcpy = |U other copies|, memset = |U other sets|,
+// overlap = |U compute n U comm|, exposed_comm = comm - overlap, busy = |U all of them|,
+// idle = span - busy. Unions run across streams.
 struct GpuBreakdown {
   int16_t device = 0;
   int32_t iteration = 0;  // -1 in a total over iterations
@@ -53,7 +54,7 @@ std::vector<OpStat> kernel_summary(std::span<const GpuActivity> activities, cons
                                    const IterationFilter& counted = all_iterations);
 
 // Per copy or set name ("Memcpy HtoD", "Memset"...): count, bytes, time, and the bandwidth
-// bytes / total time.
+// bytes / total time. Communication's copies and sets (staging) are in it too.
 struct CopyStat {
   std::string name;
   int64_t count = 0;

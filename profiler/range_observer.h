@@ -1,8 +1,9 @@
 #pragma once
-// A hook on every traced range (run, iteration, phase, op) while the tracer is enabled: the GPU
-// profiler uses it to mark NVTX ranges and to tag the CUDA launches an op makes with that op's
-// layer, pass and iteration (CUPTI external correlation). One observer at most; when none is
-// set a range pays one more relaxed load.
+// A hook on every traced range (run, iteration, phase, op, communication) while the tracer is
+// enabled: the GPU profiler uses it to mark NVTX ranges, to tag the CUDA launches an op makes
+// with that op's layer, pass and iteration, and those a communication range makes as
+// communication (CUPTI external correlation). One observer at most; when none is set a range
+// pays one more relaxed load.
 #include <atomic>
 
 #include "profiler/event.h"

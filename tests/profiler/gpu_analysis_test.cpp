@@ -1,6 +1,7 @@
 // GPU analyses on hand-made activity streams whose answers are worked out by hand: two
 // compute streams and a communication stream overlapping, gaps, copies, iterations that
-// interleave, warm-up filtering, the kernel and copy summaries, per-layer time, memory.
+// interleave, warm-up filtering, the kernel and copy summaries, per-layer time, memory; and the
+// launch context: which op, iteration and kind (communication or not) a launch gets.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -34,11 +35,7 @@ GpuActivity act(GpuKind kind, int64_t start, int64_t end, StringId name, int32_t
 
 }  // namespace
 
-TEST(GpuAnalysis, CommunicationKernelsAreRecognisedByName) {
-  EXPECT_TRUE(is_communication_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
-  EXPECT_TRUE(is_communication_kernel("void NCCL_kernel<float>"));
-  EXPECT_FALSE(is_communication_kernel("sm90_xmma_gemm_f32f32_tf32f32"));
-  EXPECT_FALSE(is_communication_kernel("ncl"));
+TEST(GpuAnalysis, KindsRoundTripThroughTheirNames) {
   for (GpuKind k : {GpuKind::kernel, GpuKind::comm, GpuKind::memcpy, GpuKind::memset, GpuKind::sync, GpuKind::api,
                     GpuKind::marker, GpuKind::memory, GpuKind::overhead}) {
     EXPECT_EQ(parse_gpu_kind(to_string(k)), k);
@@ -83,6 +80,21 @@ TEST(GpuAnalysis, BreakdownOverStreamsWithOverlapAndGaps) {
   EXPECT_EQ(b[0].compute_ns + b[0].exposed_comm_ns + 20 + b[0].idle_ns, b[0].span_ns());
 }
 
+TEST(GpuAnalysis, StagingCopyIsCommunicationInTheBreakdown) {
+  // A copy launched from a communication range: comm [0,40); a plain copy [50,60); a kernel [30,70).
+  std::vector<GpuActivity> a = {act(GpuKind::comm, 0, 40, 4, 0), act(GpuKind::memcpy, 50, 60, 4, 0),
+                                act(GpuKind::kernel, 30, 70, 1, 0)};
+  a[0].comm_work = GpuKind::memcpy;
+  const auto b = gpu_breakdown(a);
+  ASSERT_EQ(b.size(), 1U);
+  EXPECT_EQ(b[0].comm_ns, 40);
+  EXPECT_EQ(b[0].memcpy_ns, 10);
+  EXPECT_EQ(b[0].compute_ns, 40);
+  EXPECT_EQ(b[0].overlap_ns, 10);
+  EXPECT_EQ(b[0].exposed_comm_ns, 30);
+  EXPECT_EQ(b[0].busy_ns, 70);
+}
+
 TEST(GpuAnalysis, IterationsByLaunchDevicesApartWarmupFiltered) {
   // Iteration 1's last kernel runs after iteration 2's first began (asynchronous launches):
   // each iteration keeps its own window, as HTA's per-iteration spans do.
@@ -120,8 +132,9 @@ TEST(GpuAnalysis, KernelSummaryLikeNsysStats) {
   std::vector<GpuActivity> a = {
       act(GpuKind::kernel, 0, 10, 1, 1),   act(GpuKind::kernel, 20, 50, 1, 1), act(GpuKind::kernel, 60, 80, 1, 2),
       act(GpuKind::kernel, 0, 5, 2, 1),    act(GpuKind::comm, 0, 100, 3, 1),   act(GpuKind::kernel, 0, 1000, 2, 0),
-      act(GpuKind::memcpy, 0, 1000, 4, 1),
+      act(GpuKind::memcpy, 0, 1000, 4, 1), act(GpuKind::comm, 0, 2000, 4, 1),
   };
+  a.back().comm_work = GpuKind::memcpy;  // a staging copy: communication, but no kernel
   const auto s = kernel_summary(a, lookup, [](int32_t i) { return i >= 1; });
   ASSERT_EQ(s.size(), 3U);
   EXPECT_EQ(s[0].name, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
@@ -138,16 +151,18 @@ TEST(GpuAnalysis, KernelSummaryLikeNsysStats) {
 
 TEST(GpuAnalysis, CopySummaryBytesAndBandwidth) {
   std::vector<GpuActivity> a = {act(GpuKind::memcpy, 0, 1000, 4, 1), act(GpuKind::memcpy, 0, 3000, 4, 1),
-                                act(GpuKind::memset, 0, 100, 5, 1), act(GpuKind::kernel, 0, 5, 1, 1)};
+                                act(GpuKind::memset, 0, 100, 5, 1),  act(GpuKind::kernel, 0, 5, 1, 1),
+                                act(GpuKind::comm, 0, 1000, 4, 1),   act(GpuKind::comm, 0, 7, 3, 1)};
   a[0].bytes = 10'000;
   a[1].bytes = 30'000;
   a[2].bytes = 4096;
-  const auto s = copy_summary(a, lookup);
+  a[4].bytes = 20'000, a[4].comm_work = GpuKind::memcpy;  // a staging copy is a copy all the same
+  const auto s = copy_summary(a, lookup);                 // the communication kernel (a[5]) is not
   ASSERT_EQ(s.size(), 2U);
   EXPECT_EQ(s[0].name, "memcpy HtoD");
-  EXPECT_EQ(s[0].count, 2);
-  EXPECT_EQ(s[0].bytes, 40'000);
-  EXPECT_DOUBLE_EQ(s[0].gb_per_s(), 10.0);  // 40,000 bytes in 4,000 ns
+  EXPECT_EQ(s[0].count, 3);
+  EXPECT_EQ(s[0].bytes, 60'000);
+  EXPECT_DOUBLE_EQ(s[0].gb_per_s(), 12.0);  // 60,000 bytes in 5,000 ns
   EXPECT_EQ(s[1].bytes, 4096);
 }
 
@@ -205,7 +220,7 @@ TEST(LaunchContext, ExternalIdsPackAndAttribute) {
   a[0].correlation = 1, a[1].correlation = 2, a[2].correlation = 3, a[4].correlation = 1;
   const ExternalIds ops = {{1, pack_op(6, 8)}};
   const ExternalIds iterations = {{1, pack_iteration(4, Pass::backward)}, {2, pack_iteration(4, Pass::none)}};
-  EXPECT_EQ(attribute_launches(a, ops, iterations), 1U);  // the copy
+  EXPECT_EQ(attribute_launches(a, {ops, iterations, {}}), 1U);  // the copy
   EXPECT_EQ(a[0].layer, 6U);
   EXPECT_EQ(a[0].op, 8U);
   EXPECT_EQ(a[0].pass, Pass::backward);
@@ -215,4 +230,65 @@ TEST(LaunchContext, ExternalIdsPackAndAttribute) {
   EXPECT_EQ(a[1].iteration, 4);
   EXPECT_EQ(a[2].iteration, -1);
   EXPECT_EQ(a[3].iteration, -1);
+}
+
+TEST(LaunchContext, CommunicationIsWhereALaunchWasIssuedNotWhatItIsCalled) {
+  // Correlation 1: a kernel named like NCCL's, launched by an op in iteration 2 outside any
+  // communication range; 2: a compute-named kernel, 3: a copy, 4: a set, each launched from a
+  // communication range in iteration 5 on a thread with no iteration of its own; 5: a kernel
+  // with no ids at all. The API calls and the synchronisation that share 2 and 3 are no device work.
+  std::vector<GpuActivity> a = {act(GpuKind::kernel, 0, 1, 3, -1), act(GpuKind::kernel, 0, 1, 1, -1),
+                                act(GpuKind::memcpy, 0, 1, 4, -1), act(GpuKind::memset, 0, 1, 5, -1),
+                                act(GpuKind::kernel, 0, 1, 2, -1), act(GpuKind::api, 0, 1, 0, -1),
+                                act(GpuKind::sync, 0, 1, 0, -1)};
+  for (uint32_t c : {1U, 2U, 3U, 4U, 5U}) a[c - 1].correlation = c;
+  a[5].correlation = 2, a[6].correlation = 3;
+  a[2].bytes = 4096;
+  const ExternalIds ops = {{1, pack_op(6, 8)}};
+  const ExternalIds iterations = {{1, pack_iteration(2, Pass::forward)},
+                                  {2, pack_iteration(5, Pass::none)},
+                                  {3, pack_iteration(5, Pass::none)},
+                                  {4, pack_iteration(5, Pass::none)}};
+  const ExternalIds comm = {{2, pack_op(7, 9)}, {3, pack_op(7, 9)}, {4, pack_op(7, 9)}};
+  EXPECT_EQ(attribute_launches(a, {ops, iterations, comm}), 4U);  // all but the op's kernel
+
+  EXPECT_EQ(a[0].kind, GpuKind::kernel);  // its name does not make it communication
+  EXPECT_EQ(a[0].op, 8U);
+  EXPECT_EQ(a[0].iteration, 2);
+  EXPECT_EQ(a[0].pass, Pass::forward);
+  const GpuKind was[] = {GpuKind::kernel, GpuKind::memcpy, GpuKind::memset};
+  for (size_t i = 1; i <= 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a[i].kind, GpuKind::comm);
+    EXPECT_EQ(a[i].comm_work, was[i - 1]);
+    EXPECT_EQ(device_work(a[i]), was[i - 1]);
+    EXPECT_EQ(a[i].iteration, 5);  // from the communication range
+    EXPECT_EQ(a[i].pass, Pass::none);
+    EXPECT_EQ(a[i].op, 0U);  // a communication range is no op: layers and ops stay as they were
+    EXPECT_EQ(a[i].layer, 0U);
+  }
+  EXPECT_EQ(a[2].bytes, 4096);
+  EXPECT_EQ(a[4].kind, GpuKind::kernel);  // in no map: untouched
+  EXPECT_EQ(a[4].iteration, -1);
+  EXPECT_EQ(a[4].op, 0U);
+  EXPECT_EQ(a[5].kind, GpuKind::api);
+  EXPECT_EQ(a[5].iteration, 5);
+  EXPECT_EQ(a[6].kind, GpuKind::sync);
+
+  // Attributing again changes nothing: what the device did is not lost.
+  EXPECT_EQ(attribute_launches(a, {ops, iterations, comm}), 4U);
+  EXPECT_EQ(a[2].kind, GpuKind::comm);
+  EXPECT_EQ(a[2].comm_work, GpuKind::memcpy);
+
+  // In the breakdown the three are communication, none of them compute or a copy.
+  const auto b = gpu_breakdown(a);
+  ASSERT_EQ(b.size(), 2U);  // iterations 2 and 5
+  EXPECT_EQ(b[0].iteration, 2);
+  EXPECT_EQ(b[0].compute_ns, 1);
+  EXPECT_EQ(b[0].comm_ns, 0);
+  EXPECT_EQ(b[1].iteration, 5);
+  EXPECT_EQ(b[1].compute_ns, 0);
+  EXPECT_EQ(b[1].memcpy_ns, 0);
+  EXPECT_EQ(b[1].memset_ns, 0);
+  EXPECT_EQ(b[1].comm_ns, 1);
 }
