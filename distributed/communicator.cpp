@@ -30,17 +30,30 @@ std::string_view to_string(Collective c) {
   return "unknown";
 }
 
-// Times one call; records it only when it returns (a call that throws is no measurement). The
-// stall watch knows of it while it lasts.
+// Times one call; records it only when it returns (a call that throws is no measurement). While
+// it lasts the stall watch knows of it, and the range observer sees a communication range, as
+// profiler::Range would show it, so that the GPU profiler counts what the call launches (NCCL's
+// kernels and copies) as communication. Not a profiler::Range itself: that would record a
+// second event, and one for a call that threw.
 class Communicator::Timed {
  public:
   Timed(Communicator& comm, Collective c, std::string_view label, int64_t bytes)
-      : watched_(comm.channel_, to_string(c), label),
-        comm_(comm),
-        c_(c),
-        label_(label),
-        bytes_(bytes),
-        start_(vocabulary::now_ns()) {}
+      : watched_(comm.channel_, to_string(c), label), comm_(comm), c_(c), label_(label), bytes_(bytes) {
+    auto& tracer = profiler::Tracer::global();
+    if (tracer.enabled()) {
+      observer_ = profiler::range_observer();  // the one told of the begin is told of the end
+      if (observer_ != nullptr) {
+        observer_->begin(profiler::EventKind::comm, tracer.intern(to_string(c)), tracer.intern(label),
+                         profiler::Pass::none, tracer.iteration());
+      }
+    }
+    start_ = vocabulary::now_ns();
+  }
+  ~Timed() {
+    if (observer_ != nullptr) observer_->end(profiler::EventKind::comm);
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
   void done() { comm_.record(c_, label_, bytes_, start_, vocabulary::now_ns()); }
 
  private:
@@ -49,7 +62,8 @@ class Communicator::Timed {
   Collective c_;
   std::string_view label_;
   int64_t bytes_;
-  int64_t start_;
+  profiler::RangeObserver* observer_ = nullptr;
+  int64_t start_ = 0;
 };
 
 void Communicator::record(Collective c, std::string_view label, int64_t bytes, int64_t start_ns, int64_t end_ns) {
