@@ -124,7 +124,7 @@ std::optional<int64_t> known_workers(const RunConfig& c) {
 
 // The parameter-server checks on a whole config (whatever made it: the command line, a suite,
 // a rank's own arguments).
-void validate_ps(const RunConfig& c, const engine::Device& device) {
+void validate_ps(const RunConfig& c) {
   const distributed::ps::PsOptions defaults;
   const auto& ps = c.ps;
   if (c.strategy != Strategy::ps) {
@@ -150,9 +150,6 @@ void validate_ps(const RunConfig& c, const engine::Device& device) {
   if (!ps.server_hosts.empty()) {
     if (!ps.dedicated) throw UsageError("--server-hosts places dedicated servers: it needs --dedicated-servers");
     server_hosts_of(ps.server_hosts, false);
-  }
-  if (!device.is_cpu()) {
-    throw UsageError("the parameter server trains on the CPU: --device cpu (got --device " + c.device + ")");
   }
   const auto workers = known_workers(c);
   if (workers && !ps.dedicated) {
@@ -384,7 +381,14 @@ void validate(const RunConfig& c) {
                                  "or eager (got {})",
                                  c.workload, distributed::ps::to_string(c.ps.mode)));
   }
-  validate_ps(c, device);
+  if (spec->has_learners && c.strategy == Strategy::ps && device.type == engine::DeviceType::cuda) {
+    // Its learners read and push through the parameter service with host copies of the network.
+    throw UsageError(c.workload +
+                     "'s actor-learners train on the parameter server from the CPU: --device cpu (got "
+                     "--device " +
+                     c.device + ")");
+  }
+  validate_ps(c);
   if (c.roofline) {
     if (!c.trace)
       throw UsageError("--roofline sets the ops' work against the machine: it needs per-op events (drop --no-trace)");

@@ -105,7 +105,8 @@ RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t co
   wc.learners = c.learners.value_or(0);
   wc.seed = c.seed;
   wc.data = c.data;
-  wc.rank = p.trains ? p.rank : 0;  // a dedicated server builds worker 0's model: the same parameters
+  wc.rank = p.trains ? p.rank : 0;                   // a dedicated server builds worker 0's model: the same parameters
+  if (!p.trains) wc.device = engine::Device::cpu();  // ... for their sizes only: the servers hold values on the CPU
   wc.world_size = p.workers;
 
   p.info = run_info(p);

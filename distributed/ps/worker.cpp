@@ -6,6 +6,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -15,7 +16,10 @@
 #include "distributed/mpi_check.h"
 #include "distributed/ps/wire.h"
 #include "distributed/stall_watch.h"
+#include "engine/context.h"
+#include "engine/device_memory.h"
 #include "engine/optim/clip.h"
+#include "engine/side_stream.h"
 #include "fmt/format.h"
 #include "profiler/tracer.h"
 
@@ -58,16 +62,22 @@ struct PsWorker::State {
   std::unordered_map<const engine::TensorImpl*, std::pair<int, int>> where;  // parameter -> (group, tensor)
   std::vector<std::vector<bool>> gated, ungated, hooked;                     // [group][tensor]
 
-  // Outgoing messages; `order` decides which goes first (priority, then arrival).
+  // Outgoing messages; `order` decides which goes first (priority, then arrival). A GPU
+  // gradient's values are read by the send thread from its tensor's host mirror once the side
+  // stream's copy there (`copied`) is done: the training thread never waits for it.
   struct Outgoing {
     MessageHeader header;
     std::vector<float> data;
     int dest = 0;
+    const float* source = nullptr;  // the mirror's values, `floats` of them, once `copied` is reached
+    int64_t floats = 0;
+    engine::StreamMarker* copied = nullptr;
   };
   std::multimap<std::pair<int64_t, int64_t>, Outgoing> outbox;
   int64_t sequence = 0;
   int64_t in_flight = 0;           // queued or being sent
   int64_t queued_push_floats = 0;  // gradient values queued or being sent
+  int64_t reading_mirrors = 0;     // pushes the send thread is reading from a host mirror
   bool closing = false;
   int byes = 0;
   bool finished = false;
@@ -76,14 +86,32 @@ struct PsWorker::State {
   int64_t pushes = 0, bytes_pushed = 0;
   std::exception_ptr error;
 
+  // A model on a GPU: each tensor's gradient goes to the servers through a pinned host mirror,
+  // copied on a side stream once the compute queue has reached the tensor's ready marker (the
+  // backward never waits on the host); the next compute work on the gradient (its zeroing) waits
+  // for the copy. Declared before the stream, which is destroyed first, waiting for its copies.
+  struct Mirror {
+    engine::Tensor host;  // memory category comm
+    std::unique_ptr<engine::PinnedHost> pinned;
+    std::unique_ptr<engine::StreamMarker> ready, copied;
+    bool pending = false;  // copied in this backward: the zeroing waits for it
+  };
+  std::vector<std::vector<Mirror>> mirrors;  // [group][tensor]; empty on the CPU
+  std::unique_ptr<engine::SideStream> stream;
+
   std::mutex mutex;
   std::condition_variable cv;
   std::thread sender, receiver;
 
   void enqueue(int key, MessageHeader header, std::vector<float> data, int dest) {
+    Outgoing out{header, std::move(data), dest};
+    out.floats = static_cast<int64_t>(out.data.size());
+    enqueue(key, std::move(out));
+  }
+  void enqueue(int key, Outgoing out) {
     const int64_t order = options.priority && key >= 0 ? layout.keys[static_cast<size_t>(key)].priority : 0;
-    if (header.kind == MessageKind::push) queued_push_floats += static_cast<int64_t>(data.size());
-    outbox.emplace(std::make_pair(order, sequence++), Outgoing{header, std::move(data), dest});
+    if (out.header.kind == MessageKind::push) queued_push_floats += out.floats;
+    outbox.emplace(std::make_pair(order, sequence++), std::move(out));
     ++in_flight;
     cv.notify_all();
   }
@@ -96,12 +124,20 @@ struct PsWorker::State {
     const Key& spec = layout.keys[static_cast<size_t>(id)];
     KeyState& k = keys[static_cast<size_t>(id)];
     k.pushed += 1;
-    std::vector<float> data;
-    if (grad.defined()) data.assign(grad.data() + spec.offset, grad.data() + spec.offset + spec.count);
-    enqueue(id,
-            MessageHeader{MessageKind::push, id, worker, profiler::Tracer::global().iteration(), k.pushed,
-                          std::max<int64_t>(0, version)},
-            std::move(data), topology.server_rank(spec.server));
+    Outgoing out{MessageHeader{MessageKind::push, id, worker, profiler::Tracer::global().iteration(), k.pushed,
+                               std::max<int64_t>(0, version)},
+                 {},
+                 topology.server_rank(spec.server)};
+    if (grad.defined() && !grad.device().is_cpu()) {  // push_tensor queued its copy into the mirror
+      const Mirror& m = mirrors[static_cast<size_t>(spec.group)][static_cast<size_t>(spec.tensor)];
+      out.source = m.host.data() + spec.offset;
+      out.floats = spec.count;
+      out.copied = m.copied.get();
+    } else {
+      if (grad.defined()) out.data.assign(grad.data() + spec.offset, grad.data() + spec.offset + spec.count);
+      out.floats = static_cast<int64_t>(out.data.size());
+    }
+    enqueue(id, std::move(out));
   }
   // Group `group`'s parameters, once `tensors` are shown to match them (a learner's copy of the
   // network, or its gradients, where `may_be_undefined`).
@@ -144,6 +180,31 @@ PsWorker::PsWorker(int worker, const KeyLayout& layout, std::vector<std::vector<
   st.to_workers = to_workers;
   st.workers = workers;
   st.keys.resize(layout.keys.size());
+  // One device for the whole model: the CPU, or one GPU whose gradients and values go through host memory.
+  std::optional<engine::Device> device;
+  for (const auto& group : st.groups) {
+    for (const auto& p : group) {
+      if (!device) device = p.device();
+      if (p.device() != *device || (!p.device().is_cpu() && p.device().type != engine::DeviceType::cuda)) {
+        throw DistError("the parameter server's worker trains a model on one device (the CPU or one GPU); '" +
+                        p.name() + "' is on " + p.device().str() + ", the first parameter on " + device->str());
+      }
+    }
+  }
+  if (device && !device->is_cpu()) {
+    st.stream = engine::make_side_stream(*device);
+    engine::CategoryScope category(vocabulary::Category::comm);
+    for (const auto& group : st.groups) {
+      auto& mirrors = st.mirrors.emplace_back();
+      for (const auto& p : group) {
+        State::Mirror& m = mirrors.emplace_back();
+        m.host = engine::Tensor::empty({p.storage_numel()}, engine::Device::cpu());
+        m.pinned = st.stream->pin(m.host.data(), static_cast<size_t>(p.storage_numel()) * sizeof(float));
+        m.ready = st.stream->make_marker();
+        m.copied = st.stream->make_marker();
+      }
+    }
+  }
   if (layout.of_tensor.size() != st.groups.size())
     throw DistError("parameter server: the key layout does not match the model's groups");
   for (size_t g = 0; g < st.groups.size(); ++g) {
@@ -154,8 +215,6 @@ PsWorker::PsWorker(int worker, const KeyLayout& layout, std::vector<std::vector<
     st.hooked.emplace_back(st.groups[g].size(), false);
     for (size_t t = 0; t < st.groups[g].size(); ++t) {
       engine::Tensor& p = st.groups[g][t];
-      if (p.device().type != engine::DeviceType::cpu)
-        throw DistError("the parameter server trains on the CPU (parameter '" + p.name() + "')");
       st.where[p.impl()] = {static_cast<int>(g), static_cast<int>(t)};
       std::weak_ptr<State> weak = state_;
       const bool clipped = st.clip_norms[g] > 0;
@@ -205,6 +264,14 @@ void PsWorker::send_thread(const std::shared_ptr<State>& state) {
         if (st.outbox.empty()) return;
         out = std::move(st.outbox.begin()->second);
         st.outbox.erase(st.outbox.begin());
+        if (out.copied) ++st.reading_mirrors;
+      }
+      if (out.copied) {  // a GPU gradient: its copy into the host mirror must be done before it is read
+        st.stream->host_waits(*out.copied);
+        out.data.assign(out.source, out.source + out.floats);
+        std::lock_guard lock(st.mutex);
+        --st.reading_mirrors;
+        st.cv.notify_all();
       }
       const bool is_push = out.header.kind == MessageKind::push;
       {
@@ -218,7 +285,7 @@ void PsWorker::send_thread(const std::shared_ptr<State>& state) {
       std::lock_guard lock(st.mutex);
       --st.in_flight;
       if (is_push) {
-        st.queued_push_floats -= static_cast<int64_t>(out.data.size());
+        st.queued_push_floats -= out.floats;
         st.pushes += 1;
         st.bytes_pushed += static_cast<int64_t>(sizeof(MessageHeader) + out.data.size() * sizeof(float));
       }
@@ -272,12 +339,19 @@ void PsWorker::receive_thread(const std::shared_ptr<State>& state) {
 void PsWorker::initialize() {
   State& st = *state_;
   std::unique_lock lock(st.mutex);
+  std::vector<float> values;  // a GPU tensor's, read through the host once
   for (const Key& k : st.layout.keys) {
-    const float* base = st.groups[static_cast<size_t>(k.group)][static_cast<size_t>(k.tensor)].data() + k.offset;
+    const engine::Tensor& p = st.groups[static_cast<size_t>(k.group)][static_cast<size_t>(k.tensor)];
     const int dest = st.topology.server_rank(k.server);
-    if (st.worker == 0)
-      st.enqueue(k.id, MessageHeader{MessageKind::init, k.id, 0, -1, 0, 0}, std::vector<float>(base, base + k.count),
-                 dest);
+    if (st.worker == 0) {
+      values.resize(static_cast<size_t>(k.count));
+      if (p.device().is_cpu()) {
+        std::copy(p.data() + k.offset, p.data() + k.offset + k.count, values.begin());
+      } else {  // waits for the parameters' initialisation queued on the device
+        engine::memory_for(p.device()).copy_to_host(values.data(), p.data() + k.offset, values.size() * sizeof(float));
+      }
+      st.enqueue(k.id, MessageHeader{MessageKind::init, k.id, 0, -1, 0, 0}, values, dest);
+    }
     st.enqueue(k.id, MessageHeader{MessageKind::pull, k.id, st.worker, -1, 0, 0}, {}, dest);
   }
   lock.unlock();
@@ -301,8 +375,13 @@ void PsWorker::install(int key, bool wait, bool even_eager) {
   }
   st.check();
   if (k.arrived_version <= k.installed_version || k.arrived.empty()) return;
-  float* dst = st.groups[static_cast<size_t>(spec.group)][static_cast<size_t>(spec.tensor)].data() + spec.offset;
-  std::memcpy(dst, k.arrived.data(), static_cast<size_t>(spec.count) * sizeof(float));
+  const engine::Tensor& p = st.groups[static_cast<size_t>(spec.group)][static_cast<size_t>(spec.tensor)];
+  float* dst = p.data() + spec.offset;
+  const size_t bytes = static_cast<size_t>(spec.count) * sizeof(float);
+  // On a GPU: queued on the compute queue before the layer's kernels that read it; returns once
+  // `arrived` may be reused (the receive thread replaces it under this lock).
+  if (p.device().is_cpu()) std::memcpy(dst, k.arrived.data(), bytes);
+  else engine::memory_for(p.device()).copy_from_host(dst, k.arrived.data(), bytes);
   k.installed_version = k.arrived_version;
 }
 
@@ -350,9 +429,11 @@ void PsWorker::begin_backward(int group) {
   if (group < 0 || static_cast<size_t>(group) >= st.groups.size())
     throw DistError("parameter server: no gradient group " + std::to_string(group));
   st.gate_open = false;
+  // ... and read from the host mirrors, which this backward's copies overwrite.
   const auto pushed = [&] {
-    return st.error || std::none_of(st.outbox.begin(), st.outbox.end(),
-                                    [](const auto& o) { return o.second.header.kind == MessageKind::push; });
+    return st.error || (st.reading_mirrors == 0 && std::none_of(st.outbox.begin(), st.outbox.end(), [](const auto& o) {
+                          return o.second.header.kind == MessageKind::push;
+                        }));
   };
   if (!pushed()) {
     profiler::Range r(names().push_wait, profiler::EventKind::wait);
@@ -389,6 +470,11 @@ void PsWorker::end_backward() {
         st.ungated[static_cast<size_t>(group)][t] = true;
     }
     if (!hooked) push_tensor(group, static_cast<int>(t), params[t].grad().defined());
+    if (!st.mirrors.empty()) {  // the zeroing, queued next, waits for the copy into the mirror
+      State::Mirror& m = st.mirrors[static_cast<size_t>(group)][t];
+      if (m.pending) st.stream->compute_waits(*m.copied);
+      m.pending = false;
+    }
     params[t].zero_grad();
   }
 }
@@ -399,6 +485,16 @@ void PsWorker::push_tensor(int group, int tensor, bool has_gradient) {
   const engine::Tensor grad = has_gradient ? p.grad() : engine::Tensor();
   if (grad.defined() && grad.layout() != p.layout()) {
     throw DistError("parameter server: the gradient of '" + p.name() + "' has another layout than the parameter");
+  }
+  if (grad.defined() && !grad.device().is_cpu()) {
+    // After the kernels that made it final, on the side stream: into the host mirror, which the
+    // send thread reads once the copy is done.
+    State::Mirror& m = st.mirrors[static_cast<size_t>(group)][static_cast<size_t>(tensor)];
+    st.stream->mark_compute(*m.ready);
+    st.stream->wait(*m.ready);
+    st.stream->copy(m.host.data(), grad.data(), static_cast<size_t>(grad.storage_numel()) * sizeof(float));
+    st.stream->mark(*m.copied);
+    m.pending = true;
   }
   std::lock_guard lock(st.mutex);
   for (int id : st.layout.of_tensor[static_cast<size_t>(group)][static_cast<size_t>(tensor)]) {

@@ -532,7 +532,7 @@ TEST(Suite, BadParameterServerKeysAreRefused) {
       {kRun + ps + "bucket_mb = 5\n",
        "key 'bucket_mb' is an all-reduce option: it does not apply with strategy = \"ps\""},
       {kRun + ps + "overlap = true\n", "key 'overlap' is an all-reduce option"},
-      {kRun + ps + "device = \"cuda\"\n", "the parameter server trains on the CPU"},
+      {kRun + ps + "gpu_gradients = \"host\"\n", "key 'gpu_gradients' is an all-reduce option"},
       {kRun + "strategy = \"ps\"\n", "--strategy ps needs --nproc 2 or more, or --dedicated-servers"},
       {kRun + "nproc = 2\nservers = 2\n", "bad.toml:1: run #1: key 'servers' needs strategy = \"ps\""},
       {kRun + "nproc = 2\nchunk_mb = 2\n", "key 'chunk_mb' needs strategy = \"ps\""},

@@ -15,6 +15,7 @@
 #include "distributed/mpi_communicator.h"
 #include "distributed/ps/key_layout.h"
 #include "distributed/ps/ps_job.h"
+#include "engine/device_memory.h"
 #include "engine/nn/parameter_gate.h"
 #include "engine/optim/optimizer_recipe.h"
 #include "tests/distributed/tiny_mlp.h"
@@ -46,8 +47,10 @@ std::pair<Tensor, Tensor> teacher_batch(uint64_t seed) {
   return {Tensor::from_vector({16, 8}, x), Tensor::from_vector({16, 4}, t)};
 }
 
-std::pair<Tensor, Tensor> shard_batch(int worker, int step) {
-  return teacher_batch(900 + 31 * static_cast<uint64_t>(worker) + static_cast<uint64_t>(step));
+std::pair<Tensor, Tensor> shard_batch(int worker, int step, Device device = Device::cpu()) {
+  auto batch = teacher_batch(900 + 31 * static_cast<uint64_t>(worker) + static_cast<uint64_t>(step));
+  if (device.is_cpu()) return batch;
+  return {engine::to_device(batch.first, device), engine::to_device(batch.second, device)};
 }
 
 // `steps` steps of the tiny MLP on this rank's shard through a PS job with `o`; returns the
@@ -60,10 +63,10 @@ struct Outcome {
   std::vector<ServerStats> servers;
 };
 
-// `lr_scale` scales the recipe's learning rate.
+// `lr_scale` scales the recipe's learning rate; `device`: the workers' model's.
 Outcome train_on_ps(const PsOptions& o, int steps, int slow_worker = -1, std::chrono::milliseconds slow = {},
-                    double lr_scale = 1.0) {
-  Mlp m(7);
+                    double lr_scale = 1.0, Device device = Device::cpu()) {
+  Mlp m(7, device);
   auto sgd = sgd_options();
   sgd.lr.base_lr *= lr_scale;
   PsJob job(MPI_COMM_WORLD, o, {m.parameters()}, {engine::optim::sgd_recipe(sgd)});
@@ -77,7 +80,7 @@ Outcome train_on_ps(const PsOptions& o, int steps, int slow_worker = -1, std::ch
       if (me == slow_worker) std::this_thread::sleep_for(slow);
       engine::nn::ParameterGateScope gate(w);
       w->begin_forward();
-      const Tensor loss = m.loss(shard_batch(me, s));
+      const Tensor loss = m.loss(shard_batch(me, s, device));
       w->begin_backward(0);
       loss.backward();
       w->end_backward();
@@ -94,7 +97,7 @@ Outcome train_on_ps(const PsOptions& o, int steps, int slow_worker = -1, std::ch
 }
 
 // The same steps with all-reduce data parallelism among the workers only.
-std::vector<std::vector<float>> train_on_allreduce(int workers, int steps) {
+std::vector<std::vector<float>> train_on_allreduce(int workers, int steps, Device device = Device::cpu()) {
   MPI_Comm comm = MPI_COMM_NULL;
   const bool worker = world_rank() < workers;
   MPI_Comm_split(MPI_COMM_WORLD, worker ? 0 : MPI_UNDEFINED, world_rank(), &comm);
@@ -102,11 +105,11 @@ std::vector<std::vector<float>> train_on_allreduce(int workers, int steps) {
   std::vector<std::vector<float>> result;
   {
     MpiCommunicator data(comm), control(comm);
-    Mlp m(7);
+    Mlp m(7, device);
     DataParallel dp(data, control, {m.parameters()}, {});
     auto sgd = make_sgd(m);
     for (int s = 0; s < steps; ++s) {
-      const Tensor loss = m.loss(shard_batch(world_rank(), s));
+      const Tensor loss = m.loss(shard_batch(world_rank(), s, device));
       dp.begin_backward(0);
       loss.backward();
       dp.end_backward();
@@ -155,6 +158,21 @@ TEST(ParameterServer, SyncEndsWithAllReducesParameters) {
       EXPECT_EQ(s.pushes, s.updates * workers) << p.name;  // every round: one update of each key
       EXPECT_GT(s.bytes_in, s.bytes_held) << p.name;
     }
+  }
+}
+
+// GPU workers (issue 40): gradients pushed from the GPU through pinned host mirrors (copied on a
+// side stream, read by the send thread), values installed into GPU memory on the compute queue;
+// the same parameters as all-reduce on the same GPU. Needs a GPU; skips elsewhere, saying so.
+TEST(ParameterServer, GpuWorkersEndWithAllReducesParameters) {
+  std::string why;
+  const Device gpu{engine::DeviceType::cuda, 0};
+  if (!engine::device_usable(gpu, &why)) GTEST_SKIP() << "needs a GPU that CUDA can use: " << why;
+  for (const auto& p : sync_placements()) {
+    const int workers = p.options.dedicated ? world_size() - p.options.servers : world_size();
+    const auto expected = train_on_allreduce(workers, 4, gpu);
+    const Outcome got = train_on_ps(p.options, 4, -1, {}, 1.0, gpu);
+    if (world_rank() < workers) expect_near(got.parameters, expected, 1e-5, p.name + " on the GPU");
   }
 }
 

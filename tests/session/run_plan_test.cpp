@@ -122,6 +122,11 @@ TEST(RunPlan, ADedicatedServerRankServesWorkerZerosModel) {
   EXPECT_EQ(d["workers"], 2);
   EXPECT_EQ(d["servers"], 1);
   EXPECT_EQ(d["server_placement"], "dedicated ranks");
+  // GPU workers: the server builds the model for its sizes on the CPU, where it holds the values.
+  c.device = "cuda";
+  EXPECT_TRUE(plan_run(c, &world, 3, 1).workload.device.is_cpu());
+  const World worker{.rank = 1, .size = 3, .local_rank = 1, .local_size = 3};
+  EXPECT_EQ(plan_run(c, &worker, 3, 1).workload.device.type, ts::engine::DeviceType::cuda);
 }
 
 TEST(RunPlan, APlacementTheRanksCannotHoldIsRefused) {
