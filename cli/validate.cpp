@@ -13,8 +13,10 @@
 #include <type_traits>
 
 #include "cli/run_config.h"
+#include "distributed/gpu_assignment.h"
 #include "distributed/launch.h"
 #include "distributed/mpi_runtime.h"
+#include "distributed/nccl_rank.h"
 #include "engine/device.h"
 #include "engine/device_memory.h"
 #include "fmt/format.h"
@@ -412,6 +414,18 @@ void validate(const RunConfig& c) {
   if (device.type == engine::DeviceType::cuda) {
     std::string why;
     if (!engine::device_usable(device, &why)) throw UsageError("device '" + c.device + "' is not usable: " + why);
+    // All ranks on this host, NCCL asked for: refused here, before mpirun starts any (a host
+    // given with --hosts is checked by its ranks, which say so on every rank).
+    if (c.gpu_gradients == distributed::GpuGradients::nccl && c.nproc > 1 && !hosts_given &&
+        !distributed::launched_as_rank()) {
+      const int ranks = static_cast<int>(c.nproc);
+      const std::string too_few = c.device == "cuda" ? distributed::gpus_too_few(ranks, distributed::local_gpu_count())
+                                                     : "cuda:N puts every rank on one GPU, which NCCL refuses";
+      if (!too_few.empty()) {
+        throw UsageError("--gpu-gradients nccl with --nproc " + std::to_string(ranks) + ": " + too_few +
+                         "; --gpu-gradients host (or auto) averages the gradients through the host instead");
+      }
+    }
   } else if (!device.is_cpu()) {
     throw UsageError("device '" + c.device + "' cannot run a workload (use cpu, cuda or cuda:N)");
   }
