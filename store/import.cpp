@@ -27,7 +27,7 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   to.add_metrics(copy, from.metrics(id, all_ranks));
   to.add_samples(copy, from.samples(id, all_ranks));
   to.add_gpu_activities(copy, from.gpu_activities(id));
-  to.add_gpu_breakdown(copy, from.gpu_breakdown(id));
+  to.add_gpu_breakdown(copy, from.gpu_breakdown(id, all_ranks));
   to.add_copy_summary(copy, from.copy_summary(id));
   to.add_collectives(copy, from.collectives(id, all_ranks));
   to.add_comm_ops(copy, from.comm_ops(id));

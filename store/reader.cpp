@@ -60,7 +60,8 @@ struct Reader::Impl {
 namespace {
 // How a per-rank query picks its rows (schema v4): `column` is the rank to select, `filter` goes
 // at the end of WHERE, `order` at the start of ORDER BY (all ranks: by rank first). Files before
-// v4 hold rank 0's rows only, so asking them for another rank finds nothing (`none`).
+// the table had its rank column (`since`: v4, gpu_breakdown v10) hold rank 0's rows only, so
+// asking them for another rank finds nothing (`none`).
 struct RankSql {
   std::string column, filter, order;
   bool none = false;
@@ -71,9 +72,9 @@ struct RankSql {
   }
 };
 
-RankSql rank_sql(int version, std::optional<int64_t> rank, std::string_view table_alias, int param) {
+RankSql rank_sql(int version, std::optional<int64_t> rank, std::string_view table_alias, int param, int since = 4) {
   RankSql r;
-  if (version < 4) {
+  if (version < since) {
     r.column = "0";
     r.none = rank.has_value() && *rank != 0;
     return r;
@@ -311,15 +312,22 @@ int64_t Reader::gpu_activity_count(int64_t run) {
       .front();
 }
 
-std::vector<GpuBreakdownRow> Reader::gpu_breakdown(int64_t run) {
+std::vector<GpuBreakdownRow> Reader::gpu_breakdown(int64_t run, std::optional<int64_t> rank) {
   if (impl_->version < 2) return {};
+  const RankSql r = rank_sql(impl_->version, rank, "", 2, 10);
+  if (r.none) return {};
   return impl_->query<GpuBreakdownRow>(
-      "SELECT device, iteration, start_ns, end_ns, compute_ns, comm_ns, memcpy_ns, memset_ns, overlap_ns, "
-      "exposed_comm_ns, busy_ns, idle_ns FROM gpu_breakdown WHERE run_id = ?1 ORDER BY device, iteration, id",
-      run, [](const Stmt& s) {
-        return GpuBreakdownRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4),  s.col_int(5),
-                               s.col_int(6), s.col_int(7), s.col_int(8), s.col_int(9), s.col_int(10), s.col_int(11)};
-      });
+      fmt::format("SELECT device, iteration, start_ns, end_ns, compute_ns, comm_ns, memcpy_ns, memset_ns, overlap_ns, "
+                  "exposed_comm_ns, busy_ns, idle_ns, {} FROM gpu_breakdown WHERE run_id = ?1{} "
+                  "ORDER BY {}device, iteration, id",
+                  r.column, r.filter, r.order),
+      run,
+      [](const Stmt& s) {
+        return GpuBreakdownRow{s.col_int(0),  s.col_int(1),  s.col_int(2), s.col_int(3), s.col_int(4),
+                               s.col_int(5),  s.col_int(6),  s.col_int(7), s.col_int(8), s.col_int(9),
+                               s.col_int(10), s.col_int(11), s.col_int(12)};
+      },
+      [&](Stmt& s) { r.bind(s); });
 }
 
 std::vector<CopySummaryRow> Reader::copy_summary(int64_t run) {

@@ -57,8 +57,9 @@ class Reader {
   std::vector<GpuActivityRow> gpu_activities(int64_t run, int64_t from_ns = std::numeric_limits<int64_t>::min(),
                                              int64_t to_ns = std::numeric_limits<int64_t>::max(), int64_t limit = -1);
   int64_t gpu_activity_count(int64_t run);
-  std::vector<GpuBreakdownRow> gpu_breakdown(int64_t run);  // by device, iteration
-  std::vector<CopySummaryRow> copy_summary(int64_t run);    // insertion order
+  // Per rank (v10; before, every row is rank 0's) as the per-rank queries above: by device, iteration.
+  std::vector<GpuBreakdownRow> gpu_breakdown(int64_t run, std::optional<int64_t> rank = 0);
+  std::vector<CopySummaryRow> copy_summary(int64_t run);  // insertion order
   // Distribution (schema v4; empty for older files).
   std::vector<CollectiveRow> collectives(int64_t run, std::optional<int64_t> rank = std::nullopt);  // by start
   std::vector<CommOpRow> comm_ops(int64_t run);  // by rank, collective, bytes

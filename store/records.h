@@ -137,10 +137,13 @@ struct GpuActivityRow {
   std::string kind, name, detail, layer, op, pass;
   int64_t device = 0, stream = 0, correlation = 0, iteration = -1, bytes = 0;
 };
+// Per device and counted iteration (docs/formulas.md, "GPU time breakdown"); `rank` (v10): whose
+// GPU it is (every rank traces its own; rows before v10 are rank 0's).
 struct GpuBreakdownRow {
   int64_t device = 0, iteration = 0, start_ns = 0, end_ns = 0;
   int64_t compute_ns = 0, comm_ns = 0, memcpy_ns = 0, memset_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, busy_ns = 0,
           idle_ns = 0;
+  int64_t rank = 0;
 };
 struct CopySummaryRow {
   std::string device, name;
@@ -148,7 +151,8 @@ struct CopySummaryRow {
 };
 
 // Distribution (schema v4). `rank` on the per-rank records above says whose they are (0 in a
-// single-process run); run-level records without one (layers, kernel summary, GPU) are rank 0's.
+// single-process run); run-level records without one (layers, kernel summary, GPU activities and
+// copies) are rank 0's.
 // collective: all_reduce, broadcast, all_gather, reduce_scatter, barrier; backend: mpi, nccl.
 // One collective call on a rank's thread (streamed, like events); bytes: the call's buffer size.
 struct CollectiveRow {

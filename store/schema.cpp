@@ -414,8 +414,17 @@ ALTER TABLE runs ADD COLUMN stall_after_ms INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX runs_uuid ON runs(uuid);
 )sql";
 
+// v10: the GPU breakdown of every rank (issue 40): each rank traces its GPU and sends rank 0 its
+// per-iteration breakdown, so gpu_breakdown says whose a row is (0 for every row before, which
+// only rank 0 wrote); its index leads with (run_id, rank) as the other per-rank tables' do.
+constexpr std::string_view kV9ToV10 = R"sql(
+ALTER TABLE gpu_breakdown ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+DROP INDEX gpu_breakdown_run;
+CREATE INDEX gpu_breakdown_run_rank ON gpu_breakdown(run_id, rank, device, iteration);
+)sql";
+
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5,
-                                                                      kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9};
+                                                                      kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9, kV9ToV10};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -131,8 +131,8 @@ struct Writer::Impl {
           "pass_id, device, stream, correlation, iteration, bytes) "
           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"};
   Stmt gpu_breakdown{db, "INSERT INTO gpu_breakdown (run_id, device, iteration, start_ns, end_ns, compute_ns, comm_ns, "
-                         "memcpy_ns, memset_ns, overlap_ns, exposed_comm_ns, busy_ns, idle_ns) "
-                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+                         "memcpy_ns, memset_ns, overlap_ns, exposed_comm_ns, busy_ns, idle_ns, rank) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"};
   Stmt copy{db,
             "INSERT INTO copy_summary (run_id, device, name, count, bytes, total_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
   Stmt kernel{db,
@@ -444,7 +444,7 @@ void Writer::add_gpu_breakdown(int64_t run, std::span<const GpuBreakdownRow> row
   impl_->bulk(run, rows, impl_->gpu_breakdown, [](Stmt& s, const GpuBreakdownRow& r) {
     s.bind(2, r.device).bind(3, r.iteration).bind(4, r.start_ns).bind(5, r.end_ns).bind(6, r.compute_ns);
     s.bind(7, r.comm_ns).bind(8, r.memcpy_ns).bind(9, r.memset_ns).bind(10, r.overlap_ns);
-    s.bind(11, r.exposed_comm_ns).bind(12, r.busy_ns).bind(13, r.idle_ns);
+    s.bind(11, r.exposed_comm_ns).bind(12, r.busy_ns).bind(13, r.idle_ns).bind(14, r.rank);
   });
 }
 
