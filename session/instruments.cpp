@@ -67,11 +67,22 @@ std::string Instruments::start_device(engine::Device device, bool gpu_tracing) {
 void Instruments::stop_device(RunRecorder* recorder) {
   if (device_stopped_) return;
   device_stopped_ = true;
-  if (!recorder) return;  // only the rank that records starts a GPU tracer
-  if (gpu_) recorder->set_gpu_trace(gpu_->stop());
+  std::optional<profiler::GpuTrace> trace;
+  if (gpu_) trace = gpu_->stop();
   gpu_.reset();
+  if (!recorder) {  // a rank other than 0: what it sends rank 0 is made of the trace at its end
+    kept_trace_ = std::move(trace);
+    return;
+  }
+  if (trace) recorder->set_gpu_trace(std::move(*trace));
   record_device_memory(device_, *recorder);
   record_host_cache(host_before_, *recorder);
+}
+
+std::optional<profiler::GpuTrace> Instruments::take_gpu_trace() {
+  std::optional<profiler::GpuTrace> out = std::move(kept_trace_);
+  kept_trace_.reset();
+  return out;
 }
 
 void Instruments::stop() {

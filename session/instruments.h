@@ -28,14 +28,18 @@ class Instruments {
   const collectors::ProcessSampler& sampler() const { return sampler_; }
 
   // The run's device, from here on measured: its memory figures are taken against this point.
-  // With `gpu_tracing` (a GPU, tracing on, the rank that writes), CUPTI starts; returns its
-  // status (what it traces, or why not), empty when it was not asked for.
+  // With `gpu_tracing` (a GPU, tracing on; on every rank), CUPTI starts; returns its status
+  // (what it traces, or why not), empty when it was not asked for.
   std::string start_device(engine::Device device, bool gpu_tracing);
 
   // Once, after the loop (evaluation is not traced on the GPU) or after a failure: the GPU
   // trace, the device's memory books and the host allocator's cache into `recorder` (null: a
-  // rank that records nothing itself, which only stops the GPU tracer).
+  // rank that records nothing itself, which only stops the GPU tracer and keeps its trace for
+  // take_gpu_trace).
   void stop_device(RunRecorder* recorder);
+
+  // The GPU trace stop_device kept (a rank without a recorder that traced its GPU), once.
+  std::optional<profiler::GpuTrace> take_gpu_trace();
 
   // Stops the sampler and the tracer (also on destruction); the samples stay readable.
   void stop();
@@ -54,6 +58,7 @@ class Instruments {
   engine::Device device_ = engine::Device::cpu();
   engine::HostCacheStats host_before_;
   std::unique_ptr<profiler::GpuTracer> gpu_;
+  std::optional<profiler::GpuTrace> kept_trace_;
   bool device_stopped_ = false;
   bool stopped_ = false;
 };

@@ -100,6 +100,12 @@ std::vector<uint8_t> to_bytes(const RankPayload& p) {
                  r.busy_ns, r.queue_max, r.queue_mean});
   }
   j["pss"] = std::move(a);
+  a = json::array();
+  for (const auto& r : p.gpu_breakdown) {
+    a.push_back({r.device, r.iteration, r.start_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memcpy_ns, r.memset_ns,
+                 r.overlap_ns, r.exposed_comm_ns, r.busy_ns, r.idle_ns});
+  }
+  j["gb"] = std::move(a);
   return json::to_cbor(j);
 }
 
@@ -169,6 +175,22 @@ RankPayload from_bytes(const std::vector<uint8_t>& bytes) {
       s.queue_mean = r.at(11);
       p.ps_servers.push_back(s);
     }
+    for (const auto& r : j.at("gb")) {
+      store::GpuBreakdownRow g;
+      g.device = r.at(0);
+      g.iteration = r.at(1);
+      g.start_ns = r.at(2);
+      g.end_ns = r.at(3);
+      g.compute_ns = r.at(4);
+      g.comm_ns = r.at(5);
+      g.memcpy_ns = r.at(6);
+      g.memset_ns = r.at(7);
+      g.overlap_ns = r.at(8);
+      g.exposed_comm_ns = r.at(9);
+      g.busy_ns = r.at(10);
+      g.idle_ns = r.at(11);
+      p.gpu_breakdown.push_back(g);
+    }
     return p;
   } catch (const json::exception& e) {
     throw std::runtime_error(std::string("a rank's records did not parse: ") + e.what());
@@ -188,6 +210,7 @@ void stamp_rank(RankPayload& p) {
   for (auto& x : p.metrics) x.rank = r;
   for (auto& x : p.memory_peak) x.rank = r;
   for (auto& x : p.memory_changes) x.rank = r;
+  for (auto& x : p.gpu_breakdown) x.rank = r;
   // p.ps_staleness and p.ps_servers keep their producer's rank (rank_records.h).
 }
 
@@ -239,7 +262,7 @@ RankSummary summarise_rank(const std::vector<profiler::Event>& events,
 }
 
 RankPayload final_payload(int rank, RankSummary mine, store::RunFlush unwritten, const workloads::LoopResult& loop,
-                          const std::string& error) {
+                          const std::string& error, const std::optional<profiler::GpuTrace>& gpu) {
   const auto& ledger = memprof::Ledger::global();
   RankPayload last;
   last.rank = rank;
@@ -256,6 +279,8 @@ RankPayload final_payload(int rank, RankSummary mine, store::RunFlush unwritten,
   memprof::Ledger::ChangeCursor from_start;
   last.memory_changes = memory_change_rows(ledger, from_start, kMaxStoredMemoryChanges);
   for (auto& m : memory_change_counts(logged, last.memory_changes.size())) last.metrics.push_back(std::move(m));
+  // The same iterations as rank 0's breakdown counts (record.cpp), so the ranks' rows line up.
+  if (gpu) last.gpu_breakdown = gpu_breakdown_rows(*gpu, counted_iterations(loop));
   last.error = error;
   return last;
 }
@@ -301,6 +326,7 @@ void write_ranks(store::Writer& w, int64_t run_id, const RankSummary& mine, cons
     w.add_memory_changes(run_id, p.memory_changes);
     w.add_ps_staleness(run_id, p.ps_staleness);
     w.add_ps_servers(run_id, p.ps_servers);
+    w.add_gpu_breakdown(run_id, p.gpu_breakdown);
   }
 }
 

@@ -5,11 +5,13 @@
 // does not parse is an error, never rows silently lost.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "distributed/communicator.h"
 #include "profiler/event.h"
+#include "profiler/gpu_tracer.h"
 #include "store/records.h"
 #include "store/writer.h"
 #include "workloads/training_loop.h"
@@ -37,6 +39,9 @@ struct RankPayload {
   // `rank` is the producer's and travels with them (a worker's rank; the rank hosting a shard).
   std::vector<store::PsStalenessRow> ps_staleness;
   std::vector<store::PsServerRow> ps_servers;
+  // GPU runs traced: this rank's GPU time per device and timed iteration. Rank 0 alone stores
+  // its GPU activities; the others send this, a few rows an iteration, and keep the volume.
+  std::vector<store::GpuBreakdownRow> gpu_breakdown;
   std::string error;  // the rank's failure, if it failed
 };
 
@@ -73,9 +78,10 @@ RankSummary summarise_rank(const std::vector<profiler::Event>& events,
 void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s);
 
 // A rank other than 0, at its end: its last rows (`unwritten`), its summaries, its memory peak
-// and change log (the ledger's), and its failure, for rank 0 to write into the run.
+// and change log (the ledger's), its GPU breakdown over the loop's counted iterations (from
+// `gpu`, its GPU trace, where it traced one), and its failure, for rank 0 to write into the run.
 RankPayload final_payload(int rank, RankSummary mine, store::RunFlush unwritten, const workloads::LoopResult& loop,
-                          const std::string& error);
+                          const std::string& error, const std::optional<profiler::GpuTrace>& gpu = std::nullopt);
 
 // Rank 0: the other ranks' records its stream's sink has not written, then their final messages,
 // waiting up to `wait` for them; the run fails, with the reason added to `error`, for each rank

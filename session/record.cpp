@@ -113,7 +113,6 @@ std::string layer_of(const std::string& param) {
 // The iterations' times and rates: warm-up ones marked, the timed ones' per-iteration rates
 // and the sums the sustained rates are made of.
 struct Timing {
-  std::set<int32_t> warmup;
   std::vector<double> throughput, token_throughput, iteration_ms;
   double seconds = 0, samples = 0, tokens = 0;  // the sustained rates' sums
   std::vector<store::IterationRow> rows;
@@ -123,10 +122,7 @@ Timing timing_of(const workloads::LoopResult& loop) {
   Timing t;
   for (const auto& it : loop.iterations) {
     t.rows.push_back(to_iteration_row(it));
-    if (it.warmup) {
-      t.warmup.insert(static_cast<int32_t>(it.index));
-      continue;
-    }
+    if (it.warmup) continue;
     const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
     t.iteration_ms.push_back(secs * 1e3);
     if (secs > 0) t.throughput.push_back(static_cast<double>(it.samples) / secs);
@@ -276,7 +272,7 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   const auto lookup = profiler::lookup_in(profiler::Tracer::global());
   const Timing timing = timing_of(loop);
   if (everything) writer_.add_iterations(run_, timing.rows);
-  const auto counted = [&](int32_t i) { return i >= 0 && !timing.warmup.contains(i); };
+  const profiler::IterationFilter counted = counted_iterations(loop);
   const double timed = static_cast<double>(timing.throughput.size());
 
   if (everything) {  // phases, straight from the phase events
@@ -366,6 +362,14 @@ void append_collective_rows(const std::vector<distributed::CollectiveRecord>& re
     c.end_ns = r.end_ns;
     rows.push_back(std::move(c));
   }
+}
+
+profiler::IterationFilter counted_iterations(const workloads::LoopResult& loop) {
+  std::set<int32_t> warmup;
+  for (const auto& it : loop.iterations) {
+    if (it.warmup) warmup.insert(static_cast<int32_t>(it.index));
+  }
+  return [warmup = std::move(warmup)](int32_t i) { return i >= 0 && !warmup.contains(i); };
 }
 
 std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profiler::Event> events,

@@ -27,6 +27,16 @@ void device_time_metrics(int16_t d, const profiler::GpuBreakdown& t, std::vector
   metrics.push_back({p + "busy_fraction", t.busy_fraction(), "", -1});
 }
 
+std::vector<store::GpuBreakdownRow> to_rows(std::span<const profiler::GpuBreakdown> breakdown) {
+  std::vector<store::GpuBreakdownRow> rows;
+  rows.reserve(breakdown.size());
+  for (const auto& b : breakdown) {
+    rows.push_back({b.device, b.iteration, b.start_ns, b.end_ns, b.compute_ns, b.comm_ns, b.memcpy_ns, b.memset_ns,
+                    b.overlap_ns, b.exposed_comm_ns, b.busy_ns, b.idle_ns});
+  }
+  return rows;
+}
+
 // The trace against what the host knows (docs/formulas.md, "GPU trace checks"): every iteration
 // for the windows, warm-up included (the loop synchronises each); the counted ones for the events.
 // A check that had nothing to look at (CUPTI held by another tool: an empty trace) stores
@@ -50,6 +60,11 @@ void trace_check_metrics(const profiler::GpuTrace& g, const workloads::LoopResul
   }
 }
 }  // namespace
+
+std::vector<store::GpuBreakdownRow> gpu_breakdown_rows(const profiler::GpuTrace& trace,
+                                                       const profiler::IterationFilter& counted) {
+  return to_rows(profiler::gpu_breakdown(trace.activities, counted));
+}
 
 void RunRecorder::add_gpu_layer_times(std::vector<store::LayerRow>& layers, const profiler::IterationFilter& counted,
                                       double timed) const {
@@ -112,12 +127,7 @@ void RunRecorder::record_gpu_devices(const profiler::IterationFilter& counted, s
   writer_.add_gpu_activities(run_, rows);
 
   const auto breakdown = profiler::gpu_breakdown(g.activities, counted);
-  std::vector<store::GpuBreakdownRow> b_rows;
-  for (const auto& b : breakdown) {
-    b_rows.push_back({b.device, b.iteration, b.start_ns, b.end_ns, b.compute_ns, b.comm_ns, b.memcpy_ns, b.memset_ns,
-                      b.overlap_ns, b.exposed_comm_ns, b.busy_ns, b.idle_ns});
-  }
-  writer_.add_gpu_breakdown(run_, b_rows);
+  writer_.add_gpu_breakdown(run_, to_rows(breakdown));
 
   std::vector<store::OpSummaryRow> kernels;
   std::vector<store::CopySummaryRow> copies;

@@ -430,10 +430,11 @@ RunOutcome RunSession::run() {
     recorder->set_units(plan.units);
   }
   RunRecorder* const rec = recorder ? &*recorder : nullptr;
-  // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing").
-  const bool gpu_tracing = plan.workload.device.type == engine::DeviceType::cuda && config_.trace && row;
+  // On a GPU with tracing on: CUPTI activity tracing and NVTX ranges (docs/cli.md, "GPU tracing"),
+  // on every rank: each rank's GPU breakdown is stored (rank 0 says how it traces).
+  const bool gpu_tracing = plan.workload.device.type == engine::DeviceType::cuda && config_.trace;
   const std::string gpu_status = instruments.start_device(plan.workload.device, gpu_tracing);
-  if (gpu_tracing) {
+  if (gpu_tracing && row) {
     tell(hooks_.notice, fmt::format("trainscope: {}\n", gpu_status));
     const std::vector<store::EnvEntry> note = {{"gpu_tracing", gpu_status}};
     row->add_environment(note);
@@ -451,7 +452,8 @@ RunOutcome RunSession::run() {
   if (links.comm) mine = summarise_rank(events, stream->collectives(), *links.comm, t.dp.get(), config_.warmup);
   if (t.ps_job) summarise_ps(*t.ps_job, plan.rank, mine);
   if (!row) {  // this rank's last rows and its summaries, to rank 0, which writes them into the run
-    links.channel->send(final_payload(plan.rank, std::move(mine), stream->take_unwritten(), t.loop, out.error));
+    links.channel->send(final_payload(plan.rank, std::move(mine), stream->take_unwritten(), t.loop, out.error,
+                                      instruments.take_gpu_trace()));
     end_together(links);
     return out;
   }

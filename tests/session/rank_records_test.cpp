@@ -1,6 +1,6 @@
 // What a rank sends rank 0 (session/rank_records.h): every vector survives the round trip, the
-// parameter-server rows and a worker's pull and push waits included; stamp_rank marks the rows
-// with the sender's rank but leaves the ps rows' own; a malformed message throws.
+// parameter-server rows, a worker's pull and push waits and its GPU breakdown included; stamp_rank
+// marks the rows with the sender's rank but leaves the ps rows' own; a malformed message throws.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -84,6 +84,26 @@ RankPayload final_payload() {
   s.queue_max = 4;
   s.queue_mean = 1.25;
   p.ps_servers.push_back(s);
+
+  // Its GPU's time in two timed iterations on two devices (ranks sharing a host's GPUs).
+  store::GpuBreakdownRow g;
+  g.device = 1;
+  g.iteration = 5;
+  g.start_ns = 1'000;
+  g.end_ns = 9'000'000'000;  // past 32 bits
+  g.compute_ns = 600;
+  g.comm_ns = 300;
+  g.memcpy_ns = 40;
+  g.memset_ns = 4;
+  g.overlap_ns = 120;
+  g.exposed_comm_ns = 180;
+  g.busy_ns = 820;
+  g.idle_ns = 8'999'998'180;
+  p.gpu_breakdown.push_back(g);
+  g.device = 0;
+  g.iteration = 6;
+  g.compute_ns = 7;
+  p.gpu_breakdown.push_back(g);
   return p;
 }
 
@@ -155,6 +175,30 @@ TEST(RankRecords, FinalPayloadRoundTripsPsRowsAndBreakdownWaits) {
   EXPECT_EQ(out.memory_changes.at(0).owner, "fc.weight");
 }
 
+TEST(RankRecords, FinalPayloadRoundTripsTheGpuBreakdown) {
+  const RankPayload in = final_payload();
+  const RankPayload out = ts::session::from_bytes(ts::session::to_bytes(in));
+  ASSERT_EQ(out.gpu_breakdown.size(), 2u);
+  for (size_t i = 0; i < in.gpu_breakdown.size(); ++i) {
+    const auto &x = in.gpu_breakdown[i], &y = out.gpu_breakdown[i];
+    EXPECT_EQ(y.device, x.device) << i;
+    EXPECT_EQ(y.iteration, x.iteration) << i;
+    EXPECT_EQ(y.start_ns, x.start_ns) << i;
+    EXPECT_EQ(y.end_ns, x.end_ns) << i;
+    EXPECT_EQ(y.compute_ns, x.compute_ns) << i;
+    EXPECT_EQ(y.comm_ns, x.comm_ns) << i;
+    EXPECT_EQ(y.memcpy_ns, x.memcpy_ns) << i;
+    EXPECT_EQ(y.memset_ns, x.memset_ns) << i;
+    EXPECT_EQ(y.overlap_ns, x.overlap_ns) << i;
+    EXPECT_EQ(y.exposed_comm_ns, x.exposed_comm_ns) << i;
+    EXPECT_EQ(y.busy_ns, x.busy_ns) << i;
+    EXPECT_EQ(y.idle_ns, x.idle_ns) << i;
+    EXPECT_EQ(y.rank, 0) << i;  // not sent: rank 0 stamps the sender's
+  }
+  EXPECT_EQ(out.gpu_breakdown[1].compute_ns, 7);
+  EXPECT_EQ(out.gpu_breakdown[0].end_ns, 9'000'000'000);
+}
+
 TEST(RankRecords, AStreamedPayloadHasNoPsRows) {
   RankPayload in;
   in.rank = 1;
@@ -164,6 +208,7 @@ TEST(RankRecords, AStreamedPayloadHasNoPsRows) {
   EXPECT_TRUE(out.ps_staleness.empty());
   EXPECT_TRUE(out.ps_servers.empty());
   EXPECT_TRUE(out.breakdown.empty());
+  EXPECT_TRUE(out.gpu_breakdown.empty());
   EXPECT_EQ(out.flush.iterations.size(), 1u);
 }
 
@@ -176,6 +221,9 @@ TEST(RankRecords, StampRankMarksTheSendersRowsButKeepsThePsRowsRanks) {
   EXPECT_EQ(p.breakdown.at(0).rank, 2);
   EXPECT_EQ(p.comm_ops.at(0).rank, 2);
   EXPECT_EQ(p.memory_changes.at(0).rank, 2);
+  EXPECT_EQ(p.gpu_breakdown.at(0).rank, 2);
+  EXPECT_EQ(p.gpu_breakdown.at(1).rank, 2);
+  EXPECT_EQ(p.gpu_breakdown.at(1).device, 0);     // stamping touches the rank only
   EXPECT_EQ(p.breakdown.at(0).pull_wait_ns, 17);  // stamping touches the rank only
   // Which worker a histogram counts and which rank hosts a shard are the producer's.
   EXPECT_EQ(p.ps_staleness.at(0).rank, 2);
@@ -218,4 +266,16 @@ TEST(RankRecords, MalformedPayloadsThrow) {
   j = as_json(final_payload());
   j["bd"][0][9] = "17";  // pull_wait_ns as text
   expect_rejected(encoded(j), "text pull wait");
+  j = as_json(final_payload());
+  j.erase("gb");  // a message of the format before the GPU rows
+  expect_rejected(encoded(j), "no GPU breakdown");
+  j = as_json(final_payload());
+  j["gb"][1].erase(11);  // a row without its idle time
+  expect_rejected(encoded(j), "short GPU row");
+  j = as_json(final_payload());
+  j["gb"][0][4] = "600";  // compute_ns as text
+  expect_rejected(encoded(j), "text compute");
+  j = as_json(final_payload());
+  j["gb"] = 3;  // not rows
+  expect_rejected(encoded(j), "GPU rows not an array");
 }
