@@ -233,6 +233,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   j["top_ops"] = top_json(digest.ops);
   j["top_kernels"] = top_json(digest.kernels);
   j["roofline"] = roofline_json(digest.roofline);
+  // Several ranks: each rank's GPU with its rank and overlap (a single process's entries as before).
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : digest.gpus) {
     gpus.push_back({{"device", g.device},
@@ -244,10 +245,40 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
                     {"memcpy_ms", g.memcpy_ms},
                     {"memset_ms", g.memset_ms},
                     {"idle_ms", g.idle_ms}});
+    if (run->ranks > 1) {
+      gpus.back()["rank"] = g.rank;
+      gpus.back()["overlap_ms"] = g.overlap_ms.value_or(0.0);
+    }
   }
   j["gpu"] = gpus;
+  if (const reports::GpuTime* busiest = digest.busiest_gpu(); busiest && j.contains("distributed")) {
+    j["distributed"]["busiest_gpu"] = {{"rank", busiest->rank}, {"device", busiest->device}};
+  }
   return j;
 }
+
+namespace {
+// Each rank's GPU time (runs of several ranks), a row per rank and device as the per-rank
+// breakdown prints its rows, and the GPU that computes longest.
+std::string format_gpus_per_rank(const nlohmann::json& j) {
+  std::string s = "  GPU per rank (ms per timed iteration)\n";
+  s += "    rank  device    busy     span  compute     comm  overlap  exposed   memcpy   memset     idle\n";
+  for (const auto& g : j["gpu"]) {
+    s += fmt::format(
+        "    {:>4}  {:<7} {:>5.1f}% {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f}\n",
+        g["rank"].get<int64_t>(), g["device"].get<std::string>(), 100 * g["busy_fraction"].get<double>(),
+        g["span_ms"].get<double>(), g["compute_ms"].get<double>(), g["comm_ms"].get<double>(),
+        g["overlap_ms"].get<double>(), g["exposed_comm_ms"].get<double>(), g["memcpy_ms"].get<double>(),
+        g["memset_ms"].get<double>(), g["idle_ms"].get<double>());
+  }
+  if (j.contains("distributed") && j["distributed"].contains("busiest_gpu")) {
+    const auto& b = j["distributed"]["busiest_gpu"];
+    s += fmt::format("  busiest GPU    rank {} ({}): the most compute per timed iteration\n", b["rank"].get<int64_t>(),
+                     b["device"].get<std::string>());
+  }
+  return s;
+}
+}  // namespace
 
 std::string format_roofline(const nlohmann::json& r) {
   std::string s = fmt::format("  roofline       {:.1f} ms of thread time per timed iteration, by what limits each op "
@@ -429,7 +460,11 @@ std::string format_summary(const nlohmann::json& j) {
     s += fmt::format("  process RSS    peak {}, grew {} during the run\n", human_bytes(metric("rss_peak_bytes")),
                      human_bytes(metric("rss_growth_bytes")));
   }
+  if (!j["gpu"].empty() && j["gpu"].front().contains("rank")) {
+    s += format_gpus_per_rank(j);
+  }
   for (const auto& g : j["gpu"]) {
+    if (g.contains("rank")) continue;  // in the table above
     s += fmt::format(
         "  GPU {:<10} busy {:.1f}% of {:.2f} ms per iteration: compute {:.2f}, comm {:.2f} (exposed {:.2f}), "
         "memcpy {:.2f}, memset {:.2f}, idle {:.2f} ms\n",

@@ -215,6 +215,46 @@ std::vector<GpuTime> gpu_times(const std::map<std::string, double>& metrics, int
   return out;
 }
 
+std::vector<GpuTime> gpu_times_by_rank(const std::vector<store::GpuBreakdownRow>& rows, int64_t timed) {
+  std::vector<GpuTime> out;
+  if (timed <= 0) return out;
+  struct Sums {
+    int64_t span = 0, compute = 0, comm = 0, overlap = 0, exposed = 0, memcpy = 0, memset = 0, busy = 0, idle = 0;
+  };
+  std::map<std::pair<int64_t, int64_t>, Sums> by_gpu;  // (rank, device)
+  for (const auto& r : rows) {
+    Sums& s = by_gpu[{r.rank, r.device}];
+    s.span += r.end_ns - r.start_ns;
+    s.compute += r.compute_ns;
+    s.comm += r.comm_ns;
+    s.overlap += r.overlap_ns;
+    s.exposed += r.exposed_comm_ns;
+    s.memcpy += r.memcpy_ns;
+    s.memset += r.memset_ns;
+    s.busy += r.busy_ns;
+    s.idle += r.idle_ns;
+  }
+  const auto t = static_cast<double>(timed);
+  const auto per_iteration = [t](int64_t ns) { return ms(ns) / t; };
+  for (const auto& [key, s] : by_gpu) {
+    GpuTime g;
+    g.rank = key.first;
+    g.device = fmt::format("cuda:{}", key.second);
+    // busy / span as profiler::GpuBreakdown::busy_fraction of the totals (what gpuN_busy_fraction holds).
+    g.busy_fraction = s.span > 0 ? static_cast<double>(s.busy) / static_cast<double>(s.span) : 0.0;
+    g.span_ms = per_iteration(s.span);
+    g.compute_ms = per_iteration(s.compute);
+    g.comm_ms = per_iteration(s.comm);
+    g.overlap_ms = per_iteration(s.overlap);
+    g.exposed_comm_ms = per_iteration(s.exposed);
+    g.memcpy_ms = per_iteration(s.memcpy);
+    g.memset_ms = per_iteration(s.memset);
+    g.idle_ms = per_iteration(s.idle);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 std::optional<Spread> spread_of(const std::vector<double>& values, std::string unit) {
   if (values.empty()) return std::nullopt;
   return Spread{median(values), quantile(values, 0.1), quantile(values, 0.9), std::move(unit)};
@@ -317,6 +357,16 @@ int64_t RunDigest::slowest_rank() const {
     }
   }
   return slowest;
+}
+
+const GpuTime* RunDigest::busiest_gpu() const {
+  const GpuTime* busiest = nullptr;
+  std::set<int64_t> ranks;
+  for (const auto& g : gpus) {
+    ranks.insert(g.rank);
+    if (!busiest || g.compute_ms > busiest->compute_ms) busiest = &g;
+  }
+  return ranks.size() > 1 ? busiest : nullptr;
 }
 
 double RunDigest::share_of_peak(int64_t bytes) const {
@@ -451,7 +501,10 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   d.roofline = roofline_of(d.metrics);
   d.conditions = judge_conditions(d.metrics);
   d.outliers = iteration_outliers(d.iteration_ms);
-  d.gpus = gpu_times(d.metrics, d.figures.timed_iterations);
+  // Several ranks: every rank's GPU, from the breakdown rows each sent (schema v10); one process:
+  // rank 0's metrics, as always.
+  d.gpus = d.key.ranks > 1 ? gpu_times_by_rank(reader.gpu_breakdown(run.id, std::nullopt), d.figures.timed_iterations)
+                           : gpu_times(d.metrics, d.figures.timed_iterations);
   for (const auto& l : reader.layers(run.id)) {
     d.layers.push_back(
         {l.layer, l.forward_ns * 1e-6, l.backward_ns * 1e-6, l.activation_bytes, l.parameter_count,

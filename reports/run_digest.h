@@ -133,11 +133,14 @@ struct Roofline {
   std::vector<RooflineClass> classes;
 };
 
-// One GPU's time per timed iteration (metrics gpuN_*, docs/formulas.md, "GPU time").
+// One GPU's time per timed iteration (docs/formulas.md, "GPU time breakdown"): a single process's
+// from rank 0's metrics gpuN_*, a run of several ranks' per rank from the gpu_breakdown rows.
 struct GpuTime {
   std::string device;  // cuda:N
   double busy_fraction = 0;
   double span_ms = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0, memcpy_ms = 0, memset_ms = 0, idle_ms = 0;
+  int64_t rank = 0;                  // whose GPU
+  std::optional<double> overlap_ms;  // compute under comm; unset from the metrics, which keep none
 };
 struct LayerTotal {
   std::string layer;
@@ -191,6 +194,10 @@ std::vector<OpTotal> op_totals(const std::vector<store::OpSummaryRow>& rows, boo
 // GPU's time per timed iteration (none without timed iterations).
 std::optional<Roofline> roofline_of(const std::map<std::string, double>& metrics);
 std::vector<GpuTime> gpu_times(const std::map<std::string, double>& metrics, int64_t timed_iterations);
+// Each rank's GPUs (by rank, then device) from the stored breakdown rows of the timed iterations:
+// their sums divided by the timed iterations, the same figures as gpu_times gives rank 0 (the
+// ranks step together; none without timed iterations).
+std::vector<GpuTime> gpu_times_by_rank(const std::vector<store::GpuBreakdownRow>& rows, int64_t timed_iterations);
 
 struct RunDigest {
   std::filesystem::path db;
@@ -214,11 +221,11 @@ struct RunDigest {
   std::vector<OpTotal> ops;                      // CPU ops, slowest first (rank_op_rows)
   std::vector<OpTotal> kernels;                  // GPU kernels, slowest first (by total: no medians stored)
   std::optional<Roofline> roofline;              // unset: the run stored none (untraced)
-  std::vector<GpuTime> gpus;                     // by device (empty: no GPU, or no timed iteration)
-  std::vector<LayerTotal> layers;                // model order
-  std::vector<CollectiveTime> collectives;       // distributed runs, most time first
-  std::vector<MemoryCategory> memory;            // at the peak, by category, non-zero ones
-  int64_t peak_bytes = 0;                        // the sum of every category at the peak
+  std::vector<GpuTime> gpus;       // by device; several ranks: by rank, then device (empty: no GPU, no timed iteration)
+  std::vector<LayerTotal> layers;  // model order
+  std::vector<CollectiveTime> collectives;  // distributed runs, most time first
+  std::vector<MemoryCategory> memory;       // at the peak, by category, non-zero ones
+  int64_t peak_bytes = 0;                   // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;
   std::map<std::string, double> metrics;      // rank 0's whole-run metrics
   Conditions conditions;                      // what the machine gave rank 0: clean, noisy or unknown
@@ -230,6 +237,9 @@ struct RunDigest {
   std::optional<double> job_median_per_iteration() const;
   // The rank with the largest median iteration time; -1 without a breakdown.
   int64_t slowest_rank() const;
+  // Among the GPUs of two ranks or more, the one that computes longest per timed iteration (the
+  // others wait for it in the all-reduce); null otherwise.
+  const GpuTime* busiest_gpu() const;
   // A category's share of the peak (0 when nothing was live).
   double share_of_peak(int64_t bytes) const;
 };

@@ -40,7 +40,7 @@ def main():
 
     con = sqlite3.connect(db)
     rows = con.execute("SELECT iteration, start_ns, end_ns, compute_ns, comm_ns, overlap_ns, idle_ns "
-                       "FROM gpu_breakdown WHERE run_id = ? ORDER BY iteration", (int(run),)).fetchall()
+                       "FROM gpu_breakdown WHERE run_id = ? AND rank = 0 ORDER BY iteration", (int(run),)).fetchall()
     if len(rows) != 4:
         print(f"FAIL: expected 4 iterations with GPU work in the fixture's breakdown, got {len(rows)}")
         return 1

@@ -267,6 +267,61 @@ TEST(RunDigest, GpuTimeIsPerTimedIteration) {
   EXPECT_DOUBLE_EQ(g[1].span_ms, 1.0);
 }
 
+// Each rank's GPUs from the breakdown rows: sums over the timed iterations' rows divided by their
+// count, per (rank, device), by rank then device; the figures gpu_times gives from rank 0's metrics.
+TEST(RunDigest, GpuTimeOfEveryRankIsPerTimedIteration) {
+  std::vector<ts::store::GpuBreakdownRow> rows;
+  const auto add = [&](int64_t rank, int64_t device, int64_t iteration, int64_t compute_ms, int64_t comm_ms,
+                       int64_t overlap_ms) {
+    ts::store::GpuBreakdownRow r;
+    r.rank = rank;
+    r.device = device;
+    r.iteration = iteration;
+    r.start_ns = iteration * 100'000'000;
+    r.end_ns = r.start_ns + 10'000'000;  // a 10 ms span
+    r.compute_ns = compute_ms * 1'000'000;
+    r.comm_ns = comm_ms * 1'000'000;
+    r.overlap_ns = overlap_ms * 1'000'000;
+    r.exposed_comm_ns = r.comm_ns - r.overlap_ns;
+    r.memcpy_ns = 1'000'000;
+    r.busy_ns = r.compute_ns + r.exposed_comm_ns + r.memcpy_ns;
+    r.idle_ns = 10'000'000 - r.busy_ns;
+    rows.push_back(r);
+  };
+  add(1, 1, 1, 6, 2, 1);
+  add(1, 1, 2, 6, 4, 1);
+  add(0, 0, 1, 4, 2, 2);
+  add(0, 0, 2, 4, 2, 0);
+  EXPECT_TRUE(gpu_times_by_rank(rows, 0).empty());
+  const auto g = gpu_times_by_rank(rows, 2);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].rank, 0);
+  EXPECT_EQ(g[0].device, "cuda:0");
+  EXPECT_DOUBLE_EQ(g[0].span_ms, 10.0);
+  EXPECT_DOUBLE_EQ(g[0].compute_ms, 4.0);
+  EXPECT_DOUBLE_EQ(g[0].comm_ms, 2.0);
+  EXPECT_DOUBLE_EQ(*g[0].overlap_ms, 1.0);
+  EXPECT_DOUBLE_EQ(g[0].exposed_comm_ms, 1.0);
+  EXPECT_DOUBLE_EQ(g[0].memcpy_ms, 1.0);
+  EXPECT_DOUBLE_EQ(g[0].idle_ms, 4.0);
+  EXPECT_DOUBLE_EQ(g[0].busy_fraction, 0.6);
+  EXPECT_EQ(g[1].rank, 1);
+  EXPECT_EQ(g[1].device, "cuda:1");
+  EXPECT_DOUBLE_EQ(g[1].compute_ms, 6.0);
+  EXPECT_DOUBLE_EQ(g[1].comm_ms, 3.0);
+  EXPECT_DOUBLE_EQ(g[1].exposed_comm_ms, 2.0);
+  EXPECT_DOUBLE_EQ(g[1].idle_ms, 1.0);
+  // From the metrics (one process) no overlap is known.
+  EXPECT_FALSE(gpu_times({{"gpu0_span_ns", 1e6}}, 1).at(0).overlap_ms);
+
+  RunDigest d;
+  d.gpus = g;
+  ASSERT_NE(d.busiest_gpu(), nullptr);
+  EXPECT_EQ(d.busiest_gpu()->rank, 1);
+  d.gpus.pop_back();  // one rank's GPU alone: nothing to compare
+  EXPECT_EQ(d.busiest_gpu(), nullptr);
+}
+
 // Phase shares are of the timed iterations' time and, with what no phase covers, add up to 1;
 // phases of several threads at once that add up to more than the wall time leave nothing
 // unaccounted (docs/formulas.md, "Phase shares").
