@@ -110,8 +110,8 @@ std::string layer_of(const std::string& param) {
   return dot == std::string::npos ? std::string() : param.substr(0, dot);
 }
 
-// The iterations' times and rates: warm-up ones marked, the timed ones' per-iteration rates
-// and the sums the sustained rates are made of.
+// The iterations' times and rates: every iteration's row, the timed ones' per-iteration rates
+// and the sums the sustained rates are made of (which iterations count: counted_iterations).
 struct Timing {
   std::vector<double> throughput, token_throughput, iteration_ms;
   double seconds = 0, samples = 0, tokens = 0;  // the sustained rates' sums

@@ -65,8 +65,8 @@ void append_collective_rows(const std::vector<distributed::CollectiveRecord>& re
 // with a parameter-server worker's pull and push waits.
 std::vector<store::RankBreakdownRow> rank_breakdown_rows(std::span<const profiler::Event> events,
                                                          const profiler::IterationFilter& counted);
-// The iterations a run's figures count: every one the loop ran but its warm-up (and -1, outside
-// any iteration). The one filter for every rank's figures.
+// The iterations a run's figures count: every one the loop ran but its warm-up; work outside any
+// iteration (-1) never counts. The one filter for every rank's figures.
 profiler::IterationFilter counted_iterations(const workloads::LoopResult& loop);
 // A GPU trace's time split per device and counted iteration (profiler::gpu_breakdown) as the
 // store's rows, rank 0's: a rank other than 0 sends them to rank 0, which stamps its rank.
