@@ -54,12 +54,31 @@ ClockModel clock_model(const ClockOffset& start, const std::optional<ClockOffset
   return m;
 }
 
-std::vector<ClockOffset> measure_clock_offsets(MPI_Comm comm, int pings) {
+namespace {
+
+// The exchange on a communicator of its own: no other thread's message can match its receives.
+class OwnComm {
+ public:
+  explicit OwnComm(MPI_Comm parent) { TS_MPI_CHECK(MPI_Comm_dup(parent, &comm_)); }
+  ~OwnComm() { MPI_Comm_free(&comm_); }
+  OwnComm(const OwnComm&) = delete;
+  OwnComm& operator=(const OwnComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+}  // namespace
+
+std::vector<ClockOffset> measure_clock_offsets(MPI_Comm parent, int pings) {
   constexpr int kTag = 4141;
   int rank = 0, size = 1;
-  TS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  TS_MPI_CHECK(MPI_Comm_size(comm, &size));
+  TS_MPI_CHECK(MPI_Comm_rank(parent, &rank));
+  TS_MPI_CHECK(MPI_Comm_size(parent, &size));
   const StallWatch::Call watched("control", "clock sync", "ping-pong with rank 0", rank == 0 ? kEveryRank : 0);
+  const OwnComm own(parent);
+  const MPI_Comm comm = own.get();
   if (rank != 0) {
     for (int i = 0; i < pings; ++i) {
       char question = 0;

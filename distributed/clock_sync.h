@@ -52,7 +52,7 @@ struct ClockModel {
 };
 ClockModel clock_model(const ClockOffset& start, const std::optional<ClockOffset>& end = std::nullopt);
 
-// Collective over `comm`: rank 0 pings each other rank `pings` times. On rank 0, every rank's
+// Collective over `comm` (on a duplicate of it): rank 0 pings each other rank `pings` times. On rank 0, every rank's
 // offset (rank 0's own: 0, exact); elsewhere empty. Every wait is known to the stall watch.
 std::vector<ClockOffset> measure_clock_offsets(MPI_Comm comm, int pings);
 
