@@ -82,6 +82,25 @@ std::string outliers_text(const nlohmann::json& j) {
                      o["fence_ms"].get<double>(), o["slowest_ms"].get<double>());
 }
 
+// "  clocks         rank 1 +2.500000 s, drift +0.10 +- 0.02 ppm; ... (the ranks' times are set on rank
+// 0's clock, good to 1.0 us)": the first four ranks, then how many more (the JSON has them all).
+std::string clocks_text(const nlohmann::json& clocks) {
+  std::string s = "  clocks         ";
+  int64_t worst = 0;
+  size_t shown = 0;
+  for (const auto& c : clocks) {
+    worst = std::max(worst, c["uncertainty_ns"].get<int64_t>());
+    if (shown++ >= 4) continue;
+    s += fmt::format("{}rank {} {:+.6f} s, drift {:+.2f} +- {:.2f} ppm", shown > 1 ? "; " : "",
+                     c["rank"].get<int64_t>(), static_cast<double>(c["offset_ns"].get<int64_t>()) * 1e-9,
+                     c["drift_ppm"].get<double>(), c["drift_uncertainty_ppm"].get<double>());
+  }
+  if (shown > 4) s += fmt::format("; {} more", shown - 4);
+  return s + fmt::format(
+                 "\n                 (against rank 0's; the ranks' times are set on its clock, good to {:.1f} us)\n",
+                 static_cast<double>(worst) * 1e-3);
+}
+
 // The run's throughput as every view shows it (docs/formulas.md, "Throughput"): the sustained
 // headline in the workload's unit, its median per iteration in the same unit, and the other
 // count's sustained rate (pairs beside tokens, tokens beside pairs) once.
@@ -217,6 +236,16 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     if (const auto job = digest.job_median_per_iteration()) j["distributed"]["throughput_all_ranks_median"] = *job;
     if (const auto job = digest.job_sustained()) j["distributed"]["throughput_all_ranks"] = *job;
     j["distributed"]["throughput_unit"] = digest.unit;
+    // Each rank's clock against rank 0's (v11): what the ranks' times were set side by side with.
+    nlohmann::json clocks = nlohmann::json::array();
+    for (const auto& [rank, m] : digest.clocks.models()) {
+      clocks.push_back({{"rank", rank},
+                        {"offset_ns", m.offset_ns},
+                        {"drift_ppm", m.drift * 1e6},
+                        {"drift_uncertainty_ppm", m.drift_uncertainty * 1e6},
+                        {"uncertainty_ns", m.uncertainty_ns}});
+    }
+    if (!clocks.empty()) j["distributed"]["clocks"] = clocks;
   }
 
   nlohmann::json memory = nlohmann::json::array();
@@ -417,6 +446,7 @@ std::string format_summary(const nlohmann::json& j) {
     }
     if (d["slowest_rank"].get<int64_t>() >= 0)
       s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
+    if (d.contains("clocks")) s += clocks_text(d["clocks"]);
   }
   if (j["metrics"].contains("loss_first")) {
     s += fmt::format("  loss           {:.4f} -> {:.4f}\n", metric("loss_first"), metric("loss_last"));

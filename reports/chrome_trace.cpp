@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reports/output_file.h"
+#include "reports/rank_clocks.h"
 #include "store/reader.h"
 
 namespace ts::reports {
@@ -92,11 +93,22 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
     throw store::StoreError(store::StoreError::Kind::not_found,
                             fmt::format("run {} not found in {}", run, db.string()));
   constexpr std::optional<int64_t> all_ranks = std::nullopt;
-  const std::vector<store::EventRow> events =
+  std::vector<store::EventRow> events =
       reader.events(run, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, all_ranks);
-  const std::vector<store::CollectiveRow> collectives = reader.collectives(run, all_ranks);
-  const std::vector<store::GpuActivityRow> gpu = reader.gpu_activities(run);
-  const std::vector<store::MemoryPoint> memory = reader.memory_timeline(run, all_ranks);
+  std::vector<store::CollectiveRow> collectives = reader.collectives(run, all_ranks);
+  const std::vector<store::GpuActivityRow> gpu = reader.gpu_activities(run);  // rank 0's
+  std::vector<store::MemoryPoint> memory = reader.memory_timeline(run, all_ranks);
+  // Every rank on rank 0's clock (reports/rank_clocks.h), so that one timeline holds them all.
+  const RankClocks clocks(reader.rank_clocks(run));
+  for (auto& e : events) {
+    e.start_ns = clocks.to_rank0(e.rank, e.start_ns);
+    e.end_ns = clocks.to_rank0(e.rank, e.end_ns);
+  }
+  for (auto& c : collectives) {
+    c.start_ns = clocks.to_rank0(c.rank, c.start_ns);
+    c.end_ns = clocks.to_rank0(c.rank, c.end_ns);
+  }
+  for (auto& m : memory) m.t_ns = clocks.to_rank0(m.rank, m.t_ns);
 
   int64_t origin = std::numeric_limits<int64_t>::max();
   for (const auto& e : events) origin = std::min(origin, e.start_ns);
@@ -115,10 +127,23 @@ ChromeTraceStats write_chrome_trace(const fs::path& db, int64_t run, const fs::p
   TraceEvents o(file);
   // One process's trace: rank 0 for tools that read a trace per rank (HTA, which wants a space after the colon).
   o.put("{\"displayTimeUnit\":\"ms\",\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0},");
-  o.put(fmt::format(
-      "\"otherData\":{{\"producer\":\"trainscope\",\"run\":{},\"workload\":{},\"preset\":{},\"device\":{},"
-      "\"ranks\":{},\"origin_ns\":{}}},\n\"traceEvents\":[\n",
-      run, json_string(info->workload), json_string(info->preset), json_string(info->device), info->ranks, origin));
+  // How the ranks' times were set on rank 0's clock, and how far to trust it (the bound, per rank).
+  std::string clock_note =
+      fmt::format(R"("clocks":{{"aligned_to":"rank 0","uncertainty_ns":{},"ranks":{{)", clocks.max_uncertainty_ns());
+  bool first = true;
+  for (const auto& [rank, m] : clocks.models()) {
+    clock_note +=
+        fmt::format(R"({}"{}":{{"offset_ns":{},"drift_ppm":{:.4f},"drift_uncertainty_ppm":{:.4f},)"
+                    R"("uncertainty_ns":{}}})",
+                    first ? "" : ",", rank, m.offset_ns, m.drift * 1e6, m.drift_uncertainty * 1e6, m.uncertainty_ns);
+    first = false;
+  }
+  clock_note += "}}";
+  o.put(
+      fmt::format("\"otherData\":{{\"producer\":\"trainscope\",\"run\":{},\"workload\":{},\"preset\":{},\"device\":{},"
+                  "\"ranks\":{},\"origin_ns\":{},{}}},\n\"traceEvents\":[\n",
+                  run, json_string(info->workload), json_string(info->preset), json_string(info->device), info->ranks,
+                  origin, clock_note));
 
   // A process per rank (named, and sorted by rank), a thread per producer thread in it.
   std::set<int64_t> ranks;

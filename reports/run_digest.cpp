@@ -471,6 +471,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     std::map<int64_t, double> exposed;  // iteration -> the largest over ranks
     std::map<int64_t, std::vector<store::RankBreakdownRow>> per_rank;
     const std::set<int64_t> timed_set(timed.begin(), timed.end());
+    d.clocks = RankClocks(reader.rank_clocks(run.id));
     for (auto& b : reader.rank_breakdown(run.id)) {
       if (!timed_set.contains(b.iteration)) continue;
       exposed[b.iteration] = std::max(exposed[b.iteration], ms(b.exposed_comm_ns));

@@ -15,6 +15,7 @@
 
 #include "nlohmann/json.hpp"
 #include "reports/measurement_conditions.h"
+#include "reports/rank_clocks.h"
 #include "store/reader.h"
 #include "store/records.h"
 
@@ -224,6 +225,7 @@ struct RunDigest {
   std::vector<GpuTime> gpus;       // by device; several ranks: by rank, then device (empty: no GPU, no timed iteration)
   std::vector<LayerTotal> layers;  // model order
   std::vector<CollectiveTime> collectives;  // distributed runs, most time first
+  RankClocks clocks;                        // distributed runs: each rank's clock against rank 0's (v11)
   std::vector<MemoryCategory> memory;       // at the peak, by category, non-zero ones
   int64_t peak_bytes = 0;                   // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;

@@ -311,7 +311,24 @@ std::vector<RankPayload> gather_finals(DbSink& sink, RankChannel& channel, std::
   return remote;
 }
 
+std::vector<store::RankClockRow> clock_rows(const std::vector<vocabulary::ClockOffset>& start,
+                                            const std::vector<vocabulary::ClockOffset>& end) {
+  std::vector<store::RankClockRow> rows;
+  const auto add = [&rows](const std::vector<vocabulary::ClockOffset>& offsets, const char* phase) {
+    for (size_t r = 1; r < offsets.size(); ++r) {
+      const auto& o = offsets[r];
+      if (o.pings == 0) continue;  // no usable ping: nothing measured
+      rows.push_back(
+          {static_cast<int64_t>(r), phase, o.offset_ns, o.uncertainty_ns, o.at_ns, o.min_round_trip_ns, o.pings});
+    }
+  };
+  add(start, "start");
+  add(end, "end");
+  return rows;
+}
+
 void write_ranks(store::Writer& w, int64_t run_id, const RankSummary& mine, const std::vector<RankPayload>& remote) {
+  w.add_rank_clocks(run_id, mine.clocks);
   w.add_rank_breakdown(run_id, mine.breakdown);
   w.add_comm_ops(run_id, mine.comm_ops);
   w.add_metrics(run_id, mine.metrics);

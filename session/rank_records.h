@@ -14,6 +14,7 @@
 #include "profiler/gpu_tracer.h"
 #include "store/records.h"
 #include "store/writer.h"
+#include "vocabulary/clock_alignment.h"
 #include "workloads/training_loop.h"
 
 namespace ts::distributed {
@@ -62,6 +63,7 @@ class RankChannel;
 // What a rank adds about itself beyond its streamed rows: its communication breakdown per timed
 // iteration, its collectives summarised, and the counts a reader checks the rows against.
 struct RankSummary {
+  std::vector<store::RankClockRow> clocks;  // rank 0: every other rank's clock against its own
   std::vector<store::RankBreakdownRow> breakdown;
   std::vector<store::CommOpRow> comm_ops;
   std::vector<store::MetricRow> metrics;
@@ -76,6 +78,12 @@ RankSummary summarise_rank(const std::vector<profiler::Event>& events,
 // A parameter server's figures on this rank: its worker's pushes, its server's work and the
 // staleness of what that server applied (per worker and iteration), the layout's balance.
 void summarise_ps(const distributed::ps::PsJob& job, int rank, RankSummary& s);
+
+// Rank 0's measurements of the other ranks' clocks (distributed/clock_sync.h: index = rank) as
+// stored rows, the start's and, when measured, the end's; rank 0 itself and ranks whose pings
+// gave nothing are left out.
+std::vector<store::RankClockRow> clock_rows(const std::vector<vocabulary::ClockOffset>& start,
+                                            const std::vector<vocabulary::ClockOffset>& end);
 
 // A rank other than 0, at its end: its last rows (`unwritten`), its summaries, its memory peak
 // and change log (the ledger's), its GPU breakdown over the loop's counted iterations (from

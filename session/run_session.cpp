@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "collectors/process_sampler.h"
+#include "distributed/clock_sync.h"
 #include "distributed/data_parallel.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/nccl_rank.h"
@@ -41,6 +42,9 @@ namespace {
 
 // How long rank 0 waits, after its own loop, for the other ranks' final records.
 constexpr std::chrono::seconds kFinalRecordsWait{120};
+// Ping-pongs per rank for its clock's offset to rank 0's, at the start and at the end: the bound
+// narrows with every ping whose round trip was quick, and 32 cost milliseconds even on a slow link.
+constexpr int kClockPings = 32;
 
 // What every stage after the plan reads.
 struct Stage {
@@ -407,6 +411,10 @@ RunOutcome RunSession::run() {
     rank_hosts = distributed::gather_host_names(*links.control);  // host memory, whichever carries the gradients
     add_rank_hosts(plan, rank_hosts);
   }
+  // Every rank's clock against rank 0's, before anything is timed (docs/distributed.md, "Clocks").
+  const std::vector<distributed::ClockOffset> clocks_at_start =
+      plan.distributed ? distributed::measure_clock_offsets(MPI_COMM_WORLD, kClockPings)
+                       : std::vector<distributed::ClockOffset>{};
   const std::unique_ptr<RunRecord> record = begin_record(s, rank_hosts);
   RunRecord* const row = record.get();
   if (links.gpu_route && row) {  // how the gradients travelled, beside the environment they travelled in
@@ -444,12 +452,17 @@ RunOutcome RunSession::run() {
   instruments.stop_device(rec);
   instruments.stop();
   if (plan.distributed && t.failed()) abort_rank(s, t, *stream, row);
+  // ... and again after the loop: the two give the drift between the clocks.
+  const std::vector<distributed::ClockOffset> clocks_at_end =
+      plan.distributed ? distributed::measure_clock_offsets(MPI_COMM_WORLD, kClockPings)
+                       : std::vector<distributed::ClockOffset>{};
 
   const std::vector<profiler::Event> events = stream->finish();
   RunOutcome out = verdict(s, t);
   // This rank's communication figures (distributed runs), from every call the stream saw.
   RankSummary mine;
   if (links.comm) mine = summarise_rank(events, stream->collectives(), *links.comm, t.dp.get(), config_.warmup);
+  mine.clocks = clock_rows(clocks_at_start, clocks_at_end);  // rank 0's measurements; empty elsewhere
   if (t.ps_job) summarise_ps(*t.ps_job, plan.rank, mine);
   if (!row) {  // this rank's last rows and its summaries, to rank 0, which writes them into the run
     links.channel->send(final_payload(plan.rank, std::move(mine), stream->take_unwritten(), t.loop, out.error,

@@ -472,6 +472,17 @@ std::vector<CommOpRow> Reader::comm_ops(int64_t run) {
       });
 }
 
+std::vector<RankClockRow> Reader::rank_clocks(int64_t run) {
+  if (impl_->version < 11) return {};  // measured since v11: before, nothing says how the ranks' clocks relate
+  return impl_->query<RankClockRow>(
+      "SELECT rank, phase, offset_ns, uncertainty_ns, at_ns, min_round_trip_ns, pings FROM rank_clocks "
+      "WHERE run_id = ?1 ORDER BY rank, phase, id",
+      run, [](const Stmt& s) {
+        return RankClockRow{s.col_int(0), s.col_text(1), s.col_int(2), s.col_int(3),
+                            s.col_int(4), s.col_int(5),  s.col_int(6)};
+      });
+}
+
 std::vector<RankBreakdownRow> Reader::rank_breakdown(int64_t run) {
   if (impl_->version < 4) return {};
   return impl_->query<RankBreakdownRow>(

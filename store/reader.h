@@ -62,7 +62,8 @@ class Reader {
   std::vector<CopySummaryRow> copy_summary(int64_t run);  // insertion order
   // Distribution (schema v4; empty for older files).
   std::vector<CollectiveRow> collectives(int64_t run, std::optional<int64_t> rank = std::nullopt);  // by start
-  std::vector<CommOpRow> comm_ops(int64_t run);  // by rank, collective, bytes
+  std::vector<CommOpRow> comm_ops(int64_t run);        // by rank, collective, bytes
+  std::vector<RankClockRow> rank_clocks(int64_t run);  // by rank, phase ("end" before "start")
   // by rank, iteration; pull_wait_ns / push_wait_ns (v6) are 0 in older files
   std::vector<RankBreakdownRow> rank_breakdown(int64_t run);
   std::vector<CollectiveBenchRow> collective_bench(int64_t run);  // insertion order

@@ -171,6 +171,15 @@ struct CommOpRow {
   int64_t min_ns = 0, max_ns = 0;
   double algbw_gbps = 0, busbw_gbps = 0;
 };
+// A rank's clock against rank 0's, measured at the run's start or end (v11; vocabulary/
+// clock_alignment.h): offset = the rank's clock minus rank 0's at rank 0's time at_ns, true
+// within +- uncertainty_ns; from `pings` ping-pongs, the fastest taking min_round_trip_ns.
+// Rank 0 stores one row per other rank and phase; the rows of a run give each rank's ClockModel.
+struct RankClockRow {
+  int64_t rank = 0;
+  std::string phase;  // "start" | "end"
+  int64_t offset_ns = 0, uncertainty_ns = 0, at_ns = 0, min_round_trip_ns = 0, pings = 0;
+};
 // A rank's time in one iteration, split as the time breakdown splits it (DESIGN, "Time breakdown");
 // backward_wait_ns: how long the optimizer waited for gradients' communication after backward.
 // Parameter-server runs (v6): pull_wait_ns, how long the worker waited for parameters it pulled

@@ -423,8 +423,25 @@ DROP INDEX gpu_breakdown_run;
 CREATE INDEX gpu_breakdown_run_rank ON gpu_breakdown(run_id, rank, device, iteration);
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5,
-                                                                      kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9, kV9ToV10};
+// v11: each rank's clock against rank 0's, measured at the start and end of a multi-rank run
+// (issue 41), so that readers set the ranks' times on rank 0's clock (vocabulary/clock_alignment.h).
+constexpr std::string_view kV10ToV11 = R"sql(
+CREATE TABLE rank_clocks (
+  id                INTEGER PRIMARY KEY,
+  run_id            INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank              INTEGER NOT NULL,
+  phase             TEXT NOT NULL,
+  offset_ns         INTEGER NOT NULL,
+  uncertainty_ns    INTEGER NOT NULL,
+  at_ns             INTEGER NOT NULL,
+  min_round_trip_ns INTEGER NOT NULL,
+  pings             INTEGER NOT NULL
+);
+CREATE INDEX rank_clocks_run ON rank_clocks(run_id, rank, phase);
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {
+    kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9, kV9ToV10, kV10ToV11};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -149,6 +149,9 @@ struct Writer::Impl {
   // Distribution (schema v4).
   Stmt collective{db, "INSERT INTO collectives (run_id, rank, iteration, thread, collective, label, bytes, start_ns, "
                       "end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
+  Stmt rank_clock{db,
+                  "INSERT INTO rank_clocks (run_id, rank, phase, offset_ns, uncertainty_ns, at_ns, min_round_trip_ns, "
+                  "pings) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
   Stmt comm_op{
       db, "INSERT INTO comm_ops (run_id, rank, backend, collective, bytes, ranks, count, total_ns, mean_ns, "
           "min_ns, max_ns, algbw_gbps, busbw_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
@@ -507,6 +510,13 @@ void Writer::add_comm_ops(int64_t run, std::span<const CommOpRow> rows) {
     s.bind(2, r.rank).bind(3, r.backend).bind(4, r.collective).bind(5, r.bytes).bind(6, r.ranks).bind(7, r.count);
     s.bind(8, r.total_ns).bind(9, r.mean_ns).bind(10, r.min_ns).bind(11, r.max_ns).bind(12, r.algbw_gbps);
     s.bind(13, r.busbw_gbps);
+  });
+}
+
+void Writer::add_rank_clocks(int64_t run, std::span<const RankClockRow> rows) {
+  impl_->bulk(run, rows, impl_->rank_clock, [](Stmt& s, const RankClockRow& r) {
+    s.bind(2, r.rank).bind(3, r.phase).bind(4, r.offset_ns).bind(5, r.uncertainty_ns).bind(6, r.at_ns);
+    s.bind(7, r.min_round_trip_ns).bind(8, r.pings);
   });
 }
 

@@ -83,6 +83,7 @@ class Writer {
   // The GPU profiler's records (schema v2).
   void add_gpu_activities(int64_t run, std::span<const GpuActivityRow> rows);
   void add_gpu_breakdown(int64_t run, std::span<const GpuBreakdownRow> rows);
+  void add_rank_clocks(int64_t run, std::span<const RankClockRow> rows);
   void add_copy_summary(int64_t run, std::span<const CopySummaryRow> rows);
   // Distribution (schema v4): collective calls (streamed in RunFlush too), the per-rank
   // nccl-tests-style summary, the per-rank per-iteration breakdown (v6: with a parameter-server

@@ -176,3 +176,42 @@ TEST(GpuRanksSummary, ACpuRunOfTwoRanksShowsNoGpu) {
   EXPECT_FALSE(j["distributed"].contains("busiest_gpu"));
   EXPECT_EQ(shown.find("GPU"), std::string::npos) << shown;
 }
+
+// Each rank's clock against rank 0's (v11), as rank 0 measured it at the start and the end and
+// session::clock_rows made it rows: `show` names the offset, the drift and the bound.
+TEST(RankClocksSummary, EachRanksClockIsShownWithItsDriftAndBound) {
+  TempDir dir;
+  const auto db = dir / "clocks.db";
+  int64_t run = 0;
+  {
+    store::Writer w(db);
+    run = begin(w, 3, "cpu");
+    session::RunRecorder rec(w, run);
+    rec.record(three_iterations(), {}, nullptr, {}, nullptr, session::RecordScope::everything);
+    // Rank 1 2.5 s ahead and 1 ppm fast; rank 2 3 ms behind, its end unmeasured (no usable ping).
+    const std::vector<vocabulary::ClockOffset> start = {
+        {0, 0, 0, 0, 0}, {2'500'000'000, 800, 1'000'000'000, 1'600, 32}, {-3'000'000, 1'500, 1'000'000'000, 3'000, 32}};
+    const std::vector<vocabulary::ClockOffset> end = {
+        {0, 0, 0, 0, 0}, {2'500'001'000, 1'200, 2'000'000'000, 2'400, 32}, {0, 0, 0, 0, 0}};
+    session::RankSummary mine;
+    mine.clocks = session::clock_rows(start, end);
+    ASSERT_EQ(mine.clocks.size(), 3u) << "rank 0 is the reference; rank 2's empty end is left out";
+    session::write_ranks(w, run, mine, {});
+    w.finish_run(run, store::RunStatus::completed, "2026-12-01T00:00:00Z", "");
+  }
+  const auto j = cli::run_summary(db, run);
+  const std::string shown = cli::format_summary(j);
+  EXPECT_NE(
+      shown.find("  clocks         rank 1 +2.500000 s, drift +1.00 +- 2.00 ppm; rank 2 -0.003000 s, drift +0.00 +- "
+                 "0.00 ppm\n"
+                 "                 (against rank 0's; the ranks' times are set on its clock, good to 1.5 us)\n"),
+      std::string::npos)
+      << shown;
+  ASSERT_EQ(j["distributed"]["clocks"].size(), 2u);
+  EXPECT_EQ(j["distributed"]["clocks"][0]["rank"], 1);
+  EXPECT_EQ(j["distributed"]["clocks"][0]["offset_ns"], 2'500'000'000);
+  EXPECT_NEAR(j["distributed"]["clocks"][0]["drift_ppm"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(j["distributed"]["clocks"][0]["drift_uncertainty_ppm"].get<double>(), 2.0, 1e-9);  // 2 us over 1 s
+  EXPECT_EQ(j["distributed"]["clocks"][0]["uncertainty_ns"], 1'200);
+  EXPECT_EQ(j["distributed"]["clocks"][1]["uncertainty_ns"], 1'500);
+}

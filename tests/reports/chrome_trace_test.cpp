@@ -241,6 +241,57 @@ TEST(ChromeTrace, OneProcessPerRankWithItsCollectives) {
   EXPECT_EQ(comm, 3);
 }
 
+// Rank 1's host booted 5 s before rank 0's: its stamps are 5 s ahead. Set on rank 0's clock by the
+// stored offsets (v11), its step lies beside rank 0's, and the trace says how far to trust that.
+TEST(ChromeTrace, RanksOnSkewedClocksAreSetOnRankZerosClock) {
+  TempDir dir;
+  const fs::path db = dir / "r.db";
+  constexpr int64_t kSkew = 5'000'000'000;
+  int64_t run = 0;
+  {
+    store::Writer w(db);
+    store::RunInfo info;
+    info.workload = "resnet50";
+    info.preset = "tiny";
+    info.device = "cpu";
+    info.ranks = 2;
+    run = w.begin_run(info);
+    const std::vector<store::EventRow> events = {
+        {1000, 9000, "iteration", "", "iteration", "none", 1, 0, 0},
+        {kSkew + 1010, kSkew + 9500, "iteration", "", "iteration", "none", 1, 0, 1},
+    };
+    w.add_events(run, events);
+    const std::vector<store::CollectiveRow> collectives = {
+        {1, 1, 5, "all_reduce", "bucket 0", 64, kSkew + 2100, kSkew + 2700}};
+    w.add_collectives(run, collectives);
+    const std::vector<store::RankClockRow> clocks = {{1, "start", kSkew, 40, 500, 80, 32},
+                                                     {1, "end", kSkew, 60, 9'500, 120, 32}};
+    w.add_rank_clocks(run, clocks);
+    w.finish_run(run, store::RunStatus::completed, "2026-12-01T00:00:00Z", "");
+  }
+  const fs::path out = dir / "trace.json";
+  reports::write_chrome_trace(db, run, out);
+  const auto j = load(out);
+  EXPECT_EQ(j["otherData"]["origin_ns"], 1000);  // rank 0's step: rank 1's no longer 5 s away
+  EXPECT_EQ(j["otherData"]["clocks"]["aligned_to"], "rank 0");
+  EXPECT_EQ(j["otherData"]["clocks"]["uncertainty_ns"], 60);
+  EXPECT_EQ(j["otherData"]["clocks"]["ranks"]["1"]["offset_ns"], kSkew);
+  int found = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["name"] == "ProfilerStep#1" && e["args"].contains("kind") && e["ts"].get<double>() > 0) {
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.01);  // 1010 on rank 0's clock
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 8.49);
+      ++found;
+    }
+    if (e["name"] == "all_reduce") {
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 1.1);
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, 2);
+}
+
 TEST(ChromeTrace, MissingRunAndUnwritablePathFailCleanly) {
   TempDir dir;
   const fs::path db = dir / "r.db";

@@ -1,12 +1,12 @@
-// The clock offset between ranks from ping-pong samples (distributed/clock_sync.h): the bound
-// the samples give, the drift line, and the mapping to the reference clock.
-#include "distributed/clock_sync.h"
+// The clock offset between ranks from ping-pong samples (vocabulary/clock_alignment.h): the
+// bound the samples give, the drift line, and the mapping to the reference clock.
+#include "vocabulary/clock_alignment.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace ts::distributed {
+namespace ts::vocabulary {
 namespace {
 
 // A peer whose clock reads reference + `offset`, answering `delay` after a question sent at `sent`
@@ -15,7 +15,7 @@ ClockPing ping(int64_t sent, int64_t offset, int64_t there, int64_t back) {
   return {sent, sent + there + offset, sent + there + back};
 }
 
-TEST(ClockSync, ThePingsBoundTheOffsetAndTheTrueOneIsWithin) {
+TEST(ClockAlignment, ThePingsBoundTheOffsetAndTheTrueOneIsWithin) {
   const int64_t offset = 3'000'000'123;
   // Asymmetric paths (40 us there, 10 us back; 5 us and 95 us): each interval holds the truth.
   const std::vector<ClockPing> pings = {ping(1'000, offset, 40'000, 10'000), ping(200'000, offset, 5'000, 95'000),
@@ -29,7 +29,7 @@ TEST(ClockSync, ThePingsBoundTheOffsetAndTheTrueOneIsWithin) {
   EXPECT_EQ(o->min_round_trip_ns, 50'000);
 }
 
-TEST(ClockSync, OnePingGivesItsMiddleAndHalfItsRoundTrip) {
+TEST(ClockAlignment, OnePingGivesItsMiddleAndHalfItsRoundTrip) {
   const std::vector<ClockPing> one = {{100, 1'000'050, 200}};
   const auto o = estimate_offset(one);
   ASSERT_TRUE(o);
@@ -38,7 +38,7 @@ TEST(ClockSync, OnePingGivesItsMiddleAndHalfItsRoundTrip) {
   EXPECT_EQ(o->at_ns, 150);
 }
 
-TEST(ClockSync, DisagreeingPingsFallBackToTheFastest) {
+TEST(ClockAlignment, DisagreeingPingsFallBackToTheFastest) {
   // The peer's clock stepped by 1 ms between the pings: no offset fits both; the fastest decides.
   const std::vector<ClockPing> pings = {ping(0, 0, 10'000, 10'000), ping(100'000, 1'000'000, 2'000, 2'000)};
   const auto o = estimate_offset(pings);
@@ -47,17 +47,18 @@ TEST(ClockSync, DisagreeingPingsFallBackToTheFastest) {
   EXPECT_LE(o->uncertainty_ns, 2'000);
 }
 
-TEST(ClockSync, NoPingsOrAnAnswerBeforeItsQuestionGiveNothing) {
+TEST(ClockAlignment, NoPingsOrAnAnswerBeforeItsQuestionGiveNothing) {
   EXPECT_FALSE(estimate_offset({}));
   const std::vector<ClockPing> bad = {{500, 0, 400}};
   EXPECT_FALSE(estimate_offset(bad));
 }
 
-TEST(ClockSync, TheDriftLineMapsThePeersClockOntoTheReference) {
+TEST(ClockAlignment, TheDriftLineMapsThePeersClockOntoTheReference) {
   // The peer runs 20 ppm fast: 3 s ahead at reference time 1 s, 3 s + 20 us at 2 s.
   ClockOffset start{3'000'000'000, 40, 1'000'000'000, 0, 8}, end{3'000'020'000, 60, 2'000'000'000, 0, 8};
   const ClockModel m = clock_model(start, end);
   EXPECT_NEAR(m.drift, 20e-6, 1e-12);
+  EXPECT_NEAR(m.drift_uncertainty, 100e-9, 1e-15);  // 40 + 60 ns over 1 s
   EXPECT_EQ(m.uncertainty_ns, 60);
   for (const int64_t ref : {int64_t{1'000'000'000}, int64_t{1'500'000'000}, int64_t{2'000'000'000}, int64_t{0}}) {
     const int64_t peer = ref + 3'000'000'000 + static_cast<int64_t>(20e-6 * static_cast<double>(ref - 1'000'000'000));
@@ -70,4 +71,4 @@ TEST(ClockSync, TheDriftLineMapsThePeersClockOntoTheReference) {
 }
 
 }  // namespace
-}  // namespace ts::distributed
+}  // namespace ts::vocabulary
