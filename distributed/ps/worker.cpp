@@ -89,12 +89,19 @@ struct PsWorker::State {
   // A model on a GPU: each tensor's gradient goes to the servers through a pinned host mirror,
   // copied on a side stream once the compute queue has reached the tensor's ready marker (the
   // backward never waits on the host); the next compute work on the gradient (its zeroing) waits
-  // for the copy. Declared before the stream, which is destroyed first, waiting for its copies.
+  // for the copy. The values pulled back go the other way through a second pinned mirror: copied
+  // on the side stream after the compute work queued so far (which may still read the old
+  // values), and the compute queue waits for them before the layer's kernels. Declared before the
+  // stream, which is destroyed first, waiting for its copies.
   struct Mirror {
-    engine::Tensor host;  // memory category comm
+    engine::Tensor host;  // the gradient's way out; memory category comm
     std::unique_ptr<engine::PinnedHost> pinned;
     std::unique_ptr<engine::StreamMarker> ready, copied;
-    bool pending = false;  // copied in this backward: the zeroing waits for it
+    bool pending = false;   // copied in this backward: the zeroing waits for it
+    engine::Tensor values;  // the values' way in; memory category comm
+    std::unique_ptr<engine::PinnedHost> values_pinned;
+    std::unique_ptr<engine::StreamMarker> before_install, installed;
+    bool installing = false;  // a copy from `values` was queued: it is done before `values` is written again
   };
   std::vector<std::vector<Mirror>> mirrors;  // [group][tensor]; empty on the CPU
   std::unique_ptr<engine::SideStream> stream;
@@ -202,6 +209,10 @@ PsWorker::PsWorker(int worker, const KeyLayout& layout, std::vector<std::vector<
         m.pinned = st.stream->pin(m.host.data(), static_cast<size_t>(p.storage_numel()) * sizeof(float));
         m.ready = st.stream->make_marker();
         m.copied = st.stream->make_marker();
+        m.values = engine::Tensor::empty({p.storage_numel()}, engine::Device::cpu());
+        m.values_pinned = st.stream->pin(m.values.data(), static_cast<size_t>(p.storage_numel()) * sizeof(float));
+        m.before_install = st.stream->make_marker();
+        m.installed = st.stream->make_marker();
       }
     }
   }
@@ -378,10 +389,20 @@ void PsWorker::install(int key, bool wait, bool even_eager) {
   const engine::Tensor& p = st.groups[static_cast<size_t>(spec.group)][static_cast<size_t>(spec.tensor)];
   float* dst = p.data() + spec.offset;
   const size_t bytes = static_cast<size_t>(spec.count) * sizeof(float);
-  // On a GPU: queued on the compute queue before the layer's kernels that read it; returns once
-  // `arrived` may be reused (the receive thread replaces it under this lock).
-  if (p.device().is_cpu()) std::memcpy(dst, k.arrived.data(), bytes);
-  else engine::memory_for(p.device()).copy_from_host(dst, k.arrived.data(), bytes);
+  if (p.device().is_cpu()) {
+    std::memcpy(dst, k.arrived.data(), bytes);
+  } else {  // through the tensor's pinned values mirror, on the side stream (State::Mirror)
+    State::Mirror& m = st.mirrors[static_cast<size_t>(spec.group)][static_cast<size_t>(spec.tensor)];
+    if (m.installing) st.stream->host_waits(*m.installed);  // the mirror's last values are on the device
+    float* staged = m.values.data() + spec.offset;
+    std::memcpy(staged, k.arrived.data(), bytes);
+    st.stream->mark_compute(*m.before_install);
+    st.stream->wait(*m.before_install);
+    st.stream->copy(dst, staged, bytes);
+    st.stream->mark(*m.installed);
+    st.stream->compute_waits(*m.installed);  // the layer's kernels, queued next, read the new values
+    m.installing = true;
+  }
   k.installed_version = k.arrived_version;
 }
 
