@@ -101,6 +101,29 @@ std::string clocks_text(const nlohmann::json& clocks) {
                  static_cast<double>(worst) * 1e-3);
 }
 
+// Each rank's collectives: waiting for the last rank (skew) and moving data, per timed iteration,
+// on rank 0's clock; then the rank the others waited for longest.
+std::string collectives_split_text(const nlohmann::json& d) {
+  const auto& split = d["collectives_split"];
+  std::string s = fmt::format(
+      "  collectives    waiting for the last rank vs moving data (ms per timed iteration, {} calls on rank 0's "
+      "clock, good to {:.1f} us)\n    rank  waiting   moving  last in  others waited for it\n",
+      split["calls"].get<int64_t>(), static_cast<double>(split["uncertainty_ns"].get<int64_t>()) * 1e-3);
+  for (const auto& r : split["per_rank"]) {
+    s += fmt::format("    {:>4} {:>8.2f} {:>8.2f} {:>8} {:>10.2f}\n", r["rank"].get<int64_t>(),
+                     r["waiting_ms"].get<double>(), r["moving_ms"].get<double>(), r["last_arrivals"].get<int64_t>(),
+                     r["others_waited_ms"].get<double>());
+  }
+  if (d.contains("straggler")) {
+    const auto& st = d["straggler"];
+    s += fmt::format("  straggler      rank {}: last to arrive in {} of {} calls; the others waited {:.2f} ms per "
+                     "timed iteration for it\n",
+                     st["rank"].get<int64_t>(), st["last_arrivals"].get<int64_t>(), split["calls"].get<int64_t>(),
+                     st["others_waited_ms"].get<double>());
+  }
+  return s;
+}
+
 // The run's throughput as every view shows it (docs/formulas.md, "Throughput"): the sustained
 // headline in the workload's unit, its median per iteration in the same unit, and the other
 // count's sustained rate (pairs beside tokens, tokens beside pairs) once.
@@ -246,6 +269,25 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
                         {"uncertainty_ns", m.uncertainty_ns}});
     }
     if (!clocks.empty()) j["distributed"]["clocks"] = clocks;
+    // Each rank's collectives split into waiting for the last rank and moving data (issue 41).
+    if (!digest.wait_move.empty()) {
+      nlohmann::json split = nlohmann::json::array();
+      for (const auto& w : digest.wait_move) {
+        split.push_back({{"rank", w.rank},
+                         {"waiting_ms", w.waiting_ms},
+                         {"moving_ms", w.moving_ms},
+                         {"last_arrivals", w.last_arrivals},
+                         {"others_waited_ms", w.others_waited_ms}});
+      }
+      j["distributed"]["collectives_split"] = {{"per_rank", split},
+                                               {"calls", digest.split_calls},
+                                               {"incomplete_calls", digest.incomplete_calls},
+                                               {"uncertainty_ns", digest.wait_move_uncertainty_ns}};
+      if (const auto* s = digest.straggler()) {
+        j["distributed"]["straggler"] = {
+            {"rank", s->rank}, {"last_arrivals", s->last_arrivals}, {"others_waited_ms", s->others_waited_ms}};
+      }
+    }
   }
 
   nlohmann::json memory = nlohmann::json::array();
@@ -447,6 +489,7 @@ std::string format_summary(const nlohmann::json& j) {
     if (d["slowest_rank"].get<int64_t>() >= 0)
       s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
     if (d.contains("clocks")) s += clocks_text(d["clocks"]);
+    if (d.contains("collectives_split")) s += collectives_split_text(d);
   }
   if (j["metrics"].contains("loss_first")) {
     s += fmt::format("  loss           {:.4f} -> {:.4f}\n", metric("loss_first"), metric("loss_last"));

@@ -359,6 +359,14 @@ int64_t RunDigest::slowest_rank() const {
   return slowest;
 }
 
+const RankWaitMove* RunDigest::straggler() const {
+  const RankWaitMove* most = nullptr;
+  for (const auto& r : wait_move) {
+    if (r.others_waited_ms > 0 && (!most || r.others_waited_ms > most->others_waited_ms)) most = &r;
+  }
+  return most;
+}
+
 const GpuTime* RunDigest::busiest_gpu() const {
   const GpuTime* busiest = nullptr;
   std::set<int64_t> ranks;
@@ -472,6 +480,14 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     std::map<int64_t, std::vector<store::RankBreakdownRow>> per_rank;
     const std::set<int64_t> timed_set(timed.begin(), timed.end());
     d.clocks = RankClocks(reader.rank_clocks(run.id));
+    {
+      const auto calls = split_collectives(reader.collectives(run.id), d.clocks, d.key.ranks);
+      d.wait_move = wait_move_by_rank(calls, timed, d.key.ranks);
+      d.wait_move_uncertainty_ns = calls.uncertainty_ns;
+      d.incomplete_calls = calls.incomplete;
+      d.split_calls = std::count_if(calls.calls.begin(), calls.calls.end(),
+                                    [&](const CollectiveCall& c) { return timed_set.contains(c.iteration); });
+    }
     for (auto& b : reader.rank_breakdown(run.id)) {
       if (!timed_set.contains(b.iteration)) continue;
       exposed[b.iteration] = std::max(exposed[b.iteration], ms(b.exposed_comm_ns));

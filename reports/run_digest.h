@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "reports/collective_split.h"
 #include "reports/measurement_conditions.h"
 #include "reports/rank_clocks.h"
 #include "store/reader.h"
@@ -226,8 +227,13 @@ struct RunDigest {
   std::vector<LayerTotal> layers;  // model order
   std::vector<CollectiveTime> collectives;  // distributed runs, most time first
   RankClocks clocks;                        // distributed runs: each rank's clock against rank 0's (v11)
-  std::vector<MemoryCategory> memory;       // at the peak, by category, non-zero ones
-  int64_t peak_bytes = 0;                   // the sum of every category at the peak
+  // Distributed runs with measured clocks: each rank's collectives split into waiting for the
+  // last rank and moving data (collective_split.h), per timed iteration; the bound they are
+  // good to; calls some rank has no row for.
+  std::vector<RankWaitMove> wait_move;
+  int64_t wait_move_uncertainty_ns = 0, incomplete_calls = 0, split_calls = 0;
+  std::vector<MemoryCategory> memory;  // at the peak, by category, non-zero ones
+  int64_t peak_bytes = 0;              // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;
   std::map<std::string, double> metrics;      // rank 0's whole-run metrics
   Conditions conditions;                      // what the machine gave rank 0: clean, noisy or unknown
@@ -239,6 +245,9 @@ struct RunDigest {
   std::optional<double> job_median_per_iteration() const;
   // The rank with the largest median iteration time; -1 without a breakdown.
   int64_t slowest_rank() const;
+  // The rank the others waited for longest in the collectives (wait_move); null without a split
+  // or when nobody waited.
+  const RankWaitMove* straggler() const;
   // Among the GPUs of two ranks or more, the one that computes longest per timed iteration (the
   // others wait for it in the all-reduce); null otherwise.
   const GpuTime* busiest_gpu() const;

@@ -193,6 +193,16 @@ TEST(RankClocksSummary, EachRanksClockIsShownWithItsDriftAndBound) {
         {0, 0, 0, 0, 0}, {2'500'000'000, 800, 1'000'000'000, 1'600, 32}, {-3'000'000, 1'500, 1'000'000'000, 3'000, 32}};
     const std::vector<vocabulary::ClockOffset> end = {
         {0, 0, 0, 0, 0}, {2'500'001'000, 1'200, 2'000'000'000, 2'400, 32}, {0, 0, 0, 0, 0}};
+    // Iterations 1 and 2 (timed): rank 2 arrives 2 ms after the others at every all-reduce (its
+    // clock 3 ms behind), all end together 5 ms after rank 0 arrived.
+    std::vector<store::CollectiveRow> calls;
+    for (int64_t it = 1; it <= 2; ++it) {
+      const int64_t t = 100 * kMs * it + 10 * kMs;
+      calls.push_back({0, it, 5, "all_reduce", "bucket 0", 4096, t, t + 5 * kMs});
+      calls.push_back({1, it, 5, "all_reduce", "bucket 0", 4096, t + 2'500'000'000, t + 2'500'000'000 + 5 * kMs});
+      calls.push_back({2, it, 5, "all_reduce", "bucket 0", 4096, t - 3 * kMs + 2 * kMs, t - 3 * kMs + 5 * kMs});
+    }
+    w.add_collectives(run, calls);
     session::RankSummary mine;
     mine.clocks = session::clock_rows(start, end);
     ASSERT_EQ(mine.clocks.size(), 3u) << "rank 0 is the reference; rank 2's empty end is left out";
@@ -207,6 +217,18 @@ TEST(RankClocksSummary, EachRanksClockIsShownWithItsDriftAndBound) {
                  "                 (against rank 0's; the ranks' times are set on its clock, good to 1.5 us)\n"),
       std::string::npos)
       << shown;
+  // Rank 1's 1 ppm drift moves its times by nanoseconds here: the split is the arrivals' 2 ms.
+  EXPECT_NE(shown.find("  collectives    waiting for the last rank vs moving data (ms per timed iteration, 2 calls "
+                       "on rank 0's clock, good to 3.0 us)\n"
+                       "    rank  waiting   moving  last in  others waited for it\n"
+                       "       0     2.00     3.00        0       0.00\n"
+                       "       1     2.00     3.00        0       0.00\n"
+                       "       2     0.00     3.00        2       4.00\n"
+                       "  straggler      rank 2: last to arrive in 2 of 2 calls; the others waited 4.00 ms per timed "
+                       "iteration for it\n"),
+            std::string::npos)
+      << shown;
+  EXPECT_EQ(j["distributed"]["straggler"]["rank"], 2);
   ASSERT_EQ(j["distributed"]["clocks"].size(), 2u);
   EXPECT_EQ(j["distributed"]["clocks"][0]["rank"], 1);
   EXPECT_EQ(j["distributed"]["clocks"][0]["offset_ns"], 2'500'000'000);

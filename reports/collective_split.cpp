@@ -1,0 +1,93 @@
+#include "reports/collective_split.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace ts::reports {
+
+CollectiveCalls split_collectives(std::span<const store::CollectiveRow> rows, const RankClocks& clocks, int64_t ranks) {
+  CollectiveCalls out;
+  if (ranks < 2) return out;
+  for (int64_t r = 0; r < ranks; ++r) {
+    if (!clocks.measured(r)) return out;
+  }
+  out.uncertainty_ns = 2 * clocks.max_uncertainty_ns();
+  // (iteration, collective, label) -> per rank, its calls' rows in the order they began.
+  using Key = std::tuple<int64_t, std::string, std::string>;
+  std::map<Key, std::vector<std::vector<const store::CollectiveRow*>>> by_key;
+  for (const auto& c : rows) {
+    if (c.iteration < 0 || c.rank < 0 || c.rank >= ranks) continue;
+    auto& per_rank = by_key[{c.iteration, c.collective, c.label}];
+    per_rank.resize(static_cast<size_t>(ranks));
+    per_rank[static_cast<size_t>(c.rank)].push_back(&c);
+  }
+  for (auto& [key, per_rank] : by_key) {
+    size_t most = 0, least = std::numeric_limits<size_t>::max();
+    for (auto& calls : per_rank) {
+      std::sort(calls.begin(), calls.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+      most = std::max(most, calls.size());
+      least = std::min(least, calls.size());
+    }
+    out.incomplete += static_cast<int64_t>(most - least);
+    for (size_t k = 0; k < least; ++k) {
+      CollectiveCall call;
+      std::tie(call.iteration, call.collective, call.label) = key;
+      std::vector<int64_t> arrival(static_cast<size_t>(ranks)), end(static_cast<size_t>(ranks));
+      for (int64_t r = 0; r < ranks; ++r) {
+        const auto* c = per_rank[static_cast<size_t>(r)][k];
+        arrival[static_cast<size_t>(r)] = clocks.to_rank0(r, c->start_ns);
+        end[static_cast<size_t>(r)] = clocks.to_rank0(r, c->end_ns);
+        call.bytes = std::max(call.bytes, c->bytes);
+        if (call.last_rank < 0 || arrival[static_cast<size_t>(r)] > call.last_arrival_ns) {
+          call.last_rank = r;
+          call.last_arrival_ns = arrival[static_cast<size_t>(r)];
+        }
+      }
+      for (int64_t r = 0; r < ranks; ++r) {
+        const int64_t a = arrival[static_cast<size_t>(r)], e = end[static_cast<size_t>(r)];
+        // Within the rank's own call: a bound's worth of disagreement never makes either negative.
+        const int64_t waiting = std::clamp(call.last_arrival_ns - a, int64_t{0}, std::max<int64_t>(e - a, 0));
+        call.waiting_ns.push_back(waiting);
+        call.moving_ns.push_back(std::max<int64_t>(e - a, 0) - waiting);
+      }
+      out.calls.push_back(std::move(call));
+    }
+  }
+  std::stable_sort(out.calls.begin(), out.calls.end(), [](const CollectiveCall& a, const CollectiveCall& b) {
+    return std::tie(a.iteration, a.last_arrival_ns) < std::tie(b.iteration, b.last_arrival_ns);
+  });
+  return out;
+}
+
+std::vector<RankWaitMove> wait_move_by_rank(const CollectiveCalls& calls, std::span<const int64_t> timed,
+                                            int64_t ranks) {
+  std::vector<RankWaitMove> out;
+  if (ranks < 2 || calls.calls.empty() || timed.empty()) return out;
+  const std::set<int64_t> counted(timed.begin(), timed.end());
+  std::vector<double> waiting(static_cast<size_t>(ranks)), moving(static_cast<size_t>(ranks)),
+      others(static_cast<size_t>(ranks));
+  std::vector<int64_t> last(static_cast<size_t>(ranks));
+  for (const auto& c : calls.calls) {
+    if (!counted.contains(c.iteration)) continue;
+    double waited_for_last = 0;
+    for (int64_t r = 0; r < ranks; ++r) {
+      waiting[static_cast<size_t>(r)] += static_cast<double>(c.waiting_ns[static_cast<size_t>(r)]);
+      moving[static_cast<size_t>(r)] += static_cast<double>(c.moving_ns[static_cast<size_t>(r)]);
+      if (r != c.last_rank) waited_for_last += static_cast<double>(c.waiting_ns[static_cast<size_t>(r)]);
+    }
+    ++last[static_cast<size_t>(c.last_rank)];
+    others[static_cast<size_t>(c.last_rank)] += waited_for_last;
+  }
+  const double per = 1e6 * static_cast<double>(counted.size());  // ns totals to ms per iteration
+  for (int64_t r = 0; r < ranks; ++r) {
+    const auto i = static_cast<size_t>(r);
+    out.push_back({r, waiting[i] / per, moving[i] / per, last[i], others[i] / per});
+  }
+  return out;
+}
+
+}  // namespace ts::reports

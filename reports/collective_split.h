@@ -1,0 +1,51 @@
+#pragma once
+// Every collective call split, per rank, into waiting and moving (issue 41, item 2): a rank that
+// enters an all-reduce early spends the time until the last rank arrives waiting for it (skew),
+// and only the time after that moving data. With the ranks' times on rank 0's clock
+// (reports/rank_clocks.h), a call's arrivals on every rank can be set side by side: waiting =
+// the last arrival minus this rank's, moving = this rank's end minus the last arrival; the last
+// to arrive is the call's straggler. Both are good to twice the clocks' bound (two ranks'
+// times meet in each). Pure: tests feed it rows.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reports/rank_clocks.h"
+#include "store/records.h"
+
+namespace ts::reports {
+
+// One call as every rank made it: the k-th call of (iteration, collective, label) on each rank.
+struct CollectiveCall {
+  int64_t iteration = -1;
+  std::string collective, label;
+  int64_t bytes = 0;
+  int64_t last_rank = -1;                      // the straggler: the rank that arrived last
+  int64_t last_arrival_ns = 0;                 // on rank 0's clock
+  std::vector<int64_t> waiting_ns, moving_ns;  // indexed by rank
+};
+
+struct CollectiveCalls {
+  std::vector<CollectiveCall> calls;  // by iteration, then the first arrival
+  int64_t incomplete = 0;             // calls some rank has no row for (left out)
+  int64_t uncertainty_ns = 0;         // twice the clocks' largest bound
+};
+
+// `rows`: every rank's collective calls; `ranks`: the run's. Calls outside an iteration (-1) are
+// left out, as are all of them when a rank's clock was not measured (the ranks' times cannot be
+// set side by side: the result is empty).
+CollectiveCalls split_collectives(std::span<const store::CollectiveRow> rows, const RankClocks& clocks, int64_t ranks);
+
+// Per rank over the calls of the iterations `timed` keeps: waiting and moving per iteration, how
+// often it was the last to arrive, and how long the others waited for it then (per iteration).
+struct RankWaitMove {
+  int64_t rank = 0;
+  double waiting_ms = 0, moving_ms = 0;  // per timed iteration
+  int64_t last_arrivals = 0;             // calls it was the straggler of
+  double others_waited_ms = 0;           // per timed iteration: the others' waiting in those calls
+};
+std::vector<RankWaitMove> wait_move_by_rank(const CollectiveCalls& calls, std::span<const int64_t> timed,
+                                            int64_t ranks);
+
+}  // namespace ts::reports
