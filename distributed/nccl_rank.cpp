@@ -32,21 +32,22 @@ void agree_on_gpus(MPI_Comm bootstrap, const GpuAssignment& mine) {
 }
 
 GradientLink gradient_link(MPI_Comm bootstrap, GpuGradients asked, int local_rank, int local_size, int pinned) {
-  GpuAssignment mine;
-  if (asked != GpuGradients::host) {
-    const std::string missing = nccl_unavailable_reason();
-    if (missing.empty()) mine = nccl_gpu_for_rank(local_rank, local_size, local_gpu_count(), pinned);
-    else mine.refusal = missing;
-  } else {
-    mine.device = 0;  // not asked: nothing to refuse
+  GradientLink link;
+  if (asked == GpuGradients::host) {  // every rank was asked the same: nothing to agree on
+    link.route = route_gpu_gradients(asked, "");
+    link.communicator = std::make_unique<MpiCommunicator>(bootstrap);
+    return link;
   }
+  GpuAssignment mine;
+  const std::string missing = nccl_unavailable_reason();
+  if (missing.empty()) mine = nccl_gpu_for_rank(local_rank, local_size, local_gpu_count(), pinned);
+  else mine.refusal = missing;
   std::string refusal;  // the first refused rank's, the same on every rank
   try {
     agree_on_gpus(bootstrap, mine);
   } catch (const DistError& e) {
     refusal = e.what();
   }
-  GradientLink link;
   link.route = route_gpu_gradients(asked, refusal);  // throws on every rank alike
 #ifdef TS_HAVE_CUDA
   if (link.route.nccl) link.communicator = std::make_unique<NcclCommunicator>(bootstrap, mine.device);

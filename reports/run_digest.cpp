@@ -480,8 +480,9 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     std::map<int64_t, std::vector<store::RankBreakdownRow>> per_rank;
     const std::set<int64_t> timed_set(timed.begin(), timed.end());
     d.clocks = RankClocks(reader.rank_clocks(run.id));
+    const std::vector<store::CollectiveRow> collective_rows = reader.collectives(run.id);  // every rank's, read once
     {
-      const auto calls = split_collectives(reader.collectives(run.id), d.clocks, d.key.ranks);
+      const auto calls = split_collectives(collective_rows, d.clocks, d.key.ranks);
       d.wait_move = wait_move_by_rank(calls, timed, d.key.ranks);
       d.wait_move_uncertainty_ns = calls.uncertainty_ns;
       d.incomplete_calls = calls.incomplete;
@@ -494,7 +495,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
       per_rank[b.rank].push_back(b);
     }
     for (const auto& [_, v] : exposed) d.exposed_comm_ms.push_back(v);
-    d.collectives = collective_times(reader.collectives(run.id), timed_set, d.key.ranks);
+    d.collectives = collective_times(collective_rows, timed_set, d.key.ranks);
     if (!d.exposed_comm_ms.empty()) d.exposed_comm_median_ms = median(d.exposed_comm_ms);
     for (const auto& [rank, rows] : per_rank) {
       std::vector<double> it, compute, comm, overlap, exp, idle, wait;
