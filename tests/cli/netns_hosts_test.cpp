@@ -72,6 +72,22 @@ std::string why_no_hosts() {
   return "";
 }
 
+// Whether host `ns` reaches 10.99.0.1 (the machine, where mpirun listens) over TCP within
+// `seconds`: a connection to a closed port that is refused proves the path (the neighbour entry
+// resolved, the link's queue active); "no route" or silence does not. After a link comes back up
+// the kernel may need a moment (the carrier's queue is reactivated asynchronously, a neighbour
+// entry that failed during the fault is resolved again): a job started in that moment sees its
+// Open MPI daemon fail to call back (seen once in CI).
+bool host_reaches_machine(const std::string& ns, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    const auto probe = run_command("ip netns exec " + ns + " timeout 2 bash -c 'exec 3<>/dev/tcp/10.99.0.1/9' 2>&1");
+    if (probe.out.find("Connection refused") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
 const std::string kOverHosts = " --mca plm_rsh_agent=" + kScripts +
                                "netns-rsh --mca oob_tcp_if_include=10.99.0.0/24 --mca btl_tcp_if_include=10.99.0.0/24";
 
@@ -204,6 +220,7 @@ TEST(NetnsHosts, AHostCutOffOrAtACrawlIsNamedAndNothingIsLeftOnIt) {
     const bool ended = std::filesystem::exists(rc), empty = host_empty();
     run_command(repair);
     run_command("ip netns pids tsh2 | xargs -r kill -9");  // whatever a failure left
+    EXPECT_TRUE(host_reaches_machine("tsh2", 20)) << "tsh2 does not reach the machine 20 s after: " << repair;
     const std::string out = ts::testing::read_file(log);
     ASSERT_TRUE(ended) << "the job did not end within 90 s of the fault\n" << out;
     EXPECT_TRUE(empty) << "processes left on the cut-off host";
