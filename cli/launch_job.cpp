@@ -11,6 +11,7 @@
 #include "cli/interrupts.h"
 #include "cli/run_config.h"
 #include "distributed/launch.h"
+#include "distributed/ring_all_reduce.h"
 #include "distributed/stall_watch.h"
 #include "fmt/format.h"
 #include "reports/number_format.h"
@@ -76,6 +77,11 @@ LaunchedJob launch_job(const JobLaunch& job) {
     r.rank_args = job.rank_args;
     const std::string token = launch_token();
     r.env = {{"TS_LAUNCH_TOKEN", token}};
+    // The all-reduce's algorithm (distributed/ring_all_reduce.h), checked here, once, for every rank.
+    if (const char* algorithm = std::getenv("TS_ALLREDUCE"); algorithm && *algorithm) {
+      distributed::all_reduce_algorithm();
+      r.env.emplace_back("TS_ALLREDUCE", algorithm);
+    }
     const distributed::LaunchPlan plan = distributed::plan_launch(r);
     store::Writer::check_target(job.db);  // a db that cannot be written: refused before any rank starts
     if (plan.servers > 0) {

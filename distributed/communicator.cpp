@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "distributed/error.h"
 #include "distributed/stall_watch.h"
 #include "profiler/tracer.h"
 #include "vocabulary/clock.h"
@@ -123,6 +124,26 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t count, Da
 void Communicator::barrier(std::string_view label) {
   Timed t(*this, Collective::barrier, label, 0);
   do_barrier();
+  t.done();
+}
+
+void Communicator::start_all_reduce(void* data, size_t count, DataType type, ReduceOp op, std::string_view label) {
+  if (started_) throw DistError("start_all_reduce '" + std::string(label) + "' while '" + started_->label + "' runs");
+  const auto bytes = static_cast<int64_t>(count * size_of(type));
+  Timed t(*this, Collective::all_reduce, label, bytes);
+  if (!do_start_all_reduce(data, count, type, op)) {
+    t.done();  // the backend did the whole call
+    return;
+  }
+  started_ = Started{std::string(label), bytes};
+}
+
+void Communicator::finish_all_reduce() {
+  if (!started_) return;
+  const Started s = std::move(*started_);
+  started_.reset();
+  Timed t(*this, Collective::all_reduce, s.label, s.bytes);
+  do_finish_all_reduce();
   t.done();
 }
 

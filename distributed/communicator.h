@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +62,16 @@ class Communicator {
   void reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op, std::string_view label);
   void barrier(std::string_view label);
 
+  // An all-reduce started now and completed by finish_all_reduce, so that the caller goes on
+  // meanwhile (the stop flag: decided an iteration later, off the iteration's critical path).
+  // `data` stays untouched until then; one at a time per communicator; every rank starts it at
+  // the same point in its sequence of collectives. Recorded as the finish's wait, the part that
+  // held the caller up. Where the backend has no such call, start does the whole all-reduce (and
+  // records it) and finish returns at once.
+  void start_all_reduce(void* data, size_t count, DataType type, ReduceOp op, std::string_view label);
+  void finish_all_reduce();
+  bool all_reduce_started() const { return started_.has_value(); }
+
   // The calls recorded since the last take (thread-safe), in the order they finished.
   std::vector<CollectiveRecord> take_records();
   // Whether calls are recorded (on by default; the collectives benchmark times on its own).
@@ -74,6 +85,13 @@ class Communicator {
   virtual void do_all_gather(const void* send, void* recv, size_t count, DataType type) = 0;
   virtual void do_reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) = 0;
   virtual void do_barrier() = 0;
+  // Starts the all-reduce; false when it has finished already (the default: the blocking call).
+  virtual bool do_start_all_reduce(void* data, size_t count, DataType type, ReduceOp op) {
+    do_all_reduce(data, count, type, op);
+    return false;
+  }
+  // Waits for the all-reduce that do_start_all_reduce left running.
+  virtual void do_finish_all_reduce() {}
 
  private:
   class Timed;
@@ -83,6 +101,11 @@ class Communicator {
   std::string channel_ = "collectives";
   std::mutex mutex_;
   std::vector<CollectiveRecord> records_;
+  struct Started {
+    std::string label;
+    int64_t bytes = 0;
+  };
+  std::optional<Started> started_;  // an all-reduce left running by start_all_reduce
 };
 
 }  // namespace ts::distributed

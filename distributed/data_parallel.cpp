@@ -477,6 +477,7 @@ void DataParallel::begin_updates() {
 }
 
 void DataParallel::flush() {
+  control_.finish_all_reduce();  // the last stop flag: nothing of the loop's is left running
   State& st = *state_;
   std::unique_lock lock(st.mutex);
   if (st.active < 0) return;
@@ -525,7 +526,23 @@ bool DataParallel::any_rank(bool local, std::string_view label) {
   return flag != 0;
 }
 
-bool DataParallel::agree_stop(bool local) { return any_rank(local, "stop flag"); }
+bool DataParallel::agree_stop(bool local) {
+  // Blocking only before the first iteration: a stop asked before training ends it at once.
+  // After that the exchange started before the previous iteration has had a whole iteration to
+  // finish, and every rank reads the same flag from it.
+  bool stop = false;
+  if (!stop_asked_once_) {
+    stop_asked_once_ = true;
+    stop = any_rank(local, "stop flag");
+  } else {
+    control_.finish_all_reduce();
+    stop = stop_flag_ != 0;
+  }
+  if (stop) return true;
+  stop_flag_ = local ? 1 : 0;
+  control_.start_all_reduce(&stop_flag_, 1, DataType::i64, ReduceOp::max, "stop flag");
+  return false;
+}
 
 engine::nn::ParameterGate* DataParallel::forward_gate() { return split_taken_ ? this : nullptr; }
 

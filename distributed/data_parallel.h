@@ -105,7 +105,10 @@ class DataParallel final : public engine::nn::ParameterGate, public engine::opti
   // True when `local` is true on any rank (an all-reduce of one flag): the ranks stop together.
   bool any_rank(bool local, std::string_view label);
 
-  // GradientExchange, the loop's hooks. The stop flag: any_rank. The forward's gate: this one
+  // GradientExchange, the loop's hooks. The stop flag: any_rank before the first iteration,
+  // then an all-reduce started before each iteration and finished before the next, so that no
+  // iteration waits on it (a stop asked during iteration i ends the loop after i + 1, on every
+  // rank alike); flush finishes the last one. The forward's gate: this one
   // with cross-barrier, else none. The update: begin_updates with cross-barrier (the workload's
   // step does not run), else the workload's step.
   bool agree_stop(bool local) override;
@@ -145,6 +148,9 @@ class DataParallel final : public engine::nn::ParameterGate, public engine::opti
   // cross_barrier(), for the loop's hooks without the lock: set once, by take_split_step, on
   // the training thread before the first backward.
   bool split_taken_ = false;
+  // The stop flag, exchanged an iteration behind (agree_stop): this rank's answer on its way.
+  int64_t stop_flag_ = 0;
+  bool stop_asked_once_ = false;
   std::shared_ptr<State> state_;  // the hooks hold it weakly: a model may outlive this object
 };
 

@@ -51,10 +51,16 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  // A started call is part of every rank's sequence: it completes (the others started it too).
+  if (started_ != MPI_REQUEST_NULL) MPI_Wait(&started_, MPI_STATUS_IGNORE);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 void MpiCommunicator::do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) {
+  if (large_ == AllReduceAlgorithm::ring && count * size_of(type) >= kRingMinBytes) {
+    ring_all_reduce(comm_, data, count, type, op);
+    return;
+  }
   auto* p = static_cast<char*>(data);
   for (size_t done = 0; done < count;) {
     const size_t n = std::min(kMaxPiece, count - done);
@@ -84,5 +90,17 @@ void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, size_t cou
 }
 
 void MpiCommunicator::do_barrier() { TS_MPI_CHECK(MPI_Barrier(comm_)); }
+
+bool MpiCommunicator::do_start_all_reduce(void* data, size_t count, DataType type, ReduceOp op) {
+  if (count > kMaxPiece) {  // one request per call: a buffer that needs pieces goes whole
+    do_all_reduce(data, count, type, op);
+    return false;
+  }
+  TS_MPI_CHECK(
+      MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(type), mpi_op(op), comm_, &started_));
+  return true;
+}
+
+void MpiCommunicator::do_finish_all_reduce() { TS_MPI_CHECK(MPI_Wait(&started_, MPI_STATUS_IGNORE)); }
 
 }  // namespace ts::distributed

@@ -1,10 +1,12 @@
 #pragma once
-// Collectives on host memory through MPI. Owns a duplicate of the communicator it is given, so
+// Collectives on host memory through MPI; with TS_ALLREDUCE=ring a large all-reduce goes round
+// our ring instead (ring_all_reduce.h). Owns a duplicate of the communicator it is given, so
 // its calls never match another component's calls on the same ranks (the record stream to rank
 // 0 has a duplicate of its own).
 #include <mpi.h>
 
 #include "distributed/communicator.h"
+#include "distributed/ring_all_reduce.h"
 
 namespace ts::distributed {
 
@@ -24,10 +26,14 @@ class MpiCommunicator final : public Communicator {
   void do_all_gather(const void* send, void* recv, size_t count, DataType type) override;
   void do_reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override;
   void do_barrier() override;
+  bool do_start_all_reduce(void* data, size_t count, DataType type, ReduceOp op) override;
+  void do_finish_all_reduce() override;
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  MPI_Request started_ = MPI_REQUEST_NULL;  // do_start_all_reduce's call
+  AllReduceAlgorithm large_ = all_reduce_algorithm();
 };
 
 }  // namespace ts::distributed

@@ -7,6 +7,7 @@
 #include "collectors/environment.h"
 #include "distributed/mpi_runtime.h"
 #include "distributed/rank_hosts.h"
+#include "distributed/ring_all_reduce.h"
 #include "fmt/format.h"
 #include "session/record.h"
 #include "session/utc_time.h"
@@ -24,6 +25,10 @@ std::vector<store::EnvEntry> run_environment(const std::vector<std::string>* ran
     env.push_back({"mpi_library", distributed::MpiRuntime::library_version()});
     env.push_back({"ranks", std::to_string(rank_hosts->size())});
     env.push_back({"rank_hosts", distributed::describe_placement(*rank_hosts)});
+    env.push_back(
+        {"allreduce", distributed::all_reduce_algorithm() == distributed::AllReduceAlgorithm::ring
+                          ? fmt::format("ring from {} KiB, MPI_Allreduce below", distributed::kRingMinBytes >> 10)
+                          : std::string("MPI_Allreduce")});
   }
   if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
   return env;

@@ -1,10 +1,14 @@
 // The MPI communicator on real ranks: each collective's result, and what it records.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "distributed/mpi_communicator.h"
+#include "distributed/ring_all_reduce.h"
 
 namespace ts::distributed {
 namespace {
@@ -22,6 +26,70 @@ TEST(MpiCommunicator, AllReduceSumsMaxesAndMinsAcrossRanks) {
   comm.all_reduce(&mn, 1, DataType::i64, ReduceOp::min, "t");
   EXPECT_EQ(mx, (n - 1) * 10);
   EXPECT_EQ(mn, 0);
+}
+
+// The ring (ring_all_reduce.h) gives what MPI_Allreduce gives, on every rank, for each type and
+// op, buffers smaller than the ring, not divisible by it, and pieces far smaller than a segment
+// (many receives reduced as they arrive). Values are small integers: every order of summing them
+// is exact, so the results are compared for equality.
+template <typename T>
+void expect_ring_matches_mpi(MPI_Datatype mpi_type, DataType type, ReduceOp op, MPI_Op mpi_op) {
+  int n = 1, r = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  for (size_t count :
+       {size_t{1}, static_cast<size_t>(n) - 1, static_cast<size_t>(n) + 1, size_t{1000}, size_t{100'003}}) {
+    for (size_t chunk_bytes : {size_t{24}, size_t{1} << 20}) {
+      SCOPED_TRACE(testing::Message() << "count " << count << ", pieces of " << chunk_bytes << " bytes");
+      std::vector<T> ring(count);
+      for (size_t i = 0; i < count; ++i) ring[i] = static_cast<T>((i * 7 + static_cast<size_t>(r) * 13) % 101);
+      std::vector<T> mpi = ring;
+      MPI_Allreduce(MPI_IN_PLACE, mpi.data(), static_cast<int>(count), mpi_type, mpi_op, MPI_COMM_WORLD);
+      RingOptions o;
+      o.chunk_bytes = chunk_bytes;
+      ring_all_reduce(MPI_COMM_WORLD, ring.data(), count, type, op, o);
+      EXPECT_EQ(ring, mpi);
+    }
+  }
+}
+
+TEST(RingAllReduce, GivesWhatMpiAllreduceGivesForEachTypeOpAndSize) {
+  expect_ring_matches_mpi<float>(MPI_FLOAT, DataType::f32, ReduceOp::sum, MPI_SUM);
+  expect_ring_matches_mpi<float>(MPI_FLOAT, DataType::f32, ReduceOp::max, MPI_MAX);
+  expect_ring_matches_mpi<double>(MPI_DOUBLE, DataType::f64, ReduceOp::min, MPI_MIN);
+  expect_ring_matches_mpi<int64_t>(MPI_INT64_T, DataType::i64, ReduceOp::sum, MPI_SUM);
+  expect_ring_matches_mpi<int32_t>(MPI_INT32_T, DataType::i32, ReduceOp::max, MPI_MAX);
+  expect_ring_matches_mpi<uint8_t>(MPI_UINT8_T, DataType::u8, ReduceOp::min, MPI_MIN);
+}
+
+// A large all-reduce through the communicator, the ring asked for, is recorded as one call.
+TEST(RingAllReduce, TheCommunicatorsLargeAllReduceIsOneRecordedCall) {
+  ::setenv("TS_ALLREDUCE", "ring", 1);
+  MpiCommunicator comm;
+  ::unsetenv("TS_ALLREDUCE");
+  std::vector<float> big(kRingMinBytes / sizeof(float) * 3 + 5, 1.0f);
+  comm.take_records();
+  comm.all_reduce(big.data(), big.size(), DataType::f32, ReduceOp::sum, "big");
+  for (float v : big) ASSERT_EQ(v, static_cast<float>(comm.size()));
+  const auto records = comm.take_records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].bytes, static_cast<int64_t>(big.size() * sizeof(float)));
+}
+
+TEST(RingAllReduce, TheAlgorithmIsReadFromTheEnvironmentAndABadOneIsRefused) {
+  const char* before = std::getenv("TS_ALLREDUCE");
+  const std::string saved = before ? before : "";
+  ::setenv("TS_ALLREDUCE", "mpi", 1);
+  EXPECT_EQ(all_reduce_algorithm(), AllReduceAlgorithm::mpi);
+  ::setenv("TS_ALLREDUCE", "ring", 1);
+  EXPECT_EQ(all_reduce_algorithm(), AllReduceAlgorithm::ring);
+  ::setenv("TS_ALLREDUCE", "tree", 1);
+  EXPECT_THROW(all_reduce_algorithm(), std::invalid_argument);
+  if (before) {
+    ::setenv("TS_ALLREDUCE", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TS_ALLREDUCE");
+  }
 }
 
 TEST(MpiCommunicator, BroadcastGatherScatter) {

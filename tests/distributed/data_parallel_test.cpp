@@ -350,6 +350,38 @@ TEST(DataParallel, AnyRankStopsEveryRank) {
   EXPECT_TRUE(dp.any_rank(comm.rank() == comm.size() - 1, "stop flag"));
 }
 
+// The loop's stop flag (agree_stop): asked before the first iteration, it stops every rank at
+// once; asked later on one rank, every rank stops together one iteration later (the flag's
+// all-reduce runs beside that iteration), whatever else the control communicator carries.
+TEST(DataParallel, AStopAskedOnOneRankEndsEveryRanksLoopAtTheSameIteration) {
+  MpiCommunicator comm, control;
+  const bool asking = comm.rank() == comm.size() - 1;
+  {
+    Mlp m(1);
+    DataParallel dp(comm, control, {m.parameters()}, {});
+    EXPECT_TRUE(dp.agree_stop(asking)) << "asked before the first iteration";
+  }
+  Mlp m(1);
+  DataParallel dp(comm, control, {m.parameters()}, {});
+  control.take_records();
+  int stopped_before = -1;
+  for (int i = 0; i < 8 && stopped_before < 0; ++i) {
+    if (dp.agree_stop(asking && i == 3)) stopped_before = i;
+    int64_t other = comm.rank();  // the control communicator's other traffic, between start and finish
+    control.all_reduce(&other, 1, DataType::i64, ReduceOp::sum, "other");
+    EXPECT_EQ(other, int64_t{comm.size()} * (comm.size() - 1) / 2);
+  }
+  EXPECT_EQ(stopped_before, 4) << "seen before iteration 3 (asked during 2): iteration 3 runs, the loop ends before 4";
+  std::vector<int> agreed(static_cast<size_t>(comm.size()));
+  comm.all_gather(&stopped_before, agreed.data(), 1, DataType::i32, "check");
+  for (int r : agreed) EXPECT_EQ(r, stopped_before) << "every rank stops at the same iteration";
+  dp.flush();  // nothing left running, also when the loop ends by its count
+  EXPECT_FALSE(control.all_reduce_started());
+  int flags = 0;
+  for (const auto& rec : control.take_records()) flags += rec.label == "stop flag" ? 1 : 0;
+  EXPECT_EQ(flags, 1 + 4) << "the blocking first one, then one finished before each later iteration";
+}
+
 TEST(DataParallel, CollectivesAndTheWaitAreTraced) {
   MpiCommunicator comm, control;
   auto& tracer = profiler::Tracer::global();

@@ -1,0 +1,131 @@
+#include "distributed/ring_all_reduce.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "distributed/error.h"
+#include "distributed/mpi_check.h"
+
+namespace ts::distributed {
+
+namespace {
+
+template <typename T>
+void reduce_into(T* into, const T* from, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      for (size_t i = 0; i < n; ++i) into[i] += from[i];
+      return;
+    case ReduceOp::max:
+      for (size_t i = 0; i < n; ++i) into[i] = std::max(into[i], from[i]);
+      return;
+    case ReduceOp::min:
+      for (size_t i = 0; i < n; ++i) into[i] = std::min(into[i], from[i]);
+      return;
+  }
+}
+
+void reduce_into(void* into, const void* from, size_t n, DataType type, ReduceOp op) {
+  switch (type) {
+    case DataType::f32: return reduce_into(static_cast<float*>(into), static_cast<const float*>(from), n, op);
+    case DataType::f64: return reduce_into(static_cast<double*>(into), static_cast<const double*>(from), n, op);
+    case DataType::i32: return reduce_into(static_cast<int32_t*>(into), static_cast<const int32_t*>(from), n, op);
+    case DataType::i64: return reduce_into(static_cast<int64_t*>(into), static_cast<const int64_t*>(from), n, op);
+    case DataType::u8: return reduce_into(static_cast<uint8_t*>(into), static_cast<const uint8_t*>(from), n, op);
+  }
+}
+
+// Element `i` of segment `s` of `count` elements cut into `n` segments as evenly as they go.
+size_t segment_begin(size_t count, int n, int s) { return count * static_cast<size_t>(s) / static_cast<size_t>(n); }
+
+}  // namespace
+
+AllReduceAlgorithm all_reduce_algorithm() {
+  const char* v = std::getenv("TS_ALLREDUCE");
+  if (v == nullptr || *v == 0 || std::string_view(v) == "mpi") return AllReduceAlgorithm::mpi;
+  if (std::string_view(v) == "ring") return AllReduceAlgorithm::ring;
+  throw std::invalid_argument("TS_ALLREDUCE='" + std::string(v) + "': 'mpi' (the default) or 'ring'");
+}
+
+std::string_view to_string(AllReduceAlgorithm a) { return a == AllReduceAlgorithm::ring ? "ring" : "mpi"; }
+
+std::span<const int> PollingWait::some(std::span<MPI_Request> requests) {
+  done_.resize(requests.size());
+  const auto start = std::chrono::steady_clock::now();
+  int64_t sleep_us = 1;
+  for (;;) {
+    int completed = 0;
+    TS_MPI_CHECK(MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &completed, done_.data(),
+                              MPI_STATUSES_IGNORE));
+    if (completed == MPI_UNDEFINED) return {};  // nothing left to wait for
+    if (completed > 0) return {done_.data(), static_cast<size_t>(completed)};
+    const int64_t waited_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+    sleep_us = std::min({sleep_us * 2, std::max<int64_t>(1, waited_us / 32), max_sleep_us_});
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+  }
+}
+
+void PollingWait::all(std::span<MPI_Request> requests) {
+  while (!some(requests).empty()) {
+  }
+}
+
+void ring_all_reduce(MPI_Comm comm, void* data, size_t count, DataType type, ReduceOp op, const RingOptions& options) {
+  int n = 1, me = 0;
+  TS_MPI_CHECK(MPI_Comm_size(comm, &n));
+  TS_MPI_CHECK(MPI_Comm_rank(comm, &me));
+  if (n == 1 || count == 0) return;
+  const size_t elem = size_of(type);
+  const size_t chunk = std::max<size_t>(1, std::min(options.chunk_bytes, static_cast<size_t>(INT_MAX)) / elem);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  auto* bytes = static_cast<char*>(data);
+  std::vector<char> incoming((count / static_cast<size_t>(n) + 1) * elem);  // one segment, for reducing
+  PollingWait wait(options.max_sleep_us);
+  std::vector<MPI_Request> requests;
+  std::vector<size_t> piece_at;  // element offset, within the received segment, of each receive's piece
+
+  // One step of the ring: segment `send_seg` to the right, segment `recv_seg` from the left,
+  // either reduced into ours (reduce-scatter) or copied over it (all-gather).
+  auto step = [&](int send_seg, int recv_seg, bool reduce) {
+    const size_t s0 = segment_begin(count, n, send_seg), s1 = segment_begin(count, n, send_seg + 1);
+    const size_t r0 = segment_begin(count, n, recv_seg), r1 = segment_begin(count, n, recv_seg + 1);
+    requests.clear();
+    piece_at.clear();
+    for (size_t at = 0; r0 + at < r1; at += chunk) {
+      const int len = static_cast<int>(std::min(chunk, r1 - r0 - at));
+      void* into = reduce ? static_cast<void*>(incoming.data() + at * elem) : bytes + (r0 + at) * elem;
+      requests.emplace_back();
+      TS_MPI_CHECK(MPI_Irecv(into, len * static_cast<int>(elem), MPI_BYTE, left, options.tag, comm, &requests.back()));
+      piece_at.push_back(at);
+    }
+    const size_t receives = requests.size();
+    for (size_t at = 0; s0 + at < s1; at += chunk) {
+      const int len = static_cast<int>(std::min(chunk, s1 - s0 - at));
+      requests.emplace_back();
+      TS_MPI_CHECK(MPI_Isend(bytes + (s0 + at) * elem, len * static_cast<int>(elem), MPI_BYTE, right, options.tag, comm,
+                             &requests.back()));
+    }
+    for (auto done = wait.some(requests); !done.empty(); done = wait.some(requests)) {
+      if (!reduce) continue;
+      for (int i : done) {
+        if (static_cast<size_t>(i) >= receives) continue;  // a send
+        const size_t at = piece_at[static_cast<size_t>(i)];
+        reduce_into(bytes + (r0 + at) * elem, incoming.data() + at * elem, std::min(chunk, r1 - r0 - at), type, op);
+      }
+    }
+  };
+  // Reduce-scatter: after step s, segment (me - s - 1) holds s + 2 ranks' contributions; after
+  // n - 1 steps, segment (me + 1) holds all of them.
+  for (int s = 0; s < n - 1; ++s) step((me - s + n) % n, (me - s - 1 + 2 * n) % n, true);
+  // All-gather: the reduced segments go round the ring.
+  for (int s = 0; s < n - 1; ++s) step((me + 1 - s + n) % n, (me - s + n) % n, false);
+}
+
+}  // namespace ts::distributed
