@@ -25,6 +25,8 @@ import warnings
 
 # The scripts that take --device cuda; the others train on the CPU only and refuse it.
 CUDA_SCRIPTS = ("resnet50_train.py", "transformer_train.py")
+# The scripts that take --ddp (DistributedDataParallel over gloo, one process per rank).
+DDP_SCRIPTS = ("resnet50_train.py", "transformer_train.py")
 
 # Dense peaks of the GPUs this project is lent, in FLOP/s, by what torch.cuda.get_device_name()
 # contains (first match wins). NVIDIA's datasheets give the tensor-core TF32 figure with 2:4
@@ -71,12 +73,73 @@ def parse_args(description, presets, check_params_help, argv=None, extra_args=No
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                    help="write the result as JSON to PATH ('-' or no PATH: stdout)")
     p.add_argument("--check-params", action="store_true", help=check_params_help)
+    p.add_argument("--ddp", action="store_true",
+                   help="DistributedDataParallel over gloo, this process one rank: RANK, WORLD_SIZE, MASTER_ADDR "
+                        "and MASTER_PORT from the environment, as torchrun sets them (Open MPI's "
+                        f"OMPI_COMM_WORLD_RANK/SIZE also do); only {' and '.join(DDP_SCRIPTS)}; "
+                        "bench/pytorch/ddp_hosts.sh runs it against trainscope on two namespace hosts")
+    p.add_argument("--bucket-mb", type=float, default=25.0,
+                   help="--ddp: DDP's bucket_cap_mb (25, DDP's default and trainscope's --bucket-mb)")
     if extra_args is not None:
         extra_args(p)
     args = p.parse_args(argv)
     if args.device == "cuda" and script not in CUDA_SCRIPTS:
         p.error(f"--device cuda: {script} trains on the CPU only; {' and '.join(CUDA_SCRIPTS)} take --device cuda")
+    if args.ddp and script not in DDP_SCRIPTS:
+        p.error(f"--ddp: {script} has no DistributedDataParallel mode; {' and '.join(DDP_SCRIPTS)} take --ddp")
+    if args.ddp and args.device == "cuda":
+        p.error("--ddp trains on the CPU over gloo (the comparison of issue 41); not with --device cuda")
     return args
+
+
+def distribute(model, args):
+    """--ddp: joins the process group (gloo) and wraps `model` in DistributedDataParallel with
+    args.bucket_mb buckets, as trainscope's data parallelism (its rank 0's parameters are
+    broadcast to the others at the wrap, as trainscope's). Without --ddp, `model` as it is."""
+    if not args.ddp:
+        return model
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    env = os.environ
+    rank = env.get("RANK", env.get("OMPI_COMM_WORLD_RANK"))
+    world = env.get("WORLD_SIZE", env.get("OMPI_COMM_WORLD_SIZE"))
+    missing = [k for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("MASTER_ADDR", env.get("MASTER_ADDR")),
+                              ("MASTER_PORT", env.get("MASTER_PORT"))) if not v]
+    if missing:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: --ddp needs {', '.join(missing)} in the environment "
+                         "(torchrun sets them; bench/pytorch/ddp_hosts.sh shows a launch on two hosts)")
+    dist.init_process_group("gloo", rank=int(rank), world_size=int(world))
+    return DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+
+
+def add_ddp_fields(result, args):
+    """--ddp: the job's figures in `result` ("ddp"): every rank's samples (and tokens) over the
+    slowest rank's timed seconds, as trainscope's "all ranks ... sustained". Collective: every
+    rank calls it. Returns whether this rank is the one that reports (rank 0)."""
+    if not args.ddp:
+        return True
+    import torch
+    import torch.distributed as dist
+
+    seconds = sum(result["iteration_s"])
+    work = torch.tensor([result["samples_per_s"] * seconds, result.get("tokens_per_s", 0.0) * seconds],
+                        dtype=torch.float64)
+    slowest = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(work, op=dist.ReduceOp.SUM)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    ddp = {
+        "backend": dist.get_backend(),
+        "world_size": dist.get_world_size(),
+        "bucket_cap_mb": args.bucket_mb,
+        "job_samples_per_s": work[0].item() / slowest.item(),
+    }
+    if "tokens_per_s" in result:
+        ddp["job_tokens_per_s"] = work[1].item() / slowest.item()
+    result["ddp"] = ddp
+    rank = dist.get_rank()
+    dist.destroy_process_group()
+    return rank == 0
 
 
 def set_thread_env(threads):

@@ -140,7 +140,8 @@ def run(args):
     opt = torch.optim.SGD(model.parameters(), lr=base_lr, momentum=0.9, weight_decay=1e-4, nesterov=False)
     # trainscope: 5-step linear warm-up, then constant (lr of step i = base_lr * min(1, (i+1)/5)).
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / 5.0))
-    step_model = torch.compile(model) if args.compile else model
+    step_model = common.distribute(model, args)  # --ddp: DistributedDataParallel (gloo)
+    step_model = torch.compile(step_model) if args.compile else step_model
 
     # Synthetic data: generated once on the CPU, outside the timed region (then moved to the GPU).
     x = torch.randn(batch, 3, image_size, image_size).to(device).contiguous(memory_format=memory_format)
@@ -187,6 +188,8 @@ def main():
         check_params()
         return
     r = run(ARGS)
+    if not common.add_ddp_fields(r, ARGS):
+        return  # --ddp: rank 0 reports the job
     c = r["config"]
     common.emit(r, ARGS.json, f"resnet50 {c['preset']} {c['image_size']}x{c['image_size']} batch {c['batch_size']}")
 

@@ -438,7 +438,8 @@ def run(args):
     base_lr = c["lr_factor"] / math.sqrt(c["d_model"])
     opt = torch.optim.Adam(model.parameters(), lr=base_lr, betas=BETAS, eps=ADAM_EPS)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(c))
-    step_model = torch.compile(model, dynamic=True) if args.compile else model
+    step_model = common.distribute(model, args)  # --ddp: DistributedDataParallel (gloo)
+    step_model = torch.compile(step_model, dynamic=True) if args.compile else step_model
 
     # Data: generated once on the CPU, outside the timed region (then moved to the GPU); iteration k
     # trains on batches[k].
@@ -509,6 +510,8 @@ def main():
         check_params()
         return
     r = run(ARGS)
+    if not common.add_ddp_fields(r, ARGS):
+        return  # --ddp: rank 0 reports the job
     c = r["config"]
     common.emit(r, ARGS.json, f"transformer {c['preset']} {c['max_tokens']}-token batches, attention {c['attention']}")
 
