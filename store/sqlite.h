@@ -96,6 +96,7 @@ class Stmt {
   void rearm() noexcept { sqlite3_reset(stmt_.get()); }  // for the next row; bindings are kept
 
   int64_t col_int(int index) const { return sqlite3_column_int64(stmt_.get(), index); }
+  bool col_null(int index) const { return sqlite3_column_type(stmt_.get(), index) == SQLITE_NULL; }
   double col_double(int index) const { return sqlite3_column_double(stmt_.get(), index); }
   std::string col_text(int index) const;
 

@@ -51,6 +51,17 @@ struct TimelineReader::Impl {
   }
 
   Db& lod() { return memory ? *memory : file; }
+  TimelineWindow raw_window(int64_t from_ns, int64_t to_ns, int pixels, const std::vector<bool>& wanted);
+  // Rank `rank`'s CPU time `t` on rank 0's clock (the time itself without a clock for it).
+  int64_t aligned(int64_t rank, int64_t t) const {
+    const auto it = clocks.find(rank);
+    return it == clocks.end() ? t : it->second.to_reference(t);
+  }
+  int64_t aligned_lane(int lane, int64_t t) const {
+    return known_lane(lane) && lanes[static_cast<size_t>(lane)].source == "cpu"
+               ? aligned(lanes[static_cast<size_t>(lane)].rank, t)
+               : t;
+  }
   // A row naming a lane the index does not list is skipped: a damaged file draws less, not wrong.
   bool known_lane(int64_t lane) const { return lane >= 0 && lane < static_cast<int64_t>(lanes.size()); }
 
@@ -90,6 +101,8 @@ struct TimelineReader::Impl {
   std::map<std::tuple<bool, int64_t, int64_t>, int> lane_of;  // (gpu, rank or device, thread or stream)
   Stmt string_lookup{file, "SELECT value FROM strings WHERE id = ?1"};
   std::unordered_map<int64_t, std::string> names;
+  std::map<int64_t, vocabulary::ClockModel> clocks;  // align(): by rank
+  int64_t aligned_start = 0, aligned_end = 0;        // the run's extent on rank 0's clock
 };
 
 TimelineReader::TimelineReader(const fs::path& db, int64_t run) : impl_(std::make_unique<Impl>(db, run)) {}
@@ -97,9 +110,77 @@ TimelineReader::~TimelineReader() = default;
 TimelineReader::TimelineReader(TimelineReader&&) noexcept = default;
 TimelineReader& TimelineReader::operator=(TimelineReader&&) noexcept = default;
 
+void TimelineReader::align(std::map<int64_t, vocabulary::ClockModel> clocks) {
+  auto& m = *impl_;
+  m.clocks = std::move(clocks);
+  if (m.clocks.empty() || m.events == 0) return;
+  // The extent on rank 0's clock: each rank's (and the GPU's) first start and last end, exactly.
+  // The first is an indexed minimum. The last: an event ending after every other either is long
+  // (a span of the index) or starts in, or in the bucket before, the group's last finest bucket
+  // with events (a shorter one starting earlier ends before that bucket).
+  struct Group {
+    int64_t last_bucket = -1, spans_end = INT64_MIN;
+  };
+  std::map<int64_t, Group> groups;  // by rank; -1: the GPU lanes
+  const auto group_of = [&](int64_t lane) -> Group& {
+    const auto& l = m.lanes[static_cast<size_t>(lane)];
+    return groups[l.source == "gpu" ? -1 : l.rank];
+  };
+  {
+    Stmt s(m.lod(), "SELECT lane, max(bucket) FROM timeline_tiles WHERE run_id = ?1 AND level = 0 GROUP BY lane");
+    Stmt::Use use(s);
+    s.bind(1, m.run);
+    while (s.step()) {
+      if (!m.known_lane(s.col_int(0))) continue;
+      Group& g = group_of(s.col_int(0));
+      g.last_bucket = std::max(g.last_bucket, s.col_int(1));
+    }
+  }
+  {
+    Stmt s(m.lod(), "SELECT lane, max(end_ns) FROM timeline_spans WHERE run_id = ?1 GROUP BY lane");
+    Stmt::Use use(s);
+    s.bind(1, m.run);
+    while (s.step()) {
+      if (!m.known_lane(s.col_int(0))) continue;
+      Group& g = group_of(s.col_int(0));
+      g.spans_end = std::max(g.spans_end, s.col_int(1));
+    }
+  }
+  m.aligned_start = INT64_MAX;
+  m.aligned_end = INT64_MIN;
+  const int64_t width = m.geo.bucket_ns(0);
+  for (const auto& [rank, g] : groups) {
+    const bool gpu = rank < 0;
+    const std::string table = gpu ? "gpu_activities" : "events";
+    const std::string mine = gpu || !m.has_rank ? "" : " AND rank = ?3";
+    int64_t first = INT64_MAX, last = g.spans_end;
+    const int64_t tail_from = g.last_bucket >= 0 ? m.geo.origin_ns + (g.last_bucket - 1) * width : INT64_MAX;
+    Stmt s(m.file, fmt::format("SELECT (SELECT min(start_ns) FROM {0} WHERE run_id = ?1{1}), "
+                               "(SELECT max(end_ns) FROM {0} WHERE run_id = ?1{1} AND start_ns >= ?2)",
+                               table, mine));
+    Stmt::Use use(s);
+    s.bind(1, m.run).bind(2, tail_from);
+    if (!mine.empty()) s.bind(3, rank);
+    if (s.step()) {
+      if (!s.col_null(0)) first = s.col_int(0);
+      if (!s.col_null(1)) last = std::max(last, s.col_int(1));
+    }
+    if (first == INT64_MAX || last == INT64_MIN) continue;
+    m.aligned_start = std::min(m.aligned_start, gpu ? first : m.aligned(rank, first));
+    m.aligned_end = std::max(m.aligned_end, gpu ? last : m.aligned(rank, last));
+  }
+  if (m.aligned_start > m.aligned_end) m.aligned_start = m.geo.origin_ns, m.aligned_end = m.end;
+}
+
 bool TimelineReader::index_stored() const { return impl_->stored; }
-int64_t TimelineReader::start_ns() const { return impl_->events > 0 ? impl_->geo.origin_ns : 0; }
-int64_t TimelineReader::end_ns() const { return impl_->events > 0 ? impl_->end : 0; }
+int64_t TimelineReader::start_ns() const {
+  if (impl_->events == 0) return 0;
+  return impl_->clocks.empty() ? impl_->geo.origin_ns : impl_->aligned_start;
+}
+int64_t TimelineReader::end_ns() const {
+  if (impl_->events == 0) return 0;
+  return impl_->clocks.empty() ? impl_->end : impl_->aligned_end;
+}
 int64_t TimelineReader::event_count() const { return impl_->events; }
 const std::vector<TimelineLane>& TimelineReader::lanes() const { return impl_->lanes; }
 
@@ -117,14 +198,21 @@ std::vector<TimelineBand> TimelineReader::bands() {
   Stmt::Use use(s);
   s.bind(1, impl_->run);
   while (s.step()) out.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_text(4), false});
+  for (auto& b : out) {
+    b.start_ns = impl_->aligned(b.rank, b.start_ns);
+    b.end_ns = impl_->aligned(b.rank, b.end_ns);
+  }
   std::sort(out.begin(), out.end(), [](const TimelineBand& a, const TimelineBand& b) {
     return std::tie(a.rank, a.start_ns, a.phase) < std::tie(b.rank, b.start_ns, b.phase);
   });
   return out;
 }
 
-TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels) {
-  auto& m = *impl_;
+// The window on the lanes' own clocks, of the lanes `wanted` marks (empty: all of them).
+TimelineWindow TimelineReader::Impl::raw_window(int64_t from_ns, int64_t to_ns, int pixels,
+                                                const std::vector<bool>& wanted) {
+  auto& m = *this;
+  const auto want = [&](int64_t lane) { return wanted.empty() || wanted[static_cast<size_t>(lane)]; };
   TimelineWindow w;
   w.from_ns = from_ns;
   w.to_ns = std::max(to_ns, from_ns + 1);
@@ -147,7 +235,7 @@ TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels
     s.bind(1, m.run).bind(2, w.level);
     s.bind(3, (w.from_ns - m.geo.origin_ns) / width - 1).bind(4, (w.to_ns - m.geo.origin_ns) / width);
     while (s.step()) {
-      if (!m.known_lane(s.col_int(1))) continue;
+      if (!m.known_lane(s.col_int(1)) || !want(s.col_int(1))) continue;
       const int64_t start = m.geo.origin_ns + s.col_int(0) * width;
       if (start + width <= w.from_ns || start >= w.to_ns) continue;
       w.tiles.push_back({static_cast<int>(s.col_int(1)), static_cast<int>(s.col_int(2)), start, start + width,
@@ -170,7 +258,7 @@ TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels
       s.bind(1, m.run).bind(2, c).bind(3, earliest).bind(4, w.to_ns);
       s.bind(5, w.from_ns);
       while (s.step()) {
-        if (!m.known_lane(s.col_int(0))) continue;
+        if (!m.known_lane(s.col_int(0)) || !want(s.col_int(0))) continue;
         const int lane = static_cast<int>(s.col_int(0));
         w.events.push_back({lane, static_cast<int>(s.col_int(1)), s.col_int(2), s.col_int(3), s.col_int(4),
                             m.lanes[lane].source == "gpu", m.name(s.col_int(5))});
@@ -190,19 +278,23 @@ TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels
       if (rank) s.bind(6, *rank);
       while (s.step()) {
         const auto lane = m.lane_of.find({gpu, s.col_int(1), s.col_int(2)});
-        if (lane == m.lane_of.end()) continue;  // written after the index was built
+        if (lane == m.lane_of.end() || !want(lane->second)) continue;  // unknown: written after the index
         raw.push_back({lane->second, -1, s.col_int(3), s.col_int(4), s.col_int(0), gpu, m.name(s.col_int(5))});
       }
     };
-    std::vector<int64_t> ranks;
-    for (const auto& lane : m.lanes)
-      if (lane.source == "cpu" && (ranks.empty() || ranks.back() != lane.rank)) ranks.push_back(lane.rank);
+    std::vector<int64_t> ranks;  // those with a lane wanted
+    bool gpu_wanted = false;
+    for (const auto& lane : m.lanes) {
+      if (!want(lane.lane)) continue;
+      if (lane.source == "gpu") gpu_wanted = true;
+      else if (ranks.empty() || ranks.back() != lane.rank) ranks.push_back(lane.rank);
+    }
     for (const int64_t rank : ranks)
       fetch(fmt::format("SELECT id, {0}, thread, start_ns, end_ns, name_id FROM events WHERE run_id = ?1{1} "
                         "AND start_ns BETWEEN ?2 AND ?3 AND end_ns >= ?4 AND end_ns - start_ns < ?5",
                         m.has_rank ? "rank" : "0", m.has_rank ? " AND rank = ?6" : ""),
             false, m.has_rank ? std::optional<int64_t>(rank) : std::nullopt);
-    if (m.has_gpu)
+    if (m.has_gpu && gpu_wanted)
       fetch("SELECT id, device, stream, start_ns, end_ns, name_id FROM gpu_activities WHERE run_id = ?1 "
             "AND start_ns BETWEEN ?2 AND ?3 AND end_ns >= ?4 AND end_ns - start_ns < ?5",
             true, std::nullopt);
@@ -230,6 +322,52 @@ TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels
   return w;
 }
 
+TimelineWindow TimelineReader::window(int64_t from_ns, int64_t to_ns, int pixels) {
+  auto& m = *impl_;
+  if (m.clocks.empty()) return m.raw_window(from_ns, to_ns, pixels, {});
+  // Each rank's lanes are read on their own clock, over the window moved by that rank's offset
+  // (taken at the window's middle: over a window the drift moves it by less than a nanosecond per
+  // millisecond), and set back on rank 0's; then the lanes on rank 0's own clock.
+  TimelineWindow w;
+  w.from_ns = from_ns;
+  w.to_ns = std::max(to_ns, from_ns + 1);
+  const int64_t middle = w.from_ns + (w.to_ns - w.from_ns) / 2;
+  std::vector<bool> unmoved(m.lanes.size(), true);
+  auto take = [&](const TimelineWindow& part, int64_t shift) {
+    w.level = part.level;
+    w.bucket_ns = part.bucket_ns;
+    for (auto t : part.tiles) {
+      t.start_ns -= shift;
+      t.end_ns -= shift;
+      w.tiles.push_back(std::move(t));
+    }
+    for (auto e : part.events) {
+      e.start_ns -= shift;
+      e.end_ns -= shift;
+      w.events.push_back(std::move(e));
+    }
+  };
+  for (const auto& [rank, clock] : m.clocks) {
+    std::vector<bool> lanes(m.lanes.size(), false);
+    bool any = false;
+    for (const auto& l : m.lanes)
+      if (l.source == "cpu" && l.rank == rank) lanes[static_cast<size_t>(l.lane)] = any = true;
+    if (!any) continue;
+    for (size_t i = 0; i < lanes.size(); ++i) unmoved[i] = unmoved[i] && !lanes[i];
+    const int64_t shift = clock.from_reference(middle) - middle;
+    take(m.raw_window(w.from_ns + shift, w.to_ns + shift, pixels, lanes), shift);
+  }
+  if (std::find(unmoved.begin(), unmoved.end(), true) != unmoved.end())
+    take(m.raw_window(w.from_ns, w.to_ns, pixels, unmoved), 0);
+  std::sort(w.tiles.begin(), w.tiles.end(), [](const TimelineTile& a, const TimelineTile& b) {
+    return std::tie(a.lane, a.depth, a.start_ns) < std::tie(b.lane, b.depth, b.start_ns);
+  });
+  std::sort(w.events.begin(), w.events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
+    return std::tie(a.lane, a.depth, a.start_ns) < std::tie(b.lane, b.depth, b.start_ns);
+  });
+  return w;
+}
+
 TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
   auto& m = *impl_;
   TimelineEventDetails d;
@@ -241,9 +379,10 @@ TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
                          ? fmt::format("GPU {} · stream {}", lane->rank, lane->thread)
                          : fmt::format("rank {} · {} (thread {})", lane->rank, lane->label, lane->thread);
   if (!event.gpu) {
-    Stmt s(m.file, fmt::format("SELECT layer_id, kind_id, pass_id, iteration, {}, thread, name_id FROM events "
-                               "WHERE id = ?1 AND run_id = ?2",
-                               m.has_rank ? "rank" : "0"));
+    Stmt s(m.file,
+           fmt::format("SELECT layer_id, kind_id, pass_id, iteration, {}, thread, name_id, start_ns FROM events "
+                       "WHERE id = ?1 AND run_id = ?2",
+                       m.has_rank ? "rank" : "0"));
     Stmt::Use use(s);
     if (!s.bind(1, event.id).bind(2, m.run).step()) return d;
     d.layer = m.name(s.col_int(0));
@@ -257,7 +396,8 @@ TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
       Stmt c(m.file, "SELECT bytes, collective, label FROM collectives WHERE run_id = ?1 AND rank = ?2 AND thread = ?3 "
                      "AND start_ns = ?4 LIMIT 1");
       Stmt::Use use_c(c);
-      if (c.bind(1, m.run).bind(2, d.rank).bind(3, d.thread).bind(4, event.start_ns).step()) {
+      // On the rank's own clock, as stored (the event may have been set on rank 0's).
+      if (c.bind(1, m.run).bind(2, d.rank).bind(3, d.thread).bind(4, s.col_int(7)).step()) {
         d.bytes = c.col_int(0);
         d.detail = c.col_text(1) + (c.col_text(2).empty() ? "" : " " + c.col_text(2));
       }
@@ -291,7 +431,9 @@ std::vector<TimelineMark> TimelineReader::marks(const std::string& name, bool la
     s.bind(1, m.run).bind(2, name).bind(3, limit);
     while (s.step()) {
       const auto lane = m.lane_of.find({gpu, s.col_int(0), s.col_int(1)});
-      if (lane != m.lane_of.end()) out.push_back({lane->second, s.col_int(2), s.col_int(3)});
+      if (lane != m.lane_of.end())
+        out.push_back(
+            {lane->second, m.aligned_lane(lane->second, s.col_int(2)), m.aligned_lane(lane->second, s.col_int(3))});
     }
   };
   collect(fmt::format("SELECT {}, thread, start_ns, end_ns FROM events WHERE run_id = ?1 AND {} = "

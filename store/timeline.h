@@ -4,15 +4,18 @@
 // one (still running, lost, older files), one built in memory when the reader opens. A window is
 // answered with per-bucket summaries at coarse zoom (at most ~2 per pixel per lane and depth)
 // plus the events long enough to be drawn alone, and with raw events once few enough are visible.
+// The ranks of a distributed run are drawn on rank 0's clock once `align` is given their clocks.
 // Not thread-safe: one reader per thread.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "store/error.h"
+#include "vocabulary/clock_alignment.h"
 
 namespace ts::store {
 
@@ -80,6 +83,13 @@ class TimelineReader {
   ~TimelineReader();
   TimelineReader(TimelineReader&&) noexcept;
   TimelineReader& operator=(TimelineReader&&) noexcept;
+
+  // Sets each rank's CPU lanes on rank 0's clock (issue 41): `clocks` maps a rank to its clock
+  // against rank 0's (reports::RankClocks::models(), from the run's rank_clocks rows); a rank not
+  // in it keeps its own times, as do the GPU lanes (rank 0's device: a multi-rank run stores
+  // rank 0's GPU trace). From then on every time this reader takes or gives (the run's start and
+  // end, windows, bands, marks, details) is on rank 0's clock.
+  void align(std::map<int64_t, vocabulary::ClockModel> clocks);
 
   bool index_stored() const;  // false: built in memory on opening
   int64_t start_ns() const;   // the first event's start (0 and 0 when nothing was traced)

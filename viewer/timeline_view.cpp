@@ -15,6 +15,8 @@
 #include <mutex>
 #include <utility>
 
+#include "reports/rank_clocks.h"
+#include "store/reader.h"
 #include "viewer/async_query.h"
 #include "viewer/nice_step.h"
 
@@ -125,6 +127,7 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
     std::vector<store::TimelineBand> bands;
     store::TimelineWindow window;
     qint64 window_ms = 0;
+    QString clocks;  // how the ranks' times were set side by side
   };
   run_query<Opened>(
       this,
@@ -134,6 +137,13 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
         o.session->db_path = db_path;
         o.session->run_id = run_id;
         o.session->reader = std::make_unique<store::TimelineReader>(db_path.toStdString(), run_id);
+        // Every rank on rank 0's clock, where their clocks were measured (issue 41).
+        const reports::RankClocks clocks(store::Reader(db_path.toStdString()).rank_clocks(run_id));
+        if (!clocks.models().empty()) {
+          o.session->reader->align(clocks.models());
+          o.clocks = tr(" Ranks on rank 0's clock, good to %1.")
+                         .arg(duration_text(static_cast<double>(clocks.max_uncertainty_ns())));
+        }
         o.bands = o.session->reader->bands();
         auto& r = *o.session->reader;
         QElapsedTimer timer;
@@ -167,13 +177,14 @@ void TimelineView::show_run(const QString& db_path, qint64 run_id) {
                 ? tr("Run %1 has no trace (run with --trace to record its events).").arg(run_id)
                 : tr("Run %1: %2 in %3, %4. Wheel or +/- to zoom, drag or arrows to pan, Home for the "
                      "whole run, click for details.%5")
-                      .arg(run_id)
-                      .arg(reader.event_count() == 1 ? tr("1 event") : tr("%1 events").arg(reader.event_count()))
-                      .arg(reader.lanes().size() == 1 ? tr("1 row") : tr("%1 rows").arg(reader.lanes().size()))
-                      .arg(duration_text(static_cast<double>(canvas_->run_end_ - canvas_->run_start_)))
-                      .arg(reader.index_stored() ? QString()
-                                                 : tr(" (level of detail built on opening: the run has no "
-                                                      "final write yet)")));
+                          .arg(run_id)
+                          .arg(reader.event_count() == 1 ? tr("1 event") : tr("%1 events").arg(reader.event_count()))
+                          .arg(reader.lanes().size() == 1 ? tr("1 row") : tr("%1 rows").arg(reader.lanes().size()))
+                          .arg(duration_text(static_cast<double>(canvas_->run_end_ - canvas_->run_start_)))
+                          .arg(reader.index_stored() ? QString()
+                                                     : tr(" (level of detail built on opening: the run has no "
+                                                          "final write yet)")) +
+                      r.value->clocks);
         canvas_->update();
         emit loaded();
       });
@@ -329,6 +340,8 @@ void TimelineView::on_selected(const std::optional<store::TimelineEvent>& event,
         emit selection_changed();
       });
 }
+
+QString TimelineView::status_text() const { return status_->text(); }
 
 QString TimelineView::details_text() const {
   if (!selected_) return details_->toPlainText();

@@ -54,6 +54,7 @@ class TimelineView : public QWidget {
   const std::optional<store::TimelineEventDetails>& selected() const { return selected_; }
   const std::vector<store::TimelineMark>& marks() const { return marks_; }
   QString details_text() const;
+  QString status_text() const;  // the line under the plot: what is shown, how the ranks' clocks were set
   qint64 last_query_ms() const { return last_query_ms_; }  // the last window's query, off the GUI thread
 
  signals:

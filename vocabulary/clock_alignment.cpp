@@ -37,6 +37,11 @@ int64_t ClockModel::to_reference(int64_t peer_ns) const {
   return at_ns + static_cast<int64_t>(std::llround(ref));
 }
 
+int64_t ClockModel::from_reference(int64_t reference_ns) const {
+  const double drifted = drift * static_cast<double>(reference_ns - at_ns);
+  return reference_ns + offset_ns + static_cast<int64_t>(std::llround(drifted));
+}
+
 ClockModel clock_model(const ClockOffset& start, const std::optional<ClockOffset>& end) {
   ClockModel m;
   m.offset_ns = start.offset_ns;

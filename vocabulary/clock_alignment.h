@@ -52,6 +52,8 @@ struct ClockModel {
   int64_t uncertainty_ns = 0;
   // The reference clock's time when the peer's clock read `peer_ns`.
   int64_t to_reference(int64_t peer_ns) const;
+  // The peer's clock when the reference's read `reference_ns` (to_reference's inverse).
+  int64_t from_reference(int64_t reference_ns) const;
 };
 ClockModel clock_model(const ClockOffset& start, const std::optional<ClockOffset>& end = std::nullopt);
 

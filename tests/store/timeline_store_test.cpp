@@ -307,3 +307,79 @@ TEST_F(TimelineStore, AnUntracedRunHasAnEmptyTimelineAndAMissingRunIsAnError) {
   EXPECT_TRUE(r.window(0, 100, 10).tiles.empty());
   EXPECT_THROW(TimelineReader(db, run + 5), StoreError);
 }
+
+// Issue 41: rank 1's clock reads 2.5 s (and an odd 37 ns) ahead of rank 0's. Aligned with that
+// offset, the skewed run is drawn exactly as the same run on one clock: the extent, zoomed-in
+// windows event for event, coarse windows' time per lane and depth, the events drawn alone,
+// marks, and a collective's details (looked up on the rank's own clock).
+TEST_F(TimelineStore, RanksOnSkewedClocksAreDrawnOnRankZerosOnceAligned) {
+  constexpr int64_t kSkew = 2'500'000'037;
+  std::vector<Truth> skewed = trace;
+  for (auto& t : skewed) {
+    if (!t.gpu && t.rank == 1) t.start += kSkew, t.end += kSkew;
+  }
+  const int64_t one_clock = write_run(db, trace, true), two_clocks = write_run(db, skewed, true);
+  TimelineReader a(db, one_clock), b(db, two_clocks);
+  const auto some_rank1_comm = [](const TimelineWindow& w) {
+    for (const auto& e : w.events)
+      if (e.name == "all_reduce" && e.lane == 4) return e;  // rank 1's communication thread
+    return TimelineEvent{};
+  };
+  ASSERT_EQ(b.lanes()[4].rank, 1);
+  ASSERT_EQ(b.lanes()[4].label, "communication");
+  EXPECT_GT(b.end_ns() - a.end_ns(), kSkew / 2) << "unaligned, rank 1's events end 2.5 s late";
+
+  b.align({{1, ts::vocabulary::clock_model({kSkew, 1000, a.start_ns(), 2000, 32})}});
+  EXPECT_EQ(b.start_ns(), a.start_ns());
+  EXPECT_EQ(b.end_ns(), a.end_ns());
+  const int64_t span = a.end_ns() - a.start_ns();
+  for (int64_t at : {span / 10, span / 3, span - span / 50}) {
+    const int64_t from = a.start_ns() + at, to = from + 400'000;
+    const TimelineWindow wa = a.window(from, to, 1000), wb = b.window(from, to, 1000);
+    ASSERT_LT(wa.level, 0);
+    std::vector<std::tuple<int, int, int64_t, int64_t, std::string>> ea, eb;
+    for (const auto& e : wa.events) ea.emplace_back(e.lane, e.depth, e.start_ns, e.end_ns, e.name);
+    for (const auto& e : wb.events) eb.emplace_back(e.lane, e.depth, e.start_ns, e.end_ns, e.name);
+    EXPECT_EQ(eb, ea) << "window at " << at;
+  }
+  // Coarse windows (their index's buckets depend on the run's raw span, so they are compared with
+  // the same run unaligned): rank 1's lanes are its own window 2.5 s on, moved back; the others as they were.
+  TimelineReader unaligned(db, two_clocks);
+  for (int pixels : {50, 200}) {
+    const int64_t from = b.start_ns(), to = b.end_ns();
+    const TimelineWindow wb = b.window(from, to, pixels), w0 = unaligned.window(from, to, pixels),
+                         w1 = unaligned.window(from + kSkew, to + kSkew, pixels);
+    ASSERT_GE(wb.level, 0);
+    using Tile = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, std::string>;
+    std::vector<Tile> got, want;
+    for (const auto& t : wb.tiles)
+      got.emplace_back(t.lane, t.depth, t.start_ns, t.end_ns, t.events, t.busy_ns, t.top_name);
+    for (const auto* w : {&w0, &w1}) {
+      const int64_t shift = w == &w1 ? kSkew : 0;
+      for (const auto& t : w->tiles)
+        if ((b.lanes()[static_cast<size_t>(t.lane)].rank == 1 &&
+             b.lanes()[static_cast<size_t>(t.lane)].source == "cpu") == (shift != 0))
+          want.emplace_back(t.lane, t.depth, t.start_ns - shift, t.end_ns - shift, t.events, t.busy_ns, t.top_name);
+    }
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want) << pixels << " pixels";
+    std::multiset<std::tuple<int, int, int64_t, int64_t>> alone_a, alone_b;
+    const TimelineWindow wa = a.window(a.start_ns(), a.end_ns(), 10'000'000);  // raw: everything
+    for (const auto& e : wa.events)
+      if (e.end_ns - e.start_ns >= wb.bucket_ns) alone_a.insert({e.lane, e.depth, e.start_ns, e.end_ns});
+    for (const auto& e : wb.events) alone_b.insert({e.lane, e.depth, e.start_ns, e.end_ns});
+    EXPECT_TRUE(std::includes(alone_b.begin(), alone_b.end(), alone_a.begin(), alone_a.end()))
+        << "every event longer than a bucket is drawn alone where it was on one clock (" << pixels << " pixels)";
+  }
+  const auto marks_a = a.marks("gemm", false), marks_b = b.marks("gemm", false);
+  ASSERT_EQ(marks_b.size(), marks_a.size());
+  for (size_t i = 0; i < marks_a.size(); ++i)
+    EXPECT_EQ(std::tie(marks_b[i].lane, marks_b[i].start_ns, marks_b[i].end_ns),
+              std::tie(marks_a[i].lane, marks_a[i].start_ns, marks_a[i].end_ns));
+  const TimelineEvent comm = some_rank1_comm(b.window(b.start_ns(), b.start_ns() + span / 20, 10'000'000));
+  ASSERT_EQ(comm.name, "all_reduce");
+  const auto d = b.details(comm);
+  EXPECT_EQ(d.bytes, 4096) << "the collective is found on rank 1's own clock";
+  EXPECT_EQ(d.event.start_ns, comm.start_ns) << "and the event stays on rank 0's";
+}

@@ -20,6 +20,7 @@
 
 #include "store/reader.h"
 #include "store/timeline.h"
+#include "store/writer.h"
 #include "tests/viewer/viewer_test_support.h"
 #include "viewer/main_window.h"
 #include "viewer/timeline_view.h"
@@ -212,6 +213,65 @@ class TimelineViewTest : public QObject {
     QSignalSpy errors(&v, &TimelineView::error_reported);
     v.show_run(db_, 99);
     QVERIFY(errors.wait(10000));
+  }
+
+  // Issue 41: a run whose rank 1 read its clock 2.5 s ahead of rank 0's opens on rank 0's clock:
+  // the whole run is the 10 ms both ranks trained (not 2.5 s), rank 1's events and iteration
+  // band lie within it, and the status line says how good the alignment is.
+  void ranksOnSkewedClocksOpenOnRankZerosClock() {
+    const std::string db = dir_.filePath("skewed.db").toStdString();
+    constexpr int64_t kSkew = 2'500'000'000, kStart = 1'000'000'000;
+    int64_t run = 0;
+    {
+      ts::store::Writer w(db);
+      ts::store::RunInfo info;
+      info.workload = "synthetic";
+      info.preset = "tiny";
+      info.device = "cpu";
+      info.ranks = 2;
+      info.started_at = "2026-11-28T00:00:00Z";
+      run = w.begin_run(info);
+      std::vector<ts::store::EventRow> events;
+      std::vector<ts::store::IterationRow> iterations;
+      for (int64_t rank : {0, 1}) {
+        const int64_t at = kStart + (rank == 1 ? kSkew : 0);
+        events.push_back({at, at + 10'000'000, "iteration", "", "iteration", "none", 0, 0, rank});
+        for (int k = 0; k < 100; ++k)
+          events.push_back({at + k * 100'000, at + k * 100'000 + 60'000, "conv", "layer", "op", "forward", 0, 0, rank});
+        ts::store::IterationRow it;
+        it.rank = rank;
+        it.index = 0;
+        it.start_ns = at;
+        it.end_ns = at + 10'000'000;
+        iterations.push_back(it);
+      }
+      std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
+      w.add_events(run, events);
+      w.add_iterations(run, iterations);
+      const std::vector<ts::store::RankClockRow> clocks = {{1, "start", kSkew, 4'000, kStart, 8'000, 32},
+                                                           {1, "end", kSkew, 6'000, kStart + 10'000'000, 8'000, 32}};
+      w.add_rank_clocks(run, clocks);
+      w.finish_run(run, ts::store::RunStatus::completed, "2026-11-28T00:00:01Z", "");
+    }
+    TimelineView v;
+    v.resize(1200, 600);
+    QSignalSpy loaded(&v, &TimelineView::loaded);
+    v.show_run(QString::fromStdString(db), run);
+    QVERIFY(loaded.wait(30000));
+    QCOMPARE(v.view_from(), kStart);
+    QCOMPARE(v.view_to(), kStart + 10'000'000);
+    const auto* w = v.window();
+    QVERIFY(w != nullptr);
+    int rank1_drawn = 0;
+    for (const auto& e : w->events) {
+      if (e.lane != 1) continue;
+      ++rank1_drawn;
+      QVERIFY2(e.start_ns >= kStart && e.end_ns <= kStart + 10'000'000, "rank 1's events on rank 0's clock");
+    }
+    QVERIFY(rank1_drawn > 0 || !w->tiles.empty());
+    for (const auto& t : w->tiles)
+      if (t.lane == 1) QVERIFY2(t.start_ns < kStart + 10'000'000 && t.end_ns > kStart, "rank 1's summaries too");
+    QVERIFY2(v.status_text().contains("Ranks on rank 0's clock, good to 6"), qPrintable(v.status_text()));
   }
 
   void theViewRendersAtBothEndsOfTheZoom() {

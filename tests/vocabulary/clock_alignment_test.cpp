@@ -63,11 +63,13 @@ TEST(ClockAlignment, TheDriftLineMapsThePeersClockOntoTheReference) {
   for (const int64_t ref : {int64_t{1'000'000'000}, int64_t{1'500'000'000}, int64_t{2'000'000'000}, int64_t{0}}) {
     const int64_t peer = ref + 3'000'000'000 + static_cast<int64_t>(20e-6 * static_cast<double>(ref - 1'000'000'000));
     EXPECT_NEAR(static_cast<double>(m.to_reference(peer)), static_cast<double>(ref), 1.0) << ref;
+    EXPECT_NEAR(static_cast<double>(m.from_reference(ref)), static_cast<double>(peer), 1.0) << ref;
   }
   // One measurement: an offset, no drift.
   const ClockModel once = clock_model(start);
   EXPECT_EQ(once.drift, 0);
   EXPECT_EQ(once.to_reference(3'000'000'500), 500);
+  EXPECT_EQ(once.from_reference(500), 3'000'000'500);
 }
 
 }  // namespace
