@@ -582,6 +582,45 @@ Section group_section(const Group& g) {
     c.height = chart_height(labels.size());
     s.blocks.push_back(std::move(c));
   }
+
+  // Issue 41: the collectives' time per rank split into waiting for the last rank and moving data
+  // (reports/collective_split.h), on rank 0's clock; the straggler named.
+  if (!g.first->wait_move.empty()) {
+    const RunDigest& d = *g.first;
+    Table wt;
+    wt.caption = fmt::format(
+        "Collectives of run {} split into waiting for the last rank and moving data (ms per timed iteration, {} "
+        "calls on rank 0's clock, good to {} us; docs/formulas.md, \"Waiting and moving\")",
+        d.run.id, d.split_calls, three_digits(static_cast<double>(d.wait_move_uncertainty_ns) / 1e3));
+    wt.header = {"rank", "waiting", "moving", "last to arrive (calls)", "others waited for it"};
+    wt.numeric = {true, true, true, true, true};
+    std::vector<std::string> labels;
+    std::vector<double> waiting, moving;
+    for (const auto& r : d.wait_move) {
+      wt.rows.push_back({std::to_string(r.rank), three_digits(r.waiting_ms), three_digits(r.moving_ms),
+                         std::to_string(r.last_arrivals), three_digits(r.others_waited_ms)});
+      labels.push_back(fmt::format("rank {}", r.rank));
+      waiting.push_back(r.waiting_ms);
+      moving.push_back(r.moving_ms);
+    }
+    s.blocks.push_back(std::move(wt));
+    if (const RankWaitMove* straggler = d.straggler()) {
+      s.blocks.push_back(Paragraph{fmt::format(
+          "Straggler: rank {}, last to arrive in {} of {} calls; the others waited {} ms per timed iteration for it.",
+          straggler->rank, straggler->last_arrivals, d.split_calls, three_digits(straggler->others_waited_ms))});
+    }
+    if (d.incomplete_calls > 0) {
+      s.blocks.push_back(
+          Paragraph{fmt::format("{} left out: some rank has no row for them.", counted(d.incomplete_calls, "call"))});
+    }
+    Chart c;
+    c.title = "Collectives per rank: waiting for the last rank and moving data (ms per timed iteration)";
+    c.alt_text = "Stacked bars per rank: time in collectives spent waiting for the last rank to arrive, and moving "
+                 "data after it arrived.";
+    c.config = stacked_bar(labels, {{"waiting", waiting}, {"moving", moving}}, "ms", true, false);
+    c.height = chart_height(labels.size());
+    s.blocks.push_back(std::move(c));
+  }
   return s;
 }
 

@@ -209,3 +209,47 @@ TEST(SuiteReport, RowsLeadWithTheSustainedRateAndFlagNoisyRuns) {
   ASSERT_NE(batch, nullptr);
   EXPECT_EQ(batch->rows.size(), 2u);
 }
+
+// Issue 41: a run whose ranks' collectives were split gets, per rank, its waiting and moving as a
+// table and stacked bars, and the straggler named; a run without a split gets neither.
+TEST(SuiteReport, ARunsCollectivesAreSplitPerRankIntoWaitingAndMovingWithTheStragglerNamed) {
+  RunDigest split = run(1, 2, 4, 10.0);
+  split.wait_move = {{0, 3.0, 40.0, 1, 0.5}, {1, 0.5, 41.0, 9, 3.0}};
+  split.split_calls = 10;
+  split.wait_move_uncertainty_ns = 9'000;
+  RunDigest plain = run(2, 2, 8, 10.0);
+  const Document doc = suite_report_document({split, plain}, "test.db");
+  std::vector<Chart> charts;
+  std::vector<Table> tables;
+  std::string text;
+  std::function<void(const Section&)> walk = [&](const Section& s) {
+    for (const auto& b : s.blocks) {
+      if (const auto* c = std::get_if<Chart>(&b)) charts.push_back(*c);
+      if (const auto* t = std::get_if<Table>(&b)) tables.push_back(*t);
+      if (const auto* p = std::get_if<Paragraph>(&b)) text += p->text + "\n";
+    }
+    for (const auto& sub : s.subsections) walk(sub);
+  };
+  for (const auto& s : doc.sections) walk(s);
+  int split_charts = 0;
+  for (const auto& c : charts) {
+    if (c.title.rfind("Collectives per rank: waiting", 0) != 0) continue;
+    ++split_charts;
+    const auto& ds = c.config["data"]["datasets"];
+    ASSERT_EQ(ds.size(), 2u);
+    EXPECT_EQ(ds[0]["label"], "waiting");
+    EXPECT_EQ(ds[0]["data"], nlohmann::json({3.0, 0.5}));
+    EXPECT_EQ(ds[1]["data"], nlohmann::json({40.0, 41.0}));
+  }
+  EXPECT_EQ(split_charts, 1) << "one chart, for the run with a split";
+  const Table* t = nullptr;
+  for (const auto& x : tables)
+    if (x.caption.find("run 1 split into waiting") != std::string::npos) t = &x;
+  ASSERT_NE(t, nullptr);
+  EXPECT_NE(t->caption.find("10 calls on rank 0's clock, good to 9.00 us"), std::string::npos) << t->caption;
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_EQ(t->rows[1], (std::vector<std::string>{"1", "0.500", "41.0", "9", "3.00"}));
+  EXPECT_NE(text.find("Straggler: rank 1, last to arrive in 9 of 10 calls; the others waited 3.00 ms"),
+            std::string::npos)
+      << text;
+}
