@@ -1,6 +1,7 @@
 #include "reports/bench_spread.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 #include "reports/statistics.h"
@@ -30,23 +31,20 @@ BenchSpread bench_spread(std::span<const store::CollectiveBenchSamplesRow> per_r
   }
   s.ranks = ranks;
   std::vector<const std::vector<int64_t>*> series(static_cast<size_t>(ranks), nullptr);
-  std::vector<double> all;
   for (const auto& r : per_rank) {
     series[static_cast<size_t>(r.rank)] = &r.time_ns;
-    for (const int64_t t : r.time_ns) all.push_back(static_cast<double>(t));
+    s.samples += static_cast<int64_t>(r.time_ns.size());
   }
-  s.samples = static_cast<int64_t>(all.size());
   s.longest.assign(static_cast<size_t>(ranks), 0);
   s.last_in.assign(static_cast<size_t>(ranks), 0);
   s.spikes_by_rank.assign(static_cast<size_t>(ranks), 0);
-  if (all.empty()) return s;
-  s.p50_ns = quantile(all, 0.5);
-  s.p99_ns = quantile(std::move(all), 0.99);
-
   // Calls every rank timed: the shortest series (a missing rank has none).
-  size_t calls = SIZE_MAX;
+  size_t calls = ranks > 0 ? SIZE_MAX : 0;
   for (const auto* v : series) calls = std::min(calls, v ? v->size() : size_t{0});
   s.calls = static_cast<int64_t>(calls);
+  if (calls == 0) return s;
+
+  std::vector<double> call_ns(calls);                           // each call's time: its slowest rank's
   std::vector<int64_t> arrival(static_cast<size_t>(ranks), 0);  // each rank's own time since the barrier
   for (size_t i = 0; i < calls; ++i) {
     size_t longest = 0, last = 0;
@@ -57,13 +55,16 @@ BenchSpread bench_spread(std::span<const store::CollectiveBenchSamplesRow> per_r
     }
     for (size_t r = 0; r < series.size(); ++r) strictly_last |= r != last && arrival[r] < arrival[last];
     ++s.longest[longest];
+    call_ns[i] = static_cast<double>((*series[longest])[i]);
     if (strictly_last) ++s.last_in[last];
     for (size_t r = 0; r < series.size(); ++r) arrival[r] += (*series[r])[i];
   }
   s.longest_rank = most(s.longest);
   s.last_in_rank = most(s.last_in);
+  s.p50_ns = quantile(call_ns, 0.5);
+  s.p99_ns = quantile(std::move(call_ns), 0.99);
 
-  // Spikes over every call of every rank (a rank's calls past `calls` included).
+  // Spikes over every call of every rank (a rank's calls past `calls` included) against p50.
   for (size_t r = 0; r < series.size(); ++r) {
     if (!series[r]) continue;
     for (size_t i = 0; i < series[r]->size(); ++i) {

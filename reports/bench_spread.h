@@ -1,10 +1,10 @@
 #pragma once
 // The spread of a collectives benchmark's timed calls (docs/formulas.md, "Collectives benchmark:
 // percentiles, stragglers, spikes"): from every rank's time of every timed call of one row
-// (store::CollectiveBenchSamplesRow), the median and 99th percentile over all of them, per call
-// the rank that took longest and the rank that came in last, and the calls far above the median
-// (spikes). Pure: the benchmark computes it for what it prints and stores, `show` from the stored
-// calls.
+// (store::CollectiveBenchSamplesRow), the median and 99th percentile of the calls' times (a
+// call's time: the longest of its ranks' times), per call the rank that took longest and the rank
+// that came in last, and the ranks' calls far above the median (spikes). Pure: the benchmark computes it for what it
+// prints and stores, `show` from the stored calls.
 #include <cstdint>
 #include <map>
 #include <span>
@@ -20,10 +20,11 @@ namespace ts::reports {
 inline constexpr double kSpikeFactor = 3.0;
 
 struct BenchSpread {
-  int64_t samples = 0;              // timed calls over every rank
-  double p50_ns = -1, p99_ns = -1;  // over those (quantile(), type 7); -1 without samples
-  int64_t calls = 0;                // calls every rank timed (the k-th call of each rank is one call)
-  int64_t ranks = 0;                // ranks with samples (indexes of the vectors below: rank numbers)
+  int64_t samples = 0;  // timed calls over every rank
+  int64_t calls = 0;    // calls every rank timed (the k-th call of each rank is one call)
+  // Over those calls, each the longest of its ranks' times (quantile(), type 7); -1 without calls.
+  double p50_ns = -1, p99_ns = -1;
+  int64_t ranks = 0;  // ranks with samples (indexes of the vectors below: rank numbers)
   // Per rank: the calls in which its time was the longest (ties: the lowest rank), and the calls
   // it came in last to (its arrival, its own time since the barrier before the timed calls, the
   // latest; calls no rank came in strictly last to, as the first, count for none).

@@ -191,9 +191,10 @@ struct RankBreakdownRow {
 };
 // One line of a collectives benchmark (a run whose workload is "collectives"): time_ns is the
 // mean per call over `iterations` calls. v12: bus_factor (busbw / algbw, comm_figures.h; rows
-// before v12 read it as busbw / algbw of the row, 0 where algbw is 0), and over the timed calls of
-// every rank (`samples` of them: ranks x iterations) their median and 99th percentile (p50_ns,
-// p99_ns; -1 and 0 samples: rows before v12, whose calls were not kept).
+// before v12 read it as busbw / algbw of the row, 0 where algbw is 0), the median and 99th
+// percentile of the timed calls, a call's time the longest of its ranks' (p50_ns, p99_ns), and
+// how many calls every rank's were in all (`samples`: ranks x iterations); -1 and 0 samples: rows
+// before v12, whose calls were not kept.
 struct CollectiveBenchRow {
   std::string backend, collective;
   int64_t bytes = 0, ranks = 0, iterations = 0;
