@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "cli/console.h"
 #include "cli/exit_codes.h"
@@ -13,7 +16,9 @@
 #include "cli/launch_job.h"
 #include "cli/run_config.h"
 #include "distributed/collective_bench.h"
+#include "distributed/comm_figures.h"
 #include "distributed/gpu_assignment.h"
+#include "distributed/link_rate.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/mpi_runtime.h"
 #include "distributed/nccl_rank.h"
@@ -24,6 +29,7 @@
 #include "reports/number_format.h"
 #include "session/record.h"
 #include "session/run_record.h"
+#include "store/reader.h"
 #include "store/writer.h"
 
 namespace ts::cli {
@@ -58,6 +64,28 @@ struct Validated {
   distributed::CollectiveBenchOptions options;
 };
 
+// The longest --timeout: a week.
+constexpr double kMaxTimeoutSeconds = 7 * 86400.0;
+
+// TS_TEST_BENCH_STALL=RANK:SECONDS or all:SECONDS (tests only): that rank (every rank) sleeps
+// before its first timed call, alive and answering its stall watch, so a test can hold the sweep
+// up: one rank, and the others wait for it in a call; every rank, and none is in a call.
+void plant_test_stall(distributed::CollectiveBenchOptions& o, int my_rank) {
+  const char* spec = std::getenv("TS_TEST_BENCH_STALL");
+  if (!spec || !*spec) return;
+  int rank = -1;
+  double seconds = 0;
+  const bool all = std::sscanf(spec, "all:%lf", &seconds) == 1;
+  if (!all && (std::sscanf(spec, "%d:%lf", &rank, &seconds) != 2 || rank != my_rank)) return;
+  if (!(seconds > 0)) return;
+  auto done = std::make_shared<bool>(false);
+  o.before_timed_call = [done, seconds](distributed::Collective, int64_t, int) {
+    if (*done) return;
+    *done = true;
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  };
+}
+
 Validated validate(const CollectivesBenchConfig& c) {
   if (c.backend != "mpi" && c.backend != "nccl") {
     throw UsageError("--backend must be mpi (host memory) or nccl (GPU memory) (got '" + c.backend + "')");
@@ -90,6 +118,13 @@ Validated validate(const CollectivesBenchConfig& c) {
   check_range("--factor", c.factor, 2, 1024);
   check_range("--iters", c.iterations, 1, 1'000'000);
   check_range("--warmup", c.warmup, 0, 1'000'000);
+  if (!std::isfinite(c.timeout_s) || c.timeout_s < 0 || c.timeout_s > kMaxTimeoutSeconds) {
+    throw UsageError(
+        fmt::format("--timeout must be between 0 (no limit) and {} seconds (got {})", kMaxTimeoutSeconds, c.timeout_s));
+  }
+  if (!std::isfinite(c.tcp_seconds) || c.tcp_seconds < 0 || c.tcp_seconds > 60) {
+    throw UsageError(fmt::format("--tcp-seconds must be between 0 (not measured) and 60 (got {})", c.tcp_seconds));
+  }
   validate_launch(c.shared.nproc, c.shared.hosts, c.shared.hostfile);
   v.options.factor = c.factor;
   v.options.iterations = static_cast<int>(c.iterations);
@@ -117,6 +152,8 @@ std::vector<std::string> rank_arguments(const CollectivesBenchConfig& c, const V
                                 "--factor",       std::to_string(c.factor),
                                 "--iters",        std::to_string(c.iterations),
                                 "--warmup",       std::to_string(c.warmup),
+                                "--timeout",      fmt::format("{}", c.timeout_s),
+                                "--tcp-seconds",  fmt::format("{}", c.tcp_seconds),
                                 "--db",           std::filesystem::absolute(c.shared.db).string(),
                                 "--lock-wait",    fmt::format("{}", c.shared.lock_wait.count() / 1000.0),
                                 "--command-line", c.command_line};
@@ -124,7 +161,20 @@ std::vector<std::string> rank_arguments(const CollectivesBenchConfig& c, const V
   return a;
 }
 
-store::CollectiveBenchRow to_row(const std::string& backend, const distributed::CollectiveBenchResult& r) {
+// Each rank's calls of a result, as stored.
+std::vector<store::CollectiveBenchSamplesRow> samples_of(const distributed::CollectiveBenchResult& r) {
+  std::vector<store::CollectiveBenchSamplesRow> out;
+  const auto n = static_cast<size_t>(r.iterations);
+  for (int rank = 0; rank < r.ranks && n > 0 && r.samples_ns.size() >= (static_cast<size_t>(rank) + 1) * n; ++rank) {
+    const auto first = r.samples_ns.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rank) * n);
+    out.push_back({std::string(distributed::to_string(r.collective)), r.bytes, rank,
+                   std::vector<int64_t>(first, first + static_cast<std::ptrdiff_t>(n))});
+  }
+  return out;
+}
+
+store::CollectiveBenchRow to_row(const std::string& backend, const distributed::CollectiveBenchResult& r,
+                                 const reports::BenchSpread& spread) {
   store::CollectiveBenchRow row;
   row.backend = backend;
   row.collective = std::string(distributed::to_string(r.collective));
@@ -136,6 +186,10 @@ store::CollectiveBenchRow to_row(const std::string& backend, const distributed::
   row.busbw_gbps = r.busbw_gbps;
   row.min_time_ns = r.min_time_ns;
   row.max_time_ns = r.max_time_ns;
+  row.bus_factor = distributed::bus_factor(r.collective, r.ranks);
+  row.p50_ns = spread.p50_ns;
+  row.p99_ns = spread.p99_ns;
+  row.samples = spread.samples;
   return row;
 }
 
@@ -162,7 +216,9 @@ store::RunInfo bench_info(const CollectivesBenchConfig& c, const Validated& v, c
                               {"rank_hosts", hosts},
                               {"datatype", "float32"},
                               {"reduce_op", "sum"},
-                              {"time", "mean per call, averaged over the ranks (nccl-tests -a 1)"}};
+                              {"time", "mean per call, averaged over the ranks (nccl-tests -a 1)"},
+                              {"timeout_s", c.timeout_s},
+                              {"spike_factor", reports::kSpikeFactor}};
   info.config_json = cfg.dump();
   return info;
 }
@@ -180,10 +236,30 @@ class BenchRecord {
 
   int64_t run_id() const { return record_.id(); }
 
-  void add(const store::CollectiveBenchRow& row, int64_t wrong) {
+  // The link's TCP rate, kept beside the rows: a metric (GB/s) and what was measured, in words.
+  void set_link(const distributed::LinkRate& link) {
+    if (link.measured) {
+      tcp_gbps_ = link.gbps;
+      const std::vector<store::MetricRow> m = {{std::string(kTcpRateMetric), link.gbps, "GB/s"}};
+      record_.writer().add_metrics(record_.id(), m);
+    }
+    const std::vector<store::EnvEntry> e = {{"tcp_rate", link.describe()}};
+    record_.add_environment(e);
+  }
+  double tcp_gbps() const { return tcp_gbps_; }
+
+  void add(const store::CollectiveBenchRow& row, const std::vector<store::CollectiveBenchSamplesRow>& samples,
+           const reports::BenchSpread& spread, int64_t wrong) {
     const std::vector<store::CollectiveBenchRow> one = {row};
-    record_.writer().add_collective_bench(record_.id(), one);
+    {
+      store::Writer::Transaction tx(record_.writer());  // the row and its calls together
+      record_.writer().add_collective_bench(record_.id(), one);
+      record_.writer().add_collective_bench_samples(record_.id(), samples);
+      tx.commit();
+    }
     rows_.push_back(row);
+    json_rows_.push_back(collective_bench_json(row, &spread, tcp_gbps_));
+    spikes_ += spread.spikes;
     wrong_total_ += wrong;
     if (wrong > 0 && first_wrong_.empty())
       first_wrong_ = fmt::format("{} at {} bytes: {} wrong elements", row.collective, row.bytes, wrong);
@@ -197,12 +273,17 @@ class BenchRecord {
   }
 
   const std::vector<store::CollectiveBenchRow>& rows() const { return rows_; }
+  const nlohmann::json& json_rows() const { return json_rows_; }
+  int64_t spikes() const { return spikes_; }
   int64_t wrong_total() const { return wrong_total_; }
   const std::string& first_wrong() const { return first_wrong_; }
 
  private:
   session::RunRecord record_;
   std::vector<store::CollectiveBenchRow> rows_;
+  nlohmann::json json_rows_ = nlohmann::json::array();
+  int64_t spikes_ = 0;
+  double tcp_gbps_ = 0;
   int64_t wrong_total_ = 0;
   std::string first_wrong_;
 };
@@ -227,15 +308,29 @@ std::string format_footer(const std::vector<store::CollectiveBenchRow>& rows) {
 }
 
 // This process is one rank of the benchmark's job.
-int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
+int bench_as_rank(const CollectivesBenchConfig& c, Validated v) {
   static distributed::MpiRuntime mpi;  // once per process; finalised at exit
   set_stop_deadlines(kRankStopDeadlines);
   const distributed::World& world = mpi.world();
   std::optional<BenchRecord> record;
+  // --timeout counts from here, on each rank's clock: passed between sizes, every rank stops
+  // there; passed in a call, the stall watch ends the job naming what the call waits for.
+  const std::string limit_text = fmt::format("the sweep's --timeout of {} s passed", c.timeout_s);
+  if (c.timeout_s > 0) {
+    v.options.deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(c.timeout_s));
+  }
+  plant_test_stall(v.options, world.rank);
   try {
-    // A rank that stops answering (stopped, cut off) ends the job, named (distributed/stall_watch.h).
+    // A rank that stops answering (stopped, cut off) ends the job, named (distributed/stall_watch.h);
+    // so does a call still in flight when --timeout passes.
     std::optional<distributed::StallWatch> watch;
-    if (world.size > 1) watch.emplace(MPI_COMM_WORLD, distributed::StallOptions{.silence_only = true});
+    if (world.size > 1) {
+      watch.emplace(
+          MPI_COMM_WORLD,
+          distributed::StallOptions{.silence_only = true, .limit_at = v.options.deadline, .limit_text = limit_text});
+    }
     distributed::MpiCommunicator host(MPI_COMM_WORLD);
     host.set_channel("benchmark");
     const std::vector<std::string> hosts = distributed::gather_host_names(host);
@@ -249,21 +344,37 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
       memory = std::move(rank.memory);
     }
     distributed::Communicator& measured = nccl ? *nccl : static_cast<distributed::Communicator&>(host);
+    // Ranks on two hosts or more: the TCP rate from rank 0's host to the next host's first rank.
+    std::optional<distributed::LinkRate> link;
+    const auto other = std::find_if(hosts.begin(), hosts.end(), [&](const std::string& h) { return h != hosts[0]; });
+    if (c.tcp_seconds > 0 && other != hosts.end()) {
+      const int to = static_cast<int>(other - hosts.begin());
+      link = distributed::measure_tcp_rate(host, 0, to, std::chrono::milliseconds(std::llround(c.tcp_seconds * 1000)));
+      if (record) {
+        record->set_link(*link);
+        if (!c.shared.json) say("# TCP rate {}: {}\n", fmt::format("{} -> {}", hosts[0], *other), link->describe());
+      }
+    }
     if (record && !c.shared.json) {
       say("# trainscope bench collectives: {} backend, {}, float32 sum, {} per size after {} "
           "warm-up\n# time: mean per call averaged over the ranks; min/max: single calls on any rank; "
-          "busbw = algbw x bus factor (nccl-tests)\n{}",
+          "p50/p99: of the calls, each its slowest rank's; busbw = algbw x bus factor (nccl-tests){}\n{}",
           c.backend, reports::counted(world.size, "rank"), reports::counted(c.iterations, "timed call"), c.warmup,
-          format_collective_bench_header());
+          record->tcp_gbps() > 0 ? "; %tcp: busbw / the TCP rate" : "",
+          format_collective_bench_header(record->tcp_gbps() > 0));
       std::fflush(stdout);
     }
-    const bool finished = distributed::run_collective_bench(
+    std::string last_size = "before the first size";
+    const distributed::BenchEnd end = distributed::run_collective_bench(
         measured, host, *memory, v.options, &stop_flag(), [&](const distributed::CollectiveBenchResult& r) {
           if (!record) return;
-          const auto row = to_row(c.backend, r);
-          record->add(row, r.wrong);
+          const auto samples = samples_of(r);
+          const reports::BenchSpread spread = reports::bench_spread(samples);
+          const auto row = to_row(c.backend, r, spread);
+          record->add(row, samples, spread, r.wrong);
+          last_size = fmt::format("after {} at {} bytes", row.collective, row.bytes);
           if (!c.shared.json) {
-            say("{}{}\n", format_collective_bench_row(collective_bench_json(row)),
+            say("{}{}\n", format_collective_bench_row(collective_bench_json(row, nullptr, record->tcp_gbps())),
                 r.wrong ? fmt::format("  {} WRONG", r.wrong) : "");
             std::fflush(stdout);
           }
@@ -272,28 +383,48 @@ int bench_as_rank(const CollectivesBenchConfig& c, const Validated& v) {
     distributed::StallWatch::set_phase(distributed::RunPhase::ending);
     host.barrier("end of benchmark");
     if (!record) return kExitOk;
-    store::RunStatus status = finished ? store::RunStatus::completed : store::RunStatus::interrupted;
+    store::RunStatus status =
+        end == distributed::BenchEnd::stopped ? store::RunStatus::interrupted : store::RunStatus::completed;
     std::string error;
+    if (end == distributed::BenchEnd::timed_out) {
+      status = store::RunStatus::failed;
+      error = fmt::format("{}{} (between sizes, {}): kept {} measured", distributed::kTimeoutWords, limit_text,
+                          last_size, reports::counted(static_cast<int64_t>(record->rows().size()), "size"));
+    }
     if (record->wrong_total() > 0) {
       status = store::RunStatus::failed;
       error = "results differ from the expected values: " + record->first_wrong();
     }
     record->finish(status, error);
     if (c.shared.json) {
-      nlohmann::json rows = nlohmann::json::array();
-      for (const auto& r : record->rows()) rows.push_back(collective_bench_json(r));
       say("{}\n", nlohmann::json{{"db", std::filesystem::absolute(c.shared.db).string()},
                                  {"run_id", record->run_id()},
                                  {"status", std::string(store::to_string(status))},
+                                 {"error", error},
+                                 {"timed_out", end == distributed::BenchEnd::timed_out},
+                                 {"timeout_s", c.timeout_s},
                                  {"wrong_elements", record->wrong_total()},
-                                 {"rows", rows}}
+                                 {"spike_factor", reports::kSpikeFactor},
+                                 {"spikes", record->spikes()},
+                                 {"tcp_rate", link ? nlohmann::json{{"measured", link->measured},
+                                                                    {"why_not", link->why_not},
+                                                                    {"from_rank", link->from},
+                                                                    {"to_rank", link->to},
+                                                                    {"address", link->address},
+                                                                    {"bytes", link->bytes},
+                                                                    {"ns", link->ns},
+                                                                    {"gbps", link->gbps}}
+                                                   : nlohmann::json(nullptr)},
+                                 {"rows", record->json_rows()}}
                       .dump(2));
     } else {
-      say("{}# stored in {} as run {} ({})\n", format_footer(record->rows()), c.shared.db.string(), record->run_id(),
+      say("{}{}# stored in {} as run {} ({})\n", format_footer(record->rows()),
+          format_collective_bench_spread(record->json_rows()), c.shared.db.string(), record->run_id(),
           store::to_string(status));
     }
     if (!error.empty()) say(stderr, "trainscope: {}\n", error);
-    return status == store::RunStatus::completed     ? kExitOk
+    return end == distributed::BenchEnd::timed_out   ? kExitTimedOut
+           : status == store::RunStatus::completed   ? kExitOk
            : status == store::RunStatus::interrupted ? kExitInterrupted
                                                      : kExitRunFailed;
   } catch (const std::exception& e) {
@@ -335,30 +466,111 @@ int64_t parse_bytes(std::string_view text) {
   return value << shift;
 }
 
-nlohmann::json collective_bench_json(const store::CollectiveBenchRow& r) {
-  return {{"backend", r.backend},
-          {"collective", r.collective},
-          {"bytes", r.bytes},
-          {"ranks", r.ranks},
-          {"iterations", r.iterations},
-          {"time_ns", r.time_ns},
-          {"min_time_ns", r.min_time_ns},
-          {"max_time_ns", r.max_time_ns},
-          {"algbw_gbps", r.algbw_gbps},
-          {"busbw_gbps", r.busbw_gbps}};
+nlohmann::json collective_bench_json(const store::CollectiveBenchRow& r, const reports::BenchSpread* spread,
+                                     double tcp_gbps) {
+  // Percentiles a row does not have (written before v12) are null.
+  const auto percentile = [](double ns) { return ns < 0 ? nlohmann::json(nullptr) : nlohmann::json(ns); };
+  nlohmann::json j = {{"backend", r.backend},
+                      {"collective", r.collective},
+                      {"bytes", r.bytes},
+                      {"ranks", r.ranks},
+                      {"iterations", r.iterations},
+                      {"time_ns", r.time_ns},
+                      {"min_time_ns", r.min_time_ns},
+                      {"max_time_ns", r.max_time_ns},
+                      {"p50_ns", percentile(r.p50_ns)},
+                      {"p99_ns", percentile(r.p99_ns)},
+                      {"samples", r.samples},
+                      {"algbw_gbps", r.algbw_gbps},
+                      {"bus_factor", r.bus_factor},
+                      {"busbw_gbps", r.busbw_gbps}};
+  if (tcp_gbps > 0) j["busbw_tcp_fraction"] = r.busbw_gbps / tcp_gbps;
+  if (spread && spread->samples > 0) {
+    const auto at = [](const std::vector<int64_t>& v, int64_t rank) {
+      return rank >= 0 && static_cast<size_t>(rank) < v.size() ? v[static_cast<size_t>(rank)] : 0;
+    };
+    j["spread"] = {{"calls", spread->calls},
+                   {"longest_rank", spread->longest_rank},
+                   {"longest_rank_calls", at(spread->longest, spread->longest_rank)},
+                   {"longest_by_rank", spread->longest},
+                   {"last_in_rank", spread->last_in_rank},
+                   {"last_in_rank_calls", at(spread->last_in, spread->last_in_rank)},
+                   {"last_in_by_rank", spread->last_in},
+                   {"spikes", spread->spikes},
+                   {"spikes_by_rank", spread->spikes_by_rank},
+                   {"worst_ratio", spread->worst_ratio},
+                   {"worst_rank", spread->worst_rank},
+                   {"worst_call", spread->worst_call}};
+  }
+  return j;
 }
 
-std::string format_collective_bench_header() {
-  return fmt::format("# {:<15}{:>12}{:>7}{:>13}{:>13}{:>13}{:>13}{:>13}\n", "collective", "size(B)", "ranks",
-                     "time(us)", "min(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)");
+nlohmann::json collective_bench_rows_json(const std::vector<store::CollectiveBenchRow>& rows,
+                                          const std::vector<store::CollectiveBenchSamplesRow>& samples,
+                                          double tcp_gbps) {
+  const auto spreads = reports::bench_spreads(samples);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    const auto it = spreads.find({r.collective, r.bytes});
+    out.push_back(collective_bench_json(r, it == spreads.end() ? nullptr : &it->second, tcp_gbps));
+  }
+  return out;
+}
+
+std::string format_collective_bench_header(bool tcp) {
+  return fmt::format("# {:<15}{:>12}{:>7}{:>12}{:>12}{:>12}{:>12}{:>12}{:>13}{:>7}{:>13}{}\n", "collective", "size(B)",
+                     "ranks", "time(us)", "min(us)", "max(us)", "p50(us)", "p99(us)", "algbw(GB/s)", "bus",
+                     "busbw(GB/s)", tcp ? fmt::format("{:>7}", "%tcp") : "");
 }
 
 std::string format_collective_bench_row(const nlohmann::json& r) {
-  return fmt::format("  {:<15}{:>12}{:>7}{:>13.2f}{:>13.2f}{:>13.2f}{:>13.3f}{:>13.3f}",
-                     r["collective"].get<std::string>(), r["bytes"].get<int64_t>(), r["ranks"].get<int64_t>(),
-                     r["time_ns"].get<double>() / 1e3, static_cast<double>(r["min_time_ns"].get<int64_t>()) / 1e3,
-                     static_cast<double>(r["max_time_ns"].get<int64_t>()) / 1e3, r["algbw_gbps"].get<double>(),
-                     r["busbw_gbps"].get<double>());
+  const auto us = [](const nlohmann::json& ns) {
+    return ns.is_number() ? fmt::format("{:.2f}", ns.get<double>() / 1e3) : std::string("-");
+  };
+  return fmt::format(
+      "  {:<15}{:>12}{:>7}{:>12.2f}{:>12.2f}{:>12.2f}{:>12}{:>12}{:>13.3f}{:>7.3f}{:>13.3f}{}",
+      r["collective"].get<std::string>(), r["bytes"].get<int64_t>(), r["ranks"].get<int64_t>(),
+      r["time_ns"].get<double>() / 1e3, static_cast<double>(r["min_time_ns"].get<int64_t>()) / 1e3,
+      static_cast<double>(r["max_time_ns"].get<int64_t>()) / 1e3, us(r.value("p50_ns", nlohmann::json())),
+      us(r.value("p99_ns", nlohmann::json())), r["algbw_gbps"].get<double>(), r.value("bus_factor", 0.0),
+      r["busbw_gbps"].get<double>(),
+      r.contains("busbw_tcp_fraction") ? fmt::format("{:>7.1f}", 100 * r["busbw_tcp_fraction"].get<double>()) : "");
+}
+
+std::string format_collective_bench_spread(const nlohmann::json& rows) {
+  std::string s;
+  for (const auto& r : rows) {
+    if (!r.contains("spread")) continue;
+    const auto& sp = r["spread"];
+    const auto who = [&](std::string_view rank_key, std::string_view calls_key) {
+      const int64_t rank = sp[std::string(rank_key)].get<int64_t>();
+      return rank < 0 ? std::string("-")
+                      : fmt::format("rank {} ({}/{})", rank, sp[std::string(calls_key)].get<int64_t>(),
+                                    sp["calls"].get<int64_t>());
+    };
+    std::string spikes = std::to_string(sp["spikes"].get<int64_t>());
+    if (sp["spikes"].get<int64_t>() > 0) {
+      std::vector<std::string> by_rank;
+      const auto& v = sp["spikes_by_rank"];
+      for (size_t k = 0; k < v.size(); ++k) {
+        if (v[k].get<int64_t>() > 0) by_rank.push_back(fmt::format("r{}:{}", k, v[k].get<int64_t>()));
+      }
+      spikes += fmt::format(" ({})", fmt::join(by_rank, " "));
+    }
+    const std::string worst = sp["worst_rank"].get<int64_t>() < 0
+                                  ? std::string("-")
+                                  : fmt::format("{:.1f} (rank {}, call {})", sp["worst_ratio"].get<double>(),
+                                                sp["worst_rank"].get<int64_t>(), sp["worst_call"].get<int64_t>());
+    s += fmt::format("  {:<15}{:>12}  {:<20}{:<20}{:<20}{}\n", r["collective"].get<std::string>(),
+                     r["bytes"].get<int64_t>(), who("longest_rank", "longest_rank_calls"),
+                     who("last_in_rank", "last_in_rank_calls"), spikes, worst);
+  }
+  if (s.empty()) return s;
+  return fmt::format("# stragglers and spikes: per call, the rank whose call took longest and the rank that came in "
+                     "last;\n# a spike: a call above {} x its row's p50 (docs/formulas.md)\n"
+                     "# {:<15}{:>12}  {:<20}{:<20}{:<20}{}\n",
+                     reports::kSpikeFactor, "collective", "size(B)", "longest", "last in", "spikes", "worst(x p50)") +
+         s;
 }
 
 std::span<const SharedOption> collectives_bench_shared_options() {
@@ -378,6 +590,13 @@ int execute_collectives_bench(const CollectivesBenchConfig& c) {
   JobLaunch job = job_launch(c.shared);
   job.rank_args = rank_arguments(c, v);
   const LaunchedJob launched = launch_job(job);
+  // Timed out: between sizes (rank 0's reason) or in a call (the stall watch's, stored by the launch).
+  if (launched.run_id > 0 && launched.status == store::RunStatus::failed) {
+    if (const auto row = store::Reader(c.shared.db).run(launched.run_id);
+        row && row->error.starts_with(distributed::kTimeoutWords)) {
+      return kExitTimedOut;
+    }
+  }
   switch (launched.status) {
     case store::RunStatus::completed: return kExitOk;
     case store::RunStatus::interrupted: return kExitInterrupted;

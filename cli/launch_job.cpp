@@ -133,7 +133,8 @@ LaunchedJob launch_job(const JobLaunch& job) {
 
 int rank_exit_status(int exit_code) {
   const char* token = std::getenv("TS_LAUNCH_TOKEN");
-  return exit_code == kExitInterrupted && token && *token ? kExitOk : exit_code;
+  const bool orderly = exit_code == kExitInterrupted || exit_code == kExitTimedOut;
+  return orderly && token && *token ? kExitOk : exit_code;
 }
 
 }  // namespace ts::cli

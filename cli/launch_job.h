@@ -50,8 +50,9 @@ JobLaunch job_launch(const RunConfig& config);
 LaunchedJob launch_job(const JobLaunch& job);
 
 // A rank's exit status for mpirun. Under this launcher (TS_LAUNCH_TOKEN set), which takes the
-// verdict from the db, an orderly stop (`interrupted`) exits 0: any non-zero exit makes mpirun
-// run its kill sequence (SIGCONT, 5 s, SIGTERM, 5 s, SIGKILL) on ranks that have already ended.
+// verdict from the db, an orderly stop (`interrupted`, or the benchmark's --timeout between sizes)
+// exits 0: any non-zero exit makes mpirun run its kill sequence (SIGCONT, 5 s, SIGTERM, 5 s,
+// SIGKILL) on ranks that have already ended.
 int rank_exit_status(int exit_code);
 
 }  // namespace ts::cli

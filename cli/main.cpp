@@ -89,6 +89,17 @@ int main(int argc, char** argv) {
   bench_coll->add_option("--warmup", bc.warmup, "Untimed calls per size before them")
       ->capture_default_str()
       ->transform(int64_text);
+  bench_coll
+      ->add_option(
+          "--timeout", bc.timeout_s,
+          "Seconds the whole sweep may take (0: no limit); past it the run fails, timed out, keeping the sizes "
+          "measured, and the command exits 5")
+      ->capture_default_str();
+  bench_coll
+      ->add_option("--tcp-seconds", bc.tcp_seconds,
+                   "Ranks on two hosts or more: seconds of one TCP stream from rank 0's host to the next host, the "
+                   "link's rate busbw is set against (0: not measured)")
+      ->capture_default_str();
   // --nproc, --hosts, --hostfile, --mca, --db, --lock-wait and --json are run's (session/run_options.cpp).
   const RunFlags bench_shared(*bench_coll, collectives_bench_shared_options(), bc.shared);
   bench_coll->add_option("--command-line", bc.command_line)->group("");

@@ -193,9 +193,9 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   if (run->workload == "collectives") {
     j["metrics"] = metrics;
     j["ranks"] = run->ranks;
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : reader->collective_bench(run_id)) rows.push_back(collective_bench_json(r));
-    j["collective_bench"] = rows;
+    j["collective_bench"] =
+        collective_bench_rows_json(reader->collective_bench(run_id), reader->collective_bench_samples(run_id),
+                                   metrics.value(std::string(kTcpRateMetric), 0.0));
     return j;
   }
   // Every figure below is the digest's (reports/run_digest.h), as the report and the viewer
@@ -402,8 +402,14 @@ std::string format_summary(const nlohmann::json& j) {
                      counted(j["ranks"].get<int64_t>(), "rank"),
                      counted(j["collective_bench"].empty() ? 0 : j["collective_bench"][0]["iterations"].get<int64_t>(),
                              "timed call"));
-    s += format_collective_bench_header();
+    const bool tcp = j["metrics"].contains(std::string(kTcpRateMetric));
+    if (tcp) {
+      s += fmt::format("  the link's TCP rate: {:.3f} GB/s (%tcp: busbw / it)\n",
+                       j["metrics"][std::string(kTcpRateMetric)].get<double>());
+    }
+    s += format_collective_bench_header(tcp);
     for (const auto& r : j["collective_bench"]) s += format_collective_bench_row(r) + "\n";
+    s += format_collective_bench_spread(j["collective_bench"]);
     s += fmt::format("  stored in {} as run {}\n", j["db"].get<std::string>(), j["run_id"].get<int64_t>());
     return s;
   }

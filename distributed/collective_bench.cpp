@@ -135,10 +135,12 @@ int64_t check(Communicator& comm, Collective c, const Shape& s, BenchMemory& mem
   return wrong;
 }
 
-bool any_rank_stops(Communicator& host, const std::atomic<bool>* stop) {
+// Whether any rank stops (1) or is past its deadline (2), agreed by every rank.
+BenchEnd any_rank_stops(Communicator& host, const std::atomic<bool>* stop, const CollectiveBenchOptions& o) {
   int64_t flag = stop && stop->load() ? 1 : 0;
+  if (o.deadline && std::chrono::steady_clock::now() >= *o.deadline) flag = 2;
   host.all_reduce(&flag, 1, DataType::i64, ReduceOp::max, "stop flag");
-  return flag != 0;
+  return flag == 2 ? BenchEnd::timed_out : flag == 1 ? BenchEnd::stopped : BenchEnd::finished;
 }
 
 // Times one collective at one shape on every rank and combines the ranks' figures.
@@ -154,11 +156,14 @@ CollectiveBenchResult measure(Communicator& measured, Communicator& host, BenchM
   host.barrier("bench");
   double total_ns = 0;
   int64_t min_ns = std::numeric_limits<int64_t>::max(), max_ns = 0;
+  std::vector<int64_t> mine(static_cast<size_t>(o.iterations));
   for (int i = 0; i < o.iterations; ++i) {
+    if (o.before_timed_call) o.before_timed_call(c, s.bytes, i);
     const auto t0 = std::chrono::steady_clock::now();
     call(measured, c, s, send_p, recv_p);
     const int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    mine[static_cast<size_t>(i)] = ns;
     total_ns += static_cast<double>(ns);
     min_ns = std::min(min_ns, ns);
     max_ns = std::max(max_ns, ns);
@@ -178,6 +183,8 @@ CollectiveBenchResult measure(Communicator& measured, Communicator& host, BenchM
   host.all_reduce(&min_ns, 1, DataType::i64, ReduceOp::min, "bench time");
   host.all_reduce(&max_ns, 1, DataType::i64, ReduceOp::max, "bench time");
   host.all_reduce(&wrong, 1, DataType::i64, ReduceOp::sum, "bench check");
+  r.samples_ns.resize(mine.size() * static_cast<size_t>(host.size()));
+  host.all_gather(mine.data(), r.samples_ns.data(), mine.size(), DataType::i64, "bench samples");
   r.time_ns = mean / host.size();
   r.min_time_ns = min_ns;
   r.max_time_ns = max_ns;
@@ -204,9 +211,9 @@ std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, int64_t f
   return sizes;
 }
 
-bool run_collective_bench(Communicator& measured, Communicator& host, BenchMemory& memory,
-                          const CollectiveBenchOptions& options, const std::atomic<bool>* stop,
-                          const std::function<void(const CollectiveBenchResult&)>& on_result) {
+BenchEnd run_collective_bench(Communicator& measured, Communicator& host, BenchMemory& memory,
+                              const CollectiveBenchOptions& options, const std::atomic<bool>* stop,
+                              const std::function<void(const CollectiveBenchResult&)>& on_result) {
   if (options.iterations < 1 || options.warmup < 0)
     throw std::invalid_argument("a sweep needs iterations >= 1 and warmup >= 0");
   // The benchmark times its calls itself; the profiler's records would only grow.
@@ -215,7 +222,7 @@ bool run_collective_bench(Communicator& measured, Communicator& host, BenchMemor
   const std::vector<int64_t> sizes = sweep_sizes(options.min_bytes, options.max_bytes, options.factor);
   for (const Collective c : options.collectives) {
     if (c == Collective::barrier) {
-      if (any_rank_stops(host, stop)) return false;
+      if (const BenchEnd end = any_rank_stops(host, stop, options); end != BenchEnd::finished) return end;
       on_result(measure(measured, host, memory, c, Shape{}, options));
       continue;
     }
@@ -224,11 +231,11 @@ bool run_collective_bench(Communicator& measured, Communicator& host, BenchMemor
       const Shape s = shape_of(c, requested, host.size());
       if (s.bytes == last_bytes) continue;  // small sizes that round to the same buffer
       last_bytes = s.bytes;
-      if (any_rank_stops(host, stop)) return false;
+      if (const BenchEnd end = any_rank_stops(host, stop, options); end != BenchEnd::finished) return end;
       on_result(measure(measured, host, memory, c, s, options));
     }
   }
-  return true;
+  return BenchEnd::finished;
 }
 
 }  // namespace ts::distributed

@@ -276,10 +276,22 @@ void StallWatch::watch_own_calls() {
     // A new wait: first asked about a quarter of the deadline in, at least 1 s, at most 5 s.
     probed_call_ = oldest.id;
     deferred_ = false;
+    limit_probed_ = false;
     next_notice_at_ms_ = kNoticeEveryMs;
     next_probe_at_ms_ = probe_interval_ms(phase_.load());
   }
-  if (now_ms() - oldest.start_ms >= next_probe_at_ms_) start_probe(oldest);
+  // Past the job's time limit a call is asked about at once (then as any other).
+  const bool limit_now = !limit_probed_ && past_limit();
+  if (limit_now || now_ms() - oldest.start_ms >= next_probe_at_ms_) {
+    limit_probed_ = limit_probed_ || limit_now;
+    start_probe(oldest);
+  }
+}
+
+bool StallWatch::past_limit() const {
+  // Ending (the sweep over, rank 0 writing while the others wait for it), the limit has no say.
+  return options_.limit_at && phase_.load() != RunPhase::ending &&
+         std::chrono::steady_clock::now() >= *options_.limit_at;
 }
 
 void StallWatch::start_probe(const Entry& oldest) {
@@ -367,6 +379,16 @@ void StallWatch::conclude_probe() {
   });
   next_probe_at_ms_ = call.waited_ms + probe_after;
   const bool cut_off = static_cast<int>(silent.size()) == size_ - 1;  // nobody answered
+  if (past_limit()) {
+    // Out of time: the job stops whatever the verdict, from the lowest rank in a call (that rank
+    // asks too); once deferred, from this one.
+    const bool lower_in_call = std::any_of(answered.begin(), answered.end(),
+                                           [&](const RankState& s) { return s.rank < rank_ && !s.in_flight.empty(); });
+    if (!lower_in_call || deferred_)
+      stop_job(fmt::format("{}{}; {}", kTimeoutWords, options_.limit_text, v.line), cut_off);
+    deferred_ = true;
+    return;
+  }
   if (v.stop && (!lower_waits || deferred_)) stop_job(v.line, cut_off);
   if (v.stop) deferred_ = true;
   if (!v.stop && !lower_waits && call.waited_ms >= next_notice_at_ms_) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -30,8 +31,13 @@ namespace ts::distributed {
 // The first words of the line a rank prints when it stops the job: the launcher finds the line
 // by them in mpirun's output and stores it as the run's reason (launch.h).
 inline constexpr std::string_view kStallLinePrefix = "trainscope: stalled job: ";
-// The reason a stopped job's run is marked failed with: "stalled: " and the verdict's line.
-inline std::string stall_reason(std::string_view line) { return "stalled: " + std::string(line); }
+// A verdict's line when the job's time limit passed (StallOptions::limit_at) starts so.
+inline constexpr std::string_view kTimeoutWords = "timed out: ";
+// The reason a stopped job's run is marked failed with: "stalled: " and the verdict's line, or a
+// time limit's line as it is ("timed out: ...").
+inline std::string stall_reason(std::string_view line) {
+  return line.starts_with(kTimeoutWords) ? std::string(line) : "stalled: " + std::string(line);
+}
 
 struct StallOptions {
   // How long a rank that answers but does not arrive may keep the others waiting; 0: from what
@@ -43,6 +49,13 @@ struct StallOptions {
   // Called on the rank that stops the job, with the verdict's line, before it does (rank 0
   // marks its run failed with it).
   std::function<void(const std::string&)> on_stop;
+  // A time limit on the whole job, on this rank's clock (the collectives benchmark's --timeout):
+  // once it has passed, a call still in flight on this rank is asked about at once and the job
+  // stops, with a line that starts with kTimeoutWords, then `limit_text`, then what the call
+  // waits for, whatever the deadline above (a lower rank that is in a call too speaks first).
+  // Not once this rank's phase is `ending`.
+  std::optional<std::chrono::steady_clock::time_point> limit_at;
+  std::string limit_text;  // "the sweep's --timeout of 30 s passed"
 };
 
 class StallWatch {
@@ -104,6 +117,7 @@ class StallWatch {
   // Says why, marks the run (on_stop), ends the job (MPI_Abort; this rank in any case within
   // 15 s); `cut_off`: no rank answered, so this rank's host may be the one cut off.
   [[noreturn]] void stop_job(const std::string& line, bool cut_off);
+  bool past_limit() const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
@@ -126,6 +140,7 @@ class StallWatch {
   uint64_t probed_call_ = 0;       // the call the next probe threshold is for
   int64_t next_probe_at_ms_ = 0;   // its wait at which to ask again
   bool deferred_ = false;          // a stop left to a lower rank that waits too, once per call
+  bool limit_probed_ = false;      // the call has been asked about since the time limit passed
   int64_t next_notice_at_ms_ = 0;  // its wait at which to tell the user again
   std::vector<std::unique_ptr<Outgoing>> outgoing_;
   char query_[32] = {};  // a question: its number, as text

@@ -34,6 +34,7 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   to.add_rank_clocks(copy, from.rank_clocks(id));
   to.add_rank_breakdown(copy, from.rank_breakdown(id));
   to.add_collective_bench(copy, from.collective_bench(id));
+  to.add_collective_bench_samples(copy, from.collective_bench_samples(id));
   to.add_ps_staleness(copy, from.ps_staleness(id));
   to.add_ps_servers(copy, from.ps_servers(id));
   RunFlush heartbeat;  // the original's, not the copy's time: a lost run stays lost

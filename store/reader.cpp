@@ -497,12 +497,28 @@ std::vector<RankBreakdownRow> Reader::rank_breakdown(int64_t run) {
 
 std::vector<CollectiveBenchRow> Reader::collective_bench(int64_t run) {
   if (impl_->version < 4) return {};
+  // Before v12 the factor is what the row's figures imply (as the v12 migration sets it).
+  const std::string_view v12 = impl_->version >= 12
+                                   ? "bus_factor, p50_ns, p99_ns, samples"
+                                   : "CASE WHEN algbw_gbps > 0 THEN busbw_gbps / algbw_gbps ELSE 0 END, -1, -1, 0";
   return impl_->query<CollectiveBenchRow>(
-      "SELECT backend, collective, bytes, ranks, iterations, time_ns, algbw_gbps, busbw_gbps, min_time_ns, "
-      "max_time_ns FROM collective_bench WHERE run_id = ?1 ORDER BY id",
+      fmt::format("SELECT backend, collective, bytes, ranks, iterations, time_ns, algbw_gbps, busbw_gbps, min_time_ns, "
+                  "max_time_ns, {} FROM collective_bench WHERE run_id = ?1 ORDER BY id",
+                  v12),
       run, [](const Stmt& s) {
-        return CollectiveBenchRow{s.col_text(0),   s.col_text(1),   s.col_int(2),    s.col_int(3), s.col_int(4),
-                                  s.col_double(5), s.col_double(6), s.col_double(7), s.col_int(8), s.col_int(9)};
+        return CollectiveBenchRow{s.col_text(0),    s.col_text(1),    s.col_int(2),     s.col_int(3), s.col_int(4),
+                                  s.col_double(5),  s.col_double(6),  s.col_double(7),  s.col_int(8), s.col_int(9),
+                                  s.col_double(10), s.col_double(11), s.col_double(12), s.col_int(13)};
+      });
+}
+
+std::vector<CollectiveBenchSamplesRow> Reader::collective_bench_samples(int64_t run) {
+  if (impl_->version < 12) return {};  // the calls were not kept before v12
+  return impl_->query<CollectiveBenchSamplesRow>(
+      "SELECT collective, bytes, rank, time_ns FROM collective_bench_samples WHERE run_id = ?1 "
+      "ORDER BY collective, bytes, rank, id",
+      run, [](const Stmt& s) {
+        return CollectiveBenchSamplesRow{s.col_text(0), s.col_int(1), s.col_int(2), decode_series(s.col_text(3))};
       });
 }
 

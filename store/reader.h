@@ -66,7 +66,10 @@ class Reader {
   std::vector<RankClockRow> rank_clocks(int64_t run);  // by rank, phase ("end" before "start")
   // by rank, iteration; pull_wait_ns / push_wait_ns (v6) are 0 in older files
   std::vector<RankBreakdownRow> rank_breakdown(int64_t run);
-  std::vector<CollectiveBenchRow> collective_bench(int64_t run);  // insertion order
+  // insertion order; before v12 bus_factor is busbw / algbw (0 where algbw is 0), p50/p99 -1, samples 0
+  std::vector<CollectiveBenchRow> collective_bench(int64_t run);
+  // Each row's timed calls per rank (v12; empty for older files): by collective, bytes, rank.
+  std::vector<CollectiveBenchSamplesRow> collective_bench_samples(int64_t run);
   // Parameter servers (schema v6; empty for older files and runs without them).
   std::vector<PsStalenessRow> ps_staleness(int64_t run);  // by kind, rank, iteration, staleness
   std::vector<PsServerRow> ps_servers(int64_t run);       // by server

@@ -190,12 +190,26 @@ struct RankBreakdownRow {
   int64_t pull_wait_ns = 0, push_wait_ns = 0;
 };
 // One line of a collectives benchmark (a run whose workload is "collectives"): time_ns is the
-// mean per call over `iterations` calls.
+// mean per call over `iterations` calls. v12: bus_factor (busbw / algbw, comm_figures.h; rows
+// before v12 read it as busbw / algbw of the row, 0 where algbw is 0), the median and 99th
+// percentile of the timed calls, a call's time the longest of its ranks' (p50_ns, p99_ns), and
+// how many calls every rank's were in all (`samples`: ranks x iterations); -1 and 0 samples: rows
+// before v12, whose calls were not kept.
 struct CollectiveBenchRow {
   std::string backend, collective;
   int64_t bytes = 0, ranks = 0, iterations = 0;
   double time_ns = 0, algbw_gbps = 0, busbw_gbps = 0;
   int64_t min_time_ns = 0, max_time_ns = 0;
+  double bus_factor = 0;
+  double p50_ns = -1, p99_ns = -1;
+  int64_t samples = 0;
+};
+// The time of every timed call of one collective benchmark row on one rank, in call order (v12):
+// the row is the run's (collective, bytes), which a sweep measures once.
+struct CollectiveBenchSamplesRow {
+  std::string collective;
+  int64_t bytes = 0, rank = 0;
+  std::vector<int64_t> time_ns;
 };
 // Parameter server (schema v6). How stale the gradients a server applied were, counted per worker
 // (`rank`) and its iteration: kind "updates", the key's updates between the worker's read of the

@@ -440,8 +440,29 @@ CREATE TABLE rank_clocks (
 CREATE INDEX rank_clocks_run ON rank_clocks(run_id, rank, phase);
 )sql";
 
+// v12: the collectives benchmark keeps every timed call (issue 41): each row's bus factor, its
+// median and 99th percentile over the calls of every rank and how many there were, and the calls
+// themselves per row and rank (store::encode_series). Rows before keep the factor their busbw and
+// algbw imply (0 where algbw is 0: the barrier), -1 percentiles and 0 samples: not recorded.
+constexpr std::string_view kV11ToV12 = R"sql(
+ALTER TABLE collective_bench ADD COLUMN bus_factor REAL NOT NULL DEFAULT 0;
+ALTER TABLE collective_bench ADD COLUMN p50_ns REAL NOT NULL DEFAULT -1;
+ALTER TABLE collective_bench ADD COLUMN p99_ns REAL NOT NULL DEFAULT -1;
+ALTER TABLE collective_bench ADD COLUMN samples INTEGER NOT NULL DEFAULT 0;
+UPDATE collective_bench SET bus_factor = busbw_gbps / algbw_gbps WHERE algbw_gbps > 0;
+CREATE TABLE collective_bench_samples (
+  id          INTEGER PRIMARY KEY,
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  collective  TEXT    NOT NULL,
+  bytes       INTEGER NOT NULL,
+  rank        INTEGER NOT NULL,
+  time_ns     TEXT    NOT NULL
+);
+CREATE INDEX collective_bench_samples_run ON collective_bench_samples(run_id, collective, bytes, rank);
+)sql";
+
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {
-    kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9, kV9ToV10, kV10ToV11};
+    kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9, kV9ToV10, kV10ToV11, kV11ToV12};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -160,8 +160,10 @@ struct Writer::Impl {
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
   Stmt collective_bench{db,
                         "INSERT INTO collective_bench (run_id, backend, collective, bytes, ranks, iterations, time_ns, "
-                        "algbw_gbps, busbw_gbps, min_time_ns, max_time_ns) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"};
+                        "algbw_gbps, busbw_gbps, min_time_ns, max_time_ns, bus_factor, p50_ns, p99_ns, samples) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"};
+  Stmt collective_bench_samples{db, "INSERT INTO collective_bench_samples (run_id, collective, bytes, rank, time_ns) "
+                                    "VALUES (?1, ?2, ?3, ?4, ?5)"};
   // Parameter servers (schema v6).
   Stmt ps_staleness{db, "INSERT INTO ps_staleness (run_id, rank, iteration, kind, staleness, count) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
@@ -532,7 +534,13 @@ void Writer::add_collective_bench(int64_t run, std::span<const CollectiveBenchRo
   impl_->bulk(run, rows, impl_->collective_bench, [](Stmt& s, const CollectiveBenchRow& r) {
     s.bind(2, r.backend).bind(3, r.collective).bind(4, r.bytes).bind(5, r.ranks).bind(6, r.iterations);
     s.bind(7, r.time_ns).bind(8, r.algbw_gbps).bind(9, r.busbw_gbps).bind(10, r.min_time_ns);
-    s.bind(11, r.max_time_ns);
+    s.bind(11, r.max_time_ns).bind(12, r.bus_factor).bind(13, r.p50_ns).bind(14, r.p99_ns).bind(15, r.samples);
+  });
+}
+
+void Writer::add_collective_bench_samples(int64_t run, std::span<const CollectiveBenchSamplesRow> rows) {
+  impl_->bulk(run, rows, impl_->collective_bench_samples, [](Stmt& s, const CollectiveBenchSamplesRow& r) {
+    s.bind(2, r.collective).bind(3, r.bytes).bind(4, r.rank).bind(5, encode_series(r.time_ns));
   });
 }
 

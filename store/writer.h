@@ -92,6 +92,8 @@ class Writer {
   void add_comm_ops(int64_t run, std::span<const CommOpRow> rows);
   void add_rank_breakdown(int64_t run, std::span<const RankBreakdownRow> rows);
   void add_collective_bench(int64_t run, std::span<const CollectiveBenchRow> rows);
+  // Every timed call of a benchmark row, per rank (schema v12).
+  void add_collective_bench_samples(int64_t run, std::span<const CollectiveBenchSamplesRow> rows);
   // Parameter servers (schema v6): the staleness histograms and the server shards' totals.
   // Rows are stored as given (each row's rank is the producer's: the worker, the hosting rank).
   void add_ps_staleness(int64_t run, std::span<const PsStalenessRow> rows);

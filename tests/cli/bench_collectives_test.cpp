@@ -1,8 +1,10 @@
 // `trainscope bench collectives` end to end: ranks through mpirun, the nccl-tests table printed,
-// one run row of workload `collectives` with a checked row per collective and size, `show` on it,
-// and bad input refused with nothing written.
+// one run row of workload `collectives` with a checked row per collective and size and every
+// rank's calls (their p50/p99 what the stored calls give), `show` on it, --json read back, the
+// --timeout firing on a held-up rank and between sizes, and bad input refused with nothing written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -11,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/statistics.h"
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/job_processes.h"
@@ -65,6 +68,36 @@ TEST(BenchCollectives, TwoRanksPrintAndStoreEverySize) {
       EXPECT_EQ(m.value, 0);
     }
   }
+  // Every rank's 3 calls of every row, stored; the row's p50 and p99 are those of the calls' times,
+  // each the longer of its two ranks' (numpy's quantile).
+  const auto samples = r.collective_bench_samples(runs[0].id);
+  EXPECT_EQ(samples.size(), 2 * rows.size());
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.collective + " " + std::to_string(row.bytes));
+    EXPECT_EQ(row.samples, 6);
+    EXPECT_NEAR(row.bus_factor,
+                row.collective == "barrier"      ? 0.0
+                : row.collective == "all_reduce" ? 1.0
+                : row.collective == "broadcast"  ? 1.0
+                                                 : 0.5,
+                1e-12);
+    std::vector<double> calls(3, 0.0);
+    int ranks = 0;
+    for (const auto& s : samples) {
+      if (s.collective != row.collective || s.bytes != row.bytes) continue;
+      ++ranks;
+      ASSERT_EQ(s.time_ns.size(), 3u);
+      for (size_t i = 0; i < 3; ++i) calls[i] = std::max(calls[i], static_cast<double>(s.time_ns[i]));
+    }
+    ASSERT_EQ(ranks, 2);
+    EXPECT_DOUBLE_EQ(row.p50_ns, ts::reports::quantile(calls, 0.5));
+    EXPECT_DOUBLE_EQ(row.p99_ns, ts::reports::quantile(calls, 0.99));
+    EXPECT_GE(row.p50_ns, static_cast<double>(row.min_time_ns));
+    EXPECT_GE(row.p99_ns, row.p50_ns);
+    EXPECT_LE(row.p99_ns, static_cast<double>(row.max_time_ns));
+  }
+  EXPECT_NE(res.out.find("p99(us)"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("# stragglers and spikes"), std::string::npos) << res.out;
 
   const auto listed = run_trainscope("runs --db " + db.string());
   ASSERT_EQ(listed.exit_code, 0) << listed.out;
@@ -76,6 +109,7 @@ TEST(BenchCollectives, TwoRanksPrintAndStoreEverySize) {
   ASSERT_EQ(show.exit_code, 0) << show.out;
   EXPECT_NE(show.out.find("reduce_scatter"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("busbw(GB/s)"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("# stragglers and spikes"), std::string::npos) << show.out;
 }
 
 TEST(BenchCollectives, JsonHasEveryRow) {
@@ -88,7 +122,41 @@ TEST(BenchCollectives, JsonHasEveryRow) {
   const auto j = nlohmann::json::parse(res.out.substr(res.out.find('{')));
   EXPECT_EQ(j["status"], "completed");
   EXPECT_EQ(j["wrong_elements"], 0);
-  EXPECT_EQ(j["rows"].size(), 5u);  // 8, 16, 32, 64 bytes and the barrier
+  EXPECT_EQ(j["timed_out"], false);
+  EXPECT_EQ(j["spike_factor"], 3.0);
+  ASSERT_EQ(j["rows"].size(), 5u);  // 8, 16, 32, 64 bytes and the barrier
+  // Each row as stored, with its percentiles, bus factor, calls and their spread.
+  ts::store::Reader r(db);
+  const int64_t run = j["run_id"].get<int64_t>();
+  const auto stored = r.collective_bench(run);
+  ASSERT_EQ(stored.size(), 5u);
+  int64_t spikes = 0;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const auto& row = j["rows"][i];
+    SCOPED_TRACE(row.dump());
+    EXPECT_EQ(row["collective"], stored[i].collective);
+    EXPECT_EQ(row["bytes"], stored[i].bytes);
+    EXPECT_EQ(row["samples"], 4);
+    EXPECT_DOUBLE_EQ(row["p50_ns"].get<double>(), stored[i].p50_ns);
+    EXPECT_DOUBLE_EQ(row["p99_ns"].get<double>(), stored[i].p99_ns);
+    EXPECT_DOUBLE_EQ(row["bus_factor"].get<double>(), stored[i].collective == "barrier" ? 0.0 : 1.0);
+    EXPECT_DOUBLE_EQ(row["busbw_gbps"].get<double>(),
+                     row["algbw_gbps"].get<double>() * row["bus_factor"].get<double>());
+    const auto& sp = row["spread"];
+    EXPECT_EQ(sp["calls"], 2);
+    const int64_t longest = sp["longest_rank"].get<int64_t>();
+    ASSERT_TRUE(longest == 0 || longest == 1);
+    EXPECT_EQ(sp["longest_by_rank"][0].get<int64_t>() + sp["longest_by_rank"][1].get<int64_t>(), 2);
+    EXPECT_EQ(sp["longest_rank_calls"], sp["longest_by_rank"][longest]);
+    EXPECT_GE(sp["worst_ratio"].get<double>(), 1.0);
+    spikes += sp["spikes"].get<int64_t>();
+  }
+  EXPECT_EQ(j["spikes"], spikes);
+  // show --json gives the same rows.
+  const auto show = run_trainscope("show " + std::to_string(run) + " --json --db " + db.string() + " 2>/dev/null");
+  ASSERT_EQ(show.exit_code, 0) << show.out;
+  const auto shown = nlohmann::json::parse(show.out.substr(show.out.find('{')));
+  EXPECT_EQ(shown["collective_bench"], j["rows"]);
 }
 
 TEST(BenchCollectives, BadInputIsRefusedWithNothingWritten) {
@@ -96,8 +164,8 @@ TEST(BenchCollectives, BadInputIsRefusedWithNothingWritten) {
   const auto db = dir / "bad.db";
   for (const std::string args :
        {"--backend gloo", "--collectives all_to_all", "--min-bytes 12Q", "--min-bytes 1K --max-bytes 8",
-        "--max-bytes 9G", "--factor 1", "--iters 0", "--nproc 0", "--hosts 127.0.0.1:1 --hostfile /nonexistent",
-        "--hosts no-such-host.invalid:2", "--mca novalue"}) {
+        "--max-bytes 9G", "--factor 1", "--iters 0", "--timeout -1", "--timeout inf", "--timeout 1e9", "--nproc 0",
+        "--hosts 127.0.0.1:1 --hostfile /nonexistent", "--hosts no-such-host.invalid:2", "--mca novalue"}) {
     const auto res = run_trainscope("bench collectives " + args + " --db " + db.string());
     EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
     EXPECT_FALSE(std::filesystem::exists(db)) << args;
@@ -181,6 +249,65 @@ TEST(BenchCollectives, AStoppedRankIsNamedAndTheJobEnds) {
   for (int i = 0; i < 50 && ts::testing::processes_naming(db) > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(ts::testing::processes_naming(db, SIGKILL), 0) << "processes left (killed now)";
+}
+
+// --timeout with a rank held up before its first timed call (TS_TEST_BENCH_STALL; alive, answering
+// its stall watch): the other rank waits in the all-reduce, and when the limit passes its watch
+// ends the job naming the rank it waits for; exit 5, the run failed "timed out: ...", no process left.
+TEST(BenchCollectives, TheTimeoutEndsAJobHeldUpByARank) {
+  ASSERT_EQ(std::system("command -v mpirun > /dev/null 2>&1"), 0)
+      << "mpirun not installed (scripts/setup installs openmpi-bin)";
+  TempDir dir;
+  const auto db = dir / "t.db";
+  const auto started = std::chrono::steady_clock::now();
+  const auto res = ts::testing::run_command("TS_TEST_BENCH_STALL=1:120 " + std::string(TRAINSCOPE_BIN) +
+                                            " bench collectives --nproc 2 --collectives all_reduce --max-bytes 64 "
+                                            "--iters 2 --warmup 1 --timeout 3 --db " +
+                                            db.string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(res.exit_code, 5) << res.out;
+  EXPECT_LT(seconds, 60.0) << res.out;
+  EXPECT_NE(res.out.find("timed out: the sweep's --timeout of 3 s passed; rank 0"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("waiting for rank 1"), std::string::npos) << "the rank held up, named: " << res.out;
+  ts::store::Reader r(db);
+  const auto run = r.runs().at(0);
+  EXPECT_EQ(run.status, ts::store::RunStatus::failed);
+  EXPECT_EQ(run.error.rfind("timed out: the sweep's --timeout of 3 s passed", 0), 0u) << run.error;
+  EXPECT_TRUE(r.collective_bench(run.id).empty());
+  for (int i = 0; i < 50 && ts::testing::processes_naming(db) > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ts::testing::processes_naming(db, SIGKILL), 0) << "processes left (killed now)";
+}
+
+// --timeout passed while no rank is in a call (every rank held up before its first timed call):
+// every rank stops at the next size, the first size kept; exit 5, --json says so.
+TEST(BenchCollectives, TheTimeoutBetweenSizesKeepsWhatWasMeasured) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  ::setenv("TS_TEST_BENCH_STALL", "all:3", 1);
+  const auto started = std::chrono::steady_clock::now();
+  const auto res = ts::testing::run_trainscope_split(
+      "bench collectives --nproc 2 --collectives all_reduce --max-bytes 64 --iters 2 --warmup 1 --timeout 1.5 --json "
+      "--db " +
+      db.string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ::unsetenv("TS_TEST_BENCH_STALL");
+  EXPECT_EQ(res.exit_code, 5) << res.out << res.err;
+  EXPECT_LT(seconds, 12.0) << "the ranks end in order, no kill sequence: " << res.err;
+  EXPECT_NE(res.err.find("trainscope: timed out: the sweep's --timeout of 1.5 s passed"), std::string::npos) << res.err;
+  const auto j = nlohmann::json::parse(res.out);
+  EXPECT_EQ(j["status"], "failed");
+  EXPECT_EQ(j["timed_out"], true);
+  EXPECT_EQ(j["timeout_s"], 1.5);
+  EXPECT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["error"].get<std::string>().rfind("timed out: the sweep's --timeout of 1.5 s passed (between sizes, "
+                                                "after all_reduce at 8 bytes)",
+                                                0),
+            0u)
+      << j["error"];
+  ts::store::Reader r(db);
+  EXPECT_EQ(r.runs().at(0).error, j["error"]);
+  EXPECT_EQ(r.collective_bench(r.runs().at(0).id).size(), 1u);
 }
 
 }  // namespace

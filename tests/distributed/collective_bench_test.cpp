@@ -1,9 +1,14 @@
 // The collectives benchmark on real ranks: every size checked right, sizes rounded to whole
-// blocks per rank, the ranks' figures combined the same on every rank, and a communicator that
-// returns wrong results caught by the check.
+// blocks per rank, the ranks' figures combined the same on every rank, every rank's calls kept
+// and agreeing with the figures, a communicator that returns wrong results caught by the check,
+// and a deadline passed on one rank stopping every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <utility>
+#include <vector>
 
 #include "distributed/collective_bench.h"
 #include "distributed/comm_figures.h"
@@ -28,8 +33,9 @@ TEST(CollectiveBench, EveryCollectiveAndSizeIsRightAndCombinedOnEveryRank) {
   const int n = comm.size();
   auto memory = host_memory();
   std::vector<CollectiveBenchResult> results;
-  ASSERT_TRUE(run_collective_bench(comm, comm, *memory, tiny(), nullptr,
-                                   [&](const CollectiveBenchResult& r) { results.push_back(r); }));
+  ASSERT_EQ(run_collective_bench(comm, comm, *memory, tiny(), nullptr,
+                                 [&](const CollectiveBenchResult& r) { results.push_back(r); }),
+            BenchEnd::finished);
   int barriers = 0;
   for (const auto& r : results) {
     SCOPED_TRACE(std::string(to_string(r.collective)) + " " + std::to_string(r.bytes));
@@ -39,6 +45,19 @@ TEST(CollectiveBench, EveryCollectiveAndSizeIsRightAndCombinedOnEveryRank) {
     EXPECT_GT(r.time_ns, 0);
     EXPECT_LE(r.min_time_ns, r.time_ns);
     EXPECT_GE(r.max_time_ns, r.time_ns);
+    // Every rank's calls, the same on every rank: their mean is the time, their extremes min and max.
+    ASSERT_EQ(r.samples_ns.size(), static_cast<size_t>(3 * n));
+    double sum = 0;
+    for (const int64_t t : r.samples_ns) {
+      EXPECT_GT(t, 0);
+      sum += static_cast<double>(t);
+    }
+    EXPECT_NEAR(sum / static_cast<double>(r.samples_ns.size()), r.time_ns, 1e-6 * r.time_ns);
+    EXPECT_EQ(*std::min_element(r.samples_ns.begin(), r.samples_ns.end()), r.min_time_ns);
+    EXPECT_EQ(*std::max_element(r.samples_ns.begin(), r.samples_ns.end()), r.max_time_ns);
+    int64_t first = r.samples_ns.front();
+    comm.all_reduce(&first, 1, DataType::i64, ReduceOp::max, "first sample");
+    EXPECT_EQ(first, r.samples_ns.front()) << "rank 0's first call, as every rank holds it";
     if (r.collective == Collective::barrier) {
       ++barriers;
       continue;
@@ -80,9 +99,12 @@ TEST(CollectiveBench, WrongResultsAreCounted) {
   o.collectives = {Collective::all_reduce, Collective::broadcast};
   o.max_bytes = 64;
   int64_t all_reduce_wrong = 0, broadcast_wrong = 0;
-  ASSERT_TRUE(run_collective_bench(faulty, host, *memory, o, nullptr, [&](const CollectiveBenchResult& r) {
-    (r.collective == Collective::all_reduce ? all_reduce_wrong : broadcast_wrong) += r.wrong;
-  }));
+  ASSERT_EQ(run_collective_bench(faulty, host, *memory, o, nullptr,
+                                 [&](const CollectiveBenchResult& r) {
+                                   (r.collective == Collective::all_reduce ? all_reduce_wrong : broadcast_wrong) +=
+                                       r.wrong;
+                                 }),
+            BenchEnd::finished);
   EXPECT_GT(all_reduce_wrong, 0);
   EXPECT_EQ(broadcast_wrong, 0);
 }
@@ -92,9 +114,48 @@ TEST(CollectiveBench, OneRanksStopStopsEveryRank) {
   auto memory = host_memory();
   std::atomic<bool> stop{comm.rank() == comm.size() - 1};
   int results = 0;
-  EXPECT_FALSE(
-      run_collective_bench(comm, comm, *memory, tiny(), &stop, [&](const CollectiveBenchResult&) { ++results; }));
+  EXPECT_EQ(run_collective_bench(comm, comm, *memory, tiny(), &stop, [&](const CollectiveBenchResult&) { ++results; }),
+            BenchEnd::stopped);
   EXPECT_EQ(results, 0);
+}
+
+// --timeout between sizes: a deadline passed on the last rank alone stops every rank, timed out
+// (over a stop at the same time); one far off changes nothing.
+TEST(CollectiveBench, ADeadlinePassedOnOneRankStopsEveryRankTimedOut) {
+  MpiCommunicator comm;
+  auto memory = host_memory();
+  CollectiveBenchOptions o = tiny();
+  const auto now = std::chrono::steady_clock::now();
+  o.deadline = comm.rank() == comm.size() - 1 ? now - std::chrono::seconds(1) : now + std::chrono::hours(1);
+  std::atomic<bool> stop{comm.rank() == 0};
+  int results = 0;
+  EXPECT_EQ(run_collective_bench(comm, comm, *memory, o, &stop, [&](const CollectiveBenchResult&) { ++results; }),
+            BenchEnd::timed_out);
+  EXPECT_EQ(results, 0);
+  o.deadline = now + std::chrono::hours(1);
+  o.collectives = {Collective::barrier};
+  EXPECT_EQ(run_collective_bench(comm, comm, *memory, o, nullptr, [&](const CollectiveBenchResult&) { ++results; }),
+            BenchEnd::finished);
+  EXPECT_EQ(results, 1);
+}
+
+// The hook before each timed call sees every timed call of every size, in order.
+TEST(CollectiveBench, TheHookSeesEveryTimedCall) {
+  MpiCommunicator comm;
+  auto memory = host_memory();
+  CollectiveBenchOptions o = tiny();
+  o.collectives = {Collective::all_reduce};
+  o.max_bytes = 64;  // 4, 16, 64
+  std::vector<std::pair<int64_t, int>> seen;
+  o.before_timed_call = [&](Collective c, int64_t bytes, int call) {
+    EXPECT_EQ(c, Collective::all_reduce);
+    seen.emplace_back(bytes, call);
+  };
+  ASSERT_EQ(run_collective_bench(comm, comm, *memory, o, nullptr, [](const CollectiveBenchResult&) {}),
+            BenchEnd::finished);
+  const std::vector<std::pair<int64_t, int>> want = {{4, 0},  {4, 1},  {4, 2},  {16, 0}, {16, 1},
+                                                     {16, 2}, {64, 0}, {64, 1}, {64, 2}};
+  EXPECT_EQ(seen, want);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // off), a rank alive that does not arrive, every rank in a call that does not end, a wait on
 // some rank while another works on.
 #include "distributed/stall_verdict.h"
+#include "distributed/stall_watch.h"
 
 #include <gtest/gtest.h>
 
@@ -174,6 +175,14 @@ TEST(StallVerdict, AWaitForAMessageOnItsWayGoesOn) {
 TEST(StallVerdict, WaitsAreWrittenInTheirUnit) {
   EXPECT_EQ(seconds_text(850), "850 ms");
   EXPECT_EQ(seconds_text(12'345), "12.3 s");
+}
+
+// A stopped job's stored reason: "stalled: " and the verdict, or a time limit's line as it is
+// (the collectives benchmark's --timeout; its exit code is read from it).
+TEST(StallVerdict, ATimeLimitsLineIsItsOwnReason) {
+  EXPECT_EQ(stall_reason("rank 0 (a) has waited 6.0 s"), "stalled: rank 0 (a) has waited 6.0 s");
+  const std::string timed_out = std::string(kTimeoutWords) + "the sweep's --timeout of 3 s passed; rank 0 has waited";
+  EXPECT_EQ(stall_reason(timed_out), timed_out);
 }
 
 }  // namespace
