@@ -1,8 +1,7 @@
 // `trainscope bench collectives` across network-namespace hosts (scripts/netns-hosts) whose link
 // is shaped to 1 Gbit/s: the TCP rate of the link is measured (one stream, tsh1 -> tsh2), stored
 // beside the rows, and each row's busbw is given as a fraction of it. Needs root and `ip netns`;
-// skipped, saying why, where they cannot be made. (The helpers repeat netns_hosts_test.cpp's,
-// which another change owns; the lock file is the same, so the two never make hosts at once.)
+// skipped, saying why, where they cannot be made.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -14,6 +13,7 @@
 
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/netns_hosts.h"
 
 namespace {
 
@@ -21,47 +21,10 @@ using ts::testing::run_command;
 using ts::testing::run_trainscope;
 using ts::testing::TempDir;
 
-const std::string kScripts = std::string(TS_SOURCE_DIR) + "/scripts/";
-
-class NetnsHosts {
- public:
-  explicit NetnsHosts(const std::string& args) { made_ = run_command(kScripts + "netns-hosts up " + args); }
-  ~NetnsHosts() {
-    if (made_.exit_code == 0) run_command(kScripts + "netns-hosts down");
-  }
-  const ts::testing::CommandResult& made() const { return made_; }
-
- private:
-  ts::testing::CommandResult made_;
-};
-
-class OneTestAtATime {
- public:
-  OneTestAtATime() : fd_(::open("/tmp/trainscope-netns-hosts.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~OneTestAtATime() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  OneTestAtATime(const OneTestAtATime&) = delete;
-  OneTestAtATime& operator=(const OneTestAtATime&) = delete;
-
- private:
-  int fd_;
-};
-
-std::string why_no_hosts() {
-  const auto check = run_command(kScripts + "netns-hosts check");
-  if (check.exit_code == 2) return "network namespaces cannot be made here: " + check.out;
-  if (check.exit_code != 0) return "netns-hosts check failed: " + check.out;
-  if (!run_command(kScripts + "netns-hosts status | grep -q '^tsh'").exit_code) {
-    return "netns hosts already exist (someone's experiment): not touching them";
-  }
-  return "";
-}
-
-const std::string kOverHosts = " --mca plm_rsh_agent=" + kScripts +
-                               "netns-rsh --mca oob_tcp_if_include=10.99.0.0/24 --mca btl_tcp_if_include=10.99.0.0/24";
+using ts::testing::kOverHosts;
+using ts::testing::NetnsHosts;
+using OneTestAtATime = ts::testing::OneNetnsTestAtATime;
+const auto why_no_hosts = ts::testing::why_no_netns_hosts;
 
 TEST(NetnsBench, TheLinksTcpRateIsMeasuredAndBusbwSetAgainstIt) {
   const OneTestAtATime alone;

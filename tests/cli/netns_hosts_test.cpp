@@ -19,6 +19,7 @@
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/distributed_checks.h"
 #include "tests/cli/job_processes.h"
+#include "tests/cli/netns_hosts.h"
 #include "vocabulary/clock_alignment.h"
 
 namespace {
@@ -27,50 +28,14 @@ using ts::testing::run_command;
 using ts::testing::run_trainscope;
 using ts::testing::TempDir;
 
-const std::string kScripts = std::string(TS_SOURCE_DIR) + "/scripts/";
-
-// The hosts for one test: made at the start, removed at the end whatever happens.
-class NetnsHosts {
+using ts::testing::kOverHosts;
+using OneTestAtATime = ts::testing::OneNetnsTestAtATime;
+const auto why_no_hosts = ts::testing::why_no_netns_hosts;
+// Hosts tsh1..tshN, unshaped: made at the test's start, removed at its end whatever happens.
+class NetnsHosts : public ts::testing::NetnsHosts {
  public:
-  explicit NetnsHosts(int n) { made_ = run_command(kScripts + "netns-hosts up " + std::to_string(n)); }
-  ~NetnsHosts() {
-    if (made_.exit_code == 0) run_command(kScripts + "netns-hosts down");
-  }
-  const ts::testing::CommandResult& made() const { return made_; }
-
- private:
-  ts::testing::CommandResult made_;
+  explicit NetnsHosts(int n) : ts::testing::NetnsHosts(std::to_string(n)) {}
 };
-
-// One test at a time makes and removes the hosts tsh1..: ctest may run this binary's tests side
-// by side, and the second would find the first's hosts (or lose them midway). An advisory lock
-// on a file, held for the test's whole life.
-class OneTestAtATime {
- public:
-  OneTestAtATime() : fd_(::open("/tmp/trainscope-netns-hosts.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~OneTestAtATime() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  OneTestAtATime(const OneTestAtATime&) = delete;
-  OneTestAtATime& operator=(const OneTestAtATime&) = delete;
-
- private:
-  int fd_;
-};
-
-// Empty when namespace hosts can be made for a test, else why not.
-std::string why_no_hosts() {
-  const auto check = run_command(kScripts + "netns-hosts check");
-  if (check.exit_code == 2) return "network namespaces cannot be made here: " + check.out;
-  if (check.exit_code != 0) return "netns-hosts check failed: " + check.out;
-  if (!run_command(kScripts + "netns-hosts status | grep -q '^tsh'").exit_code) {
-    return "netns hosts already exist (someone's experiment): not touching them; `scripts/netns-hosts down` frees "
-           "them for this test";
-  }
-  return "";
-}
 
 // Whether host `ns` reaches 10.99.0.1 (the machine, where mpirun listens) over TCP within
 // `seconds`: a connection to a closed port that is refused proves the path (the neighbour entry
@@ -87,9 +52,6 @@ bool host_reaches_machine(const std::string& ns, double seconds) {
   } while (std::chrono::steady_clock::now() < until);
   return false;
 }
-
-const std::string kOverHosts = " --mca plm_rsh_agent=" + kScripts +
-                               "netns-rsh --mca oob_tcp_if_include=10.99.0.0/24 --mca btl_tcp_if_include=10.99.0.0/24";
 
 TEST(NetnsHosts, TwoHostsTimesTwoRanksTrainIntoOneDb) {
   const OneTestAtATime alone;
