@@ -73,23 +73,27 @@ struct Instance {
 }  // namespace
 
 RankInterference rank_interference(std::span<const store::EventIdRow> events, const EventKindIds& kinds,
-                                   const std::set<int64_t>& timed, int64_t rank) {
+                                   const std::set<int64_t>& timed, int64_t rank, std::span<const CommSpan> others,
+                                   const RankClocks* clocks) {
   RankInterference out;
   out.rank = rank;
+  // Beside-ness on rank 0's clock (the other ranks' communication is on it); durations stay the rank's own.
+  const auto common = [&](int64_t t) { return clocks ? clocks->to_rank0(rank, t) : t; };
   std::set<int64_t> training_threads;
   std::map<int64_t, std::vector<Span>> comm_by_thread;
   std::map<int64_t, std::vector<const store::EventIdRow*>> ops_by_thread;
   for (const auto& e : events) {
     if (e.kind == kinds.phase) training_threads.insert(e.thread);
-    else if (e.kind == kinds.comm) comm_by_thread[e.thread].push_back({e.start_ns, e.end_ns});
+    else if (e.kind == kinds.comm) comm_by_thread[e.thread].push_back({common(e.start_ns), common(e.end_ns)});
     else if (e.kind == kinds.op) ops_by_thread[e.thread].push_back(&e);
   }
   using Key = std::tuple<int64_t, int64_t, int64_t>;                            // name, layer, pass
   std::map<Key, std::pair<std::vector<int64_t>, std::vector<Instance>>> by_op;  // undisturbed, disturbed
   for (auto& [thread, ops] : ops_by_thread) {
     if (!training_threads.contains(thread)) continue;
-    // Communication beside this thread: every other thread's.
+    // Communication beside this thread: every other thread's on the machine.
     std::vector<Span> beside;
+    for (const CommSpan& c : others) beside.push_back({c.start_ns, c.end_ns});
     for (const auto& [other, spans] : comm_by_thread) {
       if (other != thread) beside.insert(beside.end(), spans.begin(), spans.end());
     }
@@ -105,7 +109,7 @@ RankInterference rank_interference(std::span<const store::EventIdRow> events, co
       const auto& e = *ops[i];
       while (!open.empty() && ops[open.back()]->end_ns < e.end_ns) open.pop_back();
       const int64_t length = std::max<int64_t>(0, e.end_ns - e.start_ns);
-      const int64_t under = comm.within(e.start_ns, e.end_ns);
+      const int64_t under = comm.within(common(e.start_ns), common(e.end_ns));
       inst[i].self += length;
       inst[i].under_comm += under;
       if (!open.empty()) {
@@ -164,7 +168,8 @@ RankInterference rank_interference(std::span<const store::EventIdRow> events, co
   return out;
 }
 
-std::vector<RankInterference> read_interference(store::Reader& reader, int64_t run, const std::set<int64_t>& timed) {
+std::vector<RankInterference> read_interference(store::Reader& reader, int64_t run, const std::set<int64_t>& timed,
+                                                const RankClocks& clocks, const std::vector<std::string>& rank_hosts) {
   std::vector<RankInterference> out;
   EventKindIds kinds;
   const auto op = reader.string_id("op");
@@ -172,10 +177,27 @@ std::vector<RankInterference> read_interference(store::Reader& reader, int64_t r
   kinds.op = *op;
   kinds.comm = reader.string_id("comm").value_or(-1);
   kinds.phase = reader.string_id("phase").value_or(-1);
-  for (const int64_t rank : reader.ranks_present(run)) {
+  const auto host = [&](int64_t rank) {
+    return rank >= 0 && static_cast<size_t>(rank) < rank_hosts.size() ? rank_hosts[static_cast<size_t>(rank)]
+                                                                      : std::string();
+  };
+  const std::vector<int64_t> ranks = reader.ranks_present(run);
+  // Every rank's communication on rank 0's clock, for the ranks beside it on its host.
+  std::map<int64_t, std::vector<CommSpan>> comm;
+  for (const int64_t rank : ranks) {
+    if (host(rank).empty()) continue;
+    for (const auto& e : reader.event_ids(run, rank, {"comm"}))
+      comm[rank].push_back({clocks.to_rank0(rank, e.start_ns), clocks.to_rank0(rank, e.end_ns)});
+  }
+  for (const int64_t rank : ranks) {
     const auto events = reader.event_ids(run, rank, {"op", "comm", "phase"});
     if (events.empty()) continue;
-    out.push_back(rank_interference(events, kinds, timed, rank));
+    std::vector<CommSpan> others;
+    for (const auto& [other, spans] : comm) {
+      if (other != rank && !host(rank).empty() && host(other) == host(rank))
+        others.insert(others.end(), spans.begin(), spans.end());
+    }
+    out.push_back(rank_interference(events, kinds, timed, rank, others, &clocks));
   }
   return out;
 }

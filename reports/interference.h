@@ -12,7 +12,9 @@
 // interference = the sum of excess over the disturbed instances that have a reference; jitter,
 // beside it, is what the same sum gives instances that nothing disturbed (timing noise alone);
 // the disturbed time of ops without an undisturbed instance is `unmeasured`, never counted as
-// none. Pure: tests feed it rows; read_interference reads a stored run's.
+// none. Communication beside an op: a collective on another thread of the same machine, the rank's
+// own communication thread or another rank's on its host (they share its cores). Pure: tests
+// feed it rows; read_interference reads a stored run's.
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/rank_clocks.h"
 #include "store/reader.h"
 #include "store/records.h"
 
@@ -58,17 +61,27 @@ struct RankInterference {
   std::optional<double> covered_share() const;
 };
 
+// A communication interval on rank 0's clock (reports/rank_clocks.h).
+struct CommSpan {
+  int64_t start_ns = 0, end_ns = 0;
+};
+
 // One rank's events (any order; only `kinds`' op, comm and phase events are read). Counted: op
 // events of the iterations in `timed` on a thread with phase events (the training threads; a
 // communication thread's helpers are not compute). Self time: an op's duration minus that of the
 // op events directly nested in it on its thread; its time under communication likewise, against
-// the union of the comm events of the rank's other threads (a collective on the op's own thread is
-// not beside it). An instance with any such time is disturbed.
+// the union of the comm events of the rank's other threads and `others` (the other ranks' on the
+// rank's machine, on rank 0's clock; the rank's own times are mapped onto it through `clocks`, its
+// own where null or not measured). A collective on the op's own thread is not beside it. An
+// instance with any time under communication is disturbed.
 RankInterference rank_interference(std::span<const store::EventIdRow> events, const EventKindIds& kinds,
-                                   const std::set<int64_t>& timed, int64_t rank = 0);
+                                   const std::set<int64_t>& timed, int64_t rank = 0,
+                                   std::span<const CommSpan> others = {}, const RankClocks* clocks = nullptr);
 
-// Every rank's of a stored run (by rank), read rank by rank (Reader::event_ids). Empty when the
-// db stored no op events.
-std::vector<RankInterference> read_interference(store::Reader& reader, int64_t run, const std::set<int64_t>& timed);
+// Every rank's of a stored run (by rank), read rank by rank (Reader::event_ids). `rank_hosts`:
+// each rank's host, as the run's config stores it; ranks on one host are beside each other (a
+// rank beyond it, or without it: its own communication alone). Empty when the db stored no op events.
+std::vector<RankInterference> read_interference(store::Reader& reader, int64_t run, const std::set<int64_t>& timed,
+                                                const RankClocks& clocks, const std::vector<std::string>& rank_hosts);
 
 }  // namespace ts::reports

@@ -556,7 +556,15 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     // Compute slowed by communication beside it, from the rank's op and comm events (CPU runs:
     // on a GPU the host's op times are launches, not the compute).
     if (run.device == "cpu") {
-      const auto ranks = read_interference(reader, run.id, timed_set);
+      std::vector<std::string>
+          rank_hosts;  // each rank's host, as the launcher placed it (ranks on one share its cores)
+      if (const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false);
+          cfg.is_object() && cfg.contains("distributed") && cfg["distributed"].is_object() &&
+          cfg["distributed"].contains("rank_hosts") && cfg["distributed"]["rank_hosts"].is_array()) {
+        for (const auto& h : cfg["distributed"]["rank_hosts"])
+          rank_hosts.push_back(h.is_string() ? h.get<std::string>() : "");
+      }
+      const auto ranks = read_interference(reader, run.id, timed_set, d.clocks, rank_hosts);
       std::vector<int64_t> ids;
       for (const auto& r : ranks) {
         for (size_t i = 0; i < std::min<size_t>(r.ops.size(), 5); ++i) {

@@ -172,6 +172,28 @@ TEST(Interference, CountsTimedOpsOfTrainingThreadsAgainstOtherThreadsComm) {
   EXPECT_TRUE(r.ops.empty());
 }
 
+// Another rank's communication on the same machine is beside the op too (it shares the cores),
+// on rank 0's clock: the rank's own times are mapped onto it before they are set against it.
+TEST(Interference, OtherRanksCommunicationOnTheMachineIsBesideOnRankZerosClock) {
+  auto ev = phases(6);
+  for (int i = 0; i < 6; ++i) ev.push_back(op(i * 100, i >= 4 ? 12'000 : 10'000, i));
+  // Rank 1's clock is 1 s ahead of rank 0's: its op at its 400 ms is at rank 0's -600 ms.
+  ts::store::RankClockRow start{1, "start", 1'000 * kMs, 1'000, 0, 2'000, 32};
+  ts::store::RankClockRow end{1, "end", 1'000 * kMs, 1'000, 10'000 * kMs, 2'000, 32};
+  const std::vector<ts::store::RankClockRow> rows{start, end};
+  const ts::reports::RankClocks clocks(rows);
+  ASSERT_EQ(clocks.to_rank0(1, 400 * kMs), -600 * kMs);
+  // Another rank's collectives over iterations 4 and 5's ops, on rank 0's clock.
+  const std::vector<ts::reports::CommSpan> others{{-600 * kMs, -580 * kMs}, {-500 * kMs, -480 * kMs}};
+  const auto r = rank_interference(ev, kKinds, iterations(0, 6), 1, others, &clocks);
+  EXPECT_EQ(r.disturbed_instances, 2);
+  EXPECT_EQ(r.interference_ns, 2 * 2 * kMs);
+  // Unmapped (the rank's own clock taken for rank 0's), they are beside nothing.
+  const auto unmapped = rank_interference(ev, kKinds, iterations(0, 6), 1, others, nullptr);
+  EXPECT_EQ(unmapped.disturbed_instances, 0);
+  EXPECT_EQ(unmapped.interference_ns, 0);
+}
+
 // Stored and read back: the reader's id query gives the same events (kinds filtered, ids
 // consistent), and the digest's figures per timed iteration name the ops.
 TEST(Interference, ReadFromAStoredRunPerRankAndForTheRun) {
@@ -193,8 +215,11 @@ TEST(Interference, ReadFromAStoredRunPerRankAndForTheRun) {
         rows.push_back({t, t + 90 * kMs, "backward", "", "phase", "none", i, 0, rank});
         const bool disturbed = i >= 6;
         // Rank 1's op is dilated 2 ms under comm, rank 0's 1 ms.
-        rows.push_back(
-            {t, t + (10 + (disturbed ? rank + 1 : 0)) * kMs, "conv2d", "layer1.0.conv1", "op", "backward", i, 0, rank});
+        // Rank 0's op in iteration 5 is 1 ms slower, beside rank 1's collective alone.
+        const int64_t length = 10 + (disturbed ? rank + 1 : 0) + (rank == 0 && i == 5 ? 1 : 0);
+        rows.push_back({t, t + length * kMs, "conv2d", "layer1.0.conv1", "op", "backward", i, 0, rank});
+        if (rank == 1 && i == 5)
+          rows.push_back({t, t + 30 * kMs, "all_reduce", "bucket 0.1", "comm", "none", i, 1, rank});
         rows.push_back({t + kMs, t + 2 * kMs, "add", "layer1.0", "marker", "none", i, 0, rank});  // not read
         if (disturbed) rows.push_back({t, t + 30 * kMs, "all_reduce", "bucket 0.0", "comm", "none", i, 1, rank});
       }
@@ -209,12 +234,13 @@ TEST(Interference, ReadFromAStoredRunPerRankAndForTheRun) {
   }
   ts::store::Reader reader(db);
   const auto ids = reader.event_ids(run, 1, {"op", "comm", "phase", "no such kind"});
-  EXPECT_EQ(ids.size(), 8u + 8u + 2u);
+  EXPECT_EQ(ids.size(), 8u + 8u + 3u);
   EXPECT_TRUE(reader.event_ids(run, 1, {"no such kind"}).empty());
   ASSERT_TRUE(reader.string_id("conv2d"));
   EXPECT_EQ(reader.strings({*reader.string_id("conv2d")}).at(*reader.string_id("conv2d")), "conv2d");
 
-  const auto ranks = ts::reports::read_interference(reader, run, iterations(1, 8));  // iteration 0: warm-up
+  // Iteration 0: warm-up. No hosts known: each rank's own communication alone.
+  const auto ranks = ts::reports::read_interference(reader, run, iterations(1, 8), {}, {});
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_EQ(ranks[0].interference_ns, 2 * kMs);
   EXPECT_EQ(ranks[1].interference_ns, 4 * kMs);
@@ -231,9 +257,21 @@ TEST(Interference, ReadFromAStoredRunPerRankAndForTheRun) {
   EXPECT_NEAR(figures[1].top[0].reference_ms, 10.0, 1e-12);
   EXPECT_EQ(figures[2].rank, -1);  // the run: a rank's mean per timed iteration
   EXPECT_NEAR(figures[2].interference_ms, 6.0 / 14, 1e-12);
-  EXPECT_NEAR(figures[2].share, 6.0 / (2 * 70 + 2 + 4), 1e-12);
+  EXPECT_NEAR(figures[2].share, 6.0 / (73 + 74), 1e-12);
   ASSERT_TRUE(figures[2].covered_share);
   EXPECT_DOUBLE_EQ(*figures[2].covered_share, 1.0);
+
+  // On one host, each rank's ops are beside the other's collectives too: rank 0's iteration 5,
+  // 1 ms slower beside rank 1's, is interference, no longer part of its reference; on two hosts, not.
+  const auto one_host = ts::reports::read_interference(reader, run, iterations(1, 8), {}, {"h", "h"});
+  ASSERT_EQ(one_host.size(), 2u);
+  EXPECT_EQ(one_host[0].disturbed_instances, 3);
+  EXPECT_EQ(one_host[0].interference_ns, 3 * kMs);
+  EXPECT_EQ(one_host[1].interference_ns, 4 * kMs);
+  const auto two_hosts = ts::reports::read_interference(reader, run, iterations(1, 8), {}, {"h1", "h2"});
+  ASSERT_EQ(two_hosts.size(), 2u);
+  EXPECT_EQ(two_hosts[0].disturbed_instances, 2);
+  EXPECT_EQ(two_hosts[0].interference_ns, 2 * kMs);
 
   // The digest computes the same for a distributed CPU run (iteration 0 is its warm-up).
   const auto digest = ts::reports::digest_run(reader, db, *reader.run(run), {});
