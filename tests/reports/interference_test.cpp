@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reports/run_digest.h"
+#include "reports/suite_report.h"
 #include "store/reader.h"
 #include "store/writer.h"
 #include "tests/support/files.h"
@@ -279,6 +280,51 @@ TEST(Interference, ReadFromAStoredRunPerRankAndForTheRun) {
   EXPECT_NEAR(digest.interference[1].interference_ms, 4.0 / 7, 1e-12);
   EXPECT_EQ(digest.interference[1].top.at(0).op, "conv2d layer1.0.conv1 (backward)");
   EXPECT_NEAR(digest.interference[2].interference_ms, 6.0 / 14, 1e-12);
+}
+
+// The suite report's breakdown table gives each rank's interference beside its breakdown ("-"
+// for a rank not measured), and its JSON too; a run without any keeps the table as it was.
+const ts::reports::Table* breakdown_table(const ts::reports::Section& s) {
+  for (const auto& b : s.blocks) {
+    if (const auto* t = std::get_if<ts::reports::Table>(&b); t && t->caption.starts_with("Time breakdown per rank"))
+      return t;
+  }
+  for (const auto& sub : s.subsections) {
+    if (const auto* t = breakdown_table(sub)) return t;
+  }
+  return nullptr;
+}
+
+TEST(Interference, SuiteReportShowsItBesideTheBreakdown) {
+  ts::reports::RunDigest d;
+  d.run.id = 3;
+  d.key = {"resnet50", "tiny", "cpu", 4, 2};
+  d.status = "completed";
+  d.unit = "images/s";
+  d.iteration_ms = std::vector<double>(10, 40.0);
+  d.throughput_per_iteration = std::vector<double>(10, 100.0);
+  d.breakdown = {{0, 40, 15, 20, 4, 16, 2, 10}, {1, 41, 16, 19, 3, 16, 2, 9}};
+  const auto table_of = [](const ts::reports::RunDigest& digest) {
+    const auto doc = ts::reports::suite_report_document({digest}, "test");
+    for (const auto& s : doc.sections) {
+      if (const auto* t = breakdown_table(s)) return *t;
+    }
+    return ts::reports::Table{};
+  };
+  const auto without = table_of(d);
+  ASSERT_EQ(without.header.size(), 7u);
+  d.interference.push_back({});
+  d.interference.back().rank = 0;
+  d.interference.back().interference_ms = 2.5;
+  d.interference.push_back({});  // the run's
+  const auto with = table_of(d);
+  ASSERT_EQ(with.header.size(), 8u);
+  EXPECT_EQ(with.header.back(), "interference");
+  ASSERT_EQ(with.rows.size(), 2u);
+  EXPECT_EQ(with.rows[0].back(), "2.50");
+  EXPECT_EQ(with.rows[1].back(), "-");
+  const auto j = ts::reports::suite_report_json({d}, "test");
+  EXPECT_NE(j.dump().find("\"interference_ms\":2.5"), std::string::npos) << j.dump();
 }
 
 }  // namespace
