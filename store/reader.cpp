@@ -245,7 +245,7 @@ std::vector<EventIdRow> Reader::event_ids(int64_t run, int64_t rank, const std::
   for (const int64_t id : kind_ids) in += fmt::format("{}{}", in.empty() ? "" : ", ", id);
   return impl_->query<EventIdRow>(
       fmt::format("SELECT start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread FROM events "
-                  "WHERE run_id = ?1{} AND kind_id IN ({}) ORDER BY start_ns, end_ns DESC, id",
+                  "WHERE run_id = ?1{} AND kind_id IN ({}) ORDER BY start_ns, id",
                   r.filter, in),
       run,
       [](const Stmt& s) {
