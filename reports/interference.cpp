@@ -87,8 +87,10 @@ RankInterference rank_interference(std::span<const store::EventIdRow> events, co
     else if (e.kind == kinds.comm) comm_by_thread[e.thread].push_back({common(e.start_ns), common(e.end_ns)});
     else if (e.kind == kinds.op) ops_by_thread[e.thread].push_back(&e);
   }
-  using Key = std::tuple<int64_t, int64_t, int64_t>;                            // name, layer, pass
+  // An op's identity: name, layer, pass, and which call of those it is in its iteration on its thread.
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;
   std::map<Key, std::pair<std::vector<int64_t>, std::vector<Instance>>> by_op;  // undisturbed, disturbed
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> calls;               // per iteration, the most
   for (auto& [thread, ops] : ops_by_thread) {
     if (!training_threads.contains(thread)) continue;
     // Communication beside this thread: every other thread's on the machine.
@@ -118,12 +120,19 @@ RankInterference rank_interference(std::span<const store::EventIdRow> events, co
       }
       open.push_back(i);
     }
+    // The k-th call of (name, layer, pass) in an iteration, in start order: the same call site, and
+    // so the same shapes, from one iteration to the next (ops without a layer, an optimizer's steps
+    // over every parameter, and a layer's several reorders would otherwise share one reference).
+    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> seen;  // (iteration, name, layer, pass)
     for (size_t i = 0; i < ops.size(); ++i) {
       const auto& e = *ops[i];
       if (!timed.contains(e.iteration)) continue;
       Instance in{std::max<int64_t>(0, inst[i].self), std::max<int64_t>(0, inst[i].under_comm)};
       in.under_comm = std::min(in.under_comm, in.self);
-      auto& [undisturbed, disturbed] = by_op[{e.name, e.layer, e.pass}];
+      const int64_t call = seen[{e.iteration, e.name, e.layer, e.pass}]++;
+      int64_t& most = calls[{e.name, e.layer, e.pass}];
+      most = std::max(most, call + 1);
+      auto& [undisturbed, disturbed] = by_op[{e.name, e.layer, e.pass, call}];
       out.op_ns += in.self;
       ++out.instances;
       if (in.under_comm > 0) disturbed.push_back(in);
@@ -134,7 +143,8 @@ RankInterference rank_interference(std::span<const store::EventIdRow> events, co
     auto& [undisturbed, disturbed] = sides;
     if (disturbed.empty()) continue;
     OpInterference op;
-    std::tie(op.name, op.layer, op.pass) = key;
+    std::tie(op.name, op.layer, op.pass, op.call) = key;
+    op.calls = calls[{op.name, op.layer, op.pass}];
     op.undisturbed = static_cast<int64_t>(undisturbed.size());
     op.disturbed = static_cast<int64_t>(disturbed.size());
     for (const Instance& in : disturbed) op.disturbed_ns += in.self;

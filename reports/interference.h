@@ -5,7 +5,8 @@
 // as compute. Here each op instance of a rank's timed iterations is set against the same op's
 // instances that ran with no communication beside them (docs/formulas.md, "Interference"):
 //
-//   reference(op)  = the median self time of its undisturbed instances (none: no estimate)
+//   reference(op)  = the median self time of its undisturbed instances (none: no estimate); an op
+//                    is its name, layer, pass and which call of those in its iteration
 //   excess(i)      = min(max(0, self(i) - reference), time(i) under communication)
 //   jitter(i)      = min(mean over undisturbed j of max(0, self(j) - reference), time(i) under comm)
 //
@@ -37,9 +38,12 @@ struct EventKindIds {
   int64_t op = -1, comm = -1, phase = -1;
 };
 
-// One op identity (name, layer and pass, as the events carry them: the store's string ids) on a rank.
+// One op identity on a rank: name, layer and pass as the events carry them (the store's string
+// ids), and which call of those it is in its iteration (0 the first; the same call site, so the
+// same shapes, from one iteration to the next; `calls`: the most in one iteration).
 struct OpInterference {
   int64_t name = 0, layer = 0, pass = 0;
+  int64_t call = 0, calls = 1;
   int64_t undisturbed = 0, disturbed = 0;  // instances
   int64_t reference_ns = -1;               // the undisturbed instances' median self time; -1: none
   int64_t disturbed_ns = 0;                // the disturbed instances' self time

@@ -291,6 +291,7 @@ std::vector<Interference> interference_figures(const std::vector<RankInterferenc
       std::string label = name(op.name);
       if (const std::string layer = name(op.layer); !layer.empty()) label += " " + layer;
       if (const std::string pass = name(op.pass); !pass.empty() && pass != "none") label += " (" + pass + ")";
+      if (op.calls > 1) label += fmt::format(" call {} of {}", op.call + 1, op.calls);
       f.top.push_back({label, ms(op.interference_ns) / timed, ms(op.jitter_ns) / timed, ms(op.reference_ns),
                        op.disturbed, op.undisturbed});
     }

@@ -206,7 +206,7 @@ std::vector<GpuTime> gpu_times_by_rank(const std::vector<store::GpuBreakdownRow>
 // "Interference"), per timed iteration: one rank's, or the run's (`rank` -1: every rank's sums
 // over the ranks' timed iterations, so its times are a rank's mean).
 struct InterferedOp {
-  std::string op;                             // "conv2d layer3.2.conv2 (backward)"
+  std::string op;                             // "conv2d layer3.2.conv2 (backward)", "sgd_step call 3 of 161"
   double interference_ms = 0, jitter_ms = 0;  // per timed iteration
   double reference_ms = 0;                    // the undisturbed instances' median self time
   int64_t disturbed = 0, undisturbed = 0;     // instances

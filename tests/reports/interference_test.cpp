@@ -154,6 +154,27 @@ TEST(Interference, NestedOpsCountTheirSelfTime) {
   EXPECT_EQ(r.ops[0].name, kConv);
 }
 
+// The same op called several times an iteration (an optimizer's step over each parameter, a
+// layer's reorders) is one identity per call: the k-th call is set against the k-th calls of the
+// other iterations, not against a median of every size. Here the second call is always 10 ms,
+// the first 1 ms: under communication the second is not slower, and nothing is interference.
+TEST(Interference, EachCallOfAnIterationIsItsOwnIdentity) {
+  auto ev = phases(10);
+  for (int i = 0; i < 10; ++i) {
+    ev.push_back({i * 100 * kMs, i * 100 * kMs + kMs, kConv, 0, kKinds.op, 0, i, 0});
+    ev.push_back({i * 100 * kMs + 5 * kMs, i * 100 * kMs + 15 * kMs, kConv, 0, kKinds.op, 0, i, 0});
+    ev.push_back({i * 100 * kMs + 20 * kMs, i * 100 * kMs + 21 * kMs, kConv, 0, kKinds.op, 0, i, 0});
+  }
+  for (int i = 7; i < 10; ++i) ev.push_back(comm(i * 100'000 + 4'000, i * 100'000 + 16'000, i));
+  const auto r = rank_interference(ev, kKinds, iterations(0, 10));
+  EXPECT_EQ(r.disturbed_instances, 3);
+  EXPECT_EQ(r.interference_ns, 0) << "against a median of every call's 1, 10 and 1 ms it would be 3 x 9 ms";
+  ASSERT_EQ(r.ops.size(), 1u);
+  EXPECT_EQ(r.ops[0].call, 1);
+  EXPECT_EQ(r.ops[0].calls, 3);
+  EXPECT_EQ(r.ops[0].reference_ns, 10 * kMs);
+}
+
 // What is counted: ops of the timed iterations on threads with phases, against communication on
 // other threads. A collective on the op's own thread is not beside it; a communication thread's
 // ops are not compute; warm-up instances neither count nor give the reference.
