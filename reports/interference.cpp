@@ -207,7 +207,9 @@ std::vector<RankInterference> read_interference(store::Reader& reader, int64_t r
       if (other != rank && !host(rank).empty() && host(other) == host(rank))
         others.insert(others.end(), spans.begin(), spans.end());
     }
-    out.push_back(rank_interference(events, kinds, timed, rank, others, &clocks));
+    // A rank without op events in its timed iterations (untraced, a parameter server) has nothing to say.
+    if (auto r = rank_interference(events, kinds, timed, rank, others, &clocks); r.instances > 0)
+      out.push_back(std::move(r));
   }
   return out;
 }

@@ -84,7 +84,8 @@ RankInterference rank_interference(std::span<const store::EventIdRow> events, co
 
 // Every rank's of a stored run (by rank), read rank by rank (Reader::event_ids). `rank_hosts`:
 // each rank's host, as the run's config stores it; ranks on one host are beside each other (a
-// rank beyond it, or without it: its own communication alone). Empty when the db stored no op events.
+// rank beyond it, or without it: its own communication alone). Ranks without op events in the timed
+// iterations are left out (untraced runs: empty).
 std::vector<RankInterference> read_interference(store::Reader& reader, int64_t run, const std::set<int64_t>& timed,
                                                 const RankClocks& clocks, const std::vector<std::string>& rank_hosts);
 

@@ -70,14 +70,12 @@ TEST(InterferenceRun, TwoRanksShowEachRanksInterferenceBesideTheBreakdown) {
     interference_sum += r["interference_ms"].get<double>();
     compute_sum += r["compute_ms"].get<double>();
     disturbed_instances += static_cast<double>(r["disturbed_instances"].get<int64_t>());
-    // Beside the breakdown: the same figure in the rank's row, never more than its compute (op self
-    // times lie within the phases the breakdown's compute counts).
+    // Beside the breakdown: the same figure in the rank's row.
     bool found = false;
     for (const auto& b : d["per_rank"]) {
       if (b["rank"].get<int64_t>() != rank) continue;
       found = true;
       EXPECT_DOUBLE_EQ(b["interference_ms"].get<double>(), r["interference_ms"].get<double>());
-      EXPECT_LE(r["interference_ms"].get<double>(), b["compute_ms"].get<double>());
     }
     EXPECT_TRUE(found) << "rank " << rank;
     for (const auto& o : r["top_ops"]) {
