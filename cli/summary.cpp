@@ -124,6 +124,96 @@ std::string collectives_split_text(const nlohmann::json& d) {
   return s;
 }
 
+// One rank's interference (or the run's) as `show --json` gives it (reports::Interference).
+nlohmann::json interference_row(const reports::Interference& f) {
+  nlohmann::json row = {{"compute_ms", f.compute_ms},
+                        {"disturbed_ms", f.disturbed_ms},
+                        {"covered_ms", f.covered_ms},
+                        {"unmeasured_ms", f.unmeasured_ms},
+                        {"interference_ms", f.interference_ms},
+                        {"jitter_ms", f.jitter_ms},
+                        {"thin_ms", f.thin_ms},
+                        {"covered_share", f.covered_share ? nlohmann::json(*f.covered_share) : nlohmann::json()},
+                        {"share", f.share},
+                        {"instances", f.instances},
+                        {"disturbed_instances", f.disturbed_instances},
+                        {"covered_instances", f.covered_instances},
+                        {"thin_instances", f.thin_instances}};
+  if (f.rank >= 0) {
+    row["rank"] = f.rank;
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& o : f.top) {
+      top.push_back({{"op", o.op},
+                     {"interference_ms", o.interference_ms},
+                     {"jitter_ms", o.jitter_ms},
+                     {"reference_ms", o.reference_ms},
+                     {"disturbed", o.disturbed},
+                     {"undisturbed", o.undisturbed}});
+    }
+    row["top_ops"] = top;
+  }
+  return row;
+}
+
+// The digest's interference (per rank, then the run's) with what it means; null when none.
+nlohmann::json interference_json(const std::vector<reports::Interference>& figures) {
+  if (figures.empty()) return nullptr;
+  nlohmann::json per_rank = nlohmann::json::array();
+  nlohmann::json run;
+  for (const auto& f : figures) {
+    if (f.rank >= 0) per_rank.push_back(interference_row(f));
+    else run = interference_row(f);
+  }
+  return {{"per_rank", per_rank},
+          {"run", run},
+          {"thin_reference", reports::kThinReference},
+          {"meaning",
+           "compute slowed while communication ran beside it on another thread: each op's self time against the "
+           "median of its own instances with no communication beside them, the excess capped by the time under "
+           "communication (docs/formulas.md, Interference). It is part of compute, not added to it; it also holds any "
+           "other slowdown that coincides with communication (caches, memory bandwidth, the OS). jitter: what the "
+           "same sum gives undisturbed instances (timing noise). unmeasured: time of ops never undisturbed, with no "
+           "estimate"}};
+}
+
+// Each rank's interference and the run's (interference_json), what it means, the ops it slowed
+// most, and how much of it rests on references that may be noise.
+std::string interference_text(const nlohmann::json& in) {
+  std::string s =
+      "  interference   compute slowed by communication beside it (ms per timed iteration, part of compute):\n"
+      "                 each op against its own instances with no communication beside them (docs/formulas.md)\n"
+      "    rank  compute  under comm  measured  interference   jitter  unmeasured  covered   share\n";
+  const auto row = [](const std::string& who, const nlohmann::json& r) {
+    const std::string covered = r["covered_share"].is_null()
+                                    ? std::string("-")
+                                    : fmt::format("{:.0f}%", 100 * r["covered_share"].get<double>());
+    return fmt::format("    {:>4} {:>8.2f} {:>11.2f} {:>9.2f} {:>13.2f} {:>8.2f} {:>11.2f} {:>8} {:>6.1f}%\n", who,
+                       r["compute_ms"].get<double>(), r["disturbed_ms"].get<double>(), r["covered_ms"].get<double>(),
+                       r["interference_ms"].get<double>(), r["jitter_ms"].get<double>(),
+                       r["unmeasured_ms"].get<double>(), covered, 100 * r["share"].get<double>());
+  };
+  for (const auto& r : in["per_rank"]) s += row(std::to_string(r["rank"].get<int64_t>()), r);
+  if (in["per_rank"].size() > 1 && !in["run"].is_null()) s += row("all", in["run"]);
+  s += "                 measured: under comm with a reference; jitter: what timing noise alone gives them; "
+       "unmeasured: ops\n                 never without comm beside them (no estimate, not none); it also holds "
+       "other slowdowns\n                 that coincide with communication (caches, memory bandwidth, the OS)\n";
+  for (const auto& r : in["per_rank"]) {
+    if (r["top_ops"].empty()) continue;
+    const auto& o = r["top_ops"].front();
+    s +=
+        fmt::format("    rank {} most slowed: {} +{:.3f} ms (reference {:.3f} ms from {} undisturbed, {} under comm)\n",
+                    r["rank"].get<int64_t>(), o["op"].get<std::string>(), o["interference_ms"].get<double>(),
+                    o["reference_ms"].get<double>(), o["undisturbed"].get<int64_t>(), o["disturbed"].get<int64_t>());
+  }
+  if (const auto& run = in["run"]; !run.is_null() && run["thin_ms"].get<double>() > 0) {
+    s +=
+        fmt::format("  may be noise   {:.2f} of the {:.2f} ms measured per timed iteration rest on references of fewer "
+                    "than {} undisturbed instances\n",
+                    run["thin_ms"].get<double>(), run["covered_ms"].get<double>(), in["thin_reference"].get<int64_t>());
+  }
+  return s;
+}
+
 // The run's throughput as every view shows it (docs/formulas.md, "Throughput"): the sustained
 // headline in the workload's unit, its median per iteration in the same unit, and the other
 // count's sustained rate (pairs beside tokens, tokens beside pairs) once.
@@ -252,6 +342,13 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
                           {"idle_ms", b.idle_ms},
                           {"gradient_wait_ms", b.gradient_wait_ms}});
     }
+    // Interference beside each rank's breakdown (ms per timed iteration; null: not measured).
+    for (auto& row : per_rank) {
+      row["interference_ms"] = nullptr;
+      for (const auto& f : digest.interference) {
+        if (f.rank == row["rank"].get<int64_t>()) row["interference_ms"] = f.interference_ms;
+      }
+    }
     j["distributed"] = {{"ranks", run->ranks},
                         {"global_batch_size", run->global_batch_size},
                         {"per_rank", per_rank},
@@ -259,6 +356,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     if (const auto job = digest.job_median_per_iteration()) j["distributed"]["throughput_all_ranks_median"] = *job;
     if (const auto job = digest.job_sustained()) j["distributed"]["throughput_all_ranks"] = *job;
     j["distributed"]["throughput_unit"] = digest.unit;
+    j["distributed"]["interference"] = interference_json(digest.interference);
     // Each rank's clock against rank 0's (v11): what the ranks' times were set side by side with.
     nlohmann::json clocks = nlohmann::json::array();
     for (const auto& [rank, m] : digest.clocks.models()) {
@@ -494,6 +592,7 @@ std::string format_summary(const nlohmann::json& j) {
     }
     if (d["slowest_rank"].get<int64_t>() >= 0)
       s += fmt::format("  slowest rank   {}\n", d["slowest_rank"].get<int64_t>());
+    if (d.contains("interference") && !d["interference"].is_null()) s += interference_text(d["interference"]);
     if (d.contains("clocks")) s += clocks_text(d["clocks"]);
     if (d.contains("collectives_split")) s += collectives_split_text(d);
   }

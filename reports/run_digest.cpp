@@ -255,6 +255,63 @@ std::vector<GpuTime> gpu_times_by_rank(const std::vector<store::GpuBreakdownRow>
   return out;
 }
 
+std::vector<Interference> interference_figures(const std::vector<RankInterference>& ranks, int64_t timed_iterations,
+                                               const std::map<int64_t, std::string>& names, size_t top) {
+  std::vector<Interference> out;
+  if (ranks.empty() || timed_iterations <= 0) return out;
+  const auto name = [&](int64_t id) {
+    const auto at = names.find(id);
+    return at == names.end() ? std::string() : at->second;
+  };
+  const auto figures = [](const RankInterference& r, double per, int64_t rank) {
+    const auto per_iteration = [per](int64_t ns) { return ms(ns) / per; };
+    Interference f;
+    f.rank = rank;
+    f.compute_ms = per_iteration(r.op_ns);
+    f.disturbed_ms = per_iteration(r.disturbed_ns);
+    f.covered_ms = per_iteration(r.covered_ns);
+    f.unmeasured_ms = per_iteration(r.unmeasured_ns);
+    f.interference_ms = per_iteration(r.interference_ns);
+    f.jitter_ms = per_iteration(r.jitter_ns);
+    f.thin_ms = per_iteration(r.thin_ns);
+    f.covered_share = r.covered_share();
+    f.share = r.op_ns > 0 ? static_cast<double>(r.interference_ns) / static_cast<double>(r.op_ns) : 0.0;
+    f.instances = r.instances;
+    f.disturbed_instances = r.disturbed_instances;
+    f.covered_instances = r.covered_instances;
+    f.thin_instances = r.thin_instances;
+    return f;
+  };
+  const auto timed = static_cast<double>(timed_iterations);
+  RankInterference all;
+  for (const auto& r : ranks) {
+    Interference f = figures(r, timed, r.rank);
+    for (const auto& op : r.ops) {
+      if (f.top.size() >= top || op.interference_ns <= 0) break;  // most first
+      std::string label = name(op.name);
+      if (const std::string layer = name(op.layer); !layer.empty()) label += " " + layer;
+      if (const std::string pass = name(op.pass); !pass.empty() && pass != "none") label += " (" + pass + ")";
+      if (op.calls > 1) label += fmt::format(" call {} of {}", op.call + 1, op.calls);
+      f.top.push_back({label, ms(op.interference_ns) / timed, ms(op.jitter_ns) / timed, ms(op.reference_ns),
+                       op.disturbed, op.undisturbed});
+    }
+    out.push_back(std::move(f));
+    all.op_ns += r.op_ns;
+    all.disturbed_ns += r.disturbed_ns;
+    all.covered_ns += r.covered_ns;
+    all.unmeasured_ns += r.unmeasured_ns;
+    all.interference_ns += r.interference_ns;
+    all.jitter_ns += r.jitter_ns;
+    all.thin_ns += r.thin_ns;
+    all.instances += r.instances;
+    all.disturbed_instances += r.disturbed_instances;
+    all.covered_instances += r.covered_instances;
+    all.thin_instances += r.thin_instances;
+  }
+  out.push_back(figures(all, timed * static_cast<double>(ranks.size()), -1));
+  return out;
+}
+
 std::optional<Spread> spread_of(const std::vector<double>& values, std::string unit) {
   if (values.empty()) return std::nullopt;
   return Spread{median(values), quantile(values, 0.1), quantile(values, 0.9), std::move(unit)};
@@ -497,6 +554,26 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     for (const auto& [_, v] : exposed) d.exposed_comm_ms.push_back(v);
     d.collectives = collective_times(collective_rows, timed_set, d.key.ranks);
     if (!d.exposed_comm_ms.empty()) d.exposed_comm_median_ms = median(d.exposed_comm_ms);
+    // Compute slowed by communication beside it, from the rank's op and comm events (CPU runs:
+    // on a GPU the host's op times are launches, not the compute).
+    if (run.device == "cpu") {
+      std::vector<std::string>
+          rank_hosts;  // each rank's host, as the launcher placed it (ranks on one share its cores)
+      if (const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false);
+          cfg.is_object() && cfg.contains("distributed") && cfg["distributed"].is_object() &&
+          cfg["distributed"].contains("rank_hosts") && cfg["distributed"]["rank_hosts"].is_array()) {
+        for (const auto& h : cfg["distributed"]["rank_hosts"])
+          rank_hosts.push_back(h.is_string() ? h.get<std::string>() : "");
+      }
+      const auto ranks = read_interference(reader, run.id, timed_set, d.clocks, rank_hosts);
+      std::vector<int64_t> ids;
+      for (const auto& r : ranks) {
+        for (size_t i = 0; i < std::min<size_t>(r.ops.size(), 5); ++i) {
+          ids.insert(ids.end(), {r.ops[i].name, r.ops[i].layer, r.ops[i].pass});
+        }
+      }
+      d.interference = interference_figures(ranks, static_cast<int64_t>(timed_set.size()), reader.strings(ids), 5);
+    }
     for (const auto& [rank, rows] : per_rank) {
       std::vector<double> it, compute, comm, overlap, exp, idle, wait;
       for (const auto& b : rows) {

@@ -15,6 +15,7 @@
 
 #include "nlohmann/json.hpp"
 #include "reports/collective_split.h"
+#include "reports/interference.h"
 #include "reports/measurement_conditions.h"
 #include "reports/rank_clocks.h"
 #include "store/reader.h"
@@ -201,6 +202,35 @@ std::vector<GpuTime> gpu_times(const std::map<std::string, double>& metrics, int
 // ranks step together; none without timed iterations).
 std::vector<GpuTime> gpu_times_by_rank(const std::vector<store::GpuBreakdownRow>& rows, int64_t timed_iterations);
 
+// Compute slowed down by communication beside it (reports/interference.h; docs/formulas.md,
+// "Interference"), per timed iteration: one rank's, or the run's (`rank` -1: every rank's sums
+// over the ranks' timed iterations, so its times are a rank's mean).
+struct InterferedOp {
+  std::string op;                             // "conv2d layer3.2.conv2 (backward)", "sgd_step call 3 of 161"
+  double interference_ms = 0, jitter_ms = 0;  // per timed iteration
+  double reference_ms = 0;                    // the undisturbed instances' median self time
+  int64_t disturbed = 0, undisturbed = 0;     // instances
+};
+struct Interference {
+  int64_t rank = -1;
+  double compute_ms = 0;                // the op self time measured (what interference is a share of)
+  double disturbed_ms = 0;              // of it, under communication on another thread
+  double covered_ms = 0;                // of that, ops with a reference (undisturbed instances)
+  double unmeasured_ms = 0;             // disturbed_ms - covered_ms: no estimate, not none
+  double interference_ms = 0;           // the excess over the reference, capped by the time under communication
+  double jitter_ms = 0;                 // what timing noise alone gives the same instances
+  double thin_ms = 0;                   // of covered_ms: references from fewer than kThinReference instances
+  std::optional<double> covered_share;  // covered / disturbed; unset: nothing disturbed
+  double share = 0;                     // interference / compute
+  int64_t instances = 0, disturbed_instances = 0, covered_instances = 0, thin_instances = 0;
+  std::vector<InterferedOp> top;  // the ops with the most interference (a rank's; none for the run)
+};
+// Per rank (by rank) from rank_interference's sums, per timed iteration; `names`: the store's
+// strings of the ops' ids (missing ids print empty). The last element is the run's (rank -1)
+// where there are ranks. `top`: how many ops each rank keeps.
+std::vector<Interference> interference_figures(const std::vector<RankInterference>& ranks, int64_t timed_iterations,
+                                               const std::map<int64_t, std::string>& names, size_t top = 5);
+
 struct RunDigest {
   std::filesystem::path db;
   store::RunRow run;
@@ -232,6 +262,9 @@ struct RunDigest {
   // good to; calls some rank has no row for.
   std::vector<RankWaitMove> wait_move;
   int64_t wait_move_uncertainty_ns = 0, incomplete_calls = 0, split_calls = 0;
+  // Distributed CPU runs with op events: compute slowed by communication beside it, per rank
+  // then the run's (rank -1) last (interference_figures); empty otherwise.
+  std::vector<Interference> interference;
   std::vector<MemoryCategory> memory;  // at the peak, by category, non-zero ones
   int64_t peak_bytes = 0;              // the sum of every category at the peak
   std::vector<store::EnvEntry> environment;

@@ -559,12 +559,25 @@ Section group_section(const Group& g) {
                              g.first->run.id);
     bt.header = {"rank", "iteration", "compute", "comm", "overlap", "exposed comm", "idle"};
     bt.numeric = {true, true, true, true, true, true, true};
+    // Interference (part of compute; a mean per timed iteration), where the run measured it.
+    const auto& interference = g.first->interference;
+    if (!interference.empty()) {
+      bt.caption += "; interference: compute slowed by communication beside it, mean per timed iteration, "
+                    "\"-\" where not measured";
+      bt.header.push_back("interference");
+      bt.numeric.push_back(true);
+    }
     std::vector<std::string> labels;
     std::vector<double> compute_only, overlap, exposed, idle;
     for (const auto& b : g.first->breakdown) {
       bt.rows.push_back({std::to_string(b.rank), three_digits(b.iteration_ms), three_digits(b.compute_ms),
                          three_digits(b.comm_ms), three_digits(b.overlap_ms), three_digits(b.exposed_comm_ms),
                          three_digits(b.idle_ms)});
+      if (!interference.empty()) {
+        const auto at = std::find_if(interference.begin(), interference.end(),
+                                     [&](const Interference& f) { return f.rank == b.rank; });
+        bt.rows.back().push_back(at == interference.end() ? "-" : three_digits(at->interference_ms));
+      }
       labels.push_back(fmt::format("rank {}", b.rank));
       compute_only.push_back(b.compute_ms - b.overlap_ms);
       overlap.push_back(b.overlap_ms);
@@ -751,6 +764,9 @@ nlohmann::json suite_report_json(const std::vector<RunDigest>& runs, const std::
                                   {"overlap_ms", b.overlap_ms},
                                   {"exposed_comm_ms", b.exposed_comm_ms},
                                   {"idle_ms", b.idle_ms}});
+        for (const auto& f : g.first->interference) {
+          if (f.rank == b.rank) j["breakdown"].back()["interference_ms"] = f.interference_ms;
+        }
       }
     }
     groups.push_back(j);

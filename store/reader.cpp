@@ -233,6 +233,48 @@ std::vector<EventRow> Reader::events(int64_t run, int64_t from_ns, int64_t to_ns
       });
 }
 
+std::vector<EventIdRow> Reader::event_ids(int64_t run, int64_t rank, const std::vector<std::string>& kinds) {
+  std::vector<int64_t> kind_ids;
+  for (const auto& k : kinds) {
+    if (const auto id = string_id(k)) kind_ids.push_back(*id);
+  }
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  if (r.none || kind_ids.empty()) return {};
+  // The kinds' ids inline (whole numbers read from the db): a handful, known before the query.
+  std::string in;
+  for (const int64_t id : kind_ids) in += fmt::format("{}{}", in.empty() ? "" : ", ", id);
+  return impl_->query<EventIdRow>(
+      fmt::format("SELECT start_ns, end_ns, name_id, layer_id, kind_id, pass_id, iteration, thread FROM events "
+                  "WHERE run_id = ?1{} AND kind_id IN ({}) ORDER BY start_ns, id",
+                  r.filter, in),
+      run,
+      [](const Stmt& s) {
+        return EventIdRow{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3),
+                          s.col_int(4), s.col_int(5), s.col_int(6), s.col_int(7)};
+      },
+      [&](Stmt& s) { r.bind(s); });
+}
+
+std::optional<int64_t> Reader::string_id(std::string_view value) {
+  Stmt s(impl_->db, "SELECT id FROM strings WHERE value = ?1");
+  Stmt::Use use(s);
+  s.bind(1, value);
+  if (!s.step()) return std::nullopt;
+  return s.col_int(0);
+}
+
+std::map<int64_t, std::string> Reader::strings(const std::vector<int64_t>& ids) {
+  std::map<int64_t, std::string> out;
+  Stmt s(impl_->db, "SELECT value FROM strings WHERE id = ?1");
+  for (const int64_t id : ids) {
+    if (out.contains(id)) continue;
+    Stmt::Use use(s);
+    s.bind(1, id);
+    if (s.step()) out.emplace(id, s.col_text(0));
+  }
+  return out;
+}
+
 int64_t Reader::iteration_count(int64_t run, std::optional<int64_t> rank) {
   const RankSql r = rank_sql(impl_->version, rank, "", 2);
   if (r.none) return 0;

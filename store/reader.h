@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,6 +34,16 @@ class Reader {
   // run's, and what every caller before v4 meant); std::nullopt: every rank's, ordered by rank
   // first, then as for one rank. Files before v4 hold rank 0's rows only.
   std::vector<IterationRow> iterations(int64_t run, std::optional<int64_t> rank = 0);  // by index
+  // One rank's events of the named kinds ("op", "comm", "phase"...) with their strings as ids
+  // (EventIdRow), by start, then insertion order (not the longer first, as events() does: that
+  // sort costs more than the read; callers that nest events sort them): one pass over the rank's
+  // rows in the (run_id, rank, start_ns) index's order, no string made per row. Kinds the db never
+  // stored match nothing.
+  std::vector<EventIdRow> event_ids(int64_t run, int64_t rank, const std::vector<std::string>& kinds);
+  // The id of a stored string (nullopt: the db holds no such string), and the strings of ids
+  // (ids that name none are left out).
+  std::optional<int64_t> string_id(std::string_view value);
+  std::map<int64_t, std::string> strings(const std::vector<int64_t>& ids);
   int64_t iteration_count(int64_t run, std::optional<int64_t> rank = 0);
   std::vector<PhaseRow> phases(int64_t run, std::optional<int64_t> rank = 0);  // by iteration, then start
   // Events whose start_ns lies in [from_ns, to_ns], ordered by start, then the longer first (an

@@ -72,6 +72,15 @@ struct EventRow {
   int64_t thread = 0;
   int64_t rank = 0;
 };
+// An event with its strings as the store's string ids (Reader::event_ids, Reader::strings): what
+// an analysis over every event of a rank reads without a string per row. Two events with equal
+// ids have equal strings; `kind` is the id of its kind's name ("op", "comm", ...).
+struct EventIdRow {
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t name = 0, layer = 0, kind = 0, pass = 0;
+  int64_t iteration = -1;
+  int64_t thread = 0;
+};
 struct LayerRow {
   std::string layer;
   std::string op_types;
