@@ -3,6 +3,7 @@
 # interleaved (trainscope, DDP, DDP, trainscope, ...), in the workload's unit:
 #   bench/pytorch/ddp_hosts.sh WORKLOAD [--rate 1gbit] [--pairs 3] [--preset small] [--iters 10]
 #                              [--warmup 2] [--threads 1] [--python PY] [--trainscope BIN]
+#                              [--trainscope-args "ARGS"]
 # WORKLOAD: resnet50 (images/s) or transformer (tokens/s), the scripts that take --ddp.
 # The two hosts are network namespaces made here (scripts/netns-hosts up 2 --rate RATE: a tbf
 # shaper both ways on each host's link; needs root) and removed at the end; it refuses to run
@@ -10,14 +11,16 @@
 # --bucket-mb 25 (DDP's bucket_cap_mb 25). Each side's figure is the job's: every rank's work
 # over the timed time ("all ranks ... sustained"; the script's "ddp.job_*_per_s"). Prints each
 # pair, then the ratio trainscope/DDP: median and spread over the pairs. PyTorch: an outside
-# dependency (pip install torch); --python names the interpreter that has it.
+# dependency (pip install torch); --python names the interpreter that has it. --trainscope-args
+# adds options to trainscope's side (e.g. "--priority": its schedule with cross-barrier, which DDP
+# does not have).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 workload=${1:-}
 [ -n "$workload" ] && shift || true
-rate=1gbit pairs=3 preset=small iters=10 warmup=2 threads=1 python=python3
+rate=1gbit pairs=3 preset=small iters=10 warmup=2 threads=1 python=python3 ts_args=""
 trainscope="$root/build/default/cli/trainscope"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,6 +32,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --trainscope) trainscope=$2; shift 2 ;;
+    --trainscope-args) ts_args=$2; shift 2 ;;
     *) echo "ddp_hosts.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -53,7 +57,7 @@ over_hosts=(--mca "plm_rsh_agent=$root/scripts/netns-rsh" --mca oob_tcp_if_inclu
 run_trainscope() {  # prints the job's rate
   local out
   out=$("$trainscope" run "$workload" --preset "$preset" --threads "$threads" --iters "$iters" --warmup "$warmup" \
-        --eval-batches 0 --bucket-mb 25 --hosts tsh1:1,tsh2:1 "${over_hosts[@]}" --db "$work/ts.db" 2>&1) ||
+        --eval-batches 0 --bucket-mb 25 --hosts tsh1:1,tsh2:1 "${over_hosts[@]}" --db "$work/ts.db" $ts_args 2>&1) ||
     { echo "$out" >&2; return 1; }
   echo "$out" | sed -n 's/.*all ranks \([0-9.]*\) .* sustained.*/\1/p' | head -1
 }
@@ -70,7 +74,7 @@ run_ddp() {  # prints the job's rate
   "$python" -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))['ddp'][sys.argv[2]]:.2f}\")" "$work/ddp.json" "$ddp_key"
 }
 
-echo "# $workload $preset, 2 hosts at $rate, $threads thread(s) per rank, $iters timed iterations after $warmup; $(date -u +%FT%TZ)"
+echo "# $workload $preset, 2 hosts at $rate, $threads thread(s) per rank, $iters timed iterations after $warmup; trainscope ${ts_args:-with its defaults}; $(date -u +%FT%TZ)"
 echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load at start $(cut -d' ' -f1-3 /proc/loadavg)"
 ratios=()
 for p in $(seq "$pairs"); do
