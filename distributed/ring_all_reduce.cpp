@@ -41,7 +41,7 @@ void reduce_into(void* into, const void* from, size_t n, DataType type, ReduceOp
   }
 }
 
-// Element `i` of segment `s` of `count` elements cut into `n` segments as evenly as they go.
+// The first element of segment `s` when `count` elements are cut into `n` segments as evenly as they go.
 size_t segment_begin(size_t count, int n, int s) { return count * static_cast<size_t>(s) / static_cast<size_t>(n); }
 
 }  // namespace
@@ -69,11 +69,6 @@ std::span<const int> PollingWait::some(std::span<MPI_Request> requests) {
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
     sleep_us = std::min({sleep_us * 2, std::max<int64_t>(1, waited_us / 32), max_sleep_us_});
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-  }
-}
-
-void PollingWait::all(std::span<MPI_Request> requests) {
-  while (!some(requests).empty()) {
   }
 }
 

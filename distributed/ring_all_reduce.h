@@ -31,7 +31,6 @@ class PollingWait {
   // Returns the indices of `requests` that completed since the last call (at least one, unless
   // every request is already MPI_REQUEST_NULL: then none). Completed requests become null.
   std::span<const int> some(std::span<MPI_Request> requests);
-  void all(std::span<MPI_Request> requests);
 
  private:
   int64_t max_sleep_us_;
