@@ -41,18 +41,8 @@ case "$workload" in
   transformer) unit="tokens/s" ddp_key=job_tokens_per_s ;;
   *) echo "ddp_hosts.sh: WORKLOAD is resnet50 or transformer (got '$workload')" >&2; exit 2 ;;
 esac
-[ -x "$trainscope" ] || { echo "ddp_hosts.sh: no trainscope at $trainscope (build it: cmake --build --preset default)" >&2; exit 2; }
-"$python" -c "import torch" 2>/dev/null ||
-  { echo "ddp_hosts.sh: $python has no torch (pip install torch, or --python PY)" >&2; exit 2; }
-if "$root/scripts/netns-hosts" status 2>/dev/null | grep -q '^tsh'; then
-  echo "ddp_hosts.sh: namespace hosts exist already (someone's experiment); scripts/netns-hosts down frees them" >&2
-  exit 2
-fi
-"$root/scripts/netns-hosts" up 2 --rate "$rate" >/dev/null
-work=$(mktemp -d)
-trap '"$root/scripts/netns-hosts" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-over_hosts=(--mca "plm_rsh_agent=$root/scripts/netns-rsh" --mca oob_tcp_if_include=10.99.0.0/24
-            --mca btl_tcp_if_include=10.99.0.0/24)
+me=ddp_hosts.sh
+source "$here/netns_pair.sh"
 
 run_trainscope() {  # prints the job's rate
   local out
@@ -63,14 +53,8 @@ run_trainscope() {  # prints the job's rate
 }
 
 run_ddp() {  # prints the job's rate
-  local port=$((29500 + RANDOM % 1000)) pids=() r
-  for r in 0 1; do
-    ip netns exec "tsh$((r + 1))" env RANK=$r WORLD_SIZE=2 MASTER_ADDR=10.99.0.11 MASTER_PORT=$port \
-      GLOO_SOCKET_IFNAME=eth0 "$python" "$here/${workload}_train.py" --ddp --preset "$preset" --threads "$threads" \
-      --iters "$iters" --warmup "$warmup" --json "$work/ddp.json" >"$work/ddp$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || { cat "$work"/ddp*.log >&2; return 1; }; done
+  run_torch_pair "$here/${workload}_train.py" --ddp --preset "$preset" --threads "$threads" --iters "$iters" \
+    --warmup "$warmup" --json "$work/ddp.json" || return 1
   "$python" -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))['ddp'][sys.argv[2]]:.2f}\")" "$work/ddp.json" "$ddp_key"
 }
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""bench/pytorch/ddp_hosts.sh end to end: trainscope against DistributedDataParallel (gloo) on two
-namespace hosts, against the real binary.
+"""bench/pytorch/ddp_hosts.sh and allreduce_hosts.sh end to end: trainscope against
+DistributedDataParallel and against gloo's all-reduce on two namespace hosts, the real binary.
 
     ddp_hosts_test.py TRAINSCOPE
 
 1. The DDP reference refuses --ddp without its rank's environment, saying what is missing.
 2. The driver, resnet50 tiny, one pair of 2 timed iterations, hosts at 1 Gbit: exit 0; the pair's
    line has both job rates and their ratio (equal to the rates divided, to its 3 decimals), the
-   summary's median of one pair is that ratio; no namespace host is left behind.
+   summary's median of one pair is that ratio.
+3. The all-reduce driver, one pair of sweeps at 256 KiB and 1 MiB: exit 0, a row per size with
+   both sides' busbw, trainscope's share of the TCP rate and their ratio; the TCP rate printed.
+   No namespace host is left behind.
 Exit 0: passed; 1: failed (what differs is printed); 77: skipped, saying why (torch not importable
 by this Python: CI does not install it, it is large; not root or no network namespaces; hosts
 tsh* exist already). Holds the lock the netns tests take (/tmp/trainscope-netns-hosts.lock).
@@ -68,6 +71,20 @@ def main():
         check(abs(ratio - ts / ddp) <= 0.0005 + 1e-9, f"ratio {ratio} is not {ts} / {ddp}")
         summary = re.search(r"trainscope / DDP: median ([0-9.]+) over 1 pairs", r.stdout)
         check(summary is not None and float(summary.group(1)) == ratio, "the summary's median of one pair")
+    # The all-reduce driver: trainscope's busbw against gloo's per size, one pair of sweeps.
+    r = subprocess.run([os.path.join(ROOT, "bench", "pytorch", "allreduce_hosts.sh"), "--pairs", "1", "--min-bytes",
+                        "256K", "--max-bytes", "1M", "--iters", "2", "--warmup", "1", "--python", sys.executable,
+                        "--trainscope", trainscope], capture_output=True, text=True, timeout=600)
+    print(r.stdout[-3000:])
+    check(r.returncode == 0, f"allreduce_hosts.sh exited {r.returncode}: {r.stderr[-3000:]}")
+    rows = re.findall(r"^\s+(\d+)\s+([0-9.]+)\s+(\d+)%\s+([0-9.]+)\s+([0-9.]+) \(", r.stdout, re.M)
+    check([int(x[0]) for x in rows] == [262144, 1048576], f"one row per size: {rows}")
+    for size, ts, share, gloo, ratio in rows:
+        check(float(ts) > 0 and float(gloo) > 0, f"busbw at {size}: {ts}, {gloo}")
+        check(abs(float(ratio) - float(ts) / float(gloo)) <= 0.01 * float(ratio) + 0.002,
+              f"ratio {ratio} at {size} is not {ts} / {gloo} (to the printed digits)")
+    check("the link's TCP rate (bench collectives, one stream): 0." in r.stdout, "the TCP rate is printed")
+
     left = subprocess.run([NETNS, "status"], capture_output=True, text=True).stdout
     check(not left.startswith("tsh"), f"hosts left behind: {left}")
     if FAILURES:
