@@ -3,16 +3,17 @@
 # across two hosts, interleaved sweeps (trainscope, gloo, gloo, trainscope, ...), busbw per size:
 #   bench/pytorch/allreduce_hosts.sh [--rate 1gbit] [--pairs 2] [--min-bytes 1M] [--max-bytes 64M]
 #                                    [--factor 4] [--iters 10] [--warmup 2] [--python PY]
-#                                    [--trainscope BIN]
+#                                    [--trainscope BIN] [--trainscope-args "ARGS"]
 # The hosts are network namespaces made here (netns_pair.sh: root; removed at the end). Both sides
 # time float32 sums the same way (the mean per call over the ranks) and take the same bus factor.
 # Prints per size each side's busbw (every sweep), trainscope's as a share of the link's TCP
 # rate (measured by `bench collectives`), and the ratio trainscope/gloo: median and spread.
+# --trainscope-args adds options to `bench collectives` (e.g. "--mca btl_tcp_progress_thread=1").
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-rate=1gbit pairs=2 min=1M max=64M factor=4 iters=10 warmup=2 python=python3
+rate=1gbit pairs=2 min=1M max=64M factor=4 iters=10 warmup=2 python=python3 ts_args=""
 trainscope="$root/build/default/cli/trainscope"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --trainscope) trainscope=$2; shift 2 ;;
+    --trainscope-args) ts_args=$2; shift 2 ;;
     *) echo "allreduce_hosts.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +36,7 @@ sweep=(--min-bytes "$min" --max-bytes "$max" --factor "$factor" --iters "$iters"
 
 run_trainscope() {  # appends the sweep's JSON to $work/trainscope.jsonl
   "$trainscope" bench collectives --collectives all_reduce "${sweep[@]}" --hosts tsh1:1,tsh2:1 "${over_hosts[@]}" \
-    --json --db "$work/ts.db" 2>"$work/ts.log" | tr -d '\n' >>"$work/trainscope.jsonl" ||
+    --json --db "$work/ts.db" $ts_args 2>"$work/ts.log" | tr -d '\n' >>"$work/trainscope.jsonl" ||
     { cat "$work/ts.log" >&2; return 1; }
   echo >>"$work/trainscope.jsonl"
 }
@@ -45,7 +47,7 @@ run_gloo() {  # appends the sweep's JSON to $work/gloo.jsonl
   echo >>"$work/gloo.jsonl"
 }
 
-echo "# all_reduce, 2 hosts at $rate, float32 sum, $iters timed calls per size after $warmup, $pairs pairs of sweeps; $(date -u +%FT%TZ)"
+echo "# all_reduce, 2 hosts at $rate, float32 sum, $iters timed calls per size after $warmup, $pairs pairs of sweeps; trainscope ${TS_ALLREDUCE:-mpi} ${ts_args}; $(date -u +%FT%TZ)"
 echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load at start $(cut -d' ' -f1-3 /proc/loadavg)"
 for p in $(seq "$pairs"); do
   if [ $((p % 2)) -eq 1 ]; then run_trainscope; run_gloo; else run_gloo; run_trainscope; fi
