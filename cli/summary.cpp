@@ -107,12 +107,12 @@ std::string collectives_split_text(const nlohmann::json& d) {
   const auto& split = d["collectives_split"];
   std::string s = fmt::format(
       "  collectives    waiting for the last rank vs moving data (ms per timed iteration, {} calls on rank 0's "
-      "clock, good to {:.1f} us)\n    rank  waiting   moving  last in  others waited for it\n",
+      "clock, good to {:.1f} us)\n    rank  waiting   moving  busbw moving  last in  others waited for it\n",
       split["calls"].get<int64_t>(), static_cast<double>(split["uncertainty_ns"].get<int64_t>()) * 1e-3);
   for (const auto& r : split["per_rank"]) {
-    s += fmt::format("    {:>4} {:>8.2f} {:>8.2f} {:>8} {:>10.2f}\n", r["rank"].get<int64_t>(),
-                     r["waiting_ms"].get<double>(), r["moving_ms"].get<double>(), r["last_arrivals"].get<int64_t>(),
-                     r["others_waited_ms"].get<double>());
+    s += fmt::format("    {:>4} {:>8.2f} {:>8.2f} {:>8.3f} GB/s {:>8} {:>10.2f}\n", r["rank"].get<int64_t>(),
+                     r["waiting_ms"].get<double>(), r["moving_ms"].get<double>(), r.value("moving_busbw_gbps", 0.0),
+                     r["last_arrivals"].get<int64_t>(), r["others_waited_ms"].get<double>());
   }
   if (d.contains("straggler")) {
     const auto& st = d["straggler"];
@@ -374,6 +374,7 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
         split.push_back({{"rank", w.rank},
                          {"waiting_ms", w.waiting_ms},
                          {"moving_ms", w.moving_ms},
+                         {"moving_busbw_gbps", w.moving_busbw_gbps},
                          {"last_arrivals", w.last_arrivals},
                          {"others_waited_ms", w.others_waited_ms}});
       }

@@ -4,19 +4,11 @@
 #include <map>
 #include <utility>
 
+#include "vocabulary/bus_factor.h"
+
 namespace ts::distributed {
 
-double bus_factor(Collective c, int ranks) {
-  const double n = ranks;
-  switch (c) {
-    case Collective::all_reduce: return ranks > 0 ? 2.0 * (n - 1) / n : 0;
-    case Collective::all_gather:
-    case Collective::reduce_scatter: return ranks > 0 ? (n - 1) / n : 0;
-    case Collective::broadcast: return 1.0;
-    case Collective::barrier: return 0.0;
-  }
-  return 0.0;
-}
+double bus_factor(Collective c, int ranks) { return vocabulary::bus_factor(to_string(c), ranks); }
 
 double algbw_gbps(int64_t bytes, int64_t ns) {
   return ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0;

@@ -1,9 +1,9 @@
 #pragma once
 // Communication figures as nccl-tests defines them (its doc/PERFORMANCE.md): for a call moving
 // S bytes in t seconds, algbw = S / t, and busbw = algbw * factor, where factor makes the figure
-// comparable with the hardware's peak whatever the number of ranks n: 2(n-1)/n for all-reduce,
-// (n-1)/n for all-gather and reduce-scatter (S the whole gathered/scattered buffer), 1 for
-// broadcast. docs/formulas.md, "Communication".
+// comparable with the hardware's peak whatever the number of ranks n (vocabulary/bus_factor.h
+// defines it: 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter with S the whole
+// gathered/scattered buffer, 1 for broadcast). docs/formulas.md, "Communication".
 #include <cstdint>
 #include <span>
 #include <string>

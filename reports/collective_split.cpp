@@ -1,5 +1,7 @@
 #include "reports/collective_split.h"
 
+#include "vocabulary/bus_factor.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -71,8 +73,10 @@ std::vector<RankWaitMove> wait_move_by_rank(const CollectiveCalls& calls, std::s
   std::vector<double> waiting(static_cast<size_t>(ranks)), moving(static_cast<size_t>(ranks)),
       others(static_cast<size_t>(ranks));
   std::vector<int64_t> last(static_cast<size_t>(ranks));
+  double bus_bytes = 0;  // the same for every rank: each takes part in every call
   for (const auto& c : calls.calls) {
     if (!counted.contains(c.iteration)) continue;
+    bus_bytes += static_cast<double>(c.bytes) * vocabulary::bus_factor(c.collective, ranks);
     double waited_for_last = 0;
     for (int64_t r = 0; r < ranks; ++r) {
       waiting[static_cast<size_t>(r)] += static_cast<double>(c.waiting_ns[static_cast<size_t>(r)]);
@@ -85,7 +89,8 @@ std::vector<RankWaitMove> wait_move_by_rank(const CollectiveCalls& calls, std::s
   const double per = 1e6 * static_cast<double>(counted.size());  // ns totals to ms per iteration
   for (int64_t r = 0; r < ranks; ++r) {
     const auto i = static_cast<size_t>(r);
-    out.push_back({r, waiting[i] / per, moving[i] / per, last[i], others[i] / per});
+    out.push_back({r, waiting[i] / per, moving[i] / per, last[i], others[i] / per,
+                   moving[i] > 0 ? bus_bytes / moving[i] : 0.0});  // bytes per ns = GB/s
   }
   return out;
 }

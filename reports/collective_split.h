@@ -44,6 +44,9 @@ struct RankWaitMove {
   double waiting_ms = 0, moving_ms = 0;  // per timed iteration
   int64_t last_arrivals = 0;             // calls it was the straggler of
   double others_waited_ms = 0;           // per timed iteration: the others' waiting in those calls
+  // The moving part's bus bandwidth (GB/s): every call's bytes times its bus factor
+  // (vocabulary/bus_factor.h) over the time this rank spent moving; 0 without moving time.
+  double moving_busbw_gbps = 0;
 };
 std::vector<RankWaitMove> wait_move_by_rank(const CollectiveCalls& calls, std::span<const int64_t> timed,
                                             int64_t ranks);

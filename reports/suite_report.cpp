@@ -605,13 +605,15 @@ Section group_section(const Group& g) {
         "Collectives of run {} split into waiting for the last rank and moving data (ms per timed iteration, {} "
         "calls on rank 0's clock, good to {} us; docs/formulas.md, \"Waiting and moving\")",
         d.run.id, d.split_calls, three_digits(static_cast<double>(d.wait_move_uncertainty_ns) / 1e3));
-    wt.header = {"rank", "waiting", "moving", "last to arrive (calls)", "others waited for it"};
-    wt.numeric = {true, true, true, true, true};
+    wt.header = {
+        "rank", "waiting", "moving", "busbw of the moving (GB/s)", "last to arrive (calls)", "others waited for it"};
+    wt.numeric = {true, true, true, true, true, true};
     std::vector<std::string> labels;
     std::vector<double> waiting, moving;
     for (const auto& r : d.wait_move) {
       wt.rows.push_back({std::to_string(r.rank), three_digits(r.waiting_ms), three_digits(r.moving_ms),
-                         std::to_string(r.last_arrivals), three_digits(r.others_waited_ms)});
+                         three_digits(r.moving_busbw_gbps), std::to_string(r.last_arrivals),
+                         three_digits(r.others_waited_ms)});
       labels.push_back(fmt::format("rank {}", r.rank));
       waiting.push_back(r.waiting_ms);
       moving.push_back(r.moving_ms);

@@ -220,15 +220,18 @@ TEST(RankClocksSummary, EachRanksClockIsShownWithItsDriftAndBound) {
   // Rank 1's 1 ppm drift moves its times by nanoseconds here: the split is the arrivals' 2 ms.
   EXPECT_NE(shown.find("  collectives    waiting for the last rank vs moving data (ms per timed iteration, 2 calls "
                        "on rank 0's clock, good to 3.0 us)\n"
-                       "    rank  waiting   moving  last in  others waited for it\n"
-                       "       0     2.00     3.00        0       0.00\n"
-                       "       1     2.00     3.00        0       0.00\n"
-                       "       2     0.00     3.00        2       4.00\n"
+                       "    rank  waiting   moving  busbw moving  last in  others waited for it\n"
+                       "       0     2.00     3.00    0.002 GB/s        0       0.00\n"
+                       "       1     2.00     3.00    0.002 GB/s        0       0.00\n"
+                       "       2     0.00     3.00    0.002 GB/s        2       4.00\n"
                        "  straggler      rank 2: last to arrive in 2 of 2 calls; the others waited 4.00 ms per timed "
                        "iteration for it\n"),
             std::string::npos)
       << shown;
   EXPECT_EQ(j["distributed"]["straggler"]["rank"], 2);
+  // Each rank moved 2 x 4096 bytes x 4/3 (the all-reduce's bus factor on 3 ranks) in 2 x 3 ms.
+  EXPECT_NEAR(j["distributed"]["collectives_split"]["per_rank"][0]["moving_busbw_gbps"].get<double>(),
+              2 * 4096.0 * 4 / 3 / (2 * 3e6), 1e-12);
   ASSERT_EQ(j["distributed"]["clocks"].size(), 2u);
   EXPECT_EQ(j["distributed"]["clocks"][0]["rank"], 1);
   EXPECT_EQ(j["distributed"]["clocks"][0]["offset_ns"], 2'500'000'000);

@@ -78,6 +78,9 @@ TEST(CollectiveSplit, PerRankTotalsAndTheStragglerOverTheTimedIterations) {
   EXPECT_DOUBLE_EQ(per_rank[1].moving_ms, 0.002);
   EXPECT_EQ(per_rank[1].last_arrivals, 3);
   EXPECT_DOUBLE_EQ(per_rank[1].others_waited_ms, 0.001);
+  // 3 timed calls of 4096 bytes (bus factor 1 on 2 ranks), each moved in 2000 ns: 2.048 GB/s.
+  EXPECT_DOUBLE_EQ(per_rank[0].moving_busbw_gbps, 3 * 4096.0 / (3 * 2000.0));
+  EXPECT_DOUBLE_EQ(per_rank[1].moving_busbw_gbps, 3 * 4096.0 / (3 * 2000.0));
 }
 
 }  // namespace

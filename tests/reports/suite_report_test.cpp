@@ -214,7 +214,7 @@ TEST(SuiteReport, RowsLeadWithTheSustainedRateAndFlagNoisyRuns) {
 // table and stacked bars, and the straggler named; a run without a split gets neither.
 TEST(SuiteReport, ARunsCollectivesAreSplitPerRankIntoWaitingAndMovingWithTheStragglerNamed) {
   RunDigest split = run(1, 2, 4, 10.0);
-  split.wait_move = {{0, 3.0, 40.0, 1, 0.5}, {1, 0.5, 41.0, 9, 3.0}};
+  split.wait_move = {{0, 3.0, 40.0, 1, 0.5, 0.118}, {1, 0.5, 41.0, 9, 3.0, 0.115}};
   split.split_calls = 10;
   split.wait_move_uncertainty_ns = 9'000;
   RunDigest plain = run(2, 2, 8, 10.0);
@@ -248,7 +248,7 @@ TEST(SuiteReport, ARunsCollectivesAreSplitPerRankIntoWaitingAndMovingWithTheStra
   ASSERT_NE(t, nullptr);
   EXPECT_NE(t->caption.find("10 calls on rank 0's clock, good to 9.00 us"), std::string::npos) << t->caption;
   ASSERT_EQ(t->rows.size(), 2u);
-  EXPECT_EQ(t->rows[1], (std::vector<std::string>{"1", "0.500", "41.0", "9", "3.00"}));
+  EXPECT_EQ(t->rows[1], (std::vector<std::string>{"1", "0.500", "41.0", "0.115", "9", "3.00"}));
   EXPECT_NE(text.find("Straggler: rank 1, last to arrive in 9 of 10 calls; the others waited 3.00 ms"),
             std::string::npos)
       << text;
