@@ -105,13 +105,16 @@ void RunStream::loop() {
 void RunStream::flush_once() {
   store::RunFlush batch;
   int64_t longest_ns = 0;
+  // The trace first, then the iterations: every phase drained belongs to an iteration taken here
+  // or to the one in flight (taken the other way round, the training thread could finish an
+  // iteration and the next one's phases in between, and a reader would see phases two ahead).
+  auto& tracer = profiler::Tracer::global();
+  std::vector<profiler::Event> events = tracer.drain();
   {
     std::lock_guard lock(mutex_);
     batch.iterations.swap(iterations_);
     longest_ns = longest_iteration_ns_;
   }
-  auto& tracer = profiler::Tracer::global();
-  std::vector<profiler::Event> events = tracer.drain();
   append_event_rows(events, profiler::lookup_in(tracer), batch.phases, batch.events);
   append(events_, std::move(events));
   for (auto& s : sampler_.samples_since(sample_cursor_)) batch.samples.push_back({s.t_ns, std::move(s.name), s.value});

@@ -300,7 +300,8 @@ TEST(LockContention, ADbRemovedOrReplacedDuringTheRunSpillsItsResults) {
     SCOPED_TRACE(replace ? "replaced" : "removed");
     TempDir dir;
     const fs::path db = dir / "runs.db";
-    Child child({"run", "transformer", "--iters", "30", "--warmup", "0", "--threads", "1", "--eval-batches", "0",
+    // Long enough (about a second) that the file is gone before the run ends, on a fast machine too.
+    Child child({"run", "transformer", "--iters", "300", "--warmup", "0", "--threads", "1", "--eval-batches", "0",
                  "--flush-interval", "0.05", "--db", db.string()},
                 dir / "log");
     ASSERT_TRUE(wait_for_rows(db, "SELECT count(*) FROM iterations", 1, 60s)) << read_file(dir / "log");
@@ -322,7 +323,7 @@ TEST(LockContention, ADbRemovedOrReplacedDuringTheRunSpillsItsResults) {
     ts::store::Reader side(m[1].str());
     ASSERT_EQ(side.runs().size(), 1u);
     EXPECT_EQ(side.runs().front().status, ts::store::RunStatus::completed);
-    EXPECT_EQ(side.iterations(side.runs().front().id).size(), 30u);
+    EXPECT_EQ(side.iterations(side.runs().front().id).size(), 300u);
   }
 }
 
@@ -364,9 +365,9 @@ TEST(LockContention, ADamagedDbIsRefusedBeforeARunWritesIntoIt) {
 TEST(LockContention, ImportNeverReplacesARunWithAnOlderCopyOfIt) {
   TempDir dir;
   const fs::path db = dir / "runs.db", old = dir / "old.db", other = dir / "other.db";
-  ASSERT_EQ(run_trainscope("run transformer --iters 6 --warmup 0 --threads 1 --eval-batches 0 --db " + db.string())
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_trainscope("run transformer --iters 6 --warmup 0 --threads 1 --eval-batches 0 --db " + db.string()).exit_code,
+      0);
   fs::copy_file(db, old);  // with its -wal: the run as it was, then cut back to a snapshot
   if (fs::exists(db.string() + "-wal")) fs::copy_file(db.string() + "-wal", old.string() + "-wal");
   {
