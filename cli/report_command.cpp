@@ -18,9 +18,10 @@ namespace ts::cli {
 
 namespace {
 
-std::vector<reports::RunDigest> select(const std::filesystem::path& db, const std::vector<std::string>& selectors) {
+std::vector<reports::RunDigest> select(const std::filesystem::path& db, const std::vector<std::string>& selectors,
+                                       reports::DigestParts parts = {}) {
   try {
-    return reports::select_runs(db, selectors, vocabulary::tbd_class_of);
+    return reports::select_runs(db, selectors, vocabulary::tbd_class_of, parts);
   } catch (const store::StoreError& e) {
     throw UsageError(e.what());
   } catch (const std::invalid_argument& e) {
@@ -53,9 +54,12 @@ struct Side {
 };
 
 // A db file: all its runs; otherwise run ids, ranges or a suite name (comma-separated) in `db`.
+// What compare_runs reads of a digest: no interference (reading it costs every event of a run).
+constexpr reports::DigestParts kCompared{.interference = false};
+
 Side resolve_side(const std::string& arg, const std::filesystem::path& db) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(arg, ec)) return {arg, select(arg, {}), arg};
+  if (std::filesystem::is_regular_file(arg, ec)) return {arg, select(arg, {}, kCompared), arg};
   std::vector<std::string> selectors;
   size_t from = 0;
   while (from <= arg.size()) {
@@ -66,7 +70,7 @@ Side resolve_side(const std::string& arg, const std::filesystem::path& db) {
     if (comma == std::string::npos) break;
     from = comma + 1;
   }
-  return {db, select(db, selectors), fmt::format("{} in {}", arg, db.string())};
+  return {db, select(db, selectors, kCompared), fmt::format("{} in {}", arg, db.string())};
 }
 
 }  // namespace

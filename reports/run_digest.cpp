@@ -482,7 +482,7 @@ std::vector<CollectiveTime> collective_times(const std::vector<store::Collective
 }  // namespace
 
 RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, const store::RunRow& run,
-                     const MemoryClassifier& classify) {
+                     const MemoryClassifier& classify, DigestParts parts) {
   RunDigest d;
   d.db = db;
   d.run = run;
@@ -556,7 +556,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     if (!d.exposed_comm_ms.empty()) d.exposed_comm_median_ms = median(d.exposed_comm_ms);
     // Compute slowed by communication beside it, from the rank's op and comm events (CPU runs:
     // on a GPU the host's op times are launches, not the compute).
-    if (run.device == "cpu") {
+    if (run.device == "cpu" && parts.interference) {
       std::vector<std::string>
           rank_hosts;  // each rank's host, as the launcher placed it (ranks on one share its cores)
       if (const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false);
@@ -623,7 +623,7 @@ Conditions read_conditions(store::Reader& reader, int64_t run) {
 }
 
 std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::vector<std::string>& selectors,
-                                   const MemoryClassifier& classify) {
+                                   const MemoryClassifier& classify, DigestParts parts) {
   store::Reader reader(db);
   const auto runs = reader.runs();
   std::map<int64_t, std::string> suite_of;  // run id -> the suite that made it ("" when none)
@@ -661,7 +661,7 @@ std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::v
   std::vector<RunDigest> out;
   for (const auto& r : runs) {
     if (r.workload == "collectives") continue;
-    if (selectors.empty() || chosen.contains(r.id)) out.push_back(digest_run(reader, db, r, classify));
+    if (selectors.empty() || chosen.contains(r.id)) out.push_back(digest_run(reader, db, r, classify, parts));
   }
   return out;
 }

@@ -291,14 +291,20 @@ struct RunDigest {
 // A run's measurement conditions alone, judged as the digest judges them (a listing's one query).
 Conditions read_conditions(store::Reader& reader, int64_t run);
 
+// What a digest reads beyond its core figures: interference reads every op and comm event of a
+// distributed CPU run (about 0.45 us an event), which only `show` and the report print.
+struct DigestParts {
+  bool interference = true;
+};
+
 // Throws store::StoreError when the db cannot be read.
 RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, const store::RunRow& run,
-                     const MemoryClassifier& classify);
+                     const MemoryClassifier& classify, DigestParts parts = {});
 
 // The runs a selection names in one db. Each selector is a run id ("7"), a range ("3-9"), or a
 // suite name (every run a suite of that name made); none: every run. Collectives benchmarks
 // (no training) are left out. Throws std::invalid_argument naming a selector that matches nothing.
 std::vector<RunDigest> select_runs(const std::filesystem::path& db, const std::vector<std::string>& selectors,
-                                   const MemoryClassifier& classify);
+                                   const MemoryClassifier& classify, DigestParts parts = {});
 
 }  // namespace ts::reports
