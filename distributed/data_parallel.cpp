@@ -582,10 +582,12 @@ void DataParallel::run_communication_thread() {
   const float scale = 1.0f / static_cast<float>(comm_.size());
   const bool on_gpu = st.device && !st.device->is_cpu();
   auto& tracer = profiler::Tracer::global();
-  // A GPU model's copies into and out of the buckets are communication in the rank's breakdown
-  // (a `comm` event each, beside the all-reduce's); a CPU model's stay as they were, uncounted.
-  const profiler::StringId copy_in_name = tracer.intern(st.device_buckets ? "copy into bucket" : "stage to host"),
-                           copy_out_name = tracer.intern(st.device_buckets ? "copy out of bucket" : "stage from host");
+  // The copies into and out of the buckets (and the averaging) are communication in the rank's
+  // breakdown, a `comm` event each beside the all-reduce's: data parallelism's own work, which on
+  // a CPU also takes cores from the compute it overlaps (reports/interference.h reads them).
+  const bool staged = on_gpu && !st.device_buckets;  // a GPU model's gradients through host buckets
+  const profiler::StringId copy_in_name = tracer.intern(staged ? "stage to host" : "copy into bucket"),
+                           copy_out_name = tracer.intern(staged ? "stage from host" : "copy out of bucket");
   // Copies the bucket's gradients in, averages them across ranks, copies the means back: on the
   // side stream, after the device has reached the bucket's ready marker. The host waits for each
   // step here, on this thread only, so that each recorded time is that step's own.
@@ -595,7 +597,7 @@ void DataParallel::run_communication_thread() {
     const std::string label = "bucket " + std::to_string(gi) + "." + std::to_string(b);
     side.host_waits(*bucket.ready);  // the gradients are computed: what follows is the exchange's time
     std::optional<profiler::Range> copying;
-    if (on_gpu) copying.emplace(copy_in_name, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
+    copying.emplace(copy_in_name, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
     side.wait(*bucket.ready);
     for (const auto& u : bucket.units) {
       const engine::Tensor grad = g.slots[static_cast<size_t>(u.slot)].param.grad();
@@ -606,7 +608,7 @@ void DataParallel::run_communication_thread() {
     side.synchronize();
     copying.reset();
     comm_.all_reduce(buf, static_cast<size_t>(bucket.count), DataType::f32, ReduceOp::sum, label);
-    if (on_gpu) copying.emplace(copy_out_name, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
+    copying.emplace(copy_out_name, profiler::EventKind::comm, profiler::Pass::none, tracer.intern(label));
     if (st.device_buckets) {
       side.scale(buf, bucket.count, scale);  // the mean, then back into each gradient
     } else {

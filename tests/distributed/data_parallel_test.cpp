@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -397,12 +398,30 @@ TEST(DataParallel, CollectivesAndTheWaitAreTraced) {
   dp.end_backward();
   tracer.set_enabled(false);
   int reduces = 0, waits = 0;
+  // Per bucket (the event's layer is its label): the copy in, its all-reduce, the copy out, in
+  // that order on the communication thread, each a comm event of the rank's breakdown.
+  std::map<std::string, std::map<std::string, profiler::Event>> by_bucket;
   for (const auto& e : tracer.drain()) {
     if (e.kind == profiler::EventKind::comm && tracer.str(e.name) == "all_reduce") ++reduces;
     if (e.kind == profiler::EventKind::wait) ++waits;
+    const std::string name(tracer.str(e.name));
+    if (e.kind == profiler::EventKind::comm &&
+        (name == "copy into bucket" || name == "all_reduce" || name == "copy out of bucket"))
+      by_bucket[std::string(tracer.str(e.layer))][name] = e;
   }
   EXPECT_EQ(reduces, static_cast<int>(dp.buckets().size()));  // one all-reduce per bucket, none twice
   EXPECT_EQ(waits, 1);
+  ASSERT_EQ(by_bucket.size(), dp.buckets().size());
+  for (const auto& [label, steps] : by_bucket) {
+    ASSERT_TRUE(steps.contains("copy into bucket") && steps.contains("all_reduce") &&
+                steps.contains("copy out of bucket"))
+        << label << ": " << steps.size() << " comm events";
+    const auto &in = steps.at("copy into bucket"), &reduce = steps.at("all_reduce"),
+               &out = steps.at("copy out of bucket");
+    EXPECT_LE(in.end_ns, reduce.start_ns) << label;
+    EXPECT_LE(reduce.end_ns, out.start_ns) << label;
+    EXPECT_TRUE(in.thread == reduce.thread && out.thread == reduce.thread) << label;
+  }
   int64_t bytes = 0;
   for (const auto& b : dp.buckets()) bytes += b.bytes;
   EXPECT_EQ(bytes, 4 * (8 * 32 + 32 + 32 * 4 + 4));  // every gradient in exactly one bucket
