@@ -9,6 +9,7 @@
 #include "cli/summary.h"
 #include "distributed/mpi_runtime.h"
 #include "fmt/format.h"
+#include "reports/collective_split.h"
 #include "session/run_session.h"
 #include "store/reader.h"
 #include "workloads/workload.h"
@@ -23,6 +24,20 @@ int exit_code_for(const session::RunOutcome& out) {
     case store::RunStatus::completed: return kExitOk;
     case store::RunStatus::interrupted: return kExitInterrupted;
     default: return kExitRunFailed;
+  }
+}
+
+// Rank 0, once a multi-rank run and its clocks are stored: every collective call split into
+// waiting and moving, stored beside it (schema v13). Not part of the run: where it cannot be
+// written, readers split the calls on reading, the same way, and a notice says so.
+void store_split(const std::filesystem::path& db, int64_t run_id) {
+  try {
+    reports::store_collective_waits(db, run_id);
+  } catch (const std::exception& e) {
+    say(stderr,
+        "trainscope: run {}: the collectives' waiting/moving split was not stored ({}); show and report "
+        "split them on reading\n",
+        run_id, e.what());
   }
 }
 
@@ -60,6 +75,7 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
   if (!o.error.empty() && (!world || world->rank == 0))
     say(stderr, "trainscope: run {} failed: {}\n", o.run_id, o.error);
   if (!o.spill_file.empty()) out.exit_code = kExitSpilled;
+  if (world && world->size > 1 && world->rank == 0 && o.run_id > 0 && o.spill_file.empty()) store_split(c.db, o.run_id);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "reports/collective_split.h"
 
+#include "store/reader.h"
+#include "store/writer.h"
 #include "vocabulary/bus_factor.h"
 
 #include <algorithm>
@@ -38,6 +40,7 @@ CollectiveCalls split_collectives(std::span<const store::CollectiveRow> rows, co
     for (size_t k = 0; k < least; ++k) {
       CollectiveCall call;
       std::tie(call.iteration, call.collective, call.label) = key;
+      call.call = static_cast<int64_t>(k);
       std::vector<int64_t> arrival(static_cast<size_t>(ranks)), end(static_cast<size_t>(ranks));
       for (int64_t r = 0; r < ranks; ++r) {
         const auto* c = per_rank[static_cast<size_t>(r)][k];
@@ -49,6 +52,7 @@ CollectiveCalls split_collectives(std::span<const store::CollectiveRow> rows, co
           call.last_arrival_ns = arrival[static_cast<size_t>(r)];
         }
       }
+      call.arrival_ns = arrival;
       for (int64_t r = 0; r < ranks; ++r) {
         const int64_t a = arrival[static_cast<size_t>(r)], e = end[static_cast<size_t>(r)];
         // Within the rank's own call: a bound's worth of disagreement never makes either negative.
@@ -63,6 +67,69 @@ CollectiveCalls split_collectives(std::span<const store::CollectiveRow> rows, co
     return std::tie(a.iteration, a.last_arrival_ns) < std::tie(b.iteration, b.last_arrival_ns);
   });
   return out;
+}
+
+std::vector<store::CollectiveWaitRow> to_rows(const CollectiveCalls& calls) {
+  std::vector<store::CollectiveWaitRow> rows;
+  for (const auto& c : calls.calls) {
+    for (size_t r = 0; r < c.waiting_ns.size(); ++r) {
+      rows.push_back({static_cast<int64_t>(r), c.iteration, c.collective, c.label, c.call, c.bytes, c.arrival_ns[r],
+                      c.last_arrival_ns, c.last_rank, c.waiting_ns[r], c.moving_ns[r], calls.uncertainty_ns});
+    }
+  }
+  return rows;
+}
+
+CollectiveCalls from_rows(std::span<const store::CollectiveWaitRow> rows, int64_t ranks) {
+  CollectiveCalls out;
+  if (ranks < 2) return out;
+  using Key = std::tuple<int64_t, std::string, std::string, int64_t>;
+  std::map<Key, std::vector<const store::CollectiveWaitRow*>> by_call;
+  for (const auto& w : rows) {
+    if (w.rank < 0 || w.rank >= ranks) continue;
+    auto& per_rank = by_call[{w.iteration, w.collective, w.label, w.call}];
+    per_rank.resize(static_cast<size_t>(ranks));
+    per_rank[static_cast<size_t>(w.rank)] = &w;
+    out.uncertainty_ns = std::max(out.uncertainty_ns, w.uncertainty_ns);
+  }
+  for (const auto& [key, per_rank] : by_call) {
+    if (std::any_of(per_rank.begin(), per_rank.end(), [](auto* w) { return w == nullptr; })) {
+      ++out.incomplete;
+      continue;
+    }
+    CollectiveCall call;
+    std::tie(call.iteration, call.collective, call.label, call.call) = key;
+    call.bytes = per_rank.front()->bytes;
+    call.last_rank = per_rank.front()->last_rank;
+    call.last_arrival_ns = per_rank.front()->last_arrival_ns;
+    for (const auto* w : per_rank) {
+      call.arrival_ns.push_back(w->arrival_ns);
+      call.waiting_ns.push_back(w->waiting_ns);
+      call.moving_ns.push_back(w->moving_ns);
+    }
+    out.calls.push_back(std::move(call));
+  }
+  std::stable_sort(out.calls.begin(), out.calls.end(), [](const CollectiveCall& a, const CollectiveCall& b) {
+    return std::tie(a.iteration, a.last_arrival_ns) < std::tie(b.iteration, b.last_arrival_ns);
+  });
+  return out;
+}
+
+int64_t store_collective_waits(const std::filesystem::path& db, int64_t run) {
+  std::vector<store::CollectiveWaitRow> rows;
+  {
+    store::Reader reader(db);
+    const auto info = reader.run(run);
+    if (!info || info->ranks < 2 || !reader.collective_waits(run).empty()) return 0;
+    rows = to_rows(
+        split_collectives(reader.collectives(run, std::nullopt), RankClocks(reader.rank_clocks(run)), info->ranks));
+  }
+  if (rows.empty()) return 0;
+  store::Writer writer(db);
+  store::Writer::Transaction tx(writer);
+  writer.add_collective_waits(run, rows);
+  tx.commit();
+  return static_cast<int64_t>(rows.size());
 }
 
 std::vector<RankWaitMove> wait_move_by_rank(const CollectiveCalls& calls, std::span<const int64_t> timed,

@@ -539,7 +539,9 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     d.clocks = RankClocks(reader.rank_clocks(run.id));
     const std::vector<store::CollectiveRow> collective_rows = reader.collectives(run.id);  // every rank's, read once
     {
-      const auto calls = split_collectives(collective_rows, d.clocks, d.key.ranks);
+      const std::vector<store::CollectiveWaitRow> stored = reader.collective_waits(run.id);  // v13: as written
+      const auto calls =
+          stored.empty() ? split_collectives(collective_rows, d.clocks, d.key.ranks) : from_rows(stored, d.key.ranks);
       d.wait_move = wait_move_by_rank(calls, timed, d.key.ranks);
       d.wait_move_uncertainty_ns = calls.uncertainty_ns;
       d.incomplete_calls = calls.incomplete;

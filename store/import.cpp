@@ -32,6 +32,7 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   to.add_collectives(copy, from.collectives(id, all_ranks));
   to.add_comm_ops(copy, from.comm_ops(id));
   to.add_rank_clocks(copy, from.rank_clocks(id));
+  to.add_collective_waits(copy, from.collective_waits(id));
   to.add_rank_breakdown(copy, from.rank_breakdown(id));
   to.add_collective_bench(copy, from.collective_bench(id));
   to.add_collective_bench_samples(copy, from.collective_bench_samples(id));

@@ -525,6 +525,19 @@ std::vector<RankClockRow> Reader::rank_clocks(int64_t run) {
       });
 }
 
+std::vector<CollectiveWaitRow> Reader::collective_waits(int64_t run) {
+  if (impl_->version < 13) return {};
+  return impl_->query<CollectiveWaitRow>(
+      "SELECT rank, iteration, collective, label, call, bytes, arrival_ns, last_arrival_ns, last_rank, waiting_ns, "
+      "moving_ns, uncertainty_ns FROM collective_waits WHERE run_id = ?1 "
+      "ORDER BY iteration, collective, label, call, rank, id",
+      run, [](const Stmt& s) {
+        return CollectiveWaitRow{s.col_int(0), s.col_int(1), s.col_text(2), s.col_text(3),
+                                 s.col_int(4), s.col_int(5), s.col_int(6),  s.col_int(7),
+                                 s.col_int(8), s.col_int(9), s.col_int(10), s.col_int(11)};
+      });
+}
+
 std::vector<RankBreakdownRow> Reader::rank_breakdown(int64_t run) {
   if (impl_->version < 4) return {};
   return impl_->query<RankBreakdownRow>(

@@ -77,6 +77,9 @@ class Reader {
   std::vector<CollectiveRow> collectives(int64_t run, std::optional<int64_t> rank = std::nullopt);  // by start
   std::vector<CommOpRow> comm_ops(int64_t run);        // by rank, collective, bytes
   std::vector<RankClockRow> rank_clocks(int64_t run);  // by rank, phase ("end" before "start")
+  // Every collective call's split per rank (v13), by iteration, collective, label, call, rank;
+  // empty before v13 and for runs whose split was not written (reports split them on reading).
+  std::vector<CollectiveWaitRow> collective_waits(int64_t run);
   // by rank, iteration; pull_wait_ns / push_wait_ns (v6) are 0 in older files
   std::vector<RankBreakdownRow> rank_breakdown(int64_t run);
   // insertion order; before v12 bus_factor is busbw / algbw (0 where algbw is 0), p50/p99 -1, samples 0

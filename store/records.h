@@ -189,6 +189,17 @@ struct RankClockRow {
   std::string phase;  // "start" | "end"
   int64_t offset_ns = 0, uncertainty_ns = 0, at_ns = 0, min_round_trip_ns = 0, pings = 0;
 };
+// One collective call on one rank, split into waiting and moving (schema v13; issue 41;
+// reports/collective_split.h derives them when a multi-rank run has been stored): the call is the
+// `call`-th (from 0) of (iteration, collective, label) on every rank; times on rank 0's clock
+// (the run's rank_clocks), good to +- uncertainty_ns; waiting = last_arrival_ns - arrival_ns
+// clamped to the rank's call, moving = the rest of it; last_rank arrived last (the straggler).
+struct CollectiveWaitRow {
+  int64_t rank = 0, iteration = -1;
+  std::string collective, label;
+  int64_t call = 0, bytes = 0, arrival_ns = 0, last_arrival_ns = 0, last_rank = -1;
+  int64_t waiting_ns = 0, moving_ns = 0, uncertainty_ns = 0;
+};
 // A rank's time in one iteration, split as the time breakdown splits it (DESIGN, "Time breakdown");
 // backward_wait_ns: how long the optimizer waited for gradients' communication after backward.
 // Parameter-server runs (v6): pull_wait_ns, how long the worker waited for parameters it pulled

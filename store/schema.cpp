@@ -461,8 +461,33 @@ CREATE TABLE collective_bench_samples (
 CREATE INDEX collective_bench_samples_run ON collective_bench_samples(run_id, collective, bytes, rank);
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {
-    kV0ToV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6, kV6ToV7, kV7ToV8, kV8ToV9, kV9ToV10, kV10ToV11, kV11ToV12};
+// v13: every collective call of a multi-rank run split per rank into waiting for the last rank
+// and moving data (issue 41, item 2), on rank 0's clock; written when the run has been stored
+// (reports/collective_split.h). Runs without rows (before v13, or whose split was not written)
+// are split on reading, from their collectives and clocks.
+constexpr std::string_view kV12ToV13 = R"sql(
+CREATE TABLE collective_waits (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank            INTEGER NOT NULL,
+  iteration       INTEGER NOT NULL,
+  collective      TEXT    NOT NULL,
+  label           TEXT    NOT NULL,
+  call            INTEGER NOT NULL,
+  bytes           INTEGER NOT NULL,
+  arrival_ns      INTEGER NOT NULL,
+  last_arrival_ns INTEGER NOT NULL,
+  last_rank       INTEGER NOT NULL,
+  waiting_ns      INTEGER NOT NULL,
+  moving_ns       INTEGER NOT NULL,
+  uncertainty_ns  INTEGER NOT NULL
+);
+CREATE INDEX collective_waits_run ON collective_waits(run_id, iteration, rank);
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1,   kV1ToV2,   kV2ToV3,  kV3ToV4, kV4ToV5,
+                                                                      kV5ToV6,   kV6ToV7,   kV7ToV8,  kV8ToV9, kV9ToV10,
+                                                                      kV10ToV11, kV11ToV12, kV12ToV13};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -152,6 +152,9 @@ struct Writer::Impl {
   Stmt rank_clock{db,
                   "INSERT INTO rank_clocks (run_id, rank, phase, offset_ns, uncertainty_ns, at_ns, min_round_trip_ns, "
                   "pings) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+  Stmt collective_wait{db, "INSERT INTO collective_waits (run_id, rank, iteration, collective, label, call, bytes, "
+                           "arrival_ns, last_arrival_ns, last_rank, waiting_ns, moving_ns, uncertainty_ns) VALUES (?1, "
+                           "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
   Stmt comm_op{
       db, "INSERT INTO comm_ops (run_id, rank, backend, collective, bytes, ranks, count, total_ns, mean_ns, "
           "min_ns, max_ns, algbw_gbps, busbw_gbps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
@@ -519,6 +522,14 @@ void Writer::add_rank_clocks(int64_t run, std::span<const RankClockRow> rows) {
   impl_->bulk(run, rows, impl_->rank_clock, [](Stmt& s, const RankClockRow& r) {
     s.bind(2, r.rank).bind(3, r.phase).bind(4, r.offset_ns).bind(5, r.uncertainty_ns).bind(6, r.at_ns);
     s.bind(7, r.min_round_trip_ns).bind(8, r.pings);
+  });
+}
+
+void Writer::add_collective_waits(int64_t run, std::span<const CollectiveWaitRow> rows) {
+  impl_->bulk(run, rows, impl_->collective_wait, [](Stmt& s, const CollectiveWaitRow& r) {
+    s.bind(2, r.rank).bind(3, r.iteration).bind(4, r.collective).bind(5, r.label).bind(6, r.call).bind(7, r.bytes);
+    s.bind(8, r.arrival_ns).bind(9, r.last_arrival_ns).bind(10, r.last_rank).bind(11, r.waiting_ns);
+    s.bind(12, r.moving_ns).bind(13, r.uncertainty_ns);
   });
 }
 

@@ -84,6 +84,8 @@ class Writer {
   void add_gpu_activities(int64_t run, std::span<const GpuActivityRow> rows);
   void add_gpu_breakdown(int64_t run, std::span<const GpuBreakdownRow> rows);
   void add_rank_clocks(int64_t run, std::span<const RankClockRow> rows);
+  // Every collective call's split per rank (v13); a run's rows are written once, together.
+  void add_collective_waits(int64_t run, std::span<const CollectiveWaitRow> rows);
   void add_copy_summary(int64_t run, std::span<const CopySummaryRow> rows);
   // Distribution (schema v4): collective calls (streamed in RunFlush too), the per-rank
   // nccl-tests-style summary, the per-rank per-iteration breakdown (v6: with a parameter-server

@@ -61,6 +61,30 @@ TEST(DistributedRun, TwoRanksStoreOneRunWithEveryRanksRecords) {
       if (e.key == "rank_hosts") placement = e.value;
     }
     EXPECT_TRUE(placement.ends_with(" x2") && placement.find(',') == std::string::npos) << placement;
+    // Every call of the iterations split into waiting and moving and stored (v13): a row per
+    // call and rank, which together are the rank's calls (to a ns per call: the clock's mapping
+    // rounds), and the last to arrive waited for no one.
+    const auto waits = r.collective_waits(run.id);
+    for (int64_t rank = 0; rank < 2; ++rank) {
+      int64_t called = 0, calls = 0, split = 0, rows = 0;
+      for (const auto& c : r.collectives(run.id, rank)) {
+        if (c.iteration < 0) continue;
+        called += c.end_ns - c.start_ns;
+        ++calls;
+      }
+      for (const auto& w : waits) {
+        if (w.rank != rank) continue;
+        split += w.waiting_ns + w.moving_ns;
+        ++rows;
+        if (w.last_rank == rank) {
+          EXPECT_EQ(w.waiting_ns, 0) << w.label;
+        }
+        EXPECT_GE(w.moving_ns, 0) << w.label;
+      }
+      EXPECT_EQ(rows, calls) << "rank " << rank;
+      EXPECT_NEAR(static_cast<double>(split), static_cast<double>(called), static_cast<double>(calls))
+          << "rank " << rank;
+    }
     // Each rank's share of exposed and hidden communication, fractions of a whole.
     for (int rank = 0; rank < 2; ++rank) {
       int fractions = 0;

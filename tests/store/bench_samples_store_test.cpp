@@ -104,7 +104,7 @@ TEST(StoreBenchSamples, RowsAndCallsReadBackAreImportedAndGoWithTheirRun) {
   }
   {
     Reader r(db);
-    EXPECT_EQ(r.schema_version(), 12);
+    EXPECT_EQ(r.schema_version(), kSchemaVersion);
     expect_rows(r.collective_bench(run));
     expect_samples(r.collective_bench_samples(run));
     EXPECT_TRUE(r.collective_bench_samples(run + 1).empty());
