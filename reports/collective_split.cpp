@@ -3,6 +3,7 @@
 #include "store/reader.h"
 #include "store/writer.h"
 #include "vocabulary/bus_factor.h"
+#include "vocabulary/collective_wait.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -54,11 +55,10 @@ CollectiveCalls split_collectives(std::span<const store::CollectiveRow> rows, co
       }
       call.arrival_ns = arrival;
       for (int64_t r = 0; r < ranks; ++r) {
-        const int64_t a = arrival[static_cast<size_t>(r)], e = end[static_cast<size_t>(r)];
-        // Within the rank's own call: a bound's worth of disagreement never makes either negative.
-        const int64_t waiting = std::clamp(call.last_arrival_ns - a, int64_t{0}, std::max<int64_t>(e - a, 0));
-        call.waiting_ns.push_back(waiting);
-        call.moving_ns.push_back(std::max<int64_t>(e - a, 0) - waiting);
+        const auto part =
+            vocabulary::wait_move(arrival[static_cast<size_t>(r)], end[static_cast<size_t>(r)], call.last_arrival_ns);
+        call.waiting_ns.push_back(part.waiting_ns);
+        call.moving_ns.push_back(part.moving_ns);
       }
       out.calls.push_back(std::move(call));
     }

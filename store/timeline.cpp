@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "store/open.h"
 #include "store/timeline_index.h"
+#include "vocabulary/collective_wait.h"
 
 namespace ts::store {
 namespace fs = std::filesystem;
@@ -62,6 +65,54 @@ struct TimelineReader::Impl {
                ? aligned(lanes[static_cast<size_t>(lane)].rank, t)
                : t;
   }
+  // Every rank's part of the call a rank's collective row (iteration, collective, label; its own
+  // start and id) belongs to: the k-th of that key on each rank in the order they began, as
+  // reports/collective_split.h pairs them.
+  using CallKey = std::tuple<int64_t, std::string, std::string>;
+  void call_parts(TimelineEventDetails& d, const CallKey& key, int64_t own_start, int64_t own_id) {
+    int64_t ranks = 1;
+    {
+      Stmt s(file, "SELECT ranks FROM runs WHERE id = ?1");
+      Stmt::Use use(s);
+      if (s.bind(1, run).step()) ranks = s.col_int(0);
+    }
+    if (ranks < 2) return;
+    const auto& [iteration, collective, label] = key;
+    Stmt s(file, "SELECT rank, thread, start_ns, end_ns, id FROM collectives WHERE run_id = ?1 AND iteration = ?2 AND "
+                 "collective = ?3 AND label = ?4 ORDER BY rank, start_ns, id");
+    Stmt::Use use(s);
+    s.bind(1, run).bind(2, iteration).bind(3, collective).bind(4, label);
+    std::vector<std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>> by_rank(static_cast<size_t>(ranks));
+    int64_t k = 0;  // which call of the key the selected one is on its rank
+    while (s.step()) {
+      const int64_t rank = s.col_int(0);
+      if (rank < 0 || rank >= ranks) continue;
+      if (rank == d.rank && (s.col_int(2) < own_start || (s.col_int(2) == own_start && s.col_int(4) < own_id))) ++k;
+      by_rank[static_cast<size_t>(rank)].emplace_back(s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4));
+    }
+    std::vector<TimelineCallPart> parts;
+    bool clocks_known = true;
+    for (int64_t rank = 0; rank < ranks; ++rank) {
+      const auto& calls = by_rank[static_cast<size_t>(rank)];
+      if (k >= static_cast<int64_t>(calls.size())) return;  // a rank without this call: no pairing
+      const auto& [thread, start, end, id] = calls[static_cast<size_t>(k)];
+      const auto lane = lane_of.find({false, rank, thread});
+      parts.push_back({rank, lane == lane_of.end() ? -1 : lane->second, aligned(rank, start), aligned(rank, end)});
+      clocks_known = clocks_known && (rank == 0 || clocks.contains(rank));
+    }
+    if (clocks_known) {
+      const auto last = std::max_element(parts.begin(), parts.end(),
+                                         [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+      d.call_last_rank = last->rank;
+      for (auto& p : parts) {
+        const auto part = vocabulary::wait_move(p.start_ns, p.end_ns, last->start_ns);
+        p.waiting_ns = part.waiting_ns;
+        p.moving_ns = part.moving_ns;
+      }
+    }
+    d.call = std::move(parts);
+  }
+
   // A row naming a lane the index does not list is skipped: a damaged file draws less, not wrong.
   bool known_lane(int64_t lane) const { return lane >= 0 && lane < static_cast<int64_t>(lanes.size()); }
 
@@ -393,13 +444,16 @@ TimelineEventDetails TimelineReader::details(const TimelineEvent& event) {
     d.thread = s.col_int(5);
     d.event.name = m.name(s.col_int(6));
     if (d.kind == "comm" && m.has_collectives) {
-      Stmt c(m.file, "SELECT bytes, collective, label FROM collectives WHERE run_id = ?1 AND rank = ?2 AND thread = ?3 "
-                     "AND start_ns = ?4 LIMIT 1");
+      Stmt c(m.file,
+             "SELECT bytes, collective, label, iteration, id FROM collectives WHERE run_id = ?1 AND rank = ?2 AND "
+             "thread = ?3 AND start_ns = ?4 LIMIT 1");
       Stmt::Use use_c(c);
       // On the rank's own clock, as stored (the event may have been set on rank 0's).
-      if (c.bind(1, m.run).bind(2, d.rank).bind(3, d.thread).bind(4, s.col_int(7)).step()) {
+      const int64_t own_start = s.col_int(7);
+      if (c.bind(1, m.run).bind(2, d.rank).bind(3, d.thread).bind(4, own_start).step()) {
         d.bytes = c.col_int(0);
         d.detail = c.col_text(1) + (c.col_text(2).empty() ? "" : " " + c.col_text(2));
+        if (c.col_int(3) >= 0) m.call_parts(d, {c.col_int(3), c.col_text(1), c.col_text(2)}, own_start, c.col_int(4));
       }
     }
     return d;

@@ -55,12 +55,26 @@ struct TimelineWindow {
   std::vector<TimelineEvent> events;  // overlapping the window, by lane, depth, start
 };
 
+// One rank's part of the collective call a selected comm event belongs to (issue 41): the k-th
+// call of (iteration, collective, label) on every rank, as reports/collective_split.h pairs them.
+// Times as the reader gives every time (rank 0's clock once aligned); waiting and moving
+// (vocabulary/collective_wait.h) only when every rank's clock is known, else -1.
+struct TimelineCallPart {
+  int64_t rank = 0;
+  int lane = -1;  // the lane its call was drawn in (-1: none the index lists)
+  int64_t start_ns = 0, end_ns = 0, waiting_ns = -1, moving_ns = -1;
+};
+
 // What the viewer shows for a selected event.
 struct TimelineEventDetails {
   TimelineEvent event;
   std::string source_label;                                  // "rank 0 · training (thread 0)", "GPU 0 · stream 7"
   std::string layer, kind, pass, detail, launched_by;        // launched_by: a kernel's launching op
   int64_t iteration = -1, rank = 0, thread = 0, bytes = -1;  // bytes -1: not known
+  // A collective of a multi-rank run's iteration: every rank's part of the same call, by rank
+  // (empty: not one, or some rank has no such call); the last to arrive (-1: clocks unknown).
+  std::vector<TimelineCallPart> call;
+  int64_t call_last_rank = -1;
 };
 
 // Iterations and phases, drawn as bands behind a rank's lanes.

@@ -39,6 +39,8 @@ struct TimelineView::Session {
 namespace {
 
 constexpr double kMinViewNs = 200;  // the deepest zoom: 200 ns across the plot
+// A selected collective's call on every rank: waiting for the last rank, then moving data.
+const QColor kCallWaitingColour(255, 190, 120), kCallMovingColour(200, 80, 0);
 
 QString duration_text(double ns) {
   const double a = std::abs(ns);
@@ -362,6 +364,19 @@ QString TimelineView::details_text() const {
   html += row(tr("bytes"), d.bytes >= 0 ? QLocale().toString(static_cast<qlonglong>(d.bytes)) : QString());
   html += row(tr("detail"), text(d.detail));
   html += row(tr("launched by"), text(d.launched_by));
+  // The same collective call on every rank (drawn under each rank's lane: waiting light, moving dark).
+  for (const auto& part : d.call) {
+    QString what = tr("%1 – %2").arg(duration_text(static_cast<double>(part.start_ns - canvas_->run_start_)),
+                                     duration_text(static_cast<double>(part.end_ns - canvas_->run_start_)));
+    if (part.waiting_ns >= 0)
+      what += tr(": waited %1, moved %2")
+                  .arg(duration_text(static_cast<double>(part.waiting_ns)),
+                       duration_text(static_cast<double>(part.moving_ns)));
+    if (part.rank == d.call_last_rank) what += tr(" (arrived last)");
+    html += row(part.rank == d.rank ? tr("rank %1 (this)").arg(part.rank) : tr("rank %1").arg(part.rank), what);
+  }
+  if (!d.call.empty() && d.call_last_rank < 0)
+    html += row(tr("across ranks"), tr("the ranks' clocks were not measured: each part on its own clock, not split"));
   return html + QStringLiteral("</table>");
 }
 
@@ -534,6 +549,19 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
         p.drawText(text, Qt::AlignVCenter | Qt::AlignLeft,
                    fm.elidedText(QString::fromStdString(e.name), Qt::ElideRight, text.width()));
       }
+    }
+  }
+
+  // The selected collective's call on every rank: a strip along the top of each rank's lane,
+  // light while the rank waited for the last to arrive, dark while the data moved.
+  if (const auto& chosen = view_->selected_; chosen && !chosen->call.empty()) {
+    for (const auto& part : chosen->call) {
+      const RowLayout* row = lane_row(part.lane);
+      if (row == nullptr) continue;
+      const int64_t arrived = part.waiting_ns >= 0 ? part.start_ns + part.waiting_ns : part.start_ns;
+      const int x0 = x_of(part.start_ns), x1 = x_of(arrived), x2 = std::max(x1 + 1, x_of(part.end_ns));
+      if (x1 > x0) p.fillRect(x0, row->top, x1 - x0, 3, kCallWaitingColour);
+      p.fillRect(x1, row->top, x2 - x1, 3, kCallMovingColour);
     }
   }
 

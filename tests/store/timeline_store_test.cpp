@@ -383,3 +383,84 @@ TEST_F(TimelineStore, RanksOnSkewedClocksAreDrawnOnRankZerosOnceAligned) {
   EXPECT_EQ(d.bytes, 4096) << "the collective is found on rank 1's own clock";
   EXPECT_EQ(d.event.start_ns, comm.start_ns) << "and the event stays on rank 0's";
 }
+
+// Issue 41: a selected collective brings every rank's part of the same call, paired as
+// reports/collective_split.h pairs them (the k-th call of iteration, collective and label on each
+// rank), on rank 0's clock once aligned, split into waiting for the last rank and moving.
+TEST_F(TimelineStore, ASelectedCollectiveBringsEveryRanksPartOfTheSameCall) {
+  constexpr int64_t kSkew = 2'500'000'037;  // rank 1's clock is ahead
+  const int64_t base = 1'000'000'000;
+  // Iteration 3 on each rank (its own clock): a bucket's all-reduce, then two negotiations.
+  // Rank 0 reaches the second negotiation at +900 us, rank 1 at +1000 us: rank 0 waits 100 us.
+  struct Call {
+    int64_t rank;
+    std::string label;
+    int64_t start_us, end_us;
+  };
+  const std::vector<Call> calls = {{0, "bucket 0", 0, 300},        {1, "bucket 0", 100, 300},
+                                   {0, "negotiation", 400, 450},   {1, "negotiation", 420, 450},
+                                   {0, "negotiation", 900, 1'200}, {1, "negotiation", 1'000, 1'200},
+                                   {0, "lonely", 1'300, 1'400}};  // rank 1 never made this call
+  {
+    Writer w(db);
+    RunInfo info = synthetic_run();
+    info.ranks = 2;
+    const int64_t run = w.begin_run(info);
+    std::vector<EventRow> events;
+    std::vector<CollectiveRow> rows;
+    for (const auto& c : calls) {
+      const int64_t shift = c.rank == 1 ? kSkew : 0;
+      const int64_t s = base + c.start_us * 1000 + shift, e = base + c.end_us * 1000 + shift;
+      events.push_back({s, e, "all_reduce", "", "comm", "none", 3, 1, c.rank});
+      rows.push_back({c.rank, 3, 1, "all_reduce", c.label, 64, s, e});
+    }
+    w.add_events(run, events);
+    w.add_collectives(run, rows);
+    w.finish_run(run, RunStatus::completed, "2026-11-24T00:01:00Z", "");
+  }
+  const auto find = [](TimelineReader& r, int64_t rank, int64_t start_ns) {
+    for (const auto& e : r.window(r.start_ns(), r.end_ns(), 10'000'000).events)
+      if (r.lanes()[static_cast<size_t>(e.lane)].rank == rank && e.start_ns == start_ns) return e;
+    ADD_FAILURE() << "no event of rank " << rank << " at " << start_ns;
+    return TimelineEvent{};
+  };
+  TimelineReader unaligned(db, 1);
+  {
+    // Rank 1's second negotiation, unaligned: both parts on their own clocks, no split.
+    const auto d = unaligned.details(find(unaligned, 1, base + 1'000'000 + kSkew));
+    ASSERT_EQ(d.call.size(), 2u);
+    EXPECT_EQ(d.call[0].start_ns, base + 900'000);
+    EXPECT_EQ(d.call[1].start_ns, base + 1'000'000 + kSkew);
+    EXPECT_EQ(d.call[0].waiting_ns, -1) << "rank 1's clock unknown: nothing to split by";
+    EXPECT_EQ(d.call_last_rank, -1);
+  }
+  TimelineReader r(db, 1);
+  r.align({{1, ts::vocabulary::clock_model({kSkew, 1000, base, 2000, 32})}});
+  const auto d = r.details(find(r, 1, base + 1'000'000));
+  EXPECT_EQ(d.detail, "all_reduce negotiation");
+  ASSERT_EQ(d.call.size(), 2u);
+  EXPECT_EQ(d.call_last_rank, 1);
+  EXPECT_EQ(d.call[0].rank, 0);
+  EXPECT_EQ(d.call[0].start_ns, base + 900'000) << "the second negotiation, not the first";
+  EXPECT_EQ(d.call[0].waiting_ns, 100'000);
+  EXPECT_EQ(d.call[0].moving_ns, 200'000);
+  EXPECT_EQ(d.call[1].start_ns, base + 1'000'000);
+  EXPECT_EQ(d.call[1].end_ns, base + 1'200'000);
+  EXPECT_EQ(d.call[1].waiting_ns, 0);
+  EXPECT_EQ(d.call[1].moving_ns, 200'000);
+  for (const auto& p : d.call) {
+    ASSERT_GE(p.lane, 0);
+    EXPECT_EQ(r.lanes()[static_cast<size_t>(p.lane)].rank, p.rank);
+    EXPECT_EQ(r.lanes()[static_cast<size_t>(p.lane)].label, "communication");
+  }
+  // From rank 0's side the same call; rank 0's first negotiation pairs with rank 1's first.
+  const auto from0 = r.details(find(r, 0, base + 900'000));
+  ASSERT_EQ(from0.call.size(), 2u);
+  EXPECT_EQ(from0.call[1].start_ns, base + 1'000'000);
+  const auto first = r.details(find(r, 0, base + 400'000));
+  ASSERT_EQ(first.call.size(), 2u);
+  EXPECT_EQ(first.call[1].start_ns, base + 420'000);
+  EXPECT_EQ(first.call[0].waiting_ns, 20'000);
+  // A call one rank never made pairs with nothing.
+  EXPECT_TRUE(r.details(find(r, 0, base + 1'300'000)).call.empty());
+}

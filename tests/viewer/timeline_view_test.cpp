@@ -31,6 +31,57 @@ using ts::viewer::TimelineView;
 
 using namespace ts::viewer::testing;
 
+namespace {
+
+constexpr int64_t kSkew = 2'500'000'000, kStart = 1'000'000'000;
+// Two ranks training 10 ms, rank 1's clock 2.5 s ahead (measured at the start and the end).
+// With `call`: one all-reduce of iteration 0 on each rank's communication thread, rank 0
+// arriving at +2 ms and rank 1 at +3 ms, both done at +5 ms (rank 0's clock).
+int64_t write_skewed_run(const std::string& db, bool call) {
+  int64_t run = 0;
+  {
+    ts::store::Writer w(db);
+    ts::store::RunInfo info;
+    info.workload = "synthetic";
+    info.preset = "tiny";
+    info.device = "cpu";
+    info.ranks = 2;
+    info.started_at = "2026-11-28T00:00:00Z";
+    run = w.begin_run(info);
+    std::vector<ts::store::EventRow> events;
+    std::vector<ts::store::IterationRow> iterations;
+    std::vector<ts::store::CollectiveRow> calls;
+    for (int64_t rank : {0, 1}) {
+      const int64_t at = kStart + (rank == 1 ? kSkew : 0);
+      events.push_back({at, at + 10'000'000, "iteration", "", "iteration", "none", 0, 0, rank});
+      for (int k = 0; k < 100; ++k)
+        events.push_back({at + k * 100'000, at + k * 100'000 + 60'000, "conv", "layer", "op", "forward", 0, 0, rank});
+      ts::store::IterationRow it;
+      it.rank = rank;
+      it.index = 0;
+      it.start_ns = at;
+      it.end_ns = at + 10'000'000;
+      iterations.push_back(it);
+      if (call) {
+        const int64_t arrival = at + (rank == 0 ? 2'000'000 : 3'000'000), end = at + 5'000'000;
+        events.push_back({arrival, end, "all_reduce", "", "comm", "none", 0, 1, rank});
+        calls.push_back({rank, 0, 1, "all_reduce", "bucket 0.0", 1 << 20, arrival, end});
+      }
+    }
+    std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
+    w.add_events(run, events);
+    w.add_iterations(run, iterations);
+    w.add_collectives(run, calls);
+    const std::vector<ts::store::RankClockRow> clocks = {{1, "start", kSkew, 4'000, kStart, 8'000, 32},
+                                                         {1, "end", kSkew, 6'000, kStart + 10'000'000, 8'000, 32}};
+    w.add_rank_clocks(run, clocks);
+    w.finish_run(run, ts::store::RunStatus::completed, "2026-11-28T00:00:01Z", "");
+  }
+  return run;
+}
+
+}  // namespace
+
 class TimelineViewTest : public QObject {
   Q_OBJECT
 
@@ -220,39 +271,7 @@ class TimelineViewTest : public QObject {
   // band lie within it, and the status line says how good the alignment is.
   void ranksOnSkewedClocksOpenOnRankZerosClock() {
     const std::string db = dir_.filePath("skewed.db").toStdString();
-    constexpr int64_t kSkew = 2'500'000'000, kStart = 1'000'000'000;
-    int64_t run = 0;
-    {
-      ts::store::Writer w(db);
-      ts::store::RunInfo info;
-      info.workload = "synthetic";
-      info.preset = "tiny";
-      info.device = "cpu";
-      info.ranks = 2;
-      info.started_at = "2026-11-28T00:00:00Z";
-      run = w.begin_run(info);
-      std::vector<ts::store::EventRow> events;
-      std::vector<ts::store::IterationRow> iterations;
-      for (int64_t rank : {0, 1}) {
-        const int64_t at = kStart + (rank == 1 ? kSkew : 0);
-        events.push_back({at, at + 10'000'000, "iteration", "", "iteration", "none", 0, 0, rank});
-        for (int k = 0; k < 100; ++k)
-          events.push_back({at + k * 100'000, at + k * 100'000 + 60'000, "conv", "layer", "op", "forward", 0, 0, rank});
-        ts::store::IterationRow it;
-        it.rank = rank;
-        it.index = 0;
-        it.start_ns = at;
-        it.end_ns = at + 10'000'000;
-        iterations.push_back(it);
-      }
-      std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
-      w.add_events(run, events);
-      w.add_iterations(run, iterations);
-      const std::vector<ts::store::RankClockRow> clocks = {{1, "start", kSkew, 4'000, kStart, 8'000, 32},
-                                                           {1, "end", kSkew, 6'000, kStart + 10'000'000, 8'000, 32}};
-      w.add_rank_clocks(run, clocks);
-      w.finish_run(run, ts::store::RunStatus::completed, "2026-11-28T00:00:01Z", "");
-    }
+    const int64_t run = write_skewed_run(db, false);
     TimelineView v;
     v.resize(1200, 600);
     QSignalSpy loaded(&v, &TimelineView::loaded);
@@ -272,6 +291,55 @@ class TimelineViewTest : public QObject {
     for (const auto& t : w->tiles)
       if (t.lane == 1) QVERIFY2(t.start_ns < kStart + 10'000'000 && t.end_ns > kStart, "rank 1's summaries too");
     QVERIFY2(v.status_text().contains("Ranks on rank 0's clock, good to 6"), qPrintable(v.status_text()));
+  }
+
+  // Issue 41: clicking a collective on one rank brings the same call on every rank: the details
+  // list each rank's part split into waiting and moving (rank 0 waited 1 ms for rank 1), and a
+  // strip along each rank's communication lane shows it, light while waiting, dark while moving.
+  void aSelectedCollectiveShowsTheSameCallOnEveryRank() {
+    const std::string db = dir_.filePath("skewed_call.db").toStdString();
+    const int64_t run = write_skewed_run(db, true);
+    TimelineView v;
+    v.resize(1200, 600);
+    v.show();
+    QSignalSpy loaded(&v, &TimelineView::loaded);
+    v.show_run(QString::fromStdString(db), run);
+    QVERIFY(loaded.wait(30000));
+    const ts::store::TimelineEvent* rank1_call = nullptr;
+    for (const auto& e : v.window()->events)
+      if (e.name == "all_reduce" && e.start_ns == kStart + 3'000'000) rank1_call = &e;  // on rank 0's clock
+    QVERIFY2(rank1_call != nullptr, "rank 1's all-reduce is drawn alone, on rank 0's clock");
+    const auto& canvas = *v.canvas();
+    const auto x_at = [&](int64_t t) {
+      return canvas.plot_left() + static_cast<int>((static_cast<double>(t) - v.view_from()) / canvas.ns_per_pixel());
+    };
+    QSignalSpy selected(&v, &TimelineView::selection_changed);
+    QTest::mouseClick(
+        v.canvas(), Qt::LeftButton, {},
+        QPoint(x_at(kStart + 4'000'000), canvas.lane_top(rank1_call->lane) + TimelineCanvas::kRowHeight / 2));
+    QVERIFY(selected.wait(10000));
+    QVERIFY(v.selected().has_value());
+    const auto& d = *v.selected();
+    QCOMPARE(d.rank, int64_t{1});
+    QCOMPARE(d.call.size(), size_t{2});
+    QCOMPARE(d.call_last_rank, int64_t{1});
+    QCOMPARE(d.call[0].waiting_ns, int64_t{1'000'000});
+    QCOMPARE(d.call[0].moving_ns, int64_t{2'000'000});
+    QCOMPARE(d.call[1].waiting_ns, int64_t{0});
+    const QString text = v.details_text();
+    QVERIFY2(text.contains("rank 0") && text.contains("rank 1 (this)") && text.contains("arrived last") &&
+                 text.contains("waited 1"),
+             qPrintable(text));
+    // The strip on rank 0's communication lane: light (waiting) from +2 to +3 ms, dark after.
+    const QImage shot = v.canvas()->grab().toImage();
+    const int rank0_top = canvas.lane_top(d.call[0].lane);
+    QVERIFY(rank0_top > 0);
+    const QColor waiting = shot.pixelColor(x_at(kStart + 2'500'000), rank0_top + 1),
+                 moving = shot.pixelColor(x_at(kStart + 4'000'000), rank0_top + 1);
+    QCOMPARE(waiting, QColor(255, 190, 120));
+    QCOMPARE(moving, QColor(200, 80, 0));
+    const QColor rank1_moving = shot.pixelColor(x_at(kStart + 4'000'000), canvas.lane_top(rank1_call->lane) + 1);
+    QCOMPARE(rank1_moving, QColor(200, 80, 0));
   }
 
   void theViewRendersAtBothEndsOfTheZoom() {
