@@ -40,7 +40,7 @@ namespace {
 
 constexpr double kMinViewNs = 200;  // the deepest zoom: 200 ns across the plot
 // A selected collective's call on every rank: waiting for the last rank, then moving data.
-const QColor kCallWaitingColour(255, 190, 120), kCallMovingColour(200, 80, 0);
+const QColor kCallWaitingColour(140, 190, 255), kCallMovingColour(0, 50, 190);
 
 QString duration_text(double ns) {
   const double a = std::abs(ns);
@@ -553,15 +553,15 @@ void TimelineCanvas::paintEvent(QPaintEvent*) {
   }
 
   // The selected collective's call on every rank: a strip along the top of each rank's lane,
-  // light while the rank waited for the last to arrive, dark while the data moved.
+  // light blue while the rank waited for the last to arrive, dark blue while the data moved.
   if (const auto& chosen = view_->selected_; chosen && !chosen->call.empty()) {
     for (const auto& part : chosen->call) {
       const RowLayout* row = lane_row(part.lane);
       if (row == nullptr) continue;
       const int64_t arrived = part.waiting_ns >= 0 ? part.start_ns + part.waiting_ns : part.start_ns;
       const int x0 = x_of(part.start_ns), x1 = x_of(arrived), x2 = std::max(x1 + 1, x_of(part.end_ns));
-      if (x1 > x0) p.fillRect(x0, row->top, x1 - x0, 3, kCallWaitingColour);
-      p.fillRect(x1, row->top, x2 - x1, 3, kCallMovingColour);
+      if (x1 > x0) p.fillRect(x0, row->top, x1 - x0, 4, kCallWaitingColour);
+      p.fillRect(x1, row->top, x2 - x1, 4, kCallMovingColour);
     }
   }
 

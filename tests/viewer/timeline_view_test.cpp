@@ -332,14 +332,16 @@ class TimelineViewTest : public QObject {
              qPrintable(text));
     // The strip on rank 0's communication lane: light (waiting) from +2 to +3 ms, dark after.
     const QImage shot = v.canvas()->grab().toImage();
+    QDir().mkpath(VIEWER_SHOTS_DIR);
+    QVERIFY(shot.save(QString(VIEWER_SHOTS_DIR) + "/timeline_collective.png"));
     const int rank0_top = canvas.lane_top(d.call[0].lane);
     QVERIFY(rank0_top > 0);
     const QColor waiting = shot.pixelColor(x_at(kStart + 2'500'000), rank0_top + 1),
                  moving = shot.pixelColor(x_at(kStart + 4'000'000), rank0_top + 1);
-    QCOMPARE(waiting, QColor(255, 190, 120));
-    QCOMPARE(moving, QColor(200, 80, 0));
+    QCOMPARE(waiting, QColor(140, 190, 255));
+    QCOMPARE(moving, QColor(0, 50, 190));
     const QColor rank1_moving = shot.pixelColor(x_at(kStart + 4'000'000), canvas.lane_top(rank1_call->lane) + 1);
-    QCOMPARE(rank1_moving, QColor(200, 80, 0));
+    QCOMPARE(rank1_moving, QColor(0, 50, 190));
   }
 
   void theViewRendersAtBothEndsOfTheZoom() {
