@@ -4,7 +4,8 @@
 // one run of 2 ranks: on one node, and across two hosts. srun without --mpi=pmix is refused by every
 // task, nothing stored. Needs root and the packages (scripts/setup); skipped, saying why, where Slurm
 // or the namespace hosts cannot be started. Everything `up` starts is taken down at the test's end,
-// and by the script's own watchdog if this process dies first.
+// and by the script's own watchdog if this process dies first. Bounded: 60 s for the nodes, 100 s per
+// srun (and its job's time limit), 30 s for a job to be placed; a few seconds in all where it works.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -57,7 +58,7 @@ class Slurm {
   const CommandResult& up() const { return up_; }
   // `srun ARGS` against this Slurm, at most `seconds` (timeout(1), and the job's own time limit); a job
   // the nodes cannot take is refused after 30 s rather than left pending.
-  CommandResult srun(const std::string& args, int seconds = 150) const {
+  CommandResult srun(const std::string& args, int seconds = 100) const {
     return run_command("SLURM_CONF=" + (dir_ / "slurm.conf").string() + " timeout " + std::to_string(seconds) +
                        " srun --immediate=30 --time=" + std::to_string((seconds + 59) / 60) + " " + args);
   }
@@ -114,7 +115,7 @@ TEST(Slurm, SrunTwoTasksOnOneNodeTrainOneRun) {
 
   // Without --mpi=pmix (this Slurm's MpiDefault is none) the tasks get no MPI rank: each refuses,
   // where it would have trained alone and stored a run of its own.
-  const auto alone_tasks = slurm.srun("-n 2 " + train(db));
+  const auto alone_tasks = slurm.srun("-n 2 " + train(db), 60);
   EXPECT_EQ(alone_tasks.exit_code, 2) << alone_tasks.out;
   EXPECT_NE(alone_tasks.out.find("srun started this as one of 2 tasks without giving it an MPI rank"),
             std::string::npos)
