@@ -74,7 +74,8 @@ void apply_strategy(const StrategyInput& in, RunConfig& config, bool suite = fal
 // "--iters must be from 1 to 1000000000 (got 0)": UsageError unless min <= value <= max.
 void check_range(std::string_view option, int64_t value, int64_t min, int64_t max, std::string_view note = "");
 // The launch options every multi-rank command takes: --nproc in range (0 with hosts: one rank
-// per slot), --hosts or --hostfile but not both. UsageError otherwise.
+// per slot), --hosts or --hostfile but not both, and not one of several srun tasks that srun gave no
+// MPI rank (each would run alone). UsageError otherwise.
 void validate_launch(int64_t nproc, const std::string& hosts, const std::filesystem::path& hostfile);
 // "NAME=VALUE" (an --mca option, a suite's mca entry) as NAME and VALUE; empty when malformed.
 std::optional<std::pair<std::string, std::string>> split_mca(std::string_view option);

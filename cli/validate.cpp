@@ -283,6 +283,14 @@ void validate_launch(int64_t nproc, const std::string& hosts, const std::filesys
   check_range("--nproc", nproc, hosts_given ? 0 : 1, static_cast<int64_t>(run_option("nproc").max),
               hosts_given ? " (0: one rank per host slot)" : "");
   if (!hosts.empty() && !hostfile.empty()) throw UsageError("give --hosts or --hostfile, not both");
+  if (const int tasks = distributed::srun_tasks_without_rank(); tasks > 1) {
+    throw UsageError(fmt::format(
+        "srun started this as one of {} tasks without giving it an MPI rank (no PMIx in its environment): each "
+        "task would train alone and store a run of its own. Start the ranks with `srun --mpi=pmix` (Slurm's PMIx "
+        "plugin; Debian's Open MPI has no PMI-2 support, so --mpi=pmi2 does not work with it): docs/distributed.md, "
+        "\"Slurm\"",
+        tasks));
+  }
 }
 
 std::optional<std::pair<std::string, std::string>> split_mca(std::string_view option) {

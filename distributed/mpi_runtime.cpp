@@ -25,6 +25,15 @@ bool launched_as_rank() {
   return false;
 }
 
+int srun_tasks_without_rank() {
+  if (launched_as_rank()) return 0;
+  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");  // set by srun in each task it starts
+  if (tasks == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(tasks, &end, 10);
+  return end != tasks && *end == '\0' && n > 1 && n <= 1 << 30 ? static_cast<int>(n) : 0;
+}
+
 MpiRuntime::MpiRuntime() {
   int initialized = 0;
   TS_MPI_CHECK(MPI_Initialized(&initialized));

@@ -19,6 +19,11 @@ struct World {
 // (OMPI_COMM_WORLD_SIZE), PMIx (PMIX_RANK, srun --mpi=pmix) or PMI-2 (PMI_SIZE, srun --mpi=pmi2).
 bool launched_as_rank();
 
+// How many tasks srun started beside this one when it gave them no MPI rank (srun without
+// --mpi=pmix where Slurm's MpiDefault is none: SLURM_STEP_NUM_TASKS > 1 but none of the variables
+// above), else 0. Each such task would run alone, as a job of its own.
+int srun_tasks_without_rank();
+
 // MPI_Init_thread with MPI_THREAD_MULTIPLE (the training thread, the gradients' communication
 // thread and the record stream all call MPI) and MPI_Finalize when destroyed. One per process.
 class MpiRuntime {

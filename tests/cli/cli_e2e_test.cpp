@@ -418,6 +418,24 @@ TEST(Cli, BadInputExitsTwoAndWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir / "sub")) << "bad input must write nothing";
 }
 
+// `srun -n 2 trainscope run ...` where srun gives the tasks no MPI rank (no --mpi=pmix, Slurm's
+// MpiDefault none): each task would train alone and store a run of its own. Refused, saying how to
+// start it, before anything is written (srun's own environment, SLURM_STEP_NUM_TASKS, stands in).
+TEST(Cli, SrunTasksWithoutAnMpiRankAreRefused) {
+  TempDir dir;
+  const auto db = dir / "sub" / "t.db";
+  for (const std::string args : {"run resnet50 --iters 1 --warmup 0 --eval-batches 0 --threads 1",
+                                 "bench collectives --max-bytes 64 --iters 1"}) {
+    const auto res = run_command("env -u PMIX_RANK -u PMI_SIZE -u OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS=2 " +
+                                 std::string(TRAINSCOPE_BIN) + " " + args + " --db " + db.string());
+    EXPECT_EQ(res.exit_code, 2) << args << "\n" << res.out;
+    EXPECT_NE(res.out.find("srun started this as one of 2 tasks without giving it an MPI rank"), std::string::npos)
+        << args << "\n" << res.out;
+    EXPECT_NE(res.out.find("srun --mpi=pmix"), std::string::npos) << res.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "sub")) << "nothing written";
+}
+
 TEST(Cli, UnwritableOrForeignDbIsRejected) {
   TempDir dir;
   // A path below a regular file can never be created, even by root.

@@ -8,7 +8,9 @@
 #include <stdexcept>
 
 #include "distributed/launch.h"
+#include "distributed/mpi_runtime.h"
 #include "tests/support/files.h"
+#include "tests/workloads/env_override.h"
 
 namespace ts::distributed {
 namespace {
@@ -267,6 +269,26 @@ TEST(Launch, MissingMpirunIsABadInputError) {
   ::setenv("PATH", "/nonexistent", 1);
   EXPECT_THROW(find_mpirun(), std::invalid_argument);
   ::setenv("PATH", saved.c_str(), 1);
+}
+
+// srun -n 2 without --mpi=pmix (Slurm's MpiDefault none) starts two tasks that MPI knows nothing of:
+// each would run as a job of its own. Counted from srun's SLURM_STEP_NUM_TASKS, only where no
+// launcher gave the process a rank.
+TEST(Launch, SrunTasksWithoutAnMpiRankAreCounted) {
+  if (launched_as_rank()) GTEST_SKIP() << "this test process is an MPI rank itself";
+  {
+    const ts::testing::EnvOverride tasks("SLURM_STEP_NUM_TASKS", "2");
+    EXPECT_EQ(srun_tasks_without_rank(), 2);
+    {
+      const ts::testing::EnvOverride pmix("PMIX_RANK", "1");  // srun --mpi=pmix: a rank
+      EXPECT_EQ(srun_tasks_without_rank(), 0);
+    }
+    EXPECT_EQ(srun_tasks_without_rank(), 2);
+  }
+  for (const char* alone : {"1", "0", "", "two", "2x", "-3", "99999999999"}) {
+    const ts::testing::EnvOverride tasks("SLURM_STEP_NUM_TASKS", alone);
+    EXPECT_EQ(srun_tasks_without_rank(), 0) << alone;
+  }
 }
 
 }  // namespace
