@@ -19,10 +19,18 @@ AllReduceAlgorithm all_reduce_algorithm() {
   const char* v = std::getenv("TS_ALLREDUCE");
   if (v == nullptr || *v == 0 || std::string_view(v) == "mpi") return AllReduceAlgorithm::mpi;
   if (std::string_view(v) == "ring") return AllReduceAlgorithm::ring;
-  throw std::invalid_argument("TS_ALLREDUCE='" + std::string(v) + "': 'mpi' (the default) or 'ring'");
+  if (std::string_view(v) == "tcp") return AllReduceAlgorithm::tcp;
+  throw std::invalid_argument("TS_ALLREDUCE='" + std::string(v) + "': 'mpi' (the default), 'ring' or 'tcp'");
 }
 
-std::string_view to_string(AllReduceAlgorithm a) { return a == AllReduceAlgorithm::ring ? "ring" : "mpi"; }
+std::string_view to_string(AllReduceAlgorithm a) {
+  switch (a) {
+    case AllReduceAlgorithm::ring: return "ring";
+    case AllReduceAlgorithm::tcp: return "tcp";
+    case AllReduceAlgorithm::mpi: return "mpi";
+  }
+  return "mpi";
+}
 
 std::span<const int> PollingWait::some(std::span<MPI_Request> requests) {
   done_.resize(requests.size());
