@@ -25,6 +25,8 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string_view backend() const override { return "mpi"; }
   MPI_Comm handle() const { return comm_; }
+  // The TCP ring its large all-reduces go round (TS_ALLREDUCE=tcp), once the first has made it.
+  const TcpRing* tcp_ring() const { return tcp_.get(); }
 
  protected:
   void do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) override;

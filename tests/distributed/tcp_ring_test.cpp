@@ -128,8 +128,12 @@ TEST(TcpRing, TheCommunicatorTakesItForLargeBuffersWhenAskedFor) {
   const int n = comm.size(), r = comm.rank();
   comm.take_records();
   const size_t at = kRingMinBytes / sizeof(int32_t);
+  const TcpRing* first = nullptr;
   for (size_t count : {at - 1, at, at + 1, 3 * at + 5, size_t{4} << 20}) {
     SCOPED_TRACE(testing::Message() << "count " << count);
+    if (count < at) {
+      EXPECT_EQ(comm.tcp_ring(), nullptr);
+    }
     std::vector<int32_t> v = rank_values<int32_t>(count, r);
     std::vector<int32_t> expected = v;
     MPI_Allreduce(MPI_IN_PLACE, expected.data(), static_cast<int>(count), MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
@@ -138,6 +142,11 @@ TEST(TcpRing, TheCommunicatorTakesItForLargeBuffersWhenAskedFor) {
     const auto records = comm.take_records();
     ASSERT_EQ(records.size(), 1u);
     EXPECT_EQ(records[0].bytes, static_cast<int64_t>(count * sizeof(int32_t)));
+    if (count >= at && n > 1) {
+      ASSERT_NE(comm.tcp_ring(), nullptr);
+      if (first == nullptr) first = comm.tcp_ring();
+      EXPECT_EQ(comm.tcp_ring(), first);  // connected once, kept
+    }
   }
   // Every rank's own: max of the ranks.
   std::vector<double> m(at, static_cast<double>(r));
