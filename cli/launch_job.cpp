@@ -13,6 +13,7 @@
 #include "distributed/launch.h"
 #include "distributed/ring_all_reduce.h"
 #include "distributed/stall_watch.h"
+#include "distributed/tcp_interfaces.h"
 #include "fmt/format.h"
 #include "reports/number_format.h"
 #include "session/run_record.h"
@@ -81,6 +82,11 @@ LaunchedJob launch_job(const JobLaunch& job) {
     if (const char* algorithm = std::getenv("TS_ALLREDUCE"); algorithm && *algorithm) {
       distributed::all_reduce_algorithm();
       r.env.emplace_back("TS_ALLREDUCE", algorithm);
+    }
+    // The TCP ring's interfaces (distributed/tcp_interfaces.h), likewise.
+    if (const char* spec = std::getenv("TS_TCP_IF"); spec && *spec) {
+      distributed::check_interface_spec(spec);
+      r.env.emplace_back("TS_TCP_IF", spec);
     }
     const distributed::LaunchPlan plan = distributed::plan_launch(r);
     store::Writer::check_target(job.db);  // a db that cannot be written: refused before any rank starts

@@ -6,6 +6,7 @@
 
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
+#include "distributed/tcp_ring.h"
 
 namespace ts::distributed {
 
@@ -53,12 +54,20 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
 MpiCommunicator::~MpiCommunicator() {
   // A started call is part of every rank's sequence: it completes (the others started it too).
   if (started_ != MPI_REQUEST_NULL) MPI_Wait(&started_, MPI_STATUS_IGNORE);
+  tcp_.reset();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 void MpiCommunicator::do_all_reduce(void* data, size_t count, DataType type, ReduceOp op) {
   if (large_ == AllReduceAlgorithm::ring && count * size_of(type) >= kRingMinBytes) {
     ring_all_reduce(comm_, data, count, type, op);
+    return;
+  }
+  if (large_ == AllReduceAlgorithm::tcp && size_ > 1 && count * size_of(type) >= kRingMinBytes) {
+    // Every rank reaches its first large all-reduce at the same point of its calls: the ring is
+    // set up there, collectively, on this communicator.
+    if (!tcp_) tcp_ = std::make_unique<TcpRing>(comm_);
+    tcp_->all_reduce(data, count, type, op);
     return;
   }
   auto* p = static_cast<char*>(data);

@@ -11,49 +11,26 @@
 
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
+#include "distributed/ring_schedule.h"
 
 namespace ts::distributed {
-
-namespace {
-
-template <typename T>
-void reduce_into(T* into, const T* from, size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      for (size_t i = 0; i < n; ++i) into[i] += from[i];
-      return;
-    case ReduceOp::max:
-      for (size_t i = 0; i < n; ++i) into[i] = std::max(into[i], from[i]);
-      return;
-    case ReduceOp::min:
-      for (size_t i = 0; i < n; ++i) into[i] = std::min(into[i], from[i]);
-      return;
-  }
-}
-
-void reduce_into(void* into, const void* from, size_t n, DataType type, ReduceOp op) {
-  switch (type) {
-    case DataType::f32: return reduce_into(static_cast<float*>(into), static_cast<const float*>(from), n, op);
-    case DataType::f64: return reduce_into(static_cast<double*>(into), static_cast<const double*>(from), n, op);
-    case DataType::i32: return reduce_into(static_cast<int32_t*>(into), static_cast<const int32_t*>(from), n, op);
-    case DataType::i64: return reduce_into(static_cast<int64_t*>(into), static_cast<const int64_t*>(from), n, op);
-    case DataType::u8: return reduce_into(static_cast<uint8_t*>(into), static_cast<const uint8_t*>(from), n, op);
-  }
-}
-
-// The first element of segment `s` when `count` elements are cut into `n` segments as evenly as they go.
-size_t segment_begin(size_t count, int n, int s) { return count * static_cast<size_t>(s) / static_cast<size_t>(n); }
-
-}  // namespace
 
 AllReduceAlgorithm all_reduce_algorithm() {
   const char* v = std::getenv("TS_ALLREDUCE");
   if (v == nullptr || *v == 0 || std::string_view(v) == "mpi") return AllReduceAlgorithm::mpi;
   if (std::string_view(v) == "ring") return AllReduceAlgorithm::ring;
-  throw std::invalid_argument("TS_ALLREDUCE='" + std::string(v) + "': 'mpi' (the default) or 'ring'");
+  if (std::string_view(v) == "tcp") return AllReduceAlgorithm::tcp;
+  throw std::invalid_argument("TS_ALLREDUCE='" + std::string(v) + "': 'mpi' (the default), 'ring' or 'tcp'");
 }
 
-std::string_view to_string(AllReduceAlgorithm a) { return a == AllReduceAlgorithm::ring ? "ring" : "mpi"; }
+std::string_view to_string(AllReduceAlgorithm a) {
+  switch (a) {
+    case AllReduceAlgorithm::ring: return "ring";
+    case AllReduceAlgorithm::tcp: return "tcp";
+    case AllReduceAlgorithm::mpi: return "mpi";
+  }
+  return "mpi";
+}
 
 std::span<const int> PollingWait::some(std::span<MPI_Request> requests) {
   done_.resize(requests.size());
@@ -116,11 +93,7 @@ void ring_all_reduce(MPI_Comm comm, void* data, size_t count, DataType type, Red
       }
     }
   };
-  // Reduce-scatter: after step s, segment (me - s - 1) holds s + 2 ranks' contributions; after
-  // n - 1 steps, segment (me + 1) holds all of them.
-  for (int s = 0; s < n - 1; ++s) step((me - s + n) % n, (me - s - 1 + 2 * n) % n, true);
-  // All-gather: the reduced segments go round the ring.
-  for (int s = 0; s < n - 1; ++s) step((me + 1 - s + n) % n, (me - s + n) % n, false);
+  for (const RingStep& s : ring_steps(n, me)) step(s.send_segment, s.recv_segment, s.reduce);
 }
 
 }  // namespace ts::distributed

@@ -44,12 +44,13 @@ struct RingOptions {
 };
 
 // Which all-reduce a host buffer of at least kRingMinBytes takes in MpiCommunicator:
-// MPI_Allreduce (the default) or the ring here, as the environment's TS_ALLREDUCE says ("mpi" or
-// "ring"; the launcher passes it to every rank). Smaller buffers always take MPI_Allreduce: their time
-// is latency, which MPI's recursive doubling keeps lower, and their spinning waits are short.
-enum class AllReduceAlgorithm { ring, mpi };
+// MPI_Allreduce (the default), the ring here over MPI's messages, or the ring over plain TCP
+// sockets (tcp_ring.h), as the environment's TS_ALLREDUCE says ("mpi", "ring" or "tcp"; the
+// launcher passes it to every rank). Smaller buffers always take MPI_Allreduce: their time is
+// latency, which MPI's recursive doubling keeps lower, and their spinning waits are short.
+enum class AllReduceAlgorithm { ring, mpi, tcp };
 inline constexpr size_t kRingMinBytes = size_t{64} << 10;
-// Throws std::invalid_argument on any other value than the two.
+// Throws std::invalid_argument on any other value than these.
 AllReduceAlgorithm all_reduce_algorithm();
 std::string_view to_string(AllReduceAlgorithm a);
 

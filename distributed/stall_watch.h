@@ -70,6 +70,7 @@ class StallWatch {
   static StallWatch* active();
   // What this rank does now (no effect without a watch).
   static void set_phase(RunPhase phase);
+  RunPhase phase() const { return phase_.load(); }
 
   // One blocking call with other ranks, registered while it lasts (nothing without a watch).
   class Call {

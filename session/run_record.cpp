@@ -25,10 +25,13 @@ std::vector<store::EnvEntry> run_environment(const std::vector<std::string>* ran
     env.push_back({"mpi_library", distributed::MpiRuntime::library_version()});
     env.push_back({"ranks", std::to_string(rank_hosts->size())});
     env.push_back({"rank_hosts", distributed::describe_placement(*rank_hosts)});
+    const auto algorithm = distributed::all_reduce_algorithm();
     env.push_back(
-        {"allreduce", distributed::all_reduce_algorithm() == distributed::AllReduceAlgorithm::ring
-                          ? fmt::format("ring from {} KiB, MPI_Allreduce below", distributed::kRingMinBytes >> 10)
-                          : std::string("MPI_Allreduce")});
+        {"allreduce", algorithm == distributed::AllReduceAlgorithm::mpi
+                          ? std::string("MPI_Allreduce")
+                          : fmt::format("{} from {} KiB, MPI_Allreduce below",
+                                        algorithm == distributed::AllReduceAlgorithm::tcp ? "TCP ring" : "ring",
+                                        distributed::kRingMinBytes >> 10)});
   }
   if (const char* token = std::getenv("TS_LAUNCH_TOKEN"); token && *token) env.push_back({"launch_token", token});
   return env;
