@@ -97,7 +97,8 @@ std::string run_columns(int version) {
                      "parameter_count, started_at, command_line, config_json, status, ended_at, error, ") +
          (version >= 3 ? "host, boot_id, pid, pid_start, heartbeat_interval_ms, heartbeat_ms" : "'', '', 0, 0, 0, 0") +
          (version >= 4 ? ", ranks, global_batch_size" : ", 1, batch_size") +
-         (version >= 9 ? ", uuid, progress_ms, stall_after_ms" : ", '', 0, 0") + " FROM runs";
+         (version >= 9 ? ", uuid, progress_ms, stall_after_ms" : ", '', 0, 0") +
+         (version >= 14 ? ", framework" : ", 'trainscope'") + " FROM runs";
 }
 
 RunRow run_row(const Stmt& s) {
@@ -135,6 +136,7 @@ RunRow run_row(const Stmt& s) {
   r.uuid = s.col_text(25);
   r.progress_ms = s.col_int(26);
   r.stall_after_ms = s.col_int(27);
+  r.framework = s.col_text(28);
   return r;
 }
 }  // namespace

@@ -34,6 +34,9 @@ struct RunInfo {  // known when the run starts
   // The run's identity (schema v9), kept by every copy and spill of it: what import matches on.
   // Empty: the writer makes one (store::new_run_uuid).
   std::string uuid;
+  // What trained (schema v14; issue 42): "trainscope" (its own engine; every run before v14) or
+  // the framework a run was imported from ("pytorch": its profiler's trace).
+  std::string framework = "trainscope";
 };
 struct RunRow : RunInfo {
   int64_t id = 0;

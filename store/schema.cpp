@@ -485,9 +485,15 @@ CREATE TABLE collective_waits (
 CREATE INDEX collective_waits_run ON collective_waits(run_id, iteration, rank);
 )sql";
 
+// v14: what trained a run (issue 42): trainscope's engine, or the framework whose trace was
+// imported (`trainscope import-trace`); every run before is trainscope's.
+constexpr std::string_view kV13ToV14 = R"sql(
+ALTER TABLE runs ADD COLUMN framework TEXT NOT NULL DEFAULT 'trainscope';
+)sql";
+
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1,   kV1ToV2,   kV2ToV3,  kV3ToV4, kV4ToV5,
                                                                       kV5ToV6,   kV6ToV7,   kV7ToV8,  kV8ToV9, kV9ToV10,
-                                                                      kV10ToV11, kV11ToV12, kV12ToV13};
+                                                                      kV10ToV11, kV11ToV12, kV12ToV13, kV13ToV14};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

@@ -96,9 +96,9 @@ struct Writer::Impl {
   Stmt insert_run{db,
                   "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
                   "parameter_count, started_at, command_line, config_json, status, host, boot_id, pid, pid_start, "
-                  "heartbeat_interval_ms, heartbeat_ms, id, ranks, global_batch_size, uuid, progress_ms) "
+                  "heartbeat_interval_ms, heartbeat_ms, id, ranks, global_batch_size, uuid, progress_ms, framework) "
                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'running', ?14, ?15, ?16, ?17, ?18, "
-                  "?19, ?20, ?21, ?22, ?23, ?19)"};
+                  "?19, ?20, ?21, ?22, ?23, ?19, ?24)"};
   Stmt heartbeat{db, "UPDATE runs SET heartbeat_ms = ?2 WHERE id = ?1"};
   Stmt progress{db, "UPDATE runs SET progress_ms = ?2, stall_after_ms = ?3 WHERE id = ?1"};
   Stmt drop_memory{db, "DELETE FROM memory_timeline WHERE run_id = ?1"};
@@ -328,6 +328,7 @@ int64_t Writer::begin_run(const RunInfo& info, int64_t id) {
   if (id > 0) s.bind(20, id);  // else NULL: SQLite picks the next id
   s.bind(21, info.ranks).bind(22, info.global_batch_size != 0 ? info.global_batch_size : info.batch_size * info.ranks);
   s.bind(23, info.uuid.empty() ? new_run_uuid() : info.uuid);
+  s.bind(24, info.framework.empty() ? std::string("trainscope") : info.framework);
   s.run();
   return impl_->db.last_insert_id();
 }
