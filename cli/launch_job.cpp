@@ -80,7 +80,7 @@ LaunchedJob launch_job(const JobLaunch& job) {
     r.env = {{"TS_LAUNCH_TOKEN", token}};
     // The all-reduce's algorithm (distributed/ring_all_reduce.h), checked here, once, for every rank.
     if (const char* algorithm = std::getenv("TS_ALLREDUCE"); algorithm && *algorithm) {
-      distributed::all_reduce_algorithm(false);  // checked here: a bad value is refused before any rank starts
+      distributed::all_reduce_algorithm();
       r.env.emplace_back("TS_ALLREDUCE", algorithm);
     }
     // The TCP ring's interfaces (distributed/tcp_interfaces.h), likewise.

@@ -49,18 +49,6 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
   TS_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   TS_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   TS_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-  // Whether the ranks span hosts (some rank shares no memory with this one): every rank agrees.
-  MPI_Comm local = MPI_COMM_NULL;
-  TS_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-  int local_size = 0;
-  TS_MPI_CHECK(MPI_Comm_size(local, &local_size));
-  MPI_Comm_free(&local);
-  try {
-    large_ = all_reduce_algorithm(local_size < size_);
-  } catch (...) {  // a bad TS_ALLREDUCE: refused on every rank alike, the duplicate freed
-    MPI_Comm_free(&comm_);
-    throw;
-  }
 }
 
 MpiCommunicator::~MpiCommunicator() {

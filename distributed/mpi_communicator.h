@@ -40,9 +40,9 @@ class MpiCommunicator final : public Communicator {
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  MPI_Request started_ = MPI_REQUEST_NULL;              // do_start_all_reduce's call
-  AllReduceAlgorithm large_ = AllReduceAlgorithm::mpi;  // set by the constructor
-  std::unique_ptr<TcpRing> tcp_;                        // TS_ALLREDUCE=tcp: made by the first large all-reduce
+  MPI_Request started_ = MPI_REQUEST_NULL;  // do_start_all_reduce's call
+  AllReduceAlgorithm large_ = all_reduce_algorithm();
+  std::unique_ptr<TcpRing> tcp_;  // TS_ALLREDUCE=tcp: made by the first large all-reduce
 };
 
 }  // namespace ts::distributed

@@ -36,8 +36,4 @@ std::string describe_placement(const std::vector<std::string>& hosts) {
   return s;
 }
 
-bool spans_hosts(const std::vector<std::string>& hosts) {
-  return std::any_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h != hosts.front(); });
-}
-
 }  // namespace ts::distributed

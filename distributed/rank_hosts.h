@@ -14,7 +14,4 @@ std::vector<std::string> gather_host_names(Communicator& comm);
 // "tsh1 x2, tsh2 x2": the hosts in order of first rank, with their rank counts.
 std::string describe_placement(const std::vector<std::string>& hosts);
 
-// Whether the ranks run on more than one host.
-bool spans_hosts(const std::vector<std::string>& hosts);
-
 }  // namespace ts::distributed

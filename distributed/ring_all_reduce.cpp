@@ -15,15 +15,12 @@
 
 namespace ts::distributed {
 
-AllReduceAlgorithm all_reduce_algorithm(bool spans_hosts) {
+AllReduceAlgorithm all_reduce_algorithm() {
   const char* v = std::getenv("TS_ALLREDUCE");
-  if (v == nullptr || *v == 0 || std::string_view(v) == "auto")
-    return spans_hosts ? AllReduceAlgorithm::tcp : AllReduceAlgorithm::mpi;
-  if (std::string_view(v) == "mpi") return AllReduceAlgorithm::mpi;
+  if (v == nullptr || *v == 0 || std::string_view(v) == "mpi") return AllReduceAlgorithm::mpi;
   if (std::string_view(v) == "ring") return AllReduceAlgorithm::ring;
   if (std::string_view(v) == "tcp") return AllReduceAlgorithm::tcp;
-  throw std::invalid_argument("TS_ALLREDUCE='" + std::string(v) +
-                              "': 'auto' (the default: tcp across hosts, mpi on one), 'mpi', 'ring' or 'tcp'");
+  throw std::invalid_argument("TS_ALLREDUCE='" + std::string(v) + "': 'mpi' (the default), 'ring' or 'tcp'");
 }
 
 std::string_view to_string(AllReduceAlgorithm a) {

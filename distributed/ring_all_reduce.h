@@ -44,17 +44,14 @@ struct RingOptions {
 };
 
 // Which all-reduce a host buffer of at least kRingMinBytes takes in MpiCommunicator:
-// MPI_Allreduce, the ring here over MPI's messages, or the ring over plain TCP sockets
-// (tcp_ring.h), as the environment's TS_ALLREDUCE says ("mpi", "ring", "tcp", or "auto", the
-// default; the launcher passes it to every rank). Auto: the TCP ring where the ranks span hosts
-// (measured: at least MPI_Allreduce's bus bandwidth quiet and 1.1-2.4x under load, where MPI's TCP
-// moves data only while a thread spins; docs/measurements.md), MPI_Allreduce on one host (its
-// shared-memory transport needs no TCP). Smaller buffers always take MPI_Allreduce: their time is
+// MPI_Allreduce (the default), the ring here over MPI's messages, or the ring over plain TCP
+// sockets (tcp_ring.h), as the environment's TS_ALLREDUCE says ("mpi", "ring" or "tcp"; the
+// launcher passes it to every rank). Smaller buffers always take MPI_Allreduce: their time is
 // latency, which MPI's recursive doubling keeps lower, and their spinning waits are short.
 enum class AllReduceAlgorithm { ring, mpi, tcp };
 inline constexpr size_t kRingMinBytes = size_t{64} << 10;
-// For ranks that do or do not span hosts. Throws std::invalid_argument on any other value than these.
-AllReduceAlgorithm all_reduce_algorithm(bool spans_hosts);
+// Throws std::invalid_argument on any other value than these.
+AllReduceAlgorithm all_reduce_algorithm();
 std::string_view to_string(AllReduceAlgorithm a);
 
 // In place on `count` elements of `data`, every rank of `comm` with the same arguments. Every

@@ -25,7 +25,7 @@ std::vector<store::EnvEntry> run_environment(const std::vector<std::string>* ran
     env.push_back({"mpi_library", distributed::MpiRuntime::library_version()});
     env.push_back({"ranks", std::to_string(rank_hosts->size())});
     env.push_back({"rank_hosts", distributed::describe_placement(*rank_hosts)});
-    const auto algorithm = distributed::all_reduce_algorithm(distributed::spans_hosts(*rank_hosts));
+    const auto algorithm = distributed::all_reduce_algorithm();
     env.push_back(
         {"allreduce", algorithm == distributed::AllReduceAlgorithm::mpi
                           ? std::string("MPI_Allreduce")

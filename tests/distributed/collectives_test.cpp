@@ -79,20 +79,12 @@ TEST(RingAllReduce, TheCommunicatorsLargeAllReduceIsOneRecordedCall) {
 TEST(RingAllReduce, TheAlgorithmIsReadFromTheEnvironmentAndABadOneIsRefused) {
   const char* before = std::getenv("TS_ALLREDUCE");
   const std::string saved = before ? before : "";
-  // Unset or auto: the TCP ring where the ranks span hosts, MPI_Allreduce on one host.
-  ::unsetenv("TS_ALLREDUCE");
-  EXPECT_EQ(all_reduce_algorithm(false), AllReduceAlgorithm::mpi);
-  EXPECT_EQ(all_reduce_algorithm(true), AllReduceAlgorithm::tcp);
-  ::setenv("TS_ALLREDUCE", "auto", 1);
-  EXPECT_EQ(all_reduce_algorithm(false), AllReduceAlgorithm::mpi);
-  EXPECT_EQ(all_reduce_algorithm(true), AllReduceAlgorithm::tcp);
-  // Asked for: whatever the placement.
   ::setenv("TS_ALLREDUCE", "mpi", 1);
-  EXPECT_EQ(all_reduce_algorithm(true), AllReduceAlgorithm::mpi);
+  EXPECT_EQ(all_reduce_algorithm(), AllReduceAlgorithm::mpi);
   ::setenv("TS_ALLREDUCE", "ring", 1);
-  EXPECT_EQ(all_reduce_algorithm(false), AllReduceAlgorithm::ring);
+  EXPECT_EQ(all_reduce_algorithm(), AllReduceAlgorithm::ring);
   ::setenv("TS_ALLREDUCE", "tree", 1);
-  EXPECT_THROW(all_reduce_algorithm(false), std::invalid_argument);
+  EXPECT_THROW(all_reduce_algorithm(), std::invalid_argument);
   if (before) {
     ::setenv("TS_ALLREDUCE", saved.c_str(), 1);
   } else {

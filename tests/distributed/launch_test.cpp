@@ -9,7 +9,6 @@
 
 #include "distributed/launch.h"
 #include "distributed/mpi_runtime.h"
-#include "distributed/rank_hosts.h"
 #include "tests/support/files.h"
 #include "tests/workloads/env_override.h"
 
@@ -294,16 +293,3 @@ TEST(Launch, SrunTasksWithoutAnMpiRankAreCounted) {
 
 }  // namespace
 }  // namespace ts::distributed
-
-// Where the ranks run, as the run records it, and whether they span hosts (what picks the TCP
-// ring by default: distributed/ring_all_reduce.h).
-TEST(Launch, APlacementSaysItsHostsAndWhetherItSpansThem) {
-  using ts::distributed::describe_placement;
-  using ts::distributed::spans_hosts;
-  EXPECT_EQ(describe_placement({"tsh1", "tsh1", "tsh2", "tsh2"}), "tsh1 x2, tsh2 x2");
-  EXPECT_TRUE(spans_hosts({"tsh1", "tsh1", "tsh2"}));
-  EXPECT_TRUE(spans_hosts({"a", "b"}));
-  EXPECT_FALSE(spans_hosts({"vm", "vm", "vm"}));
-  EXPECT_FALSE(spans_hosts({"vm"}));
-  EXPECT_FALSE(spans_hosts({}));
-}

@@ -157,12 +157,12 @@ TEST(TcpRing, TheCommunicatorTakesItForLargeBuffersWhenAskedFor) {
 TEST(TcpRing, TheAlgorithmAndTheInterfacesAreReadFromTheEnvironment) {
   {
     ScopedEnv env("TS_ALLREDUCE", "tcp");
-    EXPECT_EQ(all_reduce_algorithm(false), AllReduceAlgorithm::tcp);
-    EXPECT_EQ(to_string(all_reduce_algorithm(false)), "tcp");
+    EXPECT_EQ(all_reduce_algorithm(), AllReduceAlgorithm::tcp);
+    EXPECT_EQ(to_string(all_reduce_algorithm()), "tcp");
   }
   {
     ScopedEnv env("TS_ALLREDUCE", "TCP");
-    EXPECT_THROW(all_reduce_algorithm(false), std::invalid_argument);
+    EXPECT_THROW(all_reduce_algorithm(), std::invalid_argument);
     EXPECT_THROW(MpiCommunicator{}, std::invalid_argument);
   }
   {
