@@ -87,17 +87,7 @@ TEST(StoreCollectiveWaits, RowsReadBackByCallAndRankAndImportCarriesThem) {
 TEST(StoreCollectiveWaits, AVersionTwelveFileHasNoneAndMigrates) {
   ts::testing::ScratchDir dir("ts_collective_waits");
   const fs::path db = dir / "v12.db";
-  {
-    Raw raw(db);
-    std::string ddl;
-    for (int v = 0; v < 12; ++v) ddl += std::string(detail::migration_sql(v));
-    raw.exec(ddl);
-    raw.exec("PRAGMA user_version = 12; PRAGMA application_id = " + std::to_string(kApplicationId));
-    raw.exec(
-        "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
-        "parameter_count, started_at, command_line, config_json, status, ranks) VALUES ('resnet50', 'tiny', 'cpu', "
-        "4, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed', 2);");
-  }
+  ts::store::test_support::write_old_file(db, 12, 2);
   {
     Reader r(db);  // never migrates
     EXPECT_EQ(r.schema_version(), 12);

@@ -52,17 +52,7 @@ TEST(StoreFramework, ARunSaysWhatTrainedItAndImportKeepsIt) {
 TEST(StoreFramework, RunsBeforeVersionFourteenAreTrainscopes) {
   ts::testing::ScratchDir dir("ts_framework");
   const fs::path db = dir / "v13.db";
-  {
-    Raw raw(db);
-    std::string ddl;
-    for (int v = 0; v < 13; ++v) ddl += std::string(detail::migration_sql(v));
-    raw.exec(ddl);
-    raw.exec("PRAGMA user_version = 13; PRAGMA application_id = " + std::to_string(kApplicationId));
-    raw.exec(
-        "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
-        "parameter_count, started_at, command_line, config_json, status, ranks) VALUES ('resnet50', 'tiny', 'cpu', "
-        "4, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed', 1);");
-  }
+  ts::store::test_support::write_old_file(db, 13, 1);
   EXPECT_EQ(Reader(db).run(1)->framework, "trainscope") << "read, not migrated";
   {
     Writer w(db);  // migrates

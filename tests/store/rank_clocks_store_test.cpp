@@ -78,17 +78,7 @@ TEST(StoreRankClocks, RowsReadBackByRankAndPhaseAndImportCarriesThem) {
 TEST(StoreRankClocks, AVersionTenFileHasNoneAndMigrates) {
   ts::testing::ScratchDir dir("ts_rank_clocks");
   const fs::path db = dir / "v10.db";
-  {
-    Raw raw(db);
-    std::string ddl;
-    for (int v = 0; v < 10; ++v) ddl += std::string(detail::migration_sql(v));
-    raw.exec(ddl);
-    raw.exec("PRAGMA user_version = 10; PRAGMA application_id = " + std::to_string(kApplicationId));
-    raw.exec(
-        "INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
-        "parameter_count, started_at, command_line, config_json, status, ranks) VALUES ('resnet50', 'tiny', 'cpu', "
-        "4, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed', 2);");
-  }
+  ts::store::test_support::write_old_file(db, 10, 2);
   {
     Reader r(db);  // never migrates
     EXPECT_EQ(r.schema_version(), 10);

@@ -8,6 +8,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "store/open.h"
+#include "store/schema.h"
+
 namespace ts::store::test_support {
 
 // Raw SQLite, around the code under test.
@@ -46,5 +49,20 @@ struct Raw {
   }
   sqlite3* db = nullptr;
 };
+
+// A file as trainscope wrote it at schema `version` (every migration up to it, its pragmas), with
+// one completed resnet50 run of `ranks` ranks (id 1): what a migration test starts from.
+inline void write_old_file(const std::filesystem::path& path, int version, int ranks) {
+  Raw raw(path);
+  std::string ddl;
+  for (int v = 0; v < version; ++v) ddl += std::string(detail::migration_sql(v));
+  raw.exec(ddl);
+  raw.exec("PRAGMA user_version = " + std::to_string(version) +
+           "; PRAGMA application_id = " + std::to_string(kApplicationId));
+  raw.exec("INSERT INTO runs (workload, preset, device, batch_size, iterations, warmup, threads, seed, trace, "
+           "parameter_count, started_at, command_line, config_json, status, ranks) VALUES ('resnet50', 'tiny', 'cpu', "
+           "4, 2, 1, 1, 1, 1, 100, '2026-11-22T00:00:00Z', 'trainscope run', '{}', 'completed', " +
+           std::to_string(ranks) + ");");
+}
 
 }  // namespace ts::store::test_support
