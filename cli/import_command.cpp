@@ -1,7 +1,11 @@
 #include "cli/import_command.h"
 
+#include <utility>
+
+#include "cli/progress.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
+#include "importers/kineto_import.h"
 #include "store/import.h"
 
 namespace ts::cli {
@@ -37,6 +41,42 @@ std::string import_runs(const std::filesystem::path& from, const std::filesystem
   }
   if (report.empty()) report = fmt::format("'{}' holds no runs: nothing imported\n", from.string());
   return report;
+}
+
+std::string import_trace(const TraceImportRequest& request) {
+  if (request.batch < 0) throw UsageError(fmt::format("--batch must be 0 or more (got {})", request.batch));
+  store::Writer::check_target(request.db);
+  importers::ImportOptions options;
+  options.workload = request.workload;
+  options.preset = request.preset;
+  options.batch_size = request.batch;
+  options.command_line = request.command_line;
+  CountProgress survey("trainscope: surveyed", "record"), rows("trainscope: imported", "record");
+  // Two passes (importers/kineto_import.h): the first counts the records the second writes.
+  int64_t total = 0;
+  options.progress = [&](int pass, int64_t records) {
+    if (pass == 1) {
+      survey.update(records, records);
+      total = records;
+      return;
+    }
+    if (std::exchange(total, -total) > 0) survey.finish();  // the survey's last line, once
+    rows.update(records, -total);
+  };
+  importers::ImportedRun run;
+  try {
+    run = importers::import_kineto_trace(request.trace, request.db, options);
+  } catch (const importers::TraceError& e) {
+    throw UsageError(e.what());  // nothing was written
+  }
+  rows.finish();
+  std::string out =
+      fmt::format("run {} of '{}' (pytorch, {}): {} iterations, {} CPU events, {} GPU activities, {} memory points; {} "
+                  "records with no place in the store left out\n",
+                  run.run_id, request.db.string(), run.device, run.iterations, run.cpu_events, run.gpu_activities,
+                  run.memory_samples, run.left_out);
+  for (const auto& what : run.absent) out += fmt::format("  absent in the trace: {}\n", what);
+  return out;
 }
 
 }  // namespace ts::cli

@@ -120,6 +120,19 @@ int main(int argc, char** argv) {
       ->required();
   import_cmd->add_option("--db", import_db, "SQLite file to copy into")->capture_default_str();
 
+  TraceImportRequest trace_import;
+  auto* import_trace_cmd = app.add_subcommand(
+      "import-trace",
+      "Read a PyTorch profiler trace (Kineto's Chrome trace JSON, .json or .json.gz) into a db as a run");
+  import_trace_cmd->add_option("file", trace_import.trace, "the trace, e.g. from prof.export_chrome_trace(...)")
+      ->required();
+  import_trace_cmd->add_option("--db", trace_import.db, "SQLite file to store into")->capture_default_str();
+  import_trace_cmd->add_option("--workload", trace_import.workload,
+                               "what the run is called (default: the file's name)");
+  import_trace_cmd->add_option("--preset", trace_import.preset, "the preset or size it ran")->capture_default_str();
+  import_trace_cmd->add_option("--batch", trace_import.batch, "samples per step (0: unknown, no throughput)")
+      ->capture_default_str();
+
   bool list_json = false;
   auto* list = app.add_subcommand("list", "List workloads, presets and parameter counts");
   list->add_flag("--json", list_json, "JSON output");
@@ -239,6 +252,11 @@ int main(int argc, char** argv) {
     }
     if (*import_cmd) {
       say("{}", import_runs(import_from, import_db));
+      return kExitOk;
+    }
+    if (*import_trace_cmd) {
+      trace_import.command_line = command_line;
+      say("{}", import_trace(trace_import));
       return kExitOk;
     }
     if (*play) {

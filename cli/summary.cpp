@@ -259,6 +259,17 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
     j["batch_unit"] = cfg["units"]["batch"];
   }
   j["threads"] = run->threads;
+  j["framework"] = run->framework;
+  // An imported trace (issue 42): where from, and what it does not hold (absent, never zero).
+  if (run->framework != "trainscope") {
+    nlohmann::json imported;
+    for (const auto& e : reader->environment(run_id)) {
+      if (e.key == "imported_from") imported["from"] = e.value;
+      if (e.key == "trace_format") imported["format"] = e.value;
+      if (e.key == "absent") imported["absent"] = e.value;
+    }
+    j["imported"] = imported;
+  }
   // A run left `running` by a process that is gone is `lost`: it keeps what it flushed.
   const store::LivenessVerdict alive = store::liveness(*run);
   j["status"] = store::status_label(*run, alive);
@@ -496,6 +507,12 @@ std::string format_summary(const nlohmann::json& j) {
                                : "",
       counted(j["threads"].get<int64_t>(), "thread"), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
+  if (j.contains("imported")) {
+    const auto& im = j["imported"];
+    s += fmt::format("  imported       {} ({}) from {}\n", j["framework"].get<std::string>(),
+                     im.value("format", std::string("trace")), im.value("from", std::string("?")));
+    if (im.contains("absent")) s += fmt::format("  absent         {}\n", im["absent"].get<std::string>());
+  }
   if (j.contains("collective_bench")) {
     s += fmt::format("  {}, {} per size; time: mean per call averaged over the ranks\n",
                      counted(j["ranks"].get<int64_t>(), "rank"),
@@ -549,8 +566,9 @@ std::string format_summary(const nlohmann::json& j) {
       s += fmt::format("  throughput     {:.2f} {} median per iteration over {} (p10 {:.2f}, p90 {:.2f}; no "
                        "sustained rate: {})\n",
                        p["median"].get<double>(), rate_unit, timed, p["p10"].get<double>(), p["p90"].get<double>(),
-                       t["from_kept_iterations"].get<bool>() ? "the run did not reach its final write"
-                                                             : "stored before there was one");
+                       j.contains("imported")                  ? "an imported trace: its steps' rates only"
+                       : t["from_kept_iterations"].get<bool>() ? "the run did not reach its final write"
+                                                               : "stored before there was one");
     }
     if (t.contains("other")) {
       const std::string other_unit = t["other"]["unit"].get<std::string>();
@@ -813,8 +831,10 @@ std::string format_runs(const std::filesystem::path& db, const std::vector<int64
     if (r.status == store::RunStatus::running) {  // how far it got: its streamed iterations
       status += fmt::format(" {}/{}", reader->iteration_count(r.id), r.warmup + r.iterations);
     }
-    // A collectives benchmark trains nothing: no samples/s (`show` prints its table).
-    const std::string rate = r.workload == "collectives" ? "-" : fmt::format("{:.2f}", tp);
+    // A collectives benchmark trains nothing: no samples/s (`show` prints its table); a run that
+    // stored no rate (cut short, an imported trace) has none: "-", never 0.
+    const bool no_rate = r.workload == "collectives" || !listed;
+    const std::string rate = no_rate ? "-" : fmt::format("{:.2f}", tp);
     // The digest's verdict on the machine's conditions ("unknown": none recorded; `show` has the reasons).
     std::string conditions = "-";
     if (r.workload != "collectives") {
@@ -823,7 +843,7 @@ std::string format_runs(const std::filesystem::path& db, const std::vector<int64
     }
     s += fmt::format("{:>4}  {:<20}  {:<12} {:<6} {:<6} {:>6} {:>6}  {:<11}  {:<10}  {:>14} {}\n", r.id, r.started_at,
                      r.workload, r.preset, r.device, r.batch_size, r.iterations, status, conditions, rate,
-                     r.workload == "collectives" ? "" : unit);
+                     no_rate ? "" : unit);
   }
   return s;
 }
