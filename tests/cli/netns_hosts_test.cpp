@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -129,7 +131,13 @@ TEST(NetnsHosts, HostsWithSkewedClocksAreAlignedWithinTheStatedBound) {
     EXPECT_GT(std::llabs(rank1[i].end_ns - rank0[i].end_ns), kSkew / 2) << "the clocks really were apart";
   }
   const auto show = run_trainscope("show " + std::to_string(run.id) + " --db " + db.string());
-  EXPECT_NE(show.out.find("clocks         rank 1 +2.50"), std::string::npos) << show.out;
+  // `show` prints the offset it measured (seconds, 6 decimals): the truth within the stated bound
+  // (on a loaded machine the bound is wide: 2.498818 s +- 1.95 ms was seen).
+  std::smatch printed;
+  ASSERT_TRUE(std::regex_search(show.out, printed, std::regex(R"(clocks +rank 1 \+([0-9.]+) s)"))) << show.out;
+  EXPECT_LE(std::abs(std::stod(printed[1].str()) * 1e9 - static_cast<double>(kSkew)),
+            static_cast<double>(model.uncertainty_ns) + 1000.0)
+      << show.out;
   const auto chrome = dir / "t.json";
   ASSERT_EQ(run_trainscope("export " + std::to_string(run.id) + " --chrome " + chrome.string() + " --db " + db.string())
                 .exit_code,
