@@ -70,7 +70,7 @@ struct Survey {
   std::map<std::string, int64_t> threads;  // "pid/tid" -> small id, in order of appearance
   std::map<std::string, std::string> thread_names;
   std::vector<std::pair<int64_t, double>> launches;  // (correlation, the API call's start)
-  int64_t ops = 0, phases = 0, gpu = 0, memory = 0;
+  int64_t ops = 0, gpu = 0, memory = 0;
   std::optional<int64_t> base_time_ns;
 
   // The step whose CPU range holds `t_us` (-1: none).
@@ -106,8 +106,6 @@ Survey survey(const fs::path& trace, const ImportOptions& o) {
         s.steps.push_back({n, r.ts_us, r.ts_us + std::max(0.0, r.dur_us)});
       } else if (r.cat == "cpu_op") {
         ++s.ops;
-      } else if (r.cat == "user_annotation") {
-        ++s.phases;
       }
       s.threads.emplace(thread_key(r), static_cast<int64_t>(s.threads.size()));
     }
