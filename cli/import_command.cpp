@@ -1,7 +1,5 @@
 #include "cli/import_command.h"
 
-#include <utility>
-
 #include "cli/progress.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
@@ -54,14 +52,16 @@ std::string import_trace(const TraceImportRequest& request) {
   CountProgress survey("trainscope: surveyed", "record"), rows("trainscope: imported", "record");
   // Two passes (importers/kineto_import.h): the first counts the records the second writes.
   int64_t total = 0;
+  bool surveyed = false;
   options.progress = [&](int pass, int64_t records) {
     if (pass == 1) {
       survey.update(records, records);
       total = records;
       return;
     }
-    if (std::exchange(total, -total) > 0) survey.finish();  // the survey's last line, once
-    rows.update(records, -total);
+    if (!surveyed) survey.finish();  // the survey's last line, once
+    surveyed = true;
+    rows.update(records, total);
   };
   importers::ImportedRun run;
   try {
