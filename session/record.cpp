@@ -9,6 +9,7 @@
 #include "memprof/ledger.h"
 #include "profiler/analysis.h"
 #include "profiler/tracer.h"
+#include "vocabulary/rates.h"
 
 namespace ts::session {
 
@@ -73,15 +74,6 @@ std::vector<store::MetricRow> store_memory_changes(store::Writer& writer, int64_
   return memory_change_counts(logged, kept, rank);
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = p * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
 std::vector<store::MetricRow> roofline_metrics(const profiler::Roofline& r) {
   if (r.iterations == 0 || r.work_ns() == 0) return {};
   std::vector<store::MetricRow> rows = {
@@ -113,8 +105,7 @@ std::string layer_of(const std::string& param) {
 // The iterations' times and rates: every iteration's row, the timed ones' per-iteration rates
 // and the sums the sustained rates are made of (which iterations count: counted_iterations).
 struct Timing {
-  std::vector<double> throughput, token_throughput, iteration_ms;
-  double seconds = 0, samples = 0, tokens = 0;  // the sustained rates' sums
+  std::vector<vocabulary::TimedIteration> timed;
   std::vector<store::IterationRow> rows;
 };
 
@@ -123,13 +114,8 @@ Timing timing_of(const workloads::LoopResult& loop) {
   for (const auto& it : loop.iterations) {
     t.rows.push_back(to_iteration_row(it));
     if (it.warmup) continue;
-    const double secs = static_cast<double>(it.end_ns - it.start_ns) * 1e-9;
-    t.iteration_ms.push_back(secs * 1e3);
-    if (secs > 0) t.throughput.push_back(static_cast<double>(it.samples) / secs);
-    if (secs > 0 && it.tokens > 0) t.token_throughput.push_back(static_cast<double>(it.tokens) / secs);
-    t.seconds += secs;
-    t.samples += static_cast<double>(it.samples);
-    t.tokens += static_cast<double>(it.tokens);
+    t.timed.push_back({static_cast<double>(it.end_ns - it.start_ns) * 1e-9, static_cast<double>(it.samples),
+                       static_cast<double>(it.tokens)});
   }
   return t;
 }
@@ -198,29 +184,10 @@ void rss_metrics(const std::vector<collectors::Sample>& samples, std::vector<sto
   metrics.push_back({"rss_growth_bytes", rss_peak - rss_first, "bytes", -1});
 }
 
-// Rates (docs/formulas.md, "Throughput"): sustained, the work of the timed iterations over
-// their time; the median and spread of the per-iteration rates beside it.
+// Rates (docs/formulas.md, "Throughput"), as vocabulary/rates.h defines them.
 void rate_metrics(const Timing& t, const workloads::ThroughputUnits& units, std::vector<store::MetricRow>& metrics) {
-  const std::string sample_rate = units.samples + "/s";
-  const std::string token_rate = (units.tokens.empty() ? std::string("tokens") : units.tokens) + "/s";
-  if (!t.throughput.empty() && t.seconds > 0) {
-    metrics.push_back({"throughput", t.samples / t.seconds, sample_rate, -1});
-    metrics.push_back({"throughput_median", percentile(t.throughput, 0.5), sample_rate, -1});
-    metrics.push_back({"throughput_p10", percentile(t.throughput, 0.1), sample_rate, -1});
-    metrics.push_back({"throughput_p90", percentile(t.throughput, 0.9), sample_rate, -1});
-    metrics.push_back({"iteration_time_median", percentile(t.iteration_ms, 0.5), "ms", -1});
-  }
-  if (!t.token_throughput.empty() && t.seconds > 0) {  // sequence workloads: real tokens, or frames
-    metrics.push_back({"tokens_per_s", t.tokens / t.seconds, token_rate, -1});
-    metrics.push_back({"tokens_per_s_median", percentile(t.token_throughput, 0.5), token_rate, -1});
-    metrics.push_back({"tokens_per_s_p10", percentile(t.token_throughput, 0.1), token_rate, -1});
-    metrics.push_back({"tokens_per_s_p90", percentile(t.token_throughput, 0.9), token_rate, -1});
-  }
-  if (t.seconds > 0 && !t.throughput.empty()) {
-    const bool tokens = units.tokens_headline && !t.token_throughput.empty();
-    metrics.push_back(
-        {"headline_throughput", (tokens ? t.tokens : t.samples) / t.seconds, tokens ? token_rate : sample_rate, -1});
-  }
+  for (auto& f : vocabulary::rate_figures(t.timed, {units.samples, units.tokens, units.tokens_headline}))
+    metrics.push_back({std::move(f.name), f.value, std::move(f.unit), -1});
 }
 
 // The loop's own figures: tokens, loss, learning rate, the workload's metrics, the quality.
@@ -273,7 +240,8 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   const Timing timing = timing_of(loop);
   if (everything) writer_.add_iterations(run_, timing.rows);
   const profiler::IterationFilter counted = counted_iterations(loop);
-  const double timed = static_cast<double>(timing.throughput.size());
+  const double timed = static_cast<double>(std::count_if(
+      timing.timed.begin(), timing.timed.end(), [](const vocabulary::TimedIteration& it) { return it.seconds > 0; }));
 
   if (everything) {  // phases, straight from the phase events
     std::vector<store::PhaseRow> phases;

@@ -117,7 +117,4 @@ class RunRecorder {
   workloads::ThroughputUnits units_;
 };
 
-// Median and percentiles of a sample (linear interpolation between order statistics).
-double percentile(std::vector<double> values, double p);
-
 }  // namespace ts::session
