@@ -566,7 +566,7 @@ std::string format_summary(const nlohmann::json& j) {
       s += fmt::format("  throughput     {:.2f} {} median per iteration over {} (p10 {:.2f}, p90 {:.2f}; no "
                        "sustained rate: {})\n",
                        p["median"].get<double>(), rate_unit, timed, p["p10"].get<double>(), p["p90"].get<double>(),
-                       j.contains("imported")                  ? "an imported trace: its steps' rates only"
+                       j.contains("imported")                  ? "an imported trace: not every step's work is known"
                        : t["from_kept_iterations"].get<bool>() ? "the run did not reach its final write"
                                                                : "stored before there was one");
     }

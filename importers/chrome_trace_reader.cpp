@@ -212,6 +212,7 @@ class Handler final : public nlohmann::json_sax<nlohmann::json> {
       else if (key_ == "Total Reserved") current_.total_reserved = i;
       else if (key_ == "Device Type") current_.device_type = i;
       else if (key_ == "Device Id") current_.device_id = i;
+      else if (key_ == "Sequence number") current_.sequence = i;
     } else if (depth_ == 1 && top_is_object_ && key_ == "baseTimeNanoseconds") {
       summary_.base_time_ns = i;
     }

@@ -12,11 +12,17 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "importers/chrome_trace_reader.h"
+#include "importers/range_index.h"
+#include "profiler/analysis.h"
 #include "profiler/gpu_analysis.h"
 #include "store/writer.h"
+#include "vocabulary/rates.h"
 
 namespace ts::importers {
 
@@ -52,6 +58,43 @@ bool is_nccl(const std::string& name) {
   return lower.find("nccl") != std::string::npos;
 }
 
+// A layer's range: a `layer: NAME` record_function (what `trainscope run --framework pytorch`'s
+// module hooks write) or a `nn.Module: NAME` Python stack entry (with_stack=True); "" for others.
+std::string layer_of_range(const TraceRecord& r) {
+  constexpr std::string_view kHook = "layer: ", kModule = "nn.Module: ";
+  if (r.cat == "user_annotation" && r.name.starts_with(kHook)) return r.name.substr(kHook.size());
+  if (r.cat == "python_function" && r.name.starts_with(kModule)) return r.name.substr(kModule.size());
+  return "";
+}
+
+// A user_annotation is the user's phase (record_function), unless PyTorch recorded it itself: its
+// DataLoader's `enumerate(DataLoader)#...` is the data phase, and its optimizer's and DDP's own
+// ranges (`Optimizer.step#SGD.step`, `DistributedDataParallel.forward`) are framework work, stored
+// as ops beside the aten ops they hold.
+bool is_framework_range(const std::string& name) {
+  return name.starts_with("Optimizer.") || name.starts_with("DistributedDataParallel.");
+}
+std::string phase_name(const std::string& annotation) {
+  return annotation.starts_with("enumerate(DataLoader)") ? "data" : annotation;
+}
+
+int64_t abs_ns(double t_us) { return static_cast<int64_t>(std::llround(t_us * 1000.0)); }
+
+// Names interned as the profiler's analyses take them (0: the empty string).
+struct Names {
+  std::vector<std::string> values{""};
+  std::unordered_map<std::string, profiler::StringId> ids;
+  profiler::StringId id(const std::string& name) {
+    if (name.empty()) return 0;
+    const auto [it, fresh] = ids.try_emplace(name, static_cast<profiler::StringId>(values.size()));
+    if (fresh) values.push_back(name);
+    return it->second;
+  }
+  profiler::NameLookup lookup() const {
+    return [this](profiler::StringId id) -> std::string_view { return values.at(id); };
+  }
+};
+
 std::string thread_key(const TraceRecord& r) {
   return (r.pid_text.empty() ? std::to_string(r.pid) : r.pid_text) + "/" +
          (r.tid_text.empty() ? std::to_string(r.tid) : r.tid_text);
@@ -72,6 +115,12 @@ struct Survey {
   std::vector<std::pair<int64_t, double>> launches;  // (correlation, the API call's start)
   int64_t ops = 0, gpu = 0, memory = 0;
   std::optional<int64_t> base_time_ns;
+  // The CPU ranges that give an op its pass (phases: forward, backward, ...) and its layer, by
+  // interned name; the layer of each autograd sequence number its forward ops ran in, which the
+  // backward nodes they made carry (PyTorch's own link from a backward op to its forward op).
+  Names names;
+  RangeIndex phases, layers;
+  std::unordered_map<int64_t, profiler::StringId> sequence_layer;
 
   // The step whose CPU range holds `t_us` (-1: none).
   int64_t step_at(double t_us) const {
@@ -86,6 +135,10 @@ struct Survey {
 Survey survey(const fs::path& trace, const ImportOptions& o) {
   Survey s;
   int64_t records_read = 0;
+  struct Sequenced {
+    int64_t sequence, thread, t_ns;
+  };
+  std::vector<Sequenced> sequenced;  // forward candidates, resolved once the layers are known
   const TraceSummary summary = read_chrome_trace(trace, o.batch, [&](std::span<const TraceRecord> records) {
     for (const TraceRecord& r : records) {
       if (r.phase == TracePhase::metadata) {
@@ -101,18 +154,33 @@ Survey survey(const fs::path& trace, const ImportOptions& o) {
         continue;
       }
       if (is_host_api(r.cat) && r.correlation) s.launches.emplace_back(*r.correlation, r.ts_us);
-      if (r.cat == "python_function") continue;
-      if (const int64_t n = step_number(r.name); n >= 0 && r.cat == "user_annotation") {
+      const std::string layer = layer_of_range(r);
+      if (r.cat == "python_function" && layer.empty()) continue;
+      const int64_t thread = s.threads.emplace(thread_key(r), static_cast<int64_t>(s.threads.size())).first->second;
+      const int64_t start = abs_ns(r.ts_us), end = abs_ns(r.ts_us + std::max(0.0, r.dur_us));
+      if (!layer.empty()) {
+        s.layers.add(thread, start, end, static_cast<int32_t>(s.names.id(layer)));
+      } else if (const int64_t n = step_number(r.name); n >= 0 && r.cat == "user_annotation") {
         s.steps.push_back({n, r.ts_us, r.ts_us + std::max(0.0, r.dur_us)});
-      } else if (r.cat == "cpu_op") {
+      } else if (r.cat == "user_annotation" && !is_framework_range(r.name)) {
+        s.phases.add(thread, start, end, static_cast<int32_t>(s.names.id(phase_name(r.name))));
+      } else if (r.cat == "cpu_op" || r.cat == "user_annotation") {
         ++s.ops;
+        if (r.sequence) sequenced.push_back({*r.sequence, thread, start});
       }
-      s.threads.emplace(thread_key(r), static_cast<int64_t>(s.threads.size()));
     }
     records_read += static_cast<int64_t>(records.size());
     if (o.progress) o.progress(1, records_read);
   });
   s.base_time_ns = summary.base_time_ns;
+  s.phases.finish();
+  s.layers.finish();
+  // A sequence number first seen inside a layer belongs to it: its forward op ran there.
+  std::sort(sequenced.begin(), sequenced.end(), [](const Sequenced& a, const Sequenced& b) { return a.t_ns < b.t_ns; });
+  for (const Sequenced& q : sequenced) {
+    if (s.sequence_layer.contains(q.sequence)) continue;
+    if (const auto layer = s.layers.innermost(q.thread, q.t_ns)) s.sequence_layer.emplace(q.sequence, *layer);
+  }
   std::sort(s.steps.begin(), s.steps.end(), [](const Step& a, const Step& b) { return a.start_us < b.start_us; });
   std::sort(s.launches.begin(), s.launches.end());
   if (!std::isfinite(s.origin_us)) s.origin_us = 0;
@@ -136,53 +204,125 @@ std::string workload_name(const fs::path& trace, const ImportOptions& o) {
   return name.empty() ? "imported" : name;
 }
 
+// The step's known facts (ImportOptions::steps), else batch_size samples.
+StepFacts facts_of(const ImportOptions& o, size_t k) {
+  return k < o.steps.size() ? o.steps[k] : StepFacts{o.batch_size, 0, std::nullopt};
+}
+
+profiler::Pass pass_of(std::string_view phase) {
+  return phase == "forward"    ? profiler::Pass::forward
+         : phase == "backward" ? profiler::Pass::backward
+                               : profiler::Pass::none;
+}
+
+std::string pass_name(profiler::Pass p) {
+  return p == profiler::Pass::forward ? "forward" : p == profiler::Pass::backward ? "backward" : "none";
+}
+
+// The op summary (self time from the nesting, as trainscope's own runs: profiler::op_summary) and
+// the layers (forward and backward time of each layer's outermost ops) over the timed steps.
+void write_summaries(store::Writer& w, int64_t run, const std::vector<profiler::Event>& ops, const Names& names,
+                     const profiler::IterationFilter& timed, double timed_count, ImportedRun& out) {
+  const auto lookup = names.lookup();
+  std::vector<store::OpSummaryRow> rows;
+  for (const auto& st : profiler::op_summary(ops, lookup, timed)) {
+    rows.push_back({"cpu", st.name, st.count, st.total_ns, st.mean_ns, static_cast<double>(st.median_ns), st.min_ns,
+                    st.max_ns, st.inclusive_ns, static_cast<double>(st.median_per_iteration_ns), st.per_iteration_ns});
+  }
+  w.add_op_summary(run, rows);
+  out.ops = static_cast<int64_t>(rows.size());
+  std::vector<store::LayerRow> layers;
+  const auto per_step = [&](int64_t v) { return timed_count > 0 ? static_cast<double>(v) / timed_count : 0.0; };
+  for (const auto& l : profiler::layer_times(ops, lookup, timed)) {
+    store::LayerRow r;
+    r.layer = l.name;
+    r.op_types = fmt::format("{}", fmt::join(l.ops, ","));
+    r.calls = static_cast<int64_t>(std::llround(per_step(l.calls)));
+    r.forward_ns = per_step(l.forward_ns);
+    r.backward_ns = per_step(l.backward_ns);
+    r.median_per_iteration_ns = static_cast<double>(l.median_per_iteration_ns);
+    r.per_iteration_ns = l.per_iteration_ns;
+    layers.push_back(std::move(r));
+  }
+  w.add_layers(run, layers);
+  out.layers = static_cast<int64_t>(layers.size());
+}
+
+// What the absent list says of the trace (never stored as zero).
+std::vector<std::string> absent_in(const Survey& s, const ImportOptions& o) {
+  std::vector<std::string> absent;
+  if (s.steps.empty()) absent.push_back("iterations (no ProfilerStep#N ranges: the profiler's step() was not called)");
+  if (s.ops == 0) absent.push_back("CPU ops (no cpu_op events)");
+  if (s.gpu == 0) absent.push_back("GPU activities (a CPU-only trace)");
+  if (s.memory == 0) absent.push_back("memory (no [memory] events: profile_memory was off)");
+  if (std::none_of(o.steps.begin(), o.steps.end(), [](const StepFacts& f) { return f.loss.has_value(); }))
+    absent.push_back("loss (a trace does not hold it)");
+  if (!s.steps.empty() && o.batch_size <= 0 && o.steps.empty())
+    absent.push_back("throughput (the samples per step were not given: --batch)");
+  if (s.layers.empty())
+    absent.push_back("layers (no `layer: NAME` record_function ranges and no `nn.Module: NAME` entries of with_stack)");
+  absent.push_back("memory categories (not in a Chrome trace)");
+  return absent;
+}
+
 }  // namespace
 
 ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const ImportOptions& o) {
+  if (o.warmup_steps < 0) throw std::invalid_argument("warm-up steps must be 0 or more");
   const Survey s = survey(trace, o);
   ImportedRun out;
   out.device = s.gpu > 0 ? "cuda" : "cpu";
   const auto ns = [&](double t_us) { return static_cast<int64_t>(std::llround((t_us - s.origin_us) * 1000.0)); };
+  const auto steps = static_cast<int64_t>(s.steps.size());
+  const int64_t warmup = std::min(o.warmup_steps, steps);
+  // The steps out of the figures: the first `warmup` in time order.
+  std::set<int64_t> warmup_steps;
+  for (int64_t k = 0; k < warmup; ++k) warmup_steps.insert(s.steps[static_cast<size_t>(k)].index);
+  const profiler::IterationFilter timed = [&](int32_t i) { return i >= 0 && !warmup_steps.contains(i); };
 
   store::RunInfo info;
   info.workload = workload_name(trace, o);
   info.preset = o.preset;
   info.device = out.device;
   info.batch_size = o.batch_size;
-  info.iterations = static_cast<int64_t>(s.steps.size());
+  info.iterations = steps - warmup;
+  info.warmup = warmup;
+  info.threads = o.threads;
+  info.seed = o.seed;
+  info.parameter_count = o.parameter_count;
   info.trace = true;
-  info.framework = "pytorch";
+  info.framework = o.framework;
   info.command_line = o.command_line;
-  info.config_json = nlohmann::json{
-      {"imported_from", fs::absolute(trace).string()},
-      {"format", "kineto chrome trace"},
-      {"batch_size",
-       o.batch_size}}.dump();
+  nlohmann::json config = o.config;
+  config["imported_from"] = fs::absolute(trace).string();
+  config["format"] = "kineto chrome trace";
+  config["batch_size"] = o.batch_size;
+  config["warmup_steps"] = warmup;
+  info.config_json = config.dump();
   std::error_code ec;
   const auto written = fs::last_write_time(trace, ec);
+  // Kineto's `ts` count from baseTimeNanoseconds (wall clock): the first event's time is the start.
   info.started_at = s.base_time_ns
-                        ? iso_time(static_cast<std::time_t>(*s.base_time_ns / 1'000'000'000))
+                        ? iso_time(static_cast<std::time_t>(
+                              (*s.base_time_ns + static_cast<int64_t>(s.origin_us * 1000.0)) / 1'000'000'000))
                         : iso_time(ec ? std::time(nullptr)
                                       : std::chrono::system_clock::to_time_t(std::chrono::file_clock::to_sys(written)));
-
-  if (s.steps.empty())
-    out.absent.push_back("iterations (no ProfilerStep#N ranges: the profiler's step() was not called)");
-  if (s.ops == 0) out.absent.push_back("CPU ops (no cpu_op events)");
-  if (s.gpu == 0) out.absent.push_back("GPU activities (a CPU-only trace)");
-  if (s.memory == 0) out.absent.push_back("memory (no [memory] events: profile_memory was off)");
-  out.absent.push_back("loss (a trace does not hold it)");
-  out.absent.push_back("layers and memory categories (not in a Chrome trace)");
+  out.absent = absent_in(s, o);
 
   store::Writer w(db);
   const int64_t run = w.begin_run(info);
   out.run_id = run;
   try {
     std::vector<store::EventRow> events;
+    std::vector<store::PhaseRow> phases;
     std::vector<store::GpuActivityRow> gpu;
     std::vector<store::SampleRow> samples;
     std::vector<profiler::GpuActivity> device_work;  // for the breakdown
+    std::vector<profiler::Event> ops;                // for the op and layer summaries
+    Names names;                                     // theirs
     const auto write = [&](bool all) {
       if (all || events.size() >= kRowsPerWrite) w.add_events(run, events), events.clear();
+      if (all || phases.size() >= kRowsPerWrite) w.add_phases(run, phases), phases.clear();
       if (all || gpu.size() >= kRowsPerWrite) w.add_gpu_activities(run, gpu), gpu.clear();
       if (all || samples.size() >= kRowsPerWrite) w.add_samples(run, samples), samples.clear();
     };
@@ -247,18 +387,52 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
           }
           gpu.push_back(std::move(a));
           ++out.gpu_activities;
-        } else if (r.cat == "cpu_op" || r.cat == "user_annotation") {
-          const bool step = step_number(r.name) >= 0 && r.cat == "user_annotation";
-          const auto thread = s.threads.find(thread_key(r));
-          events.push_back({start, end, r.name, "",
-                            step                ? "iteration"
-                            : r.cat == "cpu_op" ? "op"
-                                                : "phase",
-                            "none", s.step_at(r.ts_us), thread == s.threads.end() ? 0 : thread->second, 0});
-          ++out.cpu_events;
-        } else {
-          ++out.left_out;  // python_function and categories the store has no place for
+          continue;
         }
+        if ((r.cat != "cpu_op" && r.cat != "user_annotation") || !layer_of_range(r).empty()) {
+          ++out.left_out;  // python_function, a layer's own range (its ops carry it), and what has no place
+          continue;
+        }
+        const auto found = s.threads.find(thread_key(r));
+        const int64_t thread = found == s.threads.end() ? 0 : found->second;
+        const int64_t iteration = s.step_at(r.ts_us);
+        const bool step = step_number(r.name) >= 0 && r.cat == "user_annotation";
+        if (r.cat == "user_annotation" && !step && !is_framework_range(r.name)) {
+          phases.push_back({iteration, phase_name(r.name), start, end, 0});
+          events.push_back({start, end, phase_name(r.name), "", "phase", "none", iteration, thread, 0});
+          ++out.cpu_events;
+          continue;
+        }
+        std::string layer, pass = "none";
+        if (!step) {  // a CPU op: its pass from the phase it ran in, its layer from its range or its forward op
+          const int64_t t = abs_ns(r.ts_us);
+          profiler::Pass p = profiler::Pass::none;
+          if (const auto phase = s.phases.innermost(thread, t))
+            p = pass_of(s.names.values[static_cast<size_t>(*phase)]);
+          profiler::StringId layer_id = 0;
+          if (const auto in = s.layers.innermost(thread, t)) {
+            layer_id = static_cast<profiler::StringId>(*in);
+            if (p == profiler::Pass::none) p = profiler::Pass::forward;
+          } else if (const auto q = r.sequence ? s.sequence_layer.find(*r.sequence) : s.sequence_layer.end();
+                     q != s.sequence_layer.end()) {
+            layer_id = q->second;  // a backward node of an op that ran in that layer
+            if (p == profiler::Pass::none) p = profiler::Pass::backward;
+          }
+          layer = s.names.values[layer_id];
+          pass = pass_name(p);
+          profiler::Event e;
+          e.start_ns = start;
+          e.end_ns = end;
+          e.name = names.id(r.name);
+          e.layer = layer_id == 0 ? 0 : names.id(layer);
+          e.kind = profiler::EventKind::op;
+          e.pass = p;
+          e.iteration = static_cast<int32_t>(iteration);
+          e.thread = static_cast<uint32_t>(thread);
+          ops.push_back(e);
+        }
+        events.push_back({start, end, r.name, layer, step ? "iteration" : "op", pass, iteration, thread, 0});
+        ++out.cpu_events;
       }
       write(false);
       records_read += static_cast<int64_t>(records.size());
@@ -266,11 +440,40 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     });
     write(true);
 
+    // Iterations, with what the caller knows of each step, and the rates of the timed ones.
     std::vector<store::IterationRow> iterations;
-    for (const Step& step : s.steps)
-      iterations.push_back({step.index, false, ns(step.start_us), ns(step.end_us), o.batch_size, 0.0, 0});
+    std::vector<store::MetricRow> metrics = o.metrics;
+    std::vector<vocabulary::TimedIteration> timed_steps;
+    bool every_step_counted = true;
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      const Step& step = s.steps[k];
+      const StepFacts f = facts_of(o, k);
+      const bool is_warmup = static_cast<int64_t>(k) < warmup;
+      iterations.push_back(
+          {step.index, is_warmup, ns(step.start_us), ns(step.end_us), f.samples, f.loss.value_or(0), 0});
+      if (f.tokens > 0) metrics.push_back({"tokens", static_cast<double>(f.tokens), "count", step.index});
+      if (is_warmup) continue;
+      every_step_counted = every_step_counted && f.samples > 0;
+      timed_steps.push_back(
+          {(step.end_us - step.start_us) * 1e-6, static_cast<double>(f.samples), static_cast<double>(f.tokens)});
+    }
     w.add_iterations(run, iterations);
     out.iterations = static_cast<int64_t>(iterations.size());
+    const auto timed_count = std::count_if(timed_steps.begin(), timed_steps.end(),
+                                           [](const vocabulary::TimedIteration& t) { return t.seconds > 0; });
+    metrics.push_back({"timed_iterations", static_cast<double>(timed_count), "count", -1});
+    if (o.parameter_count > 0)
+      metrics.push_back({"parameter_count", static_cast<double>(o.parameter_count), "count", -1});
+    if (every_step_counted) {  // a rate needs every timed step's work: none rather than a wrong one
+      for (auto& f : vocabulary::rate_figures(timed_steps, o.units))
+        metrics.push_back({std::move(f.name), f.value, std::move(f.unit), -1});
+    }
+    metrics.push_back({"trace_events", static_cast<double>(out.cpu_events), "count", -1});
+    w.add_metrics(run, metrics);
+
+    write_summaries(w, run, ops, names, timed, static_cast<double>(timed_count), out);
+    ops = {};
+
     std::vector<store::GpuBreakdownRow> breakdown;
     for (const auto& b : profiler::gpu_breakdown(device_work))
       breakdown.push_back({b.device, b.iteration, b.start_ns, b.end_ns, b.compute_ns, b.comm_ns, b.memcpy_ns,
@@ -279,7 +482,7 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
 
     std::vector<store::EnvEntry> env = {{"imported_from", fs::absolute(trace).string()},
                                         {"trace_format", "kineto chrome trace"},
-                                        {"framework", "pytorch"},
+                                        {"framework", o.framework},
                                         {"absent", fmt::format("{}", fmt::join(out.absent, "; "))},
                                         {"left_out_records", std::to_string(out.left_out)}};
     if (s.base_time_ns) env.push_back({"trace_base_time_ns", std::to_string(*s.base_time_ns)});
@@ -287,6 +490,7 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
       const auto name = s.thread_names.find(key);
       env.push_back({fmt::format("thread_{}", id), name == s.thread_names.end() ? key : key + " " + name->second});
     }
+    env.insert(env.end(), o.environment.begin(), o.environment.end());
     w.add_environment(run, env);
     w.finish_run(run, store::RunStatus::completed, iso_time(std::time(nullptr)), "");
   } catch (...) {

@@ -22,19 +22,42 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "importers/trace_records.h"
+#include "nlohmann/json.hpp"
+#include "store/records.h"
+#include "vocabulary/rates.h"
 
 namespace ts::importers {
+
+// What is known of one profiler step beyond the trace (`trainscope run --framework pytorch` knows
+// it from the script it ran): the samples and tokens it trained on and its loss.
+struct StepFacts {
+  int64_t samples = 0;
+  int64_t tokens = 0;  // 0: none counted
+  std::optional<double> loss;
+};
 
 struct ImportOptions {
   std::string workload;      // "" : the file's name without its extensions
   std::string preset = "-";  // what the user says it was; unknown by default
   int64_t batch_size = 0;    // samples per step, when the user says (0: unknown: no throughput)
-  std::string command_line;  // how the import was asked for
-  size_t batch = 8192;       // records per batch read
+  int64_t warmup_steps = 0;  // the first N steps (in time order) are warm-up: out of the figures
+  // Per step, in time order (empty: batch_size samples each, no tokens, no loss); a step beyond
+  // the list takes batch_size.
+  std::vector<StepFacts> steps;
+  vocabulary::RateUnits units;  // what the samples and tokens are
+  std::string framework = "pytorch";
+  int64_t threads = 0, parameter_count = 0;
+  uint64_t seed = 0;
+  nlohmann::json config = nlohmann::json::object();  // added to the run's stored config
+  std::vector<store::EnvEntry> environment;          // added to the run's environment
+  std::vector<store::MetricRow> metrics;             // added to the run's whole-run metrics
+  std::string command_line;                          // how the import was asked for
+  size_t batch = 8192;                               // records per batch read
   // Called after every batch with the pass (1: survey, 2: rows) and the records read in it so far.
   std::function<void(int pass, int64_t records)> progress;
 };
@@ -42,6 +65,7 @@ struct ImportOptions {
 struct ImportedRun {
   int64_t run_id = 0;
   int64_t iterations = 0, cpu_events = 0, gpu_activities = 0, memory_samples = 0;
+  int64_t ops = 0, layers = 0;      // distinct op names summarised, layers found
   int64_t left_out = 0;             // records with no place in the store (flows, python stack, metadata)
   std::vector<std::string> absent;  // what the trace does not hold (said, never zero)
   std::string device;               // "cuda" when the trace has GPU activities, else "cpu"

@@ -33,9 +33,10 @@ struct TraceRecord {
   // args (absent: nullopt). device/stream/correlation: GPU activities; external_id pairs a GPU
   // activity or runtime call with the CPU op that caused it; bytes: a copy's or an allocation's
   // size (negative: freed); total_allocated / total_reserved: a [memory] event's running totals;
-  // device_type: 0 CPU, 1 CUDA (PyTorch's c10::DeviceType); device_id: the memory's device.
+  // device_type: 0 CPU, 1 CUDA (PyTorch's c10::DeviceType); device_id: the memory's device;
+  // sequence: an op's autograd sequence number, which the backward node it made carries too.
   std::optional<int64_t> device, stream, correlation, external_id, bytes, total_allocated, total_reserved, device_type,
-      device_id;
+      device_id, sequence;
   std::string args_name;  // a metadata event's args.name (a process or thread name)
 };
 

@@ -372,7 +372,7 @@ RunFigures run_figures(const std::vector<store::MetricRow>& metrics,
   for (const auto& it : iterations) {
     if (it.warmup) continue;
     const double t = ms(it.end_ns - it.start_ns);
-    if (t <= 0) continue;  // a clock step: no rate can be made of it
+    if (t <= 0 || it.samples <= 0) continue;  // a clock step, or work not counted (an import without --batch)
     wall.push_back(t);
     rates.push_back(static_cast<double>(it.samples) / (t * 1e-3));
   }
@@ -441,6 +441,7 @@ double RunDigest::share_of_peak(int64_t bytes) const {
 std::string RunKey::label() const {
   std::string s = fmt::format("{}/{} {} batch {}", workload, preset, device, batch);
   if (ranks > 1) s += fmt::format(" x{} ranks", ranks);
+  if (framework != "trainscope") s += fmt::format(" ({})", framework);
   return s;
 }
 
@@ -486,7 +487,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
   RunDigest d;
   d.db = db;
   d.run = run;
-  d.key = {run.workload, run.preset, run.device, run.batch_size, std::max<int64_t>(run.ranks, 1)};
+  d.key = {run.workload, run.preset, run.device, run.batch_size, std::max<int64_t>(run.ranks, 1), run.framework};
   d.status = store::status_label(run);
   if (const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false);
       cfg.is_object() && cfg.contains("suite")) {

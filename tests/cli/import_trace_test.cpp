@@ -42,11 +42,24 @@ TEST(ImportTrace, APyTorchTraceBecomesARunThatShowAndRunsPrint) {
   EXPECT_NE(show.out.find("run 1  mlp/small on cuda  batch 8"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("imported       pytorch (kineto chrome trace) from " + trace.string()), std::string::npos)
       << show.out;
-  EXPECT_NE(show.out.find("an imported trace: its steps' rates only"), std::string::npos) << show.out;
-  const auto runs = run_trainscope("runs --db " + db.string());
-  EXPECT_NE(runs.out.find("mlp"), std::string::npos) << runs.out;
-  EXPECT_EQ(runs.out.find("0.00 samples/s"), std::string::npos) << "no rate stored: '-', never 0: " << runs.out;
+  // --batch 8 over two steps of 50 us: 16 samples in 100 us.
+  EXPECT_NE(show.out.find("throughput     160000.00 samples/s sustained over 2 timed iterations"), std::string::npos)
+      << show.out;
   EXPECT_EQ(ts::store::Reader(db).run(1)->framework, "pytorch");
+
+  // Without --batch the work is unknown: no rate, '-' where one is listed, never 0.
+  ASSERT_EQ(
+      run_trainscope("import-trace " + trace.string() + " --db " + db.string() + " --workload unsized 2>&1").exit_code,
+      0);
+  const auto runs = run_trainscope("runs --db " + db.string());
+  EXPECT_NE(runs.out.find("unsized"), std::string::npos) << runs.out;
+  const auto line_start = runs.out.find("unsized");
+  const std::string line = runs.out.substr(line_start, runs.out.find('\n', line_start) - line_start);
+  EXPECT_EQ(line.find("samples/s"), std::string::npos) << "no rate stored: '-', never 0: " << runs.out;
+  const auto unsized = run_trainscope("show 2 --db " + db.string());
+  EXPECT_EQ(unsized.out.find("  throughput     "), std::string::npos) << unsized.out;
+  EXPECT_NE(unsized.out.find("throughput (the samples per step were not given: --batch)"), std::string::npos)
+      << unsized.out;
 }
 
 TEST(ImportTrace, WhatIsNoTraceIsRefusedAndNothingIsWritten) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "importers/trace_records.h"
@@ -157,4 +160,153 @@ TEST(KinetoImport, ATraceThatCannotBeReadLeavesNothingInTheDb) {
   EXPECT_NE(absent.find("iterations (no ProfilerStep"), std::string::npos) << absent;
   EXPECT_NE(absent.find("GPU activities"), std::string::npos) << absent;
   EXPECT_NE(absent.find("memory"), std::string::npos) << absent;
+}
+
+namespace {
+
+// Three steps of a CPU-only training step, step k over [100k, 100k + 100] us (times from 0):
+//   forward [b, b+40]: layer fc1 [b+1, b+21] holds aten::linear [b+2, b+20] (sequence 10k+1) and
+//     inside it aten::addmm [b+4, b+18] (10k+2); layer relu [b+22, b+30] holds aten::relu
+//     [b+23, b+28] (10k+3); aten::sum [b+31, b+35] (10k+4) is in no layer.
+//   backward [b+45, b+85]: the autograd nodes of those ops, carrying their sequence numbers:
+//     SumBackward0 [b+46, b+50] (10k+4: no layer), ReluBackward0 [b+51, b+60] (relu),
+//     AddmmBackward0 [b+61, b+80] (fc1) with aten::mm [b+62, b+75] inside it.
+//   optimizer [b+90, b+98]: PyTorch's own Optimizer.step#SGD.step range [b+91, b+96] (framework
+//     work: an op, not a phase) holds aten::add_ [b+91, b+95].
+std::string layered_trace() {
+  std::string events;
+  const auto add = [&](const std::string& cat, const std::string& name, int ts, int dur, int sequence = -1) {
+    events += fmt::format(R"({}{{"ph":"X","cat":"{}","name":"{}","pid":1,"tid":1,"ts":{},"dur":{}{}}})",
+                          events.empty() ? "" : ",\n", cat, name, ts, dur,
+                          sequence < 0 ? "" : fmt::format(R"(,"args":{{"Sequence number":{}}})", sequence));
+  };
+  for (int k = 0; k < 3; ++k) {
+    const int b = 100 * k, q = 10 * k;
+    add("user_annotation", fmt::format("ProfilerStep#{}", k), b, 100);
+    add("user_annotation", "forward", b, 40);
+    add("user_annotation", "layer: fc1", b + 1, 20);
+    add("cpu_op", "aten::linear", b + 2, 18, q + 1);
+    add("cpu_op", "aten::addmm", b + 4, 14, q + 2);
+    add("user_annotation", "layer: relu", b + 22, 8);
+    add("cpu_op", "aten::relu", b + 23, 5, q + 3);
+    add("cpu_op", "aten::sum", b + 31, 4, q + 4);
+    add("user_annotation", "backward", b + 45, 40);
+    add("cpu_op", "autograd::engine::evaluate_function: SumBackward0", b + 46, 4, q + 4);
+    add("cpu_op", "autograd::engine::evaluate_function: ReluBackward0", b + 51, 9, q + 3);
+    add("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", b + 61, 19, q + 2);
+    add("cpu_op", "aten::mm", b + 62, 13);
+    add("user_annotation", "optimizer", b + 90, 8);
+    add("user_annotation", "Optimizer.step#SGD.step", b + 91, 5);
+    add("cpu_op", "aten::add_", b + 91, 4);
+  }
+  return "[" + events + "]";
+}
+
+}  // namespace
+
+TEST(KinetoImport, LayersPassesOpSummaryAndRatesOfTheTimedSteps) {
+  ts::testing::ScratchDir dir("ts_kineto_import");
+  const fs::path db = dir / "i.db";
+  ImportOptions options;
+  options.warmup_steps = 1;
+  options.steps = {{8, 100, 3.0}, {8, 200, 2.0}, {8, 300, 1.0}};
+  options.units = {"sentence pairs", "tokens", true};
+  options.parameter_count = 1234;
+  options.environment = {{"torch_version", "9.9"}};
+  options.batch = 7;
+  const ImportedRun imported = import_kineto_trace(write(dir / "layered.json", layered_trace()), db, options);
+  EXPECT_EQ(imported.iterations, 3);
+  EXPECT_EQ(imported.layers, 2);
+  EXPECT_EQ(imported.left_out, 6) << "the layers' own ranges: their ops carry them";
+
+  ts::store::Reader r(db);
+  const auto run = r.run(imported.run_id);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->warmup, 1);
+  EXPECT_EQ(run->iterations, 2);
+  EXPECT_EQ(run->parameter_count, 1234);
+  const auto iterations = r.iterations(imported.run_id);
+  ASSERT_EQ(iterations.size(), 3u);
+  EXPECT_TRUE(iterations[0].warmup);
+  EXPECT_FALSE(iterations[1].warmup);
+  EXPECT_EQ(iterations[2].samples, 8);
+  EXPECT_EQ(iterations[2].loss, 1.0);
+
+  // Per timed step (steps 1 and 2): fc1 forward is aten::linear's 18 us (addmm inside it), its
+  // backward AddmmBackward0's 19 us; relu 5 and 9; two outermost ops each; model order.
+  const auto layers = r.layers(imported.run_id);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].layer, "fc1");
+  EXPECT_EQ(layers[0].forward_ns, 18'000);
+  EXPECT_EQ(layers[0].backward_ns, 19'000);
+  EXPECT_EQ(layers[0].calls, 2);
+  EXPECT_EQ(layers[0].op_types, "aten::linear,autograd::engine::evaluate_function: AddmmBackward0");
+  EXPECT_EQ(layers[0].per_iteration_ns, (std::vector<int64_t>{37'000, 37'000}));
+  EXPECT_EQ(layers[1].layer, "relu");
+  EXPECT_EQ(layers[1].forward_ns, 5'000);
+  EXPECT_EQ(layers[1].backward_ns, 9'000);
+
+  // Self time over the timed steps: aten::linear 18 - 14 = 4 us a call, AddmmBackward0 19 - 13.
+  std::map<std::string, ts::store::OpSummaryRow> ops;
+  for (const auto& o : r.op_summary(imported.run_id)) ops[o.name] = o;
+  ASSERT_TRUE(ops.contains("aten::linear"));
+  EXPECT_EQ(ops["aten::linear"].count, 2);
+  EXPECT_EQ(ops["aten::linear"].total_ns, 8'000);
+  EXPECT_EQ(ops["aten::linear"].inclusive_ns, 36'000);
+  EXPECT_EQ(ops["autograd::engine::evaluate_function: AddmmBackward0"].total_ns, 12'000);
+  EXPECT_EQ(ops["aten::mm"].total_ns, 26'000);
+  EXPECT_EQ(ops["aten::add_"].count, 2);
+  EXPECT_EQ(ops["Optimizer.step#SGD.step"].total_ns, 2'000) << "5 us less the 4 of the add_ it holds, twice";
+
+  // Passes and layers on the events: the backward node found its layer by its sequence number,
+  // what ran inside it took its pass; the sum's node had no layer to find.
+  std::map<std::string, std::pair<std::string, std::string>> seen;  // name -> (layer, pass), step 1
+  int phases = 0;
+  for (const auto& e : r.events(imported.run_id)) {
+    if (e.iteration == 1 && e.kind == "op") seen[e.name] = {e.layer, e.pass};
+    phases += e.kind == "phase";
+  }
+  EXPECT_EQ(phases, 9);
+  EXPECT_EQ(seen["aten::addmm"], std::make_pair(std::string("fc1"), std::string("forward")));
+  EXPECT_EQ(seen["aten::sum"], std::make_pair(std::string(""), std::string("forward")));
+  EXPECT_EQ(seen["autograd::engine::evaluate_function: ReluBackward0"],
+            std::make_pair(std::string("relu"), std::string("backward")));
+  EXPECT_EQ(seen["autograd::engine::evaluate_function: SumBackward0"],
+            std::make_pair(std::string(""), std::string("backward")));
+  EXPECT_EQ(seen["aten::mm"], std::make_pair(std::string(""), std::string("backward")));
+  EXPECT_EQ(seen["aten::add_"], std::make_pair(std::string(""), std::string("none")));
+  EXPECT_EQ(r.phases(imported.run_id).size(), 9u);
+
+  // Rates over the two timed steps of 100 us: 16 pairs / 200 us, 500 tokens / 200 us (the headline).
+  std::map<std::string, ts::store::MetricRow> m;
+  for (const auto& row : r.metrics(imported.run_id))
+    if (row.iteration < 0) m[row.name] = row;
+  EXPECT_DOUBLE_EQ(m["throughput"].value, 80'000);
+  EXPECT_EQ(m["throughput"].unit, "sentence pairs/s");
+  EXPECT_DOUBLE_EQ(m["tokens_per_s"].value, 2.5e6);
+  EXPECT_DOUBLE_EQ(m["headline_throughput"].value, 2.5e6);
+  EXPECT_EQ(m["headline_throughput"].unit, "tokens/s");
+  EXPECT_DOUBLE_EQ(m["timed_iterations"].value, 2);
+  EXPECT_DOUBLE_EQ(m["iteration_time_median"].value, 0.1);
+  std::string absent, torch;
+  for (const auto& e : r.environment(imported.run_id)) {
+    if (e.key == "absent") absent = e.value;
+    if (e.key == "torch_version") torch = e.value;
+  }
+  EXPECT_EQ(torch, "9.9");
+  EXPECT_EQ(absent.find("loss"), std::string::npos) << "the steps' losses were given: " << absent;
+  EXPECT_EQ(absent.find("layers ("), std::string::npos) << absent;
+}
+
+TEST(KinetoImport, WithoutEverySamplesCountNoRateIsMadeUp) {
+  ts::testing::ScratchDir dir("ts_kineto_import");
+  const fs::path db = dir / "i.db";
+  const ImportedRun imported = import_kineto_trace(write(dir / "layered.json", layered_trace()), db, {});
+  for (const auto& row : ts::store::Reader(db).metrics(imported.run_id)) {
+    EXPECT_FALSE(row.name.starts_with("throughput") || row.name == "headline_throughput") << row.name;
+  }
+  std::string absent;
+  for (const auto& e : ts::store::Reader(db).environment(imported.run_id))
+    if (e.key == "absent") absent = e.value;
+  EXPECT_NE(absent.find("throughput (the samples per step were not given"), std::string::npos) << absent;
 }
