@@ -167,13 +167,18 @@ def run(args):
     rewards = torch.tensor([1.0 if t % 3 == 2 else 0.0 for t in range(t_max)])
     bootstrap = torch.tensor(0.1)
 
+    common.profile_layers(local)
+
     def step():
-        loss = a3c_loss(local, states, actions, rewards, bootstrap)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(local_params, MAX_GRAD_NORM)
-        with torch.no_grad():
-            shared_rmsprop_step(shared_params, [q.grad for q in local_params], square_avgs, p["lr"], p["eps"])
-        local.zero_grad(set_to_none=True)
+        with common.phase("forward"):
+            loss = a3c_loss(local, states, actions, rewards, bootstrap)
+        with common.phase("backward"):
+            loss.backward()
+        with common.phase("optimizer"):
+            torch.nn.utils.clip_grad_norm_(local_params, MAX_GRAD_NORM)
+            with torch.no_grad():
+                shared_rmsprop_step(shared_params, [q.grad for q in local_params], square_avgs, p["lr"], p["eps"])
+            local.zero_grad(set_to_none=True)
         return loss.item()
 
     timing = common.time_iterations(step, args.warmup, args.iters)

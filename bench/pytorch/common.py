@@ -13,6 +13,7 @@ Nothing here imports torch at module level; the functions that need it import it
     import torch
 """
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -78,6 +79,11 @@ def parse_args(description, presets, check_params_help, argv=None, extra_args=No
                         "and MASTER_PORT from the environment, as torchrun sets them (Open MPI's "
                         f"OMPI_COMM_WORLD_RANK/SIZE also do); only {' and '.join(DDP_SCRIPTS)}; "
                         "bench/pytorch/ddp_hosts.sh runs it against trainscope on two namespace hosts")
+    p.add_argument("--profile", metavar="TRACE", default=None,
+                   help="write a PyTorch profiler (Kineto) trace of every iteration, warm-up included, to TRACE "
+                        "(.json or .json.gz): one profiler step per iteration, the phases as record_function ranges "
+                        "(forward, backward, optimizer), each leaf module's forward as a 'layer: NAME' range, the "
+                        "allocator's memory (profile_memory); what `trainscope run --framework pytorch` imports")
     p.add_argument("--bucket-mb", type=float, default=25.0,
                    help="--ddp: DDP's bucket_cap_mb (25, DDP's default and trainscope's --bucket-mb)")
     if extra_args is not None:
@@ -156,10 +162,55 @@ def rss_bytes():
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
+# --profile: where the trace goes (None: not profiled) and whether it records the GPU.
+_PROFILE = {"path": None, "cuda": False}
+
+
+def profiling():
+    return _PROFILE["path"] is not None
+
+
+def phase(name):
+    """A phase of the iteration (forward, backward, optimizer: trainscope's names) as a
+    record_function range when profiled; nothing otherwise, so unprofiled runs time only the work."""
+    if not profiling():
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autograd.profiler.record_function(name)
+
+
+def profile_layers(model):
+    """When profiled: every leaf module's forward as a 'layer: NAME' range (NAME: its qualified name,
+    as named_modules() gives it), by forward pre- and post-hooks; the importer gives each op in it
+    that layer, and each backward node the layer its forward op ran in (by sequence number)."""
+    if not profiling():
+        return
+    import torch
+
+    for name, module in model.named_modules():
+        if not name or any(True for _ in module.children()):
+            continue
+        open_ranges = []  # a module called again inside itself (never in these models) nests
+
+        def enter(mod, inputs, name=name, open_ranges=open_ranges):
+            r = torch.autograd.profiler.record_function("layer: " + name)
+            r.__enter__()
+            open_ranges.append(r)
+
+        def leave(mod, inputs, output, open_ranges=open_ranges):
+            open_ranges.pop().__exit__(None, None, None)
+
+        module.register_forward_pre_hook(enter)
+        module.register_forward_hook(leave)
+
+
 def prepare(description, presets, check_params_help, argv=None, extra_args=None):
     """Parses the command line, sets the thread environment and measures RSS before torch is
     imported. Returns (args, rss_before_import_bytes)."""
     args = parse_args(description, presets, check_params_help, argv, extra_args)
+    _PROFILE["path"] = args.profile
+    _PROFILE["cuda"] = args.device == "cuda"
     set_thread_env(args.threads)
     rss = rss_bytes()
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is not needed here
@@ -225,14 +276,18 @@ def time_iterations(step, warmup, iters, sync=None, after_warmup=None):
     untimed, then `iters` times timed. `sync` (the GPU's synchronize), if given, ends every
     iteration inside its time; `after_warmup()`, if given, runs between warm-up and the timed
     iterations and its result is returned as "after_warmup". Returns per-iteration wall and
-    process-CPU seconds, losses and RSS at the boundaries."""
-    warm_times = []
+    process-CPU seconds, losses and RSS at the boundaries. With --profile, every iteration is one
+    profiler step (warm-up included) and the trace is written after the last; a line on stderr
+    says how far it is."""
+    profiler = _start_profiler(warmup + iters)
+    warm_times, warm_losses = [], []
     for _ in range(warmup):
         t0 = time.perf_counter()
-        step()
+        warm_losses.append(step())
         if sync is not None:
             sync()
         warm_times.append(time.perf_counter() - t0)
+        _end_profiler_step(profiler)
     rss_after_warmup = rss_bytes()
     marked = after_warmup() if after_warmup is not None else None
 
@@ -244,9 +299,12 @@ def time_iterations(step, warmup, iters, sync=None, after_warmup=None):
             sync()
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)
+        _end_profiler_step(profiler)
+    _write_profile(profiler)
     return {
         "after_warmup": marked,
         "warm_times": warm_times,
+        "warm_losses": warm_losses,
         "times": times,
         "cpu_times": cpu_times,
         "losses": losses,
@@ -254,6 +312,46 @@ def time_iterations(step, warmup, iters, sync=None, after_warmup=None):
         "rss_after_timed": rss_bytes(),
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux reports KiB
     }
+
+
+class _Profiled:
+    """--profile: the profiler over the iterations, each one profiler step, and how many are done."""
+
+    def __init__(self, steps):
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if _PROFILE["cuda"] else [])
+        # Every step active, once: without a schedule the trace has no ProfilerStep#N ranges. Its
+        # warning that no step is a profiler warm-up is moot: trainscope's warm-up steps are kept apart.
+        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+        self.prof = profile(activities=activities, profile_memory=True,
+                            schedule=schedule(wait=0, warmup=0, active=steps, repeat=1))
+        self.done, self.steps = 0, steps
+        self.prof.__enter__()
+
+    def step(self):
+        self.prof.step()  # ends ProfilerStep#k, begins the next
+        self.done += 1
+        print(f"profiled iteration {self.done}/{self.steps}", file=sys.stderr, flush=True)
+
+    def write(self):
+        self.prof.__exit__(None, None, None)
+        print(f"writing the trace to {_PROFILE['path']}", file=sys.stderr, flush=True)
+        self.prof.export_chrome_trace(_PROFILE["path"])
+
+
+def _start_profiler(steps):
+    return _Profiled(steps) if profiling() else None
+
+
+def _end_profiler_step(profiled):
+    if profiled is not None:
+        profiled.step()
+
+
+def _write_profile(profiled):
+    if profiled is not None:
+        profiled.write()
 
 
 def cpu_model():
@@ -458,6 +556,25 @@ def add_device_fields(result, args, memory, flops=None, flop_units=None, unit=No
     return result
 
 
+def torch_build():
+    """What torch was built with, from torch.__config__.show(): its BLAS (BUILD settings'
+    BLAS_INFO), oneDNN (MKL-DNN) and MKL lines, the figures a comparison of CPU speed names."""
+    import torch
+
+    out = {"torch_blas": None, "torch_onednn": None, "torch_mkl": None}
+    for line in torch.__config__.show().splitlines():
+        line = line.strip().lstrip("- ")
+        if "MKL-DNN" in line or "oneDNN" in line:
+            out["torch_onednn"] = line.split(" (Git Hash")[0]
+        elif "Math Kernel Library" in line:
+            out["torch_mkl"] = line.split(" for Intel")[0]
+        elif line.startswith("Build settings:"):
+            for setting in line[len("Build settings:"):].split(","):
+                if setting.strip().startswith("BLAS_INFO="):
+                    out["torch_blas"] = setting.strip()[len("BLAS_INFO="):]
+    return out
+
+
 def make_result(workload, config, timing, samples_per_iteration, rss_before_import, rss_before_model, load_at_start,
                 tokens_per_iteration=None):
     """The JSON result every script writes (resnet50_train.py's fields, in its order).
@@ -496,8 +613,14 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
         "openmp_available": torch.backends.openmp.is_available(),
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
+        "profiled": _PROFILE["path"],
+        **torch_build(),
         "config": config,
         "warmup_iteration_s": timing["warm_times"],
+        "warmup_losses": timing["warm_losses"],
+        # The work of each timed iteration, in order (what a trace's steps are counted in).
+        "samples_per_iteration": list(samples_per_iteration) if isinstance(samples_per_iteration, (list, tuple))
+        else [samples_per_iteration] * len(times),
         "iteration_s": times,
         # Process CPU seconds per iteration: cpu/wall well below the thread count means the
         # cores were shared with other work during the run (the wall times are then pessimistic).
@@ -529,6 +652,7 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
         assert len(tokens_per_iteration) == len(times), "one token count per timed iteration"
         per_token = [n / t for n, t in zip(tokens_per_iteration, times)]
         result.update({
+            "tokens_per_iteration": list(tokens_per_iteration),
             "tokens_per_s": sum(tokens_per_iteration) / sum(times),
             "tokens_per_s_median": statistics.median(per_token),
             "tokens_per_s_p10": percentile(per_token, 10),

@@ -317,15 +317,20 @@ def run(args):
     batches = make_batches(shapes, gen)
     feed = iter(batches)
 
+    common.profile_layers(model)
+
     def step():
         b = next(feed)
-        logits, out_lengths = model(b["x"], b["frames"])
-        loss = ctc(logits, out_lengths, b["targets"], b["target_lengths"])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
+        with common.phase("forward"):
+            logits, out_lengths = model(b["x"], b["frames"])
+            loss = ctc(logits, out_lengths, b["targets"], b["target_lengths"])
+        with common.phase("backward"):
+            loss.backward()
+        with common.phase("optimizer"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
         return loss.item()
 
     timing = common.time_iterations(step, args.warmup, args.iters)

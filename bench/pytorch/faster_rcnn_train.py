@@ -564,14 +564,19 @@ def run(args):
 
     state = {"i": 0}
 
+    common.profile_layers(model)
+
     def step():
         images, targets = data[state["i"] % len(data)]
         state["i"] += 1
-        loss = model.forward_train(images, targets, gen)
-        loss.backward()
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
+        with common.phase("forward"):
+            loss = model.forward_train(images, targets, gen)
+        with common.phase("backward"):
+            loss.backward()
+        with common.phase("optimizer"):
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
         return loss.item()
 
     timing = common.time_iterations(step, args.warmup, args.iters)

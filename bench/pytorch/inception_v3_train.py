@@ -300,15 +300,20 @@ def run(args):
     x = torch.randn(batch, 3, image_size, image_size).contiguous(memory_format=memory_format)
     y = torch.randint(0, num_classes, (batch,))
 
+    common.profile_layers(model)
+
     def step():
-        logits, aux = step_model(x)
-        loss = F.cross_entropy(logits, y)
-        if aux is not None:
-            loss = loss + AUX_WEIGHT * F.cross_entropy(aux, y)
-        loss.backward()
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
+        with common.phase("forward"):
+            logits, aux = step_model(x)
+            loss = F.cross_entropy(logits, y)
+            if aux is not None:
+                loss = loss + AUX_WEIGHT * F.cross_entropy(aux, y)
+        with common.phase("backward"):
+            loss.backward()
+        with common.phase("optimizer"):
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
     timing = common.time_iterations(step, args.warmup, args.iters)

@@ -147,13 +147,18 @@ def run(args):
     x = torch.randn(batch, 3, image_size, image_size).to(device).contiguous(memory_format=memory_format)
     y = torch.randint(0, num_classes, (batch,)).to(device)
 
+    common.profile_layers(model)
+
     def step():
-        out = step_model(x)
-        loss = F.cross_entropy(out, y)
-        loss.backward()
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
+        with common.phase("forward"):
+            out = step_model(x)
+            loss = F.cross_entropy(out, y)
+        with common.phase("backward"):
+            loss.backward()
+        with common.phase("optimizer"):
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
     timing = common.time_iterations(step, args.warmup, args.iters, sync=common.synchronize(args),

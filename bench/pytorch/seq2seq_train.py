@@ -316,14 +316,19 @@ def run(args):
     batches = make_batches(shapes, c, gen)
     feed = iter(batches)
 
+    common.profile_layers(model)
+
     def step():
         b = next(feed)
-        logits = model(b["src"], b["src_lengths"], b["tgt_in"])
-        loss = loss_fn(logits, b["tgt_out"], b["tgt_tokens"])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        with common.phase("forward"):
+            logits = model(b["src"], b["src_lengths"], b["tgt_in"])
+            loss = loss_fn(logits, b["tgt_out"], b["tgt_tokens"])
+        with common.phase("backward"):
+            loss.backward()
+        with common.phase("optimizer"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         return loss.item()
 
     timing = common.time_iterations(step, args.warmup, args.iters)

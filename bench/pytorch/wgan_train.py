@@ -352,12 +352,15 @@ def run(args):
     def critic_step(real):
         z = torch.randn(batch, p["noise"])
         e = torch.rand(batch, 1, 1, 1)  # one interpolation weight per sample
-        with torch.no_grad():  # the critic step does not train the generator
-            fake = g(z)
-        loss = critic_loss(c, real, fake, e, LAMBDA)
-        loss.backward()
-        c_opt.step()
-        c_opt.zero_grad(set_to_none=True)
+        with common.phase("forward"):
+            with torch.no_grad():  # the critic step does not train the generator
+                fake = g(z)
+            loss = critic_loss(c, real, fake, e, LAMBDA)
+        with common.phase("backward"):
+            loss.backward()
+        with common.phase("optimizer"):
+            c_opt.step()
+            c_opt.zero_grad(set_to_none=True)
         return loss.item()  # trainscope reads every critic loss
 
     def generator_step():
@@ -365,13 +368,19 @@ def run(args):
         for q in critic_params:  # gradients through the critic, not of it (trainscope's FrozenScope)
             q.requires_grad_(False)
         try:
-            loss = -c(g(z)).mean()
-            loss.backward()
-            g_opt.step()
-            g_opt.zero_grad(set_to_none=True)
+            with common.phase("forward"):
+                loss = -c(g(z)).mean()
+            with common.phase("backward"):
+                loss.backward()
+            with common.phase("optimizer"):
+                g_opt.step()
+                g_opt.zero_grad(set_to_none=True)
         finally:
             for q in critic_params:
                 q.requires_grad_(True)
+
+    common.profile_layers(g)
+    common.profile_layers(c)
 
     def step():
         critic_loss_value = 0.0
