@@ -5,6 +5,7 @@
 #include "cli/interrupts.h"
 #include "cli/launch_job.h"
 #include "cli/progress.h"
+#include "cli/pytorch_reference.h"
 #include "cli/run_flags.h"
 #include "cli/summary.h"
 #include "distributed/mpi_runtime.h"
@@ -111,6 +112,7 @@ nlohmann::json stored_summary(const std::filesystem::path& db, const RunOutcome&
 
 RunOutcome execute_run(const RunConfig& c, const std::string& progress_label) {
   validate(c);
+  if (c.framework == "pytorch") return run_pytorch_reference(c);
   if (distributed::launched_as_rank()) return run_as_rank(c, progress_label);
   if (launches_ranks(c)) return launch_ranks(c);
   return run_session(c, progress_label, nullptr);

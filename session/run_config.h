@@ -17,6 +17,9 @@ namespace ts::session {
 
 struct RunConfig {
   std::string workload;
+  // Whose training: trainscope's engine, or the workload's PyTorch reference under PyTorch's
+  // profiler, imported (cli/pytorch_reference.h).
+  std::string framework = "trainscope";
   std::string preset = "tiny";
   std::string device = "cpu";
   std::string data = "synthetic";

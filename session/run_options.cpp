@@ -92,6 +92,14 @@ std::vector<RunOption> make_table() {
                .stored_key = "preset",
                .get = field_get(&RunConfig::preset),
                .set = field_set(&RunConfig::preset)});
+  t.push_back({.name = "framework",
+               .type = OptionType::text,
+               .help = "trainscope | pytorch: the workload's PyTorch reference (bench/pytorch) under PyTorch's "
+                       "profiler, imported as a run (needs torch: pip install torch)",
+               .suite_key = "framework",
+               .choices = {"trainscope", "pytorch"},
+               .get = field_get(&RunConfig::framework),
+               .set = field_set(&RunConfig::framework)});
   t.push_back({.name = "device",
                .type = OptionType::text,
                .help = "cpu (cuda in CUDA builds)",

@@ -37,6 +37,7 @@ constexpr size_t field_count() {
 // Every field of both, one by one (the counts below keep this list whole).
 void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.workload, b.workload);
+  EXPECT_EQ(a.framework, b.framework);
   EXPECT_EQ(a.preset, b.preset);
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.data, b.data);
@@ -87,6 +88,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
 RunConfig all_reduce_config() {
   RunConfig c;
   c.workload = "seq2seq";
+  c.framework = "pytorch";
   c.preset = "small";
   c.device = "cuda:1";
   c.data = "fashion-mnist:/data/fm";
@@ -153,6 +155,8 @@ RunConfig from_flags(const std::vector<std::string>& args, const std::string& co
 }
 
 const std::vector<std::string> kCommonFlags = {"seq2seq",
+                                               "--framework",
+                                               "pytorch",
                                                "--preset",
                                                "small",
                                                "--device",
@@ -204,6 +208,7 @@ const std::string kCommonSuite = R"(
 name = "nightly"
 [[run]]
 workload = "seq2seq"
+framework = "pytorch"
 preset = "small"
 device = "cuda:1"
 data = "fashion-mnist:/data/fm"
@@ -246,7 +251,7 @@ RunConfig as_from_suite(RunConfig c) {
 // options: the command line, the suite tag, ps.priority derived from --priority), compared in
 // expect_same and set in the configurations above; then update the count.
 TEST(RunOptions, EveryFieldIsCounted) {
-  EXPECT_EQ(field_count<RunConfig>(), 30u);
+  EXPECT_EQ(field_count<RunConfig>(), 31u);
   EXPECT_EQ(field_count<distributed::DataParallelOptions>(), 6u);
   EXPECT_EQ(field_count<distributed::ps::PsOptions>(), 7u);
   EXPECT_EQ(field_count<RunConfig::SuiteTag>(), 3u);
