@@ -87,6 +87,10 @@ MetricComparison compare_samples(std::string metric, std::string unit, bool high
   return m;
 }
 
+Verdict memory_verdict(int64_t base_bytes, int64_t new_bytes) {
+  return new_bytes == base_bytes ? Verdict::same : new_bytes > base_bytes ? Verdict::grew : Verdict::shrank;
+}
+
 // The ledger's peak bytes of a side: deterministic for a given build, model and batch, so one
 // run speaks for the side; repeats that disagree are noted.
 std::map<std::string, int64_t> memory_of(const RunDigest& r) {
@@ -108,11 +112,22 @@ std::map<std::string, std::string> run_facts(const RunDigest& r) {
     }
   }
   for (const auto& e : r.environment) facts["environment " + e.key] = e.value;
+  facts["framework"] = r.run.framework;  // TBD's dimension: whose training (issue 42)
   return facts;
+}
+
+// The frameworks of a side's runs ("trainscope", "pytorch"), each once.
+std::set<std::string> frameworks_of(const std::vector<const RunDigest*>& side) {
+  std::set<std::string> out;
+  for (const RunDigest* r : side) out.insert(r->run.framework);
+  return out;
 }
 
 std::vector<Difference> differences_of(const std::vector<const RunDigest*>& base,
                                        const std::vector<const RunDigest*>& next) {
+  // Across frameworks each side stores keys the other has no notion of (oneDNN's version, torch's
+  // BLAS): only what both sides name differs in a way worth a row, and the framework itself.
+  const bool across_frameworks = frameworks_of(base) != frameworks_of(next);
   // Every key's values on each side, in run order without repeats.
   const auto values_of = [](const std::vector<const RunDigest*>& side) {
     std::map<std::string, std::vector<std::string>> values;
@@ -134,9 +149,12 @@ std::vector<Difference> differences_of(const std::vector<const RunDigest*>& base
   };
   std::vector<Difference> out;
   for (const auto& k : keys) {
+    if (across_frameworks && (!b.contains(k) || !n.contains(k))) continue;
     const std::string bt = text(b, k), nt = text(n, k);
     if (bt != nt) out.push_back({k, bt, nt});
   }
+  // Frameworks that differ are the comparison's subject: their row first.
+  std::stable_partition(out.begin(), out.end(), [](const Difference& d) { return d.what == "framework"; });
   return out;
 }
 
@@ -201,13 +219,17 @@ std::optional<double> culprit_p_value(const std::vector<const RunDigest*>& base,
 std::vector<Culprit> culprits_of(const std::vector<const RunDigest*>& base, const std::vector<const RunDigest*>& next) {
   const auto b = time_per_iteration(base), n = time_per_iteration(next);
   if (b.empty() || n.empty()) return {};
+  // Across frameworks, ops are each framework's own (conv2d against aten::mkldnn_convolution): only
+  // what both sides name (layers by their module path, mostly) is compared, never "new" or "gone".
+  const bool across_frameworks = frameworks_of(base) != frameworks_of(next);
   std::vector<Culprit> all;
   for (const auto& [key, ms] : b) {
     const auto other = n.find(key);
+    if (across_frameworks && other == n.end()) continue;
     all.push_back({key.first, key.second, ms, other == n.end() ? 0.0 : other->second});
   }
   for (const auto& [key, ms] : n) {
-    if (!b.contains(key)) all.push_back({key.first, key.second, 0.0, ms});
+    if (!b.contains(key) && !across_frameworks) all.push_back({key.first, key.second, 0.0, ms});
   }
   size_t tested = 0;
   for (auto& c : all) {
@@ -332,6 +354,21 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
 
   p.differences = differences_of(base, next);
   p.culprits = culprits_of(base, next);
+  p.across_frameworks = frameworks_of(base) != frameworks_of(next);
+  if (p.across_frameworks) {
+    // Another framework keeps no ledger of trainscope's categories: what both sides measured alike
+    // is the resident memory training added at its peak (rss_growth_bytes).
+    const auto rss = [](const RunDigest& r) {
+      const auto it = r.metrics.find("rss_growth_bytes");
+      return it == r.metrics.end() ? int64_t{0} : static_cast<int64_t>(it->second);
+    };
+    const int64_t b = rss(*base.front()), n = rss(*next.front());
+    p.memory.push_back({"process RSS growth", b, n, memory_verdict(b, n)});
+    p.notes.push_back(
+        "across frameworks: memory is the resident memory training added at its peak (each framework's allocator "
+        "keeps its own books), and ops, kernels and layers are compared only where both sides name them");
+    return p;
+  }
   const auto base_mem = memory_of(*base.front());
   const auto new_mem = memory_of(*next.front());
   for (const auto* side : {&base, &next}) {
@@ -355,9 +392,7 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     m.category = c;
     m.base_bytes = base_mem.contains(c) ? base_mem.at(c) : 0;
     m.new_bytes = new_mem.contains(c) ? new_mem.at(c) : 0;
-    m.verdict = m.new_bytes == m.base_bytes  ? Verdict::same
-                : m.new_bytes > m.base_bytes ? Verdict::grew
-                                             : Verdict::shrank;
+    m.verdict = memory_verdict(m.base_bytes, m.new_bytes);
     p.memory.push_back(m);
   }
   return p;
@@ -457,6 +492,19 @@ Comparison compare_runs(const std::vector<RunDigest>& base, const std::vector<Ru
       }
       (side == &base ? by_base : by_new)[r.key].push_back(&r);
     }
+  }
+  // A configuration of one framework on one side and of another on the other, and nothing else
+  // that differs: the two frameworks side by side (as `compare NATIVE PYTORCH` asks).
+  for (auto b = by_base.begin(); b != by_base.end(); ++b) {
+    if (by_new.contains(b->first)) continue;
+    std::vector<RunKey> partners;
+    for (const auto& [k, _] : by_new) {
+      if (!by_base.contains(k) && k.with_framework(b->first.framework) == b->first) partners.push_back(k);
+    }
+    if (partners.size() != 1) continue;
+    auto moved = by_new.extract(partners.front());
+    moved.key() = b->first;
+    by_new.insert(std::move(moved));
   }
   std::vector<double> ratios;
   for (const auto& [key, runs] : by_base) {
@@ -682,7 +730,10 @@ Document comparison_document(const Comparison& c) {
     }
     s.blocks.push_back(std::move(t));
     Table mem;
-    mem.caption = "Memory at peak from the ledger (deterministic: compared exactly, in bytes)";
+    mem.caption = p.across_frameworks
+                      ? "Memory: the resident memory training added at its peak (each framework's allocator keeps its "
+                        "own books; one run a side)"
+                      : "Memory at peak from the ledger (deterministic: compared exactly, in bytes)";
     mem.header = {"category", "base bytes", "new bytes", "change", "verdict"};
     mem.numeric = {false, true, true, true, false};
     for (const auto& m : p.memory) {

@@ -92,6 +92,7 @@ struct PairComparison {
   std::vector<Difference> differences;    // what the sides ran with differently (the document's first table)
   std::vector<int64_t> noisy_runs;        // runs of either side measured on a busy machine (RunDigest::conditions)
   std::vector<Culprit> culprits;          // most grown first (at most kCulpritsKept), then the most shrunk
+  bool across_frameworks = false;         // the sides ran in different frameworks (memory: RSS growth)
 };
 
 // A slowdown past the threshold measured while a run of either side was noisy is not judged

@@ -29,11 +29,19 @@ namespace ts::reports {
 using MemoryClassifier = std::function<std::string(std::string_view category)>;
 
 // Runs that measure the same thing, in any db: what a comparison pairs and a report groups.
+// Runs of different frameworks (trainscope's engine, PyTorch) are different configurations of a
+// report; `compare` pairs them when nothing else differs (TBD's framework dimension).
 struct RunKey {
   std::string workload, preset, device;
   int64_t batch = 0, ranks = 1;
+  std::string framework = "trainscope";
   auto operator<=>(const RunKey&) const = default;
-  std::string label() const;  // "resnet50/tiny cpu batch 16 x2 ranks"
+  std::string label() const;  // "resnet50/tiny cpu batch 16 x2 ranks", "... batch 16 (pytorch)"
+  RunKey with_framework(std::string f) const {
+    RunKey k = *this;
+    k.framework = std::move(f);
+    return k;
+  }
 };
 
 // The median and the 10th and 90th percentiles of per-iteration values (quantile(), type 7).

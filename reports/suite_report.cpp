@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "fmt/format.h"
@@ -263,6 +264,48 @@ Section summary_section(const std::vector<Group>& groups) {
                   "Stacked bars: each configuration's traced CPU op time by op class (convolution, matrix multiply, "
                   "element-wise, ...).",
                   "% of op time");
+  return s;
+}
+
+// The median over a group's completed runs of a whole-run metric; unset where none stored it.
+std::optional<double> metric_median(const Group& g, const std::string& name) {
+  std::vector<double> v;
+  for (const auto* r : g.ok) {
+    if (const auto it = r->metrics.find(name); it != r->metrics.end()) v.push_back(it->second);
+  }
+  if (v.empty()) return std::nullopt;
+  return median(v);
+}
+
+// TBD's framework dimension (issue 42): each configuration that also ran in another framework
+// (`run --framework pytorch`), the two side by side. Empty where no configuration did.
+std::optional<Section> frameworks_section(const std::vector<Group>& groups) {
+  std::map<RunKey, const Group*> by_key;
+  for (const auto& g : groups) by_key[g.key] = &g;
+  Table t;
+  t.caption =
+      "Each configuration trainscope and another framework both ran: sustained throughput in the workload's unit "
+      "(the median over repeats) and the resident memory training added at its peak (rss_growth_bytes: each "
+      "framework's allocator keeps its own books), with trainscope / other. Both sides are profiled (trainscope "
+      "traces its ops, PyTorch runs under torch.profiler); `compare` gives the statistics and the per-layer deltas.";
+  t.header = {"configuration", "framework", "trainscope", "other", "ratio", "RSS growth trainscope / other", "ratio"};
+  t.numeric = {false, false, true, true, true, true, true};
+  for (const auto& g : groups) {
+    if (g.key.framework == "trainscope" || g.ok.empty()) continue;
+    const auto native = by_key.find(g.key.with_framework("trainscope"));
+    if (native == by_key.end() || native->second->ok.empty()) continue;
+    const Group& n = *native->second;
+    const auto rss_n = metric_median(n, "rss_growth_bytes"), rss_o = metric_median(g, "rss_growth_bytes");
+    const bool rates = n.rate() > 0 && g.rate() > 0 && n.unit == g.unit;
+    t.rows.push_back({n.key.label(), g.key.framework, n.rate_text(n.rate()), g.rate_text(g.rate()),
+                      rates ? fmt::format("{:.2f}", n.rate() / g.rate()) : "-",
+                      rss_n && rss_o ? fmt::format("{} / {}", human_bytes(*rss_n), human_bytes(*rss_o)) : "-",
+                      rss_n && rss_o && *rss_o > 0 ? fmt::format("{:.2f}", *rss_n / *rss_o) : "-"});
+    t.row_class.push_back(noise_class(n) == "warning" || noise_class(g) == "warning" ? "warning" : "");
+  }
+  if (t.rows.empty()) return std::nullopt;
+  Section s{"Frameworks side by side", {}, {}};
+  s.blocks.push_back(std::move(t));
   return s;
 }
 
@@ -708,6 +751,7 @@ Document suite_report_document(const std::vector<RunDigest>& runs, const std::st
                            suites.empty() ? "" : fmt::format(" · suite {}", fmt::join(suites, ", ")));
   const auto groups = group_runs(runs);
   d.sections.push_back(summary_section(groups));
+  if (auto frameworks = frameworks_section(groups)) d.sections.push_back(std::move(*frameworks));
   d.sections.push_back(memory_section(groups));
   d.sections.push_back(curves_section(groups));
   Section per{"Per configuration", {}, {}};
@@ -722,6 +766,7 @@ nlohmann::json suite_report_json(const std::vector<RunDigest>& runs, const std::
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : group_runs(runs)) {
     nlohmann::json j = {{"workload", g.key.workload},
+                        {"framework", g.key.framework},
                         {"preset", g.key.preset},
                         {"device", g.key.device},
                         {"batch", g.key.batch},

@@ -206,6 +206,7 @@ std::vector<std::string> key_differences(const reports::RunKey& base, const repo
   differ("device", base.device, next.device);
   differ("batch", base.batch, next.batch);
   differ("ranks", base.ranks, next.ranks);
+  differ("framework", base.framework, next.framework);
   return out;
 }
 
