@@ -123,8 +123,11 @@ int main(int argc, char** argv) {
   TraceImportRequest trace_import;
   auto* import_trace_cmd = app.add_subcommand(
       "import-trace",
-      "Read a PyTorch profiler trace (Kineto's Chrome trace JSON, .json or .json.gz) into a db as a run");
-  import_trace_cmd->add_option("file", trace_import.trace, "the trace, e.g. from prof.export_chrome_trace(...)")
+      "Read a PyTorch profiler trace (Kineto's Chrome trace JSON, .json or .json.gz) or an Nsight Systems SQLite "
+      "export into a db as a run");
+  import_trace_cmd
+      ->add_option("file", trace_import.trace,
+                   "the trace, e.g. from prof.export_chrome_trace(...), or nsys export --type sqlite")
       ->required();
   import_trace_cmd->add_option("--db", trace_import.db, "SQLite file to store into")->capture_default_str();
   import_trace_cmd->add_option("--workload", trace_import.workload,
