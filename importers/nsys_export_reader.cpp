@@ -71,12 +71,12 @@ class Statement {
  private:
   void check(int rc, const std::string& sql) const {
     if (rc == SQLITE_OK || rc == SQLITE_DONE) return;
+    // The file could not be read (io), or what was read is no export this import knows: a
+    // damaged page, a column missing (malformed).
     const int code = rc & 0xff;
-    const auto kind = code == SQLITE_CORRUPT || code == SQLITE_NOTADB ? TraceError::Kind::malformed
-                      : code == SQLITE_IOERR || code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_BUSY ||
-                              code == SQLITE_LOCKED
-                          ? TraceError::Kind::io
-                          : TraceError::Kind::malformed;
+    const bool io = code == SQLITE_IOERR || code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_BUSY ||
+                    code == SQLITE_LOCKED;
+    const auto kind = io ? TraceError::Kind::io : TraceError::Kind::malformed;
     throw TraceError(kind, fmt::format("'{}' cannot be read as an Nsight Systems export: {} (SQLite, in: {})",
                                        file_.string(), sqlite3_errmsg(db_), sql));
   }

@@ -200,8 +200,8 @@ Survey survey(const NsysExport& x, const fs::path& file, const ImportOptions& o)
   if (x.has_table("ThreadNames") && x.has_table("StringIds"))
     x.each_row("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId",
                [&](const NsysExport::Row& row) { s.thread_names[row.integer(0)] = row.text(1); });
-  // The export's version: META_DATA_EXPORT (name, value) in the versions read; older ones
-  // spelled the table EXPORT_META_DATA.
+  // The export's version: META_DATA_EXPORT (name, value); a table EXPORT_META_DATA read alike,
+  // the name some exports are said to use (not seen in the sources followed: docs/import.md).
   for (const std::string_view table : {"META_DATA_EXPORT", "EXPORT_META_DATA"}) {
     if (!x.has_column(table, "name") || !x.has_column(table, "value")) continue;
     x.each_row(fmt::format("SELECT name, value FROM {}", table), [&](const NsysExport::Row& row) {
