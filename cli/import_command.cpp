@@ -1,9 +1,13 @@
 #include "cli/import_command.h"
 
+#include <fstream>
+#include <string_view>
+
 #include "cli/progress.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
 #include "importers/kineto_import.h"
+#include "importers/nsys_import.h"
 #include "store/import.h"
 
 namespace ts::cli {
@@ -43,11 +47,13 @@ std::string import_runs(const std::filesystem::path& from, const std::filesystem
 
 std::string import_trace(const TraceImportRequest& request) {
   if (request.batch < 0) throw UsageError(fmt::format("--batch must be 0 or more (got {})", request.batch));
+  if (request.warmup < 0) throw UsageError(fmt::format("--warmup must be 0 or more (got {})", request.warmup));
   store::Writer::check_target(request.db);
   importers::ImportOptions options;
   options.workload = request.workload;
   options.preset = request.preset;
   options.batch_size = request.batch;
+  options.warmup_steps = request.warmup;
   options.command_line = request.command_line;
   CountProgress survey("trainscope: surveyed", "record"), rows("trainscope: imported", "record");
   // Two passes (importers/kineto_import.h): the first counts the records the second writes.
@@ -63,18 +69,23 @@ std::string import_trace(const TraceImportRequest& request) {
     surveyed = true;
     rows.update(records, total);
   };
+  // An SQLite file (its 16-byte magic) is an Nsight Systems export; anything else a Chrome trace.
+  char magic[16] = {};
+  std::ifstream(request.trace, std::ios::binary).read(magic, sizeof magic);
+  const bool nsys = std::string_view(magic, sizeof magic) == std::string_view("SQLite format 3\0", 16);
   importers::ImportedRun run;
   try {
-    run = importers::import_kineto_trace(request.trace, request.db, options);
+    run = nsys ? importers::import_nsys_export(request.trace, request.db, options)
+               : importers::import_kineto_trace(request.trace, request.db, options);
   } catch (const importers::TraceError& e) {
     throw UsageError(e.what());  // nothing was written
   }
   rows.finish();
   std::string out =
-      fmt::format("run {} of '{}' (pytorch, {}): {} iterations, {} CPU events, {} GPU activities, {} memory points; {} "
+      fmt::format("run {} of '{}' ({}, {}): {} iterations, {} CPU events, {} GPU activities, {} memory points; {} "
                   "records with no place in the store left out\n",
-                  run.run_id, request.db.string(), run.device, run.iterations, run.cpu_events, run.gpu_activities,
-                  run.memory_samples, run.left_out);
+                  run.run_id, request.db.string(), nsys ? "nsys" : "pytorch", run.device, run.iterations,
+                  run.cpu_events, run.gpu_activities, run.memory_samples, run.left_out);
   for (const auto& what : run.absent) out += fmt::format("  absent in the trace: {}\n", what);
   return out;
 }

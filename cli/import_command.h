@@ -10,14 +10,16 @@ namespace ts::cli {
 std::string import_runs(const std::filesystem::path& from, const std::filesystem::path& db);
 
 // `trainscope import-trace FILE --db DB [--workload NAME] [--preset P] [--batch N]`: a PyTorch
-// profiler trace (Kineto's Chrome trace JSON, .json or .json.gz) read into DB as a run
-// (importers/kineto_import.h; docs/import.md). Returns what was stored and what the trace lacks.
+// profiler trace (Kineto's Chrome trace JSON, .json or .json.gz) or, an SQLite file, an Nsight
+// Systems export read into DB as a run (importers/kineto_import.h, importers/nsys_import.h;
+// docs/import.md). Returns what was stored and what the trace lacks.
 // Throws UsageError for a file that is missing, not a trace, malformed or cut short, or a bad DB
 // (nothing written).
 struct TraceImportRequest {
   std::filesystem::path trace, db = "results/trainscope.db";
   std::string workload, preset = "-";
   int64_t batch = 0;
+  int64_t warmup = 0;  // steps
   std::string command_line;
 };
 std::string import_trace(const TraceImportRequest& request);

@@ -123,14 +123,20 @@ int main(int argc, char** argv) {
   TraceImportRequest trace_import;
   auto* import_trace_cmd = app.add_subcommand(
       "import-trace",
-      "Read a PyTorch profiler trace (Kineto's Chrome trace JSON, .json or .json.gz) into a db as a run");
-  import_trace_cmd->add_option("file", trace_import.trace, "the trace, e.g. from prof.export_chrome_trace(...)")
+      "Read a PyTorch profiler trace (Kineto's Chrome trace JSON, .json or .json.gz) or an Nsight Systems SQLite "
+      "export into a db as a run");
+  import_trace_cmd
+      ->add_option("file", trace_import.trace,
+                   "the trace, e.g. from prof.export_chrome_trace(...), or nsys export --type sqlite")
       ->required();
   import_trace_cmd->add_option("--db", trace_import.db, "SQLite file to store into")->capture_default_str();
   import_trace_cmd->add_option("--workload", trace_import.workload,
                                "what the run is called (default: the file's name)");
   import_trace_cmd->add_option("--preset", trace_import.preset, "the preset or size it ran")->capture_default_str();
   import_trace_cmd->add_option("--batch", trace_import.batch, "samples per step (0: unknown, no throughput)")
+      ->capture_default_str();
+  import_trace_cmd
+      ->add_option("--warmup", trace_import.warmup, "the first N steps are warm-up, left out of the figures")
       ->capture_default_str();
 
   bool list_json = false;

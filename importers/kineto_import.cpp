@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "importers/chrome_trace_reader.h"
+#include "importers/imported_steps.h"
 #include "importers/range_index.h"
 #include "profiler/analysis.h"
 #include "profiler/gpu_analysis.h"
@@ -202,11 +203,6 @@ std::string workload_name(const fs::path& trace, const ImportOptions& o) {
     if (name.size() > std::strlen(ext) && name.ends_with(ext)) name.resize(name.size() - std::strlen(ext));
   }
   return name.empty() ? "imported" : name;
-}
-
-// The step's known facts (ImportOptions::steps), else batch_size samples.
-StepFacts facts_of(const ImportOptions& o, size_t k) {
-  return k < o.steps.size() ? o.steps[k] : StepFacts{o.batch_size, 0, std::nullopt};
 }
 
 profiler::Pass pass_of(std::string_view phase) {
@@ -440,45 +436,15 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     });
     write(true);
 
-    // Iterations, with what the caller knows of each step, and the rates of the timed ones.
-    std::vector<store::IterationRow> iterations;
-    std::vector<store::MetricRow> metrics = o.metrics;
-    std::vector<vocabulary::TimedIteration> timed_steps;
-    bool every_step_counted = true;
-    for (size_t k = 0; k < s.steps.size(); ++k) {
-      const Step& step = s.steps[k];
-      const StepFacts f = facts_of(o, k);
-      const bool is_warmup = static_cast<int64_t>(k) < warmup;
-      iterations.push_back(
-          {step.index, is_warmup, ns(step.start_us), ns(step.end_us), f.samples, f.loss.value_or(0), 0});
-      if (f.tokens > 0) metrics.push_back({"tokens", static_cast<double>(f.tokens), "count", step.index});
-      if (is_warmup) continue;
-      every_step_counted = every_step_counted && f.samples > 0;
-      timed_steps.push_back(
-          {(step.end_us - step.start_us) * 1e-6, static_cast<double>(f.samples), static_cast<double>(f.tokens)});
-    }
-    w.add_iterations(run, iterations);
-    out.iterations = static_cast<int64_t>(iterations.size());
-    const auto timed_count = std::count_if(timed_steps.begin(), timed_steps.end(),
-                                           [](const vocabulary::TimedIteration& t) { return t.seconds > 0; });
-    metrics.push_back({"timed_iterations", static_cast<double>(timed_count), "count", -1});
-    if (o.parameter_count > 0)
-      metrics.push_back({"parameter_count", static_cast<double>(o.parameter_count), "count", -1});
-    if (every_step_counted) {  // a rate needs every timed step's work: none rather than a wrong one
-      for (auto& f : vocabulary::rate_figures(timed_steps, o.units))
-        metrics.push_back({std::move(f.name), f.value, std::move(f.unit), -1});
-    }
-    metrics.push_back({"trace_events", static_cast<double>(out.cpu_events), "count", -1});
-    w.add_metrics(run, metrics);
-
+    std::vector<ImportedStep> step_rows;
+    for (const Step& step : s.steps) step_rows.push_back({step.index, ns(step.start_us), ns(step.end_us)});
+    const int64_t timed_count =
+        write_steps(w, run, step_rows, o, {{"trace_events", static_cast<double>(out.cpu_events), "count", -1}});
+    out.iterations = static_cast<int64_t>(step_rows.size());
     write_summaries(w, run, ops, names, timed, static_cast<double>(timed_count), out);
     ops = {};
 
-    std::vector<store::GpuBreakdownRow> breakdown;
-    for (const auto& b : profiler::gpu_breakdown(device_work))
-      breakdown.push_back({b.device, b.iteration, b.start_ns, b.end_ns, b.compute_ns, b.comm_ns, b.memcpy_ns,
-                           b.memset_ns, b.overlap_ns, b.exposed_comm_ns, b.busy_ns, b.idle_ns, 0});
-    w.add_gpu_breakdown(run, breakdown);
+    write_gpu_breakdown(w, run, device_work);
 
     std::vector<store::EnvEntry> env = {{"imported_from", fs::absolute(trace).string()},
                                         {"trace_format", "kineto chrome trace"},

@@ -1,7 +1,8 @@
 // `trainscope import-trace` (issue 42): a PyTorch profiler trace read into a db as a run that
 // `show` and `runs` print, saying where it came from and what it does not hold; a file that is
-// no trace is refused with exit 2 and nothing written. With the machine's PyTorch (skipped where
-// there is none): a trace its profiler writes at test time, steps and ops read back.
+// no trace is refused with exit 2 and nothing written; an Nsight Systems export, told by its
+// first bytes, likewise. With the machine's PyTorch (skipped where there is none): a trace its
+// profiler writes at test time, steps and ops read back.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/importers/nsys_fixture.h"
 
 namespace {
 
@@ -74,6 +76,33 @@ TEST(ImportTrace, WhatIsNoTraceIsRefusedAndNothingIsWritten) {
   }
   EXPECT_FALSE(std::filesystem::exists(db)) << "nothing written";
   EXPECT_EQ(run_trainscope("import-trace " + (dir / "x.json").string() + " --batch -1 2>&1").exit_code, 2);
+}
+
+// An Nsight Systems SQLite export (the fixture, tests/importers/nsys_import_test.cpp works out its
+// figures), told from a Chrome trace by its first bytes, whatever its name.
+TEST(ImportTrace, AnNsysExportBecomesARunThatShowNames) {
+  TempDir dir;
+  const auto sqlite = ts::testing::build_nsys_export(dir / "report1.sqlite"), db = dir / "t.db";
+  const auto res = run_trainscope("import-trace " + sqlite.string() + " --db " + db.string() + " --batch 8 2>&1");
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("run 1 of '" + db.string() + "' (nsys, cuda): 2 iterations, 4 CPU events, 14 GPU activities"),
+            std::string::npos)
+      << res.out;
+  EXPECT_NE(res.out.find("absent in the trace: CPU ops"), std::string::npos) << res.out;
+
+  const auto show = run_trainscope("show 1 --db " + db.string());
+  ASSERT_EQ(show.exit_code, 0) << show.out;
+  EXPECT_NE(show.out.find("run 1  report1/- on cuda  batch 8"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("imported       nsys (nsys sqlite export, schema 3.11.1) from " + sqlite.string()),
+            std::string::npos)
+      << show.out;
+  EXPECT_EQ(ts::store::Reader(db).run(1)->framework, "nsys");
+
+  std::ofstream(dir / "plain.sqlite") << "not SQLite";  // an .sqlite name that is no SQLite: read as a trace
+  const auto plain =
+      run_trainscope("import-trace " + (dir / "plain.sqlite").string() + " --db " + (dir / "u.db").string() + " 2>&1");
+  EXPECT_EQ(plain.exit_code, 2) << plain.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "u.db")) << "nothing written";
 }
 
 // The machine's PyTorch (an outside dependency, PyPI): a tiny model trained 3 profiled steps on

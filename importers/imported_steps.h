@@ -1,0 +1,31 @@
+#pragma once
+// What every importer writes the same way once it knows a trace's steps (issue 42): the
+// iterations with what the caller knows of each step (ImportOptions::steps: samples, tokens,
+// loss; the first warmup_steps out of the figures), the rates of the timed steps by
+// vocabulary/rates.h's formula (none unless every timed step's work is known), and the GPU time
+// breakdown per step as Holistic Trace Analysis defines it (profiler/gpu_analysis.h).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "importers/kineto_import.h"
+#include "profiler/gpu_analysis.h"
+#include "store/writer.h"
+
+namespace ts::importers {
+
+// A step in the run's time (ns from the trace's first record), in time order.
+struct ImportedStep {
+  int64_t index = 0;
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+// Writes the iteration rows and the whole-run metrics (rates, timed_iterations, parameter_count,
+// tokens per step, ImportOptions::metrics, then `extra`). Returns the timed steps of measurable time.
+int64_t write_steps(store::Writer& w, int64_t run, std::span<const ImportedStep> steps, const ImportOptions& o,
+                    std::vector<store::MetricRow> extra = {});
+
+// The GPU breakdown rows of the device work (kernels, communication, copies, sets) per iteration.
+void write_gpu_breakdown(store::Writer& w, int64_t run, std::span<const profiler::GpuActivity> device_work);
+
+}  // namespace ts::importers
