@@ -2,7 +2,7 @@
 // A synthetic PyTorch profiler trace (Kineto's Chrome trace JSON) of any size, for importing at
 // scale (issue 42's benchmark, bench/trace_import_bench.cpp): data-parallel ResNet-50 training
 // steps on one GPU as `torch.profiler` with CPU and CUDA activities, `profile_memory`,
-// `with_stack` and DDP write them. Written as a stream (one step at a time, ~1.5 MB), so memory
+// `with_stack` and DDP write them. Written as a stream (one step at a time, ~1.2 MB), so memory
 // stays flat whatever the size; deterministic for a seed.
 //
 // What a step holds (docs/import.md maps each onto the store):
@@ -32,7 +32,7 @@ namespace ts::bench {
 
 struct SyntheticTraceOptions {
   // Bytes of JSON to write at least: the file ends with the step that reaches this (a step is
-  // ~1.5 MB) and the trace's closing records; at least one step is written.
+  // ~1.2 MB) and the trace's closing records; at least one step is written.
   int64_t target_bytes = 20'000'000;
   uint64_t seed = 42;
   bool gzip = false;                                 // gzip the file (target_bytes counts the JSON)
