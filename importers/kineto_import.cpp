@@ -315,6 +315,10 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     std::vector<store::SampleRow> samples;
     std::vector<profiler::GpuActivity> device_work;  // for the breakdown
     std::vector<profiler::Event> ops;                // for the op and layer summaries
+    // Sized by the survey's counts: a vector that doubles past them would hold half again as much
+    // (the 2 GB benchmark's peak RSS, docs/measurements.md).
+    device_work.reserve(static_cast<size_t>(s.gpu));
+    ops.reserve(static_cast<size_t>(s.ops));
     Names names;                                     // theirs
     const auto write = [&](bool all) {
       if (all || events.size() >= kRowsPerWrite) w.add_events(run, events), events.clear();
