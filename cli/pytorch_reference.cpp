@@ -58,6 +58,23 @@ std::string python() {
   return p && *p ? p : "python3";
 }
 
+// TS_PYTORCH_ARGS, split at spaces: more arguments for the reference script.
+std::vector<std::string> reference_args() {
+  std::vector<std::string> out;
+  const char* a = std::getenv("TS_PYTORCH_ARGS");
+  std::string word;
+  for (const char* p = a ? a : "";; ++p) {
+    if (*p == ' ' || *p == '\0') {
+      if (!word.empty()) out.push_back(std::move(word));
+      word.clear();
+      if (*p == '\0') break;
+    } else {
+      word += *p;
+    }
+  }
+  return out;
+}
+
 // Runs argv (PATH searched), its stdout onto our stderr so that `--json` stays one document;
 // `quiet` sends both to /dev/null. Polls the stop flag: a requested stop ends the child (SIGTERM,
 // then SIGKILL after 5 s). Returns the exit status (128 + signal when killed), -1 when stopped.
@@ -133,10 +150,11 @@ std::vector<store::EnvEntry> environment_of(const nlohmann::json& r) {
 
 std::vector<store::MetricRow> metrics_of(const nlohmann::json& r) {
   std::vector<store::MetricRow> m;
-  // As trainscope's own rss_* (session/record.cpp): the process's peak, and what training added.
+  // As trainscope's own (session/run_session.cpp): the process's peak RSS, and that peak over the
+  // process before the model was built.
   if (r.contains("peak_rss_bytes")) m.push_back({"rss_peak_bytes", r["peak_rss_bytes"].get<double>(), "bytes", -1});
   if (r.contains("peak_rss_growth_bytes"))
-    m.push_back({"rss_growth_bytes", r["peak_rss_growth_bytes"].get<double>(), "bytes", -1});
+    m.push_back({"rss_peak_growth_bytes", r["peak_rss_growth_bytes"].get<double>(), "bytes", -1});
   if (r.contains("losses") && !r["losses"].empty()) {
     m.push_back({"loss_first", r["losses"].front().get<double>(), "", -1});
     m.push_back({"loss_last", r["losses"].back().get<double>(), "", -1});
@@ -215,6 +233,10 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
                                    "--json",    result.string()};
   if (c.threads > 0) args.insert(args.end(), {"--threads", std::to_string(c.threads)});
   if (c.device != "cpu") args.insert(args.end(), {"--device", c.device});
+  // A variant of the reference (--channels-last, --no-mkldnn, --compile): what side_by_side.sh
+  // probes to find the best PyTorch; stored in the run's config.
+  const std::vector<std::string> variant = reference_args();
+  args.insert(args.end(), variant.begin(), variant.end());
   say(stderr, "trainscope: {}/{} with PyTorch: {} (profiled; its own lines follow)\n", c.workload, c.preset,
       fmt::format("{}", fmt::join(args, " ")));
   const int status = run_child(args, false);
@@ -259,6 +281,7 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   o.config["threads"] = o.threads;
   o.config["seed"] = c.seed;
   o.config["framework"] = "pytorch";
+  o.config["reference_args"] = fmt::format("{}", fmt::join(variant, " "));
   o.config["reference"] = script.string();
   o.config["units"] = {{"samples", spec->units.samples}, {"tokens", spec->units.tokens}, {"batch", spec->units.batch}};
   o.environment = environment_of(r);

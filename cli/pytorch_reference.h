@@ -18,9 +18,10 @@ namespace ts::cli {
 // folder); UsageError for a workload without one. a3c's is the learner's update alone.
 std::filesystem::path pytorch_reference(const std::string& workload);
 
-// Runs the reference and imports its trace; the trace stays beside the db (DB.traces/), named in
-// the run's environment (`imported_from`). UsageError (nothing written) for options the references
-// do not have, a missing PyTorch or a script that refuses its arguments.
+// Runs the reference (TS_PYTHON: which Python, default python3; TS_PYTORCH_ARGS: more arguments
+// for the script, a variant such as --channels-last) and imports its trace; the trace stays beside the db (DB.traces/),
+// named in the run's environment (`imported_from`). UsageError (nothing written) for options the references do not
+// have, a missing PyTorch or a script that refuses its arguments.
 RunOutcome run_pytorch_reference(const RunConfig& config);
 
 }  // namespace ts::cli

@@ -357,9 +357,10 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
   p.across_frameworks = frameworks_of(base) != frameworks_of(next);
   if (p.across_frameworks) {
     // Another framework keeps no ledger of trainscope's categories: what both sides measured alike
-    // is the resident memory training added at its peak (rss_growth_bytes).
+    // is the resident memory training added at its peak (rss_peak_growth_bytes: the peak over the process before the
+    // model).
     const auto rss = [](const RunDigest& r) {
-      const auto it = r.metrics.find("rss_growth_bytes");
+      const auto it = r.metrics.find("rss_peak_growth_bytes");
       return it == r.metrics.end() ? int64_t{0} : static_cast<int64_t>(it->second);
     };
     const int64_t b = rss(*base.front()), n = rss(*next.front());

@@ -285,7 +285,7 @@ std::optional<Section> frameworks_section(const std::vector<Group>& groups) {
   Table t;
   t.caption =
       "Each configuration trainscope and another framework both ran: sustained throughput in the workload's unit "
-      "(the median over repeats) and the resident memory training added at its peak (rss_growth_bytes: each "
+      "(the median over repeats) and the resident memory training added at its peak (rss_peak_growth_bytes: each "
       "framework's allocator keeps its own books), with trainscope / other. Both sides are profiled (trainscope "
       "traces its ops, PyTorch runs under torch.profiler); `compare` gives the statistics and the per-layer deltas.";
   t.header = {"configuration", "framework", "trainscope", "other", "ratio", "RSS growth trainscope / other", "ratio"};
@@ -295,7 +295,7 @@ std::optional<Section> frameworks_section(const std::vector<Group>& groups) {
     const auto native = by_key.find(g.key.with_framework("trainscope"));
     if (native == by_key.end() || native->second->ok.empty()) continue;
     const Group& n = *native->second;
-    const auto rss_n = metric_median(n, "rss_growth_bytes"), rss_o = metric_median(g, "rss_growth_bytes");
+    const auto rss_n = metric_median(n, "rss_peak_growth_bytes"), rss_o = metric_median(g, "rss_peak_growth_bytes");
     const bool rates = n.rate() > 0 && g.rate() > 0 && n.unit == g.unit;
     t.rows.push_back({n.key.label(), g.key.framework, n.rate_text(n.rate()), g.rate_text(g.rate()),
                       rates ? fmt::format("{:.2f}", n.rate() / g.rate()) : "-",

@@ -4,15 +4,20 @@
     bench/pytorch/side_by_side.sh [WORKLOAD ... | all] [--preset small] [--iters 12] [--warmup 3]
                                   [--threads 2] [--pairs 3] [--json FILE]
 
-For each workload:
+A thin wrapper over `trainscope run W` and `trainscope run W --framework pytorch` (the
+reference under PyTorch's profiler, imported into the same db: docs/import.md, "Side by side"),
+so every figure printed here is read back from the store. For each workload:
 1. a probe round runs every PyTorch variant once: PyPI torch (`python3`) and Debian's torch 1.13
-   (`/usr/bin/python3`, when it has one), and for the convolutional workloads each in NCHW and
-   channels-last; the fastest in the workload's headline unit is "the best PyTorch";
+   (`/usr/bin/python3`, when it has one; TS_PYTHON), and for the convolutional workloads each in
+   NCHW and channels-last (TS_PYTORCH_ARGS=--channels-last); the fastest in the workload's
+   headline unit is "the best PyTorch";
 2. then --pairs pairs, trainscope then the best PyTorch, one after the other (A B A B), so that
    the machine's drift falls on both sides alike; each pair gives a ratio trainscope / PyTorch.
 Printed: the median of the pair ratios (and their range), the rates of both sides, and peak
-memory: the resident memory the training added at its peak (trainscope's rss_peak_growth_bytes,
-PyTorch's peak RSS over the process before the model), with the median ratio of the pairs.
+memory: the resident memory the training added at its peak (rss_peak_growth_bytes on both sides:
+the process's peak RSS over its RSS before the model was built), with the median ratio of the
+pairs; then `trainscope compare` of the last pair names where the time went
+(the phases, and the layers both name). The db (--db, default a temporary one) keeps every run.
 
 Rates are sustained (the work of the timed iterations over their time; docs/formulas.md,
 "Throughput"), in the unit trainscope's `list` names: images/s, sentence pairs/s, tokens/s,
@@ -47,6 +52,7 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--pairs", type=int, default=3, help="interleaved trainscope / PyTorch pairs (at least 3)")
     p.add_argument("--json", metavar="FILE", help="write every run's figures and the ratios here")
+    p.add_argument("--db", metavar="FILE", help="the db the runs go into (default: a new one in a temporary folder)")
     a = p.parse_args()
     if a.workloads == ["all"]:
         a.workloads = WORKLOADS
@@ -75,55 +81,58 @@ def variants(workload):
     return out
 
 
-def run_trainscope(workload, a, db):
+def trainscope_run(workload, a, db, framework="trainscope", python=None, flags=()):
+    """One `trainscope run`, its figures as the store keeps them (the summary `--json` prints)."""
     cmd = [TRAINSCOPE, "run", workload, "--preset", a.preset, "--threads", str(a.threads), "--iters", str(a.iters),
-           "--warmup", str(a.warmup), "--eval-batches", "0", "--db", db, "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+           "--warmup", str(a.warmup), "--db", db, "--json"]
+    env = dict(os.environ)
+    if framework == "pytorch":
+        cmd += ["--framework", "pytorch"]
+        env["TS_PYTHON"] = python
+        env["TS_PYTORCH_ARGS"] = " ".join(flags)
+    else:
+        cmd += ["--eval-batches", "0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
-        sys.exit(f"side_by_side: trainscope failed ({' '.join(cmd)}):\n{r.stderr}")
+        sys.exit(f"side_by_side: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
     j = json.loads(r.stdout)
     m, units = j["metrics"], j.get("units", {})
-    tokens = units.get("headline_throughput") == units.get("tokens_per_s") and "tokens_per_s" in m
     return {
         "rate": m["headline_throughput"],
         "unit": units.get("headline_throughput", "samples/s"),
-        "tokens": tokens,
-        "peak_growth": m.get("rss_peak_growth_bytes", m.get("rss_growth_bytes")),
+        "peak_growth": m.get("rss_peak_growth_bytes"),
         "ledger_peak": j.get("memory_peak_bytes"),
         "run_id": j["run_id"],
+        "framework": framework,
     }
 
 
-def run_pytorch(workload, a, python, flags, tokens):
-    script = os.path.join(ROOT, "bench", "pytorch", f"{workload}_train.py")
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [python, script, "--preset", a.preset, "--threads", str(a.threads), "--iters", str(a.iters),
-               "--warmup", str(a.warmup), *flags, "--json", out.name]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"side_by_side: PyTorch failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
-        j = json.load(open(out.name))
-    return {
-        "rate": j["tokens_per_s"] if tokens else j["samples_per_s"],
-        "peak_growth": j["peak_rss_growth_bytes"],
-        "torch": j["torch_version"],
-        "batches": j["config"].get("batches"),
-    }
+def torch_version(db, run_id):
+    con = sqlite3.connect(db)
+    row = con.execute("SELECT value FROM environment WHERE run_id = ? AND key = 'pytorch.torch_version'",
+                      (run_id,)).fetchone()
+    return row[0] if row else "?"
+
+
+def timed_work(db, run_id):
+    """Each timed iteration's (samples, tokens), in order, as the store holds them."""
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT idx, samples FROM iterations WHERE run_id = ? AND warmup = 0 ORDER BY start_ns",
+                       (run_id,)).fetchall()
+    tokens = dict(con.execute("SELECT iteration, value FROM metrics WHERE run_id = ? AND name = 'tokens'",
+                              (run_id,)).fetchall())
+    return [(samples, int(tokens.get(idx, 0))) for idx, samples in rows]
 
 
 def check_same_batches(workload, db, ts, pt):
-    """The translation scripts replay trainscope's batches: each iteration's sentence pairs and
-    tokens must be trainscope's, or the rates compare different work."""
-    if workload not in ("seq2seq", "transformer") or not pt.get("batches"):
+    """The translation and speech scripts replay trainscope's batches: each timed iteration's
+    samples and tokens must be trainscope's, or the rates compare different work."""
+    if workload not in ("seq2seq", "transformer", "deepspeech2"):
         return
-    con = sqlite3.connect(db)
-    pairs = [r[0] for r in con.execute("SELECT samples FROM iterations WHERE run_id = ? ORDER BY idx", (ts["run_id"],))]
-    tokens = [int(r[0]) for r in con.execute(
-        "SELECT value FROM metrics WHERE run_id = ? AND name = 'tokens' ORDER BY iteration", (ts["run_id"],))]
-    theirs = [(b[0], b[3] + b[4]) for b in pt["batches"]]
-    if list(zip(pairs, tokens)) != theirs:
-        sys.exit(f"side_by_side: {workload}: PyTorch trained on other batches than trainscope run {ts['run_id']} "
-                 f"(pairs, tokens): {theirs} vs {list(zip(pairs, tokens))}")
+    ours, theirs = timed_work(db, ts["run_id"]), timed_work(db, pt["run_id"])
+    if ours != theirs:
+        sys.exit(f"side_by_side: {workload}: PyTorch run {pt['run_id']} trained on other batches than trainscope run "
+                 f"{ts['run_id']} (samples, tokens): {theirs} vs {ours}")
 
 
 def a3c_update_pair(a):
@@ -173,32 +182,33 @@ def mib(b):
     return f"{b / 2**20:.0f} MiB" if b is not None else "-"
 
 
-def compare(workload, a):
-    db = os.path.join(tempfile.mkdtemp(prefix="side_by_side_"), "ts.db")
-    probe_ts = run_trainscope(workload, a, db)   # also tells the headline's unit
-    unit, tokens = probe_ts["unit"], probe_ts["tokens"]
+def compare(workload, a, db):
+    probe_ts = trainscope_run(workload, a, db)   # also tells the headline's unit
+    unit = probe_ts["unit"]
     print(f"\n{workload} {a.preset}: {a.threads} threads, {a.warmup} warm-up + {a.iters} timed iterations a run; "
-          f"rates in {unit}, sustained")
+          f"rates in {unit}, sustained, read from {db}")
     probe = []
     for label, py, flags in variants(workload):
-        r = run_pytorch(workload, a, py, flags, tokens)
+        r = trainscope_run(workload, a, db, "pytorch", py, flags)
         check_same_batches(workload, db, probe_ts, r)
+        r["torch"] = torch_version(db, r["run_id"])
         probe.append((label, py, flags, r))
-        print(f"  probe  PyTorch {label} ({r['torch']}): {r['rate']:.2f} {unit}")
+        print(f"  probe  PyTorch {label} ({r['torch']}): {r['rate']:.2f} {unit} (run {r['run_id']})")
     label, py, flags, best = max(probe, key=lambda p: p[3]["rate"])
     print(f"  best PyTorch: {label} ({best['torch']}); trainscope's probe run: {probe_ts['rate']:.2f} {unit}")
     pairs = []
     for k in range(a.pairs):
-        ts = run_trainscope(workload, a, db)
-        pt = run_pytorch(workload, a, py, flags, tokens)
+        ts = trainscope_run(workload, a, db)
+        pt = trainscope_run(workload, a, db, "pytorch", py, flags)
         check_same_batches(workload, db, ts, pt)
-        pt.pop("batches", None)
         pairs.append((ts, pt))
         mem = (f"{ts['peak_growth'] / pt['peak_growth']:.2f}" if ts["peak_growth"] and pt["peak_growth"] else "-")
         print(f"  pair {k + 1}  trainscope {ts['rate']:9.2f}  PyTorch {pt['rate']:9.2f}  ratio {ts['rate'] / pt['rate']:.3f}"
-              f"   peak memory {mib(ts['peak_growth'])} / {mib(pt['peak_growth'])} = {mem}")
+              f"   peak memory {mib(ts['peak_growth'])} / {mib(pt['peak_growth'])} = {mem}"
+              f"   (runs {ts['run_id']}, {pt['run_id']})")
     ratios = [ts["rate"] / pt["rate"] for ts, pt in pairs]
     mem_ratios = [ts["peak_growth"] / pt["peak_growth"] for ts, pt in pairs if ts["peak_growth"] and pt["peak_growth"]]
+    growth = [(ts["peak_growth"], pt["peak_growth"]) for ts, pt in pairs if ts["peak_growth"] and pt["peak_growth"]]
     summary = {
         "workload": workload, "preset": a.preset, "threads": a.threads, "iters": a.iters, "unit": unit,
         "best_pytorch": f"{label} ({best['torch']})",
@@ -206,10 +216,10 @@ def compare(workload, a):
         "trainscope_rate_median": statistics.median(ts["rate"] for ts, _ in pairs),
         "pytorch_rate_median": statistics.median(pt["rate"] for _, pt in pairs),
         "memory_ratio_median": statistics.median(mem_ratios) if mem_ratios else None,
-        "trainscope_peak_growth_median": statistics.median(ts["peak_growth"] for ts, _ in pairs),
-        "pytorch_peak_growth_median": statistics.median(pt["peak_growth"] for _, pt in pairs),
+        "trainscope_peak_growth_median": statistics.median(t for t, _ in growth) if growth else None,
+        "pytorch_peak_growth_median": statistics.median(p for _, p in growth) if growth else None,
         "trainscope_ledger_peak": pairs[-1][0]["ledger_peak"],
-        "probe": [{"variant": f"{l} ({r['torch']})", "rate": r["rate"]} for l, _, _, r in probe],
+        "probe": [{"variant": f"{l} ({r['torch']})", "rate": r["rate"], "run_id": r["run_id"]} for l, _, _, r in probe],
         "pairs": [{"trainscope": ts, "pytorch": pt} for ts, pt in pairs],
         "db": db,
     }
@@ -217,6 +227,9 @@ def compare(workload, a):
           f"({summary['ratio_min']:.2f}-{summary['ratio_max']:.2f}); peak memory "
           f"{mib(summary['trainscope_peak_growth_median'])} / {mib(summary['pytorch_peak_growth_median'])} = "
           + (f"{summary['memory_ratio_median']:.2f}" if mem_ratios else "-"))
+    last_ts, last_pt = pairs[-1]
+    print(f"  where the time went (the last pair): {TRAINSCOPE} compare {last_ts['run_id']} {last_pt['run_id']} "
+          f"--db {db}")
     return summary
 
 
@@ -228,12 +241,14 @@ def main():
     flags = open("/proc/cpuinfo").read()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     print(f"machine: {cpu}, {os.cpu_count()} CPUs, {isa}")
-    results = [compare_a3c(a) if w == "a3c" else compare(w, a) for w in a.workloads]
+    db = a.db or os.path.join(tempfile.mkdtemp(prefix="side_by_side_"), "ts.db")
+    results = [compare_a3c(a) if w == "a3c" else compare(w, a, db) for w in a.workloads]
     print("\nworkload        unit                   ratio (median of pairs)  peak memory ratio  best PyTorch")
     for r in results:
         mem = f"{r['memory_ratio_median']:.2f}" if r["memory_ratio_median"] is not None else "-"
         print(f"{r['workload']:<15} {r['unit']:<22} {r['ratio_median']:>6.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
               f"       {mem:>6}           {r['best_pytorch']}")
+    print(f"\nevery run is in {db}: `{TRAINSCOPE} report {db} --html side_by_side.html` has the frameworks side by side")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": {"cpu": cpu, "isa": isa, "cpus": os.cpu_count()}, "results": results}, f, indent=1)
