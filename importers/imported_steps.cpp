@@ -7,6 +7,24 @@
 
 namespace ts::importers {
 
+std::string iso_time(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string run_name(const std::filesystem::path& file, const ImportOptions& o,
+                     std::initializer_list<std::string_view> extensions) {
+  if (!o.workload.empty()) return o.workload;
+  std::string name = file.filename().string();
+  for (const std::string_view ext : extensions) {
+    if (name.size() > ext.size() && name.ends_with(ext)) name.resize(name.size() - ext.size());
+  }
+  return name.empty() ? "imported" : name;
+}
+
 int64_t write_steps(store::Writer& w, int64_t run, std::span<const ImportedStep> steps, const ImportOptions& o,
                     std::vector<store::MetricRow> extra) {
   const auto warmup = static_cast<size_t>(std::max<int64_t>(0, o.warmup_steps));

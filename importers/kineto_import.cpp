@@ -188,23 +188,6 @@ Survey survey(const fs::path& trace, const ImportOptions& o) {
   return s;
 }
 
-std::string iso_time(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string workload_name(const fs::path& trace, const ImportOptions& o) {
-  if (!o.workload.empty()) return o.workload;
-  std::string name = trace.filename().string();
-  for (const char* ext : {".gz", ".json"}) {
-    if (name.size() > std::strlen(ext) && name.ends_with(ext)) name.resize(name.size() - std::strlen(ext));
-  }
-  return name.empty() ? "imported" : name;
-}
-
 profiler::Pass pass_of(std::string_view phase) {
   return phase == "forward"    ? profiler::Pass::forward
          : phase == "backward" ? profiler::Pass::backward
@@ -277,7 +260,7 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
   const profiler::IterationFilter timed = [&](int32_t i) { return i >= 0 && !warmup_steps.contains(i); };
 
   store::RunInfo info;
-  info.workload = workload_name(trace, o);
+  info.workload = run_name(trace, o, {".gz", ".json"});
   info.preset = o.preset;
   info.device = out.device;
   info.batch_size = o.batch_size;
@@ -319,7 +302,7 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     // (the 2 GB benchmark's peak RSS, docs/measurements.md).
     device_work.reserve(static_cast<size_t>(s.gpu));
     ops.reserve(static_cast<size_t>(s.ops));
-    Names names;                                     // theirs
+    Names names;  // theirs
     const auto write = [&](bool all) {
       if (all || events.size() >= kRowsPerWrite) w.add_events(run, events), events.clear();
       if (all || phases.size() >= kRowsPerWrite) w.add_phases(run, phases), phases.clear();

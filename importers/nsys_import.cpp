@@ -222,23 +222,6 @@ Survey survey(const NsysExport& x, const fs::path& file, const ImportOptions& o)
   return s;
 }
 
-std::string iso_time(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string workload_name(const fs::path& file, const ImportOptions& o) {
-  if (!o.workload.empty()) return o.workload;
-  std::string name = file.filename().string();
-  for (const std::string_view ext : {".sqlite", ".db"}) {
-    if (name.size() > ext.size() && name.ends_with(ext)) name.resize(name.size() - ext.size());
-  }
-  return name.empty() ? "imported" : name;
-}
-
 std::string format_of(const Survey& s) {
   std::string format = "nsys sqlite export";
   if (!s.schema_version.empty()) format += ", schema " + s.schema_version;
@@ -257,7 +240,7 @@ ImportedRun import_nsys_export(const fs::path& sqlite, const fs::path& db, const
   const auto ns = [&](int64_t t) { return t - s.origin_ns; };  // time 0: the first record stored
 
   store::RunInfo info;
-  info.workload = workload_name(sqlite, o);
+  info.workload = run_name(sqlite, o, {".sqlite", ".db"});
   info.preset = o.preset;
   info.device = out.device;
   info.batch_size = o.batch_size;

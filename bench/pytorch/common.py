@@ -180,6 +180,23 @@ def phase(name):
     return torch.autograd.profiler.record_function(name)
 
 
+def backward_and_step(loss, opt, sched=None, clip=None):
+    """The end of every script's iteration: backward, then the optimizer (gradients clipped to
+    `clip` = (parameters, max norm) first where given, the schedule stepped, gradients set to None),
+    each its phase."""
+    import torch
+
+    with phase("backward"):
+        loss.backward()
+    with phase("optimizer"):
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(*clip)
+        opt.step()
+        if sched is not None:
+            sched.step()
+        opt.zero_grad(set_to_none=True)
+
+
 def profile_layers(model):
     """When profiled: every leaf module's forward as a 'layer: NAME' range (NAME: its qualified name,
     as named_modules() gives it), by forward pre- and post-hooks; the importer gives each op in it

@@ -324,13 +324,7 @@ def run(args):
         with common.phase("forward"):
             logits, out_lengths = model(b["x"], b["frames"])
             loss = ctc(logits, out_lengths, b["targets"], b["target_lengths"])
-        with common.phase("backward"):
-            loss.backward()
-        with common.phase("optimizer"):
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+        common.backward_and_step(loss, opt, sched, clip=(model.parameters(), MAX_GRAD_NORM))
         return loss.item()
 
     timing = common.time_iterations(step, args.warmup, args.iters)

@@ -571,12 +571,7 @@ def run(args):
         state["i"] += 1
         with common.phase("forward"):
             loss = model.forward_train(images, targets, gen)
-        with common.phase("backward"):
-            loss.backward()
-        with common.phase("optimizer"):
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+        common.backward_and_step(loss, opt, sched)
         return loss.item()
 
     timing = common.time_iterations(step, args.warmup, args.iters)

@@ -308,12 +308,7 @@ def run(args):
             loss = F.cross_entropy(logits, y)
             if aux is not None:
                 loss = loss + AUX_WEIGHT * F.cross_entropy(aux, y)
-        with common.phase("backward"):
-            loss.backward()
-        with common.phase("optimizer"):
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+        common.backward_and_step(loss, opt, sched)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
     timing = common.time_iterations(step, args.warmup, args.iters)

@@ -153,12 +153,7 @@ def run(args):
         with common.phase("forward"):
             out = step_model(x)
             loss = F.cross_entropy(out, y)
-        with common.phase("backward"):
-            loss.backward()
-        with common.phase("optimizer"):
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+        common.backward_and_step(loss, opt, sched)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
     timing = common.time_iterations(step, args.warmup, args.iters, sync=common.synchronize(args),

@@ -323,12 +323,7 @@ def run(args):
         with common.phase("forward"):
             logits = model(b["src"], b["src_lengths"], b["tgt_in"])
             loss = loss_fn(logits, b["tgt_out"], b["tgt_tokens"])
-        with common.phase("backward"):
-            loss.backward()
-        with common.phase("optimizer"):
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        common.backward_and_step(loss, opt, clip=(model.parameters(), MAX_GRAD_NORM))
         return loss.item()
 
     timing = common.time_iterations(step, args.warmup, args.iters)

@@ -457,12 +457,7 @@ def run(args):
         with common.phase("forward"):
             logits = step_model(b["src"], b["tgt_in"])
             loss = smoothed_loss(logits, b["tgt_out"], b["tgt_tokens"])
-        with common.phase("backward"):
-            loss.backward()
-        with common.phase("optimizer"):
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+        common.backward_and_step(loss, opt, sched)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
     timing = common.time_iterations(step, args.warmup, args.iters, sync=common.synchronize(args),
