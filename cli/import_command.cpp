@@ -54,6 +54,7 @@ std::string import_trace(const TraceImportRequest& request) {
   options.preset = request.preset;
   options.batch_size = request.batch;
   options.warmup_steps = request.warmup;
+  options.memory_timeline = request.memory_timeline;
   options.command_line = request.command_line;
   CountProgress survey("trainscope: surveyed", "record"), rows("trainscope: imported", "record");
   // Two passes (importers/kineto_import.h): the first counts the records the second writes.
@@ -73,6 +74,8 @@ std::string import_trace(const TraceImportRequest& request) {
   char magic[16] = {};
   std::ifstream(request.trace, std::ios::binary).read(magic, sizeof magic);
   const bool nsys = std::string_view(magic, sizeof magic) == std::string_view("SQLite format 3\0", 16);
+  if (nsys && !request.memory_timeline.empty())
+    throw UsageError("--memory-timeline goes with a PyTorch profiler trace, not an Nsight Systems export");
   importers::ImportedRun run;
   try {
     run = nsys ? importers::import_nsys_export(request.trace, request.db, options)

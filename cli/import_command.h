@@ -19,7 +19,8 @@ struct TraceImportRequest {
   std::filesystem::path trace, db = "results/trainscope.db";
   std::string workload, preset = "-";
   int64_t batch = 0;
-  int64_t warmup = 0;  // steps
+  int64_t warmup = 0;                     // steps
+  std::filesystem::path memory_timeline;  // PyTorch's, beside a Kineto trace (empty: none)
   std::string command_line;
 };
 std::string import_trace(const TraceImportRequest& request);

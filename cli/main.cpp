@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   import_trace_cmd
       ->add_option("--warmup", trace_import.warmup, "the first N steps are warm-up, left out of the figures")
       ->capture_default_str();
+  import_trace_cmd->add_option("--memory-timeline", trace_import.memory_timeline,
+                               "PyTorch's memory timeline of the same profile (prof.export_memory_timeline(\"m.json\", "
+                               "device)): the memory by category");
 
   bool list_json = false;
   auto* list = app.add_subcommand("list", "List workloads, presets and parameter counts");

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -222,6 +223,7 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
           .count();
   const fs::path trace = traces / fmt::format("pytorch-{}-{}-{}.json.gz", run_name, c.preset, stamp);
   const fs::path result = traces / fmt::format("pytorch-{}-{}-{}.result.json", run_name, c.preset, stamp);
+  const fs::path memory = traces / fmt::format("pytorch-{}-{}-{}.memory.json", run_name, c.preset, stamp);
 
   std::vector<std::string> args = {python(),    script.string(),
                                    "--preset",  c.preset,
@@ -231,7 +233,15 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
                                    "--batch",   std::to_string(batch),
                                    "--profile", trace.string(),
                                    "--json",    result.string()};
-  if (c.threads > 0) args.insert(args.end(), {"--threads", std::to_string(c.threads)});
+  // PyTorch's memory categories need shapes and Python stacks recorded, which cost its steps 2-3% on
+  // the small presets (docs/import.md): on unless TS_PYTORCH_MEMORY_CATEGORIES=0 (side_by_side.sh's
+  // rate pairs, PyTorch at its best).
+  const char* categories = std::getenv("TS_PYTORCH_MEMORY_CATEGORIES");
+  const bool memory_categories = !(categories && std::string_view(categories) == "0");
+  if (memory_categories) args.insert(args.end(), {"--memory-timeline", memory.string()});
+  // trainscope's default is every core (0): the reference gets the same, never PyTorch's own choice.
+  const int64_t threads = c.threads > 0 ? c.threads : online_cores();
+  args.insert(args.end(), {"--threads", std::to_string(threads)});
   if (c.device != "cpu") args.insert(args.end(), {"--device", c.device});
   // A variant of the reference (--channels-last, --no-mkldnn, --compile): what side_by_side.sh
   // probes to find the best PyTorch; stored in the run's config.
@@ -248,6 +258,7 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   if (status != 0) {
     fs::remove(result);
     fs::remove(trace);
+    fs::remove(memory);
     throw UsageError(fmt::format("--framework pytorch: {} exited with status {} (its messages are above); nothing "
                                  "stored",
                                  script.filename().string(), status));
@@ -286,6 +297,7 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   o.config["units"] = {{"samples", spec->units.samples}, {"tokens", spec->units.tokens}, {"batch", spec->units.batch}};
   o.environment = environment_of(r);
   o.metrics = metrics_of(r);
+  if (memory_categories) o.memory_timeline = memory;
   o.command_line = c.command_line;
   CountProgress rows("trainscope: imported", "record");
   o.progress = [&](int pass, int64_t records) {

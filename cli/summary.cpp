@@ -654,8 +654,14 @@ std::string format_summary(const nlohmann::json& j) {
     }
   }
   if (j["metrics"].contains("rss_peak_bytes")) {
-    s += fmt::format("  process RSS    peak {}, grew {} during the run\n", human_bytes(metric("rss_peak_bytes")),
-                     human_bytes(metric("rss_growth_bytes")));
+    // Each figure where the run stored it (an imported PyTorch run has the peak over the process
+    // before its model, not the growth during the run).
+    std::vector<std::string> parts = {"peak " + human_bytes(metric("rss_peak_bytes"))};
+    if (j["metrics"].contains("rss_growth_bytes"))
+      parts.push_back("grew " + human_bytes(metric("rss_growth_bytes")) + " during the run");
+    if (j["metrics"].contains("rss_peak_growth_bytes"))
+      parts.push_back(human_bytes(metric("rss_peak_growth_bytes")) + " over the process before the model");
+    s += fmt::format("  process RSS    {}\n", fmt::join(parts, ", "));
   }
   if (!j["gpu"].empty() && j["gpu"].front().contains("rank")) {
     s += format_gpus_per_rank(j);

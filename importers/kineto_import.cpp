@@ -19,6 +19,7 @@
 
 #include "importers/chrome_trace_reader.h"
 #include "importers/imported_steps.h"
+#include "importers/pytorch_memory_timeline.h"
 #include "importers/range_index.h"
 #include "profiler/analysis.h"
 #include "profiler/gpu_analysis.h"
@@ -240,7 +241,8 @@ std::vector<std::string> absent_in(const Survey& s, const ImportOptions& o) {
     absent.push_back("throughput (the samples per step were not given: --batch)");
   if (s.layers.empty())
     absent.push_back("layers (no `layer: NAME` record_function ranges and no `nn.Module: NAME` entries of with_stack)");
-  absent.push_back("memory categories (not in a Chrome trace)");
+  if (o.memory_timeline.empty())
+    absent.push_back("memory categories (not in a Chrome trace; PyTorch's export_memory_timeline has them)");
   return absent;
 }
 
@@ -287,6 +289,9 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
                         : iso_time(ec ? std::time(nullptr)
                                       : std::chrono::system_clock::to_time_t(std::chrono::file_clock::to_sys(written)));
   out.absent = absent_in(s, o);
+  // Read before the run is begun: a timeline that cannot be read leaves nothing, as a trace.
+  std::optional<MemoryTimeline> memory;
+  if (!o.memory_timeline.empty()) memory = read_memory_timeline(o.memory_timeline, s.origin_us);
 
   store::Writer w(db);
   const int64_t run = w.begin_run(info);
@@ -432,6 +437,16 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     ops = {};
 
     write_gpu_breakdown(w, run, device_work);
+    if (memory) {  // by category over time, and at the peak, as trainscope's own ledger gives them
+      w.add_memory_timeline(run, memory->points);
+      w.add_memory_peak(run, memory->peak);
+      int64_t weights = 0;
+      for (const auto& p : memory->peak) weights += p.category == "weights" ? p.bytes : 0;
+      w.add_metrics(run, std::vector<store::MetricRow>{
+                             {"peak_memory_bytes", static_cast<double>(memory->peak_bytes), "bytes", -1},
+                             {"weights_bytes", static_cast<double>(weights), "bytes", -1}});
+      out.memory_categories = true;
+    }
 
     std::vector<store::EnvEntry> env = {{"imported_from", fs::absolute(trace).string()},
                                         {"trace_format", "kineto chrome trace"},
@@ -443,6 +458,9 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
       const auto name = s.thread_names.find(key);
       env.push_back({fmt::format("thread_{}", id), name == s.thread_names.end() ? key : key + " " + name->second});
     }
+    if (memory)
+      env.push_back({"memory_categories", "PyTorch's memory profiler (export_memory_timeline, " +
+                                              std::to_string(memory->times) + " points): " + category_mapping_text()});
     env.insert(env.end(), o.environment.begin(), o.environment.end());
     w.add_environment(run, env);
     w.finish_run(run, store::RunStatus::completed, iso_time(std::time(nullptr)), "");

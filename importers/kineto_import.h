@@ -16,7 +16,9 @@
 //   `cuda_runtime` / `cuda_driver` (API calls), `cuda_sync`; each GPU activity takes the iteration
 //   of the runtime call that launched it (by correlation), else of its own start.
 // - `[memory]` instants: the allocator's totals per device as samples (`allocated_bytes`,
-//   `reserved_bytes` on `cpu` or `cuda:N`); PyTorch's categories are not in the trace (absent).
+//   `reserved_bytes` on `cpu` or `cuda:N`); PyTorch's categories are not in the trace: they come
+//   from its memory timeline where the caller has one (ImportOptions::memory_timeline), else
+//   they are absent.
 // - The GPU time breakdown per iteration and device, as Holistic Trace Analysis defines it
 //   (profiler/gpu_analysis.h).
 #include <cstdint>
@@ -56,8 +58,11 @@ struct ImportOptions {
   nlohmann::json config = nlohmann::json::object();  // added to the run's stored config
   std::vector<store::EnvEntry> environment;          // added to the run's environment
   std::vector<store::MetricRow> metrics;             // added to the run's whole-run metrics
-  std::string command_line;                          // how the import was asked for
-  size_t batch = 8192;                               // records per batch read
+  // PyTorch's memory timeline of the same profile (export_memory_timeline's JSON), if there is
+  // one: the memory by category (importers/pytorch_memory_timeline.h). Empty: none.
+  std::filesystem::path memory_timeline;
+  std::string command_line;  // how the import was asked for
+  size_t batch = 8192;       // records per batch read
   // Called after every batch with the pass (1: survey, 2: rows) and the records read in it so far.
   std::function<void(int pass, int64_t records)> progress;
 };
@@ -66,6 +71,7 @@ struct ImportedRun {
   int64_t run_id = 0;
   int64_t iterations = 0, cpu_events = 0, gpu_activities = 0, memory_samples = 0;
   int64_t ops = 0, layers = 0;      // distinct op names summarised, layers found
+  bool memory_categories = false;   // PyTorch's memory timeline was read
   int64_t left_out = 0;             // records with no place in the store (flows, python stack, metadata)
   std::vector<std::string> absent;  // what the trace does not hold (said, never zero)
   std::string device;               // "cuda" when the trace has GPU activities, else "cpu"

@@ -84,6 +84,9 @@ def parse_args(description, presets, check_params_help, argv=None, extra_args=No
                         "(.json or .json.gz): one profiler step per iteration, the phases as record_function ranges "
                         "(forward, backward, optimizer), each leaf module's forward as a 'layer: NAME' range, the "
                         "allocator's memory (profile_memory); what `trainscope run --framework pytorch` imports")
+    p.add_argument("--memory-timeline", metavar="JSON", default=None,
+                   help="with --profile: also PyTorch's memory profiler timeline ([times, sizes by category], "
+                        "export_memory_timeline) to JSON; records shapes and Python stacks, which it needs")
     p.add_argument("--bucket-mb", type=float, default=25.0,
                    help="--ddp: DDP's bucket_cap_mb (25, DDP's default and trainscope's --bucket-mb)")
     if extra_args is not None:
@@ -162,8 +165,9 @@ def rss_bytes():
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
-# --profile: where the trace goes (None: not profiled) and whether it records the GPU.
-_PROFILE = {"path": None, "cuda": False}
+# --profile: where the trace goes (None: not profiled), whether it records the GPU, and where the
+# memory timeline goes (None: none).
+_PROFILE = {"path": None, "cuda": False, "memory_timeline": None}
 
 
 def profiling():
@@ -228,6 +232,9 @@ def prepare(description, presets, check_params_help, argv=None, extra_args=None)
     args = parse_args(description, presets, check_params_help, argv, extra_args)
     _PROFILE["path"] = args.profile
     _PROFILE["cuda"] = args.device == "cuda"
+    _PROFILE["memory_timeline"] = args.memory_timeline
+    if args.memory_timeline and not args.profile:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: --memory-timeline needs --profile")
     set_thread_env(args.threads)
     rss = rss_bytes()
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # numpy is not needed here
@@ -341,8 +348,10 @@ class _Profiled:
         # Every step active, once: without a schedule the trace has no ProfilerStep#N ranges. Its
         # warning that no step is a profiler warm-up is moot: trainscope's warm-up steps are kept apart.
         warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
-        self.prof = profile(activities=activities, profile_memory=True,
-                            schedule=schedule(wait=0, warmup=0, active=steps, repeat=1))
+        # The memory profiler's categories need the shapes and the Python stacks recorded too.
+        categories = _PROFILE["memory_timeline"] is not None
+        self.prof = profile(activities=activities, profile_memory=True, record_shapes=categories,
+                            with_stack=categories, schedule=schedule(wait=0, warmup=0, active=steps, repeat=1))
         self.done, self.steps = 0, steps
         self.prof.__enter__()
 
@@ -355,6 +364,10 @@ class _Profiled:
         self.prof.__exit__(None, None, None)
         print(f"writing the trace to {_PROFILE['path']}", file=sys.stderr, flush=True)
         self.prof.export_chrome_trace(_PROFILE["path"])
+        if _PROFILE["memory_timeline"] is not None:
+            print(f"writing the memory timeline to {_PROFILE['memory_timeline']}", file=sys.stderr, flush=True)
+            warnings.filterwarnings("ignore", category=FutureWarning)  # deprecated, and the only API with categories
+            self.prof.export_memory_timeline(_PROFILE["memory_timeline"], "cuda:0" if _PROFILE["cuda"] else "cpu")
 
 
 def _start_profiler(steps):

@@ -90,6 +90,8 @@ def trainscope_run(workload, a, db, framework="trainscope", python=None, flags=(
         cmd += ["--framework", "pytorch"]
         env["TS_PYTHON"] = python
         env["TS_PYTORCH_ARGS"] = " ".join(flags)
+        # No memory categories: their shapes and stacks cost PyTorch 2-3% (docs/import.md).
+        env["TS_PYTORCH_MEMORY_CATEGORIES"] = "0"
     else:
         cmd += ["--eval-batches", "0"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)

@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 
@@ -86,6 +87,11 @@ TEST(FrameworkPytorch, AReferenceRunComparesWithTrainscopesOwn) {
   }
   EXPECT_TRUE(conv1) << "layers carry trainscope's names";
   EXPECT_FALSE(r.op_summary(2).empty());
+  // PyTorch's memory categories, by the mapping the run states: weights and their gradients at least.
+  std::map<std::string, int64_t> peak;
+  for (const auto& p : r.memory_peak(2)) peak[p.category] = p.bytes;
+  EXPECT_GT(peak["weights"], 0);
+  EXPECT_GT(peak["weight_grads"], 0);
   std::string torch;
   for (const auto& e : r.environment(2))
     if (e.key == "pytorch.torch_version") torch = e.value;

@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "store/reader.h"
+#include "workloads/workload.h"
 
 using namespace ts;
 using namespace ts::testing;
@@ -138,6 +139,29 @@ TEST(Suite, DefaultSuiteParses) {
   TempDir dir;
   const auto suite = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/default.toml", dir / "d.db");
   EXPECT_GE(suite.run_count(), 2u);
+}
+
+// scripts/run's PyTorch suite: each entry a PyTorch reference of a default-suite configuration,
+// so that the report pairs them (same workload, preset and batch).
+TEST(Suite, FrameworksSuitePairsWithTheDefaultSuite) {
+  TempDir dir;
+  const auto frameworks =
+      cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/frameworks.toml", dir / "d.db");
+  const auto defaults = cli::load_suite(std::filesystem::path(TS_SOURCE_DIR) / "suites/default.toml", dir / "d.db");
+  ASSERT_EQ(frameworks.run_count(), 7u);
+  for (uint64_t i = 0; i < frameworks.run_count(); ++i) {
+    const auto c = frameworks.run_at(i);
+    EXPECT_EQ(c.framework, "pytorch") << c.workload;
+    bool paired = false;
+    for (uint64_t k = 0; k < defaults.run_count(); ++k) {
+      const auto d = defaults.run_at(k);
+      const auto* spec = workloads::find_workload(c.workload);
+      ASSERT_NE(spec, nullptr) << c.workload;
+      paired = paired || (d.framework == "trainscope" && d.workload == c.workload && d.preset == c.preset &&
+                          d.nproc == 1 && spec->batch_of(d.preset, d.batch) == spec->batch_of(c.preset, c.batch));
+    }
+    EXPECT_TRUE(paired) << c.workload << " has no trainscope run of its configuration in the default suite";
+  }
 }
 
 TEST(Suite, A3cScalingSuiteSetsTheLearners) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "importers/pytorch_memory_timeline.h"
 #include "importers/trace_records.h"
 #include "store/reader.h"
 #include "tests/support/files.h"
@@ -309,4 +310,56 @@ TEST(KinetoImport, WithoutEverySamplesCountNoRateIsMadeUp) {
   for (const auto& e : ts::store::Reader(db).environment(imported.run_id))
     if (e.key == "absent") absent = e.value;
   EXPECT_NE(absent.find("throughput (the samples per step were not given"), std::string::npos) << absent;
+}
+
+// PyTorch's memory timeline (export_memory_timeline's [times, sizes]; each sizes entry: an unused
+// 0, then PARAMETER, OPTIMIZER_STATE, INPUT, TEMPORARY, ACTIVATION, GRADIENT, AUTOGRAD_DETAIL, None).
+// Totals: 108 at 0 us, 177 at 10 us (the peak), 168 at 20 us.
+const char* const kMemoryTimeline =
+    "[[0, 10, 20], [[0, 100, 0, 8, 0, 0, 0, 0, 0], [0, 100, 0, 8, 16, 50, 0, 0, 3], [0, 100, 40, 8, 0, 0, 20, 0, 0]]]";
+
+TEST(KinetoImport, PyTorchsMemoryCategoriesAreReadIntoTrainscopesAndTheirPeakIsPyTorchsTotal) {
+  ts::testing::ScratchDir dir("ts_kineto_import");
+  const fs::path db = dir / "i.db";
+  ImportOptions options;
+  options.memory_timeline = write(dir / "memory.json", kMemoryTimeline);
+  const ImportedRun imported = import_kineto_trace(write(dir / "layered.json", layered_trace()), db, options);
+  EXPECT_TRUE(imported.memory_categories);
+  ts::store::Reader r(db);
+  std::map<std::string, int64_t> peak;
+  int64_t total = 0, t_ns = -1;
+  for (const auto& p : r.memory_peak(imported.run_id)) {
+    peak[p.category] = p.bytes;
+    total += p.bytes;
+    t_ns = p.t_ns;
+  }
+  EXPECT_EQ(total, 177) << "PyTorch's own total at its peak";
+  EXPECT_EQ(t_ns, 10'000);
+  EXPECT_EQ(peak["weights"], 100);     // PARAMETER
+  EXPECT_EQ(peak["inputs"], 8);        // INPUT
+  EXPECT_EQ(peak["workspace"], 16);    // TEMPORARY
+  EXPECT_EQ(peak["activations"], 50);  // ACTIVATION
+  EXPECT_EQ(peak["other"], 3);         // PyTorch could not tell
+  EXPECT_EQ(peak["optimizer_state"], 0);
+  EXPECT_EQ(r.memory_timeline(imported.run_id).size(), 3u * 8u);
+  std::string absent, mapping;
+  for (const auto& e : r.environment(imported.run_id)) {
+    if (e.key == "absent") absent = e.value;
+    if (e.key == "memory_categories") mapping = e.value;
+  }
+  EXPECT_EQ(absent.find("memory categories"), std::string::npos) << absent;
+  EXPECT_NE(mapping.find("AUTOGRAD_DETAIL -> activation_grads"), std::string::npos) << mapping;
+
+  // Fewer points kept than the file has: the largest of each stretch, so the peak stays.
+  const auto two = read_memory_timeline(dir / "memory.json", 0, 2);
+  ASSERT_EQ(two.points.size(), 2u * 8u);
+  EXPECT_EQ(two.points.front().t_ns, 10'000);
+  EXPECT_EQ(two.points.back().t_ns, 20'000);
+  EXPECT_EQ(two.peak_bytes, 177);
+
+  // A file that is no timeline: an error, and nothing written.
+  const fs::path other = dir / "other.db";
+  options.memory_timeline = write(dir / "bad.json", "[[0, 10], [[0, 1]]]");
+  EXPECT_THROW(import_kineto_trace(dir / "layered.json", other, options), TraceError);
+  EXPECT_FALSE(fs::exists(other));
 }
