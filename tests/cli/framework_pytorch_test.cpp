@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <set>
 #include <string>
 
+#include "nlohmann/json.hpp"
 #include "store/reader.h"
 #include "tests/cli/cli_test_util.h"
 
@@ -89,9 +91,22 @@ TEST(FrameworkPytorch, AReferenceRunComparesWithTrainscopesOwn) {
   EXPECT_FALSE(r.op_summary(2).empty());
   // PyTorch's memory categories, by the mapping the run states: weights and their gradients at least.
   std::map<std::string, int64_t> peak;
-  for (const auto& p : r.memory_peak(2)) peak[p.category] = p.bytes;
+  int64_t stored_total = 0;
+  for (const auto& p : r.memory_peak(2)) peak[p.category] = p.bytes, stored_total += p.bytes;
   EXPECT_GT(peak["weights"], 0);
   EXPECT_GT(peak["weight_grads"], 0);
+  // ... whose total at the peak is PyTorch's own: the largest sum of its timeline's sizes.
+  int64_t pytorch_peak = -1;
+  for (const auto& f : std::filesystem::directory_iterator(db.string() + ".traces")) {
+    if (!f.path().string().ends_with(".memory.json")) continue;
+    const auto timeline = nlohmann::json::parse(std::ifstream(f.path()));
+    for (const auto& sizes : timeline[1]) {
+      int64_t sum = 0;
+      for (const auto& v : sizes) sum += v.get<int64_t>();
+      pytorch_peak = std::max(pytorch_peak, sum);
+    }
+  }
+  EXPECT_EQ(stored_total, pytorch_peak);
   std::string torch;
   for (const auto& e : r.environment(2))
     if (e.key == "pytorch.torch_version") torch = e.value;
