@@ -22,6 +22,7 @@
 #include "fmt/ranges.h"
 #include "importers/kineto_import.h"
 #include "store/writer.h"
+#include "vocabulary/rates.h"
 #include "workloads/workload.h"
 
 #ifndef TS_SOURCE_DIR
@@ -149,13 +150,30 @@ std::vector<store::EnvEntry> environment_of(const nlohmann::json& r) {
   return env;
 }
 
-std::vector<store::MetricRow> metrics_of(const nlohmann::json& r) {
+std::vector<store::MetricRow> metrics_of(const nlohmann::json& r, const vocabulary::RateUnits& units) {
   std::vector<store::MetricRow> m;
   // As trainscope's own (session/run_session.cpp): the process's peak RSS, and that peak over the
-  // process before the model was built.
-  if (r.contains("peak_rss_bytes")) m.push_back({"rss_peak_bytes", r["peak_rss_bytes"].get<double>(), "bytes", -1});
-  if (r.contains("peak_rss_growth_bytes"))
-    m.push_back({"rss_peak_growth_bytes", r["peak_rss_growth_bytes"].get<double>(), "bytes", -1});
+  // process before the model was built; the unprofiled pass's where there was one (the training's,
+  // not PyTorch's profiler's), the profiled pass's beside it.
+  const bool unprofiled = r.contains("unprofiled") && r["unprofiled"].is_object();
+  const nlohmann::json& peaks = unprofiled ? r["unprofiled"] : r;
+  if (peaks.contains("peak_rss_bytes"))
+    m.push_back({"rss_peak_bytes", peaks["peak_rss_bytes"].get<double>(), "bytes", -1});
+  if (peaks.contains("peak_rss_growth_bytes"))
+    m.push_back({"rss_peak_growth_bytes", peaks["peak_rss_growth_bytes"].get<double>(), "bytes", -1});
+  if (unprofiled && r.contains("peak_rss_growth_bytes"))
+    m.push_back({"profiled_rss_peak_growth_bytes", r["peak_rss_growth_bytes"].get<double>(), "bytes", -1});
+  if (unprofiled) {
+    // The same timed iterations without the profiler: their rates, by the same formula, prefixed.
+    const auto seconds = r["unprofiled"].value("iteration_s", nlohmann::json::array());
+    const auto samples = r.value("samples_per_iteration", nlohmann::json::array());
+    const auto tokens = r.value("tokens_per_iteration", nlohmann::json::array());
+    std::vector<vocabulary::TimedIteration> timed;
+    for (size_t k = 0; k < seconds.size() && k < samples.size(); ++k)
+      timed.push_back(
+          {seconds[k].get<double>(), samples[k].get<double>(), k < tokens.size() ? tokens[k].get<double>() : 0});
+    for (auto& f : vocabulary::rate_figures(timed, units)) m.push_back({"unprofiled_" + f.name, f.value, f.unit, -1});
+  }
   if (r.contains("losses") && !r["losses"].empty()) {
     m.push_back({"loss_first", r["losses"].front().get<double>(), "", -1});
     m.push_back({"loss_last", r["losses"].back().get<double>(), "", -1});
@@ -239,6 +257,11 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   const char* categories = std::getenv("TS_PYTORCH_MEMORY_CATEGORIES");
   const bool memory_categories = !(categories && std::string_view(categories) == "0");
   if (memory_categories) args.insert(args.end(), {"--memory-timeline", memory.string()});
+  // PyTorch's profiler slows its steps by up to 5x where ops are tiny (deepspeech2's recurrences:
+  // docs/import.md): the same iterations run first without it, for rates it does not touch; off
+  // with TS_PYTORCH_UNPROFILED=0 (half the time).
+  const char* unprofiled = std::getenv("TS_PYTORCH_UNPROFILED");
+  if (!(unprofiled && std::string_view(unprofiled) == "0")) args.push_back("--unprofiled-first");
   // trainscope's default is every core (0): the reference gets the same, never PyTorch's own choice.
   const int64_t threads = c.threads > 0 ? c.threads : online_cores();
   args.insert(args.end(), {"--threads", std::to_string(threads)});
@@ -252,13 +275,11 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   const int status = run_child(args, false);
   if (status < 0) {
     say(stderr, "trainscope: stopped: the PyTorch reference was ended before its trace was written; nothing stored\n");
-    fs::remove(result);
+    for (const auto& f : {result, trace, memory}) fs::remove(f);
     return {0, kExitInterrupted, {}};
   }
   if (status != 0) {
-    fs::remove(result);
-    fs::remove(trace);
-    fs::remove(memory);
+    for (const auto& f : {result, trace, memory}) fs::remove(f);
     throw UsageError(fmt::format("--framework pytorch: {} exited with status {} (its messages are above); nothing "
                                  "stored",
                                  script.filename().string(), status));
@@ -296,7 +317,7 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   o.config["reference"] = script.string();
   o.config["units"] = {{"samples", spec->units.samples}, {"tokens", spec->units.tokens}, {"batch", spec->units.batch}};
   o.environment = environment_of(r);
-  o.metrics = metrics_of(r);
+  o.metrics = metrics_of(r, o.units);
   if (memory_categories) o.memory_timeline = memory;
   o.command_line = c.command_line;
   CountProgress rows("trainscope: imported", "record");

@@ -575,6 +575,11 @@ std::string format_summary(const nlohmann::json& j) {
       s += fmt::format("                 also {:.2f} {} sustained{}\n", t["other"]["sustained"].get<double>(),
                        other_unit, what_counts(other_unit));
     }
+    // A PyTorch reference's same iterations run first without its profiler (cli/pytorch_reference.h).
+    if (j["metrics"].contains("unprofiled_headline_throughput"))
+      s += fmt::format("  unprofiled     {:.2f} {} sustained: the same iterations without PyTorch's profiler, run "
+                       "first\n",
+                       metric("unprofiled_headline_throughput"), unit("unprofiled_headline_throughput", "-"));
     if (j["metrics"].contains("iteration_time_median"))
       s += fmt::format("  iteration      {:.1f} ms median{}\n", metric("iteration_time_median"), outliers_text(j));
   }

@@ -24,7 +24,6 @@
 #include "profiler/analysis.h"
 #include "profiler/gpu_analysis.h"
 #include "store/writer.h"
-#include "vocabulary/rates.h"
 
 namespace ts::importers {
 
@@ -307,7 +306,7 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     // (the 2 GB benchmark's peak RSS, docs/measurements.md).
     device_work.reserve(static_cast<size_t>(s.gpu));
     ops.reserve(static_cast<size_t>(s.ops));
-    Names names;  // theirs
+    Names names;  // the ops' names, interned for the summaries
     const auto write = [&](bool all) {
       if (all || events.size() >= kRowsPerWrite) w.add_events(run, events), events.clear();
       if (all || phases.size() >= kRowsPerWrite) w.add_phases(run, phases), phases.clear();

@@ -3,15 +3,22 @@
 // as a run (issue 42, item 2): what the trace holds, mapped onto the store's records; what it does
 // not hold is said to be absent, never stored as zero. Two streaming passes over the file (a
 // survey, then the rows), so memory is bounded by what the survey keeps (the steps, the threads,
-// a correlation id and step per kernel launch) and the GPU's device work (for the breakdown),
-// not by the file.
+// a correlation id and step per kernel launch, the phase and layer ranges, a layer per autograd
+// sequence number), the GPU's device work (for the breakdown) and the CPU ops (for the op and layer
+// summaries), not by the file's other records.
 //
 // The mapping (docs/import.md):
 // - `ProfilerStep#N` (user_annotation) ranges are iterations N (their CPU span); events are
 //   given the iteration whose step range holds their start.
-// - CPU ranges: `cpu_op` are ops, other `user_annotation` ranges (record_function) phases,
-//   ProfilerStep iterations; `python_function` ranges are left out (counted): the Python stack,
-//   not work. Threads (pid, tid) are numbered in order of appearance, their names kept.
+// - CPU ranges: `cpu_op` are ops, other `user_annotation` ranges (record_function) phases (but
+//   PyTorch's own Optimizer./DDP ranges ops, its DataLoader's the data phase), ProfilerStep
+//   iterations; `python_function` ranges are left out (counted): the Python stack, not work.
+//   Threads (pid, tid) are numbered in order of appearance, their names kept. An op's pass is its
+//   phase's (forward, backward); its layer the innermost `layer: NAME` / `nn.Module: NAME` range
+//   holding it, or, for a backward node, its forward op's (by autograd sequence number). The op
+//   summary and the layers over the timed steps, as trainscope's own runs.
+// - The steps' work (ImportOptions: batch, or each step's samples and tokens) gives the rates of
+//   the timed steps (importers/imported_steps.h).
 // - GPU: `kernel` (HTA's rule: a name with "nccl" is communication), `gpu_memcpy`, `gpu_memset`,
 //   `cuda_runtime` / `cuda_driver` (API calls), `cuda_sync`; each GPU activity takes the iteration
 //   of the runtime call that launched it (by correlation), else of its own start.

@@ -356,9 +356,9 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
   p.culprits = culprits_of(base, next);
   p.across_frameworks = frameworks_of(base) != frameworks_of(next);
   if (p.across_frameworks) {
-    // Another framework keeps no ledger of trainscope's categories: what both sides measured alike
-    // is the resident memory training added at its peak (rss_peak_growth_bytes: the peak over the process before the
-    // model).
+    // What both sides measure alike: the resident memory training added at its peak, over the
+    // process before the model (rss_peak_growth_bytes). Each framework's books by category (PyTorch's
+    // memory profiler mapped onto trainscope's ledger) follow where both sides kept them.
     const auto rss = [](const RunDigest& r) {
       const auto it = r.metrics.find("rss_peak_growth_bytes");
       return it == r.metrics.end() ? int64_t{0} : static_cast<int64_t>(it->second);
@@ -366,9 +366,18 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
     const int64_t b = rss(*base.front()), n = rss(*next.front());
     p.memory.push_back({"process RSS growth", b, n, memory_verdict(b, n)});
     p.notes.push_back(
-        "across frameworks: memory is the resident memory training added at its peak (each framework's allocator "
-        "keeps its own books), and ops, kernels and layers are compared only where both sides name them");
-    return p;
+        "across frameworks: memory is first the resident memory training added at its peak, then each framework's "
+        "tensors by category where both kept them (PyTorch's memory profiler: docs/import.md); ops, kernels and "
+        "layers are compared only where both sides name them");
+    for (const auto* side : {&base, &next}) {
+      for (const RunDigest* r : *side) {
+        if (const auto u = r->metrics.find("unprofiled_headline_throughput"); u != r->metrics.end())
+          p.notes.push_back(fmt::format("run {} ({}) without its profiler: {} {} sustained (the same iterations, run "
+                                        "first; the throughput rows compare the profiled ones)",
+                                        r->run.id, r->run.framework, three_digits(u->second), r->unit));
+      }
+    }
+    if (base.front()->peak_bytes == 0 || next.front()->peak_bytes == 0) return p;
   }
   const auto base_mem = memory_of(*base.front());
   const auto new_mem = memory_of(*next.front());
@@ -732,8 +741,8 @@ Document comparison_document(const Comparison& c) {
     s.blocks.push_back(std::move(t));
     Table mem;
     mem.caption = p.across_frameworks
-                      ? "Memory: the resident memory training added at its peak (each framework's allocator keeps its "
-                        "own books; one run a side)"
+                      ? "Memory: the resident memory training added at its peak, then the tensors at peak by category "
+                        "where both frameworks kept them (one run a side)"
                       : "Memory at peak from the ledger (deterministic: compared exactly, in bytes)";
     mem.header = {"category", "base bytes", "new bytes", "change", "verdict"};
     mem.numeric = {false, true, true, true, false};

@@ -87,6 +87,9 @@ def parse_args(description, presets, check_params_help, argv=None, extra_args=No
     p.add_argument("--memory-timeline", metavar="JSON", default=None,
                    help="with --profile: also PyTorch's memory profiler timeline ([times, sizes by category], "
                         "export_memory_timeline) to JSON; records shapes and Python stacks, which it needs")
+    p.add_argument("--unprofiled-first", action="store_true",
+                   help="with --profile: run the same iterations once before without the profiler, for rates and "
+                        "peak memory PyTorch's profiler does not touch (the result's \"unprofiled\")")
     p.add_argument("--bucket-mb", type=float, default=25.0,
                    help="--ddp: DDP's bucket_cap_mb (25, DDP's default and trainscope's --bucket-mb)")
     if extra_args is not None:
@@ -167,7 +170,7 @@ def rss_bytes():
 
 # --profile: where the trace goes (None: not profiled), whether it records the GPU, and where the
 # memory timeline goes (None: none).
-_PROFILE = {"path": None, "cuda": False, "memory_timeline": None}
+_PROFILE = {"path": None, "cuda": False, "memory_timeline": None, "unprofiled_first": False}
 
 
 def profiling():
@@ -233,6 +236,7 @@ def prepare(description, presets, check_params_help, argv=None, extra_args=None)
     _PROFILE["path"] = args.profile
     _PROFILE["cuda"] = args.device == "cuda"
     _PROFILE["memory_timeline"] = args.memory_timeline
+    _PROFILE["unprofiled_first"] = args.unprofiled_first
     if args.memory_timeline and not args.profile:
         raise SystemExit(f"{os.path.basename(sys.argv[0])}: --memory-timeline needs --profile")
     set_thread_env(args.threads)
@@ -295,15 +299,34 @@ def percentile(xs, q):
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def time_iterations(step, warmup, iters, sync=None, after_warmup=None):
+def time_iterations(step, warmup, iters, sync=None, after_warmup=None, restart=None):
     """Runs `step` (one training iteration, returning its loss as a float) `warmup` times
     untimed, then `iters` times timed. `sync` (the GPU's synchronize), if given, ends every
     iteration inside its time; `after_warmup()`, if given, runs between warm-up and the timed
     iterations and its result is returned as "after_warmup". Returns per-iteration wall and
-    process-CPU seconds, losses and RSS at the boundaries. With --profile, every iteration is one
-    profiler step (warm-up included) and the trace is written after the last; a line on stderr
-    says how far it is."""
-    profiler = _start_profiler(warmup + iters)
+    process-CPU seconds, losses and RSS at the boundaries.
+
+    With --profile, every iteration is one profiler step (warm-up included), the trace is written
+    after the last, and a line on stderr says how far it is. With --unprofiled-first too, the same
+    iterations run once before without the profiler (their times and peak RSS under
+    "unprofiled": PyTorch at its best, which its profiler slows by up to 5x where ops are tiny),
+    then `restart()` (the scripts whose batches vary: their first batch again) and the profiled
+    pass, so that both passes train on the same batches."""
+    unprofiled = None
+    if profiling() and _PROFILE["unprofiled_first"]:
+        print("the iterations without the profiler first", file=sys.stderr, flush=True)
+        unprofiled = _pass(step, warmup, iters, sync, after_warmup, None)
+        if restart is not None:
+            restart()
+        after_warmup = None  # the device's peaks: the unprofiled pass's
+    timing = _pass(step, warmup, iters, sync, after_warmup, _start_profiler(warmup + iters))
+    if unprofiled is not None:
+        timing["after_warmup"] = unprofiled["after_warmup"]
+    timing["unprofiled"] = unprofiled
+    return timing
+
+
+def _pass(step, warmup, iters, sync, after_warmup, profiler):
     warm_times, warm_losses = [], []
     for _ in range(warmup):
         t0 = time.perf_counter()
@@ -324,6 +347,8 @@ def time_iterations(step, warmup, iters, sync=None, after_warmup=None):
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)
         _end_profiler_step(profiler)
+    # Before the trace is written: its export's memory is not training's.
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     _write_profile(profiler)
     return {
         "after_warmup": marked,
@@ -334,8 +359,28 @@ def time_iterations(step, warmup, iters, sync=None, after_warmup=None):
         "losses": losses,
         "rss_after_warmup": rss_after_warmup,
         "rss_after_timed": rss_bytes(),
-        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux reports KiB
+        "peak_rss": peak_rss,
     }
+
+
+class Replay:
+    """The batches of a run, one per next(), from the first again after restart() (the scripts'
+    feed, so that time_iterations' unprofiled and profiled passes train on the same batches)."""
+
+    def __init__(self, batches):
+        self.batches, self.k = batches, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.k >= len(self.batches):
+            raise StopIteration
+        self.k += 1
+        return self.batches[self.k - 1]
+
+    def restart(self):
+        self.k = 0
 
 
 class _Profiled:
@@ -678,6 +723,16 @@ def make_result(workload, config, timing, samples_per_iteration, rss_before_impo
         "cpu": cpu_model(),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    u = timing.get("unprofiled")
+    if u is not None:
+        # The same iterations without the profiler: what the rates and peak memory are when it is off.
+        result["unprofiled"] = {
+            "iteration_s": u["times"],
+            "iteration_cpu_s": u["cpu_times"],
+            "losses": u["losses"],
+            "peak_rss_bytes": u["peak_rss"],
+            "peak_rss_growth_bytes": u["peak_rss"] - rss_before_model,
+        }
     if tokens_per_iteration is not None:
         assert len(tokens_per_iteration) == len(times), "one token count per timed iteration"
         per_token = [n / t for n, t in zip(tokens_per_iteration, times)]

@@ -315,7 +315,7 @@ def run(args):
 
     gen = torch.Generator().manual_seed(args.seed)
     batches = make_batches(shapes, gen)
-    feed = iter(batches)
+    feed = common.Replay(batches)
 
     common.profile_layers(model)
 
@@ -327,7 +327,7 @@ def run(args):
         common.backward_and_step(loss, opt, sched, clip=(model.parameters(), MAX_GRAD_NORM))
         return loss.item()
 
-    timing = common.time_iterations(step, args.warmup, args.iters)
+    timing = common.time_iterations(step, args.warmup, args.iters, restart=feed.restart)
     timed = batches[args.warmup:]
     config = {
         "preset": args.preset,

@@ -574,7 +574,7 @@ def run(args):
         common.backward_and_step(loss, opt, sched)
         return loss.item()
 
-    timing = common.time_iterations(step, args.warmup, args.iters)
+    timing = common.time_iterations(step, args.warmup, args.iters, restart=lambda: state.update(i=0))
     config = {
         "preset": args.preset,
         "image_size": f"{p['height']}x{p['width']}",

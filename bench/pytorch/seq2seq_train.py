@@ -314,7 +314,7 @@ def run(args):
 
     gen = torch.Generator().manual_seed(args.seed)
     batches = make_batches(shapes, c, gen)
-    feed = iter(batches)
+    feed = common.Replay(batches)
 
     common.profile_layers(model)
 
@@ -326,7 +326,7 @@ def run(args):
         common.backward_and_step(loss, opt, clip=(model.parameters(), MAX_GRAD_NORM))
         return loss.item()
 
-    timing = common.time_iterations(step, args.warmup, args.iters)
+    timing = common.time_iterations(step, args.warmup, args.iters, restart=feed.restart)
     timed = batches[args.warmup:]
     config = {
         "preset": args.preset,

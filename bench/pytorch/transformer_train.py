@@ -448,7 +448,7 @@ def run(args):
     for b in batches:
         for k in ("src", "tgt_in", "tgt_out"):
             b[k] = b[k].to(device)
-    feed = iter(batches)
+    feed = common.Replay(batches)
 
     common.profile_layers(model)
 
@@ -460,7 +460,7 @@ def run(args):
         common.backward_and_step(loss, opt, sched)
         return loss.item()  # a sync point, like trainscope's loss.item() per iteration
 
-    timing = common.time_iterations(step, args.warmup, args.iters, sync=common.synchronize(args),
+    timing = common.time_iterations(step, args.warmup, args.iters, restart=feed.restart, sync=common.synchronize(args),
                                     after_warmup=common.device_memory_mark(args))
     memory = common.device_memory(args, timing)  # before anything else runs on the device
     timed = batches[args.warmup:]

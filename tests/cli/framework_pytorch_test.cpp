@@ -65,6 +65,9 @@ TEST(FrameworkPytorch, AReferenceRunComparesWithTrainscopesOwn) {
   ASSERT_EQ(pt.exit_code, 0) << pt.out;
   EXPECT_NE(pt.out.find("profiled iteration 5/5"), std::string::npos) << "the script's progress: " << pt.out;
   EXPECT_NE(pt.out.find("images/s sustained over 4 timed iterations"), std::string::npos) << pt.out;
+  EXPECT_NE(pt.out.find("the iterations without the profiler first"), std::string::npos) << pt.out;
+  EXPECT_NE(pt.out.find("images/s sustained: the same iterations without PyTorch's profiler"), std::string::npos)
+      << pt.out;
 
   ts::store::Reader r(db);
   const auto run = r.run(2);
@@ -118,6 +121,7 @@ TEST(FrameworkPytorch, AReferenceRunComparesWithTrainscopesOwn) {
   ASSERT_EQ(cmp.exit_code, 0) << cmp.out;
   EXPECT_NE(cmp.out.find("| framework | trainscope | pytorch |"), std::string::npos) << cmp.out;
   EXPECT_NE(cmp.out.find("process RSS growth"), std::string::npos) << cmp.out;
+  EXPECT_NE(cmp.out.find("| weights |"), std::string::npos) << "both kept tensors by category: " << cmp.out;
   EXPECT_NE(cmp.out.find("| layer | "), std::string::npos) << "the layers both name: " << cmp.out;
   EXPECT_EQ(cmp.out.find("| op |"), std::string::npos) << "each framework's ops are its own: " << cmp.out;
 
