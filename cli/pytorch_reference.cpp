@@ -257,7 +257,7 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   const char* categories = std::getenv("TS_PYTORCH_MEMORY_CATEGORIES");
   const bool memory_categories = !(categories && std::string_view(categories) == "0");
   if (memory_categories) args.insert(args.end(), {"--memory-timeline", memory.string()});
-  // PyTorch's profiler slows its steps by up to 5x where ops are tiny (deepspeech2's recurrences:
+  // PyTorch's profiler slows steps of tiny ops 2-3x (deepspeech2's recurrences, 877 against 380 frames/s:
   // docs/import.md): the same iterations run first without it, for rates it does not touch; off
   // with TS_PYTORCH_UNPROFILED=0 (half the time).
   const char* unprofiled = std::getenv("TS_PYTORCH_UNPROFILED");

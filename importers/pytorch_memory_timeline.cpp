@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -55,8 +56,8 @@ MemoryTimeline read_memory_timeline(const std::filesystem::path& path, double or
     return static_cast<int64_t>(std::llround((times[i].get<double>() - origin_us) * 1000.0));
   };
   const size_t n = times.size();
-  const size_t stretch =
-      std::max<size_t>(1, (n + std::max<size_t>(max_points, 1) - 1) / std::max<size_t>(max_points, 1));
+  const size_t most = std::max<size_t>(max_points, 1);
+  const size_t stretch = std::max<size_t>(1, (n + most - 1) / most);  // times per point kept
   for (size_t begin = 0; begin < n; begin += stretch) {
     size_t kept = begin;
     int64_t kept_total = -1;

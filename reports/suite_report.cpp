@@ -286,9 +286,9 @@ std::optional<Section> frameworks_section(const std::vector<Group>& groups) {
   t.caption =
       "Each configuration trainscope and another framework both ran: sustained throughput in the workload's unit "
       "(the median over repeats; the other framework's from its iterations run without its profiler where it ran "
-      "them so, as `run --framework pytorch` does: PyTorch's profiler slows tiny ops by up to 5x) and the resident "
-      "memory training added at its peak (rss_peak_growth_bytes, the other's without its profiler too), with "
-      "trainscope / other. `compare` gives the statistics (over the profiled iterations on both sides) and the "
+      "them so, as `run --framework pytorch` does: PyTorch's profiler slowed deepspeech2's tiny ops 2.3x) and the "
+      "resident memory training added at its peak (rss_peak_growth_bytes, the other's without its profiler too), "
+      "with trainscope / other. `compare` gives the statistics (over the profiled iterations on both sides) and the "
       "per-layer deltas.";
   t.header = {"configuration", "framework", "trainscope", "other", "ratio", "RSS growth trainscope / other", "ratio"};
   t.numeric = {false, false, true, true, true, true, true};

@@ -102,8 +102,8 @@ std::string layer_of(const std::string& param) {
   return dot == std::string::npos ? std::string() : param.substr(0, dot);
 }
 
-// The iterations' times and rates: every iteration's row, the timed ones' per-iteration rates
-// and the sums the sustained rates are made of (which iterations count: counted_iterations).
+// The iterations: every iteration's row, and the timed ones' times and work, which the rates are
+// made of (vocabulary/rates.h; which iterations count: counted_iterations).
 struct Timing {
   std::vector<vocabulary::TimedIteration> timed;
   std::vector<store::IterationRow> rows;

@@ -168,8 +168,8 @@ def rss_bytes():
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
-# --profile: where the trace goes (None: not profiled), whether it records the GPU, and where the
-# memory timeline goes (None: none).
+# --profile: where the trace goes (None: not profiled), whether it records the GPU, where the
+# memory timeline goes (None: none), and whether an unprofiled pass comes first.
 _PROFILE = {"path": None, "cuda": False, "memory_timeline": None, "unprofiled_first": False}
 
 
@@ -309,7 +309,7 @@ def time_iterations(step, warmup, iters, sync=None, after_warmup=None, restart=N
     With --profile, every iteration is one profiler step (warm-up included), the trace is written
     after the last, and a line on stderr says how far it is. With --unprofiled-first too, the same
     iterations run once before without the profiler (their times and peak RSS under
-    "unprofiled": PyTorch at its best, which its profiler slows by up to 5x where ops are tiny),
+    "unprofiled": PyTorch at its best, which its profiler slowed 2.3x on deepspeech2 small),
     then `restart()` (the scripts whose batches vary: their first batch again) and the profiled
     pass, so that both passes train on the same batches."""
     unprofiled = None
