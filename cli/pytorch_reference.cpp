@@ -40,6 +40,7 @@ namespace fs = std::filesystem;
 struct Reference {
   const char* script;
   const char* run_name;
+  const char* samples = nullptr;  // what a sample is, where not the workload's own noun
 };
 const std::map<std::string, Reference>& references() {
   static const std::map<std::string, Reference> table = {
@@ -50,7 +51,7 @@ const std::map<std::string, Reference>& references() {
       {"faster_rcnn", {"faster_rcnn_train.py", "faster_rcnn"}},
       {"deepspeech2", {"deepspeech2_train.py", "deepspeech2"}},
       {"wgan", {"wgan_train.py", "wgan"}},
-      {"a3c", {"a3c_update.py", "a3c_update"}},
+      {"a3c", {"a3c_update.py", "a3c_update", "rollout steps (learner update)"}},
   };
   return table;
 }
@@ -231,7 +232,8 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
                                  python()));
   store::Writer::check_target(c.db);
   const int64_t batch = spec->batch_of(c.preset, c.batch);
-  const std::string run_name = references().at(c.workload).run_name;
+  const Reference& reference = references().at(c.workload);
+  const std::string run_name = reference.run_name;
 
   // The trace stays beside the db: the run names it, and Perfetto or HTA can open it too.
   const fs::path traces = fs::path(c.db.string() + ".traces");
@@ -298,7 +300,8 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   o.batch_size = batch;
   o.warmup_steps = c.warmup;
   o.steps = steps_of(r, batch);
-  o.units = {spec->units.samples, spec->units.tokens, spec->units.tokens_headline};
+  o.units = {reference.samples ? reference.samples : spec->units.samples, spec->units.tokens,
+             spec->units.tokens_headline};
   o.threads = r.value("threads", c.threads);
   o.seed = c.seed;
   o.parameter_count = r.contains("config") ? r["config"].value("parameters", int64_t{0}) : 0;
@@ -315,7 +318,7 @@ RunOutcome run_pytorch_reference(const RunConfig& c) {
   o.config["framework"] = "pytorch";
   o.config["reference_args"] = fmt::format("{}", fmt::join(variant, " "));
   o.config["reference"] = script.string();
-  o.config["units"] = {{"samples", spec->units.samples}, {"tokens", spec->units.tokens}, {"batch", spec->units.batch}};
+  o.config["units"] = {{"samples", o.units.samples}, {"tokens", spec->units.tokens}, {"batch", spec->units.batch}};
   o.environment = environment_of(r);
   o.metrics = metrics_of(r, o.units);
   if (memory_categories) o.memory_timeline = memory;
