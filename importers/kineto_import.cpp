@@ -116,7 +116,8 @@ struct Survey {
   std::vector<std::pair<int64_t, double>> launches;  // (correlation, the API call's start)
   int64_t ops = 0, gpu = 0, memory = 0;
   std::optional<int64_t> base_time_ns;
-  // The CPU ranges that give an op its pass (phases: forward, backward, ...) and its layer, by
+  // Names interned once for the whole import (the ranges' here, the ops' in the second pass). The CPU
+  // ranges that give an op its pass (phases: forward, backward, ...) and its layer, by
   // interned name; the layer of each autograd sequence number its forward ops ran in, which the
   // backward nodes they made carry (PyTorch's own link from a backward op to its forward op).
   Names names;
@@ -249,7 +250,7 @@ std::vector<std::string> absent_in(const Survey& s, const ImportOptions& o) {
 
 ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const ImportOptions& o) {
   if (o.warmup_steps < 0) throw std::invalid_argument("warm-up steps must be 0 or more");
-  const Survey s = survey(trace, o);
+  Survey s = survey(trace, o);  // its names table takes the ops' names too, in the second pass
   ImportedRun out;
   out.device = s.gpu > 0 ? "cuda" : "cpu";
   const auto ns = [&](double t_us) { return static_cast<int64_t>(std::llround((t_us - s.origin_us) * 1000.0)); };
@@ -306,7 +307,6 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     // (the 2 GB benchmark's peak RSS, docs/measurements.md).
     device_work.reserve(static_cast<size_t>(s.gpu));
     ops.reserve(static_cast<size_t>(s.ops));
-    Names names;  // the ops' names, interned for the summaries
     const auto write = [&](bool all) {
       if (all || events.size() >= kRowsPerWrite) w.add_events(run, events), events.clear();
       if (all || phases.size() >= kRowsPerWrite) w.add_phases(run, phases), phases.clear();
@@ -410,8 +410,8 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
           profiler::Event e;
           e.start_ns = start;
           e.end_ns = end;
-          e.name = names.id(r.name);
-          e.layer = layer_id == 0 ? 0 : names.id(layer);
+          e.name = s.names.id(r.name);
+          e.layer = layer_id;
           e.kind = profiler::EventKind::op;
           e.pass = p;
           e.iteration = static_cast<int32_t>(iteration);
@@ -432,7 +432,7 @@ ImportedRun import_kineto_trace(const fs::path& trace, const fs::path& db, const
     const int64_t timed_count =
         write_steps(w, run, step_rows, o, {{"trace_events", static_cast<double>(out.cpu_events), "count", -1}});
     out.iterations = static_cast<int64_t>(step_rows.size());
-    write_summaries(w, run, ops, names, timed, static_cast<double>(timed_count), out);
+    write_summaries(w, run, ops, s.names, timed, static_cast<double>(timed_count), out);
     ops = {};
 
     write_gpu_breakdown(w, run, device_work);

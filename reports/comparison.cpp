@@ -123,11 +123,10 @@ std::set<std::string> frameworks_of(const std::vector<const RunDigest*>& side) {
   return out;
 }
 
+// Across frameworks each side stores keys the other has no notion of (oneDNN's version, torch's
+// BLAS): only what both sides name differs in a way worth a row, and the framework itself.
 std::vector<Difference> differences_of(const std::vector<const RunDigest*>& base,
-                                       const std::vector<const RunDigest*>& next) {
-  // Across frameworks each side stores keys the other has no notion of (oneDNN's version, torch's
-  // BLAS): only what both sides name differs in a way worth a row, and the framework itself.
-  const bool across_frameworks = frameworks_of(base) != frameworks_of(next);
+                                       const std::vector<const RunDigest*>& next, bool across_frameworks) {
   // Every key's values on each side, in run order without repeats.
   const auto values_of = [](const std::vector<const RunDigest*>& side) {
     std::map<std::string, std::vector<std::string>> values;
@@ -216,12 +215,12 @@ std::optional<double> culprit_p_value(const std::vector<const RunDigest*>& base,
 // The ops, kernels, layers and collective calls whose time per timed iteration grew most (then
 // those that shrank most), at most kCulpritsKept of each direction, the significant first
 // (Culprit); nothing when a side was not traced.
-std::vector<Culprit> culprits_of(const std::vector<const RunDigest*>& base, const std::vector<const RunDigest*>& next) {
+std::vector<Culprit> culprits_of(const std::vector<const RunDigest*>& base, const std::vector<const RunDigest*>& next,
+                                 bool across_frameworks) {
   const auto b = time_per_iteration(base), n = time_per_iteration(next);
   if (b.empty() || n.empty()) return {};
   // Across frameworks, ops are each framework's own (conv2d against aten::mkldnn_convolution): only
   // what both sides name (layers by their module path, mostly) is compared, never "new" or "gone".
-  const bool across_frameworks = frameworks_of(base) != frameworks_of(next);
   std::vector<Culprit> all;
   for (const auto& [key, ms] : b) {
     const auto other = n.find(key);
@@ -352,9 +351,9 @@ PairComparison compare_pair(const RunKey& key, const std::vector<const RunDigest
                                         pooled(next, [](const RunDigest& r) { return &r.exposed_comm_ms; })));
   }
 
-  p.differences = differences_of(base, next);
-  p.culprits = culprits_of(base, next);
   p.across_frameworks = frameworks_of(base) != frameworks_of(next);
+  p.differences = differences_of(base, next, p.across_frameworks);
+  p.culprits = culprits_of(base, next, p.across_frameworks);
   if (p.across_frameworks) {
     // What both sides measure alike: the resident memory training added at its peak, over the
     // process before the model (rss_peak_growth_bytes). Each framework's books by category (PyTorch's
