@@ -5,12 +5,14 @@
 // machine's PyTorch (an outside dependency: skipped, saying so, where it is not installed).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <algorithm>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "store/reader.h"
@@ -27,8 +29,9 @@ TEST(FrameworkPytorch, WithoutPyTorchTheCommandSaysHowToInstallItAndWritesNothin
   const auto fake = dir / "python-without-torch", db = dir / "t.db";
   std::ofstream(fake) << "#!/bin/sh\nexit 1\n";
   std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
-  const auto res = run_command("TS_PYTHON=" + fake.string() + " " + TRAINSCOPE_BIN +
-                               " run resnet50 --framework pytorch --preset tiny --iters 2 --db " + db.string() + " 2>&1");
+  const auto res =
+      run_command("TS_PYTHON=" + fake.string() + " " + TRAINSCOPE_BIN +
+                  " run resnet50 --framework pytorch --preset tiny --iters 2 --db " + db.string() + " 2>&1");
   EXPECT_EQ(res.exit_code, 2) << res.out;
   EXPECT_NE(res.out.find("cannot import torch"), std::string::npos) << res.out;
   EXPECT_NE(res.out.find("pip install torch"), std::string::npos) << res.out;
@@ -43,8 +46,8 @@ TEST(FrameworkPytorch, OptionsTheReferencesLackAreRefused) {
                                     db.string() + " 2>&1");
     EXPECT_EQ(res.exit_code, 2) << extra << ": " << res.out;
   }
-  const auto nproc = run_trainscope("run resnet50 --framework pytorch --preset tiny --nproc 2 --db " + db.string() +
-                                    " 2>&1");
+  const auto nproc =
+      run_trainscope("run resnet50 --framework pytorch --preset tiny --nproc 2 --db " + db.string() + " 2>&1");
   EXPECT_NE(nproc.out.find("--framework pytorch runs the PyTorch reference in one process"), std::string::npos)
       << nproc.out;
   EXPECT_EQ(run_trainscope("run resnet50 --framework tensorflow --db " + db.string() + " 2>&1").exit_code, 2);
@@ -135,3 +138,54 @@ TEST(FrameworkPytorch, AReferenceRunComparesWithTrainscopesOwn) {
 }
 
 }  // namespace
+
+namespace {
+
+// Six steps of 10 ms of a CPU-only PyTorch profile whose layer names are trainscope's (conv1 and fc
+// run in every step), as a user's own trace brings them.
+std::string six_step_trace() {
+  std::string events;
+  for (int k = 0; k < 6; ++k) {
+    const int b = 10'000 * k;
+    for (const auto& [cat, name, ts, dur] : std::vector<std::tuple<std::string, std::string, int, int>>{
+             {"user_annotation", "ProfilerStep#" + std::to_string(k), b, 10'000},
+             {"user_annotation", "forward", b, 4'000},
+             {"user_annotation", "layer: conv1", b + 10, 2'000},
+             {"cpu_op", "aten::conv2d", b + 20, 1'900},
+             {"user_annotation", "layer: fc", b + 2'100, 1'000},
+             {"cpu_op", "aten::linear", b + 2'110, 900}}) {
+      events += (events.empty() ? "" : ",\n") + std::string(R"({"ph":"X","cat":")") + cat + R"(","name":")" + name +
+                R"(","pid":1,"tid":1,"ts":)" + std::to_string(ts) + R"(,"dur":)" + std::to_string(dur) + "}";
+    }
+  }
+  return "[" + events + "]";
+}
+
+}  // namespace
+
+// Without PyTorch too: an imported PyTorch run and trainscope's own of the same configuration
+// pair in `compare` (framework first, layers both name, no op of either as new) and in the report.
+TEST(FrameworkPytorch, CompareAndTheReportPairAnImportedRunWithTrainscopesOwn) {
+  TempDir dir;
+  const auto db = dir / "t.db", trace = dir / "resnet.json";
+  ASSERT_EQ(run_trainscope("run resnet50 --preset tiny --iters 6 --warmup 1 --threads 1 --eval-batches 0 --db " +
+                           db.string() + " > /dev/null 2>&1")
+                .exit_code,
+            0);
+  std::ofstream(trace) << six_step_trace();
+  const auto imported = run_trainscope("import-trace " + trace.string() + " --db " + db.string() +
+                                       " --workload resnet50 --preset tiny --batch " +
+                                       std::to_string(ts::store::Reader(db).run(1)->batch_size) + " 2>&1");
+  ASSERT_EQ(imported.exit_code, 0) << imported.out;
+  const auto cmp = run_trainscope("compare 1 2 --db " + db.string() + " 2>&1");
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.out;
+  EXPECT_NE(cmp.out.find("| framework | trainscope | pytorch |"), std::string::npos) << cmp.out;
+  EXPECT_NE(cmp.out.find("| layer | conv1 |"), std::string::npos) << "a layer both name: " << cmp.out;
+  EXPECT_EQ(cmp.out.find("| op |"), std::string::npos) << "each framework's ops are its own: " << cmp.out;
+  EXPECT_NE(cmp.out.find("| layer | fc |"), std::string::npos) << cmp.out;
+  const auto md = dir / "r.md";
+  ASSERT_EQ(run_trainscope("report " + db.string() + " --md " + md.string() + " 2>&1").exit_code, 0);
+  std::ifstream in(md);
+  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(report.find("Frameworks side by side"), std::string::npos) << report;
+}
