@@ -81,7 +81,8 @@ void BM_ConvBackwardWeights(benchmark::State& state) {
   const ConvShape& s = kConvs[state.range(0)];
   ConvSetup c = setup(s);
   auto& be = cpu::cpu_backend();
-  for (auto _ : state) benchmark::DoNotOptimize(be.conv2d_backward_weights(c.x, c.dy, c.w.shape(), false, c.p));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(be.conv2d_backward_weights(c.x, c.dy, c.w.shape(), false, c.p, Layout::plain()));
   set_flops(state, c.flops);
   state.SetLabel(be.conv_impl_info(c.x.shape(), c.x.layout(), c.w.shape(), false, c.p, 2));
 }

@@ -164,6 +164,14 @@ DataParallel::DataParallel(Communicator& data, Communicator& control, std::vecto
     int64_t total = 0;
     for (const auto& s : g.slots) total += s.count;
     signature.push_back(total);
+    // Raw storage is averaged, so the layouts (packed weights: engine/packed_weights.h) must
+    // agree too: folded into one number per group, as the signature's length must not vary.
+    uint64_t layouts = 0;
+    for (const auto& s : g.slots) {
+      layouts = layouts * 1000003u + static_cast<uint64_t>(s.param.layout().kind) * 1000u +
+                static_cast<uint64_t>(s.param.layout().block);
+    }
+    signature.push_back(static_cast<int64_t>(layouts >> 1));
     st.groups.push_back(std::move(g));
   }
   // Buckets in the model's device memory (on the CPU that is host memory: how the tests run this path).
@@ -177,8 +185,9 @@ DataParallel::DataParallel(Communicator& data, Communicator& control, std::vecto
                     all.begin() + static_cast<std::ptrdiff_t>(signature.size() * r))) {
       throw DistError("rank " + std::to_string(r) + " built a different model than rank " +
                       std::to_string(control.rank()) +
-                      " (parameter groups, counts or sizes differ): every rank must run the same workload, preset "
-                      "and build");
+                      " (parameter groups, counts, sizes or layouts differ): every rank must run the same workload, "
+                      "preset and build, on CPUs that pack weights alike (TS_PACKED_WEIGHTS=0 on every rank keeps "
+                      "them plain)");
     }
   }
 

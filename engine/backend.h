@@ -103,12 +103,20 @@ class Backend {
   // sum of squares of the logical values (any layout) -> [1]: gradient clipping's norm.
   virtual Tensor sum_squares(const Tensor& x) = 0;
 
-  // --- conv family: 2-D convolution (weights [O, I/groups, kh, kw] plain, bias [O]) ---
+  // --- conv family: 2-D convolution (weights [O, I/groups, kh, kw], bias [O]) ---
+  // Weights come plain or in conv_weights_layout's layout; dw comes back in w_layout.
   virtual Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv2dParams& p) = 0;
   virtual Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape, const Layout& x_layout,
                                       const Conv2dParams& p) = 0;
   virtual WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Shape& w_shape, bool bias,
-                                              const Conv2dParams& p) = 0;
+                                              const Conv2dParams& p, const Layout& w_layout) = 0;
+  // The layout a convolution's weights parameter is best kept in: the one its kernels read and
+  // write, so that no call reorders them. Plain unless the backend's kernels want another.
+  virtual Layout conv_weights_layout(const Shape& w_shape, const Conv2dParams& p) {
+    (void)w_shape;
+    (void)p;
+    return Layout::plain();
+  }
 
   // --- norm family: batch normalisation over N, H, W per channel (x 4-D [N,C,H,W] or 2-D
   // [N,C]); layer normalisation (plain) ---

@@ -52,8 +52,9 @@ Tensor mean(const Tensor& x);  // [1]
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias /* may be undefined */, const Conv2dParams& p);
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape, const Layout& x_layout,
                             const Conv2dParams& p);
+// dw in w_layout: the layout of the weights it is the gradient of.
 WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Shape& w_shape, bool bias,
-                                    const Conv2dParams& p);
+                                    const Conv2dParams& p, const Layout& w_layout = Layout::plain());
 
 // --- norm family (ops/norm.cpp) ---
 // Batch norm: training mode updates running stats in place (momentum as PyTorch: new = (1-m)

@@ -33,12 +33,12 @@ int64_t Rng::integer(int64_t n) {
 
 namespace {
 
-// Draws on the host in element order (the same values on every device), then fills `t`.
+// Draws on the host in logical element order (the same values on every device and in every
+// layout: a packed weight gets what a plain one would), then fills `t`.
 template <class Draw>
 void fill_with(const Tensor& t, Draw draw) {
   if (t.device().is_meta()) return;
-  if (!t.layout().is_plain()) throw std::invalid_argument("Rng fills plain tensors only");
-  if (t.device().is_cpu()) {
+  if (t.device().is_cpu() && t.layout().is_plain()) {
     float* p = t.data();
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = draw();
     return;

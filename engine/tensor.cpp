@@ -40,6 +40,7 @@ std::string Layout::str() const {
     case Kind::plain: return "plain";
     case Kind::channels_last: return "channels_last";
     case Kind::channel_blocked: return "blocked" + std::to_string(block);
+    case Kind::weights_blocked: return "OIhw" + std::to_string(block) + "i" + std::to_string(block) + "o";
   }
   return "?";
 }
@@ -86,6 +87,13 @@ int64_t shape_numel(const Shape& s) {
 }
 
 int64_t storage_numel(const Shape& shape, const Layout& layout) {
+  if (layout.kind == Layout::Kind::weights_blocked) {
+    // No padding: elementwise code (optimizers, gradient exchange) may treat the storage as flat.
+    if (shape.size() != 4 || layout.block <= 0 || shape[0] % layout.block != 0 || shape[1] % layout.block != 0)
+      throw std::logic_error("weights-blocked layout needs [O, I, kh, kw] with O and I multiples of its block, got " +
+                             shape_str(shape) + " and " + layout.str());
+    return shape_numel(shape);
+  }
   if (layout.kind != Layout::Kind::channel_blocked) return shape_numel(shape);
   if (shape.size() < 2 || layout.block <= 0)
     throw std::logic_error("channel-blocked layout needs rank >= 2 and a block");

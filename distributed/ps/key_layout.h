@@ -14,6 +14,7 @@ namespace ts::distributed::ps {
 struct TensorSpec {
   std::string name;
   int64_t numel = 0;
+  std::string layout = "plain";  // engine::Layout::str(): ranks exchange raw storage, so it must agree
 };
 
 struct Key {

@@ -23,6 +23,7 @@ int64_t signature(const std::vector<std::vector<TensorSpec>>& specs) {
     for (const auto& t : g) {
       mix(static_cast<uint64_t>(t.numel));
       mix(std::hash<std::string>{}(t.name));
+      mix(std::hash<std::string>{}(t.layout));
     }
   }
   return static_cast<int64_t>(h >> 1);
@@ -48,14 +49,15 @@ PsJob::PsJob(MPI_Comm world, const PsOptions& options, std::vector<std::vector<e
 
   std::vector<std::vector<TensorSpec>> specs(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
-    for (const auto& p : groups[g]) specs[g].push_back({p.name(), p.storage_numel()});
+    for (const auto& p : groups[g]) specs[g].push_back({p.name(), p.storage_numel(), p.layout().str()});
   }
   // Every rank the same model, or none goes on (the message on every rank).
   int64_t mine[2] = {signature(specs), -signature(specs)};
   int64_t all[2] = {0, 0};
   TS_MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT64_T, MPI_MAX, world));
   if (all[0] != mine[0] || -all[1] != mine[0]) {
-    throw DistError("parameter server: the ranks built different models (their parameters' names or sizes differ)");
+    throw DistError("parameter server: the ranks built different models (their parameters' names, sizes or layouts "
+                    "differ; TS_PACKED_WEIGHTS=0 on every rank keeps weights plain)");
   }
   if (recipes.size() != groups.size()) {
     throw DistError("parameter server: the workload gives " + std::to_string(recipes.size()) +

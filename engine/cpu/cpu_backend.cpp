@@ -69,6 +69,11 @@ md md_for(const Shape& shape, const Layout& layout) {
       if (layout.block == 8) return md(dims, f32, tag::aBcd8b);
       if (layout.block == 16) return md(dims, f32, tag::aBcd16b);
       throw std::invalid_argument("unsupported channel block " + std::to_string(layout.block));
+    case Layout::Kind::weights_blocked:
+      if (rank != 4) throw std::invalid_argument("weights-blocked layout needs a 4-D tensor, got " + shape_str(shape));
+      if (layout.block == 8) return md(dims, f32, tag::OIhw8i8o);
+      if (layout.block == 16) return md(dims, f32, tag::OIhw16i16o);
+      throw std::invalid_argument("unsupported weights block " + std::to_string(layout.block));
   }
   throw std::logic_error("unknown layout");
 }

@@ -57,10 +57,11 @@ class CpuBackend final : public Backend {
 
   // --- conv family: cpu/conv.cpp (oneDNN) ---
   Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv2dParams& p) override;
+  Layout conv_weights_layout(const Shape& w_shape, const Conv2dParams& p) override;
   Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape, const Layout& x_layout,
                               const Conv2dParams& p) override;
   WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Shape& w_shape, bool bias,
-                                      const Conv2dParams& p) override;
+                                      const Conv2dParams& p, const Layout& w_layout) override;
 
   // --- norm family: cpu/norm.cpp (batch norm on oneDNN) ---
   BatchNormStats batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;

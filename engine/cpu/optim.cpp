@@ -42,22 +42,25 @@ __attribute__((target_clones("avx2", "default"))) void rmsprop_span(int64_t n, f
 
 }  // namespace
 
-void CpuBackend::rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, float lr, float alpha,
-                              float eps, bool eps_inside_sqrt) {
-  for (const Tensor* t : {&param, &grad, &square_avg}) {
-    if (!t->defined() || !t->device().is_cpu() || !t->layout().is_plain()) {
-      throw std::invalid_argument("rmsprop_step: needs plain CPU tensors");
-    }
+void CpuBackend::rmsprop_step(const Tensor& param, const Tensor& grad_in, const Tensor& square_avg, float lr,
+                              float alpha, float eps, bool eps_inside_sqrt) {
+  for (const Tensor* t : {&param, &grad_in, &square_avg}) {
+    if (!t->defined() || !t->device().is_cpu()) throw std::invalid_argument("rmsprop_step: needs CPU tensors");
   }
-  if (grad.shape() != param.shape() || square_avg.shape() != param.shape()) {
+  // Elementwise over the storage, in the parameter's layout (packed weights too).
+  if (square_avg.layout() != param.layout()) {
+    throw std::invalid_argument("rmsprop_step: square_avg layout differs from param");
+  }
+  if (grad_in.shape() != param.shape() || square_avg.shape() != param.shape()) {
     throw std::invalid_argument("rmsprop_step: param " + shape_str(param.shape()) + ", grad " +
-                                shape_str(grad.shape()) + " and square_avg " + shape_str(square_avg.shape()) +
+                                shape_str(grad_in.shape()) + " and square_avg " + shape_str(square_avg.shape()) +
                                 " differ");
   }
+  const Tensor grad = as_layout(*this, grad_in, param.layout());
   float* p = param.data();
   const float* g = grad.data();
   float* s = square_avg.data();
-  const int64_t n = param.numel();
+  const int64_t n = param.storage_numel();
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 4)

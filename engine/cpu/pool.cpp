@@ -111,8 +111,9 @@ SpatialView spatial_view(const Tensor& t, const char* op) {
       const int64_t b = t.layout().block;
       return {n * ((c + b - 1) / b), h, w, b};
     }
+    case Layout::Kind::weights_blocked: break;  // weights are not images
   }
-  throw std::logic_error("unknown layout");
+  throw std::invalid_argument(std::string(op) + ": no spatial view of a " + t.layout().str() + " tensor");
 }
 
 void check_factor(int64_t factor, const char* op) {

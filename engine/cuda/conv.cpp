@@ -390,8 +390,9 @@ Tensor CudaBackend::conv2d_backward_data(const Tensor& dy_in, const Tensor& w, c
 }
 
 WeightGrads CudaBackend::conv2d_backward_weights(const Tensor& x_in, const Tensor& dy_in, const Shape& w_shape,
-                                                 bool bias, const Conv2dParams& p) {
+                                                 bool bias, const Conv2dParams& p, const Layout& w_layout) {
   const char* op = "conv2d_backward_weights";
+  if (!w_layout.is_plain()) throw std::invalid_argument("conv2d_backward_weights: weights must be plain OIHW");
   check_on(x_in, device_, op, "input");
   check_on(dy_in, device_, op, "dy");
   const ConvGeom g = conv_geom(x_in.shape(), w_shape, p, op);
@@ -456,7 +457,7 @@ std::string CudaBackend::conv_algo_info(const Shape& x_shape, const Shape& w_sha
   switch (pass) {
     case Pass::forward: conv2d_forward(x, w, nullptr, p); break;
     case Pass::backward_data: conv2d_backward_data(dy, w, x_shape, Layout::plain(), p); break;
-    case Pass::backward_weights: conv2d_backward_weights(x, dy, w_shape, false, p); break;
+    case Pass::backward_weights: conv2d_backward_weights(x, dy, w_shape, false, p, Layout::plain()); break;
   }
   std::shared_ptr<ConvPlan> plan;
   {

@@ -67,7 +67,7 @@ class CudaBackend final : public Backend {
   Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape, const Layout& x_layout,
                               const Conv2dParams& p) override;
   WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Shape& w_shape, bool bias,
-                                      const Conv2dParams& p) override;
+                                      const Conv2dParams& p, const Layout& w_layout) override;
 
   // --- norm family: cuda/norm.cpp (batch norm training on cuDNN) ---
   BatchNormStats batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) override;

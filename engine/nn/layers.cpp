@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/ops.h"
+#include "engine/packed_weights.h"
 
 namespace ts::engine::nn {
 
@@ -40,6 +41,15 @@ Conv2d::Conv2d(const Conv2dOptions& o, Device device, Rng& rng) : Module(device)
   Tensor w = parameter({o.out_channels, o.in_channels / o.params.groups, o.kernel_h, o.kernel_w}, device);
   const double fan_out = static_cast<double>(o.out_channels / o.params.groups) * o.kernel_h * o.kernel_w;
   rng.fill_normal(w, 0.0f, static_cast<float>(std::sqrt(2.0 / fan_out)));
+  if (packed_weights() && !device.is_meta()) {  // the same values, in the order the kernels read them
+    Backend& be = backend_of(w);
+    const Layout packed = be.conv_weights_layout(w.shape(), o.params);
+    if (!packed.is_plain()) {
+      Tensor p = Tensor::empty(w.shape(), device, packed, vocabulary::Category::weights);
+      be.copy(w, p);
+      w = p;
+    }
+  }
   weight_ = register_parameter("weight", w);
   if (o.bias) {
     Tensor b = parameter({o.out_channels}, device);

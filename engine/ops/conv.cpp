@@ -12,14 +12,14 @@ namespace {
 struct Conv2dBackward : Node {
   Tensor x, w;  // x for the weights gradient, w for the data gradient
   Shape x_shape, w_shape;
-  Layout x_layout;
+  Layout x_layout, w_layout;
   Conv2dParams p;
   bool need_x, need_w, need_b, has_bias;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     std::vector<Tensor> r(3);
     if (need_x && input_needed(0)) r[0] = ops::conv2d_backward_data(g[0], w, x_shape, x_layout, p);
     if ((need_w && input_needed(1)) || (need_b && input_needed(2))) {
-      WeightGrads wg = ops::conv2d_backward_weights(x, g[0], w_shape, has_bias, p);
+      WeightGrads wg = ops::conv2d_backward_weights(x, g[0], w_shape, has_bias, p, w_layout);
       if (need_w) r[1] = wg.dw;
       if (need_b) r[2] = wg.dbias;
     }
@@ -37,12 +37,13 @@ struct Conv2dBackward : Node {
 struct Conv2dBackwardDataBackward : Node {
   Tensor dy, w;
   Shape w_shape;
+  Layout w_layout;
   Conv2dParams p;
   bool need_dy, need_w;
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     std::vector<Tensor> r(2);
     if (need_dy) r[0] = ops::conv2d(g[0], w, Tensor(), p);
-    if (need_w) r[1] = ops::conv2d_backward_weights(g[0], dy, w_shape, false, p).dw;
+    if (need_w) r[1] = ops::conv2d_backward_weights(g[0], dy, w_shape, false, p, w_layout).dw;
     return r;
   }
   void release_saved() override { dy = w = Tensor(); }
@@ -111,6 +112,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
     n->x_shape = x.shape();
     n->w_shape = w.shape();
     n->x_layout = x.layout();
+    n->w_layout = w.layout();
     n->p = p;
     connect(n, {&x, &w, &bias}, {&y});
   }
@@ -133,6 +135,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
     if (n->need_dy) n->w = w;
     if (n->need_w) n->dy = dy;
     n->w_shape = w.shape();
+    n->w_layout = w.layout();
     n->p = p;
     connect(n, {&dy, &w}, {&dx});
   }
@@ -140,13 +143,13 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 }
 
 WeightGrads conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Shape& w_shape, bool bias,
-                                    const Conv2dParams& p) {
+                                    const Conv2dParams& p, const Layout& w_layout) {
   static const auto name = op_name("conv2d_backward_weights");
   check_4d(x, "conv2d_backward_weights", "input");
   check_4d(dy, "conv2d_backward_weights", "dy");
   check_same_device(x, dy, "conv2d_backward_weights");
   OpScope scope(name);
-  WeightGrads r = backend_of(x).conv2d_backward_weights(x, dy, w_shape, bias, p);
+  WeightGrads r = backend_of(x).conv2d_backward_weights(x, dy, w_shape, bias, p, w_layout);
   scope.add_work(
       compute_work(conv_flops(dy.shape(), w_shape) + (bias ? dy.numel() : 0), bytes_of({&x, &dy, &r.dw, &r.dbias})));
   if (needs_grad({&x, &dy})) {

@@ -23,7 +23,7 @@ void Sgd::update(size_t i, const Tensor& g) {
   if (!momentum_[i].defined()) {
     OwnerScope owner(&p.name(), 0);
     CategoryScope category(vocabulary::Category::optimizer_state);
-    momentum_[i] = Tensor::zeros(p.shape(), p.device(), Layout::plain());
+    momentum_[i] = Tensor::zeros(p.shape(), p.device(), p.layout());
   }
   // p, g and the momentum read, p and the momentum written.
   static const auto name = op_name("sgd_step");

@@ -7,7 +7,11 @@
 #include "engine/autograd.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/gradcheck.h"
+#include "engine/nn/layers.h"
 #include "engine/ops.h"
+#include "engine/optim/sgd.h"
+#include "engine/packed_weights.h"
+#include "engine/random.h"
 #include "on_every_device.h"
 #include "test_util.h"
 
@@ -218,6 +222,83 @@ TEST(ConvCpu, PrimitiveCacheIsReused) {
   Tensor x2 = rand_tensor({3, 8, 6, 6}, 15, false);
   ops::conv2d(x2, w, b, conv_params(1, 1));
   EXPECT_GT(be.cached_primitives(), after_first);
+}
+
+// Packed weights (engine/packed_weights.h): a convolution handed its weights in the layout
+// conv_weights_layout names computes what it computes from plain weights, bit for bit (the same
+// primitive reads the same values), and gives the weights gradient back in that layout.
+TEST(ConvCpu, PackedWeightsGiveThePlainResults) {
+  auto& be = cpu_backend();
+  const ConvCase cases[] = {
+      {"3x3", {2, 32, 8, 8}, {32, 32, 3, 3}, conv_params(1, 1), false},
+      {"1x1_stride2", {2, 32, 8, 8}, {64, 32, 1, 1}, conv_params(2, 0), true},
+  };
+  uint64_t seed = 40;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Layout packed = be.conv_weights_layout(c.w, c.p);
+    // Every CPU these tests run on has AVX2 at least, where oneDNN's kernels block weights.
+    ASSERT_EQ(packed.kind, Layout::Kind::weights_blocked) << packed.str();
+    auto in = conv_inputs(c, seed);
+    Tensor w_packed = ops::to_layout(in[1].detach(), packed);
+    w_packed.set_requires_grad(true);
+    const Tensor g =
+        rand_tensor({c.x[0], c.w[0], c.p.stride_h == 1 ? c.x[2] : c.x[2] / 2, c.p.stride_w == 1 ? c.x[3] : c.x[3] / 2},
+                    seed++, false);
+    auto run = [&](const Tensor& w) {
+      Tensor y = ops::conv2d(in[0], w, c.bias ? in[2] : Tensor(), c.p);
+      ops::sum(ops::mul(y, g)).backward();
+      return y;
+    };
+    const Tensor y_plain = run(in[1]);
+    const Tensor dx_plain = in[0].grad(), dw_plain = in[1].grad();
+    in[0].zero_grad();
+    const Tensor y_packed = run(w_packed);
+    EXPECT_EQ(w_packed.grad().layout(), packed);
+    EXPECT_EQ(y_packed.to_vector(), y_plain.to_vector());
+    EXPECT_EQ(in[0].grad().to_vector(), dx_plain.to_vector());
+    EXPECT_EQ(w_packed.grad().to_vector(), dw_plain.to_vector());
+  }
+}
+
+// Where weights are packed: only ungrouped convolutions whose channels fill whole blocks (a
+// packed layout has no padding, so optimizers and gradient exchange may treat it as flat).
+TEST(ConvCpu, WeightsArePackedOnlyWhereTheyFit) {
+  auto& be = cpu_backend();
+  EXPECT_TRUE(be.conv_weights_layout({64, 3, 7, 7}, conv_params(2, 3)).is_plain());
+  EXPECT_TRUE(be.conv_weights_layout({32, 16, 3, 3}, conv_params(1, 1, 1, 2)).is_plain());
+  EXPECT_THROW(storage_numel({30, 32, 3, 3}, Layout::weights_blocked(16)), std::logic_error);
+  EXPECT_THROW(storage_numel({32, 32}, Layout::weights_blocked(8)), std::logic_error);
+  EXPECT_EQ(storage_numel({32, 64, 3, 3}, Layout::weights_blocked(16)), 32 * 64 * 9);
+}
+
+// A Conv2d layer keeps its weights packed while packing is on, and holds the same values and
+// trains to the same values as one built with it off: SGD with momentum over the packed storage
+// is SGD over the values.
+TEST(ConvCpu, PackedConvLayerTrainsAsPlain) {
+  const bool was = packed_weights();
+  auto build_and_train = [](bool packed) {
+    set_packed_weights(packed);
+    Rng rng(5);
+    nn::Conv2d conv(nn::conv_options(16, 32, 3, 1, 1, true), Device::cpu(), rng);
+    optim::SgdOptions o;
+    o.lr.base_lr = 0.05;
+    optim::Sgd sgd(conv.parameters(), o);
+    const Tensor x = rand_tensor({2, 16, 6, 6}, 6, false);
+    for (int step = 0; step < 3; ++step) {
+      ops::sum(ops::mul(conv.forward(x), conv.forward(x))).backward();
+      sgd.step();
+      sgd.zero_grad();
+    }
+    return std::make_pair(conv.weight().layout(), conv.weight().to_vector());
+  };
+  const auto [plain_layout, plain_values] = build_and_train(false);
+  const auto [packed_layout, packed_values] = build_and_train(true);
+  set_packed_weights(was);
+  EXPECT_TRUE(plain_layout.is_plain());
+  EXPECT_EQ(packed_layout, cpu_backend().conv_weights_layout({32, 16, 3, 3}, conv_params(1, 1)));
+  EXPECT_FALSE(packed_layout.is_plain());
+  EXPECT_EQ(packed_values, plain_values);
 }
 
 TS_ON_EVERY_DEVICE(ConvOps);

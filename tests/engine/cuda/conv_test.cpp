@@ -63,8 +63,8 @@ TEST_F(CudaConv, Conv2dForwardAndBackward) {
       const Tensor gdy = copy_to(dy, gpu());
       const Tensor dx = cpu_be().conv2d_backward_data(dy, w, c.x, Layout::plain(), c.p);
       EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_backward_data(gdy, gw, c.x, Layout::plain(), c.p), dx, kLibrary));
-      const WeightGrads wg = cpu_be().conv2d_backward_weights(x, dy, c.w, bias, c.p);
-      const WeightGrads gwg = gpu_be().conv2d_backward_weights(gx, gdy, c.w, bias, c.p);
+      const WeightGrads wg = cpu_be().conv2d_backward_weights(x, dy, c.w, bias, c.p, Layout::plain());
+      const WeightGrads gwg = gpu_be().conv2d_backward_weights(gx, gdy, c.w, bias, c.p, Layout::plain());
       EXPECT_TRUE(close_to_cpu(gwg.dw, wg.dw, kLibrary));
       EXPECT_EQ(gwg.dbias.defined(), bias);
       if (bias) {
@@ -130,8 +130,9 @@ TEST_F(CudaConv, HeuristicPlansWhileAutotuneIsOff) {
     // Both backward passes too.
     EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_backward_data(gdy, gw, x.shape(), Layout::plain(), p),
                              cpu_be().conv2d_backward_data(dy, w, x.shape(), Layout::plain(), p), kLibrary));
-    EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_backward_weights(gx, gdy, w.shape(), false, p).dw,
-                             cpu_be().conv2d_backward_weights(x, dy, w.shape(), false, p).dw, kLibrary));
+    EXPECT_TRUE(close_to_cpu(gpu_be().conv2d_backward_weights(gx, gdy, w.shape(), false, p, Layout::plain()).dw,
+                             cpu_be().conv2d_backward_weights(x, dy, w.shape(), false, p, Layout::plain()).dw,
+                             kLibrary));
     // Met again while off: the cached plan, nothing made.
     gpu_be().conv2d_forward(gx, gw, nullptr, p);
     const ConvPlanStats again = conv_plan_stats(gpu());
