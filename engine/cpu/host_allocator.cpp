@@ -25,16 +25,55 @@ constexpr size_t kAlignment = 64;  // cache line; what AVX-512 loads like
 // 280 MiB of resident memory to the transformer's 430 MiB of tensors; mapped blocks leave the
 // footprint to the bound below.
 constexpr size_t kCacheFrom = size_t{64} << 10;
-// Handed-out plus cached bytes stay under 5/4 of the peak handed out plus this slack: each
-// size class keeps its own free list, and without a bound the classes' separate peaks (forward
-// activations in some, gradients in others) added up to several times the real peak.
-constexpr int64_t kCacheSlack = int64_t{64} << 20;
+// Handed-out plus cached bytes stay under host_cache_bound: each size class keeps its own free
+// list, and without a bound the classes' separate peaks (forward activations in some, gradients
+// in others) added up to several times the real peak. 9/8 of the peak plus 32 MiB: the
+// transformer `small` held 700 MiB of resident memory under 5/4 plus 64 MiB and 620 under this,
+// at the same speed with the two rules below (docs/measurements.md, issue 43).
+constexpr int64_t kCacheSlack = int64_t{32} << 20;
+
+// A miss takes a cached block of a larger class, up to 3/2 of its own: a tensor whose size
+// changes a little from step to step (the sequence workloads' tokens per batch) lands one class
+// up or down, and a fresh mapping costs a page fault per 4 KiB.
+constexpr size_t kLargerNum = 3, kLargerDen = 2;
+
+struct CachedBlock {
+  void* p;
+  uint64_t freed_at;  // Cache::clock when it was freed
+};
 
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size class
+  // By size class, oldest first: reuse takes the newest (warm in cache), eviction the oldest
+  // of all classes (least recently used): evicting the largest first, as before, dropped the
+  // blocks the next step wanted and mapped them again.
+  std::unordered_map<size_t, std::vector<CachedBlock>> free_blocks;
+  std::unordered_map<void*, size_t> lent_larger;  // blocks handed out for a smaller class: their class
+  uint64_t clock = 0;
   HostAllocatorStats stats;
 };
+
+// The smallest cached class in (cls, cls * 3/2], or 0.
+size_t larger_cached_class(const Cache& c, size_t cls) {
+  size_t best = 0;
+  for (const auto& [k, blocks] : c.free_blocks) {
+    if (!blocks.empty() && k > cls && k <= cls / kLargerDen * kLargerNum && (best == 0 || k < best)) best = k;
+  }
+  return best;
+}
+
+// Takes the newest cached block of class `cls` (which has one) for a request of class `asked`.
+void* take_cached(Cache& c, size_t cls, size_t asked) {
+  auto& blocks = c.free_blocks[cls];
+  void* p = blocks.back().p;
+  blocks.pop_back();
+  if (cls != asked) c.lent_larger[p] = cls;
+  c.stats.cached_bytes -= static_cast<int64_t>(cls);
+  c.stats.allocated_bytes += static_cast<int64_t>(cls);
+  c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
+  ++c.stats.hits;
+  return p;
+}
 
 Cache& cache() {
   static Cache* c = new Cache();  // never destroyed: tensors may be freed during static destruction
@@ -59,20 +98,23 @@ void unmap_block(void* p, size_t cls) {
 }
 void* get_block(size_t cls) { return cls >= kCacheFrom ? map_block(cls) : std::aligned_alloc(kAlignment, cls); }
 
-// Frees cached blocks, largest class first, until handed-out + cached, counting the `incoming`
-// block about to be allocated, fits the bound.
+// Frees cached blocks, the least recently freed first, until handed-out + cached, counting the
+// `incoming` block about to be allocated, fits the bound.
 void evict_over_bound(Cache& c, int64_t incoming) {
   const int64_t allocated = c.stats.allocated_bytes + incoming;
-  const int64_t bound = std::max(c.stats.peak_allocated_bytes, allocated) / 4 * 5 + kCacheSlack;
+  const int64_t bound = host_cache_bound(std::max(c.stats.peak_allocated_bytes, allocated));
   while (c.stats.cached_bytes > 0 && allocated + c.stats.cached_bytes > bound) {
-    auto largest = c.free_blocks.end();
+    auto oldest = c.free_blocks.end();
     for (auto it = c.free_blocks.begin(); it != c.free_blocks.end(); ++it) {
-      if (!it->second.empty() && (largest == c.free_blocks.end() || it->first > largest->first)) largest = it;
+      if (!it->second.empty() &&
+          (oldest == c.free_blocks.end() || it->second.front().freed_at < oldest->second.front().freed_at)) {
+        oldest = it;
+      }
     }
-    unmap_block(largest->second.back(), largest->first);
-    largest->second.pop_back();
-    c.stats.cached_bytes -= static_cast<int64_t>(largest->first);
-    c.stats.evicted_bytes += static_cast<int64_t>(largest->first);
+    unmap_block(oldest->second.front().p, oldest->first);
+    oldest->second.erase(oldest->second.begin());
+    c.stats.cached_bytes -= static_cast<int64_t>(oldest->first);
+    c.stats.evicted_bytes += static_cast<int64_t>(oldest->first);
   }
 }
 
@@ -156,14 +198,8 @@ void* host_allocate(size_t bytes) {
   if (cls >= kCacheFrom) {
     std::lock_guard lock(c.mutex);
     auto it = c.free_blocks.find(cls);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      c.stats.cached_bytes -= cls_bytes;
-      c.stats.allocated_bytes += cls_bytes;
-      ++c.stats.hits;
-      return p;
-    }
+    if (it != c.free_blocks.end() && !it->second.empty()) return take_cached(c, cls, cls);
+    if (const size_t larger = larger_cached_class(c, cls); larger != 0) return take_cached(c, larger, cls);
     const auto in_use = static_cast<size_t>(c.stats.allocated_bytes);
     if (in_use + cls > limit) {
       throw refusal(bytes, "with the " + format_host_bytes(in_use) + " of blocks of 64 KiB and more already in use, " +
@@ -229,14 +265,18 @@ OutOfMemoryError host_buffer_refused(size_t bytes, std::string_view what) {
 
 void host_free(void* p, size_t bytes) {
   if (!p) return;
-  const size_t cls = host_size_class(bytes);
+  size_t cls = host_size_class(bytes);
   if (cls < kCacheFrom) {
     std::free(p);
     return;
   }
   auto& c = cache();
   std::lock_guard lock(c.mutex);
-  c.free_blocks[cls].push_back(p);
+  if (auto it = c.lent_larger.find(p); it != c.lent_larger.end()) {
+    cls = it->second;
+    c.lent_larger.erase(it);
+  }
+  c.free_blocks[cls].push_back({p, ++c.clock});
   c.stats.cached_bytes += static_cast<int64_t>(cls);
   c.stats.allocated_bytes -= static_cast<int64_t>(cls);
 }
@@ -245,10 +285,18 @@ void host_empty_cache() {
   auto& c = cache();
   std::lock_guard lock(c.mutex);
   for (auto& [cls, blocks] : c.free_blocks) {
-    for (void* p : blocks) unmap_block(p, cls);
+    for (const CachedBlock& b : blocks) unmap_block(b.p, cls);
   }
   c.free_blocks.clear();
   c.stats.cached_bytes = 0;
+}
+
+int64_t host_cache_bound(int64_t peak_allocated_bytes) { return peak_allocated_bytes / 8 * 9 + kCacheSlack; }
+
+void host_reset_peak() {
+  auto& c = cache();
+  std::lock_guard lock(c.mutex);
+  c.stats.peak_allocated_bytes = c.stats.allocated_bytes;
 }
 
 HostAllocatorStats host_allocator_stats() {

@@ -2,7 +2,8 @@
 // Host memory for CPU tensors. Blocks of 64 KiB and more are mapped one by one, cached by size
 // class and reused instead of going back to the kernel: fresh pages cost a page fault each, and
 // the faults on a 50 MB activation cost more than the convolution that fills it; the cache's
-// bound keeps the footprint near the peak in use. Smaller blocks go to malloc, which caches them
+// bound keeps the footprint near the peak in use (a miss may take a block up to 3/2 its size;
+// the least recently freed blocks go first). Smaller blocks go to malloc, which caches them
 // well.
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +46,10 @@ void host_free(void* p, size_t bytes);
 // Gives every cached block back to the system.
 void host_empty_cache();
 HostAllocatorStats host_allocator_stats();
+// What handed-out plus cached bytes of 64 KiB and more are kept under, for a peak handed out.
+int64_t host_cache_bound(int64_t peak_allocated_bytes);
+// The peak starts again from what is handed out now (tests, which need a known bound).
+void host_reset_peak();
 // The size class a request of `bytes` is served from (exposed for tests); OutOfMemoryError
 // when it, or the class, is larger than any object can be (PTRDIFF_MAX).
 size_t host_size_class(size_t bytes);

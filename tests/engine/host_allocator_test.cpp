@@ -70,8 +70,66 @@ TEST(HostAllocator, CachedBytesStayBounded) {
     cpu::host_free(p, bytes);
   }
   const int64_t peak = std::max(peak_before, largest);
-  EXPECT_LE(worst, peak / 4 * 5 + (int64_t{64} << 20));
+  EXPECT_LE(worst, cpu::host_cache_bound(peak));
   EXPECT_GT(cpu::host_allocator_stats().evicted_bytes, 0);
+  cpu::host_empty_cache();
+}
+
+// A request whose class has nothing cached takes a cached block of a larger class, up to 3/2
+// of its own, and the block goes back to its own class when freed; further up, a fresh block.
+TEST(HostAllocator, AMissTakesACachedBlockUpToHalfAsLargeAgain) {
+  cpu::host_empty_cache();
+  const size_t big = size_t{12} << 20, asked = size_t{10} << 20, too_small = size_t{7} << 20;
+  ASSERT_NE(cpu::host_size_class(big), cpu::host_size_class(asked));
+  void* a = cpu::host_allocate(big);
+  cpu::host_free(a, big);
+  const auto before = cpu::host_allocator_stats();
+  void* b = cpu::host_allocate(asked);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(cpu::host_allocator_stats().hits - before.hits, 1);
+  EXPECT_EQ(cpu::host_allocator_stats().allocated_bytes - before.allocated_bytes,
+            static_cast<int64_t>(cpu::host_size_class(big)));
+  cpu::host_free(b, asked);
+  EXPECT_EQ(cpu::host_allocator_stats().cached_bytes, static_cast<int64_t>(cpu::host_size_class(big)));
+  void* c = cpu::host_allocate(big);  // back in its own class
+  EXPECT_EQ(c, a);
+  cpu::host_free(c, big);
+  const auto misses = cpu::host_allocator_stats().misses;
+  void* d = cpu::host_allocate(too_small);  // 12 MiB is more than 3/2 of 7 MiB
+  EXPECT_NE(d, a);
+  EXPECT_EQ(cpu::host_allocator_stats().misses - misses, 1);
+  cpu::host_free(d, too_small);
+  cpu::host_empty_cache();
+}
+
+// Over the bound, the least recently freed blocks go first, whatever their size: here the two
+// small ones freed before the large one, which the next step may want again.
+TEST(HostAllocator, TheLeastRecentlyFreedBlocksAreEvictedFirst) {
+  cpu::host_empty_cache();
+  cpu::host_reset_peak();
+  const size_t large = size_t{40} << 20, small1 = size_t{4} << 20, small2 = size_t{6} << 20;
+  const size_t incoming = size_t{48} << 20;  // more than 3/2 of nothing cached: a fresh block
+  void* l = cpu::host_allocate(large);
+  void* s1 = cpu::host_allocate(small1);
+  void* s2 = cpu::host_allocate(small2);
+  cpu::host_free(s1, small1);
+  cpu::host_free(s2, small2);
+  cpu::host_free(l, large);
+  const auto st = cpu::host_allocator_stats();
+  const int64_t cached = st.cached_bytes, peak = st.peak_allocated_bytes;
+  const auto cls = [](size_t b) { return static_cast<int64_t>(cpu::host_size_class(b)); };
+  ASSERT_EQ(cached, cls(large) + cls(small1) + cls(small2));
+  // The bound with the incoming block: it forces out the two small blocks and no more.
+  const int64_t bound = cpu::host_cache_bound(std::max(peak, st.allocated_bytes + cls(incoming)));
+  ASSERT_GT(st.allocated_bytes + cls(incoming) + cached, bound);
+  ASSERT_LE(st.allocated_bytes + cls(incoming) + cls(large), bound);
+  void* in = cpu::host_allocate(incoming);
+  EXPECT_EQ(cpu::host_allocator_stats().cached_bytes, cls(large));
+  EXPECT_EQ(cpu::host_allocator_stats().evicted_bytes - st.evicted_bytes, cls(small1) + cls(small2));
+  void* again = cpu::host_allocate(large);
+  EXPECT_EQ(again, l);
+  cpu::host_free(again, large);
+  cpu::host_free(in, incoming);
   cpu::host_empty_cache();
 }
 
