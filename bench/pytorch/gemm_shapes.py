@@ -26,7 +26,7 @@ import time
 PATHS = ["dnnl_sgemm", "matmul", "matmul_any_b", "openblas", "pytorch_mkl"]
 
 
-def torch_round(doc, first_round, rounds):
+def torch_round(doc, rounds):
     import torch
 
     threads = doc["threads"]
@@ -162,7 +162,7 @@ def main():
     if args.shapes:
         with open(args.shapes) as f:
             doc = json.load(f)
-        torch_round(doc, 0, args.rounds)
+        torch_round(doc, args.rounds)
     else:
         tmp = tempfile.mkdtemp(prefix="gemm_shapes.")
         shapes = os.path.join(tmp, "shapes.json")
@@ -173,11 +173,9 @@ def main():
         subprocess.run(cmd, check=True)
         with open(shapes) as f:
             doc = json.load(f)
-        # The bench sizes each shape's batch in its first round; PyTorch reads it from there.
         for r in range(args.rounds):
+            # Round 0 starts with the bench, which sizes each shape's batch of calls for PyTorch too.
             steps = ["bench", "torch"] if r % 2 == 0 else ["torch", "bench"]
-            if r == 0:
-                steps = ["bench", "torch"]
             for step in steps:
                 busy, waited = wait_idle(args.idle_wait)
                 doc.setdefault("round_conditions", []).append(
@@ -194,7 +192,7 @@ def main():
                     # The roofline's peak: the best of the rounds' measurements (each beside its round).
                     doc["sgemm_peak_gflops"] = max(doc.get("sgemm_peak_gflops", 0), part["sgemm_peak_gflops"])
                 else:
-                    torch_round(doc, r, 1)
+                    torch_round(doc, 1)
         doc["rounds"] = args.rounds
     doc["pytorch"] = {"version": torch.__version__, "mkl": torch.backends.mkl.is_available(),
                       "threads": doc["threads"]}
