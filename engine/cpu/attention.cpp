@@ -17,20 +17,14 @@
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
 #include "engine/cpu/fast_math.h"
+#include "engine/cpu/gemm.h"
 
 namespace ts::engine::cpu {
 
 namespace {
 
-// Row-major C = alpha op(A) op(B) + beta C through oneDNN's sgemm. Called inside our own
-// parallel loops, where oneDNN runs it on the calling thread.
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success) {
-    throw std::runtime_error("dnnl_sgemm failed (" + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                             std::to_string(k) + ")");
-  }
-}
+// The per-head products run inside our parallel loop over (batch, head), each on its thread.
+constexpr GemmThreads kOnThisThread = GemmThreads::calling_thread;
 
 constexpr int64_t kAdditiveParallelThreshold = 1 << 14;  // B S A below this: one thread
 
@@ -122,7 +116,8 @@ Backend::AttentionResult CpuBackend::attention_forward(const Tensor& q, const Te
   for (int64_t bh = 0; bh < b * heads; ++bh) {
     const int64_t n = bh / heads, h = bh % heads;
     float* p = pp + bh * tq * tk;
-    gemm('N', 'T', tq, tk, dh, scale, pq + n * tq * hd + h * dh, hd, pk + n * tk * hd + h * dh, hd, 0.0f, p, tk);
+    sgemm(GemmSite::attention_forward, 'N', 'T', tq, tk, dh, scale, pq + n * tq * hd + h * dh, hd,
+          pk + n * tk * hd + h * dh, hd, 0.0f, p, tk, kOnThisThread);
     const int64_t len = lengths ? std::clamp<int64_t>(static_cast<int64_t>(lengths[n]), 0, tk) : tk;
     for (int64_t i = 0; i < tq; ++i) {
       float* row = p + i * tk;
@@ -138,7 +133,8 @@ Backend::AttentionResult CpuBackend::attention_forward(const Tensor& q, const Te
       for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
       for (int64_t j = valid; j < tk; ++j) row[j] = 0.0f;
     }
-    gemm('N', 'N', tq, dh, tk, 1.0f, p, tk, pv + n * tk * hd + h * dh, hd, 0.0f, po + n * tq * hd + h * dh, hd);
+    sgemm(GemmSite::attention_forward, 'N', 'N', tq, dh, tk, 1.0f, p, tk, pv + n * tk * hd + h * dh, hd, 0.0f,
+          po + n * tq * hd + h * dh, hd, kOnThisThread);
   }
   return r;
 }
@@ -162,8 +158,10 @@ Backend::AttentionGrads CpuBackend::attention_backward(const Tensor& dout, const
       const int64_t n = bh / heads, h = bh % heads;
       const float* p = pp + bh * tq * tk;
       const int64_t qo = n * tq * hd + h * dh, ko = n * tk * hd + h * dh;
-      gemm('T', 'N', tk, dh, tq, 1.0f, p, tk, pdo + qo, hd, 0.0f, dv + ko, hd);          // dV = P^T dO
-      gemm('N', 'T', tq, tk, dh, 1.0f, pdo + qo, hd, pv + ko, hd, 0.0f, ds.data(), tk);  // dP = dO V^T
+      sgemm(GemmSite::attention_backward, 'T', 'N', tk, dh, tq, 1.0f, p, tk, pdo + qo, hd, 0.0f, dv + ko, hd,
+            kOnThisThread);  // dV = P^T dO
+      sgemm(GemmSite::attention_backward, 'N', 'T', tq, tk, dh, 1.0f, pdo + qo, hd, pv + ko, hd, 0.0f, ds.data(), tk,
+            kOnThisThread);               // dP = dO V^T
       for (int64_t i = 0; i < tq; ++i) {  // dS = P (dP - rowsum(P dP)); hidden keys have P = 0
         const float* prow = p + i * tk;
         float* row = ds.data() + i * tk;
@@ -171,8 +169,10 @@ Backend::AttentionGrads CpuBackend::attention_backward(const Tensor& dout, const
         for (int64_t j = 0; j < tk; ++j) dot += static_cast<double>(prow[j]) * row[j];
         for (int64_t j = 0; j < tk; ++j) row[j] = prow[j] * (row[j] - static_cast<float>(dot));
       }
-      gemm('N', 'N', tq, dh, tk, scale, ds.data(), tk, pk + ko, hd, 0.0f, dq + qo, hd);  // dQ = s dS K
-      gemm('T', 'N', tk, dh, tq, scale, ds.data(), tk, pq + qo, hd, 0.0f, dk + ko, hd);  // dK = s dS^T Q
+      sgemm(GemmSite::attention_backward, 'N', 'N', tq, dh, tk, scale, ds.data(), tk, pk + ko, hd, 0.0f, dq + qo, hd,
+            kOnThisThread);  // dQ = s dS K
+      sgemm(GemmSite::attention_backward, 'T', 'N', tk, dh, tq, scale, ds.data(), tk, pq + qo, hd, 0.0f, dk + ko, hd,
+            kOnThisThread);  // dK = s dS^T Q
     }
   }
   return r;

@@ -1,12 +1,11 @@
 // The linear family on the CPU: fully connected layers on oneDNN's sgemm, plain 2-D.
-#include <dnnl.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/dnnl_common.h"
+#include "engine/cpu/gemm.h"
 
 namespace ts::engine::cpu {
 
@@ -17,18 +16,6 @@ void check_plain2d(const Tensor& t, const char* op, const char* what) {
   if (t.dim() != 2 || !t.layout().is_plain()) {
     throw std::invalid_argument(std::string(op) + ": " + what + " must be plain 2-D, got " + shape_str(t.shape()) +
                                 " " + t.layout().str());
-  }
-}
-
-// Row-major GEMM through oneDNN's sgemm. Linear layers use it rather than inner-product
-// primitives: those are created per shape, and the sequence workloads change the row count
-// (tokens per batch) at every step, which made primitive creation dominate their run time.
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-          float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) != dnnl_success) {
-    throw std::runtime_error("dnnl_sgemm failed (" + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                             std::to_string(k) + ")");
   }
 }
 
@@ -53,7 +40,8 @@ Tensor CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor
 #pragma omp parallel for if (n * o > (1 << 15))
     for (int64_t r = 0; r < n; ++r) std::copy(pb, pb + o, py + r * o);
   }
-  gemm('N', 'T', n, o, i, x.data(), i, w.data(), i, has_bias ? 1.0f : 0.0f, py, o);
+  // Linear layers run sgemm rather than inner-product primitives: see gemm.cpp.
+  sgemm(GemmSite::linear_forward, 'N', 'T', n, o, i, 1.0f, x.data(), i, w.data(), i, has_bias ? 1.0f : 0.0f, py, o);
   return y;
 }
 
@@ -65,7 +53,8 @@ Tensor CpuBackend::linear_backward_data(const Tensor& dy, const Tensor& w) {
     throw std::invalid_argument("linear_backward_data: dy " + shape_str(dy.shape()) + " and w " + shape_str(w.shape()));
   }
   Tensor dx = Tensor::empty({n, i}, dy.device());
-  gemm('N', 'N', n, i, o, dy.data(), o, w.data(), i, 0.0f, dx.data(), i);  // dx = dy w
+  sgemm(GemmSite::linear_backward_data, 'N', 'N', n, i, o, 1.0f, dy.data(), o, w.data(), i, 0.0f, dx.data(),
+        i);  // dx = dy w
   return dx;
 }
 
@@ -79,8 +68,9 @@ WeightGrads CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& d
   }
   WeightGrads r;
   r.dw = Tensor::empty({o, i}, x.device());
-  if (n == 0) fill(r.dw, 0.0f);
-  gemm('T', 'N', o, i, n, dy.data(), o, x.data(), i, 0.0f, r.dw.data(), i);  // dw = dy^T x
+  // n == 0: the product over no rows is zero, which sgemm writes.
+  sgemm(GemmSite::linear_backward_weights, 'T', 'N', o, i, n, 1.0f, dy.data(), o, x.data(), i, 0.0f, r.dw.data(),
+        i);  // dw = dy^T x
   if (bias) {
     r.dbias = Tensor::empty({o}, x.device());
     const float* g = dy.data();

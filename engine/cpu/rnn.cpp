@@ -18,8 +18,6 @@
 // Backward's transient workspace: the gate gradients of every step, 16 (LSTM) or 24 (GRU: the
 // input and recurrent sides differ in n) bytes per (t, b, h), plus packed copies of x and h_{t-1}
 // when lengths differ.
-#include <dnnl.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +28,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/fast_math.h"
+#include "engine/cpu/gemm.h"
 #include "engine/rnn_schedule.h"
 
 namespace ts::engine::cpu {
@@ -39,23 +38,6 @@ namespace {
 using RnnCell = Backend::RnnCell;
 
 constexpr int64_t kParallelThreshold = 1 << 14;  // elements; below this a step runs on one thread
-
-// Row-major C = alpha op(A) op(B) + beta C through oneDNN's sgemm (threaded by oneDNN when
-// called outside a parallel region). k == 0 leaves beta C, which sgemm may not.
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-          float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    }
-    return;
-  }
-  if (dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) != dnnl_success) {
-    throw std::runtime_error("rnn: dnnl_sgemm failed (" + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                             std::to_string(k) + ")");
-  }
-}
 
 // --- the fused gate kernels, one sequence at one step (h = 0..H-1 vectorized). target_clones:
 // the build targets plain x86-64, and AVX2 doubles the width where the machine has it. No FMA
@@ -251,7 +233,7 @@ Backend::RnnForwardResult CpuBackend::rnn_forward(const RnnArgs& a, bool trainin
   {
     Tensor xp_holder;
     const float* xp = packed(a.x.data(), sc, B, d.I, xp_holder);
-    gemm('N', 'T', P, GH, d.I, xp, d.I, a.w_ih.data(), d.I, 0.0f, pres, S);
+    sgemm(GemmSite::rnn_input, 'N', 'T', P, GH, d.I, 1.0f, xp, d.I, a.w_ih.data(), d.I, 0.0f, pres, S);
   }
 
   Tensor state = buffer(2 * B * H), gh = buffer(B * GH);
@@ -272,9 +254,9 @@ Backend::RnnForwardResult CpuBackend::rnn_forward(const RnnArgs& a, bool trainin
   for (int64_t s = 0; s < sc.max_len; ++s) {
     const int64_t n = sc.active[static_cast<size_t>(s)];
     if (w_hh_t.defined()) {
-      gemm('N', 'N', n, GH, H, hs, H, w_hh_t.data(), GH, 0.0f, pgh, GH);
+      sgemm(GemmSite::rnn_step, 'N', 'N', n, GH, H, 1.0f, hs, H, w_hh_t.data(), GH, 0.0f, pgh, GH);
     } else {
-      gemm('N', 'T', n, GH, H, hs, H, w_hh, H, 0.0f, pgh, GH);
+      sgemm(GemmSite::rnn_step, 'N', 'T', n, GH, H, 1.0f, hs, H, w_hh, H, 0.0f, pgh, GH);
     }
 #pragma omp parallel for if (n * H * d.G > kParallelThreshold)
     for (int64_t j = 0; j < n; ++j) {
@@ -366,9 +348,10 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
     }
     // dh_{t-1} = dg W_hh (+ the GRU's direct z dh, already in place).
     if (w_hh_t.defined()) {
-      gemm('N', 'T', n, H, GH, dstep, GH, w_hh_t.data(), GH, d.lstm ? 0.0f : 1.0f, dhs, H);
+      sgemm(GemmSite::rnn_step_backward, 'N', 'T', n, H, GH, 1.0f, dstep, GH, w_hh_t.data(), GH, d.lstm ? 0.0f : 1.0f,
+            dhs, H);
     } else {
-      gemm('N', 'N', n, H, GH, dstep, GH, w_hh, H, d.lstm ? 0.0f : 1.0f, dhs, H);
+      sgemm(GemmSite::rnn_step_backward, 'N', 'N', n, H, GH, 1.0f, dstep, GH, w_hh, H, d.lstm ? 0.0f : 1.0f, dhs, H);
     }
   }
 
@@ -385,11 +368,11 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
     g.dx = Tensor::empty({T, B, I}, Device::cpu());
     float* dx = g.dx.data();
     if (sc.dense) {
-      gemm('N', 'N', P, I, GH, dgi, GH, a.w_ih.data(), I, 0.0f, dx, I);
+      sgemm(GemmSite::rnn_backward_data, 'N', 'N', P, I, GH, 1.0f, dgi, GH, a.w_ih.data(), I, 0.0f, dx, I);
     } else {
       Tensor dxp_t = buffer(P * I);
       float* dxp = dxp_t.data();
-      gemm('N', 'N', P, I, GH, dgi, GH, a.w_ih.data(), I, 0.0f, dxp, I);
+      sgemm(GemmSite::rnn_backward_data, 'N', 'N', P, I, GH, 1.0f, dgi, GH, a.w_ih.data(), I, 0.0f, dxp, I);
       // Unpack; padded steps get zeros.
 #pragma omp parallel for if (T * B * I > kParallelThreshold)
       for (int64_t t = 0; t < T; ++t) {
@@ -410,7 +393,7 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
     {
       Tensor xp_holder;
       const float* xp = packed(a.x.data(), sc, B, I, xp_holder);
-      gemm('T', 'N', GH, I, P, dgi, GH, xp, I, 0.0f, g.dw_ih.data(), I);
+      sgemm(GemmSite::rnn_backward_weights, 'T', 'N', GH, I, P, 1.0f, dgi, GH, xp, I, 0.0f, g.dw_ih.data(), I);
     }
     // dW_hh = sum over steps of dgh^T h_prev, h_prev being y at the neighbouring step or h0.
     g.dw_hh = Tensor::empty({GH, H}, Device::cpu());
@@ -419,11 +402,14 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
       // Packed rows are [T, B]: h_prev is y shifted by one step, and h0 at the first step.
       const int64_t k = std::max<int64_t>(T - 1, 0) * B;
       if (a.reverse) {
-        gemm('T', 'N', GH, H, k, dgh, GH, py + B * H, H, 0.0f, dw_hh, H);
-        if (ph0 && T > 0) gemm('T', 'N', GH, H, B, dgh + (T - 1) * B * GH, GH, ph0, H, 1.0f, dw_hh, H);
+        sgemm(GemmSite::rnn_backward_weights, 'T', 'N', GH, H, k, 1.0f, dgh, GH, py + B * H, H, 0.0f, dw_hh, H);
+        if (ph0 && T > 0)
+          sgemm(GemmSite::rnn_backward_weights, 'T', 'N', GH, H, B, 1.0f, dgh + (T - 1) * B * GH, GH, ph0, H, 1.0f,
+                dw_hh, H);
       } else {
-        gemm('T', 'N', GH, H, k, dgh + B * GH, GH, py, H, 0.0f, dw_hh, H);
-        if (ph0 && T > 0) gemm('T', 'N', GH, H, B, dgh, GH, ph0, H, 1.0f, dw_hh, H);
+        sgemm(GemmSite::rnn_backward_weights, 'T', 'N', GH, H, k, 1.0f, dgh + B * GH, GH, py, H, 0.0f, dw_hh, H);
+        if (ph0 && T > 0)
+          sgemm(GemmSite::rnn_backward_weights, 'T', 'N', GH, H, B, 1.0f, dgh, GH, ph0, H, 1.0f, dw_hh, H);
       }
     } else {
       Tensor hp_t = buffer(P * H);
@@ -438,13 +424,13 @@ Backend::RnnGrads CpuBackend::rnn_backward(const RnnArgs& a, const Tensor& y, co
           std::memcpy(hp + (sc.offset[static_cast<size_t>(t)] + j) * H, src, static_cast<size_t>(H) * sizeof(float));
         }
       }
-      gemm('T', 'N', GH, H, P, dgh, GH, hp, H, 0.0f, dw_hh, H);
+      sgemm(GemmSite::rnn_backward_weights, 'T', 'N', GH, H, P, 1.0f, dgh, GH, hp, H, 0.0f, dw_hh, H);
     }
     // Bias gradients: column sums of the gate gradients, as a sgemv with a ones vector.
     const std::vector<float> ones(static_cast<size_t>(std::max<int64_t>(P, 1)), 1.0f);
     auto column_sums = [&](const float* m) {
       Tensor out = Tensor::empty({GH}, Device::cpu());
-      gemm('T', 'N', GH, 1, P, m, GH, ones.data(), 1, 0.0f, out.data(), 1);
+      sgemm(GemmSite::rnn_backward_weights, 'T', 'N', GH, 1, P, 1.0f, m, GH, ones.data(), 1, 0.0f, out.data(), 1);
       return out;
     };
     if (a.b_ih.defined()) g.db_ih = column_sums(dgi);
