@@ -18,6 +18,7 @@
 #include "cli/exit_codes.h"
 #include "cli/interrupts.h"
 #include "cli/progress.h"
+#include "collectors/environment.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "importers/kineto_import.h"
@@ -147,6 +148,13 @@ std::vector<store::EnvEntry> environment_of(const nlohmann::json& r) {
                           "mkl_available", "openmp_available", "threads", "interop_threads", "cpu", "host",
                           "torch_blas", "torch_onednn", "torch_mkl", "device_name", "cuda_version", "cudnn_version"}) {
     if (r.contains(key) && !r[key].is_null()) env.push_back({fmt::format("pytorch.{}", key), text(r[key])});
+  }
+  // The machine's, as trainscope's own runs keep them: a side-by-side result names the CPU kind
+  // both sides ran on. Not trainscope's build (compiler, libraries): those were not PyTorch's.
+  for (const auto& e : collectors::snapshot()) {
+    const std::string_view k = e.key;
+    if (k.starts_with("cpu.") || k.starts_with("memory.") || k.starts_with("os.") || k.starts_with("host."))
+      env.push_back({e.key, e.value});
   }
   return env;
 }

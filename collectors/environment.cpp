@@ -102,6 +102,16 @@ std::vector<Entry> snapshot() {
   const std::string cpuinfo = read_file("/proc/cpuinfo");
   auto models = values_of(cpuinfo, "model name", ':');
   add("cpu.model", models.empty() ? "" : models.front());
+  {
+    // "AMD EPYC" names several generations: the vendor, family and model say which CPU kind a
+    // figure was measured on (issue 43: results per CPU kind).
+    const auto vendor = values_of(cpuinfo, "vendor_id", ':');
+    const auto family = values_of(cpuinfo, "cpu family", ':');
+    const auto model = values_of(cpuinfo, "model", ':');
+    add("cpu.kind", vendor.empty() || family.empty() || model.empty()
+                        ? ""
+                        : vendor.front() + " family " + family.front() + " model " + model.front());
+  }
   const unsigned logical = std::thread::hardware_concurrency();
   add("cpu.logical_cores", logical == 0 ? "" : std::to_string(logical));
   {

@@ -11,7 +11,7 @@ struct Entry {
   std::string value;
 };
 
-// Keys: cpu.model, cpu.logical_cores, cpu.physical_cores, cpu.isa, memory.total_bytes,
+// Keys: cpu.model, cpu.kind (vendor, family and model numbers), cpu.logical_cores, cpu.physical_cores, cpu.isa, memory.total_bytes,
 // os.name, os.kernel, host.name, compiler, build.type, trainscope.version, git.revision,
 // lib.onednn, lib.sqlite, lib.openmp, omp.max_threads, env.OMP_WAIT_POLICY,
 // env.GOMP_SPINCOUNT and env.TS_OPENMP_WAITING (why that spin count; cli/openmp_waiting.h)

@@ -118,6 +118,29 @@ def torch_version(db, run_id):
     return row[0] if row else "?"
 
 
+def this_machine():
+    """The CPU this script runs on, in machine_of's terms (a3c's update runs outside the store)."""
+    info = open("/proc/cpuinfo").read().splitlines()
+
+    def first(key):
+        return next((l.split(":", 1)[1].strip() for l in info if l.split(":", 1)[0].strip() == key), "?")
+    kind = f"{first('vendor_id')} family {first('cpu family')} model {first('model')}"
+    # The flags collectors/environment.cpp's cpu_isa keeps, in its order.
+    flags = set(first("flags").split())
+    isa = " ".join(f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                               "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8") if f in flags)
+    return {"cpu": first("model name"), "kind": kind, "isa": isa or "none", "cpus": str(os.cpu_count())}
+
+
+def machine_of(db, run_id):
+    """The CPU a run was measured on, as the store holds it (collectors/environment.cpp)."""
+    con = sqlite3.connect(db)
+    env = dict(con.execute("SELECT key, value FROM environment WHERE run_id = ? AND key IN "
+                           "('cpu.model', 'cpu.kind', 'cpu.isa', 'cpu.logical_cores')", (run_id,)).fetchall())
+    return {"cpu": env.get("cpu.model", "?"), "kind": env.get("cpu.kind", "?"), "isa": env.get("cpu.isa", "?"),
+            "cpus": env.get("cpu.logical_cores", "?")}
+
+
 def timed_work(db, run_id):
     """Each timed iteration's (samples, tokens), in order, as the store holds them."""
     con = sqlite3.connect(db)
@@ -170,7 +193,7 @@ def compare_a3c(a):
         print(f"  pair {k + 1}  trainscope {ts['rate']:9.2f}  PyTorch {pt['rate']:9.2f}  ratio {ts['rate'] / pt['rate']:.3f}")
     ratios = [ts["rate"] / pt["rate"] for ts, pt in pairs]
     summary = {
-        "workload": "a3c", "preset": "full (update only)", "threads": 1, "unit": unit,
+        "workload": "a3c", "machine": this_machine(), "preset": "full (update only)", "threads": 1, "unit": unit,
         "best_pytorch": f"PyPI ({pairs[0][1]['torch']})",
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "trainscope_rate_median": statistics.median(ts["rate"] for ts, _ in pairs),
@@ -210,11 +233,17 @@ def compare(workload, a, db):
         print(f"  pair {k + 1}  trainscope {ts['rate']:9.2f}  PyTorch {pt['rate']:9.2f}  ratio {ts['rate'] / pt['rate']:.3f}"
               f"   peak memory {mib(ts['peak_growth'])} / {mib(pt['peak_growth'])} = {mem}"
               f"   (runs {ts['run_id']}, {pt['run_id']})")
+    machines = {json.dumps(machine_of(db, r["run_id"]), sort_keys=True) for pair in pairs for r in pair}
+    if len(machines) != 1:
+        sys.exit(f"side_by_side: {workload}'s runs were measured on different CPUs: {sorted(machines)}")
+    machine = json.loads(machines.pop())
+    print(f"  measured on {machine['cpu']} ({machine['kind']}; {machine['isa']}; {machine['cpus']} CPUs)")
     ratios = [ts["rate"] / pt["rate"] for ts, pt in pairs]
     mem_ratios = [ts["peak_growth"] / pt["peak_growth"] for ts, pt in pairs if ts["peak_growth"] and pt["peak_growth"]]
     growth = [(ts["peak_growth"], pt["peak_growth"]) for ts, pt in pairs if ts["peak_growth"] and pt["peak_growth"]]
     summary = {
         "workload": workload, "preset": a.preset, "threads": a.threads, "iters": a.iters, "unit": unit,
+        "machine": machine,
         "best_pytorch": f"{label} ({best['torch']})",
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "trainscope_rate_median": statistics.median(ts["rate"] for ts, _ in pairs),
@@ -241,10 +270,10 @@ def main():
     a = parse_args()
     if not os.access(TRAINSCOPE, os.X_OK):
         sys.exit(f"side_by_side: {TRAINSCOPE} not found; build it first (cmake --build --preset default)")
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    machine = this_machine()
     flags = open("/proc/cpuinfo").read()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    print(f"machine: {cpu}, {os.cpu_count()} CPUs, {isa}")
+    print(f"machine: {machine['cpu']} ({machine['kind']}), {os.cpu_count()} CPUs, {isa}")
     db = a.db or os.path.join(tempfile.mkdtemp(prefix="side_by_side_"), "ts.db")
     results = [compare_a3c(a) if w == "a3c" else compare(w, a, db) for w in a.workloads]
     print("\nworkload        unit                   ratio (median of pairs)  peak memory ratio  best PyTorch")
@@ -255,7 +284,7 @@ def main():
     print(f"\nevery run is in {db}: `{TRAINSCOPE} report {db} --html side_by_side.html` has the frameworks side by side")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": {"cpu": cpu, "isa": isa, "cpus": os.cpu_count()}, "results": results}, f, indent=1)
+            json.dump({"machine": dict(machine, isa=isa), "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

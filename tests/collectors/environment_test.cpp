@@ -15,9 +15,10 @@ TEST(Environment, SnapshotHasEveryKeyOnce) {
     EXPECT_TRUE(kv.emplace(e.key, e.value).second) << "duplicate key " << e.key;
     EXPECT_FALSE(e.value.empty()) << e.key;
   }
-  for (const char* key : {"cpu.model", "cpu.logical_cores", "cpu.physical_cores", "cpu.isa", "memory.total_bytes",
-                          "os.name", "os.kernel", "host.name", "compiler", "build.type", "trainscope.version",
-                          "git.revision", "lib.onednn", "lib.sqlite", "lib.openmp", "omp.max_threads"}) {
+  for (const char* key :
+       {"cpu.model", "cpu.kind", "cpu.logical_cores", "cpu.physical_cores", "cpu.isa", "memory.total_bytes", "os.name",
+        "os.kernel", "host.name", "compiler", "build.type", "trainscope.version", "git.revision", "lib.onednn",
+        "lib.sqlite", "lib.openmp", "omp.max_threads"}) {
     EXPECT_EQ(kv.count(key), 1u) << key;
   }
   EXPECT_GT(std::stoll(kv["cpu.logical_cores"]), 0);
@@ -28,6 +29,7 @@ TEST(Environment, SnapshotHasEveryKeyOnce) {
   EXPECT_NE(kv["lib.onednn"], "unknown");
   EXPECT_NE(kv["compiler"], "unknown");
   EXPECT_NE(kv["os.kernel"], "unknown");
+  EXPECT_NE(kv["cpu.kind"].find(" family "), std::string::npos) << kv["cpu.kind"];
 }
 
 }  // namespace
