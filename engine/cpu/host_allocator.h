@@ -2,7 +2,7 @@
 // Host memory for CPU tensors. Blocks of 64 KiB and more are mapped one by one, cached by size
 // class and reused instead of going back to the kernel: fresh pages cost a page fault each, and
 // the faults on a 50 MB activation cost more than the convolution that fills it; the cache's
-// bound keeps the footprint near the peak in use (a miss may take a block up to 3/2 its size;
+// bound keeps the footprint near the peak in use (a miss may take a block up to twice its size;
 // the least recently freed blocks go first). Smaller blocks go to malloc, which caches them
 // well.
 #include <cstddef>

@@ -75,11 +75,11 @@ TEST(HostAllocator, CachedBytesStayBounded) {
   cpu::host_empty_cache();
 }
 
-// A request whose class has nothing cached takes a cached block of a larger class, up to 3/2
-// of its own, and the block goes back to its own class when freed; further up, a fresh block.
-TEST(HostAllocator, AMissTakesACachedBlockUpToHalfAsLargeAgain) {
+// A request whose class has nothing cached takes a cached block of a larger class, up to twice
+// its own, and the block goes back to its own class when freed; further up, a fresh block.
+TEST(HostAllocator, AMissTakesACachedBlockUpToTwiceItsSize) {
   cpu::host_empty_cache();
-  const size_t big = size_t{12} << 20, asked = size_t{10} << 20, too_small = size_t{7} << 20;
+  const size_t big = size_t{12} << 20, asked = size_t{10} << 20, too_small = size_t{5} << 20;
   ASSERT_NE(cpu::host_size_class(big), cpu::host_size_class(asked));
   void* a = cpu::host_allocate(big);
   cpu::host_free(a, big);
@@ -95,7 +95,7 @@ TEST(HostAllocator, AMissTakesACachedBlockUpToHalfAsLargeAgain) {
   EXPECT_EQ(c, a);
   cpu::host_free(c, big);
   const auto misses = cpu::host_allocator_stats().misses;
-  void* d = cpu::host_allocate(too_small);  // 12 MiB is more than 3/2 of 7 MiB
+  void* d = cpu::host_allocate(too_small);  // 12 MiB is more than twice 5 MiB
   EXPECT_NE(d, a);
   EXPECT_EQ(cpu::host_allocator_stats().misses - misses, 1);
   cpu::host_free(d, too_small);
@@ -108,7 +108,7 @@ TEST(HostAllocator, TheLeastRecentlyFreedBlocksAreEvictedFirst) {
   cpu::host_empty_cache();
   cpu::host_reset_peak();
   const size_t large = size_t{40} << 20, small1 = size_t{4} << 20, small2 = size_t{6} << 20;
-  const size_t incoming = size_t{48} << 20;  // more than 3/2 of nothing cached: a fresh block
+  const size_t incoming = size_t{48} << 20;  // larger than anything cached: a fresh block
   void* l = cpu::host_allocate(large);
   void* s1 = cpu::host_allocate(small1);
   void* s2 = cpu::host_allocate(small2);
