@@ -28,8 +28,8 @@ constexpr size_t kCacheFrom = size_t{64} << 10;
 // Handed-out plus cached bytes stay under host_cache_bound: each size class keeps its own free
 // list, and without a bound the classes' separate peaks (forward activations in some, gradients
 // in others) added up to several times the real peak. 9/8 of the peak plus 32 MiB: the
-// transformer `small` held 700 MiB of resident memory under 5/4 plus 64 MiB and 620 under this,
-// at the same speed with the two rules below (docs/measurements.md, issue 43).
+// transformer `small` held 700 MiB of resident memory under 5/4 plus 64 MiB and 626 under this,
+// 1-3% faster with the two rules below (docs/measurements.md, issue 43).
 constexpr int64_t kCacheSlack = int64_t{32} << 20;
 
 // A miss takes a cached block of a larger class, up to twice its own: a tensor whose size

@@ -88,10 +88,9 @@ kernels::Layout4 layout4(const Layout& l) {
     case Layout::Kind::plain: return {0, 0};
     case Layout::Kind::channels_last: return {1, 0};
     case Layout::Kind::channel_blocked: return {2, l.block};
-    case Layout::Kind::weights_blocked: break;  // the CPU convolutions' weights only
+    case Layout::Kind::weights_blocked:  // the CPU convolutions' weights only
+      throw std::invalid_argument("CUDA kernels take no " + l.str() + " tensor");
   }
-  if (l.kind == Layout::Kind::weights_blocked)
-    throw std::invalid_argument("CUDA kernels take no " + l.str() + " tensor");
   throw std::logic_error("unknown layout");
 }
 
