@@ -57,6 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write_input(file, data, size);
   try {
     ts::store::Reader reader(file);
+    refused_or_answered([&] { (void)reader.projections(); });
     for (const auto& run : reader.runs()) {
       const int64_t id = run.id;
       refused_or_answered([&] { (void)reader.run(id); });
@@ -78,6 +79,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       refused_or_answered([&] { (void)reader.rank_breakdown(id); });
       refused_or_answered([&] { (void)reader.ps_staleness(id); });
       refused_or_answered([&] { (void)reader.ps_servers(id); });
+      refused_or_answered([&] { (void)reader.gradients(id, std::nullopt); });
+      refused_or_answered([&] { (void)reader.projection_of(id); });
+      refused_or_answered([&] { (void)reader.projections_of_measured(id); });
       refused_or_answered([&] {  // the viewer's timeline: stored index or one built from the events
         ts::store::TimelineReader timeline(file, id);
         (void)timeline.bands();

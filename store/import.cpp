@@ -38,6 +38,15 @@ int64_t copy_run(Reader& from, int64_t id, Writer& to, int64_t replace) {
   to.add_collective_bench_samples(copy, from.collective_bench_samples(id));
   to.add_ps_staleness(copy, from.ps_staleness(id));
   to.add_ps_servers(copy, from.ps_servers(id));
+  to.add_gradients(copy, from.gradients(id, all_ranks));
+  if (auto projection = from.projection_of(id)) {
+    // A projection's inputs are runs of `from`: runs are copied one at a time, with no map from
+    // their ids there to their copies' here, so the copy keeps none of them (0: none) rather than
+    // ids that name other runs, or none, in `to`.
+    projection->run_id = copy;
+    projection->source_run_id = projection->sweep_run_id = projection->measured_run_id = 0;
+    to.add_projection(*projection);
+  }
   RunFlush heartbeat;  // the original's, not the copy's time: a lost run stays lost
   heartbeat.heartbeat_ms = run->heartbeat_ms;
   heartbeat.progress_ms = run->progress_ms;

@@ -139,6 +139,31 @@ RunRow run_row(const Stmt& s) {
   r.framework = s.col_text(28);
   return r;
 }
+
+constexpr std::string_view kProjectionColumns =
+    "SELECT id, run_id, source_run_id, sweep_run_id, measured_run_id, strategy, ranks, link, latency_ns, "
+    "bandwidth_gbps, knobs_json, model_json, projected_ns, measured_ns, error, created_at FROM projections";
+
+ProjectionRow projection_row(const Stmt& s) {
+  ProjectionRow r;
+  r.id = s.col_int(0);
+  r.run_id = s.col_int(1);
+  r.source_run_id = s.col_int(2);
+  r.sweep_run_id = s.col_int(3);
+  r.measured_run_id = s.col_int(4);
+  r.strategy = s.col_text(5);
+  r.ranks = s.col_int(6);
+  r.link = s.col_text(7);
+  r.latency_ns = s.col_double(8);
+  r.bandwidth_gbps = s.col_double(9);
+  r.knobs_json = s.col_text(10);
+  r.model_json = s.col_text(11);
+  r.projected_ns = s.col_double(12);
+  r.measured_ns = s.col_double(13);
+  if (!s.col_null(14)) r.error = s.col_double(14);
+  r.created_at = s.col_text(15);
+  return r;
+}
 }  // namespace
 
 Reader::Reader(const fs::path& path) : impl_(std::make_unique<Impl>(path)) {}
@@ -610,6 +635,42 @@ std::vector<PsServerRow> Reader::ps_servers(int64_t run) {
         r.queue_mean = s.col_double(11);
         return r;
       });
+}
+
+std::vector<GradientRow> Reader::gradients(int64_t run, std::optional<int64_t> rank) {
+  if (impl_->version < 15) return {};
+  const RankSql r = rank_sql(impl_->version, rank, "", 2);
+  return impl_->query<GradientRow>(
+      fmt::format("SELECT grp, slot, name, bytes, rank FROM gradients WHERE run_id = ?1{} ORDER BY {}grp, slot, id",
+                  r.filter, r.order),
+      run,
+      [](const Stmt& s) {
+        return GradientRow{s.col_int(0), s.col_int(1), s.col_text(2), s.col_int(3), s.col_int(4)};
+      },
+      [&](Stmt& s) { r.bind(s); });
+}
+
+std::vector<ProjectionRow> Reader::projections() {
+  if (impl_->version < 15) return {};
+  Stmt s(impl_->db, std::string(kProjectionColumns) + " ORDER BY id");
+  Stmt::Use use(s);
+  std::vector<ProjectionRow> out;
+  while (s.step()) out.push_back(projection_row(s));
+  return out;
+}
+
+std::optional<ProjectionRow> Reader::projection_of(int64_t projection_run) {
+  if (impl_->version < 15) return std::nullopt;
+  auto rows = impl_->query<ProjectionRow>(std::string(kProjectionColumns) + " WHERE run_id = ?1 ORDER BY id LIMIT 1",
+                                          projection_run, projection_row);
+  if (rows.empty()) return std::nullopt;
+  return std::move(rows.front());
+}
+
+std::vector<ProjectionRow> Reader::projections_of_measured(int64_t measured_run) {
+  if (impl_->version < 15 || measured_run <= 0) return {};  // 0: the unmeasured projections' "none"
+  return impl_->query<ProjectionRow>(std::string(kProjectionColumns) + " WHERE measured_run_id = ?1 ORDER BY id",
+                                     measured_run, projection_row);
 }
 
 }  // namespace ts::store

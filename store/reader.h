@@ -89,6 +89,14 @@ class Reader {
   // Parameter servers (schema v6; empty for older files and runs without them).
   std::vector<PsStalenessRow> ps_staleness(int64_t run);  // by kind, rank, iteration, staleness
   std::vector<PsServerRow> ps_servers(int64_t run);       // by server
+  // Projections (schema v15; empty, or nullopt, for older files). The parameters whose gradients a
+  // run's backward produces, per rank as the per-rank queries above: by group, slot.
+  std::vector<GradientRow> gradients(int64_t run, std::optional<int64_t> rank = 0);
+  std::vector<ProjectionRow> projections();  // every projection, by id
+  // The projection whose own run is `projection_run` (several: the first written).
+  std::optional<ProjectionRow> projection_of(int64_t projection_run);
+  // The error ledger of a measured multi-rank run: the projections checked against it, by id.
+  std::vector<ProjectionRow> projections_of_measured(int64_t measured_run);
 
  private:
   struct Impl;

@@ -251,6 +251,36 @@ struct PsServerRow {
   int64_t queue_max = 0;
   double queue_mean = 0;
 };
+// A parameter whose gradient a run's backward produces (schema v15): what a projection of the run
+// onto several ranks packs into buckets. Its readiness in each iteration is an event ("gradient ready").
+struct GradientRow {
+  int64_t group = 0;  // the workload's gradient group
+  int64_t slot = 0;   // index within the group, registration order
+  std::string name;   // the parameter's path
+  int64_t bytes = 0;  // the gradient's size
+  int64_t rank = 0;
+};
+// A projected distributed iteration (schema v15; issue 44): the projection is a run row of its own
+// (framework "projection") and this row links it to its inputs, with the link model it used and,
+// when the multi-rank run it projects was measured, how far off it was (the error ledger). The
+// input ids are plain ids, not references: a deleted input leaves its ledger rows (readers check
+// the run still exists).
+struct ProjectionRow {
+  int64_t id = 0;               // assigned by the store
+  int64_t run_id = 0;           // the projection's own run row (framework "projection")
+  int64_t source_run_id = 0;    // the one-rank run projected
+  int64_t sweep_run_id = 0;     // the collectives sweep the link model came from; 0: none
+  int64_t measured_run_id = 0;  // the multi-rank run it is checked against; 0: none
+  std::string strategy;         // "allreduce" or "ps"
+  int64_t ranks = 0;
+  std::string link;  // the link as described to the user
+  double latency_ns = 0, bandwidth_gbps = 0;
+  std::string knobs_json, model_json;  // the options projected; the link model and assumptions in full
+  double projected_ns = 0;             // median projected iteration time
+  double measured_ns = -1;             // the measured run's median iteration time; -1: not measured
+  std::optional<double> error;         // projected / measured - 1
+  std::string created_at;              // ISO 8601 UTC
+};
 struct SampleRow {
   int64_t t_ns = 0;
   std::string name;

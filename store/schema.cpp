@@ -491,9 +491,48 @@ constexpr std::string_view kV13ToV14 = R"sql(
 ALTER TABLE runs ADD COLUMN framework TEXT NOT NULL DEFAULT 'trainscope';
 )sql";
 
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kV0ToV1,   kV1ToV2,   kV2ToV3,  kV3ToV4, kV4ToV5,
-                                                                      kV5ToV6,   kV6ToV7,   kV7ToV8,  kV8ToV9, kV9ToV10,
-                                                                      kV10ToV11, kV11ToV12, kV12ToV13, kV13ToV14};
+// v15: projections onto several ranks (issue 44). The parameters whose gradients a run's
+// backward produces, per gradient group in registration order, with their sizes: what a
+// projection packs into buckets. And each projected distributed iteration (a run row of its own,
+// framework 'projection') linked to what it was projected from: the one-rank run, the collectives
+// sweep its link model was fitted to, and the multi-rank run it is checked against, with the error
+// (the ledger). Those three ids have no foreign key: deleting an input keeps the ledger's row.
+constexpr std::string_view kV14ToV15 = R"sql(
+CREATE TABLE gradients (
+  id     INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank   INTEGER NOT NULL DEFAULT 0,
+  grp    INTEGER NOT NULL,
+  slot   INTEGER NOT NULL,
+  name   TEXT    NOT NULL,
+  bytes  INTEGER NOT NULL
+);
+CREATE INDEX gradients_run_rank ON gradients(run_id, rank, grp, slot);
+CREATE TABLE projections (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  source_run_id   INTEGER NOT NULL,
+  sweep_run_id    INTEGER NOT NULL DEFAULT 0,
+  measured_run_id INTEGER NOT NULL DEFAULT 0,
+  strategy        TEXT    NOT NULL,
+  ranks           INTEGER NOT NULL,
+  link            TEXT    NOT NULL,
+  latency_ns      REAL    NOT NULL,
+  bandwidth_gbps  REAL    NOT NULL,
+  knobs_json      TEXT    NOT NULL,
+  model_json      TEXT    NOT NULL,
+  projected_ns    REAL    NOT NULL,
+  measured_ns     REAL    NOT NULL DEFAULT -1,
+  error           REAL,
+  created_at      TEXT    NOT NULL
+);
+CREATE INDEX projections_run ON projections(run_id);
+CREATE INDEX projections_measured ON projections(measured_run_id);
+)sql";
+
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {
+    kV0ToV1, kV1ToV2,  kV2ToV3,   kV3ToV4,   kV4ToV5,   kV5ToV6,   kV6ToV7,  kV7ToV8,
+    kV8ToV9, kV9ToV10, kV10ToV11, kV11ToV12, kV12ToV13, kV13ToV14, kV14ToV15};
 
 // Reads the identity pragmas and throws unless the file is ours (or empty) and not newer.
 FileInfo identify(Db& db, const fs::path& path) {

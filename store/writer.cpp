@@ -174,6 +174,12 @@ struct Writer::Impl {
                  "INSERT INTO ps_servers (run_id, server, rank, keys, bytes_held, bytes_in, bytes_out, pushes, pulls, "
                  "updates, busy_ns, queue_max, queue_mean) "
                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+  // Projections (schema v15).
+  Stmt gradient{db, "INSERT INTO gradients (run_id, rank, grp, slot, name, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  // ?14 left unbound (Stmt::Use clears the bindings): NULL, no error.
+  Stmt projection{db, "INSERT INTO projections (run_id, source_run_id, sweep_run_id, measured_run_id, strategy, ranks, "
+                      "link, latency_ns, bandwidth_gbps, knobs_json, model_json, projected_ns, measured_ns, error, "
+                      "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"};
 
   // Committed string ids; entries added by a transaction that rolls back are dropped (clear()).
   std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> strings;
@@ -568,6 +574,30 @@ void Writer::add_ps_servers(int64_t run, std::span<const PsServerRow> rows) {
     s.bind(7, r.bytes_out).bind(8, r.pushes).bind(9, r.pulls).bind(10, r.updates).bind(11, r.busy_ns);
     s.bind(12, r.queue_max).bind(13, r.queue_mean);
   });
+}
+
+void Writer::add_gradients(int64_t run, std::span<const GradientRow> rows) {
+  impl_->bulk(run, rows, impl_->gradient, [](Stmt& s, const GradientRow& r) {
+    s.bind(2, r.rank).bind(3, r.group).bind(4, r.slot).bind(5, r.name).bind(6, r.bytes);
+  });
+}
+
+int64_t Writer::add_projection(const ProjectionRow& row) {
+  Impl& im = *impl_;
+  int64_t id = 0;
+  in_one_transaction([&] {
+    im.require_run(row.run_id);
+    auto& s = im.projection;
+    Stmt::Use use(s);
+    s.bind(1, row.run_id).bind(2, row.source_run_id).bind(3, row.sweep_run_id).bind(4, row.measured_run_id);
+    s.bind(5, row.strategy).bind(6, row.ranks).bind(7, row.link).bind(8, row.latency_ns).bind(9, row.bandwidth_gbps);
+    s.bind(10, row.knobs_json).bind(11, row.model_json).bind(12, row.projected_ns).bind(13, row.measured_ns);
+    if (row.error) s.bind(14, *row.error);
+    s.bind(15, row.created_at);
+    s.run();
+    id = im.db.last_insert_id();
+  });
+  return id;
 }
 
 }  // namespace ts::store

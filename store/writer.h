@@ -100,6 +100,12 @@ class Writer {
   // Rows are stored as given (each row's rank is the producer's: the worker, the hosting rank).
   void add_ps_staleness(int64_t run, std::span<const PsStalenessRow> rows);
   void add_ps_servers(int64_t run, std::span<const PsServerRow> rows);
+  // Projections (schema v15): the parameters whose gradients the run's backward produces, stored as
+  // given (read back by rank, group, slot); and a projection's link to its inputs, for `row.run_id`
+  // (the projection's own run: not_found when missing; `row.id` is ignored): returns the row's id.
+  // The input ids are stored as given, unchecked.
+  void add_gradients(int64_t run, std::span<const GradientRow> rows);
+  int64_t add_projection(const ProjectionRow& row);
 
   static constexpr size_t kChunkRows = 50'000;
 
