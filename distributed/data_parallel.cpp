@@ -20,6 +20,7 @@
 #include "engine/nn/module.h"
 #include "engine/side_stream.h"
 #include "profiler/tracer.h"
+#include "vocabulary/bucket_plan.h"
 
 namespace ts::distributed {
 
@@ -28,10 +29,6 @@ std::string_view to_string(BucketOrder order) {
 }
 
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
-
-int64_t mib_to_floats(double mib) { return std::max<int64_t>(1, static_cast<int64_t>(mib * kMiB / sizeof(float))); }
 
 // A GPU parameter through the host (the broadcast over MPI): its storage to and from host
 // memory, on the device's compute queue. On the CPU: memcpy.
@@ -51,12 +48,7 @@ void copy_in(const engine::Tensor& t, const float* host) {
 
 struct DataParallel::State {
   // A piece of one parameter's gradient in a bucket: a whole tensor, or a partition of it.
-  struct Unit {
-    int slot = 0;
-    int64_t offset = 0;  // in the gradient's storage, floats
-    int64_t count = 0;
-    int64_t bucket_offset = 0;  // in the bucket's buffer, floats
-  };
+  using Unit = vocabulary::BucketUnit;
   struct Bucket {
     std::vector<Unit> units;
     int64_t count = 0;
@@ -232,24 +224,21 @@ void DataParallel::build_buckets(int group, const std::vector<int>& order) {
     s.buckets.clear();
     s.units = 0;
   }
+  using vocabulary::mib_to_floats;
   const int64_t cap = mib_to_floats(options_.priority ? options_.partition_mb : options_.bucket_mb);
   const int64_t piece = options_.priority ? cap : std::numeric_limits<int64_t>::max();
-  for (int s : order) {
-    State::Slot& slot = g.slots[static_cast<size_t>(s)];
-    for (int64_t off = 0; off < slot.count; off += piece) {
-      const int64_t n = std::min(piece, slot.count - off);
-      if (g.buckets.empty() || (g.buckets.back().count > 0 && g.buckets.back().count + n > cap)) {
-        g.buckets.emplace_back();
-        g.buckets.back().priority = s;
-      }
-      State::Bucket& b = g.buckets.back();
-      b.units.push_back({s, off, n, b.count});
+  std::vector<int64_t> counts;
+  for (const auto& slot : g.slots) counts.push_back(slot.count);
+  for (vocabulary::PlannedBucket& planned : vocabulary::plan_buckets(counts, order, cap, piece)) {
+    State::Bucket& b = g.buckets.emplace_back();
+    b.units = std::move(planned.units);
+    b.count = planned.count;
+    b.priority = planned.priority;
+    const int index = static_cast<int>(g.buckets.size() - 1);
+    for (const vocabulary::BucketUnit& u : b.units) {
+      State::Slot& slot = g.slots[static_cast<size_t>(u.slot)];
       ++slot.units;
-      b.count += n;
-      b.priority = std::min(b.priority, s);
-      if (slot.buckets.empty() || slot.buckets.back() != static_cast<int>(g.buckets.size() - 1)) {
-        slot.buckets.push_back(static_cast<int>(g.buckets.size() - 1));
-      }
+      if (slot.buckets.empty() || slot.buckets.back() != index) slot.buckets.push_back(index);
     }
   }
   State& st = *state_;
