@@ -261,6 +261,9 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   std::vector<store::LayerRow> layers = layer_rows(events, lookup, counted, model, timed);
   add_gpu_layer_times(layers, counted, timed);
   writer_.add_layers(run_, layers);
+  std::vector<store::GradientRow> gradients;
+  for (const auto& g : loop.gradients) gradients.push_back({g.group, g.slot, g.name, g.bytes});
+  writer_.add_gradients(run_, gradients);
 
   std::vector<store::MetricRow> change_counts;
   const memprof::Snapshot peak = record_memory(loop, everything, change_counts);
@@ -284,6 +287,9 @@ void RunRecorder::record(const workloads::LoopResult& loop, const std::vector<pr
   rss_metrics(samples, metrics);
   rate_metrics(timing, units_, metrics);
   loop_metrics(loop, quality, metrics);
+  for (size_t g = 0; g < loop.gradient_clip_norms.size(); ++g) {  // what a projection's parameter server needs
+    metrics.push_back({"gradient_clip_norm." + std::to_string(g), loop.gradient_clip_norms[g], "norm", -1});
+  }
   record_gpu(loop, counted, metrics);
   writer_.add_metrics(run_, metrics);
 }

@@ -1,5 +1,6 @@
 #include "workloads/training_loop.h"
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <stdexcept>
@@ -32,12 +33,46 @@ const PhaseIds& phase_ids() {
   return ids;
 }
 
+// The loop's gradient readiness (GradientTensor): which group's backward runs now (-1: none), read
+// by the parameters' hooks. Shared with them: a model may outlive its loop, whose hooks then stay
+// idle (a later loop over the same model arms hooks of its own).
+struct GradientWatch {
+  std::atomic<int> active_group{-1};
+};
+
+// Arms a hook on every parameter of the workload's gradient groups that records a "gradient ready"
+// marker when its gradient is final in a backward of its own group (another group's backward may
+// reach it too: wgan's generator step runs through the critic), and lists them in `result`.
+std::shared_ptr<GradientWatch> watch_gradients(Workload& w, LoopResult& result) {
+  auto watch = std::make_shared<GradientWatch>();
+  auto& tracer = profiler::Tracer::global();
+  static const profiler::StringId ready_name = tracer.intern("gradient ready");
+  const auto groups = w.gradient_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t s = 0; s < groups[g].size(); ++s) {
+      engine::Tensor p = groups[g][s];
+      result.gradients.push_back({static_cast<int>(g), static_cast<int>(s), p.name(), p.nbytes()});
+      const profiler::StringId layer = tracer.intern(p.name());
+      std::weak_ptr<GradientWatch> weak = watch;
+      p.add_grad_ready_hook([weak, group = static_cast<int>(g), layer](engine::Tensor&) {
+        const auto w = weak.lock();
+        auto& t = profiler::Tracer::global();
+        if (!w || w->active_group.load(std::memory_order_relaxed) != group || !t.enabled()) return;
+        const int64_t now = vocabulary::now_ns();
+        t.record(profiler::Event{now, now, ready_name, layer, profiler::EventKind::marker, profiler::Pass::backward});
+      });
+    }
+  }
+  return watch;
+}
+
 // `device_time` (a GPU's) times each phase run on the thread that made these phases, the loop's:
 // a3c's learners run phases on their own threads, and several at once.
 class LoopPhases final : public Phases {
  public:
-  LoopPhases(engine::optim::GradientExchange& exchange, DeviceIterationTimer* device_time)
+  LoopPhases(engine::optim::GradientExchange& exchange, DeviceIterationTimer* device_time, GradientWatch& gradients)
       : exchange_(exchange),
+        gradients_(gradients),
         gate_(exchange.forward_gate()),
         device_time_(device_time),
         loop_thread_(std::this_thread::get_id()) {}
@@ -60,11 +95,13 @@ class LoopPhases final : public Phases {
   }
   void backward(const std::function<void()>& f, int group) override {
     profiler::Range r(phase_ids().backward, profiler::EventKind::phase);
+    gradients_.active_group.store(group, std::memory_order_relaxed);
     on_device(LoopPhase::backward, [&] {
       exchange_.begin_backward(group);
       f();
       exchange_.end_backward();  // all-reduce: what is left, and the wait; parameter server: the last pushes
     });
+    gradients_.active_group.store(-1, std::memory_order_relaxed);
   }
   void optimizer(const std::function<void()>& f) override {
     profiler::Range r(phase_ids().optimizer, profiler::EventKind::phase);
@@ -87,6 +124,7 @@ class LoopPhases final : public Phases {
   }
 
   engine::optim::GradientExchange& exchange_;
+  GradientWatch& gradients_;
   engine::nn::ParameterGate* gate_;
   DeviceIterationTimer* device_time_;
   std::thread::id loop_thread_;
@@ -131,6 +169,8 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
   const PhaseIds& ids = phase_ids();
   const int64_t total = options.warmup + options.iterations;
   w.model().train(true);
+  const std::shared_ptr<GradientWatch> gradients = watch_gradients(w, result);
+  for (const auto& recipe : w.optimizer_recipes()) result.gradient_clip_norms.push_back(recipe.max_grad_norm);
   ledger.reset_peak();  // the training peak: what was allocated before (and freed) is not training's
   engine::optim::SingleProcess single;
   engine::optim::GradientExchange& exchange = options.exchange ? *options.exchange : single;
@@ -173,7 +213,7 @@ LoopResult run_training(Workload& w, const LoopOptions& options) {
       if (device_time) device_time->begin_iteration();
       {
         profiler::Range iteration(ids.iteration, profiler::EventKind::iteration);
-        LoopPhases phases(*phases_exchange, device_time.get());
+        LoopPhases phases(*phases_exchange, device_time.get(), *gradients);
         const StepResult r = w.step(phases);
         // The last step's updates belong to its iteration (cross-barrier leaves them running).
         if (i + 1 == total) exchange.flush();

@@ -48,8 +48,23 @@ struct LoopOptions {
   engine::optim::GradientExchange* exchange = nullptr;
 };
 
+// A parameter whose gradient the loop's backward passes produce (Workload::gradient_groups): what
+// a projection of the run onto several ranks packs into buckets (projection/). Each time its
+// gradient is final in a backward of its group, the loop records a `marker` event "gradient ready"
+// whose layer is the parameter's name (traced runs only).
+struct GradientTensor {
+  int group = 0;
+  int slot = 0;  // index in its group, registration order
+  std::string name;
+  int64_t bytes = 0;
+};
+
 struct LoopResult {
   std::vector<IterationResult> iterations;
+  std::vector<GradientTensor> gradients;
+  // Per gradient group, the global norm its step clips the gradients to (0: none): a parameter
+  // server's workers push such a group after backward, not as it is produced.
+  std::vector<double> gradient_clip_norms;
   bool interrupted = false;
   bool failed = false;
   std::string error;

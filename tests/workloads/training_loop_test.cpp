@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -199,4 +201,54 @@ TEST(TrainingLoop, AutotuneOffForTimedIterations) {
     EXPECT_FALSE(engine::autotune());
   }
   EXPECT_TRUE(engine::autotune());
+}
+
+// Every gradient's readiness, as a projection onto several ranks needs it: each parameter listed
+// with its size, and one "gradient ready" marker per parameter per backward of its own group, inside
+// that backward (wgan: the generator's step runs backward through the critic, whose gradients
+// are not its group's and get no marker there).
+TEST(TrainingLoop, RecordsEveryGradientsReadinessInItsOwnGroupsBackward) {
+  auto& tracer = profiler::Tracer::global();
+  for (const char* name : {"resnet50", "wgan"}) {
+    tracer.clear();
+    tracer.set_enabled(true);
+    WorkloadConfig wc;
+    wc.preset = "tiny";
+    auto w = find_workload(name)->create(wc);
+    const auto groups = w->gradient_groups();
+    LoopOptions o;
+    o.warmup = 0;
+    o.iterations = 1;
+    const LoopResult r = run_training(*w, o);
+    tracer.set_enabled(false);
+    ASSERT_FALSE(r.failed) << r.error;
+    size_t params = 0;
+    for (const auto& g : groups) params += g.size();
+    ASSERT_EQ(r.gradients.size(), params) << name;
+    for (const auto& g : r.gradients) {
+      const auto& p = groups[static_cast<size_t>(g.group)][static_cast<size_t>(g.slot)];
+      EXPECT_EQ(g.name, p.name());
+      EXPECT_EQ(g.bytes, p.numel() * 4);
+    }
+    EXPECT_EQ(r.gradient_clip_norms.size(), w->optimizer_recipes().size()) << name;
+    const auto events = tracer.drain();
+    std::vector<std::pair<int64_t, int64_t>> backwards;
+    for (const auto& e : events) {
+      if (e.kind == profiler::EventKind::phase && tracer.str(e.name) == "backward")
+        backwards.emplace_back(e.start_ns, e.end_ns);
+    }
+    std::map<std::string, int> markers;
+    for (const auto& e : events) {
+      if (e.kind != profiler::EventKind::marker || tracer.str(e.name) != "gradient ready") continue;
+      ++markers[std::string(tracer.str(e.layer))];
+      const bool inside = std::any_of(backwards.begin(), backwards.end(),
+                                      [&](const auto& b) { return e.start_ns >= b.first && e.start_ns <= b.second; });
+      EXPECT_TRUE(inside) << name << " " << tracer.str(e.layer);
+    }
+    // resnet50: one backward; wgan: 5 critic steps (group 0) and one generator step (group 1).
+    for (const auto& g : r.gradients) {
+      const int expected = std::string(name) == "wgan" && g.group == 0 ? 5 : 1;
+      EXPECT_EQ(markers[g.name], expected) << name << " " << g.name;
+    }
+  }
 }
