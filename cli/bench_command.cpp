@@ -190,6 +190,8 @@ store::CollectiveBenchRow to_row(const std::string& backend, const distributed::
   row.p50_ns = spread.p50_ns;
   row.p99_ns = spread.p99_ns;
   row.samples = spread.samples;
+  row.beside_rate = r.beside_rate;
+  row.beside_ns = r.beside_ns;
   return row;
 }
 
@@ -247,6 +249,11 @@ class BenchRecord {
     record_.add_environment(e);
   }
   double tcp_gbps() const { return tcp_gbps_; }
+  // How many ranks share each machine (namespace hosts share one): the cores each rank had.
+  void set_ranks_per_machine(int n) {
+    const std::vector<store::EnvEntry> e = {{"ranks_per_machine", std::to_string(n)}};
+    record_.add_environment(e);
+  }
 
   void add(const store::CollectiveBenchRow& row, const std::vector<store::CollectiveBenchSamplesRow>& samples,
            const reports::BenchSpread& spread, int64_t wrong) {
@@ -334,7 +341,11 @@ int bench_as_rank(const CollectivesBenchConfig& c, Validated v) {
     distributed::MpiCommunicator host(MPI_COMM_WORLD);
     host.set_channel("benchmark");
     const std::vector<std::string> hosts = distributed::gather_host_names(host);
-    if (world.rank == 0) record.emplace(c, v, world, hosts);
+    const int per_machine = distributed::most_ranks_per_machine(distributed::gather_machine_ids(host));
+    if (world.rank == 0) {
+      record.emplace(c, v, world, hosts);
+      record->set_ranks_per_machine(per_machine);
+    }
     std::unique_ptr<distributed::Communicator> nccl;
     std::unique_ptr<distributed::BenchMemory> memory = distributed::host_memory();
     if (c.backend == "nccl") {

@@ -1,6 +1,7 @@
 #include "distributed/collective_bench.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "distributed/comm_figures.h"
 
@@ -143,6 +145,44 @@ BenchEnd any_rank_stops(Communicator& host, const std::atomic<bool>* stop, const
   return flag == 2 ? BenchEnd::timed_out : flag == 1 ? BenchEnd::stopped : BenchEnd::finished;
 }
 
+// A thread that keeps a core busy and counts its work: the stand-in for a rank's compute beside
+// its communication.
+class BusyThread {
+ public:
+  BusyThread() : thread_([this] { spin(); }) {}
+  ~BusyThread() {
+    quit_.store(true);
+    thread_.join();
+  }
+  BusyThread(const BusyThread&) = delete;
+  BusyThread& operator=(const BusyThread&) = delete;
+  uint64_t work() const { return work_.load(std::memory_order_relaxed); }
+
+ private:
+  void spin() {
+    uint64_t x = 1;
+    while (!quit_.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 4096; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      work_.fetch_add(1, std::memory_order_relaxed);
+    }
+    sink_ = x;  // the loop's result is kept: it cannot be optimised away
+  }
+  std::atomic<bool> quit_{false};
+  std::atomic<uint64_t> work_{0};
+  volatile uint64_t sink_ = 0;
+  std::thread thread_;
+};
+
+// The busy thread's work per second over `seconds` of `what` (a function run meanwhile).
+template <class F>
+double busy_rate(const BusyThread& busy, F&& what, double& seconds) {
+  const uint64_t w0 = busy.work();
+  const auto t0 = std::chrono::steady_clock::now();
+  what();
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds > 0 ? static_cast<double>(busy.work() - w0) / seconds : 0;
+}
+
 // Times one collective at one shape on every rank and combines the ranks' figures.
 CollectiveBenchResult measure(Communicator& measured, Communicator& host, BenchMemory& memory, Collective c,
                               const Shape& s, const CollectiveBenchOptions& o) {
@@ -168,6 +208,24 @@ CollectiveBenchResult measure(Communicator& measured, Communicator& host, BenchM
     min_ns = std::min(min_ns, ns);
     max_ns = std::max(max_ns, ns);
   }
+  // Beside: the busy thread alone on every rank (the ranks lined up), then beside more calls.
+  double beside[2] = {-1, -1};  // rate kept, mean call time
+  if (o.beside_calls > 0 && c != Collective::barrier) {
+    host.barrier("bench");
+    BusyThread busy;
+    double alone_s = 0, beside_s = 0;
+    const double alone = busy_rate(
+        busy, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, alone_s);
+    host.barrier("bench");
+    const double during = busy_rate(
+        busy,
+        [&] {
+          for (int i = 0; i < o.beside_calls; ++i) call(measured, c, s, send_p, recv_p);
+        },
+        beside_s);
+    beside[0] = alone > 0 ? during / alone : -1;
+    beside[1] = beside_s * 1e9 / o.beside_calls;
+  }
   send.reset();
   recv.reset();
 
@@ -180,12 +238,17 @@ CollectiveBenchResult measure(Communicator& measured, Communicator& host, BenchM
   double mean = total_ns / o.iterations;
   int64_t wrong = check(measured, c, s, memory);
   host.all_reduce(&mean, 1, DataType::f64, ReduceOp::sum, "bench time");
+  host.all_reduce(beside, 2, DataType::f64, ReduceOp::sum, "bench time");
   host.all_reduce(&min_ns, 1, DataType::i64, ReduceOp::min, "bench time");
   host.all_reduce(&max_ns, 1, DataType::i64, ReduceOp::max, "bench time");
   host.all_reduce(&wrong, 1, DataType::i64, ReduceOp::sum, "bench check");
   r.samples_ns.resize(mine.size() * static_cast<size_t>(host.size()));
   host.all_gather(mine.data(), r.samples_ns.data(), mine.size(), DataType::i64, "bench samples");
   r.time_ns = mean / host.size();
+  if (beside[0] >= 0) {
+    r.beside_rate = beside[0] / host.size();
+    r.beside_ns = beside[1] / host.size();
+  }
   r.min_time_ns = min_ns;
   r.max_time_ns = max_ns;
   r.wrong = wrong;

@@ -49,6 +49,8 @@ struct CollectiveBenchOptions {
   // Called on every rank before each timed call (`call`: 0..iterations-1): a test's way to hold a
   // rank up (TS_TEST_BENCH_STALL in the command). May be empty.
   std::function<void(Collective, int64_t bytes, int call)> before_timed_call;
+  // After the timed calls, this many more with a busy thread beside them on every rank (0: none).
+  int beside_calls = 3;
 };
 
 struct CollectiveBenchResult {
@@ -60,6 +62,11 @@ struct CollectiveBenchResult {
   double time_ns = 0;       // mean per call, averaged over the ranks
   int64_t min_time_ns = 0;  // the fastest single call on any rank
   int64_t max_time_ns = 0;  // the slowest single call on any rank
+  // Beside the calls (CollectiveBenchOptions::beside_calls): the rate a busy thread kept while more
+  // calls ran, as a share of its rate with none, averaged over the ranks, and those calls' mean
+  // time; -1: not measured. What communication takes from compute on the same cores, and compute
+  // from it (projection/).
+  double beside_rate = -1, beside_ns = -1;
   double algbw_gbps = 0, busbw_gbps = 0;
   int64_t wrong = 0;  // elements of the check call that differed from the expected value, all ranks
   // Every rank's time of every timed call, on every rank: rank r's call i at r * iterations + i.

@@ -407,9 +407,12 @@ RunOutcome RunSession::run() {
   omp_set_num_threads(plan.threads);
   const Links links = connect(config_, plan, world_);
   std::vector<std::string> rank_hosts;
+  int ranks_per_machine = 1;
   if (plan.distributed) {
     rank_hosts = distributed::gather_host_names(*links.control);  // host memory, whichever carries the gradients
     add_rank_hosts(plan, rank_hosts);
+    // Ranks that share a machine share its cores (namespace hosts too): what a projection needs.
+    ranks_per_machine = distributed::most_ranks_per_machine(distributed::gather_machine_ids(*links.control));
   }
   // Every rank's clock against rank 0's, before anything is timed (docs/distributed.md, "Clocks").
   const std::vector<distributed::ClockOffset> clocks_at_start =
@@ -417,6 +420,10 @@ RunOutcome RunSession::run() {
                        : std::vector<distributed::ClockOffset>{};
   const std::unique_ptr<RunRecord> record = begin_record(s, rank_hosts);
   RunRecord* const row = record.get();
+  if (plan.distributed && row) {
+    const std::vector<store::EnvEntry> machines = {{"ranks_per_machine", std::to_string(ranks_per_machine)}};
+    row->add_environment(machines);
+  }
   if (links.gpu_route && row) {  // how the gradients travelled, beside the environment they travelled in
     const std::vector<store::EnvEntry> route = {{"gpu_gradients", links.gpu_route->nccl ? "nccl" : "host"},
                                                 {"gpu_gradients_why", links.gpu_route->why}};

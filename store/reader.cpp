@@ -583,14 +583,16 @@ std::vector<CollectiveBenchRow> Reader::collective_bench(int64_t run) {
   const std::string_view v12 = impl_->version >= 12
                                    ? "bus_factor, p50_ns, p99_ns, samples"
                                    : "CASE WHEN algbw_gbps > 0 THEN busbw_gbps / algbw_gbps ELSE 0 END, -1, -1, 0";
+  const std::string_view v15 = impl_->version >= 15 ? "beside_rate, beside_ns" : "-1, -1";
   return impl_->query<CollectiveBenchRow>(
       fmt::format("SELECT backend, collective, bytes, ranks, iterations, time_ns, algbw_gbps, busbw_gbps, min_time_ns, "
-                  "max_time_ns, {} FROM collective_bench WHERE run_id = ?1 ORDER BY id",
-                  v12),
+                  "max_time_ns, {}, {} FROM collective_bench WHERE run_id = ?1 ORDER BY id",
+                  v12, v15),
       run, [](const Stmt& s) {
-        return CollectiveBenchRow{s.col_text(0),    s.col_text(1),    s.col_int(2),     s.col_int(3), s.col_int(4),
-                                  s.col_double(5),  s.col_double(6),  s.col_double(7),  s.col_int(8), s.col_int(9),
-                                  s.col_double(10), s.col_double(11), s.col_double(12), s.col_int(13)};
+        return CollectiveBenchRow{s.col_text(0),    s.col_text(1),   s.col_int(2),     s.col_int(3),
+                                  s.col_int(4),     s.col_double(5), s.col_double(6),  s.col_double(7),
+                                  s.col_int(8),     s.col_int(9),    s.col_double(10), s.col_double(11),
+                                  s.col_double(12), s.col_int(13),   s.col_double(14), s.col_double(15)};
       });
 }
 

@@ -226,6 +226,11 @@ struct CollectiveBenchRow {
   double bus_factor = 0;
   double p50_ns = -1, p99_ns = -1;
   int64_t samples = 0;
+  // v15: what the calls take from compute beside them: a few more calls with a busy thread beside
+  // them on every rank (as a rank's backward computes while its buckets are reduced), the rate
+  // that thread kept as a share of its rate with no call beside it (1: nothing taken), and those
+  // calls' mean time. -1: not measured.
+  double beside_rate = -1, beside_ns = -1;
 };
 // The time of every timed call of one collective benchmark row on one rank, in call order (v12):
 // the row is the run's (collective, bytes), which a sweep measures once.

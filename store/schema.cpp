@@ -528,6 +528,8 @@ CREATE TABLE projections (
 );
 CREATE INDEX projections_run ON projections(run_id);
 CREATE INDEX projections_measured ON projections(measured_run_id);
+ALTER TABLE collective_bench ADD COLUMN beside_rate REAL NOT NULL DEFAULT -1;
+ALTER TABLE collective_bench ADD COLUMN beside_ns REAL NOT NULL DEFAULT -1;
 )sql";
 
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {

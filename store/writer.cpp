@@ -161,10 +161,10 @@ struct Writer::Impl {
   Stmt rank_breakdown{db, "INSERT INTO rank_breakdown (run_id, rank, iteration, start_ns, end_ns, compute_ns, comm_ns, "
                           "overlap_ns, exposed_comm_ns, idle_ns, backward_wait_ns, pull_wait_ns, push_wait_ns) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
-  Stmt collective_bench{db,
-                        "INSERT INTO collective_bench (run_id, backend, collective, bytes, ranks, iterations, time_ns, "
-                        "algbw_gbps, busbw_gbps, min_time_ns, max_time_ns, bus_factor, p50_ns, p99_ns, samples) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"};
+  Stmt collective_bench{
+      db, "INSERT INTO collective_bench (run_id, backend, collective, bytes, ranks, iterations, time_ns, "
+          "algbw_gbps, busbw_gbps, min_time_ns, max_time_ns, bus_factor, p50_ns, p99_ns, samples, beside_rate, "
+          "beside_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"};
   Stmt collective_bench_samples{db, "INSERT INTO collective_bench_samples (run_id, collective, bytes, rank, time_ns) "
                                     "VALUES (?1, ?2, ?3, ?4, ?5)"};
   // Parameter servers (schema v6).
@@ -553,6 +553,7 @@ void Writer::add_collective_bench(int64_t run, std::span<const CollectiveBenchRo
     s.bind(2, r.backend).bind(3, r.collective).bind(4, r.bytes).bind(5, r.ranks).bind(6, r.iterations);
     s.bind(7, r.time_ns).bind(8, r.algbw_gbps).bind(9, r.busbw_gbps).bind(10, r.min_time_ns);
     s.bind(11, r.max_time_ns).bind(12, r.bus_factor).bind(13, r.p50_ns).bind(14, r.p99_ns).bind(15, r.samples);
+    s.bind(16, r.beside_rate).bind(17, r.beside_ns);
   });
 }
 

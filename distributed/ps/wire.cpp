@@ -9,14 +9,15 @@
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
 #include "distributed/stall_watch.h"
+#include "vocabulary/ps_polling.h"
 
 namespace ts::distributed::ps {
 
 namespace {
 // A message that comes within a few polls is taken at once; then sleeps of 20, 40, ... up to
 // 200 microseconds: latency well under a chunk's transfer time even at 10 Gbit (1 MiB: 0.8 ms).
-constexpr int kBusyPolls = 64;
-constexpr int64_t kFirstSleepUs = 20, kMaxSleepUs = 200;
+constexpr int kBusyPolls = vocabulary::kPsBusyPolls;
+constexpr int64_t kFirstSleepUs = vocabulary::kPsFirstSleepUs, kMaxSleepUs = vocabulary::kPsMaxSleepUs;
 }  // namespace
 
 void send_message(MPI_Comm comm, int dest, const MessageHeader& header, const float* data, int64_t count) {
