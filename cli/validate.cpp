@@ -370,6 +370,13 @@ void validate(const RunConfig& c) {
     throw UsageError("workload " + c.workload + " has no actor-learner threads: --learners applies to a3c");
   }
   validate_launch(c.nproc, c.hosts, c.hostfile);
+  if (!c.shard.empty()) {
+    if (!session::parse_shard(c.shard))
+      throw UsageError("--shard " + c.shard + ": give R/N, rank R (from 0) of N ranks, e.g. 0/2");
+    if (c.nproc > 1 || !c.hosts.empty() || !c.hostfile.empty())
+      throw UsageError("--shard is for one process: the ranks of a job read their shards themselves");
+    if (spec->has_learners) throw UsageError("--shard: " + c.workload + " trains on one process only");
+  }
   engine::Device device;
   try {
     device = engine::parse_device(c.device);

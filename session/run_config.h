@@ -23,6 +23,9 @@ struct RunConfig {
   std::string preset = "tiny";
   std::string device = "cpu";
   std::string data = "synthetic";
+  // One process training on the data of rank R of N ("R/N", empty: all of it): a one-rank run that
+  // reads what that rank of an N-rank job would (its batches), to project the job from.
+  std::string shard;
   std::optional<int64_t> batch;     // unset: the preset's default
   std::optional<int64_t> learners;  // actor-learner threads (a3c); unset: the preset's
   int64_t iterations = 20;

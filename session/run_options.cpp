@@ -1,5 +1,7 @@
 #include "session/run_options.h"
 
+#include <charconv>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -176,6 +178,15 @@ std::vector<RunOption> make_table() {
                .stored_key = "data",
                .get = field_get(&RunConfig::data),
                .set = field_set(&RunConfig::data)});
+  t.push_back({.name = "shard",
+               .type = OptionType::text,
+               .help = "R/N: one process reads the data of rank R of N, as that rank of an N-rank job would (the "
+                       "source of `trainscope project`)",
+               .suite_key = "shard",
+               .stored = Stored::top_if_set,
+               .stored_key = "shard",
+               .get = field_get(&RunConfig::shard),
+               .set = field_set(&RunConfig::shard)});
   t.push_back({.name = "eval-batches",
                .type = OptionType::integer,
                .help = "Held-out batches for the quality metric (0: none)",
@@ -488,6 +499,18 @@ const RunOption& run_option(std::string_view name) {
     if (o.name == name) return o;
   }
   throw std::out_of_range("no run option '" + std::string(name) + "'");
+}
+
+std::optional<std::pair<int, int>> parse_shard(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  int r = -1, n = 0;
+  const auto a = std::from_chars(text.data(), text.data() + slash, r);
+  const auto b = std::from_chars(text.data() + slash + 1, text.data() + text.size(), n);
+  if (a.ec != std::errc() || a.ptr != text.data() + slash || b.ec != std::errc() ||
+      b.ptr != text.data() + text.size() || n < 1 || n > 1'000'000 || r < 0 || r >= n)
+    return std::nullopt;
+  return std::pair{r, n};
 }
 
 json stored_config(const RunConfig& c, const StoredFacts& facts) {

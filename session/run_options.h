@@ -5,8 +5,10 @@
 // new knob is one entry here (and its field in run_config.h).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -72,6 +74,9 @@ struct StoredFacts {
   nlohmann::json preset_table = nlohmann::json::object();
   nlohmann::json distributed;  // null: not distributed
 };
+// "R/N" (0 <= R < N): the shard a one-process run reads (RunConfig::shard); nullopt for anything else.
+std::optional<std::pair<int, int>> parse_shard(std::string_view text);
+
 // The run's stored config (config_json): the stored options, the facts and the suite tag.
 nlohmann::json stored_config(const RunConfig& config, const StoredFacts& facts);
 

@@ -1,5 +1,7 @@
 #include "session/run_plan.h"
 
+#include <tuple>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -108,6 +110,9 @@ RunPlan plan_run(const RunConfig& c, const distributed::World* world, int64_t co
   wc.rank = p.trains ? p.rank : 0;                   // a dedicated server builds worker 0's model: the same parameters
   if (!p.trains) wc.device = engine::Device::cpu();  // ... for their sizes only: the servers hold values on the CPU
   wc.world_size = p.workers;
+  if (!p.distributed && !c.shard.empty()) {  // one process reading one rank's data (checked by the cli)
+    if (const auto shard = parse_shard(c.shard)) std::tie(wc.rank, wc.world_size) = *shard;
+  }
 
   p.info = run_info(p);
   return p;

@@ -41,6 +41,7 @@ void expect_same(const RunConfig& a, const RunConfig& b) {
   EXPECT_EQ(a.preset, b.preset);
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.data, b.data);
+  EXPECT_EQ(a.shard, b.shard);
   EXPECT_EQ(a.batch, b.batch);
   EXPECT_EQ(a.learners, b.learners);
   EXPECT_EQ(a.iterations, b.iterations);
@@ -92,6 +93,7 @@ RunConfig all_reduce_config() {
   c.preset = "small";
   c.device = "cuda:1";
   c.data = "fashion-mnist:/data/fm";
+  c.shard = "1/3";
   c.batch = 48;
   c.learners = 6;
   c.iterations = 123;
@@ -163,6 +165,8 @@ const std::vector<std::string> kCommonFlags = {"seq2seq",
                                                "cuda:1",
                                                "--data",
                                                "fashion-mnist:/data/fm",
+                                               "--shard",
+                                               "1/3",
                                                "--batch",
                                                "48",
                                                "--learners",
@@ -212,6 +216,7 @@ framework = "pytorch"
 preset = "small"
 device = "cuda:1"
 data = "fashion-mnist:/data/fm"
+shard = "1/3"
 batch = 48
 learners = 6
 iterations = 123
@@ -251,7 +256,7 @@ RunConfig as_from_suite(RunConfig c) {
 // options: the command line, the suite tag, ps.priority derived from --priority), compared in
 // expect_same and set in the configurations above; then update the count.
 TEST(RunOptions, EveryFieldIsCounted) {
-  EXPECT_EQ(field_count<RunConfig>(), 31u);
+  EXPECT_EQ(field_count<RunConfig>(), 32u);
   EXPECT_EQ(field_count<distributed::DataParallelOptions>(), 6u);
   EXPECT_EQ(field_count<distributed::ps::PsOptions>(), 7u);
   EXPECT_EQ(field_count<RunConfig::SuiteTag>(), 3u);
@@ -345,6 +350,7 @@ TEST(RunOptions, StoredConfigKeepsItsKeys) {
                          {"preset", "small"},
                          {"device", "cuda:1"},
                          {"data", "fashion-mnist:/data/fm"},
+                         {"shard", "1/3"},
                          {"batch", 48},
                          {"learners", 6},
                          {"iterations", 123},
