@@ -1,0 +1,763 @@
+#include "projection/simulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vocabulary/bucket_plan.h"
+#include "vocabulary/ps_polling.h"
+#include "vocabulary/rates.h"
+
+namespace ts::projection {
+
+std::string_view to_string(Strategy s) { return s == Strategy::ps ? "ps" : "allreduce"; }
+
+std::string knobs_json(const Knobs& k) {
+  nlohmann::json j{{"strategy", to_string(k.strategy)}, {"ranks", k.ranks}};
+  if (k.cores_per_rank > 0) j["cores_per_rank"] = k.cores_per_rank;
+  if (k.strategy == Strategy::allreduce) {
+    j["bucket_mb"] = k.bucket_mb;
+    j["overlap"] = k.overlap;
+    j["bucket_order"] = k.arrival_order ? "arrival" : "reverse_registration";
+    j["priority"] = k.priority;
+    if (k.priority) j["partition_mb"] = k.partition_mb;
+  } else {
+    j["ps_mode"] = "sync";
+    j["servers"] = 1;
+    j["chunk_mb"] = k.chunk_mb;
+  }
+  return j.dump();
+}
+
+double Projection::median(double ProjectedIteration::*field, int rank) const {
+  std::vector<double> v;
+  for (const auto& it : iterations) {
+    if (it.rank == rank) v.push_back(it.*field);
+  }
+  return vocabulary::percentile(v, 0.5);
+}
+
+namespace {
+
+using Interval = std::pair<double, double>;
+
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const auto& i : v) {
+    if (i.second <= i.first) continue;
+    if (!out.empty() && i.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, i.second);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+double length(const std::vector<Interval>& m) {
+  double n = 0;
+  for (const auto& i : m) n += i.second - i.first;
+  return n;
+}
+
+double intersection(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  double n = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) n += hi - lo;
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return n;
+}
+
+// The breakdown of one rank's iteration from its compute intervals and its communication calls.
+void finish_breakdown(ProjectedIteration& it, const std::vector<Interval>& compute) {
+  std::vector<Interval> comm;
+  for (const auto& c : it.calls) comm.emplace_back(c.start_ns, c.end_ns);
+  // Communication past the iteration's end (a parameter server's pushes and replies) is the next
+  // iteration's to overlap with: only what lies inside the span counts here, as in a measured run.
+  for (auto& c : comm) c.second = std::min(c.second, it.span_ns);
+  const auto cu = merged(compute), mu = merged(comm);
+  std::vector<Interval> all = cu;
+  all.insert(all.end(), mu.begin(), mu.end());
+  it.compute_ns = length(cu);
+  it.comm_ns = length(mu);
+  it.overlap_ns = intersection(cu, mu);
+  it.exposed_ns = it.comm_ns - it.overlap_ns;
+  it.idle_ns = std::max(0.0, it.span_ns - length(merged(all)));
+}
+
+// ---- all-reduce ---------------------------------------------------------------------------
+
+struct GroupPlan {
+  std::vector<vocabulary::PlannedBucket> buckets;
+};
+
+// One step of the communication thread's work, in the time it takes with the cores to itself.
+struct Segment {
+  std::string what, label;
+  int64_t bytes = 0;
+  double solo_ns = 0;
+  double share = 1;         // of a core it keeps busy
+  bool collective = false;  // every rank must be in it before it moves
+  int bucket = -1;          // priority's negotiation: -1; a bucket's steps: its index
+  // Measured beside a busy thread (the sweep's beside figures; a collective only): the rate the
+  // thread kept and the call's own pace. -1: not measured.
+  double beside_rate = -1, beside_pace = -1;
+};
+
+// The cores a rank's threads share: compute (the source's threads, all busy) and the
+// communication thread (busy for its share of what it runs). Where the two want more than the
+// rank's cores, each gets its demand scaled down alike (the scheduler's fair share), and a call's
+// CPU part slows by that while its waiting on the link does not. Where the rank is what the sweep
+// measured (one compute thread on the sweep's cores per rank), the sweep's own figures hold.
+struct Cores {
+  double threads = 1, cores = 2;
+  bool like_sweep = false;
+  // (compute rate, communication rate) while both run.
+  std::pair<double, double> shared(const Segment& s) const {
+    if (like_sweep && s.beside_rate > 0) return {s.beside_rate, s.beside_pace > 0 ? s.beside_pace : 1.0};
+    const double demand = threads + s.share;
+    if (demand <= cores || s.share <= 0) return {1.0, 1.0};
+    const double k = cores / demand;
+    return {k, 1.0 / (s.share / k + (1 - s.share))};
+  }
+};
+
+Segment collective_segment(const LinkModel& link, int64_t ranks, std::string what, std::string label, int64_t bytes,
+                           int bucket) {
+  Segment s{std::move(what), std::move(label), bytes, link.all_reduce_ns(bytes, ranks), link.cpu_share(bytes), true,
+            bucket};
+  if (!link.beside_rate_table.empty()) {
+    s.beside_rate = link.beside_rate(bytes);
+    s.beside_pace = link.beside_pace(bytes);
+  }
+  return s;
+}
+
+// A bucket's work on the communication thread: its gradients copied in, the all-reduce, the mean
+// taken and copied back (docs/distributed.md, "What happens"). The copies at the source's
+// memory-bound rate: measured here, copying in moves a bucket's bytes at about that rate (its
+// traffic counted once) and the mean with the copy back take twice as long.
+void add_bucket_segments(std::vector<Segment>& out, const LinkModel& link, int64_t ranks, double memory_gbps,
+                         const std::string& label, int64_t bytes, int bucket) {
+  const double copy_in = memory_gbps > 0 ? static_cast<double>(bytes) / memory_gbps : 0;
+  out.push_back({"copy into bucket", label, bytes, copy_in, 1.0, false, bucket});
+  out.push_back(collective_segment(link, ranks, "all_reduce", label, bytes, bucket));
+  out.push_back({"copy out of bucket", label, bytes, 2 * copy_in, 1.0, false, bucket});
+}
+
+// One backward of every rank at once (the same group; each rank its own source phase): each
+// rank's compute and its communication thread's buckets share the rank's cores while both run; a
+// collective moves once every rank is in it, at the pace of the slowest rank's share. Ranks
+// waiting for the others in a collective take no CPU (Open MPI yields while it waits).
+class JointBackward {
+ public:
+  struct Rank {
+    const SourcePhase* phase = nullptr;
+    ProjectedIteration* it = nullptr;
+    double start = 0;  // the backward's start, on the projection's clock
+    double iteration_start = 0;
+    // state
+    double dur = 0, work = 0, compute_end = -1, comm_end = 0;
+    std::vector<double> bucket_ready;  // in work
+    std::vector<bool> taken;
+    size_t next = 0;
+    std::vector<Segment> queue;
+    double remaining = 0, seg_start = 0;
+    bool in_collective = false;
+    std::vector<int> mask;  // priority: the ready buckets it entered the negotiation with
+  };
+
+  JointBackward(const SourceRun& source, const std::vector<vocabulary::PlannedBucket>& buckets, int group,
+                const LinkModel& link, const Knobs& k, const Cores& cores, std::vector<Rank> ranks)
+      : source_(source),
+        buckets_(buckets),
+        group_(group),
+        link_(link),
+        k_(k),
+        cores_(cores),
+        ranks_(std::move(ranks)) {}
+
+  std::vector<Rank>& run() {
+    const auto& names = source_.groups[static_cast<size_t>(group_)].names;
+    double t = std::numeric_limits<double>::max();
+    for (auto& r : ranks_) {
+      r.dur = static_cast<double>(r.phase->duration());
+      std::vector<double> ready(names.size(), r.dur);
+      for (const auto& [slot, off] : r.phase->ready) ready[static_cast<size_t>(slot)] = static_cast<double>(off);
+      r.bucket_ready.assign(buckets_.size(), r.dur);
+      if (k_.overlap) {
+        for (size_t b = 0; b < buckets_.size(); ++b) {
+          double at = 0;
+          for (const auto& u : buckets_[b].units) at = std::max(at, ready[static_cast<size_t>(u.slot)]);
+          r.bucket_ready[b] = std::min(at, r.dur);
+        }
+      }
+      r.taken.assign(buckets_.size(), false);
+      t = std::min(t, r.start);
+    }
+    for (int guard = 0; guard < 10'000'000; ++guard) {
+      for (auto& r : ranks_) {
+        if (t >= r.start && r.queue.empty()) take(r, t);
+      }
+      // A collective every rank is in moves.
+      const bool moving = collective_moving();
+      double dt = std::numeric_limits<double>::max();
+      bool active = false;
+      double collective_rate = 1.0;
+      for (auto& r : ranks_) {
+        if (t < r.start) {  // not in its backward yet
+          dt = std::min(dt, r.start - t);
+          active = true;
+          continue;
+        }
+        const auto [rc, rm] = rates(r, moving);
+        if (r.work < r.dur) {
+          active = true;
+          double target = r.dur;
+          if (r.queue.empty()) {
+            for (size_t b = 0; b < buckets_.size(); ++b) {
+              if (!r.taken[b] && r.bucket_ready[b] > r.work) target = std::min(target, r.bucket_ready[b]);
+            }
+          }
+          dt = std::min(dt, (target - r.work) / rc);
+        }
+        if (!r.queue.empty()) {
+          active = true;
+          if (!r.queue.front().collective) dt = std::min(dt, r.remaining / rm);
+          if (r.queue.front().collective && moving) collective_rate = std::min(collective_rate, rm);
+        }
+      }
+      if (moving) dt = std::min(dt, ranks_.front().remaining / collective_rate);
+      if (!active) break;
+      if (dt == std::numeric_limits<double>::max()) break;  // every rank waits for a collective some rank never joins
+      dt = std::max(dt, 0.0);
+      t += dt;
+      for (auto& r : ranks_) {
+        if (t - dt < r.start) continue;
+        const auto [rc, rm] = rates(r, moving);
+        if (r.work < r.dur) {
+          r.work = std::min(r.dur, r.work + rc * dt);
+          if (r.work >= r.dur - 1e-9) {
+            r.work = r.dur;
+            if (r.compute_end < 0) r.compute_end = t;
+          }
+        }
+        if (!r.queue.empty() && (!r.queue.front().collective || moving)) {
+          r.remaining -= (r.queue.front().collective ? collective_rate : rm) * dt;
+        }
+      }
+      finish_segments(t, moving);
+    }
+    for (auto& r : ranks_) {
+      if (r.compute_end < 0) r.compute_end = r.start + r.dur;
+      r.comm_end = std::max(r.comm_end, r.compute_end);
+    }
+    return ranks_;
+  }
+
+ private:
+  // (compute rate, communication rate) of a rank now.
+  std::pair<double, double> rates(const Rank& r, bool moving) const {
+    const bool computing = r.work < r.dur;
+    if (r.queue.empty()) return {1.0, 1.0};
+    const Segment& s = r.queue.front();
+    const bool working = !s.collective || moving;  // waiting for the others takes no CPU
+    if (!computing || !working) return {1.0, 1.0};
+    return cores_.shared(s);
+  }
+
+  bool collective_moving() const {
+    for (const auto& r : ranks_) {
+      if (r.queue.empty() || !r.queue.front().collective) return false;
+    }
+    return true;
+  }
+
+  bool ready(const Rank& r, size_t b) const { return r.bucket_ready[b] <= r.work || r.work >= r.dur; }
+
+  void start_front(Rank& r, double t) {
+    r.remaining = r.queue.front().solo_ns;
+    r.seg_start = t;
+  }
+
+  void take(Rank& r, double t) {
+    if (!k_.priority) {
+      if (r.next >= buckets_.size() || !ready(r, r.next)) return;
+      add_bucket_segments(r.queue, link_, k_.ranks, source_.memory_gbps, label(r.next), bytes_of(r.next),
+                          static_cast<int>(r.next));
+      r.taken[r.next++] = true;
+      start_front(r, t);
+      return;
+    }
+    // Priority: once a bucket is ready here the rank enters the negotiation with its ready set;
+    // the front-most bucket ready on every rank goes (docs/distributed.md, "priority").
+    r.mask.clear();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (!r.taken[b] && ready(r, b)) r.mask.push_back(static_cast<int>(b));
+    }
+    if (r.mask.empty()) return;
+    const int64_t mask_bytes = static_cast<int64_t>(buckets_.size() * sizeof(int64_t));
+    r.queue.push_back(collective_segment(link_, k_.ranks, "priority negotiation", "", mask_bytes, -1));
+    start_front(r, t);
+  }
+
+  // Ends what finished at `t`: local steps per rank, a moving collective on every rank at once.
+  void finish_segments(double t, bool moving) {
+    if (moving && ranks_.front().remaining <= 1e-6) {
+      const Segment s = ranks_.front().queue.front();
+      int pick = -1;
+      if (s.bucket < 0) {  // the negotiation: the front-most bucket in every rank's ready set
+        for (size_t b = 0; b < buckets_.size(); ++b) {
+          const bool everywhere = std::all_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) {
+            return std::find(r.mask.begin(), r.mask.end(), static_cast<int>(b)) != r.mask.end();
+          });
+          if (everywhere && (pick < 0 || buckets_[b].priority < buckets_[static_cast<size_t>(pick)].priority))
+            pick = static_cast<int>(b);
+        }
+      }
+      for (auto& r : ranks_) {
+        r.it->calls.push_back(
+            {r.it->rank, s.label, s.what, s.bytes, r.seg_start - r.iteration_start, t - r.iteration_start});
+        r.queue.erase(r.queue.begin());
+        if (s.bucket < 0 && pick >= 0) {
+          add_bucket_segments(r.queue, link_, k_.ranks, source_.memory_gbps, label(static_cast<size_t>(pick)),
+                              bytes_of(static_cast<size_t>(pick)), pick);
+          r.taken[static_cast<size_t>(pick)] = true;
+        }
+        if (!r.queue.empty()) start_front(r, t);
+        else r.comm_end = t;
+      }
+    }
+    for (auto& r : ranks_) {
+      if (r.queue.empty() || r.queue.front().collective || r.remaining > 1e-6) continue;
+      const Segment& s = r.queue.front();
+      r.it->calls.push_back(
+          {r.it->rank, s.label, s.what, s.bytes, r.seg_start - r.iteration_start, t - r.iteration_start});
+      r.queue.erase(r.queue.begin());
+      if (!r.queue.empty()) {
+        start_front(r, t);
+      } else {
+        r.comm_end = t;
+      }
+    }
+  }
+
+  int64_t bytes_of(size_t b) const { return buckets_[b].count * static_cast<int64_t>(sizeof(float)); }
+  std::string label(size_t b) const { return fmt::format("bucket {}.{}", group_, b); }
+
+  const SourceRun& source_;
+  const std::vector<vocabulary::PlannedBucket>& buckets_;
+  int group_;
+  const LinkModel& link_;
+  const Knobs& k_;
+  Cores cores_;
+  std::vector<Rank> ranks_;
+};
+
+// One projected iteration of every rank: rank r replays source iteration `sources[r]` (ranks read
+// different shards, so their batches differ; the source's iterations stand in for them), each
+// from its own start; returns the ranks' iterations (their ends: start + span).
+std::vector<ProjectedIteration> allreduce_iteration(const SourceRun& source,
+                                                    const std::vector<const SourceIteration*>& sources,
+                                                    const std::vector<double>& starts,
+                                                    const std::vector<GroupPlan>& plans, const LinkModel& link,
+                                                    const Knobs& k, const Cores& cores) {
+  const size_t n = sources.size();
+  std::vector<ProjectedIteration> its(n);
+  std::vector<std::vector<Interval>> compute(n);
+  std::vector<double> t(starts), source_end(n, 0);
+  for (size_t r = 0; r < n; ++r) {
+    its[r].index = sources[r]->index;
+    its[r].rank = static_cast<int>(r);
+    its[r].start_ns = starts[r];
+  }
+  // The ranks walk the same phases (one workload); the shortest list bounds them.
+  size_t phases = sources[0]->phases.size();
+  for (const auto* s : sources) phases = std::min(phases, s->phases.size());
+  for (size_t i = 0; i < phases; ++i) {
+    const SourcePhase& p0 = sources[0]->phases[i];
+    const bool backward = p0.name == "backward" && p0.group >= 0;
+    std::vector<JointBackward::Rank> ranks;
+    for (size_t r = 0; r < n; ++r) {
+      const SourcePhase& p = sources[r]->phases[i];
+      t[r] += static_cast<double>(std::max<int64_t>(0, p.start_ns - static_cast<int64_t>(source_end[r])));
+      source_end[r] = static_cast<double>(p.end_ns);
+      if (!backward || p.group != p0.group) {
+        const double dur = static_cast<double>(p.duration());
+        its[r].phases.push_back({p.name, t[r] - starts[r], t[r] + dur - starts[r]});
+        compute[r].emplace_back(t[r] - starts[r], t[r] + dur - starts[r]);
+        t[r] += dur;
+        continue;
+      }
+      JointBackward::Rank jr;
+      jr.phase = &p;
+      jr.it = &its[r];
+      jr.start = t[r];
+      jr.iteration_start = starts[r];
+      ranks.push_back(std::move(jr));
+    }
+    if (ranks.size() != n) continue;  // not a backward on every rank alike
+    const auto done =
+        JointBackward(source, plans[static_cast<size_t>(p0.group)].buckets, p0.group, link, k, cores, std::move(ranks))
+            .run();
+    for (size_t r = 0; r < n; ++r) {
+      const double wait = std::max(0.0, done[r].comm_end - done[r].compute_end);
+      its[r].wait_ns += wait;
+      its[r].phases.push_back({"backward", t[r] - starts[r], done[r].compute_end + wait - starts[r]});
+      compute[r].emplace_back(t[r] - starts[r], done[r].compute_end - starts[r]);
+      t[r] = done[r].compute_end + wait;
+    }
+  }
+  for (size_t r = 0; r < n; ++r) {
+    t[r] += static_cast<double>(std::max<int64_t>(0, sources[r]->span_ns - static_cast<int64_t>(source_end[r])));
+    its[r].span_ns = t[r] - starts[r];
+    finish_breakdown(its[r], compute[r]);
+  }
+  return its;
+}
+
+// The source iteration rank r replays in projected iteration j: the same one on every rank where the
+// source read a rank's shard of as many ranks (the ranks' batches are alike there: the order of the
+// length buckets is every rank's), else consecutive ones, as a whole data set's batches would be
+// dealt out.
+size_t source_index(const SourceRun& source, const Knobs& k, size_t j, int64_t r) {
+  const size_t count = source.iterations.size();
+  if (source.shard_ranks == k.ranks) return j % count;
+  return (j * static_cast<size_t>(k.ranks) + static_cast<size_t>(r)) % count;
+}
+
+std::vector<GroupPlan> plan_groups(const SourceRun& source, const Knobs& k, std::vector<int64_t>& bytes_out) {
+  using vocabulary::mib_to_floats;
+  const int64_t cap = mib_to_floats(k.priority ? k.partition_mb : k.bucket_mb);
+  const int64_t piece = k.priority ? cap : std::numeric_limits<int64_t>::max();
+  std::vector<GroupPlan> plans;
+  for (const auto& g : source.groups) {
+    std::vector<int64_t> counts;
+    for (int64_t b : g.bytes) counts.push_back(b / static_cast<int64_t>(sizeof(float)));
+    std::vector<int> order;
+    if (k.priority) {  // front-first partitions
+      for (size_t s = 0; s < counts.size(); ++s) order.push_back(static_cast<int>(s));
+    } else if (k.arrival_order) {
+      order = g.arrival;
+    } else {
+      for (size_t s = counts.size(); s-- > 0;) order.push_back(static_cast<int>(s));
+    }
+    GroupPlan plan{vocabulary::plan_buckets(counts, order, cap, piece)};
+    for (const auto& b : plan.buckets) bytes_out.push_back(b.count * static_cast<int64_t>(sizeof(float)));
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+// ---- parameter server, synchronous, one server shard on worker 0's host ------------------------
+
+struct Key {
+  int flat = 0;  // its parameter
+  int group = 0;
+  int64_t bytes = 0;
+};
+
+// A transfer across hosts holds the sender's way out and the receiver's way in for its time.
+struct Links {
+  std::vector<double> out_free, in_free;  // per host (= rank: one rank per host)
+  double send(int from, int to, double ready, double ns) {
+    const double start = std::max({ready, out_free[static_cast<size_t>(from)], in_free[static_cast<size_t>(to)]});
+    out_free[static_cast<size_t>(from)] = in_free[static_cast<size_t>(to)] = start + ns;
+    return start;
+  }
+};
+
+std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const LinkModel& link, const Knobs& k,
+                                              std::vector<int64_t>& key_bytes) {
+  const int workers = static_cast<int>(k.ranks);
+  const int64_t chunk = std::max<int64_t>(4, static_cast<int64_t>(k.chunk_mb * 1024 * 1024) / 4 * 4);
+  std::vector<Key> keys;
+  std::vector<std::vector<int>> keys_of(static_cast<size_t>(source.parameter_count()));
+  for (size_t g = 0; g < source.groups.size(); ++g) {
+    for (size_t s = 0; s < source.groups[g].bytes.size(); ++s) {
+      const int flat = source.flat(static_cast<int>(g), static_cast<int>(s));
+      for (int64_t off = 0; off < source.groups[g].bytes[s]; off += chunk) {
+        keys_of[static_cast<size_t>(flat)].push_back(static_cast<int>(keys.size()));
+        keys.push_back({flat, static_cast<int>(g), std::min(chunk, source.groups[g].bytes[s] - off)});
+        key_bytes.push_back(keys.back().bytes);
+      }
+    }
+  }
+  int64_t total_bytes = 0;
+  for (const auto& key : keys) total_bytes += key.bytes;
+  const double mem = source.memory_gbps > 0 ? source.memory_gbps : 1.0;
+  const auto local_copy = [&](int64_t bytes) { return 2.0 * static_cast<double>(bytes) / mem; };
+  // A key's message: besides its trip across the link (a round trip's latency for MPI's handshake
+  // of a large message), the wire's copies (distributed/ps/wire.cpp: the sender fills a fresh
+  // buffer and copies the key in, the receiver a fresh buffer that it copies out of: four passes
+  // over the bytes) and the receiving thread's wait for its next poll (half its longest sleep).
+  // Where the ranks have no core to spare, the parameter server's threads (sender, receiver,
+  // server) share the rank's cores with its compute: their CPU work (the copies, the update, the
+  // CPU's share of a transfer as the sweep measured it) at the fair share left to one more thread.
+  const double threads = static_cast<double>(std::max<int64_t>(1, source.run.threads));
+  const double cores = k.cores_per_rank > 0 ? k.cores_per_rank : threads + 1;
+  const double cpu_pace = std::min(1.0, cores / (threads + 1));
+  const double poll_ns = static_cast<double>(vocabulary::kPsMaxSleepUs) * 1e3 / 2;
+  const auto message = [&](int64_t bytes) { return 4.0 * static_cast<double>(bytes) / mem / cpu_pace + poll_ns; };
+  const auto transfer = [&](int64_t bytes) {
+    const double moving = link.p2p_ns(bytes), share = link.cpu_share(bytes);
+    return moving * (1 - share) + moving * share / cpu_pace + link.p2p_latency_ns + message(bytes);
+  };
+
+  Links links{std::vector<double>(static_cast<size_t>(workers), 0),
+              std::vector<double>(static_cast<size_t>(workers), 0)};
+  // When each key's newest value reached each worker (the answer to its last push).
+  std::vector<std::vector<double>> arrived(static_cast<size_t>(workers), std::vector<double>(keys.size(), 0));
+  std::vector<double> sender_free(static_cast<size_t>(workers), 0), end_of(static_cast<size_t>(workers), 0);
+  double server_free = 0;
+  std::vector<ProjectedIteration> out;
+  // The first source iteration runs twice: once to fill the pipeline (the pulls a forward waits
+  // for are the previous iteration's), once counted.
+  for (size_t n = 0; n <= source.iterations.size(); ++n) {
+    const size_t j = n == 0 ? 0 : n - 1;
+    std::vector<const SourceIteration*> mine;
+    for (int w = 0; w < workers; ++w) mine.push_back(&source.iterations[source_index(source, k, j, w)]);
+    const SourceIteration& si = *mine[0];
+    // Sync mode: the workers agree each step whether to stop (a blocking all-reduce of a flag).
+    const double start = *std::max_element(end_of.begin(), end_of.end()) + link.all_reduce_ns(8, workers);
+    std::vector<ProjectedIteration> its(static_cast<size_t>(workers));
+    std::vector<std::vector<double>> pushed(keys.size(), std::vector<double>(static_cast<size_t>(workers), 0));
+    std::vector<std::vector<Interval>> compute(static_cast<size_t>(workers));
+    std::vector<double> t(static_cast<size_t>(workers), start), source_end(static_cast<size_t>(workers), 0);
+    for (int w = 0; w < workers; ++w) {
+      ProjectedIteration& it = its[static_cast<size_t>(w)];
+      it.index = mine[static_cast<size_t>(w)]->index;
+      it.rank = w;
+      it.start_ns = start;
+    }
+    // The optimizer's time per byte, which the server spends instead of the workers.
+    double optimizer_ns = 0;
+    for (const auto& p : si.phases) {
+      if (p.name == "optimizer") optimizer_ns += static_cast<double>(p.duration());
+    }
+    const double update_ns_per_byte = total_bytes > 0 ? optimizer_ns / static_cast<double>(total_bytes) : 0;
+    // Phase by phase on every worker, so that each step's pushes are answered before the forward
+    // that needs them (wgan's critic steps: five of them an iteration).
+    size_t phases = si.phases.size();
+    for (const auto* m : mine) phases = std::min(phases, m->phases.size());
+    for (size_t i = 0; i < phases; ++i) {
+      std::vector<int> keys_pushed;
+      for (int w = 0; w < workers; ++w) {
+        const SourcePhase& p = mine[static_cast<size_t>(w)]->phases[i];
+        ProjectedIteration& it = its[static_cast<size_t>(w)];
+        double& tw = t[static_cast<size_t>(w)];
+        tw += static_cast<double>(
+            std::max<int64_t>(0, p.start_ns - static_cast<int64_t>(source_end[static_cast<size_t>(w)])));
+        source_end[static_cast<size_t>(w)] = static_cast<double>(p.end_ns);
+        const double dur = static_cast<double>(p.duration());
+        if (p.name == "optimizer") {  // the servers run the optimizer: the worker's phase is empty
+          it.phases.push_back({p.name, tw - start, tw - start});
+          continue;
+        }
+        if (p.name == "forward") {
+          // Each layer waits for its parameters' values before its first op (the gate).
+          std::vector<std::pair<int64_t, int>> uses;
+          for (const auto& [flat, off] : p.first_use) uses.emplace_back(off, flat);
+          std::sort(uses.begin(), uses.end());
+          const double f0 = tw;
+          double waited = 0, cursor = f0;
+          for (const auto& [off, flat] : uses) {
+            const double at = f0 + static_cast<double>(off) + waited;
+            double need = 0;
+            for (int key : keys_of[static_cast<size_t>(flat)])
+              need = std::max(need, arrived[static_cast<size_t>(w)][static_cast<size_t>(key)]);
+            if (need > at) {  // a pull wait: the forward computes up to here and resumes when it is in
+              compute[static_cast<size_t>(w)].emplace_back(cursor, at);
+              cursor = need;
+              waited += need - at;
+            }
+          }
+          it.wait_ns += waited;
+          it.phases.push_back({p.name, f0 - start, f0 + dur + waited - start});
+          compute[static_cast<size_t>(w)].emplace_back(cursor, f0 + dur + waited);
+          tw = f0 + dur + waited;
+          continue;
+        }
+        if (p.name != "backward" || p.group < 0) {
+          it.phases.push_back({p.name, tw - start, tw + dur - start});
+          compute[static_cast<size_t>(w)].emplace_back(tw, tw + dur);
+          tw += dur;
+          continue;
+        }
+        // At most one step of pushes in flight: the backward first waits for the last to be sent.
+        const double push_wait = std::max(0.0, sender_free[static_cast<size_t>(w)] - tw);
+        it.wait_ns += push_wait;
+        const double b0 = tw + push_wait;
+        std::vector<std::pair<double, int>> ready;  // (time, flat)
+        const auto& group = source.groups[static_cast<size_t>(p.group)];
+        std::vector<bool> seen(group.names.size(), false);
+        for (const auto& [slot, off] : p.ready) {
+          // A clipped group is pushed after backward, in registration order.
+          ready.emplace_back(group.clipped ? b0 + dur : b0 + static_cast<double>(off), source.flat(p.group, slot));
+          seen[static_cast<size_t>(slot)] = true;
+        }
+        for (size_t sl = 0; sl < seen.size(); ++sl) {
+          if (!seen[sl]) ready.emplace_back(b0 + dur, source.flat(p.group, static_cast<int>(sl)));
+        }
+        std::stable_sort(ready.begin(), ready.end());
+        double sender = std::max(sender_free[static_cast<size_t>(w)], b0);
+        for (const auto& [r, flat] : ready) {
+          for (int key : keys_of[static_cast<size_t>(flat)]) {
+            const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
+            double s0 = std::max(sender, r), s1 = 0;
+            if (w == 0) {
+              s1 = s0 + message(bytes);
+            } else {
+              s0 = links.send(w, 0, s0, transfer(bytes));
+              s1 = s0 + transfer(bytes);
+            }
+            it.calls.push_back({w, group.names[static_cast<size_t>(flat - source.flat(p.group, 0))], "push", bytes,
+                                s0 - start, s1 - start});
+            pushed[static_cast<size_t>(key)][static_cast<size_t>(w)] = s1;
+            if (w == 0) keys_pushed.push_back(key);
+            sender = s1;
+          }
+        }
+        sender_free[static_cast<size_t>(w)] = sender;
+        it.phases.push_back({p.name, tw - start, b0 + dur - start});
+        compute[static_cast<size_t>(w)].emplace_back(b0, b0 + dur);
+        tw = b0 + dur;
+      }
+      // The server (a thread of worker 0): each key once every worker's push is in, in that
+      // order: the sum, the update (the source's optimizer time per byte), an answer to every
+      // worker, each a blocking send.
+      std::vector<std::pair<double, int>> complete;
+      for (int key : keys_pushed) {
+        const auto& in = pushed[static_cast<size_t>(key)];
+        complete.emplace_back(*std::max_element(in.begin(), in.end()), key);
+      }
+      std::stable_sort(complete.begin(), complete.end());
+      for (const auto& [in, key] : complete) {
+        const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
+        const double s0 = std::max(in, server_free);
+        const double work =
+            (static_cast<double>(workers) * local_copy(bytes) / 2 + update_ns_per_byte * static_cast<double>(bytes)) /
+            cpu_pace;
+        its[0].calls.push_back({0, "", "ps update", bytes, s0 - start, s0 + work - start});
+        double ts = s0 + work;
+        for (int w = 0; w < workers; ++w) {
+          if (w == 0) {
+            ts += message(bytes);  // a blocking send to its own rank's receiver, too
+            arrived[0][static_cast<size_t>(key)] = ts;
+            continue;
+          }
+          const double r0 = links.send(0, w, ts, transfer(bytes));
+          ts = r0 + transfer(bytes);
+          arrived[static_cast<size_t>(w)][static_cast<size_t>(key)] = ts;
+          its[static_cast<size_t>(w)].calls.push_back({w, "", "pull", bytes, r0 - start, ts - start});
+        }
+        server_free = ts;
+      }
+    }
+    for (int w = 0; w < workers; ++w) {
+      double& tw = t[static_cast<size_t>(w)];
+      tw += static_cast<double>(std::max<int64_t>(
+          0, mine[static_cast<size_t>(w)]->span_ns - static_cast<int64_t>(source_end[static_cast<size_t>(w)])));
+      end_of[static_cast<size_t>(w)] = tw;
+      its[static_cast<size_t>(w)].span_ns = tw - start;
+    }
+    if (n == 0) continue;  // the pipeline's fill
+    for (int w = 0; w < workers; ++w) {
+      auto& it = its[static_cast<size_t>(w)];
+      for (auto& c : compute[static_cast<size_t>(w)]) {
+        c.first -= start;
+        c.second -= start;
+      }
+      finish_breakdown(it, compute[static_cast<size_t>(w)]);
+      out.push_back(std::move(it));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Projection project(const SourceRun& source, const LinkModel& link, const Knobs& k) {
+  if (k.ranks < 2) throw std::invalid_argument("a projection needs 2 ranks or more");
+  if (!(k.bucket_mb > 0) || !(k.partition_mb > 0) || !(k.chunk_mb > 0))
+    throw std::invalid_argument("bucket, partition and chunk sizes must be positive");
+  if (source.iterations.empty()) throw std::invalid_argument("the source run has no timed iterations");
+  Projection pr;
+  pr.knobs = k;
+  pr.link = link;
+  pr.assumptions.push_back(k.cores_per_rank > 0
+                               ? "every rank computes as the source run did (its threads, its cores)"
+                               : "every rank computes as the source run did, with a core more for its communication "
+                                 "thread: communication takes nothing from compute (--cores-per-rank says otherwise)");
+  pr.assumptions.push_back("the link: " + link.source);
+  if (k.cores_per_rank > 0) {
+    pr.assumptions.push_back(fmt::format(
+        "each rank has {:g} cores for its {} compute threads and its communication thread, shared while both run",
+        k.cores_per_rank, source.run.threads));
+  }
+  if (source.memory_gbps > 0) {
+    pr.assumptions.push_back(fmt::format(
+        "copies into and out of buckets run at the source's memory-bound rate, {:.1f} GB/s", source.memory_gbps));
+  } else {
+    pr.assumptions.push_back("the source has no roofline: copies are taken as free");
+  }
+  if (k.strategy == Strategy::allreduce) {
+    const auto plans = plan_groups(source, k, pr.bucket_bytes);
+    Cores cores{static_cast<double>(std::max<int64_t>(1, source.run.threads)),
+                k.cores_per_rank > 0 ? k.cores_per_rank : static_cast<double>(source.run.threads + 1)};
+    cores.like_sweep = source.run.threads == 1 && link.sweep_cores_per_rank > 0 &&
+                       std::abs(cores.cores - link.sweep_cores_per_rank) < 1e-9;
+    std::vector<double> starts(static_cast<size_t>(k.ranks), 0.0);
+    const size_t count = source.iterations.size();
+    std::vector<std::vector<ProjectedIteration>> by_rank(static_cast<size_t>(k.ranks));
+    for (size_t j = 0; j < count; ++j) {
+      std::vector<const SourceIteration*> sources;
+      for (int64_t r = 0; r < k.ranks; ++r) sources.push_back(&source.iterations[source_index(source, k, j, r)]);
+      auto its = allreduce_iteration(source, sources, starts, plans, link, k, cores);
+      for (size_t r = 0; r < its.size(); ++r) {
+        starts[r] = its[r].start_ns + its[r].span_ns;
+        by_rank[r].push_back(std::move(its[r]));
+      }
+    }
+    for (auto& rank : by_rank) {
+      for (auto& it : rank) pr.iterations.push_back(std::move(it));
+    }
+    if (count > 1 && source.shard_ranks == k.ranks) {
+      pr.assumptions.push_back(
+          fmt::format("every rank's batches are like those of the source, which read rank {}'s shard of {} (--shard)",
+                      source.shard_rank, source.shard_ranks));
+    } else if (count > 1) {
+      pr.assumptions.push_back(fmt::format(
+          "the ranks read shards of their own, which the source (the whole data set) did not: rank r's iteration j "
+          "replays the source's iteration (j x {} + r) mod {}; where batches vary (sentence lengths) a source run "
+          "with --shard 0/{} replays rank 0's own",
+          k.ranks, count, k.ranks));
+    }
+    if (k.priority) {
+      pr.assumptions.push_back(
+          "priority without cross-barrier: the backward's end waits for every bucket (cross-barrier is not modelled)");
+    }
+  } else {
+    if (k.ps_priority) throw std::invalid_argument("a parameter server's priority is not modelled yet");
+    pr.iterations = ps_iterations(source, link, k, pr.bucket_bytes);
+    std::stable_sort(pr.iterations.begin(), pr.iterations.end(),
+                     [](const ProjectedIteration& a, const ProjectedIteration& b) { return a.rank < b.rank; });
+    pr.assumptions.push_back(
+        "parameter server: synchronous, one server shard, a thread of worker 0 (co-located), each worker on a host of "
+        "its own; the server's update costs the source's optimizer time per byte and takes no core from worker 0");
+  }
+  pr.median_span_ns = pr.median(&ProjectedIteration::span_ns, 0);
+  return pr;
+}
+
+}  // namespace ts::projection

@@ -1,0 +1,199 @@
+// The simulation on hand-made runs: every expected time below is worked out by hand from the
+// source's phases and the link (1 byte per ns, no latency, copies free), as docs/projection.md
+// describes the model.
+#include "projection/simulate.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+using namespace ts::projection;
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// One group of `bytes` per slot; each iteration: forward F, backward B with the slots' readiness
+// at `ready` (ms after its start), optimizer O.
+SourceRun make_source(std::vector<int64_t> bytes, std::vector<int64_t> ready_ms, std::vector<int64_t> backward_ms,
+                      int64_t forward_ms = 10, int64_t optimizer_ms = 5) {
+  SourceRun s;
+  s.run.id = 1;
+  s.run.threads = 1;
+  SourceGroup g;
+  for (size_t i = 0; i < bytes.size(); ++i) g.names.push_back("p" + std::to_string(i));
+  g.bytes = std::move(bytes);
+  for (size_t i = g.names.size(); i-- > 0;) g.arrival.push_back(static_cast<int>(i));
+  s.groups.push_back(g);
+  s.group_offset = {0};
+  int64_t index = 1;
+  for (int64_t b : backward_ms) {
+    SourceIteration it;
+    it.index = index++;
+    it.samples = 4;
+    const int64_t f = forward_ms * kMs, bw = b * kMs, o = optimizer_ms * kMs;
+    SourcePhase forward{"forward", 0, f, -1, {}, {}};
+    for (size_t slot = 0; slot < ready_ms.size(); ++slot)  // the front layer first
+      forward.first_use.emplace_back(static_cast<int>(slot), static_cast<int64_t>(slot) * f / 2);
+    it.phases.push_back(forward);
+    SourcePhase back{"backward", f, f + bw, 0, {}, {}};
+    for (size_t slot = 0; slot < ready_ms.size(); ++slot)
+      back.ready.emplace_back(static_cast<int>(slot), std::min(ready_ms[slot], b) * kMs);
+    it.phases.push_back(back);
+    it.phases.push_back({"optimizer", f + bw, f + bw + o, -1, {}, {}});
+    it.span_ns = f + bw + o;
+    s.iterations.push_back(it);
+  }
+  return s;
+}
+
+// 1 byte per ns (1 GB/s) across 2 ranks, no latency.
+LinkModel unit_link() {
+  LinkModel m;
+  m.sweep_ranks = 2;
+  m.algbw_gbps = 1.0;
+  m.p2p_gbps = 1.0;
+  m.source = "test";
+  return m;
+}
+
+Knobs two_ranks() {
+  Knobs k;
+  k.ranks = 2;
+  k.bucket_mb = 1.0 / 1024;  // 1 KiB buckets: every tensor below its own bucket
+  return k;
+}
+
+}  // namespace
+
+TEST(Projection, WithoutOverlapEveryBucketFollowsTheBackward) {
+  // Two tensors of 10 ms each on the link (10 MB at 1 byte/ns).
+  const auto s = make_source({10'000'000, 10'000'000}, {20, 60}, {100});
+  Knobs k = two_ranks();
+  k.overlap = false;
+  const auto p = project(s, unit_link(), k);
+  ASSERT_EQ(p.iterations.size(), 2u);  // one iteration on each of 2 ranks
+  EXPECT_NEAR(p.median_span_ns, (10 + 100 + 20 + 5) * kMs, 1e3);
+  const auto& it = p.iterations[0];
+  EXPECT_NEAR(it.wait_ns, 20 * kMs, 1e3);
+  EXPECT_NEAR(it.comm_ns, 20 * kMs, 1e3);
+  EXPECT_NEAR(it.exposed_ns, 20 * kMs, 1e3);
+  EXPECT_NEAR(it.overlap_ns, 0, 1e3);
+  EXPECT_NEAR(it.compute_ns, 115 * kMs, 1e3);
+  EXPECT_EQ(p.bucket_bytes.size(), 2u);
+}
+
+TEST(Projection, OverlapHidesWhatEndsBeforeTheBackward) {
+  // Arrival order (last slot first): slot 1 ready at 60 ms goes first, 60-70; slot 0 (ready at
+  // 20) waits for it, 70-80: both within the 100 ms backward.
+  const auto s = make_source({10'000'000, 10'000'000}, {20, 60}, {100});
+  auto p = project(s, unit_link(), two_ranks());
+  EXPECT_NEAR(p.median_span_ns, 115 * kMs, 1e3);
+  EXPECT_NEAR(p.iterations[0].overlap_ns, 20 * kMs, 1e3);
+  EXPECT_NEAR(p.iterations[0].exposed_ns, 0, 1e3);
+  // Slot 0 ready at the end of backward (slot 1 went at 60-70): its 10 ms are exposed.
+  const auto late = make_source({10'000'000, 10'000'000}, {100, 60}, {100});
+  p = project(late, unit_link(), two_ranks());
+  EXPECT_NEAR(p.median_span_ns, 125 * kMs, 1e3);
+  EXPECT_NEAR(p.iterations[0].exposed_ns, 10 * kMs, 1e3);
+}
+
+TEST(Projection, BucketsHoldSeveralTensorsUpToTheirSize) {
+  // One 25 MiB bucket holds both: it starts when the later one is ready (60 ms), ends at 80.
+  const auto s = make_source({10'000'000, 10'000'000}, {20, 60}, {100});
+  Knobs k = two_ranks();
+  k.bucket_mb = 25;
+  const auto p = project(s, unit_link(), k);
+  EXPECT_EQ(p.bucket_bytes.size(), 1u);
+  EXPECT_NEAR(p.median_span_ns, 115 * kMs, 1e3);
+  // Reverse registration order puts slot 1 first too; the same here.
+  k.arrival_order = false;
+  EXPECT_NEAR(project(s, unit_link(), k).median_span_ns, 115 * kMs, 1e3);
+}
+
+TEST(Projection, SharedCoresSlowComputeAndCommunicationWhileTheyOverlap) {
+  // One 50 ms tensor ready at the start of a 100 ms backward. A core of its own for the
+  // communication: hidden (115 ms). One core for both, the call busy on it the whole time
+  // (the busy thread kept half its rate, the call half its pace): both at half speed until the
+  // call ends at 100 ms (50 ms of backward done), then 50 ms more: the backward ends at 150.
+  auto s = make_source({50'000'000}, {0}, {100});
+  auto link = unit_link();
+  EXPECT_NEAR(project(s, link, two_ranks()).median_span_ns, 115 * kMs, 1e3);
+  link.beside_rate_table = {{1, 0.5}};
+  link.beside_pace_table = {{1, 0.5}};
+  link.sweep_cores_per_rank = 1;
+  Knobs k = two_ranks();
+  k.cores_per_rank = 1;
+  const auto p = project(s, link, k);
+  EXPECT_NEAR(p.median_span_ns, 165 * kMs, 1e3);
+  EXPECT_NEAR(p.iterations[0].overlap_ns, 100 * kMs, 1e3);
+  // Two cores per rank: the one compute thread and the call each have one.
+  k.cores_per_rank = 2;
+  EXPECT_NEAR(project(s, link, k).median_span_ns, 115 * kMs, 1e3);
+}
+
+TEST(Projection, RanksWaitForTheSlowestInEveryCollective) {
+  // The whole data set's source: rank 0 replays iteration 1 (backward 100 ms), rank 1 iteration 2
+  // (200 ms). The tensor is ready at the end on each; the all-reduce starts when rank 1 is in it
+  // (210 ms from the start) and takes 10: both ranks' iterations end at 225 ms.
+  const auto s = make_source({10'000'000}, {1000}, {100, 200});
+  const auto p = project(s, unit_link(), two_ranks());
+  ASSERT_EQ(p.iterations.size(), 4u);  // 2 iterations x 2 ranks
+  EXPECT_NEAR(p.iterations[0].span_ns, 225 * kMs, 1e3);
+  EXPECT_NEAR(p.iterations[2].span_ns, 225 * kMs, 1e3);  // rank 1's first
+  EXPECT_NEAR(p.iterations[0].wait_ns, 110 * kMs, 1e3);  // rank 0 waited for rank 1, then the call
+  // A source that read rank 0's shard of 2 stands for every rank: each replays the same iteration.
+  auto sharded = s;
+  sharded.shard_ranks = 2;
+  const auto q = project(sharded, unit_link(), two_ranks());
+  EXPECT_NEAR(q.iterations[0].span_ns, 125 * kMs, 1e3);
+  EXPECT_NEAR(q.iterations[1].span_ns, 225 * kMs, 1e3);
+}
+
+TEST(Projection, PriorityNegotiatesAndSendsTheFrontMostReadyFirst) {
+  // 3 tensors of 10 ms; ready at 10 (slot 2), 20 (slot 1) and 90 ms (slot 0). With priority the
+  // thread takes slot 2 at 10 (10-20), slot 1 at 20 (20-30), slot 0 at 90 (90-100); each after
+  // an agreement of 24 bytes (24 ns here): the backward's end is hardly delayed.
+  const auto s = make_source({10'000'000, 10'000'000, 10'000'000}, {90, 20, 10}, {100});
+  Knobs k = two_ranks();
+  k.priority = true;
+  k.partition_mb = 10;
+  const auto p = project(s, unit_link(), k);
+  EXPECT_NEAR(p.median_span_ns, 115 * kMs, 1e3);
+  int negotiations = 0;
+  for (const auto& c : p.iterations[0].calls) negotiations += c.what == "priority negotiation";
+  EXPECT_EQ(negotiations, 3);
+}
+
+TEST(Projection, AParameterServerOnAFastLinkCostsTheWorkerItsOptimizer) {
+  // Workers push and pull over a link of 1000 bytes per ns: ~0 time; the servers run the
+  // optimizer (5 ms per iteration in the source, now the server's), so each iteration is
+  // forward + backward, and the update sits off the workers' paths.
+  auto s = make_source({1'000'000, 1'000'000}, {20, 60}, {100, 100, 100});
+  s.memory_gbps = 1000;
+  auto link = unit_link();
+  link.p2p_gbps = 1000;
+  Knobs k = two_ranks();
+  k.strategy = Strategy::ps;
+  const auto p = project(s, link, k);
+  EXPECT_NEAR(p.median_span_ns, 110 * kMs, 0.5 * kMs);
+  // A slow link: the next forward waits for the pulled values.
+  link.p2p_gbps = 0.01;  // 1 MB per 100 ms
+  const auto slow = project(s, link, k);
+  EXPECT_GT(slow.median_span_ns, 200 * kMs);
+  EXPECT_GT(slow.median(&ProjectedIteration::wait_ns, 1), 50 * kMs);
+}
+
+TEST(Projection, BadKnobsAreRefused) {
+  const auto s = make_source({1000}, {0}, {10});
+  Knobs k = two_ranks();
+  k.ranks = 1;
+  EXPECT_THROW(project(s, unit_link(), k), std::invalid_argument);
+  k = two_ranks();
+  k.bucket_mb = 0;
+  EXPECT_THROW(project(s, unit_link(), k), std::invalid_argument);
+  k = two_ranks();
+  k.strategy = Strategy::ps;
+  k.ps_priority = true;
+  EXPECT_THROW(project(s, unit_link(), k), std::invalid_argument);
+}
