@@ -13,6 +13,7 @@
 #include "cli/openmp_waiting.h"
 #include "cli/play.h"
 #include "cli/progress.h"
+#include "cli/project_command.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "cli/run_flags.h"
@@ -210,6 +211,50 @@ int main(int argc, char** argv) {
                    "With --fail-on-regression: peak memory growth (percent) still accepted")
       ->capture_default_str();
 
+  // What N ranks would make of a one-rank run (docs/projection.md), and the error ledger.
+  ProjectRequest project_request;
+  auto* project = app.add_subcommand(
+      "project", "Project a stored one-rank run onto N ranks over a link (all-reduce or parameter server), store it");
+  project->add_option("run", project_request.run, "The one-rank run (see `trainscope runs`)")
+      ->required()
+      ->transform(run_id_text);
+  project->add_option("--db", project_request.db, "SQLite file")->capture_default_str();
+  project->add_option("--ranks", project_request.ranks, "Ranks, one per host")->capture_default_str();
+  project->add_option("--link", project_request.link,
+                      "The link's rate (tc units: 100mbit, 1gbit, 10gbit): the newest sweep whose TCP rate matches, "
+                      "else a nominal link");
+  project
+      ->add_option("--sweep", project_request.sweep,
+                   "A collectives benchmark run (bench collectives) to fit the link to")
+      ->transform(run_id_text);
+  project->add_option("--strategy", project_request.strategy, "allreduce | ps (synchronous, one server on worker 0)")
+      ->capture_default_str();
+  project->add_option("--bucket-mb", project_request.bucket_mb, "Gradient bucket size, MiB")->capture_default_str();
+  project->add_flag("--no-overlap", project_request.no_overlap, "All-reduce only after backward");
+  project->add_option("--bucket-order", project_request.bucket_order, "arrival | reverse_registration")
+      ->capture_default_str();
+  project->add_flag("--priority", project_request.priority,
+                    "Priority schedule: partitions, the front-most ready first (without cross-barrier)");
+  project->add_option("--partition-mb", project_request.partition_mb, "With --priority: partition size, MiB")
+      ->capture_default_str();
+  project->add_option("--chunk-mb", project_request.chunk_mb, "Parameter server: key (chunk) size, MiB")
+      ->capture_default_str();
+  project
+      ->add_option("--cores-per-rank", project_request.cores_per_rank,
+                   "Cores each rank has (ranks sharing a machine share its cores); 0: its threads and one more, "
+                   "so that communication takes nothing from compute")
+      ->capture_default_str();
+  project
+      ->add_option("--against", project_request.against,
+                   "A measured run of these ranks and knobs: its error is stored in the ledger")
+      ->transform(run_id_text);
+  project->add_flag("--json", project_request.json, "JSON output");
+
+  bool projections_json = false;
+  auto* projections = app.add_subcommand("projections", "The error ledger: every stored projection and its error");
+  projections->add_option("--db", read_db, "SQLite file")->capture_default_str();
+  projections->add_flag("--json", projections_json, "JSON output");
+
   // a3c's game, to look at: a random episode as a PNG strip.
   PlayConfig play_config;
   auto* play = app.add_subcommand("play", "Play a3c's Breakout with random actions; write the frames as a PNG strip");
@@ -255,6 +300,11 @@ int main(int argc, char** argv) {
       return run_suite(s, suite_json);
     }
     if (*report) return execute_report(report_request);
+    if (*project) {
+      project_request.command_line = command_line;
+      return execute_project(project_request);
+    }
+    if (*projections) return execute_projections(read_db, projections_json);
     if (*compare) {
       compare_request.fail_on_regression_pct = fail_on_regression;
       return execute_compare(compare_request);

@@ -5,6 +5,7 @@
 #include "cli/interrupts.h"
 #include "cli/launch_job.h"
 #include "cli/progress.h"
+#include "cli/project_command.h"
 #include "cli/pytorch_reference.h"
 #include "cli/run_flags.h"
 #include "cli/summary.h"
@@ -76,7 +77,10 @@ RunOutcome run_session(const RunConfig& c, const std::string& label, const distr
   if (!o.error.empty() && (!world || world->rank == 0))
     say(stderr, "trainscope: run {} failed: {}\n", o.run_id, o.error);
   if (!o.spill_file.empty()) out.exit_code = kExitSpilled;
-  if (world && world->size > 1 && world->rank == 0 && o.run_id > 0 && o.spill_file.empty()) store_split(c.db, o.run_id);
+  if (world && world->size > 1 && world->rank == 0 && o.run_id > 0 && o.spill_file.empty()) {
+    store_split(c.db, o.run_id);
+    if (o.status == store::RunStatus::completed) store_own_projection(c.db, o.run_id, c.command_line);
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "cli/bench_command.h"
 #include "cli/run_config.h"
 #include "fmt/format.h"
+#include "projection/ledger.h"
 #include "reports/run_digest.h"
 #include "store/error.h"
 #include "store/liveness.h"
@@ -237,6 +238,89 @@ nlohmann::json throughput_json(const reports::RunDigest& d) {
 
 }  // namespace
 
+namespace {
+
+nlohmann::json ledger_row_json(const store::ProjectionRow& row) {
+  nlohmann::json j{{"projection_run", row.run_id},    {"source_run", row.source_run_id},
+                   {"sweep_run", row.sweep_run_id},   {"measured_run", row.measured_run_id},
+                   {"strategy", row.strategy},        {"link", row.link},
+                   {"projected_ns", row.projected_ns}};
+  j["knobs"] = nlohmann::json::parse(row.knobs_json, nullptr, false);
+  if (row.measured_ns > 0) j["measured_ns"] = row.measured_ns;
+  if (row.error) j["error"] = *row.error;
+  return j;
+}
+
+// A projection run's inputs and assumptions, or a measured run's own projections (the ledger's
+// rows) or why it has none.
+nlohmann::json projection_json(store::Reader& reader, const store::RunRow& run) {
+  if (run.framework == "projection") {
+    nlohmann::json j = nlohmann::json::object();
+    if (const auto row = reader.projection_of(run.id)) j = ledger_row_json(*row);
+    const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false);
+    if (cfg.is_object() && cfg.contains("projection")) {
+      const auto& p = cfg["projection"];
+      if (p.contains("assumptions")) j["assumptions"] = p["assumptions"];
+      if (p.contains("link") && p["link"].contains("source")) j["link_model"] = p["link"]["source"];
+    }
+    return j;
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& row : reader.projections_of_measured(run.id)) list.push_back(ledger_row_json(row));
+  nlohmann::json j{{"ledger", list}};
+  if (list.empty() && run.status == store::RunStatus::completed) {
+    const auto knobs = projection::knobs_of(reader, run);
+    if (!knobs.knobs) {
+      j["why_none"] = knobs.why_not;
+    } else if (!projection::find_source(reader, run)) {
+      j["why_none"] = fmt::format("no one-rank run of {} {} with {} threads and batch {} before it (trainscope run {} "
+                                  "--preset {} --threads {} --shard 0/{})",
+                                  run.workload, run.preset, run.threads, run.batch_size, run.workload, run.preset,
+                                  run.threads, run.ranks);
+    } else if (!projection::find_sweep(reader, run)) {
+      j["why_none"] = "no collectives sweep over the same hosts before it (trainscope bench collectives --hosts ...)";
+    } else {
+      j["why_none"] = "its inputs are in the db, but it was stored before they were (trainscope project ... --against)";
+    }
+  }
+  return j;
+}
+
+std::string format_projection(const nlohmann::json& j, const std::string& framework) {
+  const auto ms = [](double ns) { return fmt::format("{:.1f} ms", ns / 1e6); };
+  std::string s;
+  if (framework == "projection") {
+    if (!j.contains("source_run")) return "  projection     (its ledger row is missing)\n";
+    const int64_t ranks = j.contains("knobs") && j["knobs"].is_object() ? j["knobs"].value("ranks", int64_t{0}) : 0;
+    const int64_t measured = j.value("measured_run", int64_t{0});
+    s += fmt::format("  projection     of run {} onto {} ranks over {}{}\n", j["source_run"].get<int64_t>(), ranks,
+                     j.value("link_model", j.value("link", std::string("?"))),
+                     measured > 0 ? fmt::format("; measured run {}", measured) : "");
+    if (j.contains("error")) {
+      s += fmt::format("  projected      {} per iteration, measured {}: error {:+.1f}%\n",
+                       ms(j["projected_ns"].get<double>()), ms(j["measured_ns"].get<double>()),
+                       100 * j["error"].get<double>());
+    }
+    if (j.contains("assumptions")) {
+      for (const auto& a : j["assumptions"]) s += "  assumes        " + a.get<std::string>() + "\n";
+    }
+    return s;
+  }
+  for (const auto& row : j.value("ledger", nlohmann::json::array())) {
+    s += fmt::format("  projected      {} per iteration by run {} (from run {}, sweep {}){}\n",
+                     ms(row["projected_ns"].get<double>()), row["projection_run"].get<int64_t>(),
+                     row["source_run"].get<int64_t>(), row["sweep_run"].get<int64_t>(),
+                     row.contains("error")
+                         ? fmt::format(": error {:+.1f}% against this run's {}", 100 * row["error"].get<double>(),
+                                       ms(row["measured_ns"].get<double>()))
+                         : "");
+  }
+  if (j.contains("why_none")) s += "  projected      none: " + j["why_none"].get<std::string>() + "\n";
+  return s;
+}
+
+}  // namespace
+
 nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   std::optional<store::Reader> reader;
   try {
@@ -260,8 +344,11 @@ nlohmann::json run_summary(const std::filesystem::path& db, int64_t run_id) {
   }
   j["threads"] = run->threads;
   j["framework"] = run->framework;
+  // A projection (issue 44): what it was made from; a measured multi-rank run: its own, with the
+  // error, or why it has none.
+  if (run->framework == "projection" || run->ranks > 1) j["projection"] = projection_json(*reader, *run);
   // An imported trace (issue 42): where from, and what it does not hold (absent, never zero).
-  if (run->framework != "trainscope") {
+  if (run->framework != "trainscope" && run->framework != "projection") {
     nlohmann::json imported;
     for (const auto& e : reader->environment(run_id)) {
       if (e.key == "imported_from") imported["from"] = e.value;
@@ -507,6 +594,7 @@ std::string format_summary(const nlohmann::json& j) {
                                : "",
       counted(j["threads"].get<int64_t>(), "thread"), j["status"].get<std::string>());
   if (!j["error"].get<std::string>().empty()) s += "  error: " + j["error"].get<std::string>() + "\n";
+  if (j.contains("projection")) s += format_projection(j["projection"], j["framework"].get<std::string>());
   if (j.contains("imported")) {
     const auto& im = j["imported"];
     s += fmt::format("  imported       {} ({}) from {}\n", j["framework"].get<std::string>(),
