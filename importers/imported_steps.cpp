@@ -4,16 +4,11 @@
 #include <optional>
 
 #include "vocabulary/rates.h"
+#include "vocabulary/utc_time.h"
 
 namespace ts::importers {
 
-std::string iso_time(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string iso_time(std::time_t t) { return vocabulary::iso_utc(t); }
 
 std::string run_name(const std::filesystem::path& file, const ImportOptions& o,
                      std::initializer_list<std::string_view> extensions) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <map>
 #include <stdexcept>
 
@@ -10,19 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "vocabulary/rates.h"
+#include "vocabulary/utc_time.h"
 
 namespace ts::projection {
 
 namespace {
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string environment_value(store::Reader& reader, int64_t run, const std::string& key) {
   for (const auto& e : reader.environment(run)) {
@@ -61,7 +52,7 @@ int64_t store_projection(store::Writer& writer, const SourceRun& source, const P
   info.iterations = static_cast<int64_t>(source.iterations.size());
   info.warmup = 0;
   info.ranks = p.knobs.ranks;
-  info.started_at = utc_now();
+  info.started_at = vocabulary::utc_now();
   info.command_line = in.command_line;
   info.framework = "projection";
   // The source's configuration (its units, preset table, shard) with what was projected: readers
@@ -167,7 +158,7 @@ int64_t store_projection(store::Writer& writer, const SourceRun& source, const P
     if (in.measured_ns > 0) row.error = p.median_span_ns / in.measured_ns - 1;
     row.created_at = info.started_at;
     writer.add_projection(row);
-    writer.finish_run(run, store::RunStatus::completed, utc_now(), "");
+    writer.finish_run(run, store::RunStatus::completed, vocabulary::utc_now(), "");
     tx.commit();
   }
   return run;

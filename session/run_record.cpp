@@ -10,8 +10,8 @@
 #include "distributed/ring_all_reduce.h"
 #include "fmt/format.h"
 #include "session/record.h"
-#include "session/utc_time.h"
 #include "store/liveness.h"
+#include "vocabulary/utc_time.h"
 
 namespace ts::session {
 
@@ -39,7 +39,7 @@ std::vector<store::EnvEntry> run_environment(const std::vector<std::string>* ran
 
 RunRecord::RunRecord(const std::filesystem::path& db, std::chrono::milliseconds lock_wait, store::RunInfo info)
     : db_(db), writer_(db, lock_wait), info_(std::move(info)) {
-  if (info_.started_at.empty()) info_.started_at = utc_now();
+  if (info_.started_at.empty()) info_.started_at = vocabulary::utc_now();
   store::set_writer(info_, store::current_process());
   if (info_.uuid.empty()) info_.uuid = store::new_run_uuid();  // the spill file's copy keeps it
   writer_.check_integrity();                                   // a damaged db is refused before anything goes into it
@@ -54,11 +54,11 @@ void RunRecord::heartbeat(store::RunFlush rows) {
 }
 
 void RunRecord::finish(store::RunStatus status, const std::string& error) {
-  writer_.finish_run(id_, status, utc_now(), error);
+  writer_.finish_run(id_, status, vocabulary::utc_now(), error);
 }
 
 bool RunRecord::finish_if_running(store::RunStatus status, const std::string& error) {
-  return writer_.finish_if_running(id_, status, utc_now(), error);
+  return writer_.finish_if_running(id_, status, vocabulary::utc_now(), error);
 }
 
 std::filesystem::path RunRecord::spill(const Rows& to_spill, store::RunStatus status, const std::string& error) const {
@@ -66,7 +66,7 @@ std::filesystem::path RunRecord::spill(const Rows& to_spill, store::RunStatus st
   store::Writer side(path);
   const int64_t side_id = side.begin_run(info_);
   to_spill(side, side_id);
-  side.finish_run(side_id, status, utc_now(), error);
+  side.finish_run(side_id, status, vocabulary::utc_now(), error);
   return path;
 }
 
@@ -77,7 +77,7 @@ RunRecord::Stored RunRecord::store_final(const Rows& to_db, const Rows& to_spill
     writer_.require_same_file();  // a db deleted or replaced meanwhile: the results go to a side file
     store::Writer::Transaction tx(writer_);
     to_db(writer_, id_);
-    writer_.finish_run(id_, out.status, utc_now(), out.error);
+    writer_.finish_run(id_, out.status, vocabulary::utc_now(), out.error);
     tx.commit();
     return out;
   } catch (const std::exception& e) {
@@ -105,7 +105,7 @@ RunRecord::Stored RunRecord::store_final(const Rows& to_db, const Rows& to_spill
 bool RunRecord::finish_elsewhere(const std::filesystem::path& db, int64_t run_id, store::RunStatus status,
                                  const std::string& error, std::chrono::milliseconds lock_wait) {
   store::Writer writer(db, lock_wait);
-  return writer.finish_if_running(run_id, status, utc_now(), error);
+  return writer.finish_if_running(run_id, status, vocabulary::utc_now(), error);
 }
 
 }  // namespace ts::session

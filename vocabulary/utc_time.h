@@ -3,10 +3,9 @@
 #include <ctime>
 #include <string>
 
-namespace ts::session {
+namespace ts::vocabulary {
 
-inline std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
+inline std::string iso_utc(std::time_t t) {
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
@@ -14,4 +13,6 @@ inline std::string utc_now() {
   return buf;
 }
 
-}  // namespace ts::session
+inline std::string utc_now() { return iso_utc(std::time(nullptr)); }
+
+}  // namespace ts::vocabulary
