@@ -14,6 +14,7 @@
 #include "projection/link_model.h"
 #include "projection/simulate.h"
 #include "projection/source_run.h"
+#include "reports/number_format.h"
 #include "store/reader.h"
 #include "store/writer.h"
 #include "vocabulary/rates.h"
@@ -83,9 +84,9 @@ std::string knobs_text(const Knobs& k) {
 
 std::string format_projection(const projection::SourceRun& source, const projection::Projection& p, int64_t run,
                               const std::optional<store::ProjectionRow>& row) {
-  std::string out = fmt::format("projection run {}: run {} ({} {}, {} threads, batch {} per rank) onto {} ranks\n", run,
-                                source.run.id, source.run.workload, source.run.preset, source.run.threads,
-                                source.run.batch_size, p.knobs.ranks);
+  std::string out = fmt::format("projection run {}: run {} ({} {}, {}, batch {} per rank) onto {} ranks\n", run,
+                                source.run.id, source.run.workload, source.run.preset,
+                                reports::counted(source.run.threads, "thread"), source.run.batch_size, p.knobs.ranks);
   out += fmt::format("  strategy    {}\n", knobs_text(p.knobs));
   out += fmt::format("  link        {}\n", p.link.source);
   const auto med = [&](double projection::ProjectedIteration::*f, int rank) { return p.median(f, rank); };
@@ -109,8 +110,10 @@ std::string format_projection(const projection::SourceRun& source, const project
        &projection::ProjectedIteration::wait_ns, std::nullopt);
   int64_t total = 0;
   for (int64_t b : p.bucket_bytes) total += b;
-  out += fmt::format("\n  {} {} of {:.1f} MiB in all", p.bucket_bytes.size(),
-                     p.knobs.strategy == Strategy::ps ? "keys" : "buckets", static_cast<double>(total) / 1048576.0);
+  out += fmt::format("\n  {} of {:.1f} MiB in all",
+                     reports::counted(static_cast<int64_t>(p.bucket_bytes.size()),
+                                      p.knobs.strategy == Strategy::ps ? "key" : "bucket"),
+                     static_cast<double>(total) / 1048576.0);
   const double projected = p.median_span_ns;
   if (projected > 0 && source_ns > 0) {
     out += fmt::format("; scaling efficiency {:.0f}% (the source's iteration over the projected one)\n",

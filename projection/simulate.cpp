@@ -514,6 +514,26 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
     return moving * (1 - share) + moving * share / cpu_pace + link.p2p_latency_ns + message(bytes);
   };
 
+  // What those threads take from compute, where they share the cores: each rank's CPU work in
+  // time (a message's copies on each side, the CPU's share of its transfer there, the server's
+  // sums and updates on worker 0). Fair share: while a thread does D of CPU work beside compute,
+  // compute loses D (1 - pace) / pace.
+  struct CpuWork {
+    double start, end, demand;
+  };
+  std::vector<std::vector<CpuWork>> cpu_work(static_cast<size_t>(workers));
+  const auto side_demand = [&](int64_t bytes) {
+    return 2.0 * static_cast<double>(bytes) / mem + link.p2p_ns(bytes) * link.cpu_share(bytes);
+  };
+  const auto lost_within = [&](int w, double lo, double hi) {
+    if (!(cpu_pace < 1)) return 0.0;
+    double demand = 0;
+    for (const auto& c : cpu_work[static_cast<size_t>(w)]) {
+      const double a = std::max(lo, c.start), b = std::min(hi, c.end);
+      if (b > a && c.end > c.start) demand += c.demand * (b - a) / (c.end - c.start);
+    }
+    return demand * (1 - cpu_pace) / cpu_pace;
+  };
   Links links{std::vector<double>(static_cast<size_t>(workers), 0),
               std::vector<double>(static_cast<size_t>(workers), 0)};
   // When each key's newest value reached each worker (the answer to its last push).
@@ -583,9 +603,10 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
             }
           }
           it.wait_ns += waited;
-          it.phases.push_back({p.name, f0 - start, f0 + dur + waited - start});
-          compute[static_cast<size_t>(w)].emplace_back(cursor, f0 + dur + waited);
-          tw = f0 + dur + waited;
+          const double lost = lost_within(w, f0, f0 + dur + waited);  // the server's answers beside it
+          it.phases.push_back({p.name, f0 - start, f0 + dur + waited + lost - start});
+          compute[static_cast<size_t>(w)].emplace_back(cursor, f0 + dur + waited + lost);
+          tw = f0 + dur + waited + lost;
           continue;
         }
         if (p.name != "backward" || p.group < 0) {
@@ -617,9 +638,12 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
             double s0 = std::max(sender, r), s1 = 0;
             if (w == 0) {
               s1 = s0 + message(bytes);
+              cpu_work[0].push_back({s0, s1, 4.0 * static_cast<double>(bytes) / mem});  // both sides here
             } else {
               s0 = links.send(w, 0, s0, transfer(bytes));
               s1 = s0 + transfer(bytes);
+              cpu_work[static_cast<size_t>(w)].push_back({s0, s1, side_demand(bytes)});
+              cpu_work[0].push_back({s0, s1, side_demand(bytes)});
             }
             it.calls.push_back({w, group.names[static_cast<size_t>(flat - source.flat(p.group, 0))], "push", bytes,
                                 s0 - start, s1 - start});
@@ -629,9 +653,10 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
           }
         }
         sender_free[static_cast<size_t>(w)] = sender;
-        it.phases.push_back({p.name, tw - start, b0 + dur - start});
-        compute[static_cast<size_t>(w)].emplace_back(b0, b0 + dur);
-        tw = b0 + dur;
+        const double lost = lost_within(w, b0, b0 + dur);  // its pushes beside it (and the server's work)
+        it.phases.push_back({p.name, tw - start, b0 + dur + lost - start});
+        compute[static_cast<size_t>(w)].emplace_back(b0, b0 + dur + lost);
+        tw = b0 + dur + lost;
       }
       // The server (a thread of worker 0): each key once every worker's push is in, in that
       // order: the sum, the update (the source's optimizer time per byte), an answer to every
@@ -649,14 +674,18 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
             (static_cast<double>(workers) * local_copy(bytes) / 2 + update_ns_per_byte * static_cast<double>(bytes)) /
             cpu_pace;
         its[0].calls.push_back({0, "", "ps update", bytes, s0 - start, s0 + work - start});
+        cpu_work[0].push_back({s0, s0 + work, work * cpu_pace});
         double ts = s0 + work;
         for (int w = 0; w < workers; ++w) {
           if (w == 0) {
+            cpu_work[0].push_back({ts, ts + message(bytes), 4.0 * static_cast<double>(bytes) / mem});
             ts += message(bytes);  // a blocking send to its own rank's receiver, too
             arrived[0][static_cast<size_t>(key)] = ts;
             continue;
           }
           const double r0 = links.send(0, w, ts, transfer(bytes));
+          cpu_work[0].push_back({r0, r0 + transfer(bytes), side_demand(bytes)});
+          cpu_work[static_cast<size_t>(w)].push_back({r0, r0 + transfer(bytes), side_demand(bytes)});
           ts = r0 + transfer(bytes);
           arrived[static_cast<size_t>(w)][static_cast<size_t>(key)] = ts;
           its[static_cast<size_t>(w)].calls.push_back({w, "", "pull", bytes, r0 - start, ts - start});
@@ -702,8 +731,8 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
   pr.assumptions.push_back("the link: " + link.source);
   if (k.cores_per_rank > 0) {
     pr.assumptions.push_back(fmt::format(
-        "each rank has {:g} cores for its {} compute threads and its communication thread, shared while both run",
-        k.cores_per_rank, source.run.threads));
+        "each rank has {:g} core{} for its {} compute thread{} and its communication thread, shared while both run",
+        k.cores_per_rank, k.cores_per_rank == 1 ? "" : "s", source.run.threads, source.run.threads == 1 ? "" : "s"));
   }
   if (source.memory_gbps > 0) {
     pr.assumptions.push_back(fmt::format(
