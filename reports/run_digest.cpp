@@ -496,6 +496,7 @@ RunDigest digest_run(store::Reader& reader, const std::filesystem::path& db, con
     d.suite_entry = tag.value("entry", int64_t{0});
     d.suite_repeat = tag.value("repeat", int64_t{0});
   }
+  if (run.ranks > 1) d.projections = reader.projections_of_measured(run.id);
   const auto metrics = reader.metrics(run.id);
   std::map<int64_t, double> tokens;  // per iteration, where the run stored them
   for (const auto& m : metrics) {

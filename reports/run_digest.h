@@ -279,6 +279,8 @@ struct RunDigest {
   std::map<std::string, double> metrics;      // rank 0's whole-run metrics
   Conditions conditions;                      // what the machine gave rank 0: clean, noisy or unknown
   std::optional<IterationOutliers> outliers;  // slow iterations among the timed ones (iteration_outliers)
+  // The error ledger's rows checked against this run (schema v15; issue 44): its projections.
+  std::vector<store::ProjectionRow> projections;
 
   bool finished_ok() const { return status == "completed"; }
   // The job's rates, the headline's unit: one rank's times the ranks (they step together).

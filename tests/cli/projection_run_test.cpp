@@ -58,6 +58,14 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
   EXPECT_NE(res.out.find("projection     of run 1 onto 2 ranks"), std::string::npos) << res.out;
   EXPECT_NE(res.out.find("throughput"), std::string::npos) << res.out;
 
+  // A projection is a run: compare sets it against the measured one; the report lists the ledger.
+  res = run_trainscope("compare 4 3 --db " + db);
+  EXPECT_TRUE(res.exit_code == 0 || res.exit_code == 4) << res.out;  // 4: too few iterations to judge
+  EXPECT_NE(res.out.find("projection"), std::string::npos) << res.out;
+  res = run_trainscope("report " + db + " 3");
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("Projections against measured"), std::string::npos) << res.out;
+
   // Other knobs onto the same source, checked against the same run: a second ledger row.
   res = run_trainscope("project 1 --sweep 2 --ranks 2 --no-overlap --against 3 --db " + db);
   ASSERT_EQ(res.exit_code, 0) << res.out;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <regex>
@@ -252,4 +253,50 @@ TEST(SuiteReport, ARunsCollectivesAreSplitPerRankIntoWaitingAndMovingWithTheStra
   EXPECT_NE(text.find("Straggler: rank 1, last to arrive in 9 of 10 calls; the others waited 3.00 ms"),
             std::string::npos)
       << text;
+}
+
+// The error ledger in the report (issue 44): a row per checked projection of a selected run, marked
+// beyond 10%, the median and 90th percentile of |error|, and the same rows in the JSON; none
+// where no run has one.
+TEST(SuiteReport, ProjectionsAreSetAgainstTheRunsTheyProject) {
+  std::vector<RunDigest> runs = {run(1, 2, 16, 100), run(2, 2, 16, 100)};
+  EXPECT_FALSE(std::any_of(suite_report_document(runs, "t").sections.begin(),
+                           suite_report_document(runs, "t").sections.end(),
+                           [](const Section& s) { return s.title == "Projections against measured"; }));
+  ts::store::ProjectionRow close, far, unchecked;
+  close.run_id = 7;
+  close.strategy = "allreduce";
+  close.knobs_json = R"({"bucket_mb":25,"overlap":false,"priority":false})";
+  close.link = "sweep 3";
+  close.projected_ns = 102e6;
+  close.measured_ns = 100e6;
+  close.error = 0.02;
+  far = close;
+  far.run_id = 8;
+  far.strategy = "ps";
+  far.knobs_json = R"({"chunk_mb":1})";
+  far.projected_ns = 80e6;
+  far.error = -0.2;
+  unchecked = close;
+  unchecked.error.reset();
+  runs[0].projections = {close, unchecked};
+  runs[1].projections = {far};
+  const Document doc = suite_report_document(runs, "t");
+  const auto s = std::find_if(doc.sections.begin(), doc.sections.end(),
+                              [](const Section& x) { return x.title == "Projections against measured"; });
+  ASSERT_NE(s, doc.sections.end());
+  const auto* t = std::get_if<Table>(&s->blocks.at(0));
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->rows.size(), 2u);  // the unchecked projection has no error to show
+  EXPECT_EQ(t->rows[0][3], "25 MiB buckets, no overlap");
+  EXPECT_EQ(t->rows[0][7], "+2.0%");
+  EXPECT_EQ(t->rows[1][3], "ps sync, 1 MiB keys");
+  EXPECT_EQ(t->row_class, (std::vector<std::string>{"", "warning"}));
+  const auto* p = std::get_if<Paragraph>(&s->blocks.at(1));
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->text.find("|error| median 11.0%"), std::string::npos) << p->text;
+  const auto j = suite_report_json(runs, "t");
+  ASSERT_EQ(j["projections"].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["projections"][1]["error"].get<double>(), -0.2);
+  EXPECT_EQ(j["projections"][1]["measured_run"], 2);
 }
