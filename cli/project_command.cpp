@@ -165,6 +165,9 @@ int execute_project(const ProjectRequest& r) {
   if (r.against > 0) {
     const auto measured = reader.run(r.against);
     if (!measured) throw UsageError(fmt::format("--against {}: no such run", r.against));
+    if (measured->workload != source.run.workload || measured->preset != source.run.preset)
+      throw UsageError(fmt::format("--against {}: it trained {} {}, the source {} {}", r.against, measured->workload,
+                                   measured->preset, source.run.workload, source.run.preset));
     if (measured->ranks != r.ranks)
       throw UsageError(
           fmt::format("--against {}: it ran {} ranks, the projection {}", r.against, measured->ranks, r.ranks));

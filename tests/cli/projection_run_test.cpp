@@ -94,6 +94,7 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
            "project 1 --link 1gbit --bucket-mb 0 --db " + db,  // no bucket
            "project 1 --link 1gbit --against 99 --db " + db,   // no such run
            "project 1 --link 1gbit --strategy ring --db " + db,
+           "project 1 --link 1gbit --against 2 --db " + db,  // the sweep: another workload
        }) {
     res = run_trainscope(bad);
     EXPECT_EQ(res.exit_code, 2) << bad << "\n" << res.out;

@@ -35,18 +35,24 @@ class ProjectionStore : public ::testing::Test {
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_.string() + suffix);
   }
 
-  // A one-rank run: a warm-up and two timed iterations of forward 10 ms, backward 100 ms (p1 ready
-  // at 30 ms, p0 at 90), optimizer 5 ms; two parameters of 4 MB and 2 MB.
-  int64_t source_run(store::Writer& w, const std::string& shard = "", int64_t ranks = 1) {
+  // resnet50 tiny on the CPU, batch 4, one thread per rank: what source and measured runs share.
+  static store::RunInfo resnet50_tiny(int64_t ranks) {
     store::RunInfo info;
     info.workload = "resnet50";
     info.preset = "tiny";
     info.device = "cpu";
     info.batch_size = 4;
     info.threads = 1;
+    info.ranks = ranks;
+    return info;
+  }
+
+  // A one-rank run: a warm-up and two timed iterations of forward 10 ms, backward 100 ms (p1 ready
+  // at 30 ms, p0 at 90), optimizer 5 ms; two parameters of 4 MB and 2 MB.
+  int64_t source_run(store::Writer& w, const std::string& shard = "", int64_t ranks = 1) {
+    store::RunInfo info = resnet50_tiny(ranks);
     info.iterations = 2;
     info.warmup = 1;
-    info.ranks = ranks;
     nlohmann::json cfg = {
         {"units", {{"samples", "images"}, {"tokens", ""}, {"batch", "images"}, {"headline", "samples"}}}};
     if (!shard.empty()) cfg["shard"] = shard;
@@ -105,13 +111,7 @@ class ProjectionStore : public ::testing::Test {
 
   // A measured 2-rank all-reduce run over `hosts`, median iteration 130 ms.
   int64_t measured_run(store::Writer& w, const std::string& hosts, nlohmann::json distributed) {
-    store::RunInfo info;
-    info.workload = "resnet50";
-    info.preset = "tiny";
-    info.device = "cpu";
-    info.batch_size = 4;
-    info.threads = 1;
-    info.ranks = 2;
+    store::RunInfo info = resnet50_tiny(2);
     info.iterations = 1;
     info.config_json = nlohmann::json{{"distributed", distributed}}.dump();
     const int64_t run = w.begin_run(info);
