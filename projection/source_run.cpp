@@ -122,7 +122,10 @@ SourceRun read_source(store::Reader& reader, int64_t run_id, bool with_forward_u
 
   // The gradients' markers: their iteration, time and parameter.
   const auto ready_id = reader.string_id("gradient ready");
-  if (!ready_id) refuse(run_id, "its trace holds no gradient-ready markers (run it again with this build)");
+  const std::string no_markers =
+      "its trace holds no gradient-ready markers (runs before schema v15 recorded none: run it again; a3c's learners "
+      "train copies of their own, which record none)";
+  if (!ready_id) refuse(run_id, no_markers);
   struct Marker {
     int64_t iteration, t;
     int64_t layer;
@@ -134,7 +137,7 @@ SourceRun read_source(store::Reader& reader, int64_t run_id, bool with_forward_u
     markers.push_back({e.iteration, e.start_ns, e.layer});
     layer_ids.push_back(e.layer);
   }
-  if (markers.empty()) refuse(run_id, "its trace holds no gradient-ready markers (run it again with this build)");
+  if (markers.empty()) refuse(run_id, no_markers);
   std::sort(layer_ids.begin(), layer_ids.end());
   layer_ids.erase(std::unique(layer_ids.begin(), layer_ids.end()), layer_ids.end());
   const auto names = reader.strings(layer_ids);
