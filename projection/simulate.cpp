@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "profiler/analysis.h"
 #include "vocabulary/bucket_plan.h"
 #include "vocabulary/ps_polling.h"
 #include "vocabulary/rates.h"
@@ -47,52 +48,20 @@ namespace {
 
 using Interval = std::pair<double, double>;
 
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const auto& i : v) {
-    if (i.second <= i.first) continue;
-    if (!out.empty() && i.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, i.second);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-double length(const std::vector<Interval>& m) {
-  double n = 0;
-  for (const auto& i : m) n += i.second - i.first;
-  return n;
-}
-
-double intersection(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  double n = 0;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) n += hi - lo;
-    (a[i].second < b[j].second) ? ++i : ++j;
-  }
-  return n;
-}
-
-// The breakdown of one rank's iteration from its compute intervals and its communication calls.
+// The breakdown of one rank's iteration from its compute intervals and its communication calls,
+// as a measured run's (profiler::breakdown over the iteration's span, on whole ns): communication
+// past the iteration's end (a parameter server's pushes and answers) is the next iteration's.
 void finish_breakdown(ProjectedIteration& it, const std::vector<Interval>& compute) {
-  std::vector<Interval> comm;
-  for (const auto& c : it.calls) comm.emplace_back(c.start_ns, c.end_ns);
-  // Communication past the iteration's end (a parameter server's pushes and replies) is the next
-  // iteration's to overlap with: only what lies inside the span counts here, as in a measured run.
-  for (auto& c : comm) c.second = std::min(c.second, it.span_ns);
-  const auto cu = merged(compute), mu = merged(comm);
-  std::vector<Interval> all = cu;
-  all.insert(all.end(), mu.begin(), mu.end());
-  it.compute_ns = length(cu);
-  it.comm_ns = length(mu);
-  it.overlap_ns = intersection(cu, mu);
-  it.exposed_ns = it.comm_ns - it.overlap_ns;
-  it.idle_ns = std::max(0.0, it.span_ns - length(merged(all)));
+  const auto ns = [](double t) { return static_cast<int64_t>(std::llround(t)); };
+  std::vector<profiler::Interval> cu, co;
+  for (const auto& c : compute) cu.push_back({ns(c.first), ns(c.second)});
+  for (const auto& c : it.calls) co.push_back({ns(c.start_ns), ns(c.end_ns)});
+  const profiler::Breakdown b = profiler::breakdown(cu, co, 0, ns(it.span_ns));
+  it.compute_ns = static_cast<double>(b.compute_ns);
+  it.comm_ns = static_cast<double>(b.comm_ns);
+  it.overlap_ns = static_cast<double>(b.overlap_ns);
+  it.exposed_ns = static_cast<double>(b.exposed_comm_ns);
+  it.idle_ns = static_cast<double>(std::max<int64_t>(0, b.idle_ns));
 }
 
 // ---- all-reduce ---------------------------------------------------------------------------
@@ -480,7 +449,8 @@ struct Links {
 std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const LinkModel& link, const Knobs& k,
                                               std::vector<int64_t>& key_bytes) {
   const int workers = static_cast<int>(k.ranks);
-  const int64_t chunk = std::max<int64_t>(4, static_cast<int64_t>(k.chunk_mb * 1024 * 1024) / 4 * 4);
+  const int64_t chunk =
+      vocabulary::mib_to_floats(k.chunk_mb) * static_cast<int64_t>(sizeof(float));  // as ps_job's keys
   std::vector<Key> keys;
   std::vector<std::vector<int>> keys_of(static_cast<size_t>(source.parameter_count()));
   for (size_t g = 0; g < source.groups.size(); ++g) {

@@ -7,12 +7,11 @@
 #include "distributed/error.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_runtime.h"
+#include "vocabulary/bucket_plan.h"
 
 namespace ts::distributed::ps {
 
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 // The layout's inputs folded into one number: equal on every rank that built the same model.
 int64_t signature(const std::vector<std::vector<TensorSpec>>& specs) {
@@ -63,7 +62,7 @@ PsJob::PsJob(MPI_Comm world, const PsOptions& options, std::vector<std::vector<e
     throw DistError("parameter server: the workload gives " + std::to_string(recipes.size()) +
                     " optimizer recipes for " + std::to_string(groups.size()) + " gradient groups");
   }
-  const auto chunk = std::max<int64_t>(1, static_cast<int64_t>(options.chunk_mb * kMiB / 4.0));
+  const auto chunk = vocabulary::mib_to_floats(options.chunk_mb);
   layout_ = plan_keys(specs, topology_.servers, chunk);
 
   server_index_ = topology_.server_of(rank_);
