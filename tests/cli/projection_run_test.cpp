@@ -43,6 +43,14 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
     EXPECT_EQ(ledger[0].sweep_run_id, 2);
     ASSERT_TRUE(ledger[0].error);
     EXPECT_GT(ledger[0].projected_ns, 0);
+    // Both ranks on this machine, sweep and run alike: each rank had half its cores.
+    for (int64_t run : {2, 3}) {
+      std::string per_machine;
+      for (const auto& e : r.environment(run)) {
+        if (e.key == "ranks_per_machine") per_machine = e.value;
+      }
+      EXPECT_EQ(per_machine, "2") << "run " << run;
+    }
     const auto sweep = r.collective_bench(2);
     ASSERT_FALSE(sweep.empty());
     EXPECT_GT(sweep.back().beside_rate, 0);  // the busy thread beside the calls

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "session/run_options.h"
 #include "session/run_plan.h"
 #include "workloads/workload.h"
 
@@ -173,4 +174,20 @@ TEST(RunPlan, AnUnknownWorkloadIsRefused) {
   RunConfig c = resnet();
   c.workload = "nope";
   EXPECT_THROW(plan_run(c, nullptr, 1), std::runtime_error);
+}
+
+// `--shard R/N` (a projection's source): one process reads rank R of N's data; without it, all of
+// it; and the stored config keeps it.
+TEST(RunPlan, AShardedSingleProcessReadsThatRanksData) {
+  RunConfig c = resnet();
+  EXPECT_EQ(plan_run(c, nullptr, 4).workload.rank, 0);
+  EXPECT_EQ(plan_run(c, nullptr, 4).workload.world_size, 1);
+  c.shard = "1/3";
+  const RunPlan p = plan_run(c, nullptr, 4);
+  EXPECT_EQ(p.workload.rank, 1);
+  EXPECT_EQ(p.workload.world_size, 3);
+  EXPECT_EQ(json::parse(p.info.config_json).value("shard", std::string()), "1/3");
+  EXPECT_FALSE(ts::session::parse_shard("3/3"));
+  EXPECT_FALSE(ts::session::parse_shard("1/3x"));
+  EXPECT_EQ(ts::session::parse_shard("0/2"), (std::pair<int, int>{0, 2}));
 }
