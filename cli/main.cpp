@@ -234,9 +234,12 @@ int main(int argc, char** argv) {
   project->add_option("--bucket-order", project_request.bucket_order, "arrival | reverse_registration")
       ->capture_default_str();
   project->add_flag("--priority", project_request.priority,
-                    "Priority schedule: partitions, the front-most ready first (without cross-barrier)");
+                    "Priority schedule: partitions, the front-most ready first; with cross-barrier where the "
+                    "workload's step can be cut per parameter, as run takes it");
   project->add_option("--partition-mb", project_request.partition_mb, "With --priority: partition size, MiB")
       ->capture_default_str();
+  project->add_flag("--no-cross-barrier", project_request.no_cross_barrier,
+                    "With --priority: the backward's end waits for every bucket");
   project->add_option("--chunk-mb", project_request.chunk_mb, "Parameter server: key (chunk) size, MiB")
       ->capture_default_str();
   project

@@ -48,6 +48,7 @@ Knobs knobs_of(const ProjectRequest& r) {
   k.priority = r.priority && k.strategy == Strategy::allreduce;
   k.ps_priority = r.priority && k.strategy == Strategy::ps;
   k.partition_mb = r.partition_mb;
+  k.cross_barrier = !r.no_cross_barrier;
   k.chunk_mb = r.chunk_mb;
   if (r.cores_per_rank < 0 || r.cores_per_rank > 1e5)
     throw UsageError(
@@ -79,6 +80,7 @@ std::string knobs_text(const Knobs& k) {
                              : fmt::format("all-reduce, {:g} MiB buckets ({} order)", k.bucket_mb,
                                            k.arrival_order ? "arrival" : "reverse registration");
   s += k.overlap ? ", overlapped with backward" : ", after backward (no overlap)";
+  if (k.priority) s += k.cross_barrier ? ", cross-barrier" : ", no cross-barrier";
   return s;
 }
 
@@ -145,7 +147,8 @@ int execute_project(const ProjectRequest& r) {
   store::Reader reader(r.db);
   projection::SourceRun source;
   try {
-    source = projection::read_source(reader, r.run, knobs.strategy == Strategy::ps);
+    // A parameter server's forward and cross-barrier's wait for their layers' parameters.
+    source = projection::read_source(reader, r.run, knobs.strategy == Strategy::ps || (knobs.priority && knobs.cross_barrier));
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -191,7 +194,7 @@ int execute_project(const ProjectRequest& r) {
                      {"projection_run", run},
                      {"source_run", source.run.id},
                      {"sweep_run", sweep},
-                     {"knobs", nlohmann::json::parse(projection::knobs_json(knobs))},
+                     {"knobs", nlohmann::json::parse(projection::knobs_json(p.knobs))},
                      {"link", p.link.source},
                      {"source_iteration_ns", projection::median_span_ns(source)},
                      {"projected_iteration_ns", p.median_span_ns},

@@ -20,6 +20,7 @@ struct ProjectRequest {
   std::string bucket_order = "arrival";
   bool priority = false;
   double partition_mb = 4;
+  bool no_cross_barrier = false;  // with priority: the backward's end waits for every bucket
   double chunk_mb = 1;
   double cores_per_rank = 0;  // 0: the source's threads and one more
   int64_t against = 0;        // a measured multi-rank run: the projection's error against it is stored

@@ -214,11 +214,9 @@ MeasuredKnobs knobs_of(store::Reader& reader, const store::RunRow& measured) {
     k.arrival_order = d.value("bucket_order", std::string("arrival")) == "arrival";
     k.priority = d.value("priority", false);
     k.partition_mb = d.value("partition_mb", 4.0);
+    k.cross_barrier = false;  // as the run took it (asked for, it may not have been: the metric says)
     for (const auto& m : reader.metrics(measured.id)) {
-      if (m.name == "dp_cross_barrier" && m.value > 0) {
-        out.why_not = "it took cross-barrier (not modelled)";
-        return out;
-      }
+      if (m.name == "dp_cross_barrier" && m.value > 0) k.cross_barrier = true;
     }
   } else {
     out.why_not = "its strategy is not recorded";
@@ -306,7 +304,8 @@ LedgerResult project_measured(const std::filesystem::path& db, int64_t measured_
     return out;
   }
   try {
-    const SourceRun source = read_source(reader, *source_id, knobs.knobs->strategy == Strategy::ps);
+    const Knobs& k = *knobs.knobs;
+    const SourceRun source = read_source(reader, *source_id, k.strategy == Strategy::ps || (k.priority && k.cross_barrier));
     const LinkModel link = load_link_model(reader, *sweep_id);
     const Projection p = project(source, link, *knobs.knobs);
     store::Writer writer(db);

@@ -31,7 +31,7 @@ int64_t store_projection(store::Writer& writer, const SourceRun& source, const P
 std::optional<double> median_iteration_ns(store::Reader& reader, int64_t run);
 
 // The knobs a measured multi-rank run ran with, or why it cannot be projected (the strategies and
-// modes the model does not cover: cross-barrier taken, asynchronous parameter servers, several
+// modes the model does not cover: asynchronous, bounded or eager parameter servers, several
 // or dedicated servers, GPUs).
 struct MeasuredKnobs {
   std::optional<Knobs> knobs;

@@ -27,7 +27,10 @@ std::string knobs_json(const Knobs& k) {
     j["overlap"] = k.overlap;
     j["bucket_order"] = k.arrival_order ? "arrival" : "reverse_registration";
     j["priority"] = k.priority;
-    if (k.priority) j["partition_mb"] = k.partition_mb;
+    if (k.priority) {
+      j["partition_mb"] = k.partition_mb;
+      j["cross_barrier"] = k.cross_barrier;
+    }
   } else {
     j["ps_mode"] = "sync";
     j["servers"] = 1;
@@ -112,6 +115,8 @@ Segment collective_segment(const LinkModel& link, int64_t ranks, std::string wha
   return s;
 }
 
+constexpr const char* kCopyOut = "copy out of bucket";  // a bucket's last step: its means are back
+
 // A bucket's work on the communication thread: its gradients copied in, the all-reduce, the mean
 // taken and copied back (docs/distributed.md, "What happens"). The copies at the source's
 // memory-bound rate: measured here, copying in moves a bucket's bytes at about that rate (its
@@ -121,15 +126,27 @@ void add_bucket_segments(std::vector<Segment>& out, const LinkModel& link, int64
   const double copy_in = memory_gbps > 0 ? static_cast<double>(bytes) / memory_gbps : 0;
   out.push_back({"copy into bucket", label, bytes, copy_in, 1.0, false, bucket});
   out.push_back(collective_segment(link, ranks, "all_reduce", label, bytes, bucket));
-  out.push_back({"copy out of bucket", label, bytes, 2 * copy_in, 1.0, false, bucket});
+  out.push_back({kCopyOut, label, bytes, 2 * copy_in, 1.0, false, bucket});
 }
 
 // One backward of every rank at once (the same group; each rank its own source phase): each
 // rank's compute and its communication thread's buckets share the rank's cores while both run; a
 // collective moves once every rank is in it, at the pace of the slowest rank's share. Ranks
 // waiting for the others in a collective take no CPU (Open MPI yields while it waits).
+// With cross-barrier the training thread goes on past the backward's end through its tail (up to
+// the next backward) while the buckets are still in flight, its steps waiting for theirs.
 class JointBackward {
  public:
+  // A step of the tail: it waits until the buckets of its gate are averaged (their means copied
+  // back), then computes `work`.
+  struct Step {
+    double work = 0;
+    std::vector<int> gate;
+    int iteration = 0;   // 0: the backward's iteration, 1: the next one
+    std::string phase;   // the loop phase it belongs to ("" for the loop's own time between phases)
+    bool compute = true;  // the training thread's compute (not the loop's own time between phases)
+    double arrived = -1, went = -1, ended = -1;  // reached its gate, passed it, ended
+  };
   struct Rank {
     const SourcePhase* phase = nullptr;
     ProjectedIteration* it = nullptr;
@@ -144,6 +161,11 @@ class JointBackward {
     double remaining = 0, seg_start = 0;
     bool in_collective = false;
     std::vector<int> mask;  // priority: the ready buckets it entered the negotiation with
+    std::vector<Step> tail;            // cross-barrier; empty without
+    std::vector<double> step_end;      // each tail step's end in work (the backward's is dur)
+    size_t step = 0;                   // the tail step under way
+    double total = 0;                  // dur and the tail's work
+    std::vector<double> bucket_done;   // when each bucket's mean was back; -1: not yet
   };
 
   JointBackward(const SourceRun& source, const std::vector<vocabulary::PlannedBucket>& buckets, int group,
@@ -172,11 +194,17 @@ class JointBackward {
         }
       }
       r.taken.assign(buckets_.size(), false);
+      r.bucket_done.assign(buckets_.size(), -1);
+      r.total = r.dur;
+      r.step_end.clear();
+      for (const auto& s : r.tail) r.step_end.push_back(r.total += s.work);
       t = std::min(t, r.start);
     }
     for (int guard = 0; guard < 10'000'000; ++guard) {
       for (auto& r : ranks_) {
-        if (t >= r.start && r.queue.empty()) take(r, t);
+        if (t < r.start) continue;
+        settle(r, t);
+        if (r.queue.empty()) take(r, t);
       }
       // A collective every rank is in moves.
       const bool moving = collective_moving();
@@ -190,10 +218,11 @@ class JointBackward {
           continue;
         }
         const auto [rc, rm] = rates(r, moving);
-        if (r.work < r.dur) {
+        if (r.step < r.tail.size()) active = true;  // a tail step waits for its gate
+        if (computing(r)) {
           active = true;
-          double target = r.dur;
-          if (r.queue.empty()) {
+          double target = limit(r);
+          if (r.queue.empty() && r.work < r.dur) {
             for (size_t b = 0; b < buckets_.size(); ++b) {
               if (!r.taken[b] && r.bucket_ready[b] > r.work) target = std::min(target, r.bucket_ready[b]);
             }
@@ -214,12 +243,11 @@ class JointBackward {
       for (auto& r : ranks_) {
         if (t - dt < r.start) continue;
         const auto [rc, rm] = rates(r, moving);
-        if (r.work < r.dur) {
-          r.work = std::min(r.dur, r.work + rc * dt);
-          if (r.work >= r.dur - 1e-9) {
-            r.work = r.dur;
-            if (r.compute_end < 0) r.compute_end = t;
-          }
+        if (computing(r)) {
+          const double until = limit(r);
+          r.work = std::min(until, r.work + rc * dt);
+          if (r.work >= until - 1e-9) r.work = until;
+          if (r.work >= r.dur && r.compute_end < 0) r.compute_end = t;
         }
         if (!r.queue.empty() && (!r.queue.front().collective || moving)) {
           r.remaining -= (r.queue.front().collective ? collective_rate : rm) * dt;
@@ -228,6 +256,7 @@ class JointBackward {
       finish_segments(t, moving);
     }
     for (auto& r : ranks_) {
+      settle(r, t);
       if (r.compute_end < 0) r.compute_end = r.start + r.dur;
       r.comm_end = std::max(r.comm_end, r.compute_end);
     }
@@ -237,12 +266,37 @@ class JointBackward {
  private:
   // (compute rate, communication rate) of a rank now.
   std::pair<double, double> rates(const Rank& r, bool moving) const {
-    const bool computing = r.work < r.dur;
     if (r.queue.empty()) return {1.0, 1.0};
     const Segment& s = r.queue.front();
     const bool working = !s.collective || moving;  // waiting for the others takes no CPU
-    if (!computing || !working) return {1.0, 1.0};
+    if (!computing(r) || !working) return {1.0, 1.0};
     return cores_.shared(s);
+  }
+
+  // Whether the training thread computes now: in its backward, or in a tail step past its gate.
+  bool computing(const Rank& r) const {
+    if (r.work < r.dur) return true;
+    return r.step < r.tail.size() && r.tail[r.step].went >= 0 && r.work < r.step_end[r.step];
+  }
+  // Where its work goes up to without a stop: the backward's end, or the tail step's.
+  double limit(const Rank& r) const { return r.work < r.dur ? r.dur : r.step_end[std::min(r.step, r.tail.size() - 1)]; }
+
+  // The tail at `t`: steps reach their gates, pass those whose buckets are averaged, end.
+  void settle(Rank& r, double t) {
+    if (r.work >= r.dur && r.compute_end < 0) r.compute_end = t;
+    while (r.work >= r.dur && r.step < r.tail.size()) {
+      Step& s = r.tail[r.step];
+      if (s.arrived < 0) s.arrived = t;
+      if (s.went < 0) {
+        if (!std::all_of(s.gate.begin(), s.gate.end(), [&](int b) { return r.bucket_done[static_cast<size_t>(b)] >= 0; }))
+          return;
+        s.went = t;
+      }
+      if (r.work < r.step_end[r.step] - 1e-9) return;
+      r.work = r.step_end[r.step];
+      s.ended = t;
+      ++r.step;
+    }
   }
 
   bool collective_moving() const {
@@ -312,6 +366,7 @@ class JointBackward {
       const Segment& s = r.queue.front();
       r.it->calls.push_back(
           {r.it->rank, s.label, s.what, s.bytes, r.seg_start - r.iteration_start, t - r.iteration_start});
+      if (s.bucket >= 0 && s.what == kCopyOut) r.bucket_done[static_cast<size_t>(s.bucket)] = t;
       r.queue.erase(r.queue.begin());
       if (!r.queue.empty()) {
         start_front(r, t);
@@ -393,6 +448,226 @@ std::vector<ProjectedIteration> allreduce_iteration(const SourceRun& source,
     finish_breakdown(its[r], compute[r]);
   }
   return its;
+}
+
+// Why a source's step cannot be cut per parameter for cross-barrier ("" where it can), as data
+// parallelism decides it (distributed/data_parallel.cpp, take_split_step; a workload's split step).
+std::string why_no_cross_barrier(const SourceRun& source) {
+  if (source.groups.size() != 1) return "the workload's iteration has several gradient groups, each with its own step";
+  if (source.groups[0].clipped) return "its step clips the gradients by their global norm (every one must be final first)";
+  return "";
+}
+
+size_t source_index(const SourceRun& source, const Knobs& k, size_t j, int64_t r);
+
+// The training thread's tail after backward `a`'s end with cross-barrier, up to the next backward
+// (that of `b`; none after the last iteration): the rest of a's phases (its optimizer phase only
+// begins the step: the updates move), then b's phases before its backward, the forward waiting,
+// layer by layer at its first op, for its parameters' buckets and updating them there (the
+// source's optimizer time per byte); the next backward first waits for every bucket and updates
+// what the forward did not reach. After the last iteration that flush ends the iteration itself.
+std::vector<JointBackward::Step> cross_barrier_tail(const SourceRun& source, const SourceIteration& a, size_t backward,
+                                                    const SourceIteration* b,
+                                                    const std::vector<std::vector<int>>& buckets_of,
+                                                    int bucket_count) {
+  using Step = JointBackward::Step;
+  const auto& group = source.groups[0];
+  double optimizer_ns = 0;
+  for (const auto& p : a.phases) {
+    if (p.name == "optimizer") optimizer_ns += static_cast<double>(p.duration());
+  }
+  const int64_t total = group.total_bytes();
+  const double per_byte = total > 0 ? optimizer_ns / static_cast<double>(total) : 0;
+  std::vector<bool> updated(group.names.size(), false);
+  std::vector<int> every(static_cast<size_t>(bucket_count));
+  for (int i = 0; i < bucket_count; ++i) every[static_cast<size_t>(i)] = i;
+  const auto updates_of = [&](const std::vector<int>& slots) {
+    double ns = 0;
+    for (int s : slots) {
+      if (!updated[static_cast<size_t>(s)]) ns += per_byte * static_cast<double>(group.bytes[static_cast<size_t>(s)]);
+      updated[static_cast<size_t>(s)] = true;
+    }
+    return ns;
+  };
+  const auto the_rest = [&] {
+    std::vector<int> rest;
+    for (size_t s = 0; s < updated.size(); ++s) {
+      if (!updated[s]) rest.push_back(static_cast<int>(s));
+    }
+    return updates_of(rest);
+  };
+  std::vector<Step> out;
+  const auto gap = [&](int64_t ns, int iteration) {
+    if (ns > 0) out.push_back({static_cast<double>(ns), {}, iteration, "", false});
+  };
+  int64_t end = a.phases[backward].end_ns;
+  for (size_t i = backward + 1; i < a.phases.size(); ++i) {
+    const SourcePhase& p = a.phases[i];
+    gap(p.start_ns - end, 0);
+    end = p.end_ns;
+    out.push_back({p.name == "optimizer" ? 0.0 : static_cast<double>(p.duration()), {}, 0, p.name});
+  }
+  if (!b) out.push_back({the_rest(), every, 0, "", true});  // the last step's flush, in its iteration
+  gap(a.span_ns - end, 0);
+  if (!b) return out;
+  end = 0;
+  for (const SourcePhase& p : b->phases) {
+    if (p.name == "backward") break;
+    gap(p.start_ns - end, 1);
+    end = p.end_ns;
+    if (p.name != "forward" || p.first_use.empty()) {
+      out.push_back({static_cast<double>(p.duration()), {}, 1, p.name});
+      continue;
+    }
+    std::map<int64_t, std::vector<int>> at;  // a layer's first op: its parameters (flat = slot: one group)
+    for (const auto& [flat, off] : p.first_use) {
+      if (flat >= 0 && static_cast<size_t>(flat) < group.names.size()) at[std::clamp<int64_t>(off, 0, p.duration())].push_back(flat);
+    }
+    int64_t done = 0;
+    // The first step is the forward's own, so that the phase starts where its first gate waits.
+    out.push_back({0.0, {}, 1, p.name});
+    for (const auto& [off, slots] : at) {
+      if (off > done) out.push_back({static_cast<double>(off - done), {}, 1, p.name});
+      done = off;
+      std::vector<int> gate;
+      for (int s : slots) {
+        if (updated[static_cast<size_t>(s)]) continue;
+        for (int bk : buckets_of[static_cast<size_t>(s)]) gate.push_back(bk);
+      }
+      std::sort(gate.begin(), gate.end());
+      gate.erase(std::unique(gate.begin(), gate.end()), gate.end());
+      out.push_back({updates_of(slots), std::move(gate), 1, p.name});
+    }
+    if (p.duration() > done) out.push_back({static_cast<double>(p.duration() - done), {}, 1, p.name});
+  }
+  out.push_back({the_rest(), every, 1, "backward"});
+  return out;
+}
+
+// Every iteration of every rank with cross-barrier: one backward per iteration (one gradient group),
+// its tail running into the next iteration, so the whole run at once. Returns by rank, then iteration.
+std::vector<ProjectedIteration> cross_barrier_iterations(const SourceRun& source, const GroupPlan& plan,
+                                                         const LinkModel& link, const Knobs& k, const Cores& cores) {
+  using Step = JointBackward::Step;
+  const size_t n = static_cast<size_t>(k.ranks), count = source.iterations.size();
+  const auto& group = source.groups[0];
+  std::vector<std::vector<int>> buckets_of(group.names.size());
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    for (const auto& u : plan.buckets[b].units) {
+      auto& list = buckets_of[static_cast<size_t>(u.slot)];
+      if (list.empty() || list.back() != static_cast<int>(b)) list.push_back(static_cast<int>(b));
+    }
+  }
+  const auto src = [&](size_t j, size_t r) -> const SourceIteration& {
+    return source.iterations[source_index(source, k, j, static_cast<int64_t>(r))];
+  };
+  const auto backward_of = [](const SourceIteration& it) {
+    for (size_t i = 0; i < it.phases.size(); ++i) {
+      if (it.phases[i].name == "backward" && it.phases[i].group == 0) return i;
+    }
+    throw std::invalid_argument(fmt::format("the source's iteration {} has no backward", it.index));
+  };
+  std::vector<std::vector<ProjectedIteration>> its(count, std::vector<ProjectedIteration>(n));
+  std::vector<std::vector<std::vector<Interval>>> compute(count, std::vector<std::vector<Interval>>(n));
+  std::vector<std::vector<double>> starts(count + 1, std::vector<double>(n, 0));
+  std::vector<double> t(n, 0), backward_from(n, 0);
+  for (size_t j = 0; j < count; ++j) {
+    for (size_t r = 0; r < n; ++r) {
+      its[j][r].index = src(j, r).index;
+      its[j][r].rank = static_cast<int>(r);
+    }
+  }
+  // Iteration 0 up to its backward: nothing is pending yet.
+  for (size_t r = 0; r < n; ++r) {
+    const SourceIteration& it = src(0, r);
+    int64_t end = 0;
+    for (size_t i = 0; i < backward_of(it); ++i) {
+      const SourcePhase& p = it.phases[i];
+      t[r] += static_cast<double>(std::max<int64_t>(0, p.start_ns - end));
+      end = p.end_ns;
+      its[0][r].phases.push_back({p.name, t[r], t[r] + static_cast<double>(p.duration())});
+      compute[0][r].emplace_back(t[r], t[r] + static_cast<double>(p.duration()));
+      t[r] += static_cast<double>(p.duration());
+    }
+    t[r] += static_cast<double>(std::max<int64_t>(0, it.phases[backward_of(it)].start_ns - end));
+    backward_from[r] = t[r];
+  }
+  for (size_t j = 0; j < count; ++j) {
+    std::vector<JointBackward::Rank> ranks;
+    for (size_t r = 0; r < n; ++r) {
+      const SourceIteration& a = src(j, r);
+      const size_t bw = backward_of(a);
+      JointBackward::Rank jr;
+      jr.phase = &a.phases[bw];
+      jr.it = &its[j][r];
+      jr.start = t[r];
+      jr.iteration_start = starts[j][r];
+      jr.tail = cross_barrier_tail(source, a, bw, j + 1 < count ? &src(j + 1, r) : nullptr, buckets_of,
+                                   static_cast<int>(plan.buckets.size()));
+      ranks.push_back(std::move(jr));
+    }
+    const auto done = JointBackward(source, plan.buckets, 0, link, k, cores, std::move(ranks)).run();
+    for (size_t r = 0; r < n; ++r) {
+      const auto& d = done[r];
+      its[j][r].phases.push_back({"backward", backward_from[r], d.compute_end});
+      compute[j][r].emplace_back(t[r], d.compute_end);
+      double last = d.compute_end;
+      starts[j + 1][r] = -1;
+      for (const Step& s : d.tail) {
+        if (s.iteration == 1 && starts[j + 1][r] < 0) starts[j + 1][r] = s.arrived;
+        last = s.ended;
+      }
+      if (starts[j + 1][r] < 0) starts[j + 1][r] = last;
+      for (size_t i = 0; i < d.tail.size(); ++i) {
+        const Step& s = d.tail[i];
+        auto& it = its[j + static_cast<size_t>(s.iteration)][r];
+        auto& cu = compute[j + static_cast<size_t>(s.iteration)][r];
+        it.wait_ns += s.went - s.arrived;
+        if (s.compute && s.ended > s.went) cu.emplace_back(s.went, s.ended);
+        if (s.phase.empty() || s.phase == "backward") continue;
+        const bool continues = i > 0 && d.tail[i - 1].phase == s.phase && d.tail[i - 1].iteration == s.iteration;
+        if (continues) it.phases.back().end_ns = s.ended;
+        else it.phases.push_back({s.phase, s.arrived, s.ended});
+      }
+      // The next backward begins with its wait for the last buckets and the updates left.
+      backward_from[r] = d.tail.empty() || d.tail.back().phase != "backward" ? last : d.tail.back().arrived;
+      t[r] = last;
+    }
+  }
+  // Every time above is on the run's clock: to each iteration's own; the communication that
+  // spilled past an iteration's end (the tail's buckets) is the next one's.
+  std::vector<ProjectedIteration> out;
+  for (size_t r = 0; r < n; ++r) {
+    for (size_t j = 0; j < count; ++j) {
+      ProjectedIteration& it = its[j][r];
+      const double s0 = starts[j][r], s1 = starts[j + 1][r];
+      it.start_ns = s0;
+      it.span_ns = s1 - s0;
+      for (auto& p : it.phases) {
+        p.start_ns -= s0;
+        p.end_ns -= s0;
+      }
+      std::vector<ProjectedCall> kept;
+      for (auto& c : it.calls) {  // recorded from s0
+        if (c.end_ns > it.span_ns && j + 1 < count) {
+          ProjectedCall later = c;
+          later.start_ns = std::max(0.0, c.start_ns + s0 - s1);
+          later.end_ns = c.end_ns + s0 - s1;
+          its[j + 1][r].calls.push_back(later);
+          c.end_ns = it.span_ns;
+        }
+        if (c.start_ns <= c.end_ns) kept.push_back(c);  // not wholly the next iteration's
+      }
+      it.calls = std::move(kept);
+      for (auto& c : compute[j][r]) {
+        c.first -= s0;
+        c.second -= s0;
+      }
+      finish_breakdown(it, compute[j][r]);
+      out.push_back(std::move(it));
+    }
+  }
+  return out;
 }
 
 // The source iteration rank r replays in projected iteration j: the same one on every rank where the
@@ -719,7 +994,18 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
     std::vector<double> starts(static_cast<size_t>(k.ranks), 0.0);
     const size_t count = source.iterations.size();
     std::vector<std::vector<ProjectedIteration>> by_rank(static_cast<size_t>(k.ranks));
-    for (size_t j = 0; j < count; ++j) {
+    const std::string no_cross = k.priority && k.cross_barrier ? why_no_cross_barrier(source) : "";
+    pr.knobs.cross_barrier = k.priority && k.cross_barrier && no_cross.empty();
+    if (pr.knobs.cross_barrier) {
+      pr.iterations = cross_barrier_iterations(source, plans.front(), link, k, cores);
+      pr.assumptions.push_back(
+          "cross-barrier: the backward's end does not wait; the next forward waits, layer by layer, for its "
+          "parameters' buckets and updates them itself (the source's optimizer time per byte), the next backward "
+          "for the rest");
+    } else if (k.priority && k.cross_barrier) {
+      pr.assumptions.push_back("no cross-barrier updates (" + no_cross + "): the backward's end waits for every bucket");
+    }
+    for (size_t j = 0; j < count && !pr.knobs.cross_barrier; ++j) {
       std::vector<const SourceIteration*> sources;
       for (int64_t r = 0; r < k.ranks; ++r) sources.push_back(&source.iterations[source_index(source, k, j, r)]);
       auto its = allreduce_iteration(source, sources, starts, plans, link, k, cores);
@@ -742,9 +1028,9 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
           "with --shard 0/{} replays rank 0's own",
           k.ranks, count, k.ranks));
     }
-    if (k.priority) {
-      pr.assumptions.push_back(
-          "priority without cross-barrier: the backward's end waits for every bucket (cross-barrier is not modelled)");
+    if (k.priority && !k.cross_barrier) {
+      pr.assumptions.push_back("priority without cross-barrier (--no-cross-barrier): the backward's end waits for "
+                               "every bucket");
     }
   } else {
     if (k.ps_priority) throw std::invalid_argument("a parameter server's priority is not modelled yet");

@@ -25,6 +25,11 @@ struct Knobs {
   bool arrival_order = true;
   bool priority = false;
   double partition_mb = 4;
+  // With priority: cross-barrier (ByteScheduler), as `run` takes it: the backward's end does not
+  // wait; the next forward waits layer by layer for its parameters' buckets and updates them itself.
+  // Taken only where the source's step can be cut per parameter (one gradient group, no global-norm
+  // clipping); a projection's stored knobs say whether it was.
+  bool cross_barrier = true;
   // The cores each rank has (its share of its machine). 0: the source's threads and one more, the
   // communication thread's own: communication then takes nothing from compute. Fewer (ranks
   // sharing a machine, as namespace hosts do) and the two share the cores while they overlap.

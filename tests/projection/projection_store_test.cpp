@@ -228,7 +228,7 @@ TEST_F(ProjectionStore, AProjectionIsStoredAsARunWithItsLedgerRow) {
 }
 
 TEST_F(ProjectionStore, AMeasuredRunFindsItsInputsAndStoresItsError) {
-  int64_t whole = 0, sharded = 0, sweep = 0, other_hosts = 0, measured = 0, cross = 0;
+  int64_t whole = 0, sharded = 0, sweep = 0, other_hosts = 0, measured = 0, cross = 0, asked = 0;
   {
     store::Writer w(db_);
     whole = source_run(w);
@@ -242,6 +242,7 @@ TEST_F(ProjectionStore, AMeasuredRunFindsItsInputsAndStoresItsError) {
     cross = measured_run(w, "h1 x1, h2 x1", cfg);
     const std::vector<store::MetricRow> taken = {{"dp_cross_barrier", 1, "", -1, 0}};
     w.add_metrics(cross, taken);
+    asked = measured_run(w, "h1 x1, h2 x1", cfg);  // asked for cross-barrier, not taken (no metric)
   }
   (void)whole;
   (void)other_hosts;
@@ -254,7 +255,14 @@ TEST_F(ProjectionStore, AMeasuredRunFindsItsInputsAndStoresItsError) {
     ASSERT_TRUE(knobs.knobs);
     EXPECT_EQ(knobs.knobs->ranks, 2);
     EXPECT_DOUBLE_EQ(knobs.knobs->bucket_mb, 25.0);
-    EXPECT_NE(knobs_of(r, *r.run(cross)).why_not.find("cross-barrier"), std::string::npos);
+    // Cross-barrier as the run took it.
+    const auto taken = knobs_of(r, *r.run(cross));
+    ASSERT_TRUE(taken.knobs) << taken.why_not;
+    EXPECT_TRUE(taken.knobs->priority);
+    EXPECT_TRUE(taken.knobs->cross_barrier);
+    const auto not_taken = knobs_of(r, *r.run(asked));
+    ASSERT_TRUE(not_taken.knobs) << not_taken.why_not;
+    EXPECT_FALSE(not_taken.knobs->cross_barrier);
   }
   const LedgerResult res = project_measured(db_, measured, "trainscope run");
   ASSERT_TRUE(res.row) << res.why_not;
@@ -264,7 +272,10 @@ TEST_F(ProjectionStore, AMeasuredRunFindsItsInputsAndStoresItsError) {
   EXPECT_NEAR(*res.row->error, res.row->projected_ns / (130.0 * kMs) - 1, 1e-12);
   store::Reader r(db_);
   EXPECT_EQ(r.projections_of_measured(measured).size(), 1u);
-  const LedgerResult none = project_measured(db_, cross, "trainscope run");
-  EXPECT_FALSE(none.row);
-  EXPECT_NE(none.why_not.find("cross-barrier"), std::string::npos);
+  const LedgerResult crossed = project_measured(db_, cross, "trainscope run");
+  ASSERT_TRUE(crossed.row) << crossed.why_not;
+  EXPECT_NE(crossed.row->knobs_json.find("\"cross_barrier\":true"), std::string::npos) << crossed.row->knobs_json;
+  const LedgerResult plain = project_measured(db_, asked, "trainscope run");
+  ASSERT_TRUE(plain.row) << plain.why_not;
+  EXPECT_NE(plain.row->knobs_json.find("\"cross_barrier\":false"), std::string::npos) << plain.row->knobs_json;
 }

@@ -157,12 +157,54 @@ TEST(Projection, PriorityNegotiatesAndSendsTheFrontMostReadyFirst) {
   const auto s = make_source({10'000'000, 10'000'000, 10'000'000}, {90, 20, 10}, {100});
   Knobs k = two_ranks();
   k.priority = true;
+  k.cross_barrier = false;
   k.partition_mb = 10;
   const auto p = project(s, unit_link(), k);
   EXPECT_NEAR(p.median_span_ns, 115 * kMs, 1e3);
   int negotiations = 0;
   for (const auto& c : p.iterations[0].calls) negotiations += c.what == "priority negotiation";
   EXPECT_EQ(negotiations, 3);
+}
+
+TEST(Projection, CrossBarrierLetsTheNextForwardStartWhileTheBackLayersAreInFlight) {
+  // Slot 0 (the front layer, 16 MiB, used first by the forward) is final at the backward's end
+  // (100 ms), slot 1 (32 MiB: two partitions of 16 MiB, used 5 ms into the forward) at 90 ms; a
+  // partition takes P = 16.78 ms. Priority: 1a at 90, slot 0 at 90+P (it went first), 1b at
+  // 90+2P, done at 90+3P. Without cross-barrier the iteration is forward + 90 + 3P + the
+  // optimizer's 6 ms = 106 + 3P. With it the backward's end does not wait; the next forward waits
+  // for slot 0 until 90+2P (2P-10 after its start), updates it (6 ms x 16/48 = 2 ms), computes 5 ms,
+  // waits for slot 1 until 90+3P (P-7 more), updates it (4 ms), computes 5 ms: a forward of
+  // 3P-1 and an iteration of 99+3P, the waits 3P-17.
+  constexpr int64_t kMiB = 1 << 20;
+  constexpr double P = 16.0 * kMiB;  // ns at 1 byte per ns
+  const auto s = make_source({16 * kMiB, 32 * kMiB}, {100, 90}, {100, 100, 100, 100}, 10, 6);
+  Knobs k = two_ranks();
+  k.priority = true;
+  k.partition_mb = 16;
+  k.cross_barrier = false;
+  const auto barrier = project(s, unit_link(), k);
+  EXPECT_NEAR(barrier.iterations[1].span_ns, 106 * kMs + 3 * P, 1e4);
+  k.cross_barrier = true;
+  const auto p = project(s, unit_link(), k);
+  ASSERT_TRUE(p.knobs.cross_barrier);
+  const ProjectedIteration& it = p.iterations[1];  // rank 0's second: the first with a pending step
+  ASSERT_EQ(it.rank, 0);
+  EXPECT_NEAR(it.span_ns, 99 * kMs + 3 * P, 1e4);
+  EXPECT_NEAR(it.wait_ns, 3 * P - 17 * kMs, 1e4);
+  EXPECT_NEAR(it.compute_ns, 116 * kMs, 1e4);  // forward 10, updates 6, backward 100
+  // Its communication: the last step's three partitions from the iteration's start (3P - 10 ms),
+  // and its own backward's first 10 ms of partition 1a.
+  EXPECT_NEAR(it.comm_ns, 3 * P, 1e5);
+  // The first iteration had nothing pending: forward and backward alone.
+  EXPECT_NEAR(p.iterations[0].span_ns, 110 * kMs, 1e4);
+  // A step that cannot be cut per parameter (global-norm clipping) takes none, and says so.
+  auto clipped = s;
+  clipped.groups[0].clipped = true;
+  const auto none = project(clipped, unit_link(), k);
+  EXPECT_FALSE(none.knobs.cross_barrier);
+  bool said = false;
+  for (const auto& a : none.assumptions) said = said || a.find("no cross-barrier updates") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST(Projection, AParameterServerOnAFastLinkCostsTheWorkerItsOptimizer) {
