@@ -147,8 +147,7 @@ int execute_project(const ProjectRequest& r) {
   store::Reader reader(r.db);
   projection::SourceRun source;
   try {
-    // A parameter server's forward and cross-barrier's wait for their layers' parameters.
-    source = projection::read_source(reader, r.run, knobs.strategy == Strategy::ps || (knobs.priority && knobs.cross_barrier));
+    source = projection::read_source(reader, r.run, projection::needs_forward_uses(knobs));
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

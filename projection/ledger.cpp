@@ -304,8 +304,7 @@ LedgerResult project_measured(const std::filesystem::path& db, int64_t measured_
     return out;
   }
   try {
-    const Knobs& k = *knobs.knobs;
-    const SourceRun source = read_source(reader, *source_id, k.strategy == Strategy::ps || (k.priority && k.cross_barrier));
+    const SourceRun source = read_source(reader, *source_id, needs_forward_uses(*knobs.knobs));
     const LinkModel link = load_link_model(reader, *sweep_id);
     const Projection p = project(source, link, *knobs.knobs);
     store::Writer writer(db);

@@ -39,6 +39,8 @@ std::string knobs_json(const Knobs& k) {
   return j.dump();
 }
 
+bool needs_forward_uses(const Knobs& k) { return k.strategy == Strategy::ps || (k.priority && k.cross_barrier); }
+
 double Projection::median(double ProjectedIteration::*field, int rank) const {
   std::vector<double> v;
   for (const auto& it : iterations) {
@@ -142,8 +144,8 @@ class JointBackward {
   struct Step {
     double work = 0;
     std::vector<int> gate;
-    int iteration = 0;   // 0: the backward's iteration, 1: the next one
-    std::string phase;   // the loop phase it belongs to ("" for the loop's own time between phases)
+    int iteration = 0;    // 0: the backward's iteration, 1: the next one
+    std::string phase;    // the loop phase it belongs to ("" for the loop's own time between phases)
     bool compute = true;  // the training thread's compute (not the loop's own time between phases)
     double arrived = -1, went = -1, ended = -1;  // reached its gate, passed it, ended
   };
@@ -160,12 +162,12 @@ class JointBackward {
     std::vector<Segment> queue;
     double remaining = 0, seg_start = 0;
     bool in_collective = false;
-    std::vector<int> mask;  // priority: the ready buckets it entered the negotiation with
-    std::vector<Step> tail;            // cross-barrier; empty without
-    std::vector<double> step_end;      // each tail step's end in work (the backward's is dur)
-    size_t step = 0;                   // the tail step under way
-    double total = 0;                  // dur and the tail's work
-    std::vector<double> bucket_done;   // when each bucket's mean was back; -1: not yet
+    std::vector<int> mask;            // priority: the ready buckets it entered the negotiation with
+    std::vector<Step> tail;           // cross-barrier; empty without
+    std::vector<double> step_end;     // each tail step's end in work (the backward's is dur)
+    size_t step = 0;                  // the tail step under way
+    double total = 0;                 // dur and the tail's work
+    std::vector<double> bucket_done;  // when each bucket's mean was back; -1: not yet
   };
 
   JointBackward(const SourceRun& source, const std::vector<vocabulary::PlannedBucket>& buckets, int group,
@@ -288,8 +290,8 @@ class JointBackward {
       Step& s = r.tail[r.step];
       if (s.arrived < 0) s.arrived = t;
       if (s.went < 0) {
-        if (!std::all_of(s.gate.begin(), s.gate.end(), [&](int b) { return r.bucket_done[static_cast<size_t>(b)] >= 0; }))
-          return;
+        const auto averaged = [&](int b) { return r.bucket_done[static_cast<size_t>(b)] >= 0; };
+        if (!std::all_of(s.gate.begin(), s.gate.end(), averaged)) return;
         s.went = t;
       }
       if (r.work < r.step_end[r.step] - 1e-9) return;
@@ -454,7 +456,8 @@ std::vector<ProjectedIteration> allreduce_iteration(const SourceRun& source,
 // parallelism decides it (distributed/data_parallel.cpp, take_split_step; a workload's split step).
 std::string why_no_cross_barrier(const SourceRun& source) {
   if (source.groups.size() != 1) return "the workload's iteration has several gradient groups, each with its own step";
-  if (source.groups[0].clipped) return "its step clips the gradients by their global norm (every one must be final first)";
+  if (source.groups[0].clipped)
+    return "its step clips the gradients by their global norm (every one must be final first)";
   return "";
 }
 
@@ -468,8 +471,7 @@ size_t source_index(const SourceRun& source, const Knobs& k, size_t j, int64_t r
 // what the forward did not reach. After the last iteration that flush ends the iteration itself.
 std::vector<JointBackward::Step> cross_barrier_tail(const SourceRun& source, const SourceIteration& a, size_t backward,
                                                     const SourceIteration* b,
-                                                    const std::vector<std::vector<int>>& buckets_of,
-                                                    int bucket_count) {
+                                                    const std::vector<std::vector<int>>& buckets_of, int bucket_count) {
   using Step = JointBackward::Step;
   const auto& group = source.groups[0];
   double optimizer_ns = 0;
@@ -521,7 +523,8 @@ std::vector<JointBackward::Step> cross_barrier_tail(const SourceRun& source, con
     }
     std::map<int64_t, std::vector<int>> at;  // a layer's first op: its parameters (flat = slot: one group)
     for (const auto& [flat, off] : p.first_use) {
-      if (flat >= 0 && static_cast<size_t>(flat) < group.names.size()) at[std::clamp<int64_t>(off, 0, p.duration())].push_back(flat);
+      if (flat >= 0 && static_cast<size_t>(flat) < group.names.size())
+        at[std::clamp<int64_t>(off, 0, p.duration())].push_back(flat);
     }
     int64_t done = 0;
     // The first step is the forward's own, so that the phase starts where its first gate waits.
@@ -1003,7 +1006,8 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
           "parameters' buckets and updates them itself (the source's optimizer time per byte), the next backward "
           "for the rest");
     } else if (k.priority && k.cross_barrier) {
-      pr.assumptions.push_back("no cross-barrier updates (" + no_cross + "): the backward's end waits for every bucket");
+      pr.assumptions.push_back("no cross-barrier updates (" + no_cross +
+                               "): the backward's end waits for every bucket");
     }
     for (size_t j = 0; j < count && !pr.knobs.cross_barrier; ++j) {
       std::vector<const SourceIteration*> sources;

@@ -39,6 +39,10 @@ struct Knobs {
   bool ps_priority = false;
 };
 std::string knobs_json(const Knobs& k);
+// Whether projecting with these knobs reads the source's forwards' first uses (read_source's
+// with_forward_uses): a parameter server's forward waits for its layers' values, cross-barrier's
+// for their updates.
+bool needs_forward_uses(const Knobs& k);
 
 struct ProjectedCall {
   int rank = 0;       // the rank whose communication it is (a PS push: its worker; a reply: the server's)
