@@ -166,7 +166,6 @@ class JointBackward {
     std::vector<Step> tail;           // cross-barrier; empty without
     std::vector<double> step_end;     // each tail step's end in work (the backward's is dur)
     size_t step = 0;                  // the tail step under way
-    double total = 0;                 // dur and the tail's work
     std::vector<double> bucket_done;  // when each bucket's mean was back; -1: not yet
   };
 
@@ -197,9 +196,9 @@ class JointBackward {
       }
       r.taken.assign(buckets_.size(), false);
       r.bucket_done.assign(buckets_.size(), -1);
-      r.total = r.dur;
+      double work = r.dur;
       r.step_end.clear();
-      for (const auto& s : r.tail) r.step_end.push_back(r.total += s.work);
+      for (const auto& s : r.tail) r.step_end.push_back(work += s.work);
       t = std::min(t, r.start);
     }
     for (int guard = 0; guard < 10'000'000; ++guard) {
@@ -452,6 +451,16 @@ std::vector<ProjectedIteration> allreduce_iteration(const SourceRun& source,
   return its;
 }
 
+// The source iteration rank r replays in projected iteration j: the same one on every rank where the
+// source read a rank's shard of as many ranks (the ranks' batches are alike there: the order of the
+// length buckets is every rank's), else consecutive ones, as a whole data set's batches would be
+// dealt out.
+size_t source_index(const SourceRun& source, const Knobs& k, size_t j, int64_t r) {
+  const size_t count = source.iterations.size();
+  if (source.shard_ranks == k.ranks) return j % count;
+  return (j * static_cast<size_t>(k.ranks) + static_cast<size_t>(r)) % count;
+}
+
 // Why a source's step cannot be cut per parameter for cross-barrier ("" where it can), as data
 // parallelism decides it (distributed/data_parallel.cpp, take_split_step; a workload's split step).
 std::string why_no_cross_barrier(const SourceRun& source) {
@@ -460,8 +469,6 @@ std::string why_no_cross_barrier(const SourceRun& source) {
     return "its step clips the gradients by their global norm (every one must be final first)";
   return "";
 }
-
-size_t source_index(const SourceRun& source, const Knobs& k, size_t j, int64_t r);
 
 // The training thread's tail after backward `a`'s end with cross-barrier, up to the next backward
 // (that of `b`; none after the last iteration): the rest of a's phases (its optimizer phase only
@@ -671,16 +678,6 @@ std::vector<ProjectedIteration> cross_barrier_iterations(const SourceRun& source
     }
   }
   return out;
-}
-
-// The source iteration rank r replays in projected iteration j: the same one on every rank where the
-// source read a rank's shard of as many ranks (the ranks' batches are alike there: the order of the
-// length buckets is every rank's), else consecutive ones, as a whole data set's batches would be
-// dealt out.
-size_t source_index(const SourceRun& source, const Knobs& k, size_t j, int64_t r) {
-  const size_t count = source.iterations.size();
-  if (source.shard_ranks == k.ranks) return j % count;
-  return (j * static_cast<size_t>(k.ranks) + static_cast<size_t>(r)) % count;
 }
 
 std::vector<GroupPlan> plan_groups(const SourceRun& source, const Knobs& k, std::vector<int64_t>& bytes_out) {
