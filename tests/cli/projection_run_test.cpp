@@ -91,6 +91,18 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
   res = run_trainscope("projections --json --db " + db);
   EXPECT_EQ(nlohmann::json::parse(res.out)["projections"].size(), 3u);
 
+  // Priority takes cross-barrier as run does (resnet50's step can be cut per parameter), unless
+  // told not to; the output and the stored knobs say which.
+  res = run_trainscope("project 1 --sweep 2 --ranks 2 --priority --json --db " + db);
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_EQ(nlohmann::json::parse(res.out)["knobs"]["cross_barrier"], true) << res.out;
+  res = run_trainscope("project 1 --sweep 2 --ranks 2 --priority --db " + db);
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find("overlapped with backward, cross-barrier"), std::string::npos) << res.out;
+  res = run_trainscope("project 1 --sweep 2 --ranks 2 --priority --no-cross-barrier --db " + db);
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  EXPECT_NE(res.out.find(", no cross-barrier"), std::string::npos) << res.out;
+
   // Bad input: exit 2, one line, nothing written.
   const auto runs_before = ts::store::Reader(db).runs().size();
   for (const std::string& bad : {
