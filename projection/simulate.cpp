@@ -69,6 +69,35 @@ void finish_breakdown(ProjectedIteration& it, const std::vector<Interval>& compu
   it.idle_ns = static_cast<double>(std::max<int64_t>(0, b.idle_ns));
 }
 
+// One rank's iterations in order, each call recorded from its iteration's start: the part of a
+// call past its iteration's end is the next iteration's, as a measured run's breakdown cuts the
+// rank's timeline at the iterations' ends (the tail's buckets, a parameter server's pushes after
+// a clipped backward and its answers); what falls between two iterations is neither's. The last
+// iteration keeps its calls whole (its breakdown ends at its end).
+void carry_spilled_calls(const std::vector<ProjectedIteration*>& in_order) {
+  for (size_t j = 0; j + 1 < in_order.size(); ++j) {
+    ProjectedIteration& it = *in_order[j];
+    ProjectedIteration& next = *in_order[j + 1];
+    const double shift = it.start_ns - next.start_ns;  // from this iteration's clock to the next's
+    std::vector<ProjectedCall> kept;
+    for (auto& c : it.calls) {
+      if (!(c.end_ns > it.span_ns)) {
+        kept.push_back(c);
+        continue;
+      }
+      ProjectedCall later = c;
+      later.start_ns = std::max(0.0, c.start_ns + shift);
+      later.end_ns = c.end_ns + shift;
+      if (later.end_ns > later.start_ns) next.calls.push_back(later);
+      if (c.start_ns < it.span_ns) {  // begun within the iteration: its part up to the end stays
+        c.end_ns = it.span_ns;
+        kept.push_back(c);
+      }
+    }
+    it.calls = std::move(kept);
+  }
+}
+
 // ---- all-reduce ---------------------------------------------------------------------------
 
 struct GroupPlan {
@@ -644,37 +673,30 @@ std::vector<ProjectedIteration> cross_barrier_iterations(const SourceRun& source
       t[r] = last;
     }
   }
-  // Every time above is on the run's clock: to each iteration's own; the communication that
-  // spilled past an iteration's end (the tail's buckets) is the next one's.
+  // Every time above is on the run's clock: to each iteration's own (the calls are recorded from
+  // it already); the communication that spilled past an iteration's end is the next one's.
   std::vector<ProjectedIteration> out;
   for (size_t r = 0; r < n; ++r) {
+    std::vector<ProjectedIteration*> in_order;
     for (size_t j = 0; j < count; ++j) {
       ProjectedIteration& it = its[j][r];
-      const double s0 = starts[j][r], s1 = starts[j + 1][r];
+      const double s0 = starts[j][r];
       it.start_ns = s0;
-      it.span_ns = s1 - s0;
+      it.span_ns = starts[j + 1][r] - s0;
       for (auto& p : it.phases) {
         p.start_ns -= s0;
         p.end_ns -= s0;
       }
-      std::vector<ProjectedCall> kept;
-      for (auto& c : it.calls) {  // recorded from s0
-        if (c.end_ns > it.span_ns && j + 1 < count) {
-          ProjectedCall later = c;
-          later.start_ns = std::max(0.0, c.start_ns + s0 - s1);
-          later.end_ns = c.end_ns + s0 - s1;
-          its[j + 1][r].calls.push_back(later);
-          c.end_ns = it.span_ns;
-        }
-        if (c.start_ns <= c.end_ns) kept.push_back(c);  // not wholly the next iteration's
-      }
-      it.calls = std::move(kept);
       for (auto& c : compute[j][r]) {
         c.first -= s0;
         c.second -= s0;
       }
-      finish_breakdown(it, compute[j][r]);
-      out.push_back(std::move(it));
+      in_order.push_back(&it);
+    }
+    carry_spilled_calls(in_order);
+    for (size_t j = 0; j < count; ++j) {
+      finish_breakdown(its[j][r], compute[j][r]);
+      out.push_back(std::move(its[j][r]));
     }
   }
   return out;
@@ -784,8 +806,21 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
   // When each key's newest value reached each worker (the answer to its last push).
   std::vector<std::vector<double>> arrived(static_cast<size_t>(workers), std::vector<double>(keys.size(), 0));
   std::vector<double> sender_free(static_cast<size_t>(workers), 0), end_of(static_cast<size_t>(workers), 0);
-  double server_free = 0;
-  std::vector<ProjectedIteration> out;
+  double server_free = 0, receiver_free = 0;
+  // A worker's backward, its compute placed once every worker's pushes are.
+  struct Push {
+    double ready = 0;
+    int flat = 0, key = 0;
+  };
+  struct Backward {
+    bool on = false;
+    double from = 0, b0 = 0, dur = 0;
+    int group = 0;
+    std::vector<Push> pushes;  // in the order its sender takes them
+  };
+  // Every iteration's per worker (the pipeline's fill first) and their compute intervals.
+  std::vector<std::vector<ProjectedIteration>> every;
+  std::vector<std::vector<std::vector<Interval>>> every_compute;
   // The first source iteration runs twice: once to fill the pipeline (the pulls a forward waits
   // for are the previous iteration's), once counted.
   for (size_t n = 0; n <= source.iterations.size(); ++n) {
@@ -817,6 +852,7 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
     for (const auto* m : mine) phases = std::min(phases, m->phases.size());
     for (size_t i = 0; i < phases; ++i) {
       std::vector<int> keys_pushed;
+      std::vector<Backward> backward(static_cast<size_t>(workers));  // this phase's, where it is one
       for (int w = 0; w < workers; ++w) {
         const SourcePhase& p = mine[static_cast<size_t>(w)]->phases[i];
         ProjectedIteration& it = its[static_cast<size_t>(w)];
@@ -863,45 +899,84 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
         // At most one step of pushes in flight: the backward first waits for the last to be sent.
         const double push_wait = std::max(0.0, sender_free[static_cast<size_t>(w)] - tw);
         it.wait_ns += push_wait;
-        const double b0 = tw + push_wait;
-        std::vector<std::pair<double, int>> ready;  // (time, flat)
+        Backward& bw = backward[static_cast<size_t>(w)];
+        bw.on = true;
+        bw.from = tw;
+        bw.b0 = tw + push_wait;
+        bw.dur = dur;
+        bw.group = p.group;
         const auto& group = source.groups[static_cast<size_t>(p.group)];
+        std::vector<std::pair<double, int>> ready;  // (time, flat)
         std::vector<bool> seen(group.names.size(), false);
         for (const auto& [slot, off] : p.ready) {
           // A clipped group is pushed after backward, in registration order.
-          ready.emplace_back(group.clipped ? b0 + dur : b0 + static_cast<double>(off), source.flat(p.group, slot));
+          ready.emplace_back(group.clipped ? bw.b0 + dur : bw.b0 + static_cast<double>(off),
+                             source.flat(p.group, slot));
           seen[static_cast<size_t>(slot)] = true;
         }
         for (size_t sl = 0; sl < seen.size(); ++sl) {
-          if (!seen[sl]) ready.emplace_back(b0 + dur, source.flat(p.group, static_cast<int>(sl)));
+          if (!seen[sl]) ready.emplace_back(bw.b0 + dur, source.flat(p.group, static_cast<int>(sl)));
         }
         std::stable_sort(ready.begin(), ready.end());
-        double sender = std::max(sender_free[static_cast<size_t>(w)], b0);
         for (const auto& [r, flat] : ready) {
-          for (int key : keys_of[static_cast<size_t>(flat)]) {
-            const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
-            double s0 = std::max(sender, r), s1 = 0;
-            if (w == 0) {
-              s1 = s0 + message(bytes);
-              cpu_work[0].push_back({s0, s1, 4.0 * static_cast<double>(bytes) / mem});  // both sides here
-            } else {
-              s0 = links.send(w, 0, s0, transfer(bytes));
-              s1 = s0 + transfer(bytes);
-              cpu_work[static_cast<size_t>(w)].push_back({s0, s1, side_demand(bytes)});
-              cpu_work[0].push_back({s0, s1, side_demand(bytes)});
-            }
-            it.calls.push_back({w, group.names[static_cast<size_t>(flat - source.flat(p.group, 0))], "push", bytes,
-                                s0 - start, s1 - start});
-            pushed[static_cast<size_t>(key)][static_cast<size_t>(w)] = s1;
-            if (w == 0) keys_pushed.push_back(key);
-            sender = s1;
+          for (int key : keys_of[static_cast<size_t>(flat)]) bw.pushes.push_back({r, flat, key});
+        }
+      }
+      // The backwards' pushes, every worker's at once: the server's one receiving thread takes
+      // one message at a time, the first sender ready first (worker 0's own pushes wait behind
+      // a remote one being received, as measured: a matched probe, then the whole message).
+      std::vector<size_t> next(static_cast<size_t>(workers), 0);
+      std::vector<double> sender(static_cast<size_t>(workers), 0);
+      for (int w = 0; w < workers; ++w) {
+        const Backward& bw = backward[static_cast<size_t>(w)];
+        if (bw.on) sender[static_cast<size_t>(w)] = std::max(sender_free[static_cast<size_t>(w)], bw.b0);
+      }
+      for (;;) {
+        int w = -1;
+        double earliest = 0;
+        for (int v = 0; v < workers; ++v) {
+          const Backward& bw = backward[static_cast<size_t>(v)];
+          if (!bw.on || next[static_cast<size_t>(v)] >= bw.pushes.size()) continue;
+          const double at =
+              std::max(sender[static_cast<size_t>(v)], bw.pushes[next[static_cast<size_t>(v)]].ready);
+          if (w < 0 || at < earliest) {
+            w = v;
+            earliest = at;
           }
         }
-        sender_free[static_cast<size_t>(w)] = sender;
-        const double lost = lost_within(w, b0, b0 + dur);  // its pushes beside it (and the server's work)
-        it.phases.push_back({p.name, tw - start, b0 + dur + lost - start});
-        compute[static_cast<size_t>(w)].emplace_back(b0, b0 + dur + lost);
-        tw = b0 + dur + lost;
+        if (w < 0) break;
+        Backward& bw = backward[static_cast<size_t>(w)];
+        const Push& push = bw.pushes[next[static_cast<size_t>(w)]++];
+        const int64_t bytes = keys[static_cast<size_t>(push.key)].bytes;
+        double s0 = std::max(earliest, receiver_free), s1 = 0;
+        if (w == 0) {
+          s1 = s0 + message(bytes);
+          cpu_work[0].push_back({s0, s1, 4.0 * static_cast<double>(bytes) / mem});  // both sides here
+        } else {
+          s0 = links.send(w, 0, s0, transfer(bytes));
+          s1 = s0 + transfer(bytes);
+          cpu_work[static_cast<size_t>(w)].push_back({s0, s1, side_demand(bytes)});
+          cpu_work[0].push_back({s0, s1, side_demand(bytes)});
+        }
+        receiver_free = s1;
+        const auto& group = source.groups[static_cast<size_t>(bw.group)];
+        // The push as its sender sees it: from its send to the receiver's taking the whole message.
+        its[static_cast<size_t>(w)].calls.push_back(
+            {w, group.names[static_cast<size_t>(push.flat - source.flat(bw.group, 0))], "push", bytes,
+             earliest - start, s1 - start});
+        pushed[static_cast<size_t>(push.key)][static_cast<size_t>(w)] = s1;
+        if (w == 0) keys_pushed.push_back(push.key);
+        sender[static_cast<size_t>(w)] = s1;
+      }
+      for (int w = 0; w < workers; ++w) {
+        Backward& bw = backward[static_cast<size_t>(w)];
+        if (!bw.on) continue;
+        sender_free[static_cast<size_t>(w)] = sender[static_cast<size_t>(w)];
+        const double lost = lost_within(w, bw.b0, bw.b0 + bw.dur);  // its pushes beside it (and the server's work)
+        its[static_cast<size_t>(w)].phases.push_back({"backward", bw.from - start, bw.b0 + bw.dur + lost - start});
+        compute[static_cast<size_t>(w)].emplace_back(bw.b0, bw.b0 + bw.dur + lost);
+        t[static_cast<size_t>(w)] = bw.b0 + bw.dur + lost;
+        bw = Backward{};
       }
       // The server (a thread of worker 0): each key once every worker's push is in, in that
       // order: the sum, the update (the source's optimizer time per byte), an answer to every
@@ -922,8 +997,11 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
         cpu_work[0].push_back({s0, s0 + work, work * cpu_pace});
         double ts = s0 + work;
         for (int w = 0; w < workers; ++w) {
+          // Each answer is the server's send (worker 0's rank's communication, as a measured
+          // run records its "ps reply"), blocking until the worker's receiver has taken it.
           if (w == 0) {
             cpu_work[0].push_back({ts, ts + message(bytes), 4.0 * static_cast<double>(bytes) / mem});
+            its[0].calls.push_back({0, "", "ps reply", bytes, ts - start, ts + message(bytes) - start});
             ts += message(bytes);  // a blocking send to its own rank's receiver, too
             arrived[0][static_cast<size_t>(key)] = ts;
             continue;
@@ -933,7 +1011,7 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
           cpu_work[static_cast<size_t>(w)].push_back({r0, r0 + transfer(bytes), side_demand(bytes)});
           ts = r0 + transfer(bytes);
           arrived[static_cast<size_t>(w)][static_cast<size_t>(key)] = ts;
-          its[static_cast<size_t>(w)].calls.push_back({w, "", "pull", bytes, r0 - start, ts - start});
+          its[0].calls.push_back({0, "", "ps reply", bytes, r0 - start, ts - start});
         }
         server_free = ts;
       }
@@ -945,15 +1023,25 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
       end_of[static_cast<size_t>(w)] = tw;
       its[static_cast<size_t>(w)].span_ns = tw - start;
     }
-    if (n == 0) continue;  // the pipeline's fill
     for (int w = 0; w < workers; ++w) {
-      auto& it = its[static_cast<size_t>(w)];
       for (auto& c : compute[static_cast<size_t>(w)]) {
         c.first -= start;
         c.second -= start;
       }
-      finish_breakdown(it, compute[static_cast<size_t>(w)]);
-      out.push_back(std::move(it));
+    }
+    every.push_back(std::move(its));
+    every_compute.push_back(std::move(compute));
+  }
+  // The pushes and answers that ran past an iteration's end are the next one's; the pipeline's
+  // fill (the first) passes its own on to the first counted iteration and is dropped.
+  std::vector<ProjectedIteration> out;
+  for (size_t w = 0; w < static_cast<size_t>(workers); ++w) {
+    std::vector<ProjectedIteration*> in_order;
+    for (auto& its : every) in_order.push_back(&its[w]);
+    carry_spilled_calls(in_order);
+    for (size_t n = 1; n < every.size(); ++n) {
+      finish_breakdown(every[n][w], every_compute[n][w]);
+      out.push_back(std::move(every[n][w]));
     }
   }
   return out;
@@ -1040,7 +1128,8 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
                      [](const ProjectedIteration& a, const ProjectedIteration& b) { return a.rank < b.rank; });
     pr.assumptions.push_back(
         "parameter server: synchronous, one server shard, a thread of worker 0 (co-located), each worker on a host of "
-        "its own; the server's update costs the source's optimizer time per byte and takes no core from worker 0");
+        "its own; its one receiving thread takes one push at a time; the server's update costs the source's optimizer "
+        "time per byte and takes no core from worker 0");
   }
   pr.median_span_ns = pr.median(&ProjectedIteration::span_ns, 0);
   return pr;

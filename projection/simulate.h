@@ -47,7 +47,9 @@ bool needs_forward_uses(const Knobs& k);
 struct ProjectedCall {
   int rank = 0;       // the rank whose communication it is (a PS push: its worker; a reply: the server's)
   std::string label;  // "bucket 0.3", "push fc.weight", ...
-  std::string what;   // "copy into bucket", "all_reduce", "copy out of bucket", "priority negotiation", "push", "pull"
+  // "copy into bucket", "all_reduce", "copy out of bucket", "priority negotiation"; a parameter
+  // server's "push" (a worker's), "ps update" and "ps reply" (the server's rank's)
+  std::string what;
   int64_t bytes = 0;
   double start_ns = 0, end_ns = 0;  // from the iteration's start
 };

@@ -226,6 +226,48 @@ TEST(Projection, AParameterServerOnAFastLinkCostsTheWorkerItsOptimizer) {
   EXPECT_GT(slow.median(&ProjectedIteration::wait_ns, 1), 50 * kMs);
 }
 
+TEST(Projection, AParameterServersPushesPastTheIterationsEndAreTheNextIterationsCommunication) {
+  // A clipped group is pushed after the backward, which ends the iteration (the workers'
+  // optimizer phase is empty): worker 1's two keys of 1 MB take 100 ms each across the link, and
+  // the server's answers to it as long. Both are the next iteration's communication, as a measured
+  // run's timeline is cut: worker 1's pushes on its rank, the answers on the server's (worker 0).
+  // Worker 0's own pushes (local, 0.1 ms) fall between its iterations, while it waits for worker
+  // 1 to agree to go on: neither iteration's, as in a measured run (agree_stop precedes the span).
+  auto s = make_source({1'000'000, 1'000'000}, {20, 60}, {100, 100, 100, 100});
+  s.groups[0].clipped = true;
+  s.memory_gbps = 1000;
+  auto link = unit_link();
+  link.p2p_gbps = 0.01;  // 1 MB per 100 ms
+  Knobs k = two_ranks();
+  k.strategy = Strategy::ps;
+  const auto p = project(s, link, k);
+  ASSERT_EQ(p.iterations.size(), 8u);  // 2 ranks x 4, by rank
+  for (size_t i = 0; i < p.iterations.size(); ++i) {
+    const ProjectedIteration& it = p.iterations[i];
+    const bool last = i % 4 == 3;  // a rank's last keeps its own calls whole
+    SCOPED_TRACE(testing::Message() << "rank " << it.rank << ", its iteration " << i % 4);
+    EXPECT_GE(it.comm_ns, 200 * kMs);
+    EXPECT_LE(it.comm_ns, it.span_ns);
+    EXPECT_NEAR(it.compute_ns + it.comm_ns - it.overlap_ns + it.idle_ns, it.span_ns, 1e3);
+    int pushes = 0, replies = 0;
+    for (const auto& c : it.calls) {
+      EXPECT_GE(c.start_ns, 0);
+      if (!last) {
+        EXPECT_LE(c.end_ns, it.span_ns + 1);
+      }
+      if (!(c.start_ns < it.span_ns)) continue;  // begun at its end: its own pushes (the last's)
+      pushes += c.what == "push";
+      replies += c.what == "ps reply";
+    }
+    if (it.rank == 1) {
+      EXPECT_EQ(pushes, 2);  // the previous iteration's, both keys
+      EXPECT_EQ(replies, 0);
+    } else {
+      EXPECT_EQ(replies, 4);  // two keys to each worker, sent by worker 0's server
+    }
+  }
+}
+
 TEST(Projection, BadKnobsAreRefused) {
   const auto s = make_source({1000}, {0}, {10});
   Knobs k = two_ranks();
