@@ -1,9 +1,11 @@
 // `trainscope project` and the error ledger end to end: a one-rank source (--shard 0/2), a
 // collectives sweep and a 2-rank run through mpirun; the run stores its own projection and error,
-// `show` and `projections` print them, `project` projects onto other knobs and refuses bad input
-// with nothing written.
+// `show` and `projections` print them, scripts/projection-table sets them against repeated runs,
+// `project` projects onto other knobs and refuses bad input with nothing written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -74,6 +76,33 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
   ASSERT_EQ(res.exit_code, 0) << res.out;
   EXPECT_NE(res.out.find("Projections against measured"), std::string::npos) << res.out;
 
+  // The same configuration measured again (5, its projection 6): scripts/projection-table sets the
+  // projection against the two runs' median and says how far they lie apart.
+  res = run_trainscope(std::string("run resnet50 ") + kTiny + " --nproc 2 --db " + db);
+  ASSERT_EQ(res.exit_code, 0) << res.out;
+  {
+    ts::store::Reader r(db);
+    const auto first = r.projections_of_measured(3), second = r.projections_of_measured(5);
+    ASSERT_EQ(first.size(), 1u);
+    ASSERT_EQ(second.size(), 1u);
+    const double measured[2] = {first[0].measured_ns, second[0].measured_ns};
+    const double projected = (first[0].projected_ns + second[0].projected_ns) / 2;
+    const double median = (measured[0] + measured[1]) / 2;
+    char cell[96];
+    std::snprintf(cell, sizeof cell, "| resnet50 | ddp | %+.1f%% (2 apart %.1f%%) |", 100 * (projected / median - 1),
+                  100 * (std::max(measured[0], measured[1]) / std::min(measured[0], measured[1]) - 1));
+    const auto table = ts::testing::run_command(std::string(TS_SOURCE_DIR) + "/scripts/projection-table " + db);
+    ASSERT_EQ(table.exit_code, 0) << table.out;
+    EXPECT_NE(table.out.find(cell), std::string::npos) << cell << "\n" << table.out;
+    EXPECT_NE(table.out.find("all: n=1 "), std::string::npos) << table.out;  // one cell of two runs
+    EXPECT_NE(table.out.find("every measured run on its own: n=2 "), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("measured runs apart (the same configuration measured again): n=1 "), std::string::npos)
+        << table.out;
+    // The error split: compute measured against projected, and the rest of the model's miss.
+    EXPECT_NE(table.out.find("compute measured against projected: n=1 "), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("with the measured compute in place of the projected"), std::string::npos) << table.out;
+  }
+
   // Other knobs onto the same source, checked against the same run: a second ledger row.
   res = run_trainscope("project 1 --sweep 2 --ranks 2 --no-overlap --against 3 --db " + db);
   ASSERT_EQ(res.exit_code, 0) << res.out;
@@ -87,9 +116,9 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
   EXPECT_GT(p["projected_iteration_ns"].get<double>(), p["source_iteration_ns"].get<double>());
   res = run_trainscope("projections --db " + db);
   ASSERT_EQ(res.exit_code, 0) << res.out;
-  EXPECT_NE(res.out.find("2 checked against their measured runs"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("3 checked against their measured runs"), std::string::npos) << res.out;
   res = run_trainscope("projections --json --db " + db);
-  EXPECT_EQ(nlohmann::json::parse(res.out)["projections"].size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(res.out)["projections"].size(), 4u);
 
   // Priority takes cross-barrier as run does (resnet50's step can be cut per parameter), unless
   // told not to; the output and the stored knobs say which.
