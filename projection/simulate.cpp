@@ -969,14 +969,13 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
         sender[static_cast<size_t>(w)] = s1;
       }
       for (int w = 0; w < workers; ++w) {
-        Backward& bw = backward[static_cast<size_t>(w)];
+        const Backward& bw = backward[static_cast<size_t>(w)];
         if (!bw.on) continue;
         sender_free[static_cast<size_t>(w)] = sender[static_cast<size_t>(w)];
         const double lost = lost_within(w, bw.b0, bw.b0 + bw.dur);  // its pushes beside it (and the server's work)
         its[static_cast<size_t>(w)].phases.push_back({"backward", bw.from - start, bw.b0 + bw.dur + lost - start});
         compute[static_cast<size_t>(w)].emplace_back(bw.b0, bw.b0 + bw.dur + lost);
         t[static_cast<size_t>(w)] = bw.b0 + bw.dur + lost;
-        bw = Backward{};
       }
       // The server (a thread of worker 0): each key once every worker's push is in, in that
       // order: the sum, the update (the source's optimizer time per byte), an answer to every
