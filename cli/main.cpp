@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
       ->add_option("--sweep", project_request.sweep,
                    "A collectives benchmark run (bench collectives) to fit the link to")
       ->transform(run_id_text);
-  project->add_option("--strategy", project_request.strategy, "allreduce | ps (synchronous, one server on worker 0)")
+  project->add_option("--strategy", project_request.strategy, "allreduce | ps (one server on worker 0; --ps-mode)")
       ->capture_default_str();
   project->add_option("--bucket-mb", project_request.bucket_mb, "Gradient bucket size, MiB")->capture_default_str();
   project->add_flag("--no-overlap", project_request.no_overlap, "All-reduce only after backward");
@@ -242,6 +242,10 @@ int main(int argc, char** argv) {
                     "With --priority: the backward's end waits for every bucket");
   project->add_option("--chunk-mb", project_request.chunk_mb, "Parameter server: key (chunk) size, MiB")
       ->capture_default_str();
+  project->add_option("--ps-mode", project_request.ps_mode,
+                      "Parameter server: sync (the default) | async | bounded (--staleness) | eager, as run takes it");
+  project->add_option("--staleness", project_request.staleness,
+                      "With --ps-mode bounded: the most pushes a worker may run ahead of the slowest (0)");
   project
       ->add_option("--cores-per-rank", project_request.cores_per_rank,
                    "Cores each rank has (ranks sharing a machine share its cores); 0: its threads and one more, "

@@ -17,6 +17,7 @@
 #include "reports/number_format.h"
 #include "store/reader.h"
 #include "store/writer.h"
+#include "vocabulary/ps_mode.h"
 #include "vocabulary/rates.h"
 
 namespace ts::cli {
@@ -50,6 +51,18 @@ Knobs knobs_of(const ProjectRequest& r) {
   k.partition_mb = r.partition_mb;
   k.cross_barrier = !r.no_cross_barrier;
   k.chunk_mb = r.chunk_mb;
+  // As run takes them: a bound on staleness asks for bounded staleness.
+  const std::string mode_text = !r.ps_mode.empty() ? r.ps_mode : r.staleness >= 0 ? "bounded" : "sync";
+  const auto mode = vocabulary::parse_ps_mode(mode_text);
+  if (!mode) throw UsageError("--ps-mode " + r.ps_mode + ": sync, async, bounded or eager");
+  if (k.strategy != Strategy::ps && (*mode != vocabulary::PsMode::sync || r.staleness >= 0))
+    throw UsageError("--ps-mode and --staleness need --strategy ps");
+  if (r.staleness >= 0 && *mode != vocabulary::PsMode::bounded)
+    throw UsageError(
+        fmt::format("--staleness {} applies to --ps-mode bounded only (got --ps-mode {})", r.staleness, mode_text));
+  if (r.staleness > 1'000'000) throw UsageError(fmt::format("--staleness {}: 0 to 1000000", r.staleness));
+  k.ps_mode = *mode;
+  k.staleness = std::max<int64_t>(0, r.staleness);
   if (r.cores_per_rank < 0 || r.cores_per_rank > 1e5)
     throw UsageError(
         fmt::format("--cores-per-rank {}: give a count of cores (0: a core more than the threads)", r.cores_per_rank));
@@ -74,8 +87,12 @@ std::optional<int64_t> sweep_at_rate(store::Reader& reader, double bits_per_s) {
 std::string ms(double ns) { return fmt::format("{:.1f} ms", ns / 1e6); }
 
 std::string knobs_text(const Knobs& k) {
-  if (k.strategy == Strategy::ps)
-    return fmt::format("parameter server, sync, 1 server on worker 0, {:g} MiB keys", k.chunk_mb);
+  if (k.strategy == Strategy::ps) {
+    const std::string mode = k.ps_mode == vocabulary::PsMode::bounded
+                                 ? fmt::format("bounded (staleness {})", k.staleness)
+                                 : std::string(vocabulary::to_string(k.ps_mode));
+    return fmt::format("parameter server, {}, 1 server on worker 0, {:g} MiB keys", mode, k.chunk_mb);
+  }
   std::string s = k.priority ? fmt::format("all-reduce, priority in {:g} MiB partitions", k.partition_mb)
                              : fmt::format("all-reduce, {:g} MiB buckets ({} order)", k.bucket_mb,
                                            k.arrival_order ? "arrival" : "reverse registration");

@@ -22,6 +22,8 @@ struct ProjectRequest {
   double partition_mb = 4;
   bool no_cross_barrier = false;  // with priority: the backward's end waits for every bucket
   double chunk_mb = 1;
+  std::string ps_mode;     // sync | async | bounded | eager (vocabulary/ps_mode.h); "": sync, or bounded with staleness
+  int64_t staleness = -1;  // bounded: pushes ahead of the slowest; -1: not given (0)
   double cores_per_rank = 0;  // 0: the source's threads and one more
   int64_t against = 0;        // a measured multi-rank run: the projection's error against it is stored
   bool json = false;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "vocabulary/ps_mode.h"
 #include "vocabulary/rates.h"
 #include "vocabulary/utc_time.h"
 
@@ -195,10 +196,13 @@ MeasuredKnobs knobs_of(store::Reader& reader, const store::RunRow& measured) {
   const std::string strategy = d.value("strategy", "");
   if (strategy == "parameter_server") {
     k.strategy = Strategy::ps;
-    if (d.value("mode", "sync") != "sync") {
-      out.why_not = "its parameter server ran " + d.value("mode", "") + " (the model covers sync)";
+    const auto mode = vocabulary::parse_ps_mode(d.value("mode", std::string("sync")));
+    if (!mode) {
+      out.why_not = "its parameter server's mode '" + d.value("mode", std::string()) + "' is none the model knows";
       return out;
     }
+    k.ps_mode = *mode;
+    k.staleness = d.value("staleness", int64_t{0});
     if (d.value("servers", 1) != 1 || d.value("dedicated", false) || d.contains("server_hosts")) {
       out.why_not = "it ran several or dedicated servers (the model covers one co-located server)";
       return out;

@@ -30,9 +30,8 @@ int64_t store_projection(store::Writer& writer, const SourceRun& source, const P
 // The median of rank 0's timed iteration spans of a stored run (ns); nullopt without any.
 std::optional<double> median_iteration_ns(store::Reader& reader, int64_t run);
 
-// The knobs a measured multi-rank run ran with, or why it cannot be projected (the strategies and
-// modes the model does not cover: asynchronous, bounded or eager parameter servers, several
-// or dedicated servers, GPUs).
+// The knobs a measured multi-rank run ran with, or why it cannot be projected (what the model does
+// not cover: several or dedicated servers, a parameter server's priority, GPUs).
 struct MeasuredKnobs {
   std::optional<Knobs> knobs;
   std::string why_not;

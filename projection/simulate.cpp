@@ -32,7 +32,8 @@ std::string knobs_json(const Knobs& k) {
       j["cross_barrier"] = k.cross_barrier;
     }
   } else {
-    j["ps_mode"] = "sync";
+    j["ps_mode"] = vocabulary::to_string(k.ps_mode);
+    if (k.ps_mode == vocabulary::PsMode::bounded) j["staleness"] = k.staleness;
     j["servers"] = 1;
     j["chunk_mb"] = k.chunk_mb;
   }
@@ -53,6 +54,12 @@ namespace {
 
 using Interval = std::pair<double, double>;
 
+// A parameter server's walk runs again with the CPU work the last one placed until no iteration
+// moves by more than this share of its time (resnet50 at 1 Gbit/s on two ranks sharing two cores:
+// settled in 8 walks, its iteration 4% shorter after the second than after the first), or this many times.
+constexpr double kPsWalkSettled = 1e-4;
+constexpr int kPsWalksAtMost = 16;
+
 // The breakdown of one rank's iteration from its compute intervals and its communication calls,
 // as a measured run's (profiler::breakdown over the iteration's span, on whole ns): communication
 // past the iteration's end (a parameter server's pushes and answers) is the next iteration's.
@@ -69,33 +76,41 @@ void finish_breakdown(ProjectedIteration& it, const std::vector<Interval>& compu
   it.idle_ns = static_cast<double>(std::max<int64_t>(0, b.idle_ns));
 }
 
-// One rank's iterations in order, each call recorded from its iteration's start: the part of a
-// call past its iteration's end is the next iteration's, as a measured run's breakdown cuts the
-// rank's timeline at the iterations' ends (the tail's buckets, a parameter server's pushes after
-// a clipped backward and its answers); what falls between two iterations is neither's. The last
-// iteration keeps its calls whole (its breakdown ends at its end).
-void carry_spilled_calls(const std::vector<ProjectedIteration*>& in_order) {
-  for (size_t j = 0; j + 1 < in_order.size(); ++j) {
-    ProjectedIteration& it = *in_order[j];
-    ProjectedIteration& next = *in_order[j + 1];
-    const double shift = it.start_ns - next.start_ns;  // from this iteration's clock to the next's
-    std::vector<ProjectedCall> kept;
-    for (auto& c : it.calls) {
-      if (!(c.end_ns > it.span_ns)) {
-        kept.push_back(c);
-        continue;
-      }
-      ProjectedCall later = c;
-      later.start_ns = std::max(0.0, c.start_ns + shift);
-      later.end_ns = c.end_ns + shift;
-      if (later.end_ns > later.start_ns) next.calls.push_back(later);
-      if (c.start_ns < it.span_ns) {  // begun within the iteration: its part up to the end stays
-        c.end_ns = it.span_ns;
-        kept.push_back(c);
+// One rank's iterations in order and calls on the run's clock: each call goes to the iterations
+// its time falls in, cut at their ends, as a measured run's breakdown cuts the rank's timeline at
+// the iterations' ends (the tail's buckets, a parameter server's pushes after a clipped backward
+// and its answers); what falls between two iterations is neither's. The first iteration takes
+// what came before it, and the last what ran past its end (its breakdown ends at its end).
+void place_calls(const std::vector<ProjectedIteration*>& in_order, const std::vector<ProjectedCall>& calls) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& c : calls) {
+    for (size_t j = 0; j < in_order.size(); ++j) {
+      ProjectedIteration& it = *in_order[j];
+      const double lo = j == 0 ? -inf : it.start_ns;
+      const double hi = j + 1 == in_order.size() ? inf : it.start_ns + it.span_ns;
+      const double a = std::max(c.start_ns, lo), b = std::min(c.end_ns, hi);
+      if (b > a || (c.end_ns == c.start_ns && c.start_ns >= lo && c.start_ns < hi)) {
+        ProjectedCall part = c;
+        part.start_ns = a - it.start_ns;
+        part.end_ns = std::max(a, b) - it.start_ns;
+        it.calls.push_back(part);
       }
     }
-    it.calls = std::move(kept);
   }
+}
+
+// The same for calls recorded from their iteration's start (a part past its end is the next's).
+void carry_spilled_calls(const std::vector<ProjectedIteration*>& in_order) {
+  std::vector<ProjectedCall> calls;
+  for (ProjectedIteration* it : in_order) {
+    for (ProjectedCall c : it->calls) {
+      c.start_ns += it->start_ns;
+      c.end_ns += it->start_ns;
+      calls.push_back(c);
+    }
+    it->calls.clear();
+  }
+  place_calls(in_order, calls);
 }
 
 // ---- all-reduce ---------------------------------------------------------------------------
@@ -725,7 +740,7 @@ std::vector<GroupPlan> plan_groups(const SourceRun& source, const Knobs& k, std:
   return plans;
 }
 
-// ---- parameter server, synchronous, one server shard on worker 0's host ------------------------
+// ---- parameter server, one server shard on worker 0's host ------------------------------------
 
 struct Key {
   int flat = 0;  // its parameter
@@ -733,19 +748,71 @@ struct Key {
   int64_t bytes = 0;
 };
 
-// A transfer across hosts holds the sender's way out and the receiver's way in for its time.
-struct Links {
-  std::vector<double> out_free, in_free;  // per host (= rank: one rank per host)
-  double send(int from, int to, double ready, double ns) {
-    const double start = std::max({ready, out_free[static_cast<size_t>(from)], in_free[static_cast<size_t>(to)]});
-    out_free[static_cast<size_t>(from)] = in_free[static_cast<size_t>(to)] = start + ns;
-    return start;
+// A thread, or one direction of a host's link, which does one thing at a time: its bookings,
+// sorted and disjoint. A booking takes the first gap at or after its ready time that holds it.
+// The walk books round by round (every worker's iteration n, then n + 1); where the workers drift
+// apart (the asynchronous modes) a later round's message can come before an earlier round's on
+// the run's clock, and it takes the gap the earlier ones left: the first ready is taken first.
+class Timeline {
+ public:
+  double first_fit(double ready, double ns) const {
+    double s = ready;
+    auto it =
+        std::lower_bound(busy_.begin(), busy_.end(), ready, [](const Interval& b, double t) { return b.second <= t; });
+    for (; it != busy_.end() && it->first < s + ns; ++it) s = std::max(s, it->second);
+    return s;
+  }
+  void book(double start, double end) {
+    auto it =
+        std::lower_bound(busy_.begin(), busy_.end(), start, [](const Interval& b, double t) { return b.second < t; });
+    while (it != busy_.end() && it->first <= end) {  // overlapping or touching: one booking
+      start = std::min(start, it->first);
+      end = std::max(end, it->second);
+      it = busy_.erase(it);
+    }
+    busy_.insert(it, {start, end});
+  }
+
+ private:
+  std::vector<Interval> busy_;
+};
+
+// The first start at or after `ready` at which every one of `lines` is free for `ns`; booked.
+double book_all(std::initializer_list<Timeline*> lines, double ready, double ns) {
+  double s = ready;
+  for (bool agreed = false; !agreed;) {
+    agreed = true;
+    for (const Timeline* l : lines) {
+      const double t = l->first_fit(s, ns);
+      if (t != s) agreed = false;
+      s = t;
+    }
+  }
+  for (Timeline* l : lines) l->book(s, s + ns);
+  return s;
+}
+
+// The answers a worker's receiving thread has had for a key: (the clock it answers, when it
+// arrived), in the order they came.
+struct Answers {
+  std::vector<std::pair<int64_t, double>> got;
+  // When a value answering at least `clock` pushes had arrived (the initial values answer 0;
+  // one that never came: never, +inf).
+  double at(int64_t clock) const {
+    if (clock <= 0) return 0;
+    double t = std::numeric_limits<double>::infinity();
+    for (const auto& [c, when] : got) {
+      if (c >= clock) t = std::min(t, when);
+    }
+    return t;
   }
 };
 
 std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const LinkModel& link, const Knobs& k,
                                               std::vector<int64_t>& key_bytes) {
   const int workers = static_cast<int>(k.ranks);
+  const auto ws = static_cast<size_t>(workers);
+  const bool sync = k.ps_mode == vocabulary::PsMode::sync;
   const int64_t chunk =
       vocabulary::mib_to_floats(k.chunk_mb) * static_cast<int64_t>(sizeof(float));  // as ps_job's keys
   std::vector<Key> keys;
@@ -780,270 +847,379 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
     const double moving = link.p2p_ns(bytes), share = link.cpu_share(bytes);
     return moving * (1 - share) + moving * share / cpu_pace + link.p2p_latency_ns + message(bytes);
   };
-
-  // What those threads take from compute, where they share the cores: each rank's CPU work in
-  // time (a message's copies on each side, the CPU's share of its transfer there, the server's
-  // sums and updates on worker 0). Fair share: while a thread does D of CPU work beside compute,
-  // compute loses D (1 - pace) / pace.
+  // The CPU work of those threads on each rank, in time (a message's copies on each side, the
+  // CPU's share of its transfer there, the server's sums and updates on worker 0). Fair share:
+  // while a thread does D of CPU work beside compute, compute loses D (1 - pace) / pace.
   struct CpuWork {
     double start, end, demand;
   };
-  std::vector<std::vector<CpuWork>> cpu_work(static_cast<size_t>(workers));
+  using CpuWorks = std::vector<std::vector<CpuWork>>;
   const auto side_demand = [&](int64_t bytes) {
     return 2.0 * static_cast<double>(bytes) / mem + link.p2p_ns(bytes) * link.cpu_share(bytes);
   };
-  const auto lost_within = [&](int w, double lo, double hi) {
-    if (!(cpu_pace < 1)) return 0.0;
-    double demand = 0;
-    for (const auto& c : cpu_work[static_cast<size_t>(w)]) {
-      const double a = std::max(lo, c.start), b = std::min(hi, c.end);
-      if (b > a && c.end > c.start) demand += c.demand * (b - a) / (c.end - c.start);
-    }
-    return demand * (1 - cpu_pace) / cpu_pace;
+  // One walk through every round; `beside` is the CPU work the last walk placed (empty the first
+  // time: then a phase sees the work placed before it).
+  struct Walk {
+    std::vector<std::vector<ProjectedIteration>> every;  // by round (the pipeline's fill first), by worker
+    std::vector<std::vector<std::vector<Interval>>> compute;
+    std::vector<std::vector<ProjectedCall>> calls;  // by worker, on the run's clock
+    CpuWorks cpu_work;
   };
-  Links links{std::vector<double>(static_cast<size_t>(workers), 0),
-              std::vector<double>(static_cast<size_t>(workers), 0)};
-  // When each key's newest value reached each worker (the answer to its last push).
-  std::vector<std::vector<double>> arrived(static_cast<size_t>(workers), std::vector<double>(keys.size(), 0));
-  std::vector<double> sender_free(static_cast<size_t>(workers), 0), end_of(static_cast<size_t>(workers), 0);
-  double server_free = 0, receiver_free = 0;
-  // A worker's backward, its compute placed once every worker's pushes are.
-  struct Push {
-    double ready = 0;
-    int flat = 0, key = 0;
-  };
-  struct Backward {
-    bool on = false;
-    double from = 0, b0 = 0, dur = 0;
-    int group = 0;
-    std::vector<Push> pushes;  // in the order its sender takes them
-  };
-  // Every iteration's per worker (the pipeline's fill first) and their compute intervals.
-  std::vector<std::vector<ProjectedIteration>> every;
-  std::vector<std::vector<std::vector<Interval>>> every_compute;
-  // The first source iteration runs twice: once to fill the pipeline (the pulls a forward waits
-  // for are the previous iteration's), once counted.
-  for (size_t n = 0; n <= source.iterations.size(); ++n) {
-    const size_t j = n == 0 ? 0 : n - 1;
-    std::vector<const SourceIteration*> mine;
-    for (int w = 0; w < workers; ++w) mine.push_back(&source.iterations[source_index(source, k, j, w)]);
-    const SourceIteration& si = *mine[0];
-    // Sync mode: the workers agree each step whether to stop (a blocking all-reduce of a flag).
-    const double start = *std::max_element(end_of.begin(), end_of.end()) + link.all_reduce_ns(8, workers);
-    std::vector<ProjectedIteration> its(static_cast<size_t>(workers));
-    std::vector<std::vector<double>> pushed(keys.size(), std::vector<double>(static_cast<size_t>(workers), 0));
-    std::vector<std::vector<Interval>> compute(static_cast<size_t>(workers));
-    std::vector<double> t(static_cast<size_t>(workers), start), source_end(static_cast<size_t>(workers), 0);
-    for (int w = 0; w < workers; ++w) {
-      ProjectedIteration& it = its[static_cast<size_t>(w)];
-      it.index = mine[static_cast<size_t>(w)]->index;
-      it.rank = w;
-      it.start_ns = start;
-    }
-    // The optimizer's time per byte, which the server spends instead of the workers.
-    double optimizer_ns = 0;
-    for (const auto& p : si.phases) {
-      if (p.name == "optimizer") optimizer_ns += static_cast<double>(p.duration());
-    }
-    const double update_ns_per_byte = total_bytes > 0 ? optimizer_ns / static_cast<double>(total_bytes) : 0;
-    // Phase by phase on every worker, so that each step's pushes are answered before the forward
-    // that needs them (wgan's critic steps: five of them an iteration).
-    size_t phases = si.phases.size();
-    for (const auto* m : mine) phases = std::min(phases, m->phases.size());
-    for (size_t i = 0; i < phases; ++i) {
-      std::vector<int> keys_pushed;
-      std::vector<Backward> backward(static_cast<size_t>(workers));  // this phase's, where it is one
+  const auto walk = [&](const CpuWorks& beside) {
+    Walk out;
+    out.cpu_work.resize(ws);
+    out.calls.resize(ws);
+    CpuWorks& cpu_work = out.cpu_work;
+    const auto lost_within = [&](int w, double lo, double hi) {
+      if (!(cpu_pace < 1)) return 0.0;
+      double demand = 0;
+      for (const auto& c : (beside.empty() ? cpu_work : beside)[static_cast<size_t>(w)]) {
+        const double a = std::max(lo, c.start), b = std::min(hi, c.end);
+        if (b > a && c.end > c.start) demand += c.demand * (b - a) / (c.end - c.start);
+      }
+      return demand * (1 - cpu_pace) / cpu_pace;
+    };
+    // Each host's link both ways (one rank per host), the server's receiving and serving threads.
+    std::vector<Timeline> out_of(ws), into(ws);
+    Timeline receiver, server;
+    // Per worker and key: the pushes it made (its clock), the answers it had; per key and worker,
+    // the pushes the server applied (or summed); bounded mode's reads not answered yet.
+    std::vector<std::vector<int64_t>> clock(ws, std::vector<int64_t>(keys.size(), 0));
+    std::vector<std::vector<Answers>> answers(ws, std::vector<Answers>(keys.size()));
+    std::vector<std::vector<int64_t>> applied(keys.size(), std::vector<int64_t>(ws, 0));
+    std::vector<std::vector<std::pair<int, int64_t>>> held(keys.size());  // (worker, clock)
+    std::vector<double> sender_free(ws, 0), end_of(ws, 0);
+    // A reply of the server's thread from `ts` on: a blocking send to worker v (to its own rank's
+    // receiver for worker 0), recorded as rank 0's "ps reply" (as a measured run records it).
+    const auto reply = [&](int key, int v, int64_t answers_clock, double ts) {
+      const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
+      double r0 = ts, r1 = ts + message(bytes);
+      if (v == 0) {
+        cpu_work[0].push_back({r0, r1, 4.0 * static_cast<double>(bytes) / mem});
+      } else {
+        r0 = book_all({&out_of[0], &into[static_cast<size_t>(v)]}, ts, transfer(bytes));
+        r1 = r0 + transfer(bytes);
+        cpu_work[0].push_back({r0, r1, side_demand(bytes)});
+        cpu_work[static_cast<size_t>(v)].push_back({r0, r1, side_demand(bytes)});
+      }
+      out.calls[0].push_back({0, "", "ps reply", bytes, r0, r1});
+      answers[static_cast<size_t>(v)][static_cast<size_t>(key)].got.emplace_back(answers_clock, r1);
+      return r1;
+    };
+    // A worker's backward, its compute placed once every worker's pushes are.
+    struct Push {
+      double ready = 0;
+      int flat = 0, key = 0;
+    };
+    struct Backward {
+      bool on = false;
+      double from = 0, b0 = 0, dur = 0;
+      int group = 0;
+      std::vector<Push> pushes;  // in the order its sender takes them
+    };
+    // The first source iteration runs twice: once to fill the pipeline (the pulls a forward waits
+    // for are the previous iteration's), once counted.
+    for (size_t n = 0; n <= source.iterations.size(); ++n) {
+      const size_t j = n == 0 ? 0 : n - 1;
+      std::vector<const SourceIteration*> mine;
+      for (int w = 0; w < workers; ++w) mine.push_back(&source.iterations[source_index(source, k, j, w)]);
+      // Sync mode: the workers agree each step whether to stop (a blocking all-reduce of a flag);
+      // otherwise each worker decides for itself and goes on.
+      std::vector<double> start = end_of;
+      if (sync) {
+        start.assign(ws, *std::max_element(end_of.begin(), end_of.end()) + link.all_reduce_ns(8, workers));
+      }
+      // The optimizer's time per byte, which the server spends instead of the workers.
+      double optimizer_ns = 0;
+      for (const auto& p : mine[0]->phases) {
+        if (p.name == "optimizer") optimizer_ns += static_cast<double>(p.duration());
+      }
+      const double update_ns_per_byte = total_bytes > 0 ? optimizer_ns / static_cast<double>(total_bytes) : 0;
+      std::vector<ProjectedIteration> its(ws);
+      std::vector<std::vector<Interval>> compute(ws);
+      std::vector<double> t = start, source_end(ws, 0);
       for (int w = 0; w < workers; ++w) {
-        const SourcePhase& p = mine[static_cast<size_t>(w)]->phases[i];
         ProjectedIteration& it = its[static_cast<size_t>(w)];
-        double& tw = t[static_cast<size_t>(w)];
-        tw += static_cast<double>(
-            std::max<int64_t>(0, p.start_ns - static_cast<int64_t>(source_end[static_cast<size_t>(w)])));
-        source_end[static_cast<size_t>(w)] = static_cast<double>(p.end_ns);
-        const double dur = static_cast<double>(p.duration());
-        if (p.name == "optimizer") {  // the servers run the optimizer: the worker's phase is empty
-          it.phases.push_back({p.name, tw - start, tw - start});
-          continue;
-        }
-        if (p.name == "forward") {
-          // Each layer waits for its parameters' values before its first op (the gate).
-          std::vector<std::pair<int64_t, int>> uses;
-          for (const auto& [flat, off] : p.first_use) uses.emplace_back(off, flat);
-          std::sort(uses.begin(), uses.end());
-          const double f0 = tw;
-          double waited = 0, cursor = f0;
-          for (const auto& [off, flat] : uses) {
-            const double at = f0 + static_cast<double>(off) + waited;
-            double need = 0;
-            for (int key : keys_of[static_cast<size_t>(flat)])
-              need = std::max(need, arrived[static_cast<size_t>(w)][static_cast<size_t>(key)]);
-            if (need > at) {  // a pull wait: the forward computes up to here and resumes when it is in
-              compute[static_cast<size_t>(w)].emplace_back(cursor, at);
-              cursor = need;
-              waited += need - at;
-            }
-          }
-          it.wait_ns += waited;
-          const double lost = lost_within(w, f0, f0 + dur + waited);  // the server's answers beside it
-          it.phases.push_back({p.name, f0 - start, f0 + dur + waited + lost - start});
-          compute[static_cast<size_t>(w)].emplace_back(cursor, f0 + dur + waited + lost);
-          tw = f0 + dur + waited + lost;
-          continue;
-        }
-        if (p.name != "backward" || p.group < 0) {
-          it.phases.push_back({p.name, tw - start, tw + dur - start});
-          compute[static_cast<size_t>(w)].emplace_back(tw, tw + dur);
-          tw += dur;
-          continue;
-        }
-        // At most one step of pushes in flight: the backward first waits for the last to be sent.
-        const double push_wait = std::max(0.0, sender_free[static_cast<size_t>(w)] - tw);
-        it.wait_ns += push_wait;
-        Backward& bw = backward[static_cast<size_t>(w)];
-        bw.on = true;
-        bw.from = tw;
-        bw.b0 = tw + push_wait;
-        bw.dur = dur;
-        bw.group = p.group;
-        const auto& group = source.groups[static_cast<size_t>(p.group)];
-        std::vector<std::pair<double, int>> ready;  // (time, flat)
-        std::vector<bool> seen(group.names.size(), false);
-        for (const auto& [slot, off] : p.ready) {
-          // A clipped group is pushed after backward, in registration order.
-          ready.emplace_back(group.clipped ? bw.b0 + dur : bw.b0 + static_cast<double>(off),
-                             source.flat(p.group, slot));
-          seen[static_cast<size_t>(slot)] = true;
-        }
-        for (size_t sl = 0; sl < seen.size(); ++sl) {
-          if (!seen[sl]) ready.emplace_back(bw.b0 + dur, source.flat(p.group, static_cast<int>(sl)));
-        }
-        std::stable_sort(ready.begin(), ready.end());
-        for (const auto& [r, flat] : ready) {
-          for (int key : keys_of[static_cast<size_t>(flat)]) bw.pushes.push_back({r, flat, key});
-        }
+        it.index = mine[static_cast<size_t>(w)]->index;
+        it.rank = w;
+        it.start_ns = start[static_cast<size_t>(w)];
       }
-      // The backwards' pushes, every worker's at once: the server's one receiving thread takes
-      // one message at a time, the first sender ready first (worker 0's own pushes wait behind
-      // a remote one being received, as measured: a matched probe, then the whole message).
-      std::vector<size_t> next(static_cast<size_t>(workers), 0);
-      std::vector<double> sender(static_cast<size_t>(workers), 0);
-      for (int w = 0; w < workers; ++w) {
-        const Backward& bw = backward[static_cast<size_t>(w)];
-        if (bw.on) sender[static_cast<size_t>(w)] = std::max(sender_free[static_cast<size_t>(w)], bw.b0);
-      }
-      for (;;) {
-        int w = -1;
-        double earliest = 0;
-        for (int v = 0; v < workers; ++v) {
-          const Backward& bw = backward[static_cast<size_t>(v)];
-          if (!bw.on || next[static_cast<size_t>(v)] >= bw.pushes.size()) continue;
-          const double at =
-              std::max(sender[static_cast<size_t>(v)], bw.pushes[next[static_cast<size_t>(v)]].ready);
-          if (w < 0 || at < earliest) {
-            w = v;
-            earliest = at;
-          }
-        }
-        if (w < 0) break;
-        Backward& bw = backward[static_cast<size_t>(w)];
-        const Push& push = bw.pushes[next[static_cast<size_t>(w)]++];
-        const int64_t bytes = keys[static_cast<size_t>(push.key)].bytes;
-        double s0 = std::max(earliest, receiver_free), s1 = 0;
-        if (w == 0) {
-          s1 = s0 + message(bytes);
-          cpu_work[0].push_back({s0, s1, 4.0 * static_cast<double>(bytes) / mem});  // both sides here
-        } else {
-          s0 = links.send(w, 0, s0, transfer(bytes));
-          s1 = s0 + transfer(bytes);
-          cpu_work[static_cast<size_t>(w)].push_back({s0, s1, side_demand(bytes)});
-          cpu_work[0].push_back({s0, s1, side_demand(bytes)});
-        }
-        receiver_free = s1;
-        const auto& group = source.groups[static_cast<size_t>(bw.group)];
-        // The push as its sender sees it: from its send to the receiver's taking the whole message.
-        its[static_cast<size_t>(w)].calls.push_back(
-            {w, group.names[static_cast<size_t>(push.flat - source.flat(bw.group, 0))], "push", bytes,
-             earliest - start, s1 - start});
-        pushed[static_cast<size_t>(push.key)][static_cast<size_t>(w)] = s1;
-        if (w == 0) keys_pushed.push_back(push.key);
-        sender[static_cast<size_t>(w)] = s1;
-      }
-      for (int w = 0; w < workers; ++w) {
-        const Backward& bw = backward[static_cast<size_t>(w)];
-        if (!bw.on) continue;
-        sender_free[static_cast<size_t>(w)] = sender[static_cast<size_t>(w)];
-        const double lost = lost_within(w, bw.b0, bw.b0 + bw.dur);  // its pushes beside it (and the server's work)
-        its[static_cast<size_t>(w)].phases.push_back({"backward", bw.from - start, bw.b0 + bw.dur + lost - start});
-        compute[static_cast<size_t>(w)].emplace_back(bw.b0, bw.b0 + bw.dur + lost);
-        t[static_cast<size_t>(w)] = bw.b0 + bw.dur + lost;
-      }
-      // The server (a thread of worker 0): each key once every worker's push is in, in that
-      // order: the sum, the update (the source's optimizer time per byte), an answer to every
-      // worker, each a blocking send.
-      std::vector<std::pair<double, int>> complete;
-      for (int key : keys_pushed) {
-        const auto& in = pushed[static_cast<size_t>(key)];
-        complete.emplace_back(*std::max_element(in.begin(), in.end()), key);
-      }
-      std::stable_sort(complete.begin(), complete.end());
-      for (const auto& [in, key] : complete) {
-        const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
-        const double s0 = std::max(in, server_free);
-        const double work =
-            (static_cast<double>(workers) * local_copy(bytes) / 2 + update_ns_per_byte * static_cast<double>(bytes)) /
-            cpu_pace;
-        its[0].calls.push_back({0, "", "ps update", bytes, s0 - start, s0 + work - start});
-        cpu_work[0].push_back({s0, s0 + work, work * cpu_pace});
-        double ts = s0 + work;
+      // Phase by phase on every worker, so that each step's pushes are answered before the forward
+      // that needs them (wgan's critic steps: five of them an iteration).
+      size_t phases = mine[0]->phases.size();
+      for (const auto* m : mine) phases = std::min(phases, m->phases.size());
+      for (size_t i = 0; i < phases; ++i) {
+        std::vector<Backward> backward(ws);  // this phase's, where it is one
         for (int w = 0; w < workers; ++w) {
-          // Each answer is the server's send (worker 0's rank's communication, as a measured
-          // run records its "ps reply"), blocking until the worker's receiver has taken it.
-          if (w == 0) {
-            cpu_work[0].push_back({ts, ts + message(bytes), 4.0 * static_cast<double>(bytes) / mem});
-            its[0].calls.push_back({0, "", "ps reply", bytes, ts - start, ts + message(bytes) - start});
-            ts += message(bytes);  // a blocking send to its own rank's receiver, too
-            arrived[0][static_cast<size_t>(key)] = ts;
+          const auto wi = static_cast<size_t>(w);
+          const SourcePhase& p = mine[wi]->phases[i];
+          ProjectedIteration& it = its[wi];
+          const double s0 = start[wi];
+          double& tw = t[wi];
+          tw += static_cast<double>(std::max<int64_t>(0, p.start_ns - static_cast<int64_t>(source_end[wi])));
+          source_end[wi] = static_cast<double>(p.end_ns);
+          const double dur = static_cast<double>(p.duration());
+          if (p.name == "optimizer") {  // the servers run the optimizer: the worker's phase is empty
+            it.phases.push_back({p.name, tw - s0, tw - s0});
             continue;
           }
-          const double r0 = links.send(0, w, ts, transfer(bytes));
-          cpu_work[0].push_back({r0, r0 + transfer(bytes), side_demand(bytes)});
-          cpu_work[static_cast<size_t>(w)].push_back({r0, r0 + transfer(bytes), side_demand(bytes)});
-          ts = r0 + transfer(bytes);
-          arrived[static_cast<size_t>(w)][static_cast<size_t>(key)] = ts;
-          its[0].calls.push_back({0, "", "ps reply", bytes, r0 - start, ts - start});
+          if (p.name == "forward") {
+            // Each layer waits for its parameters' values before its first op (the gate): the answer
+            // to its last push (eager: to the one before).
+            const int64_t lag = k.ps_mode == vocabulary::PsMode::eager ? 1 : 0;
+            std::vector<std::pair<int64_t, int>> uses;
+            for (const auto& [flat, off] : p.first_use) uses.emplace_back(off, flat);
+            std::sort(uses.begin(), uses.end());
+            const double f0 = tw;
+            double waited = 0, cursor = f0;
+            for (const auto& [off, flat] : uses) {
+              const double at = f0 + static_cast<double>(off) + waited;
+              double need = 0;
+              for (int key : keys_of[static_cast<size_t>(flat)]) {
+                const double in = answers[wi][static_cast<size_t>(key)].at(clock[wi][static_cast<size_t>(key)] - lag);
+                if (std::isfinite(in)) need = std::max(need, in);
+              }
+              if (need > at) {  // a pull wait: the forward computes up to here and resumes when it is in
+                compute[wi].emplace_back(cursor, at);
+                cursor = need;
+                waited += need - at;
+              }
+            }
+            it.wait_ns += waited;
+            const double lost = lost_within(w, f0, f0 + dur + waited);  // the server's answers beside it
+            it.phases.push_back({p.name, f0 - s0, f0 + dur + waited + lost - s0});
+            compute[wi].emplace_back(cursor, f0 + dur + waited + lost);
+            tw = f0 + dur + waited + lost;
+            continue;
+          }
+          if (p.name != "backward" || p.group < 0) {
+            it.phases.push_back({p.name, tw - s0, tw + dur - s0});
+            compute[wi].emplace_back(tw, tw + dur);
+            tw += dur;
+            continue;
+          }
+          // At most one step of pushes in flight: the backward first waits for the last to be sent.
+          const double push_wait = std::max(0.0, sender_free[wi] - tw);
+          it.wait_ns += push_wait;
+          Backward& bw = backward[wi];
+          bw.on = true;
+          bw.from = tw;
+          bw.b0 = tw + push_wait;
+          bw.dur = dur;
+          bw.group = p.group;
+          const auto& group = source.groups[static_cast<size_t>(p.group)];
+          std::vector<std::pair<double, int>> ready;  // (time, flat)
+          std::vector<bool> seen(group.names.size(), false);
+          for (const auto& [slot, off] : p.ready) {
+            // A clipped group is pushed after backward, in registration order.
+            ready.emplace_back(group.clipped ? bw.b0 + dur : bw.b0 + static_cast<double>(off),
+                               source.flat(p.group, slot));
+            seen[static_cast<size_t>(slot)] = true;
+          }
+          for (size_t sl = 0; sl < seen.size(); ++sl) {
+            if (!seen[sl]) ready.emplace_back(bw.b0 + dur, source.flat(p.group, static_cast<int>(sl)));
+          }
+          std::stable_sort(ready.begin(), ready.end());
+          for (const auto& [r, flat] : ready) {
+            for (int key : keys_of[static_cast<size_t>(flat)]) bw.pushes.push_back({r, flat, key});
+          }
         }
-        server_free = ts;
+        // The backwards' pushes, every worker's at once: the server's one receiving thread takes
+        // one message at a time, the first sender ready first (worker 0's own pushes wait behind
+        // a remote one being received, as measured: a matched probe, then the whole message).
+        struct Arrival {
+          double in = 0;
+          int key = 0, worker = 0;
+        };
+        std::vector<Arrival> arrivals;
+        std::vector<size_t> next(ws, 0);
+        std::vector<double> sender(ws, 0);
+        for (int w = 0; w < workers; ++w) {
+          const Backward& bw = backward[static_cast<size_t>(w)];
+          if (bw.on) sender[static_cast<size_t>(w)] = std::max(sender_free[static_cast<size_t>(w)], bw.b0);
+        }
+        for (;;) {
+          int w = -1;
+          double earliest = 0;
+          for (int v = 0; v < workers; ++v) {
+            const Backward& bw = backward[static_cast<size_t>(v)];
+            if (!bw.on || next[static_cast<size_t>(v)] >= bw.pushes.size()) continue;
+            const double at = std::max(sender[static_cast<size_t>(v)], bw.pushes[next[static_cast<size_t>(v)]].ready);
+            if (w < 0 || at < earliest) {
+              w = v;
+              earliest = at;
+            }
+          }
+          if (w < 0) break;
+          const auto wi = static_cast<size_t>(w);
+          Backward& bw = backward[wi];
+          const Push& push = bw.pushes[next[wi]++];
+          const int64_t bytes = keys[static_cast<size_t>(push.key)].bytes;
+          double s1 = 0;
+          if (w == 0) {
+            const double s0 = book_all({&receiver}, earliest, message(bytes));
+            s1 = s0 + message(bytes);
+            cpu_work[0].push_back({s0, s1, 4.0 * static_cast<double>(bytes) / mem});  // both sides here
+          } else {
+            const double s0 = book_all({&receiver, &out_of[wi], &into[0]}, earliest, transfer(bytes));
+            s1 = s0 + transfer(bytes);
+            cpu_work[wi].push_back({s0, s1, side_demand(bytes)});
+            cpu_work[0].push_back({s0, s1, side_demand(bytes)});
+          }
+          const auto& group = source.groups[static_cast<size_t>(bw.group)];
+          // The push as its sender sees it: from its send to the receiver's taking the whole message.
+          out.calls[wi].push_back(
+              {w, group.names[static_cast<size_t>(push.flat - source.flat(bw.group, 0))], "push", bytes, earliest, s1});
+          clock[wi][static_cast<size_t>(push.key)] += 1;
+          arrivals.push_back({s1, push.key, w});
+          sender[wi] = s1;
+        }
+        for (int w = 0; w < workers; ++w) {
+          const auto wi = static_cast<size_t>(w);
+          const Backward& bw = backward[wi];
+          if (!bw.on) continue;
+          sender_free[wi] = sender[wi];
+          const double lost = lost_within(w, bw.b0, bw.b0 + bw.dur);  // its pushes beside it (and the server's work)
+          its[wi].phases.push_back({"backward", bw.from - start[wi], bw.b0 + bw.dur + lost - start[wi]});
+          compute[wi].emplace_back(bw.b0, bw.b0 + bw.dur + lost);
+          t[wi] = bw.b0 + bw.dur + lost;
+        }
+        // The server (a thread of worker 0) takes the pushes in the order they came in.
+        std::stable_sort(arrivals.begin(), arrivals.end(),
+                         [](const Arrival& a, const Arrival& b) { return a.in < b.in; });
+        const auto update = [&](double in, int key, double work) {
+          const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
+          const double s0 = server.first_fit(in, work);
+          out.calls[0].push_back({0, "", "ps update", bytes, s0, s0 + work});
+          cpu_work[0].push_back({s0, s0 + work, work * cpu_pace});
+          return s0;
+        };
+        if (sync) {
+          // Each key once every worker's push is in, in that order: the sum, the update (the
+          // source's optimizer time per byte), an answer to every worker, each a blocking send.
+          std::vector<std::pair<double, int>> complete;
+          for (const auto& a : arrivals) {
+            auto& in = applied[static_cast<size_t>(a.key)];
+            in[static_cast<size_t>(a.worker)] += 1;
+            if (a.worker == 0) complete.emplace_back(0, a.key);
+          }
+          for (auto& [in, key] : complete) {
+            for (const auto& a : arrivals) {
+              if (a.key == key) in = std::max(in, a.in);
+            }
+          }
+          std::stable_sort(complete.begin(), complete.end());
+          for (const auto& [in, key] : complete) {
+            const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
+            const double work = (static_cast<double>(workers) * local_copy(bytes) / 2 +
+                                 update_ns_per_byte * static_cast<double>(bytes)) /
+                                cpu_pace;
+            const double s0 = update(in, key, work);
+            double ts = s0 + work;
+            for (int v = 0; v < workers; ++v)
+              ts = reply(key, v, clock[static_cast<size_t>(v)][static_cast<size_t>(key)], ts);
+            server.book(s0, ts);
+          }
+          continue;
+        }
+        // async, bounded, eager: every push is an update of its own (its copy out of the message and
+        // the optimizer's step), answered as the mode says.
+        for (const auto& a : arrivals) {
+          const auto key = static_cast<size_t>(a.key);
+          const int64_t bytes = keys[key].bytes;
+          const double work = (local_copy(bytes) / 2 + update_ns_per_byte * static_cast<double>(bytes)) / cpu_pace;
+          const double s0 = update(a.in, a.key, work);
+          double ts = s0 + work;
+          applied[key][static_cast<size_t>(a.worker)] += 1;
+          if (k.ps_mode == vocabulary::PsMode::eager) {
+            // The new value to every worker at once, unasked.
+            for (int v = 0; v < workers; ++v) ts = reply(a.key, v, applied[key][static_cast<size_t>(v)], ts);
+          } else {
+            // The pusher's read; bounded: held while the pusher is more than `staleness` pushes of
+            // this key ahead of the slowest worker, and answered once it no longer is.
+            held[key].emplace_back(a.worker, applied[key][static_cast<size_t>(a.worker)]);
+            const int64_t slowest = *std::min_element(applied[key].begin(), applied[key].end());
+            std::vector<std::pair<int, int64_t>> still;
+            for (const auto& [v, c] : held[key]) {
+              if (k.ps_mode == vocabulary::PsMode::bounded && c - slowest > k.staleness) {
+                still.emplace_back(v, c);
+                continue;
+              }
+              ts = reply(a.key, v, c, ts);
+            }
+            held[key] = std::move(still);
+          }
+          server.book(s0, ts);
+        }
+      }
+      for (int w = 0; w < workers; ++w) {
+        const auto wi = static_cast<size_t>(w);
+        double& tw = t[wi];
+        tw += static_cast<double>(std::max<int64_t>(0, mine[wi]->span_ns - static_cast<int64_t>(source_end[wi])));
+        end_of[wi] = tw;
+        its[wi].span_ns = tw - start[wi];
+        for (auto& c : compute[wi]) {
+          c.first -= start[wi];
+          c.second -= start[wi];
+        }
+      }
+      out.every.push_back(std::move(its));
+      out.compute.push_back(std::move(compute));
+    }
+    return out;
+  };
+
+  // A worker's compute and the parameter server's work beside it depend on each other, and a
+  // phase is placed before the work of the rounds after it (and, in a backward, before the
+  // server's answers during it): the walk runs again with the work the last one placed.
+  Walk w = walk({});
+  const auto settled = [&](const Walk& a, const Walk& b) {
+    for (size_t n = 0; n < a.every.size(); ++n) {
+      for (size_t v = 0; v < ws; ++v) {
+        if (std::abs(a.every[n][v].span_ns - b.every[n][v].span_ns) > kPsWalkSettled * a.every[n][v].span_ns)
+          return false;
       }
     }
-    for (int w = 0; w < workers; ++w) {
-      double& tw = t[static_cast<size_t>(w)];
-      tw += static_cast<double>(std::max<int64_t>(
-          0, mine[static_cast<size_t>(w)]->span_ns - static_cast<int64_t>(source_end[static_cast<size_t>(w)])));
-      end_of[static_cast<size_t>(w)] = tw;
-      its[static_cast<size_t>(w)].span_ns = tw - start;
-    }
-    for (int w = 0; w < workers; ++w) {
-      for (auto& c : compute[static_cast<size_t>(w)]) {
-        c.first -= start;
-        c.second -= start;
-      }
-    }
-    every.push_back(std::move(its));
-    every_compute.push_back(std::move(compute));
+    return true;
+  };
+  for (int pass = 1; pass < kPsWalksAtMost; ++pass) {
+    Walk again = walk(w.cpu_work);
+    const bool done = settled(w, again);
+    w = std::move(again);
+    if (done) break;
   }
-  // The pushes and answers that ran past an iteration's end are the next one's; the pipeline's
-  // fill (the first) passes its own on to the first counted iteration and is dropped.
+  // The pushes and answers go to the iterations they ran in (cut at their ends); the pipeline's
+  // fill (the first) passes what ran past it on to the first counted iteration and is dropped.
   std::vector<ProjectedIteration> out;
-  for (size_t w = 0; w < static_cast<size_t>(workers); ++w) {
+  for (size_t v = 0; v < ws; ++v) {
     std::vector<ProjectedIteration*> in_order;
-    for (auto& its : every) in_order.push_back(&its[w]);
-    carry_spilled_calls(in_order);
-    for (size_t n = 1; n < every.size(); ++n) {
-      finish_breakdown(every[n][w], every_compute[n][w]);
-      out.push_back(std::move(every[n][w]));
+    for (auto& its : w.every) in_order.push_back(&its[v]);
+    place_calls(in_order, w.calls[v]);
+    for (size_t n = 1; n < w.every.size(); ++n) {
+      finish_breakdown(w.every[n][v], w.compute[n][v]);
+      out.push_back(std::move(w.every[n][v]));
     }
   }
   return out;
+}
+
+std::string ps_mode_assumption(const Knobs& k) {
+  switch (k.ps_mode) {
+    case vocabulary::PsMode::sync:
+      return "sync: a key is updated once every worker's push of it is in, and answered to every worker; the workers "
+             "agree at each iteration's start to go on";
+    case vocabulary::PsMode::async:
+      return "async: every push is applied as it comes in and answered to its worker; no worker waits for another";
+    case vocabulary::PsMode::bounded:
+      return fmt::format(
+          "bounded: every push is applied as it comes in; the answer to a worker is held while it is more than {} "
+          "push{} of the key ahead of the slowest worker",
+          k.staleness, k.staleness == 1 ? "" : "es");
+    case vocabulary::PsMode::eager:
+      return "eager: every push is applied as it comes in and its new value sent to every worker at once; a forward "
+             "waits only for the value answering the worker's push before last";
+  }
+  return "";
 }
 
 }  // namespace
@@ -1122,13 +1298,15 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
     }
   } else {
     if (k.ps_priority) throw std::invalid_argument("a parameter server's priority is not modelled yet");
+    if (k.staleness < 0) throw std::invalid_argument("a staleness bound must be 0 or more");
     pr.iterations = ps_iterations(source, link, k, pr.bucket_bytes);
     std::stable_sort(pr.iterations.begin(), pr.iterations.end(),
                      [](const ProjectedIteration& a, const ProjectedIteration& b) { return a.rank < b.rank; });
     pr.assumptions.push_back(
-        "parameter server: synchronous, one server shard, a thread of worker 0 (co-located), each worker on a host of "
-        "its own; its one receiving thread takes one push at a time; the server's update costs the source's optimizer "
-        "time per byte and takes no core from worker 0");
+        "parameter server: one server shard, a thread of worker 0 (co-located), each worker on a host of its own; its "
+        "one receiving thread takes one push at a time; the server's update costs the source's optimizer time per "
+        "byte, its threads' CPU work slows worker 0's compute where the ranks have no core to spare");
+    pr.assumptions.push_back(ps_mode_assumption(k));
   }
   pr.median_span_ns = pr.median(&ProjectedIteration::span_ns, 0);
   return pr;

@@ -8,6 +8,7 @@
 
 #include "projection/link_model.h"
 #include "projection/source_run.h"
+#include "vocabulary/ps_mode.h"
 
 namespace ts::projection {
 
@@ -34,8 +35,11 @@ struct Knobs {
   // communication thread's own: communication then takes nothing from compute. Fewer (ranks
   // sharing a machine, as namespace hosts do) and the two share the cores while they overlap.
   double cores_per_rank = 0;
-  // parameter server: synchronous, one server shard on worker 0's host, chunks (keys) of chunk_mb
+  // parameter server: one server shard on worker 0's host, chunks (keys) of chunk_mb, its mode
+  // (vocabulary/ps_mode.h) and, bounded, how many pushes a worker may run ahead of the slowest
   double chunk_mb = 1;
+  vocabulary::PsMode ps_mode = vocabulary::PsMode::sync;
+  int64_t staleness = 0;
   bool ps_priority = false;
 };
 std::string knobs_json(const Knobs& k);

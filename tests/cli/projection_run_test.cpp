@@ -131,6 +131,16 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
   res = run_trainscope("project 1 --sweep 2 --ranks 2 --priority --no-cross-barrier --db " + db);
   ASSERT_EQ(res.exit_code, 0) << res.out;
   EXPECT_NE(res.out.find(", no cross-barrier"), std::string::npos) << res.out;
+  // A parameter server in each mode, said as it was taken (a bound on staleness asks for bounded).
+  for (const auto& [flags, said] :
+       std::vector<std::pair<std::string, std::string>>{{"--ps-mode async", "parameter server, async,"},
+                                                        {"--ps-mode eager", "parameter server, eager,"},
+                                                        {"--staleness 2", "parameter server, bounded (staleness 2),"},
+                                                        {"", "parameter server, sync,"}}) {
+    res = run_trainscope("project 1 --sweep 2 --ranks 2 --strategy ps " + flags + " --db " + db);
+    ASSERT_EQ(res.exit_code, 0) << flags << "\n" << res.out;
+    EXPECT_NE(res.out.find(said), std::string::npos) << flags << "\n" << res.out;
+  }
 
   // Bad input: exit 2, one line, nothing written.
   const auto runs_before = ts::store::Reader(db).runs().size();
@@ -144,6 +154,9 @@ TEST(ProjectionRun, AMultiRankRunStoresItsOwnProjectionAndError) {
            "project 1 --link 1gbit --against 99 --db " + db,   // no such run
            "project 1 --link 1gbit --strategy ring --db " + db,
            "project 1 --link 1gbit --against 2 --db " + db,  // the sweep: another workload
+           "project 1 --link 1gbit --strategy ps --ps-mode hogwild --db " + db,
+           "project 1 --link 1gbit --ps-mode async --db " + db,                              // needs --strategy ps
+           "project 1 --link 1gbit --strategy ps --ps-mode async --staleness 1 --db " + db,  // bounded only
        }) {
     res = run_trainscope(bad);
     EXPECT_EQ(res.exit_code, 2) << bad << "\n" << res.out;

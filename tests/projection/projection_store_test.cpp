@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -278,4 +279,43 @@ TEST_F(ProjectionStore, AMeasuredRunFindsItsInputsAndStoresItsError) {
   const LedgerResult plain = project_measured(db_, asked, "trainscope run");
   ASSERT_TRUE(plain.row) << plain.why_not;
   EXPECT_NE(plain.row->knobs_json.find("\"cross_barrier\":false"), std::string::npos) << plain.row->knobs_json;
+}
+
+TEST_F(ProjectionStore, AParameterServersModeIsProjectedAsTheRunTookIt) {
+  // Each mode the servers run is the model's (bounded with its staleness); one the model does not
+  // know, several servers, or priority: none, saying why.
+  std::map<std::string, int64_t> runs;
+  {
+    store::Writer w(db_);
+    source_run(w, "0/2");
+    sweep_run(w, "h1 x1, h2 x1");
+    const nlohmann::json ps{{"strategy", "parameter_server"}, {"servers", 1}, {"chunk_mb", 1.0}};
+    for (const std::string mode : {"sync", "async", "eager", "bounded", "hogwild"}) {
+      auto cfg = ps;
+      cfg["mode"] = mode;
+      if (mode == "bounded") cfg["staleness"] = 3;
+      runs[mode] = measured_run(w, "h1 x1, h2 x1", cfg);
+    }
+    auto two = ps;
+    two["servers"] = 2;
+    runs["two servers"] = measured_run(w, "h1 x1, h2 x1", two);
+  }
+  store::Reader r(db_);
+  for (const std::string mode : {"sync", "async", "eager", "bounded"}) {
+    SCOPED_TRACE(mode);
+    const auto k = knobs_of(r, *r.run(runs[mode]));
+    ASSERT_TRUE(k.knobs) << k.why_not;
+    EXPECT_EQ(ts::vocabulary::to_string(k.knobs->ps_mode), mode);
+    EXPECT_EQ(k.knobs->staleness, mode == "bounded" ? 3 : 0);
+    const LedgerResult res = project_measured(db_, runs[mode], "trainscope run");
+    ASSERT_TRUE(res.row) << res.why_not;
+    EXPECT_NE(res.row->knobs_json.find("\"ps_mode\":\"" + mode + "\""), std::string::npos) << res.row->knobs_json;
+    EXPECT_EQ(res.row->knobs_json.find("staleness") != std::string::npos, mode == "bounded") << res.row->knobs_json;
+  }
+  const auto unknown = knobs_of(r, *r.run(runs["hogwild"]));
+  EXPECT_FALSE(unknown.knobs);
+  EXPECT_NE(unknown.why_not.find("'hogwild'"), std::string::npos) << unknown.why_not;
+  const auto two = knobs_of(r, *r.run(runs["two servers"]));
+  EXPECT_FALSE(two.knobs);
+  EXPECT_NE(two.why_not.find("several or dedicated servers"), std::string::npos) << two.why_not;
 }

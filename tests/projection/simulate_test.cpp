@@ -268,6 +268,76 @@ TEST(Projection, AParameterServersPushesPastTheIterationsEndAreTheNextIterations
   }
 }
 
+TEST(Projection, AsynchronousWorkersDoNotWaitForEachOther) {
+  // Rank 0 replays the source's 100 ms backwards, rank 1 its 300 ms ones (a source of the whole
+  // data set: rank r replays iteration 2j + r mod 4); each pushes its one key at its backward's
+  // end over a fast link, and the server runs the optimizer (5 ms per update; the workers' phase
+  // is empty). Sync: a key waits for both pushes, so rank 0 goes at rank 1's pace (its
+  // iterations start 10 + 300 ms + an update apart, the wait for rank 1 between them). Async:
+  // each push is updated and answered at once, and rank 0 goes at its own pace (10 + 100 + its
+  // update). Bounded with no staleness allowed: rank 0's answer waits for rank 1's push of the
+  // same step, rank 1's pace again, now within rank 0's iterations; with more staleness allowed
+  // than the run has iterations, it never binds.
+  auto s = make_source({1'000'000}, {1000}, {100, 300, 100, 300});
+  s.memory_gbps = 1000;
+  auto link = unit_link();
+  link.p2p_gbps = 1000;
+  Knobs k = two_ranks();
+  k.strategy = Strategy::ps;
+  const auto sync = project(s, link, k);
+  EXPECT_NEAR(sync.iterations[2].start_ns - sync.iterations[1].start_ns, 315 * kMs, 3 * kMs);
+  EXPECT_NEAR(sync.median_span_ns, 115 * kMs, 2 * kMs);
+  k.ps_mode = ts::vocabulary::PsMode::async;
+  const auto async = project(s, link, k);
+  EXPECT_NEAR(async.iterations[2].start_ns - async.iterations[1].start_ns, 115 * kMs, 2 * kMs);
+  EXPECT_NEAR(async.median_span_ns, 115 * kMs, 2 * kMs);
+  EXPECT_NEAR(async.median(&ProjectedIteration::span_ns, 1), 315 * kMs, 3 * kMs);
+  EXPECT_NEAR(async.median(&ProjectedIteration::wait_ns, 0), 5 * kMs, 1 * kMs);
+  k.ps_mode = ts::vocabulary::PsMode::bounded;
+  k.staleness = 0;
+  const auto bounded = project(s, link, k);
+  EXPECT_NEAR(bounded.median_span_ns, 315 * kMs, 5 * kMs);
+  EXPECT_GT(bounded.median(&ProjectedIteration::wait_ns, 0), 190 * kMs);
+  k.staleness = 100;
+  EXPECT_NEAR(project(s, link, k).median_span_ns, 115 * kMs, 2 * kMs);
+}
+
+TEST(Projection, EagerServersAnswerEveryWorkerAndAForwardWaitsOnlyForThePushBeforeLast) {
+  // One 1 MB key pushed at the backward's end; every message across the link takes about 25 ms
+  // (12.5 ms of latency for the transfer, as much for MPI's handshake). Async: worker 1's next
+  // forward waits for the answer to the push it just made (the push, the 5 ms update, the answer:
+  // ~55 ms). Eager: for the value answering the push before, which came long ago, so it goes at
+  // its compute's pace (60 + 100 ms). Eager's server sends the new value to both
+  // workers after each update: twice async's answers to worker 1.
+  auto s = make_source({1'000'000}, {1000}, {100, 100, 100, 100, 100}, 60);
+  s.shard_ranks = 2;  // every rank replays the same iterations
+  s.memory_gbps = 1000;
+  auto link = unit_link();
+  link.p2p_gbps = 1000;
+  link.p2p_latency_ns = 12.5 * kMs;
+  Knobs k = two_ranks();
+  k.strategy = Strategy::ps;
+  k.ps_mode = ts::vocabulary::PsMode::async;
+  const auto async = project(s, link, k);
+  EXPECT_NEAR(async.median(&ProjectedIteration::wait_ns, 1), 55 * kMs, 2 * kMs);
+  EXPECT_NEAR(async.median(&ProjectedIteration::span_ns, 1), 215 * kMs, 2 * kMs);
+  k.ps_mode = ts::vocabulary::PsMode::eager;
+  const auto eager = project(s, link, k);
+  EXPECT_LT(eager.median(&ProjectedIteration::wait_ns, 1), 1 * kMs);
+  EXPECT_NEAR(eager.median(&ProjectedIteration::span_ns, 1), 160 * kMs, 2 * kMs);
+  // The answers' time on the server's rank: async answers worker 1 once a step, eager twice.
+  const auto replies = [](const Projection& p) {
+    double ns = 0;
+    for (const auto& it : p.iterations) {
+      for (const auto& c : it.calls) {
+        if (it.rank == 0 && c.what == "ps reply") ns += c.end_ns - c.start_ns;
+      }
+    }
+    return ns;
+  };
+  EXPECT_NEAR(replies(eager) / replies(async), 2.0, 0.3);
+}
+
 TEST(Projection, BadKnobsAreRefused) {
   const auto s = make_source({1000}, {0}, {10});
   Knobs k = two_ranks();
@@ -279,5 +349,9 @@ TEST(Projection, BadKnobsAreRefused) {
   k = two_ranks();
   k.strategy = Strategy::ps;
   k.ps_priority = true;
+  EXPECT_THROW(project(s, unit_link(), k), std::invalid_argument);
+  k.ps_priority = false;
+  k.ps_mode = ts::vocabulary::PsMode::bounded;
+  k.staleness = -1;
   EXPECT_THROW(project(s, unit_link(), k), std::invalid_argument);
 }
