@@ -22,6 +22,7 @@
 #include "distributed/mpi_communicator.h"
 #include "distributed/mpi_runtime.h"
 #include "distributed/nccl_rank.h"
+#include "distributed/ps/message_bench.h"
 #include "distributed/rank_hosts.h"
 #include "distributed/stall_watch.h"
 #include "fmt/format.h"
@@ -66,6 +67,15 @@ struct Validated {
 
 // The longest --timeout: a week.
 constexpr double kMaxTimeoutSeconds = 7 * 86400.0;
+// A parameter server's messages timed per size (alone, and as many beside compute), across hosts.
+constexpr int kPsMessages = 8;
+
+nlohmann::json ps_messages_json(const std::vector<distributed::ps::PsMessageRate>& rates) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rates)
+    out.push_back({{"bytes", r.bytes}, {"ns", r.ns}, {"beside_ns", r.beside_ns}, {"beside_rate", r.beside_rate}});
+  return out;
+}
 
 // TS_TEST_BENCH_STALL=RANK:SECONDS or all:SECONDS (tests only): that rank (every rank) sleeps
 // before its first timed call, alive and answering its stall watch, so a test can hold the sweep
@@ -249,6 +259,17 @@ class BenchRecord {
     record_.add_environment(e);
   }
   double tcp_gbps() const { return tcp_gbps_; }
+  // A parameter server's messages across the link, per size (metrics NAME.BYTES).
+  void set_ps_messages(const std::vector<distributed::ps::PsMessageRate>& rates) {
+    std::vector<store::MetricRow> m;
+    for (const auto& r : rates) {
+      const std::string size = "." + std::to_string(r.bytes);
+      m.push_back({std::string(kPsMessageMetric) + size, r.ns, "ns"});
+      m.push_back({std::string(kPsMessageBesideMetric) + size, r.beside_ns, "ns"});
+      m.push_back({std::string(kPsMessageRateMetric) + size, r.beside_rate, ""});
+    }
+    record_.writer().add_metrics(record_.id(), m);
+  }
   // How many ranks share each machine (namespace hosts share one): the cores each rank had.
   void set_ranks_per_machine(int n) {
     const std::vector<store::EnvEntry> e = {{"ranks_per_machine", std::to_string(n)}};
@@ -357,6 +378,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, Validated v) {
     distributed::Communicator& measured = nccl ? *nccl : static_cast<distributed::Communicator&>(host);
     // Ranks on two hosts or more: the TCP rate from rank 0's host to the next host's first rank.
     std::optional<distributed::LinkRate> link;
+    std::vector<distributed::ps::PsMessageRate> ps_rates;
     const auto other = std::find_if(hosts.begin(), hosts.end(), [&](const std::string& h) { return h != hosts[0]; });
     if (c.tcp_seconds > 0 && other != hosts.end()) {
       const int to = static_cast<int>(other - hosts.begin());
@@ -364,6 +386,20 @@ int bench_as_rank(const CollectivesBenchConfig& c, Validated v) {
       if (record) {
         record->set_link(*link);
         if (!c.shared.json) say("# TCP rate {}: {}\n", fmt::format("{} -> {}", hosts[0], *other), link->describe());
+      }
+      // And a parameter server's messages from that rank to rank 0, as a worker's pushes go.
+      ps_rates =
+          distributed::ps::measure_ps_messages(MPI_COMM_WORLD, 0, to, distributed::ps::ps_message_sizes(), kPsMessages);
+      if (record) {
+        record->set_ps_messages(ps_rates);
+        if (!c.shared.json) {
+          std::string line;
+          for (const auto& r : ps_rates)
+            line += fmt::format("{}{} {:.2f} ms ({:.2f} beside compute, which kept {:.0f}%)", line.empty() ? "" : "; ",
+                                reports::human_bytes(static_cast<double>(r.bytes)), r.ns / 1e6, r.beside_ns / 1e6,
+                                100 * r.beside_rate);
+          say("# a parameter server's messages {} -> {}: {}\n", *other, hosts[0], line);
+        }
       }
     }
     if (record && !c.shared.json) {
@@ -426,6 +462,7 @@ int bench_as_rank(const CollectivesBenchConfig& c, Validated v) {
                                                                     {"ns", link->ns},
                                                                     {"gbps", link->gbps}}
                                                    : nlohmann::json(nullptr)},
+                                 {"ps_messages", ps_messages_json(ps_rates)},
                                  {"rows", record->json_rows()}}
                       .dump(2));
     } else {

@@ -67,6 +67,11 @@ nlohmann::json collective_bench_rows_json(const std::vector<store::CollectiveBen
                                           double tcp_gbps = 0);
 // The metric a run keeps the link's TCP rate in (GB/s), when it was measured.
 inline constexpr std::string_view kTcpRateMetric = "tcp_rate_gbps";
+// A parameter server's messages across the link, one metric of each per size (NAME.BYTES): their
+// mean time alone, beside a busy thread on both ranks, and the rate that thread kept.
+inline constexpr std::string_view kPsMessageMetric = "ps_message_ns";
+inline constexpr std::string_view kPsMessageBesideMetric = "ps_message_beside_ns";
+inline constexpr std::string_view kPsMessageRateMetric = "ps_message_beside_rate";
 // The table nccl-tests prints, for the command and for `show`; `tcp`: with busbw's percentage of
 // the link's TCP rate (rows then have busbw_tcp_fraction).
 std::string format_collective_bench_header(bool tcp = false);

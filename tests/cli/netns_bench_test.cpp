@@ -1,13 +1,17 @@
 // `trainscope bench collectives` across network-namespace hosts (scripts/netns-hosts) whose link
 // is shaped to 1 Gbit/s: the TCP rate of the link is measured (one stream, tsh1 -> tsh2), stored
-// beside the rows, and each row's busbw is given as a fraction of it. Needs root and `ip netns`;
+// beside the rows, and each row's busbw is given as a fraction of it; a parameter server's
+// messages across it are timed and stored too. Needs root and `ip netns`;
 // skipped, saying why, where they cannot be made.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <array>
+#include <map>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -68,6 +72,29 @@ TEST(NetnsBench, TheLinksTcpRateIsMeasuredAndBusbwSetAgainstIt) {
     }
   }
   EXPECT_TRUE(metric);
+  // A parameter server's messages tsh2 -> tsh1, per size: alone, beside a busy thread, its kept
+  // rate. A 4 MiB message cannot cross 1 Gbit/s in under 4 MiB / 0.125 GB/s = 33.5 ms; larger
+  // messages take longer; the busy thread kept a share of its rate.
+  std::map<int64_t, std::array<double, 3>> messages;
+  for (const auto& m : r.metrics(run.id)) {
+    for (const auto& [i, name] : {std::pair{0, "ps_message_ns."}, std::pair{1, "ps_message_beside_ns."},
+                                  std::pair{2, "ps_message_beside_rate."}}) {
+      if (m.name.rfind(name, 0) == 0) messages[std::stoll(m.name.substr(std::string(name).size()))][i] = m.value;
+    }
+  }
+  ASSERT_EQ(messages.size(), 5u);
+  ASSERT_EQ(j["ps_messages"].size(), 5u) << j["ps_messages"].dump();
+  EXPECT_DOUBLE_EQ(j["ps_messages"][4]["ns"].get<double>(), messages.at(4 << 20)[0]);
+  double last = 0;
+  for (const auto& [bytes, f] : messages) {
+    SCOPED_TRACE(bytes);
+    EXPECT_GT(f[0], last);
+    EXPECT_GT(f[1], 0);
+    EXPECT_GT(f[2], 0);
+    EXPECT_LE(f[2], 1.2);
+    last = f[0];
+  }
+  EXPECT_GT(messages.at(4 << 20)[0], 33.5e6);
   std::string described;
   for (const auto& e : r.environment(run.id)) {
     if (e.key == "tcp_rate") described = e.value;
