@@ -808,80 +808,197 @@ struct Answers {
   }
 };
 
+// The keys a parameter server holds: every parameter cut into chunks of `chunk_mb` (as ps_job's).
+struct KeyPlan {
+  std::vector<Key> keys;
+  std::vector<std::vector<int>> keys_of;  // by flat parameter
+  int64_t total_bytes = 0;
+};
+
+KeyPlan plan_keys(const SourceRun& source, double chunk_mb, std::vector<int64_t>& key_bytes) {
+  const int64_t chunk = vocabulary::mib_to_floats(chunk_mb) * static_cast<int64_t>(sizeof(float));
+  KeyPlan plan;
+  plan.keys_of.resize(static_cast<size_t>(source.parameter_count()));
+  for (size_t g = 0; g < source.groups.size(); ++g) {
+    for (size_t s = 0; s < source.groups[g].bytes.size(); ++s) {
+      const int flat = source.flat(static_cast<int>(g), static_cast<int>(s));
+      for (int64_t off = 0; off < source.groups[g].bytes[s]; off += chunk) {
+        plan.keys_of[static_cast<size_t>(flat)].push_back(static_cast<int>(plan.keys.size()));
+        plan.keys.push_back({flat, static_cast<int>(g), std::min(chunk, source.groups[g].bytes[s] - off)});
+        key_bytes.push_back(plan.keys.back().bytes);
+        plan.total_bytes += plan.keys.back().bytes;
+      }
+    }
+  }
+  return plan;
+}
+
+// A parameter server's messages on a rank's cores. A key's message: besides its trip across the
+// link (a round trip's latency for MPI's handshake of a large message), the wire's copies
+// (distributed/ps/wire.cpp: the sender fills a fresh buffer and copies the key in, the receiver a
+// fresh buffer that it copies out of: four passes over the bytes) and the receiving thread's wait
+// for its next poll (half its longest sleep). Where the ranks have no core to spare, the parameter
+// server's threads (sender, receiver, server) share the rank's cores with its compute: their CPU
+// work (the copies, the update, the CPU's share of a transfer as the sweep measured it) at the
+// fair share left to one more thread.
+struct PsWire {
+  const LinkModel& link;
+  double mem = 1;       // the source's memory-bound rate, bytes per ns
+  double cpu_pace = 1;  // the share of a core one more thread gets beside `compute_threads` busy ones
+  double poll_ns = static_cast<double>(vocabulary::kPsMaxSleepUs) * 1e3 / 2;
+
+  PsWire(const SourceRun& source, const LinkModel& l, double compute_threads, double cores)
+      : link(l),
+        mem(source.memory_gbps > 0 ? source.memory_gbps : 1.0),
+        cpu_pace(std::min(1.0, cores / (compute_threads + 1))) {}
+  double local_copy(int64_t bytes) const { return 2.0 * static_cast<double>(bytes) / mem; }
+  double message(int64_t bytes) const { return 4.0 * static_cast<double>(bytes) / mem / cpu_pace + poll_ns; }
+  double transfer(int64_t bytes) const {
+    const double moving = link.p2p_ns(bytes), share = link.cpu_share(bytes);
+    return moving * (1 - share) + moving * share / cpu_pace + link.p2p_latency_ns + message(bytes);
+  }
+  // The CPU work a transfer makes on each side: its copies, the CPU's share of its time on the link.
+  double side_demand(int64_t bytes) const {
+    return 2.0 * static_cast<double>(bytes) / mem + link.p2p_ns(bytes) * link.cpu_share(bytes);
+  }
+};
+
+// The CPU work of those threads on each rank, in time (a message's copies on each side, the CPU's
+// share of its transfer there, the server's sums and updates on worker 0). Fair share: while a
+// thread does D of CPU work beside compute, compute loses D (1 - pace) / pace.
+struct CpuWork {
+  double start, end, demand;
+};
+using CpuWorks = std::vector<std::vector<CpuWork>>;
+
+// The demand of `work` within [lo, hi): each piece's share by its overlap.
+double demand_within(const std::vector<CpuWork>& work, double lo, double hi) {
+  double demand = 0;
+  for (const auto& c : work) {
+    const double a = std::max(lo, c.start), b = std::min(hi, c.end);
+    if (b > a && c.end > c.start) demand += c.demand * (b - a) / (c.end - c.start);
+  }
+  return demand;
+}
+
+// One walk through every round of a parameter server's projection (every worker's iteration n).
+struct PsWalk {
+  std::vector<std::vector<ProjectedIteration>> every;  // by round, by worker
+  std::vector<std::vector<std::vector<Interval>>> compute;
+  std::vector<std::vector<ProjectedCall>> calls;  // by worker, on the run's clock
+  CpuWorks cpu_work;
+};
+
+// A worker's compute and the parameter server's work beside it depend on each other, and a phase
+// is placed before the work of the rounds after it (and, in a backward, before the server's
+// answers during it): `walk` (given the CPU work the last walk placed, none the first time) runs
+// again until no iteration moves by more than kPsWalkSettled. The pushes and answers then go to
+// the iterations they ran in (cut at their ends); the rounds before `first_counted` (a pipeline's
+// fill) pass what ran past them on to the first counted one and are dropped. By worker, then round.
+template <class WalkOnce>
+std::vector<ProjectedIteration> settle_walks(WalkOnce&& walk, size_t workers, size_t first_counted) {
+  PsWalk w = walk(CpuWorks{});
+  for (int pass = 1; pass < kPsWalksAtMost; ++pass) {
+    PsWalk again = walk(w.cpu_work);
+    bool settled = true;
+    for (size_t n = 0; n < w.every.size() && settled; ++n) {
+      for (size_t v = 0; v < workers; ++v) {
+        const double a = w.every[n][v].span_ns, b = again.every[n][v].span_ns;
+        if (std::abs(a - b) > kPsWalkSettled * a) settled = false;
+      }
+    }
+    w = std::move(again);
+    if (settled) break;
+  }
+  std::vector<ProjectedIteration> out;
+  for (size_t v = 0; v < workers; ++v) {
+    std::vector<ProjectedIteration*> in_order;
+    for (auto& its : w.every) in_order.push_back(&its[v]);
+    place_calls(in_order, w.calls[v]);
+    for (size_t n = first_counted; n < w.every.size(); ++n) {
+      finish_breakdown(w.every[n][v], w.compute[n][v]);
+      out.push_back(std::move(w.every[n][v]));
+    }
+  }
+  return out;
+}
+
+// The threads and link ways a walk's messages hold (each host's link both ways, one rank per host;
+// the server's receiving and serving threads, worker 0's), and the calls and CPU work they make,
+// which go to the walk.
+struct PsNet {
+  const PsWire& wire;
+  PsWalk& walk;
+  std::vector<Timeline> out_of, into;
+  Timeline receiver, server;
+
+  PsNet(const PsWire& w, PsWalk& into_walk, size_t ranks) : wire(w), walk(into_walk), out_of(ranks), into(ranks) {}
+  // Worker w's message of `bytes`, its sender ready at `ready`, taken by the receiving thread
+  // (across the link from a remote worker); returns when the receiver has it all.
+  double push(int w, double ready, int64_t bytes) {
+    const auto wi = static_cast<size_t>(w);
+    if (w == 0) {
+      const double s0 = book_all({&receiver}, ready, wire.message(bytes)), s1 = s0 + wire.message(bytes);
+      walk.cpu_work[0].push_back({s0, s1, 4.0 * static_cast<double>(bytes) / wire.mem});  // both sides here
+      return s1;
+    }
+    const double s0 = book_all({&receiver, &out_of[wi], &into[0]}, ready, wire.transfer(bytes));
+    const double s1 = s0 + wire.transfer(bytes);
+    walk.cpu_work[wi].push_back({s0, s1, wire.side_demand(bytes)});
+    walk.cpu_work[0].push_back({s0, s1, wire.side_demand(bytes)});
+    return s1;
+  }
+  // The server's update of a key (`work` long) in its thread's first gap from `in` on, recorded as
+  // rank 0's "ps update"; returns its start. The thread is booked by the caller, answers included.
+  double update(double in, int64_t bytes, double work) {
+    const double s0 = server.first_fit(in, work);
+    walk.calls[0].push_back({0, "", "ps update", bytes, s0, s0 + work});
+    walk.cpu_work[0].push_back({s0, s0 + work, work * wire.cpu_pace});
+    return s0;
+  }
+  // A blocking send of the server's thread from `ts` on to worker v (to its own rank's receiver for
+  // worker 0), recorded as rank 0's "ps reply" (as a measured run records it); returns its end.
+  double reply(int v, double ts, int64_t bytes) {
+    const auto vi = static_cast<size_t>(v);
+    double r0 = ts, r1 = ts + wire.message(bytes);
+    if (v == 0) {
+      walk.cpu_work[0].push_back({r0, r1, 4.0 * static_cast<double>(bytes) / wire.mem});
+    } else {
+      r0 = book_all({&out_of[0], &into[vi]}, ts, wire.transfer(bytes));
+      r1 = r0 + wire.transfer(bytes);
+      walk.cpu_work[0].push_back({r0, r1, wire.side_demand(bytes)});
+      walk.cpu_work[vi].push_back({r0, r1, wire.side_demand(bytes)});
+    }
+    walk.calls[0].push_back({0, "", "ps reply", bytes, r0, r1});
+    return r1;
+  }
+};
+
 std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const LinkModel& link, const Knobs& k,
                                               std::vector<int64_t>& key_bytes) {
   const int workers = static_cast<int>(k.ranks);
   const auto ws = static_cast<size_t>(workers);
   const bool sync = k.ps_mode == vocabulary::PsMode::sync;
-  const int64_t chunk =
-      vocabulary::mib_to_floats(k.chunk_mb) * static_cast<int64_t>(sizeof(float));  // as ps_job's keys
-  std::vector<Key> keys;
-  std::vector<std::vector<int>> keys_of(static_cast<size_t>(source.parameter_count()));
-  for (size_t g = 0; g < source.groups.size(); ++g) {
-    for (size_t s = 0; s < source.groups[g].bytes.size(); ++s) {
-      const int flat = source.flat(static_cast<int>(g), static_cast<int>(s));
-      for (int64_t off = 0; off < source.groups[g].bytes[s]; off += chunk) {
-        keys_of[static_cast<size_t>(flat)].push_back(static_cast<int>(keys.size()));
-        keys.push_back({flat, static_cast<int>(g), std::min(chunk, source.groups[g].bytes[s] - off)});
-        key_bytes.push_back(keys.back().bytes);
-      }
-    }
-  }
-  int64_t total_bytes = 0;
-  for (const auto& key : keys) total_bytes += key.bytes;
-  const double mem = source.memory_gbps > 0 ? source.memory_gbps : 1.0;
-  const auto local_copy = [&](int64_t bytes) { return 2.0 * static_cast<double>(bytes) / mem; };
-  // A key's message: besides its trip across the link (a round trip's latency for MPI's handshake
-  // of a large message), the wire's copies (distributed/ps/wire.cpp: the sender fills a fresh
-  // buffer and copies the key in, the receiver a fresh buffer that it copies out of: four passes
-  // over the bytes) and the receiving thread's wait for its next poll (half its longest sleep).
-  // Where the ranks have no core to spare, the parameter server's threads (sender, receiver,
-  // server) share the rank's cores with its compute: their CPU work (the copies, the update, the
-  // CPU's share of a transfer as the sweep measured it) at the fair share left to one more thread.
+  const KeyPlan plan = plan_keys(source, k.chunk_mb, key_bytes);
+  const std::vector<Key>& keys = plan.keys;
+  const auto& keys_of = plan.keys_of;
+  const int64_t total_bytes = plan.total_bytes;
   const double threads = static_cast<double>(std::max<int64_t>(1, source.run.threads));
-  const double cores = k.cores_per_rank > 0 ? k.cores_per_rank : threads + 1;
-  const double cpu_pace = std::min(1.0, cores / (threads + 1));
-  const double poll_ns = static_cast<double>(vocabulary::kPsMaxSleepUs) * 1e3 / 2;
-  const auto message = [&](int64_t bytes) { return 4.0 * static_cast<double>(bytes) / mem / cpu_pace + poll_ns; };
-  const auto transfer = [&](int64_t bytes) {
-    const double moving = link.p2p_ns(bytes), share = link.cpu_share(bytes);
-    return moving * (1 - share) + moving * share / cpu_pace + link.p2p_latency_ns + message(bytes);
-  };
-  // The CPU work of those threads on each rank, in time (a message's copies on each side, the
-  // CPU's share of its transfer there, the server's sums and updates on worker 0). Fair share:
-  // while a thread does D of CPU work beside compute, compute loses D (1 - pace) / pace.
-  struct CpuWork {
-    double start, end, demand;
-  };
-  using CpuWorks = std::vector<std::vector<CpuWork>>;
-  const auto side_demand = [&](int64_t bytes) {
-    return 2.0 * static_cast<double>(bytes) / mem + link.p2p_ns(bytes) * link.cpu_share(bytes);
-  };
-  // One walk through every round; `beside` is the CPU work the last walk placed (empty the first
-  // time: then a phase sees the work placed before it).
-  struct Walk {
-    std::vector<std::vector<ProjectedIteration>> every;  // by round (the pipeline's fill first), by worker
-    std::vector<std::vector<std::vector<Interval>>> compute;
-    std::vector<std::vector<ProjectedCall>> calls;  // by worker, on the run's clock
-    CpuWorks cpu_work;
-  };
+  const PsWire wire(source, link, threads, k.cores_per_rank > 0 ? k.cores_per_rank : threads + 1);
+  const double cpu_pace = wire.cpu_pace;
+  // One walk through every round (the pipeline's fill first); `beside` is the CPU work the last
+  // walk placed (empty the first time: then a phase sees the work placed before it).
   const auto walk = [&](const CpuWorks& beside) {
-    Walk out;
+    PsWalk out;
     out.cpu_work.resize(ws);
     out.calls.resize(ws);
-    CpuWorks& cpu_work = out.cpu_work;
+    const CpuWorks& cpu_work = out.cpu_work;
     const auto lost_within = [&](int w, double lo, double hi) {
       if (!(cpu_pace < 1)) return 0.0;
-      double demand = 0;
-      for (const auto& c : (beside.empty() ? cpu_work : beside)[static_cast<size_t>(w)]) {
-        const double a = std::max(lo, c.start), b = std::min(hi, c.end);
-        if (b > a && c.end > c.start) demand += c.demand * (b - a) / (c.end - c.start);
-      }
-      return demand * (1 - cpu_pace) / cpu_pace;
+      return demand_within((beside.empty() ? cpu_work : beside)[static_cast<size_t>(w)], lo, hi) * (1 - cpu_pace) /
+             cpu_pace;
     };
-    // Each host's link both ways (one rank per host), the server's receiving and serving threads.
-    std::vector<Timeline> out_of(ws), into(ws);
-    Timeline receiver, server;
+    PsNet net(wire, out, ws);
     // Per worker and key: the pushes it made (its clock), the answers it had; per key and worker,
     // the pushes the server applied (or summed); bounded mode's reads not answered yet.
     std::vector<std::vector<int64_t>> clock(ws, std::vector<int64_t>(keys.size(), 0));
@@ -889,20 +1006,9 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
     std::vector<std::vector<int64_t>> applied(keys.size(), std::vector<int64_t>(ws, 0));
     std::vector<std::vector<std::pair<int, int64_t>>> held(keys.size());  // (worker, clock)
     std::vector<double> sender_free(ws, 0), end_of(ws, 0);
-    // A reply of the server's thread from `ts` on: a blocking send to worker v (to its own rank's
-    // receiver for worker 0), recorded as rank 0's "ps reply" (as a measured run records it).
+    // An answer to worker v that reflects `answers_clock` of its pushes, sent from `ts` on.
     const auto reply = [&](int key, int v, int64_t answers_clock, double ts) {
-      const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
-      double r0 = ts, r1 = ts + message(bytes);
-      if (v == 0) {
-        cpu_work[0].push_back({r0, r1, 4.0 * static_cast<double>(bytes) / mem});
-      } else {
-        r0 = book_all({&out_of[0], &into[static_cast<size_t>(v)]}, ts, transfer(bytes));
-        r1 = r0 + transfer(bytes);
-        cpu_work[0].push_back({r0, r1, side_demand(bytes)});
-        cpu_work[static_cast<size_t>(v)].push_back({r0, r1, side_demand(bytes)});
-      }
-      out.calls[0].push_back({0, "", "ps reply", bytes, r0, r1});
+      const double r1 = net.reply(v, ts, keys[static_cast<size_t>(key)].bytes);
       answers[static_cast<size_t>(v)][static_cast<size_t>(key)].got.emplace_back(answers_clock, r1);
       return r1;
     };
@@ -1055,17 +1161,7 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
           Backward& bw = backward[wi];
           const Push& push = bw.pushes[next[wi]++];
           const int64_t bytes = keys[static_cast<size_t>(push.key)].bytes;
-          double s1 = 0;
-          if (w == 0) {
-            const double s0 = book_all({&receiver}, earliest, message(bytes));
-            s1 = s0 + message(bytes);
-            cpu_work[0].push_back({s0, s1, 4.0 * static_cast<double>(bytes) / mem});  // both sides here
-          } else {
-            const double s0 = book_all({&receiver, &out_of[wi], &into[0]}, earliest, transfer(bytes));
-            s1 = s0 + transfer(bytes);
-            cpu_work[wi].push_back({s0, s1, side_demand(bytes)});
-            cpu_work[0].push_back({s0, s1, side_demand(bytes)});
-          }
+          const double s1 = net.push(w, earliest, bytes);
           const auto& group = source.groups[static_cast<size_t>(bw.group)];
           // The push as its sender sees it: from its send to the receiver's taking the whole message.
           out.calls[wi].push_back(
@@ -1087,13 +1183,6 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
         // The server (a thread of worker 0) takes the pushes in the order they came in.
         std::stable_sort(arrivals.begin(), arrivals.end(),
                          [](const Arrival& a, const Arrival& b) { return a.in < b.in; });
-        const auto update = [&](double in, int key, double work) {
-          const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
-          const double s0 = server.first_fit(in, work);
-          out.calls[0].push_back({0, "", "ps update", bytes, s0, s0 + work});
-          cpu_work[0].push_back({s0, s0 + work, work * cpu_pace});
-          return s0;
-        };
         if (sync) {
           // Each key once every worker's push is in, in that order: the sum, the update (the
           // source's optimizer time per byte), an answer to every worker, each a blocking send.
@@ -1111,14 +1200,14 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
           std::stable_sort(complete.begin(), complete.end());
           for (const auto& [in, key] : complete) {
             const int64_t bytes = keys[static_cast<size_t>(key)].bytes;
-            const double work = (static_cast<double>(workers) * local_copy(bytes) / 2 +
+            const double work = (static_cast<double>(workers) * wire.local_copy(bytes) / 2 +
                                  update_ns_per_byte * static_cast<double>(bytes)) /
                                 cpu_pace;
-            const double s0 = update(in, key, work);
+            const double s0 = net.update(in, bytes, work);
             double ts = s0 + work;
             for (int v = 0; v < workers; ++v)
               ts = reply(key, v, clock[static_cast<size_t>(v)][static_cast<size_t>(key)], ts);
-            server.book(s0, ts);
+            net.server.book(s0, ts);
           }
           continue;
         }
@@ -1127,8 +1216,8 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
         for (const auto& a : arrivals) {
           const auto key = static_cast<size_t>(a.key);
           const int64_t bytes = keys[key].bytes;
-          const double work = (local_copy(bytes) / 2 + update_ns_per_byte * static_cast<double>(bytes)) / cpu_pace;
-          const double s0 = update(a.in, a.key, work);
+          const double work = (wire.local_copy(bytes) / 2 + update_ns_per_byte * static_cast<double>(bytes)) / cpu_pace;
+          const double s0 = net.update(a.in, bytes, work);
           double ts = s0 + work;
           applied[key][static_cast<size_t>(a.worker)] += 1;
           if (k.ps_mode == vocabulary::PsMode::eager) {
@@ -1149,7 +1238,7 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
             }
             held[key] = std::move(still);
           }
-          server.book(s0, ts);
+          net.server.book(s0, ts);
         }
       }
       for (int w = 0; w < workers; ++w) {
@@ -1169,38 +1258,120 @@ std::vector<ProjectedIteration> ps_iterations(const SourceRun& source, const Lin
     return out;
   };
 
-  // A worker's compute and the parameter server's work beside it depend on each other, and a
-  // phase is placed before the work of the rounds after it (and, in a backward, before the
-  // server's answers during it): the walk runs again with the work the last one placed.
-  Walk w = walk({});
-  const auto settled = [&](const Walk& a, const Walk& b) {
-    for (size_t n = 0; n < a.every.size(); ++n) {
-      for (size_t v = 0; v < ws; ++v) {
-        if (std::abs(a.every[n][v].span_ns - b.every[n][v].span_ns) > kPsWalkSettled * a.every[n][v].span_ns)
-          return false;
+  return settle_walks(walk, ws, 1);
+}
+
+// ---- actor-learners on an asynchronous parameter server (a3c) -----------------------------------
+
+// Every rank replays the source's iterations with its learners: each update goes to the learner
+// free first (the tickets a3c's learners take), computes as in the source less its local step,
+// and pushes every key of its gradients (workloads/a3c: the learner's push after clipping). At
+// most two updates wait to be sent (distributed/ps/worker.cpp): a third push waits for the older
+// one's last key. The sender sends the keys one at a time, the server's receiving thread takes
+// them one at a time, and the server updates each (the source's step per byte) and answers the
+// pusher (async) or every worker (eager). A learner's read takes the newest values that have
+// arrived and never waits, so the answers only take CPU and link. As in ps_iterations, the walk
+// repeats with the CPU work the last one placed until it settles.
+std::vector<ProjectedIteration> learner_iterations(const SourceRun& source, const LinkModel& link, const Knobs& k,
+                                                   std::vector<int64_t>& key_bytes) {
+  const int workers = static_cast<int>(k.ranks);
+  const auto ws = static_cast<size_t>(workers);
+  const KeyPlan plan = plan_keys(source, k.chunk_mb, key_bytes);
+  const auto learners = static_cast<size_t>(std::max(1, source.learners));
+  const double threads = static_cast<double>(learners);  // each learner computes on one thread
+  const double cores = k.cores_per_rank > 0 ? k.cores_per_rank : threads + 1;
+  const PsWire wire(source, link, threads, cores);
+  // The server's update of a key: the source's local step per byte.
+  double step_ns = 0, steps = 0;
+  for (const auto& it : source.iterations) {
+    for (const auto& u : it.updates) {
+      step_ns += static_cast<double>(u.step_ns);
+      steps += 1;
+    }
+  }
+  const double update_ns_per_byte =
+      steps > 0 && plan.total_bytes > 0 ? step_ns / steps / static_cast<double>(plan.total_bytes) : 0;
+  // L learners busy on c cores and one more thread's CPU work D beside them: each learner gets its
+  // share c / L less that thread's, and finishes D / c later.
+  const double lost_per_demand = wire.cpu_pace < 1 ? 1.0 / cores : 0.0;
+
+  const auto walk = [&](const CpuWorks& beside) {
+    PsWalk out;
+    out.cpu_work.resize(ws);
+    out.calls.resize(ws);
+    out.every.assign(source.iterations.size(), std::vector<ProjectedIteration>(ws));
+    out.compute.assign(source.iterations.size(), std::vector<std::vector<Interval>>(ws));
+    const CpuWorks& cpu_work = out.cpu_work;
+    PsNet net(wire, out, ws);
+    std::vector<double> end_of(ws, 0), sender_free(ws, 0);
+    std::vector<std::vector<double>> sent(ws);  // each worker's updates: when their last key was sent
+    // The server's thread takes a push that came in at `in`: the update, then its answers.
+    const auto serve = [&](int key, int pusher, double in) {
+      const int64_t bytes = plan.keys[static_cast<size_t>(key)].bytes;
+      const double work =
+          (wire.local_copy(bytes) / 2 + update_ns_per_byte * static_cast<double>(bytes)) / wire.cpu_pace;
+      const double s0 = net.update(in, bytes, work);
+      double ts = s0 + work;
+      for (int v = 0; v < workers; ++v) {
+        if (v == pusher || k.ps_mode == vocabulary::PsMode::eager) ts = net.reply(v, ts, bytes);
+      }
+      net.server.book(s0, ts);
+    };
+    for (size_t j = 0; j < source.iterations.size(); ++j) {
+      for (int w = 0; w < workers; ++w) {
+        const auto wi = static_cast<size_t>(w);
+        const SourceIteration& si = source.iterations[source_index(source, k, j, w)];
+        ProjectedIteration it;
+        it.index = si.index;
+        it.rank = w;
+        it.start_ns = end_of[wi];
+        std::vector<double> free(learners, it.start_ns);
+        std::vector<Interval> compute;
+        for (const SourceUpdate& u : si.updates) {
+          const auto l = static_cast<size_t>(std::min_element(free.begin(), free.end()) - free.begin());
+          const double c0 = free[l];
+          const double dur = static_cast<double>(std::max<int64_t>(0, u.end_ns - u.start_ns - u.step_ns));
+          const double lost = demand_within((beside.empty() ? cpu_work : beside)[wi], c0, c0 + dur) * lost_per_demand;
+          const double c1 = c0 + dur + lost;
+          compute.emplace_back(c0, c1);
+          // The push: once fewer than two of this worker's updates wait to be sent.
+          auto& mine = sent[wi];
+          const double push = mine.size() >= 2 ? std::max(c1, mine[mine.size() - 2]) : c1;
+          it.wait_ns += push - c1;
+          it.phases.push_back({"update", c0 - it.start_ns, push - it.start_ns});
+          // Its keys, one message at a time from the sender's thread.
+          double t = std::max(push, sender_free[wi]);
+          for (const Key& key : plan.keys) {
+            const int id = static_cast<int>(&key - plan.keys.data());
+            const double s1 = net.push(w, t, key.bytes);
+            const auto& group = source.groups[static_cast<size_t>(key.group)];
+            out.calls[wi].push_back(
+                {w, group.names[static_cast<size_t>(key.flat - source.flat(key.group, 0))], "push", key.bytes, t, s1});
+            serve(id, w, s1);
+            t = s1;
+          }
+          sender_free[wi] = t;
+          mine.push_back(t);
+          free[l] = push;
+        }
+        // The rest of the source's iteration after its last update (the learners' wait for one
+        // another, the loop).
+        double tail = static_cast<double>(si.span_ns);
+        for (const auto& u : si.updates) tail = std::min(tail, static_cast<double>(si.span_ns - u.end_ns));
+        const double end = *std::max_element(free.begin(), free.end()) + std::max(0.0, tail);
+        it.span_ns = end - it.start_ns;
+        end_of[wi] = end;
+        for (auto& c : compute) {
+          c.first -= it.start_ns;
+          c.second -= it.start_ns;
+        }
+        out.every[j][wi] = std::move(it);
+        out.compute[j][wi] = std::move(compute);
       }
     }
-    return true;
+    return out;
   };
-  for (int pass = 1; pass < kPsWalksAtMost; ++pass) {
-    Walk again = walk(w.cpu_work);
-    const bool done = settled(w, again);
-    w = std::move(again);
-    if (done) break;
-  }
-  // The pushes and answers go to the iterations they ran in (cut at their ends); the pipeline's
-  // fill (the first) passes what ran past it on to the first counted iteration and is dropped.
-  std::vector<ProjectedIteration> out;
-  for (size_t v = 0; v < ws; ++v) {
-    std::vector<ProjectedIteration*> in_order;
-    for (auto& its : w.every) in_order.push_back(&its[v]);
-    place_calls(in_order, w.calls[v]);
-    for (size_t n = 1; n < w.every.size(); ++n) {
-      finish_breakdown(w.every[n][v], w.compute[n][v]);
-      out.push_back(std::move(w.every[n][v]));
-    }
-  }
-  return out;
+  return settle_walks(walk, ws, 0);
 }
 
 std::string ps_mode_assumption(const Knobs& k) {
@@ -1229,6 +1400,12 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
   if (!(k.bucket_mb > 0) || !(k.partition_mb > 0) || !(k.chunk_mb > 0))
     throw std::invalid_argument("bucket, partition and chunk sizes must be positive");
   if (source.iterations.empty()) throw std::invalid_argument("the source run has no timed iterations");
+  if (source.learners > 0 && (k.strategy != Strategy::ps || k.ps_mode == vocabulary::PsMode::sync ||
+                              k.ps_mode == vocabulary::PsMode::bounded)) {
+    throw std::invalid_argument(
+        "the source's actor-learners push to a parameter server asynchronously: project it with --strategy ps "
+        "--ps-mode async or eager, as run takes it");
+  }
   Projection pr;
   pr.knobs = k;
   pr.link = link;
@@ -1238,9 +1415,10 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
                                  "thread: communication takes nothing from compute (--cores-per-rank says otherwise)");
   pr.assumptions.push_back("the link: " + link.source);
   if (k.cores_per_rank > 0) {
+    const int64_t computing = source.learners > 0 ? source.learners : source.run.threads;
     pr.assumptions.push_back(fmt::format(
         "each rank has {:g} core{} for its {} compute thread{} and its communication thread, shared while both run",
-        k.cores_per_rank, k.cores_per_rank == 1 ? "" : "s", source.run.threads, source.run.threads == 1 ? "" : "s"));
+        k.cores_per_rank, k.cores_per_rank == 1 ? "" : "s", computing, computing == 1 ? "" : "s"));
   }
   if (source.memory_gbps > 0) {
     pr.assumptions.push_back(fmt::format(
@@ -1299,7 +1477,8 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
   } else {
     if (k.ps_priority) throw std::invalid_argument("a parameter server's priority is not modelled yet");
     if (k.staleness < 0) throw std::invalid_argument("a staleness bound must be 0 or more");
-    pr.iterations = ps_iterations(source, link, k, pr.bucket_bytes);
+    pr.iterations = source.learners > 0 ? learner_iterations(source, link, k, pr.bucket_bytes)
+                                        : ps_iterations(source, link, k, pr.bucket_bytes);
     std::stable_sort(pr.iterations.begin(), pr.iterations.end(),
                      [](const ProjectedIteration& a, const ProjectedIteration& b) { return a.rank < b.rank; });
     pr.assumptions.push_back(
@@ -1307,6 +1486,13 @@ Projection project(const SourceRun& source, const LinkModel& link, const Knobs& 
         "one receiving thread takes one push at a time; the server's update costs the source's optimizer time per "
         "byte, its threads' CPU work slows worker 0's compute where the ranks have no core to spare");
     pr.assumptions.push_back(ps_mode_assumption(k));
+    if (source.learners > 0) {
+      pr.assumptions.push_back(fmt::format(
+          "{} actor-learners on each rank take the source's updates as they are free, each computing as in the source "
+          "less its local step, then pushing its gradients whole (at most two updates waiting to be sent); their reads "
+          "take the newest values and never wait",
+          source.learners));
+    }
   }
   pr.median_span_ns = pr.median(&ProjectedIteration::span_ns, 0);
   return pr;

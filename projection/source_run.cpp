@@ -81,6 +81,85 @@ void add_forward_uses(store::Reader& reader, SourceRun& s, const std::map<int64_
   }
 }
 
+// An actor-learner run's timed iterations as its learners' updates: each learner thread's phases
+// from an acting phase to the end of the optimizer phase after it; its *_step ops there, the step.
+void read_learner_updates(store::Reader& reader, SourceRun& s) {
+  const auto events = reader.event_ids(s.run.id, 0, {"phase", "op"});
+  const auto phase_kind = reader.string_id("phase");
+  std::vector<int64_t> ids;
+  for (const auto& e : events) ids.push_back(e.name);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const auto names = reader.strings(ids);
+  const auto name_of = [&](int64_t id) {
+    const auto n = names.find(id);
+    return n == names.end() ? std::string() : n->second;
+  };
+  std::map<int64_t, int> learner_of;                        // thread -> learner
+  std::map<int64_t, std::vector<SourceUpdate>> updates_of;  // by iteration
+  // The update an event of a learner's thread falls in: that learner's last begun before it.
+  const auto update_of = [&](const store::EventIdRow& e) -> SourceUpdate* {
+    const auto l = learner_of.find(e.thread);
+    if (l == learner_of.end()) return nullptr;
+    auto& list = updates_of[e.iteration];
+    for (auto u = list.rbegin(); u != list.rend(); ++u) {
+      if (u->learner == l->second && u->start_ns <= e.start_ns) return &*u;
+    }
+    return nullptr;
+  };
+  for (const auto& e : events) {  // by start
+    const std::string name = name_of(e.name);
+    const bool phase = phase_kind && e.kind == *phase_kind;
+    if (phase && name == "acting") {
+      const int learner = learner_of.emplace(e.thread, static_cast<int>(learner_of.size())).first->second;
+      updates_of[e.iteration].push_back({learner, e.start_ns, e.end_ns, 0});
+    } else if (phase && (name == "forward" || name == "backward" || name == "optimizer")) {
+      if (SourceUpdate* u = update_of(e)) u->end_ns = std::max(u->end_ns, e.end_ns);
+    } else if (!phase && name.ends_with("_step")) {
+      if (SourceUpdate* u = update_of(e)) u->step_ns += e.end_ns - e.start_ns;
+    }
+  }
+  s.learners = static_cast<int>(learner_of.size());
+  for (const auto& it : reader.iterations(s.run.id)) {
+    if (it.warmup) continue;
+    SourceIteration si;
+    si.index = it.index;
+    si.span_ns = it.end_ns - it.start_ns;
+    si.samples = it.samples;
+    for (SourceUpdate u : updates_of[it.index]) {
+      u.start_ns -= it.start_ns;
+      u.end_ns -= it.start_ns;
+      if (u.start_ns >= 0 && u.end_ns <= si.span_ns) si.updates.push_back(u);
+    }
+    std::stable_sort(si.updates.begin(), si.updates.end(),
+                     [](const SourceUpdate& a, const SourceUpdate& b) { return a.start_ns < b.start_ns; });
+    if (si.updates.empty()) refuse(s.run.id, fmt::format("its iteration {} holds no learner's update", it.index));
+    s.iterations.push_back(std::move(si));
+  }
+  if (s.iterations.empty()) refuse(s.run.id, "it has no timed iterations");
+}
+
+// The run-level figures: the memory-bound ops' rate, the groups' clipping, each iteration's tokens.
+void read_run_metrics(store::Reader& reader, SourceRun& s) {
+  double bytes = 0, ns = 0;
+  std::map<int64_t, SourceIteration*> by_index;
+  for (auto& it : s.iterations) by_index[it.index] = &it;
+  for (const auto& m : reader.metrics(s.run.id)) {
+    if (m.name == "tokens" && m.iteration >= 0) {
+      if (const auto it = by_index.find(m.iteration); it != by_index.end())
+        it->second->tokens = static_cast<int64_t>(m.value);
+    }
+    if (m.iteration != -1) continue;
+    if (m.name == "roofline_memory_bytes") bytes = m.value;
+    if (m.name == "roofline_memory_ns") ns = m.value;
+    if (m.name.starts_with("gradient_clip_norm.") && m.value > 0) {
+      const size_t g = std::stoul(m.name.substr(std::string_view("gradient_clip_norm.").size()));
+      if (g < s.groups.size()) s.groups[g].clipped = true;
+    }
+  }
+  s.memory_gbps = ns > 0 ? bytes / ns : 0;
+}
+
 }  // namespace
 
 SourceRun read_source(store::Reader& reader, int64_t run_id, bool with_forward_uses) {
@@ -120,11 +199,18 @@ SourceRun read_source(store::Reader& reader, int64_t run_id, bool with_forward_u
     offset += static_cast<int>(g.names.size());
   }
 
+  for (const auto& m : reader.metrics(run_id)) {
+    if (m.name == "learners" && m.iteration == -1 && m.value > 0) {
+      read_learner_updates(reader, s);
+      read_run_metrics(reader, s);
+      return s;
+    }
+  }
+
   // The gradients' markers: their iteration, time and parameter.
   const auto ready_id = reader.string_id("gradient ready");
   const std::string no_markers =
-      "its trace holds no gradient-ready markers (runs before schema v15 recorded none: run it again; a3c's learners "
-      "train copies of their own, which record none)";
+      "its trace holds no gradient-ready markers (runs before schema v15 recorded none: run it again)";
   if (!ready_id) refuse(run_id, no_markers);
   struct Marker {
     int64_t iteration, t;
@@ -211,23 +297,7 @@ SourceRun read_source(store::Reader& reader, int64_t run_id, bool with_forward_u
     }
   }
   if (with_forward_uses) add_forward_uses(reader, s, iteration_start);
-  double bytes = 0, ns = 0;
-  std::map<int64_t, SourceIteration*> by_index;
-  for (auto& it : s.iterations) by_index[it.index] = &it;
-  for (const auto& m : reader.metrics(run_id)) {
-    if (m.name == "tokens" && m.iteration >= 0) {
-      if (const auto it = by_index.find(m.iteration); it != by_index.end())
-        it->second->tokens = static_cast<int64_t>(m.value);
-    }
-    if (m.iteration != -1) continue;
-    if (m.name == "roofline_memory_bytes") bytes = m.value;
-    if (m.name == "roofline_memory_ns") ns = m.value;
-    if (m.name.starts_with("gradient_clip_norm.") && m.value > 0) {
-      const size_t g = std::stoul(m.name.substr(std::string_view("gradient_clip_norm.").size()));
-      if (g < s.groups.size()) s.groups[g].clipped = true;
-    }
-  }
-  s.memory_gbps = ns > 0 ? bytes / ns : 0;
+  read_run_metrics(reader, s);
   return s;
 }
 

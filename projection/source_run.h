@@ -23,12 +23,22 @@ struct SourcePhase {
   int64_t duration() const { return end_ns - start_ns; }
 };
 
+// One update of an actor-learner (a3c), on the learner's own thread: from its acting phase (the
+// read of the parameters and the rollout) through its forward and backward to its optimizer phase's
+// end, in which the local optimizer's step (its *_step ops) is what a parameter server runs instead.
+struct SourceUpdate {
+  int learner = 0;                   // its thread, numbered in the order the learners first act
+  int64_t start_ns = 0, end_ns = 0;  // from the iteration's start
+  int64_t step_ns = 0;               // the local step within it
+};
+
 struct SourceIteration {
   int64_t index = 0;
   int64_t span_ns = 0;
   int64_t samples = 0;
-  int64_t tokens = 0;               // sequence workloads (the iteration's `tokens` metric); 0: none
-  std::vector<SourcePhase> phases;  // by start
+  int64_t tokens = 0;                 // sequence workloads (the iteration's `tokens` metric); 0: none
+  std::vector<SourcePhase> phases;    // by start; a learner run's are its updates instead
+  std::vector<SourceUpdate> updates;  // an actor-learner run's, by start
 };
 
 struct SourceGroup {
@@ -51,6 +61,9 @@ struct SourceRun {
   // The rate of the run's memory-bound ops (roofline: their bytes over their time), what copying a
   // bucket's gradients in and out is assumed to run at; 0 when the run has no roofline.
   double memory_gbps = 0;
+  // Actor-learner threads (a3c; its run's `learners` metric), each taking updates as it is free,
+  // with every gradient group pushed whole after each; 0: one training thread's phases.
+  int learners = 0;
   // The data it read: rank `shard_rank` of `shard_ranks` (`run --shard R/N`), or all of it (1).
   int shard_rank = 0, shard_ranks = 1;
   // Parameters numbered across groups: group g's slot s is group_offset[g] + s.
@@ -61,7 +74,7 @@ struct SourceRun {
 
 // Reads run `run_id` of `reader`. Throws std::invalid_argument naming what is missing: the run,
 // completion, one rank, trainscope's own engine, a trace, the gradients and their markers (runs
-// recorded before schema v15 have neither: run it again).
+// recorded before schema v15 have neither: run it again), an actor-learner run's updates.
 // With `with_forward_uses`, each forward also gets its parameters' first uses (reads the run's ops).
 SourceRun read_source(store::Reader& reader, int64_t run_id, bool with_forward_uses = false);
 

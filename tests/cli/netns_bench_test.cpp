@@ -72,9 +72,10 @@ TEST(NetnsBench, TheLinksTcpRateIsMeasuredAndBusbwSetAgainstIt) {
     }
   }
   EXPECT_TRUE(metric);
-  // A parameter server's messages tsh2 -> tsh1, per size: alone, beside a busy thread, its kept
-  // rate. A 4 MiB message cannot cross 1 Gbit/s in under 4 MiB / 0.125 GB/s = 33.5 ms; larger
-  // messages take longer; the busy thread kept a share of its rate.
+  // A parameter server's messages tsh2 -> tsh1, per size: alone, beside a busy thread, the rate
+  // that thread kept. A 4 MiB message cannot cross 1 Gbit/s in under 4 MiB / 0.125 GB/s = 33.5 ms,
+  // alone or not; smaller ones may pass within the shaper's burst, and a busy machine stretches any
+  // (so no order among them is asserted).
   std::map<int64_t, std::array<double, 3>> messages;
   for (const auto& m : r.metrics(run.id)) {
     for (const auto& [i, name] : {std::pair{0, "ps_message_ns."}, std::pair{1, "ps_message_beside_ns."},
@@ -85,15 +86,13 @@ TEST(NetnsBench, TheLinksTcpRateIsMeasuredAndBusbwSetAgainstIt) {
   ASSERT_EQ(messages.size(), 5u);
   ASSERT_EQ(j["ps_messages"].size(), 5u) << j["ps_messages"].dump();
   EXPECT_DOUBLE_EQ(j["ps_messages"][4]["ns"].get<double>(), messages.at(4 << 20)[0]);
-  double last = 0;
   for (const auto& [bytes, f] : messages) {
     SCOPED_TRACE(bytes);
-    EXPECT_GT(f[0], last);
+    EXPECT_GT(f[0], 0);
     EXPECT_GT(f[1], 0);
     EXPECT_GT(f[2], 0);
-    EXPECT_LE(f[2], 1.2);
-    last = f[0];
   }
+  EXPECT_GT(messages.at(4 << 20)[1], 33.5e6);
   EXPECT_GT(messages.at(4 << 20)[0], 33.5e6);
   std::string described;
   for (const auto& e : r.environment(run.id)) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -283,7 +285,7 @@ TEST_F(ProjectionStore, AMeasuredRunFindsItsInputsAndStoresItsError) {
 
 TEST_F(ProjectionStore, AParameterServersModeIsProjectedAsTheRunTookIt) {
   // Each mode the servers run is the model's (bounded with its staleness); one the model does not
-  // know, several servers, or priority: none, saying why.
+  // know, several servers: none, saying why.
   std::map<std::string, int64_t> runs;
   {
     store::Writer w(db_);
@@ -318,4 +320,58 @@ TEST_F(ProjectionStore, AParameterServersModeIsProjectedAsTheRunTookIt) {
   const auto two = knobs_of(r, *r.run(runs["two servers"]));
   EXPECT_FALSE(two.knobs);
   EXPECT_NE(two.why_not.find("several or dedicated servers"), std::string::npos) << two.why_not;
+}
+
+TEST_F(ProjectionStore, AnActorLearnerRunIsReadAsItsLearnersUpdates) {
+  // An a3c-like run (its `learners` metric): two learner threads (7 and 9) and the main thread
+  // (3); per iteration each learner acts, forwards, backwards and steps (its rmsprop_step ops in
+  // the optimizer phase); waiting phases and the main thread's ops are no update's.
+  int64_t run = 0;
+  {
+    store::Writer w(db_);
+    store::RunInfo info = resnet50_tiny(1);
+    info.workload = "a3c";
+    info.iterations = 2;
+    info.warmup = 1;
+    info.trace = true;
+    run = w.begin_run(info);
+    std::vector<store::IterationRow> its;
+    std::vector<store::EventRow> events;
+    for (int64_t i = 0; i < 3; ++i) {
+      const int64_t t0 = i * 100 * kMs;
+      its.push_back({i, i == 0, t0, t0 + 50 * kMs, 10, 1.0, 0});
+      for (const auto& [thread, at] : {std::pair{int64_t{7}, int64_t{0}}, std::pair{int64_t{9}, int64_t{2}}}) {
+        const int64_t u = t0 + at * kMs;
+        events.push_back({u, u + 10 * kMs, "acting", "", "phase", "", i, thread, 0});
+        events.push_back({u + 10 * kMs, u + 20 * kMs, "forward", "", "phase", "", i, thread, 0});
+        events.push_back({u + 20 * kMs, u + 35 * kMs, "backward", "", "phase", "", i, thread, 0});
+        events.push_back({u + 35 * kMs, u + 40 * kMs, "optimizer", "", "phase", "", i, thread, 0});
+        events.push_back({u + 36 * kMs, u + 37 * kMs, "rmsprop_step", "fc", "op", "none", i, thread, 0});
+        events.push_back({u + 38 * kMs, u + 39 * kMs, "rmsprop_step", "conv", "op", "none", i, thread, 0});
+        events.push_back({u + 40 * kMs, u + 48 * kMs, "waiting", "", "phase", "", i, thread, 0});
+      }
+      events.push_back({t0 + 1 * kMs, t0 + 2 * kMs, "rmsprop_step", "fc", "op", "none", i, 3, 0});
+    }
+    std::sort(events.begin(), events.end(),
+              [](const store::EventRow& a, const store::EventRow& b) { return a.start_ns < b.start_ns; });
+    w.add_iterations(run, its);
+    w.add_events(run, events);
+    const std::vector<store::GradientRow> grads = {{0, 0, "fc.weight", 2'000'000, 0}};
+    w.add_gradients(run, grads);
+    const std::vector<store::MetricRow> metrics = {{"learners", 2, "threads", -1, 0}};
+    w.add_metrics(run, metrics);
+    w.finish_run(run, store::RunStatus::completed, "2026-11-29T00:00:00Z", "");
+  }
+  store::Reader r(db_);
+  const SourceRun s = read_source(r, run, true);
+  EXPECT_EQ(s.learners, 2);
+  ASSERT_EQ(s.iterations.size(), 2u);  // the timed ones
+  for (const auto& it : s.iterations) {
+    ASSERT_EQ(it.updates.size(), 2u);
+    EXPECT_EQ(it.updates[0].learner, 0);  // thread 7 acted first
+    EXPECT_EQ(it.updates[1].learner, 1);
+    EXPECT_EQ(it.updates[1].start_ns, 2 * kMs);
+    EXPECT_EQ(it.updates[1].end_ns, 42 * kMs);  // to its optimizer phase's end, not its wait's
+    EXPECT_EQ(it.updates[0].step_ns, 2 * kMs);  // its own two steps, not the main thread's
+  }
 }

@@ -64,6 +64,17 @@ Knobs two_ranks() {
   return k;
 }
 
+// The parameter server's answers' time in all, on the server's rank (worker 0).
+double reply_ns(const Projection& p) {
+  double ns = 0;
+  for (const auto& it : p.iterations) {
+    for (const auto& c : it.calls) {
+      if (it.rank == 0 && c.what == "ps reply") ns += c.end_ns - c.start_ns;
+    }
+  }
+  return ns;
+}
+
 }  // namespace
 
 TEST(Projection, WithoutOverlapEveryBucketFollowsTheBackward) {
@@ -325,17 +336,69 @@ TEST(Projection, EagerServersAnswerEveryWorkerAndAForwardWaitsOnlyForThePushBefo
   const auto eager = project(s, link, k);
   EXPECT_LT(eager.median(&ProjectedIteration::wait_ns, 1), 1 * kMs);
   EXPECT_NEAR(eager.median(&ProjectedIteration::span_ns, 1), 160 * kMs, 2 * kMs);
-  // The answers' time on the server's rank: async answers worker 1 once a step, eager twice.
-  const auto replies = [](const Projection& p) {
-    double ns = 0;
-    for (const auto& it : p.iterations) {
-      for (const auto& c : it.calls) {
-        if (it.rank == 0 && c.what == "ps reply") ns += c.end_ns - c.start_ns;
-      }
-    }
-    return ns;
-  };
-  EXPECT_NEAR(replies(eager) / replies(async), 2.0, 0.3);
+  // Async answers worker 1 once a step, eager twice.
+  EXPECT_NEAR(reply_ns(eager) / reply_ns(async), 2.0, 0.3);
+}
+
+namespace {
+
+// An actor-learner source (a3c): two learners, each iteration four updates of 10 ms (1 ms of it
+// the local step), two on each learner, then 1 ms more; one gradient of 1 MB.
+SourceRun make_learner_source(int iterations) {
+  SourceRun s;
+  s.run.id = 1;
+  s.run.threads = 1;
+  s.learners = 2;
+  SourceGroup g;
+  g.names = {"p0"};
+  g.bytes = {1'000'000};
+  g.arrival = {0};
+  s.groups.push_back(g);
+  s.group_offset = {0};
+  s.shard_ranks = 2;
+  s.memory_gbps = 1000;
+  for (int i = 0; i < iterations; ++i) {
+    SourceIteration it;
+    it.index = i + 1;
+    it.samples = 20;
+    for (int u = 0; u < 4; ++u) it.updates.push_back({u % 2, (u / 2) * 10 * kMs, (u / 2 + 1) * 10 * kMs, 1 * kMs});
+    it.span_ns = 21 * kMs;
+    s.iterations.push_back(it);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(Projection, ActorLearnersPushEveryUpdateAndWaitOnlyWhenTwoAreUnsent) {
+  // A fast link: each learner's two updates without their local step (9 ms each), then the 1 ms
+  // after them. A slow one (a message of 1 MB: 20 ms): worker 1 sends four updates an iteration,
+  // 80 ms, and its learners wait whenever two are still unsent, so it goes at the link's pace.
+  // Eager answers both workers after every update: twice async's answers; the learners' reads
+  // never wait for them.
+  const auto s = make_learner_source(6);
+  auto link = unit_link();
+  link.p2p_gbps = 1000;
+  Knobs k = two_ranks();
+  k.strategy = Strategy::ps;
+  k.ps_mode = ts::vocabulary::PsMode::async;
+  const auto fast = project(s, link, k);
+  EXPECT_NEAR(fast.median_span_ns, 19 * kMs, 0.5 * kMs);
+  EXPECT_LT(fast.median(&ProjectedIteration::wait_ns, 1), 0.5 * kMs);
+  link.p2p_gbps = 0.05;
+  const auto slow = project(s, link, k);
+  EXPECT_NEAR(slow.median(&ProjectedIteration::span_ns, 1), 80 * kMs, 8 * kMs);
+  EXPECT_GT(slow.median(&ProjectedIteration::wait_ns, 1), 40 * kMs);
+  k.ps_mode = ts::vocabulary::PsMode::eager;
+  const auto eager = project(s, link, k);
+  EXPECT_NEAR(eager.median(&ProjectedIteration::span_ns, 1), slow.median(&ProjectedIteration::span_ns, 1), 8 * kMs);
+  EXPECT_NEAR(reply_ns(eager) / reply_ns(slow), 2.0, 0.3);
+  // Learners push asynchronously: a sync or bounded server, or all-reduce, is refused.
+  for (const auto mode : {ts::vocabulary::PsMode::sync, ts::vocabulary::PsMode::bounded}) {
+    k.ps_mode = mode;
+    EXPECT_THROW(project(s, link, k), std::invalid_argument);
+  }
+  EXPECT_THROW(project(s, link, two_ranks()), std::invalid_argument);
 }
 
 TEST(Projection, BadKnobsAreRefused) {
