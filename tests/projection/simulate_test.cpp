@@ -57,6 +57,13 @@ LinkModel unit_link() {
   return m;
 }
 
+// 1000 bytes per ns point to point: a parameter server's messages take next to nothing.
+LinkModel fast_link() {
+  LinkModel m = unit_link();
+  m.p2p_gbps = 1000;
+  return m;
+}
+
 Knobs two_ranks() {
   Knobs k;
   k.ranks = 2;
@@ -224,8 +231,7 @@ TEST(Projection, AParameterServerOnAFastLinkCostsTheWorkerItsOptimizer) {
   // forward + backward, and the update sits off the workers' paths.
   auto s = make_source({1'000'000, 1'000'000}, {20, 60}, {100, 100, 100});
   s.memory_gbps = 1000;
-  auto link = unit_link();
-  link.p2p_gbps = 1000;
+  auto link = fast_link();
   Knobs k = two_ranks();
   k.strategy = Strategy::ps;
   const auto p = project(s, link, k);
@@ -291,8 +297,7 @@ TEST(Projection, AsynchronousWorkersDoNotWaitForEachOther) {
   // than the run has iterations, it never binds.
   auto s = make_source({1'000'000}, {1000}, {100, 300, 100, 300});
   s.memory_gbps = 1000;
-  auto link = unit_link();
-  link.p2p_gbps = 1000;
+  auto link = fast_link();
   Knobs k = two_ranks();
   k.strategy = Strategy::ps;
   const auto sync = project(s, link, k);
@@ -323,8 +328,7 @@ TEST(Projection, EagerServersAnswerEveryWorkerAndAForwardWaitsOnlyForThePushBefo
   auto s = make_source({1'000'000}, {1000}, {100, 100, 100, 100, 100}, 60);
   s.shard_ranks = 2;  // every rank replays the same iterations
   s.memory_gbps = 1000;
-  auto link = unit_link();
-  link.p2p_gbps = 1000;
+  auto link = fast_link();
   link.p2p_latency_ns = 12.5 * kMs;
   Knobs k = two_ranks();
   k.strategy = Strategy::ps;
@@ -377,8 +381,7 @@ TEST(Projection, ActorLearnersPushEveryUpdateAndWaitOnlyWhenTwoAreUnsent) {
   // Eager answers both workers after every update: twice async's answers; the learners' reads
   // never wait for them.
   const auto s = make_learner_source(6);
-  auto link = unit_link();
-  link.p2p_gbps = 1000;
+  auto link = fast_link();
   Knobs k = two_ranks();
   k.strategy = Strategy::ps;
   k.ps_mode = ts::vocabulary::PsMode::async;
